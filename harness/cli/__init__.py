@@ -1,0 +1,10 @@
+"""The `harness` command line: thin typer commands over the core modules.
+
+Each submodule registers its commands on the one app; none imports Docker,
+pandas, matplotlib or NVML at module level, so `harness --help` stays fast.
+"""
+
+from harness.cli.app import app, main
+from harness.cli import experiments  # noqa: F401  (registers commands)
+
+__all__ = ["app", "main"]

@@ -1,0 +1,112 @@
+"""The typer app, the options shared by commands, and the error edge."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, List, Optional, TypeVar
+
+import typer
+from typing_extensions import Annotated
+
+from harness.errors import ExitCode, HarnessError
+
+app = typer.Typer(
+    name="harness",
+    help="Run, guard and summarize Miles RL experiments on an NVIDIA GB10.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+ExperimentsDir = Annotated[
+    Path,
+    typer.Option(
+        "--experiments-dir",
+        envvar="HARNESS_EXPERIMENTS_DIR",
+        help="Directory of experiment YAML files.",
+    ),
+]
+CaptureDir = Annotated[
+    Path,
+    typer.Option(
+        "--capture-dir",
+        envvar="HARNESS_CAPTURE_DIR",
+        help="Directory that holds one capture per run.",
+    ),
+]
+SeedOption = Annotated[
+    Optional[int],
+    typer.Option("--seed", min=1, help="Seed k: sets Miles --seed/--rollout-seed; run name <name>-s<k>."),
+]
+SetOption = Annotated[
+    Optional[List[str]],
+    typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override one experiment key (repeatable)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document for scripts.")]
+
+DEFAULT_EXPERIMENTS_DIR = Path("experiments")
+DEFAULT_CAPTURE_DIR = Path("capture/gpu")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def command(*args: Any, **kwargs: Any) -> Callable[[F], F]:
+    """Register a typer command whose HarnessError becomes one red line and an exit code."""
+
+    def register(function: F) -> F:
+        @functools.wraps(function)
+        def guarded(*a: Any, **kw: Any) -> Any:
+            try:
+                return function(*a, **kw)
+            except HarnessError as err:
+                fail(err.message, err.exit_code)
+            except KeyboardInterrupt:
+                fail("interrupted", ExitCode.INTERRUPTED)
+            except (typer.Exit, typer.Abort, SystemExit):
+                raise
+            except Exception as err:  # a bug: still one line, unless asked for more
+                if os.environ.get("HARNESS_DEBUG"):
+                    raise
+                fail(f"internal error: {type(err).__name__}: {err} (HARNESS_DEBUG=1 shows the traceback)", 70)
+
+        app.command(*args, **kwargs)(guarded)
+        return function
+
+    return register
+
+
+def fail(message: str, exit_code: int) -> None:
+    """Print one error line on stderr and exit."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[red]error:[/red] {escape(message)}")
+    raise typer.Exit(int(exit_code))
+
+
+def warn(message: str) -> None:
+    """Print one warning line on stderr."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/yellow] {escape(message)}")
+
+
+def stdout() -> "Any":
+    """A rich console on stdout that never wraps machine-readable text."""
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Miles command lines: read the base run, apply flag overrides, read flag values.
+
+Standard library only: the lab image's entry imports this file as it is, so
+the image and the harness build the trainer's argv the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Mapping, Sequence, Union
+
+BASE_RUN_FILE = Path(__file__).with_name("base-run.args")
+
+FlagValue = Union[str, int, float, bool, None, Sequence[Union[str, int, float]]]
+
+_NUMBER = re.compile(r"^-\d|^-\.\d")
+
+
+def is_flag(word: str) -> bool:
+    """A word that starts a flag (`--x`), as opposed to a value such as `-1`."""
+    return word.startswith("-") and not _NUMBER.match(word) and word != "-"
+
+
+def read_base_args(path: Path = BASE_RUN_FILE) -> list[str]:
+    """The words of an args file: shell-split lines, comments and blank lines skipped."""
+    words: list[str] = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        try:
+            words.extend(shlex.split(stripped, comments=True))
+        except ValueError as err:
+            raise ValueError(f"{path}:{number}: {err}") from None
+    return words
+
+
+def split_flags(words: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """Group argv words into (flag, values) in order; flags keep their dashes."""
+    groups: list[tuple[str, list[str]]] = []
+    for word in words:
+        if is_flag(word) or not groups:
+            groups.append((word, []))
+        else:
+            groups[-1][1].append(word)
+    return groups
+
+
+def flag_values(words: Sequence[str]) -> dict[str, list[str]]:
+    """Each flag's values (last occurrence wins, as argparse does), keyed by `--name`."""
+    return {flag: values for flag, values in split_flags(words)}
+
+
+def format_value(value: FlagValue) -> list[str]:
+    """The argv words for one flag value: True -> bare flag, lists -> several words."""
+    if value is True:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [_word(v) for v in value]
+    return [_word(value)]
+
+
+def _word(value: object) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def apply_overrides(base: Sequence[str], overrides: Mapping[str, FlagValue]) -> list[str]:
+    """Base argv with flags replaced in place, removed (False/None) or appended.
+
+    Keys are flag names without leading dashes; every occurrence of an
+    overridden flag in the base is collapsed into one, at its first position.
+    """
+    wanted = {f"--{name.lstrip('-')}": value for name, value in overrides.items()}
+    out: list[str] = []
+    done: set[str] = set()
+    for flag, values in split_flags(base):
+        if flag not in wanted:
+            out.append(flag)
+            out.extend(values)
+            continue
+        if flag in done:
+            continue
+        done.add(flag)
+        out.extend(_render(flag, wanted[flag]))
+    for flag, value in wanted.items():
+        if flag not in done:
+            out.extend(_render(flag, value))
+    return out
+
+
+def _render(flag: str, value: FlagValue) -> list[str]:
+    if value is False or value is None:
+        return []
+    return [flag, *format_value(value)]

@@ -1,0 +1,1 @@
+"""Reading what Miles prints: line reader, step merger, argument dump, failures."""
