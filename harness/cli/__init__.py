@@ -5,6 +5,5 @@ pandas, matplotlib or NVML at module level, so `harness --help` stays fast.
 """
 
 from harness.cli.app import app, main
-from harness.cli import experiments  # noqa: F401  (registers commands)
 
 __all__ = ["app", "main"]
