@@ -1,0 +1,190 @@
+"""Experiment -> LaunchSpec: everything an engine needs to start a run, decided up front.
+
+`plan_launch` is pure: it reads nothing and starts nothing (the base run's
+flags, the project root and the user's environment are arguments), so
+`--dry-run` shows exactly what `run` would do and tests can pin it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from dataclasses import asdict, dataclass, field
+from pathlib import PurePosixPath
+from typing import Any, Mapping, Optional, Sequence, Tuple
+
+from harness.experiments import Experiment
+
+LABEL_PREFIX = "org.miles-gb10-lab"
+LABEL_RUN = f"{LABEL_PREFIX}.run"
+LABEL_RUN_ID = f"{LABEL_PREFIX}.run-id"
+LABEL_EXPERIMENT = f"{LABEL_PREFIX}.experiment"
+LABEL_CAPTURE_DIR = f"{LABEL_PREFIX}.capture-dir"
+
+ENV_TRAINER_ARGS = "MILES_ARGS"
+ENV_EXTRA_ARGS = "MILES_EXTRA_ARGS"
+TRAINER_COMMAND = ("python3", "train.py")
+
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+# Keys of the resolved experiment that do not change what a run measures.
+_NOT_IN_RUN_ID = ("description", "compare", "limits", "extends")
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A bind mount: host path -> container path."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class DeviceRequest:
+    """A GPU request as Docker takes it (count -1 = all GPUs)."""
+
+    driver: str = "nvidia"
+    count: Optional[int] = None
+    device_ids: Optional[Tuple[str, ...]] = None
+    capabilities: Tuple[Tuple[str, ...], ...] = (("gpu", "utility"),)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What an engine executes for one run; built by `plan_launch`, never mutated."""
+
+    run: str
+    run_id: str
+    experiment: str
+    seed: int
+    image: str
+    container_name: str
+    trainer_argv: Tuple[str, ...]
+    env: Mapping[str, str]
+    labels: Mapping[str, str]
+    mounts: Tuple[Mount, ...]
+    device_requests: Tuple[DeviceRequest, ...]
+    shm_size: str
+    ipc_mode: str
+    ulimits: Mapping[str, int]
+    capture_dir: str
+    steps_expected: int
+    max_minutes: Optional[float]
+    missing_env: Tuple[str, ...] = field(default_factory=tuple)
+
+    def display_env(self) -> dict[str, str]:
+        """The environment with secret-looking values redacted."""
+        return {name: redact(name, value) for name, value in self.env.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as JSON-ready data, secrets redacted."""
+        data = asdict(self)
+        data["env"] = self.display_env()
+        return data
+
+
+def redact(name: str, value: str) -> str:
+    """`value`, or a placeholder when `name` looks like a secret (TOKEN, KEY, SECRET, PASSWORD)."""
+    return REDACTED if SECRET_NAME.search(name) else value
+
+
+def compute_run_id(experiment: Experiment, trainer_argv: Sequence[str], image: str) -> str:
+    """`<run>-<8 hex>`: the run name plus a hash of what changes the results."""
+    facts = {k: v for k, v in experiment.to_dict().items() if k not in _NOT_IN_RUN_ID}
+    facts["trainer_argv"] = list(trainer_argv)
+    facts["image"] = image
+    canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"))
+    return f"{experiment.run_name}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
+
+
+def _device_requests(gpus: Any) -> Tuple[DeviceRequest, ...]:
+    if gpus == "none":
+        return ()
+    if gpus == "all":
+        return (DeviceRequest(count=-1),)
+    return (DeviceRequest(device_ids=tuple(str(i) for i in gpus)),)
+
+
+def _mount(volume: str, project_root: str) -> Mount:
+    source, target, *mode = volume.split(":")
+    if not source.startswith("/"):
+        source = str(PurePosixPath(project_root) / source)
+    return Mount(source=source, target=target, read_only=mode == ["ro"])
+
+
+def plan_launch(
+    experiment: Experiment,
+    *,
+    base_args: Sequence[str],
+    capture_root: str,
+    project_root: str,
+    environ: Mapping[str, str],
+) -> LaunchSpec:
+    """The launch spec of one run; pure (all inputs are arguments, nothing is read or started)."""
+    trainer_args = experiment.trainer_args(base_args)
+    trainer_argv = (*TRAINER_COMMAND, *trainer_args, *experiment.extra_words())
+    run = experiment.run_name
+    run_id = compute_run_id(experiment, trainer_argv, experiment.image)
+    capture_dir = str(PurePosixPath(project_root) / capture_root / run)  # an absolute capture_root wins
+
+    env = {
+        ENV_TRAINER_ARGS: shlex.join(trainer_args),
+        ENV_EXTRA_ARGS: experiment.miles.extra_args,
+        **experiment.container.env,
+    }
+    missing = []
+    for name in experiment.container.pass_env:
+        if name in environ:
+            env[name] = environ[name]
+        else:
+            missing.append(name)
+
+    return LaunchSpec(
+        run=run,
+        run_id=run_id,
+        experiment=experiment.name,
+        seed=experiment.seed,
+        image=experiment.image,
+        container_name=f"mgl-{run_id}",
+        trainer_argv=trainer_argv,
+        env=env,
+        labels={
+            LABEL_RUN: run,
+            LABEL_RUN_ID: run_id,
+            LABEL_EXPERIMENT: experiment.name,
+            LABEL_CAPTURE_DIR: capture_dir,
+        },
+        mounts=tuple(_mount(v, project_root) for v in experiment.container.volumes),
+        device_requests=_device_requests(experiment.container.gpus),
+        shm_size=experiment.container.shm_size,
+        ipc_mode=experiment.container.ipc,
+        ulimits=dict(experiment.container.ulimits),
+        capture_dir=capture_dir,
+        steps_expected=experiment.steps,
+        max_minutes=experiment.limits.max_minutes,
+        missing_env=tuple(missing),
+    )
+
+
+def docker_run_command(spec: LaunchSpec) -> list[str]:
+    """The `docker run` line that starts what `spec` starts; secrets passed by name, never by value."""
+    argv = ["docker", "run", "--name", spec.container_name]
+    for request in spec.device_requests:
+        if request.count == -1:
+            argv += ["--gpus", "all"]
+        else:
+            argv += ["--gpus", f'"device={",".join(request.device_ids or ())}"']
+    argv += ["--shm-size", spec.shm_size, "--ipc", spec.ipc_mode]
+    for name, limit in spec.ulimits.items():
+        argv += ["--ulimit", f"{name}={limit}"]
+    for mount in spec.mounts:
+        argv += ["-v", f"{mount.source}:{mount.target}{':ro' if mount.read_only else ''}"]
+    for name, value in spec.env.items():
+        argv += ["-e", name if SECRET_NAME.search(name) else f"{name}={value}"]
+    for name, value in spec.labels.items():
+        argv += ["--label", f"{name}={value}"]
+    return [*argv, spec.image]
