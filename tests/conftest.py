@@ -52,3 +52,36 @@ def repo_root() -> Path:
 def regenerate_golden() -> bool:
     """REGEN_GOLDEN=1 rewrites golden files (and the tests that did so fail, on purpose)."""
     return os.environ.get("REGEN_GOLDEN") == "1"
+
+
+OFFLINE_IMAGES_SCRIPT = REPO_ROOT / "scripts" / "offline-images.sh"
+
+
+@pytest.fixture(scope="session")
+def offline_images() -> list[str]:
+    """The registry-free base images (busybox, python): built once where a tag is missing.
+
+    CI builds them before the tests; on a fresh machine this takes a debootstrap
+    (about a minute) and needs root.
+    """
+    built = subprocess.run(["bash", str(OFFLINE_IMAGES_SCRIPT)], capture_output=True, text=True, timeout=1200)
+    if built.returncode != 0:
+        pytest.fail(f"scripts/offline-images.sh failed:\n{built.stderr[-3000:]}", pytrace=False)
+    tags = subprocess.run(["bash", str(OFFLINE_IMAGES_SCRIPT), "--print-tags"], capture_output=True, text=True)
+    return tags.stdout.split()
+
+
+@pytest.fixture(scope="session")
+def docker_build():
+    """Build an image with the docker CLI (cached layers are fine); fails the test with the log tail."""
+
+    def build(context: Path, tag: str, build_args: dict[str, str] | None = None) -> str:
+        argv = ["docker", "build", "--quiet", "--tag", tag]
+        for name, value in (build_args or {}).items():
+            argv += ["--build-arg", f"{name}={value}"]
+        done = subprocess.run([*argv, str(context)], capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            pytest.fail(f"docker build of {tag} failed:\n{(done.stdout + done.stderr)[-3000:]}", pytrace=False)
+        return tag
+
+    return build
