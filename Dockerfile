@@ -17,6 +17,8 @@ ARG MILES_DIR=/root/miles
 RUN set -eu; \
     if [ -n "${MILES_COMMIT}" ]; then \
         cd "${MILES_DIR}"; \
+        git rev-parse --git-dir >/dev/null \
+            || { echo "${MILES_DIR} is not a git checkout: build with MILES_COMMIT= to keep the base's Miles" >&2; exit 1; }; \
         if ! git cat-file -e "${MILES_COMMIT}^{commit}" 2>/dev/null; then \
             if [ "$(git rev-parse --is-shallow-repository)" = true ]; then \
                 git fetch --quiet --unshallow origin; \

@@ -202,3 +202,13 @@ def test_the_image_records_its_miles_and_sets_the_ray_environment(lab_image):
     assert {"PYTHONUNBUFFERED=1", "RAY_DEDUP_LOGS=0", "RAY_memory_monitor_refresh_ms=0"} <= set(config["Env"])
     assert config["Entrypoint"] == ["python3", "/opt/miles-gb10-lab/entry.py"]
     assert not config["Cmd"]
+
+
+def test_a_miles_commit_is_checked_out_not_ignored(lab_image):
+    # The stand-in's Miles is no git checkout, so asking for a commit must stop the build, clearly.
+    argv = ["docker", "build", "--build-arg", f"MILES_BASE={STANDIN_TAG}", "--build-arg", "MILES_COMMIT=08752a12",
+            "--tag", "miles-gb10-lab:test-commit", str(REPO_ROOT)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+    assert done.returncode != 0
+    assert "/root/miles is not a git checkout: build with MILES_COMMIT= to keep the base's Miles" in done.stdout + done.stderr
