@@ -6,8 +6,16 @@ BIN := $(VENV)/bin
 HARNESS := $(BIN)/harness
 EXP ?= e2b-dapo-filter
 SEEDS ?= 1 2 3
+# The lab image. MILES_BASE and MILES_COMMIT default to the Dockerfile's ARGs;
+# set them to override (MILES_COMMIT= keeps the base's Miles).
+LAB_IMAGE ?= miles-gb10-lab:latest
+BUILD_ARGS = $(foreach v,MILES_BASE MILES_COMMIT,$(if $(filter undefined,$(origin $(v))),,--build-arg '$(v)=$($(v))'))
+# What the section-1.1 run reads from data/ (mounted at /data in the container).
+DATA_DIR ?= data
+MODEL_REPO ?= Qwen/Qwen3-0.6B
+DATASET_REPO ?= zhuzilin/gsm8k
 
-.PHONY: help setup test
+.PHONY: help setup test image data offline-images
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -22,3 +30,18 @@ setup: $(BIN)/harness ## create .venv and install the harness with its test tool
 
 test: setup ## run the test suite (Docker tests run when an engine answers)
 	$(BIN)/pytest -q
+
+image: ## build the lab image (MILES_BASE=<Miles base for your GPU> MILES_COMMIT=<sha, empty keeps the base's>)
+	docker build $(BUILD_ARGS) --tag $(LAB_IMAGE) .
+
+data: setup ## download the model and the data set into data/ (on the GB10 host; needs internet)
+	$(BIN)/pip install -q 'huggingface_hub>=0.23'
+	$(BIN)/python -c 'import sys; from huggingface_hub import snapshot_download as get; \
+		get(sys.argv[1], local_dir=sys.argv[2]); get(sys.argv[3], repo_type="dataset", local_dir=sys.argv[4])' \
+		'$(MODEL_REPO)' '$(DATA_DIR)/models/$(notdir $(MODEL_REPO))' '$(DATASET_REPO)' '$(DATA_DIR)/$(notdir $(DATASET_REPO))'
+	@test -f '$(DATA_DIR)/models/$(notdir $(MODEL_REPO))/config.json' && test -f '$(DATA_DIR)/$(notdir $(DATASET_REPO))/train.parquet' \
+		|| { echo "make data: no config.json or train.parquet after the download, see above" >&2; exit 1; }
+	@echo "data ready in $(DATA_DIR)/: mount it at /data"
+
+offline-images: ## build busybox and python base images without a registry (Docker, debootstrap, root)
+	bash scripts/offline-images.sh
