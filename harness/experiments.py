@@ -156,6 +156,8 @@ class Experiment(_Strict):
     seed: int = Field(default=1, ge=1)
     steps: int = Field(gt=0)
     image: str = "miles-gb10-lab:latest"
+    engine: Literal["docker", "process"] = "docker"
+    command: Optional[List[str]] = None
     miles: MilesConfig = Field(default_factory=MilesConfig)
     container: ContainerConfig = Field(default_factory=ContainerConfig)
     guard: GuardConfig = Field(default_factory=GuardConfig)
@@ -167,6 +169,14 @@ class Experiment(_Strict):
     def _safe_name(cls, name: str) -> str:
         check_safe_name(name)
         return name
+
+    @model_validator(mode="after")
+    def _engine_command(self) -> "Experiment":
+        if self.engine == "process" and not self.command:
+            raise ValueError("engine: process needs a `command` (the trainer entry to run, e.g. [python3, entry.py])")
+        if self.engine == "docker" and self.command is not None:
+            raise ValueError("`command` is for engine: process; a Docker run always uses the image's own entrypoint")
+        return self
 
     @property
     def run_name(self) -> str:

@@ -61,7 +61,9 @@ class LaunchSpec:
     run_id: str
     experiment: str
     seed: int
+    engine: str
     image: str
+    command: Optional[Tuple[str, ...]]
     container_name: str
     trainer_argv: Tuple[str, ...]
     env: Mapping[str, str]
@@ -136,6 +138,9 @@ def plan_launch(
         ENV_EXTRA_ARGS: experiment.miles.extra_args,
         **experiment.container.env,
     }
+    if experiment.engine == "process" and experiment.container.gpus != "all":
+        gpus = experiment.container.gpus
+        env["CUDA_VISIBLE_DEVICES"] = "" if gpus == "none" else ",".join(str(i) for i in gpus)
     missing = []
     for name in experiment.container.pass_env:
         if name in environ:
@@ -148,7 +153,9 @@ def plan_launch(
         run_id=run_id,
         experiment=experiment.name,
         seed=experiment.seed,
+        engine=experiment.engine,
         image=experiment.image,
+        command=tuple(experiment.command) if experiment.command else None,
         container_name=f"mgl-{run_id}",
         trainer_argv=trainer_argv,
         env=env,
@@ -159,7 +166,7 @@ def plan_launch(
             LABEL_CAPTURE_DIR: capture_dir,
         },
         mounts=tuple(_mount(v, project_root) for v in experiment.container.volumes),
-        device_requests=_device_requests(experiment.container.gpus),
+        device_requests=_device_requests(experiment.container.gpus) if experiment.engine == "docker" else (),
         shm_size=experiment.container.shm_size,
         ipc_mode=experiment.container.ipc,
         ulimits=dict(experiment.container.ulimits),

@@ -49,7 +49,9 @@ def expected_spec(run: str, run_id: str, experiment: str, seed: int, extra: str)
         "run_id": run_id,
         "experiment": experiment,
         "seed": seed,
+        "engine": "docker",
         "image": "miles-gb10-lab:latest",
+        "command": None,
         "container_name": f"mgl-{run_id}",
         "trainer_argv": ["python3", "train.py", *shlex.split(trainer_args), *shlex.split(extra)],
         "env": {"MILES_ARGS": trainer_args, "MILES_EXTRA_ARGS": extra},
@@ -80,7 +82,7 @@ def as_json(spec) -> dict:
 def test_pinned_spec_for_the_filter_run() -> None:
     spec = plan("e2b-dapo-filter")
     assert as_json(spec) == expected_spec(
-        "e2b-dapo-filter", "e2b-dapo-filter-858b5f2f", "e2b-dapo-filter", 1, FILTER_ARGS
+        "e2b-dapo-filter", "e2b-dapo-filter-fcac2fa7", "e2b-dapo-filter", 1, FILTER_ARGS
     )
     assert spec.env["MILES_EXTRA_ARGS"] == FILTER_ARGS
 
@@ -88,7 +90,7 @@ def test_pinned_spec_for_the_filter_run() -> None:
 def test_pinned_spec_for_a_seed_2_run() -> None:
     spec = plan("plain-48", seed=2)
     assert as_json(spec) == expected_spec(
-        "plain-48-s2", "plain-48-s2-40ed4b7a", "plain-48", 2, "--over-sampling-batch-size 48"
+        "plain-48-s2", "plain-48-s2-124679e5", "plain-48", 2, "--over-sampling-batch-size 48"
     )
 
 

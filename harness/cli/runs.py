@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 from typing_extensions import Annotated
 
+from typing import List, Optional
+
 from harness.cli.app import (
     DEFAULT_CAPTURE_DIR,
     DEFAULT_EXPERIMENTS_DIR,
@@ -17,6 +19,7 @@ from harness.cli.app import (
     stdout,
     warn,
 )
+from harness.cli.progress import progress_for
 
 
 def plan_from_cli(experiment: str, experiments_dir, capture_dir, seed, set_):  # noqa: ANN001, ANN201
@@ -43,24 +46,133 @@ def plan_from_cli(experiment: str, experiments_dir, capture_dir, seed, set_):  #
     return loaded.experiment, spec
 
 
+GraceOption = Annotated[float, typer.Option("--grace-s", min=0, help="Seconds between SIGTERM and SIGKILL when stopping.")]
+KeepOption = Annotated[bool, typer.Option("--keep", help="Keep the container after the run (it is removed once logs and status are saved).")]
+NoWaitOption = Annotated[bool, typer.Option("--no-wait", help="Fail at once if another run holds the GPU.")]
+
+
 @command("run")
 def run(
     experiment: Annotated[str, typer.Argument(help="Experiment name (file stem in the experiments directory).")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the launch spec and start nothing.")] = False,
     json_: JsonOption = False,
+    force: Annotated[bool, typer.Option("--force", help="Rerun even if the capture succeeded (the old one is kept under .replaced/).")] = False,
+    max_minutes: Annotated[Optional[float], typer.Option("--max-minutes", min=0.01, help="Time limit; overrides limits.max_minutes.")] = None,
+    no_wait: NoWaitOption = False,
+    keep: KeepOption = False,
+    grace_s: GraceOption = 60.0,
     experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR,
     capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
     seed: SeedOption = None,
     set_: SetOption = None,
 ) -> None:
-    """Run one experiment in a container on the GPU (with --dry-run: show what would start)."""
-    _, spec = plan_from_cli(experiment, experiments_dir, capture_dir, seed, set_)
+    """Run one experiment in a container on the GPU, capture it, and exit 0 only if it succeeded."""
+    from harness.lifecycle import RunOptions, exit_code_for, leftover_warnings, refuse_to_clobber, run_planned, \
+        stop_on_signals, Planned
+    from harness.runner import StopControl
+
+    overrides = [*(set_ or ()), *([f"limits.max_minutes={max_minutes}"] if max_minutes else [])]
+    loaded, spec = plan_from_cli(experiment, experiments_dir, capture_dir, seed, overrides)
     if dry_run:
         print_spec(spec, as_json=json_)
         return
-    from harness.errors import HarnessError
+    refuse_to_clobber(spec, force)
+    if spec.engine == "docker":
+        for message in leftover_warnings():
+            warn(message)
+    console = stdout()
+    progress = progress_for(console)
+    stop = StopControl()
+    options = RunOptions(force=force, wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
+    with stop_on_signals(stop, progress.note):
+        status = run_planned(Planned(loaded, spec), options=options, progress=progress, stop=stop, on_wait=warn)
+    report_status(status)
+    code = exit_code_for([status.state])
+    if code:
+        raise typer.Exit(int(code))
 
-    raise HarnessError("only --dry-run is available until the runner lands")
+
+@command("sweep")
+def sweep(
+    experiment: Annotated[str, typer.Argument(help="An experiment (with --seeds) or a sweep file such as `seeds`.")],
+    seeds: Annotated[Optional[List[int]], typer.Option("--seeds", min=1, help="Seeds to run: --seeds 1 2 3.")] = None,
+    more_seeds: Annotated[Optional[List[int]], typer.Argument(hidden=True, min=1)] = None,
+    retry: Annotated[bool, typer.Option("--retry", help="Also rerun failed, no_metrics, interrupted and stopped runs.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Rerun every run, succeeded ones too.")] = False,
+    fail_fast: Annotated[bool, typer.Option("--fail-fast", help="Stop the sweep at the first run that does not succeed.")] = False,
+    no_wait: NoWaitOption = False,
+    keep: KeepOption = False,
+    grace_s: GraceOption = 60.0,
+    experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR,
+    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    set_: SetOption = None,
+) -> None:
+    """Run an experiment over seeds, one after another; succeeded runs are skipped unless --force."""
+    import os
+
+    from harness.errors import HarnessError
+    from harness.experiments import ExperimentStore
+    from harness.lifecycle import RunOptions, exit_code_for, leftover_warnings, plan_runs, run_sweep, stop_on_signals
+    from harness.runner import StopControl
+
+    if more_seeds and not seeds:
+        raise HarnessError(f"seeds {more_seeds} given without --seeds")
+    if retry and force:
+        raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
+    store = ExperimentStore(experiments_dir)
+    wanted = [*(seeds or ()), *(more_seeds or ())]
+    name = experiment
+    if store.is_sweep(experiment):
+        sweep_file = store.load_sweep(experiment)
+        name, wanted = sweep_file.sweep, wanted or sweep_file.seeds
+    if len(set(wanted)) != len(wanted):
+        raise HarnessError(f"--seeds: each seed once, got {wanted}")
+    plans = plan_runs(store, name, wanted, set_ or (), capture_dir, dict(os.environ))
+    if any(p.spec.engine == "docker" for p in plans):
+        for message in leftover_warnings():
+            warn(message)
+    console = stdout()
+    progress = progress_for(console)
+    stop = StopControl()
+
+    def on_decision(decision) -> None:  # noqa: ANN001
+        verb = "running" if decision.action == "run" else "skipping"
+        progress.note(f"{decision.run}: {verb}: {decision.reason}")
+
+    mode = "force" if force else "retry" if retry else "cached"
+    options = RunOptions(force=force, wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
+    with stop_on_signals(stop, progress.note):
+        results = run_sweep(plans, mode=mode, fail_fast=fail_fast, options=options, progress=progress, stop=stop,
+                            on_decision=on_decision, on_wait=warn)
+    _print_sweep(console, results)
+    states = [r.status.state if r.status else "not run" for r in results]
+    code = exit_code_for(states)
+    if code:
+        raise typer.Exit(int(code))
+
+
+def _print_sweep(console, results) -> None:  # noqa: ANN001
+    from rich.table import Table
+
+    table = Table(title="sweep", title_justify="left")
+    for column in ("run", "action", "state", "steps", "reason"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        status = result.status
+        steps = f"{status.steps_complete}/{status.steps_expected}" if status else "-"
+        table.add_row(result.decision.run, result.decision.action, status.state if status else "-", steps,
+                      result.decision.reason, style=None)
+    console.print(table)
+
+
+def report_status(status) -> None:  # noqa: ANN001
+    """One line: the run's final state; an error line if it did not succeed."""
+    line = (f"{status.run}: {status.state}, {status.steps_complete}/{status.steps_expected} steps complete, "
+            f"exit code {status.exit_code}")
+    if status.state == "succeeded":
+        stdout().print(line, markup=False)
+    else:
+        warn(f"{line}: {status.error}")
 
 
 def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001

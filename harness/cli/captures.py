@@ -1,0 +1,85 @@
+"""`harness status`, `logs`, `stop`, `recover`: looking after captures and their containers."""
+
+from __future__ import annotations
+
+import typer
+from typing_extensions import Annotated
+
+from harness.cli.app import DEFAULT_CAPTURE_DIR, CaptureDir, command, stdout, warn
+
+RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under the capture dir).")]
+
+
+@command("status")
+def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
+    """Show every capture: state, steps, pauses, exit code, start and duration."""
+    from rich.table import Table
+
+    from harness.capture import list_captures
+    from harness.capture_ops import capture_rows
+
+    rows = capture_rows(list_captures(capture_dir))
+    table = Table(title=f"captures in {capture_dir}", title_justify="left")
+    for column in ("run", "state", "steps", "pauses", "exit code", "started", "duration"):
+        table.add_column(column, no_wrap=column != "state")
+    for row in rows:
+        table.add_row(row.run, row.state, row.steps, row.pauses, row.exit_code, row.started, row.duration)
+    stdout().print(table if rows else f"no captures in {capture_dir}")
+
+
+@command("logs")
+def logs(
+    run: RunArgument,
+    follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing new lines while the run is running.")] = False,
+    timestamps: Annotated[bool, typer.Option("--timestamps", help="Keep each line's receive-time prefix.")] = False,
+    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+) -> None:
+    """Print a run's container.log (the trainer's output as the harness received it)."""
+    import sys
+
+    from harness.capture import find_capture
+    from harness.capture_ops import follow_log
+
+    capture = find_capture(capture_dir, run)
+    for line in follow_log(capture, follow=follow):
+        sys.stdout.write((line if timestamps else line.split(" ", 1)[-1]) + "\n")
+        sys.stdout.flush()
+
+
+@command("stop")
+def stop(
+    run: RunArgument,
+    reason: Annotated[str, typer.Option("--reason", help="Why; recorded in status.json.")] = "stopped with harness stop",
+    timeout_s: Annotated[float, typer.Option("--timeout-s", help="How long to wait for the run to end.")] = 180.0,
+    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+) -> None:
+    """Stop a running run gracefully; its harness records it as stopped with the reason."""
+    from harness.capture import find_capture
+    from harness.capture_ops import request_stop
+
+    final = request_stop(find_capture(capture_dir, run), reason, timeout_s=timeout_s, note=warn)
+    stdout().print(f"{run}: {final.state} ({final.error})", markup=False)
+
+
+@command("recover")
+def recover(
+    all_: Annotated[bool, typer.Option("--all", help="Also containers whose harness still looks alive.")] = False,
+    leave_running: Annotated[bool, typer.Option("--leave-running", help="Thaw and save, but leave the containers running.")] = False,
+    keep: Annotated[bool, typer.Option("--keep", help="Do not remove stopped containers.")] = False,
+    grace_s: Annotated[float, typer.Option("--grace-s", min=0, help="Seconds between SIGTERM and SIGKILL.")] = 60.0,
+) -> None:
+    """Settle runs whose harness is gone: thaw, save their logs, stop them, mark them interrupted."""
+    from harness.engines.docker import connect
+    from harness.recover import find_leftovers, recover as recover_one
+
+    client = connect()
+    leftovers = find_leftovers(client, include_owned=all_)
+    if not leftovers:
+        stdout().print("nothing to recover: no labelled container has lost its harness")
+        return
+    for leftover in leftovers:
+        final = recover_one(client, leftover, leave_running=leave_running, keep=keep, grace_s=grace_s)
+        stdout().print(
+            f"{leftover.run}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
+            f"container {'left running' if leave_running else 'stopped'}", markup=False,
+        )

@@ -1,0 +1,67 @@
+"""Facts a manifest records about where a run came from: code, host, driver."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+
+
+def git_facts(directory: Path) -> dict[str, Any]:
+    """Commit sha and dirty flag of the checkout at `directory` (None when it is not one)."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout if out.returncode == 0 else None
+
+    sha = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "git_sha": sha.strip() if sha else None,
+        "git_dirty": bool(status.strip()) if status is not None else None,
+    }
+
+
+def nvml_probe() -> dict[str, Any]:
+    """Driver version and GPU names through NVML; what failed is recorded, never raised."""
+    try:
+        import pynvml
+    except ImportError as err:
+        return {"available": False, "error": f"nvidia-ml-py not importable: {err}"}
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as err:
+        return {"available": False, "error": str(err)}
+    facts: dict[str, Any] = {"available": True, "unsupported": []}
+    try:
+        facts["driver_version"] = _text(pynvml.nvmlSystemGetDriverVersion())
+        count = pynvml.nvmlDeviceGetCount()
+        facts["gpus"] = [_text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))) for i in range(count)]
+    except pynvml.NVMLError as err:
+        facts["unsupported"].append(str(err))
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+    return facts
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def harness_facts() -> dict[str, Any]:
+    """Harness version, its command line, the host and the Python running it."""
+    return {
+        "harness_version": __version__,
+        "harness_argv": list(sys.argv),
+        "host": socket.gethostname(),
+        "python": sys.version.split()[0],
+    }

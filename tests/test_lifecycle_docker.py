@@ -1,0 +1,340 @@
+"""Runs for real: a real Docker engine, real containers of a stand-in trainer, the real harness."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN
+
+pytestmark = pytest.mark.docker
+
+REPO = Path(__file__).resolve().parent.parent
+IMAGE = "mgl-fake-trainer:test"
+
+
+@pytest.fixture(scope="session")
+def fake_trainer(offline_images: list[str], docker_build: Any) -> str:
+    return docker_build(REPO / "tests" / "images" / "fake-trainer", IMAGE)
+
+
+@pytest.fixture(scope="session")
+def client() -> Any:
+    import docker
+
+    return docker.from_env(timeout=None)
+
+
+class Lab:
+    """A throwaway experiments dir, capture dir and lock dir, and ways to drive the harness over them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.experiments = root / "experiments"
+        self.captures = root / "capture"
+        self.locks = root / "locks"
+        self.experiments.mkdir()
+        self.env = {**os.environ, "HARNESS_LOCK_DIR": str(self.locks)}
+
+    def experiment(self, name: str, scenario: str = "steps", steps: int = 2, *, env: dict | None = None,
+                   extra: str = "") -> str:
+        container_env = {"FAKE_SCENARIO": scenario, **(env or {})}
+        text = {
+            "name": name, "steps": steps, "image": IMAGE,
+            "miles": {"extra_args": extra},
+            "container": {"gpus": "none", "shm_size": "64m", "ipc": "private", "env": container_env,
+                          "volumes": [], "ulimits": {}},
+            "guard": {"sensor": "none"},
+        }
+        (self.experiments / f"{name}.yaml").write_text(json.dumps(text))
+        return name
+
+    def dirs(self) -> list[str]:
+        return ["--experiments-dir", str(self.experiments), "--capture-dir", str(self.captures)]
+
+    def cli(self, *args: str) -> Any:
+        """A command that reads experiments and captures, run in-process."""
+        return CliRunner().invoke(app, [*args, *self.dirs()], env={"HARNESS_LOCK_DIR": str(self.locks)})
+
+    def capture_cli(self, *args: str) -> Any:
+        """A command that reads captures only."""
+        return CliRunner().invoke(app, [*args, "--capture-dir", str(self.captures)])
+
+    def spawn(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "harness", *args, *self.dirs()], cwd=REPO, env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def status(self, run: str) -> dict:
+        return json.loads((self.captures / run / "status.json").read_text())
+
+    def metrics(self, run: str) -> list[dict]:
+        path = self.captures / run / "metrics.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def log(self, run: str) -> list[str]:
+        return (self.captures / run / "container.log").read_text().split("\n")[:-1]
+
+    def wait_for(self, predicate: Any, timeout_s: float = 60, what: str = "") -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def lab(tmp_path: Path, fake_trainer: str, client: Any) -> Any:
+    lab = Lab(tmp_path)
+    yield lab
+    for container in client.containers.list(all=True, filters={"label": LABEL_RUN}):
+        if container.labels.get(LABEL_CAPTURE_DIR, "").startswith(str(tmp_path)):
+            container.remove(force=True)
+
+
+def containers_of(client: Any, lab: Lab) -> list[Any]:
+    return [c for c in client.containers.list(all=True, filters={"label": LABEL_RUN})
+            if c.labels.get(LABEL_CAPTURE_DIR, "").startswith(str(lab.root))]
+
+
+def test_a_successful_run_captures_everything_and_removes_its_container(lab: Lab, client: Any) -> None:
+    run = lab.experiment("ok", steps=3, extra="--over-sampling-batch-size 48 --dynamic-sampling-filter-path "
+                                               "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter")
+    result = lab.cli("run", run)
+    assert result.exit_code == 0, result.output
+    status = lab.status(run)
+    assert status["state"] == "succeeded" and status["exit_code"] == 0
+    assert status["steps_complete"] == 3 and status["steps_expected"] == 3
+    assert set(status) >= {"run", "run_id", "state", "exit_code", "started_at", "ended_at", "steps_expected",
+                           "steps_complete", "error"}
+    log = lab.log(run)
+    assert all(line[:4].isdigit() and line[10] == "T" and line.split(" ", 1)[0].endswith("Z") for line in log)
+    texts = [line.split(" ", 1)[1] for line in log]
+    assert texts[0].startswith("Running entrypoint for job raysubmit_fake: python3 train.py")
+    assert texts[-1] == "training done"
+    assert sum("- perf " in t for t in texts) == 6 and sum("- step " in t for t in texts) == 6
+    rows = lab.metrics(run)
+    assert [(r["step"], r["complete"]) for r in rows] == [(0, True), (1, True), (2, True)]
+    assert rows[1]["metrics"]["perf/rollout_time"] == 51.0 and rows[1]["metrics"]["perf/step_time"] == 61.0
+    assert rows[1]["metrics"]["rollout/dynamic_filter/drop_zero_std_1"] == 11
+    assert rows[0]["t_rollout_end"] and rows[0]["t_step_end"]
+    manifest = json.loads((lab.captures / run / "manifest.json").read_text())
+    assert manifest["experiment"]["name"] == run and manifest["time_scale"] == 1
+    assert manifest["handle"]["image_id"].startswith("sha256:")
+    assert manifest["env"]["MILES_EXTRA_ARGS"].endswith("apply_reward_nonzero_std_filter")
+    assert {"git_sha", "git_dirty", "harness_version", "engine", "nvml"} <= set(manifest)
+    args = json.loads((lab.captures / run / "args.json").read_text())
+    assert args["over_sampling_batch_size"] == 48 and args["num_rollout"] == 3
+    assert containers_of(client, lab) == []
+    assert "ok: step 2 (3/3 complete)" in result.output
+
+
+def test_oom_traceback_and_exit_1_is_failed_with_the_reason(lab: Lab) -> None:
+    run = lab.experiment("oom", scenario="oom", steps=3)
+    result = lab.cli("run", run)
+    assert result.exit_code == 1
+    status = lab.status(run)
+    assert status["state"] == "failed" and status["exit_code"] == 1
+    assert "torch.OutOfMemoryError: CUDA out of memory" in status["error"]
+    assert status["steps_complete"] == 1
+    assert "torch.OutOfMemoryError" in result.stderr
+
+
+def test_exit_0_without_all_steps_is_no_metrics(lab: Lab) -> None:
+    run = lab.experiment("quiet", scenario="no_metrics")
+    result = lab.cli("run", run)
+    assert result.exit_code == 1
+    status = lab.status(run)
+    assert status["state"] == "no_metrics" and status["exit_code"] == 0
+    assert status["error"] == "exited 0 after 0 of 2 complete steps"
+
+
+def test_docker_kill_from_outside_is_failed_137(lab: Lab, client: Any) -> None:
+    run = lab.experiment("killed", scenario="hang")
+    harness = lab.spawn("run", run)
+    lab.wait_for(lambda: containers_of(client, lab) and lab.metrics(run), what="the first step")
+    containers_of(client, lab)[0].kill()
+    harness.wait(60)
+    assert harness.returncode == 1
+    status = lab.status(run)
+    assert status["state"] == "failed" and status["exit_code"] == 137
+    assert "137" in status["error"]
+    assert containers_of(client, lab) == []
+
+
+def test_sigkilled_harness_then_recover_leaves_nothing_running(lab: Lab, client: Any) -> None:
+    run = lab.experiment("orphan", scenario="hang")
+    harness = lab.spawn("run", run)
+    lab.wait_for(lambda: lab.metrics(run), what="the first step")
+    harness.send_signal(signal.SIGKILL)
+    harness.wait(30)
+    assert lab.status(run)["state"] == "running"
+    lines_before = len(lab.log(run))
+    container = containers_of(client, lab)[0]
+    container.pause()  # a harness killed during a heat pause leaves the container frozen
+    time.sleep(1)
+    result = CliRunner().invoke(app, ["recover", "--grace-s", "5"])
+    assert result.exit_code == 0, result.output
+    assert f"{run}: interrupted" in result.output
+    assert containers_of(client, lab) == []
+    status = lab.status(run)
+    assert status["state"] == "interrupted" and "harness recover" in status["error"]
+    assert status["exit_code"] == 143
+    log = lab.log(run)
+    assert len(log) > lines_before and log[-1].endswith("fake trainer: SIGTERM, shutting down")
+    assert len(log) == len(set(log))  # nothing saved twice
+    assert [r["step"] for r in lab.metrics(run) if r["complete"]] == [0]
+
+
+def test_sigterm_to_the_harness_stops_gracefully_and_marks_interrupted(lab: Lab, client: Any) -> None:
+    run = lab.experiment("term", scenario="hang")
+    harness = lab.spawn("run", run, "--grace-s", "10")
+    lab.wait_for(lambda: lab.metrics(run), what="the first step")
+    harness.send_signal(signal.SIGTERM)
+    out, _ = harness.communicate(timeout=60)
+    assert harness.returncode == 130, out
+    status = lab.status(run)
+    assert status["state"] == "interrupted" and status["exit_code"] == 143
+    assert "SIGTERM" in status["error"]
+    assert lab.log(run)[-1].endswith("fake trainer: SIGTERM, shutting down")
+    assert [(r["step"], r["complete"]) for r in lab.metrics(run)] == [(0, True), (1, False)]
+    assert containers_of(client, lab) == []
+
+
+def test_time_limit_stops_the_run_and_kills_after_the_grace(lab: Lab) -> None:
+    run = lab.experiment("slow", scenario="hang", env={"FAKE_IGNORE_SIGTERM": "1"})
+    started = time.monotonic()
+    result = lab.cli("run", run, "--max-minutes", "0.05", "--grace-s", "2")
+    assert result.exit_code == 1
+    status = lab.status(run)
+    assert status["state"] == "stopped" and status["exit_code"] == 137
+    assert status["error"].startswith("time limit of 0.05 min reached")
+    assert "ignoring SIGTERM" in "\n".join(lab.log(run))
+    assert time.monotonic() - started < 40
+
+
+def test_a_run_stopped_after_all_its_steps_keeps_them_usable(lab: Lab) -> None:
+    run = lab.experiment("late", scenario="hang", steps=1)  # step 0 completes, then it never exits
+    result = lab.cli("run", run, "--max-minutes", "0.05", "--grace-s", "5")
+    assert result.exit_code == 1
+    status = lab.status(run)
+    assert status["state"] == "stopped" and status["steps_complete"] == 1 and status["steps_usable"] is True
+    assert "all 1 steps had completed, so the steps are usable" in status["error"]
+
+
+def test_harness_stop_stops_a_run_with_the_reason(lab: Lab) -> None:
+    run = lab.experiment("stoppable", scenario="hang")
+    harness = lab.spawn("run", run, "--grace-s", "10")
+    lab.wait_for(lambda: lab.metrics(run), what="the first step")
+    result = lab.capture_cli("stop", run, "--reason", "queue slot over")
+    assert result.exit_code == 0, result.output
+    harness.wait(60)
+    status = lab.status(run)
+    assert status["state"] == "stopped" and status["error"].startswith("queue slot over")
+    assert not (lab.captures / run / "stop-request.json").exists()
+
+
+def test_burst_of_100000_lines_and_a_1mb_line_arrive_intact(lab: Lab) -> None:
+    run = lab.experiment("burst", scenario="burst", steps=2)
+    result = lab.cli("run", run)
+    assert result.exit_code == 0, result.output
+    texts = [line.split(" ", 1)[1] for line in lab.log(run)]
+    noise = [t for t in texts if t.startswith("INFO:     127.0.0.1")]
+    assert len(noise) == 100_000
+    assert [int(t.rsplit("line=", 1)[1]) for t in noise] == list(range(100_000))
+    big = [t for t in texts if t.startswith("BIG ")]
+    assert len(big) == 1 and big[0] == "BIG " + "x" * (1024 * 1024) + " END"
+    assert lab.status(run)["steps_complete"] == 2
+
+
+def test_a_broken_log_stream_reconnects_without_loss_or_duplicates(lab: Lab, monkeypatch: Any) -> None:
+    from harness.engines import docker as docker_engine
+
+    original = docker_engine.DockerRun._open_logs
+    opened = []
+
+    def flaky(self: Any, since: Any, follow: bool) -> Any:
+        stream = original(self, since, follow)
+        opened.append(since)
+        if len(opened) > 3:
+            return stream
+
+        def breaking() -> Any:
+            for i, chunk in enumerate(stream):
+                if i == 25:
+                    yield chunk[: len(chunk) // 2]  # a line cut in half, then the connection drops
+                    raise ConnectionResetError("connection reset by peer")
+                yield chunk
+
+        return breaking()
+
+    monkeypatch.setattr(docker_engine.DockerRun, "_open_logs", flaky)
+    run = lab.experiment("flaky", scenario="steps", steps=4, env={"FAKE_DELAY_S": "0.01"})
+    result = lab.cli("run", run)
+    assert result.exit_code == 0, result.output
+    assert len(opened) >= 4 and all(s is not None for s in opened[1:])
+    assert masked(line.split(" ", 1)[1] for line in lab.log(run)) == reference_output(lab, run)
+    assert [r["step"] for r in lab.metrics(run)] == [0, 1, 2, 3]
+
+
+STAMP_IN_LINE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]")
+
+
+def masked(lines: Any) -> list[str]:
+    """Lines with the trainer's own wall-clock stamps masked (they differ between two runs)."""
+    return [STAMP_IN_LINE.sub("[T]", line) for line in lines]
+
+
+def reference_output(lab: Lab, run: str) -> list[str]:
+    """What the same container prints when nothing breaks, straight from Docker."""
+    import docker
+
+    env = json.loads((lab.captures / run / "manifest.json").read_text())["launch_spec"]["env"]
+    container = docker.from_env().containers.run(IMAGE, environment={**env, "FAKE_DELAY_S": "0"}, detach=True)
+    try:
+        container.wait()
+        return masked(container.logs().decode().split("\n")[:-1])
+    finally:
+        container.remove(force=True)
+
+
+def test_sweep_skips_succeeded_and_retries_only_failures(lab: Lab) -> None:
+    lab.experiment("sw", steps=1)
+    first = lab.cli("sweep", "sw", "--seeds", "1", "2")
+    assert first.exit_code == 0, first.output
+    assert lab.status("sw")["state"] == "succeeded" and lab.status("sw-s2")["state"] == "succeeded"
+    # as if seed 2 had failed
+    (lab.captures / "sw-s2" / "status.json").write_text(
+        json.dumps({**lab.status("sw-s2"), "state": "failed", "error": "made up for the test"}))
+    cached = lab.cli("sweep", "sw", "--seeds", "1", "2")
+    assert cached.exit_code == 1
+    assert "sw: skipping: succeeded" in cached.output
+    assert "sw-s2: skipping: was failed (made up for the test); --retry reruns it" in cached.output
+    started_1 = lab.status("sw")["started_at"]
+    retried = lab.cli("sweep", "sw", "--seeds", "1", "2", "--retry")
+    assert retried.exit_code == 0, retried.output
+    assert "sw-s2: running: --retry: was failed" in retried.output
+    assert lab.status("sw")["started_at"] == started_1
+    assert lab.status("sw-s2")["state"] == "succeeded"
+    replaced = list((lab.captures / ".replaced").iterdir())
+    assert len(replaced) == 1 and replaced[0].name.startswith("sw-s2-")
+
+
+def test_run_refuses_to_overwrite_a_success_without_force(lab: Lab) -> None:
+    run = lab.experiment("once", steps=1)
+    assert lab.cli("run", run).exit_code == 0
+    again = lab.cli("run", run)
+    assert again.exit_code == 2 and "already succeeded" in again.stderr
+    assert lab.cli("run", run, "--force").exit_code == 0
+    assert len(list((lab.captures / ".replaced").iterdir())) == 1

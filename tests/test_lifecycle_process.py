@@ -1,0 +1,134 @@
+"""The process engine end to end (no Docker): same handle, same capture, pause by SIGSTOP; the GPU lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.experiments import ExperimentStore
+from harness.launch import plan_launch
+from harness.engines.process import ProcessEngine
+
+REPO = Path(__file__).resolve().parent.parent
+TRAINER = REPO / "tests" / "images" / "fake-trainer" / "trainer.py"
+
+
+class Lab:
+    def __init__(self, root: Path) -> None:
+        self.experiments = root / "experiments"
+        self.captures = root / "capture"
+        self.locks = root / "locks"
+        self.experiments.mkdir()
+        self.env = {**os.environ, "HARNESS_LOCK_DIR": str(self.locks)}
+
+    def experiment(self, name: str, *, scenario: str = "steps", steps: int = 2, gpus: Any = "none",
+                   env: dict | None = None) -> str:
+        data = {
+            "name": name, "steps": steps, "engine": "process", "command": [sys.executable, "-u", str(TRAINER)],
+            "container": {"gpus": gpus, "env": {"FAKE_SCENARIO": scenario, **(env or {})}},
+        }
+        (self.experiments / f"{name}.yaml").write_text(json.dumps(data))
+        return name
+
+    def dirs(self) -> list[str]:
+        return ["--experiments-dir", str(self.experiments), "--capture-dir", str(self.captures)]
+
+    def cli(self, *args: str) -> Any:
+        return CliRunner().invoke(app, [*args, *self.dirs()], env={"HARNESS_LOCK_DIR": str(self.locks)})
+
+    def spawn(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "harness", *args, *self.dirs()], cwd=REPO, env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def status(self, run: str) -> dict:
+        return json.loads((self.captures / run / "status.json").read_text())
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Lab:
+    return Lab(tmp_path)
+
+
+def test_a_process_run_is_captured_like_a_container_run(lab: Lab) -> None:
+    run = lab.experiment("bare", steps=2)
+    result = lab.cli("run", run)
+    assert result.exit_code == 0, result.output
+    status = lab.status(run)
+    assert status["state"] == "succeeded" and status["steps_complete"] == 2
+    log = (lab.captures / run / "container.log").read_text().splitlines()
+    assert log[-1].split(" ", 1)[1] == "training done"
+    stamp = log[0].split(" ", 1)[0]
+    assert len(stamp) == 30 and stamp.endswith("Z") and stamp[10] == "T"
+    rows = [json.loads(line) for line in (lab.captures / run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1] and all(r["complete"] for r in rows)
+    manifest = json.loads((lab.captures / run / "manifest.json").read_text())
+    assert manifest["engine"]["engine"] == "process" and manifest["handle"]["pid"] > 0
+
+
+def test_process_failure_keeps_the_exit_code(lab: Lab) -> None:
+    run = lab.experiment("bare-oom", scenario="oom")
+    assert lab.cli("run", run).exit_code == 1
+    status = lab.status(run)
+    assert status["state"] == "failed" and status["exit_code"] == 1
+    assert "OutOfMemoryError" in status["error"]
+
+
+def test_process_gpu_set_reaches_cuda_visible_devices(lab: Lab) -> None:
+    lab.experiment("g", gpus=[1, 3])
+    lab.experiment("n", gpus="none")
+    store = ExperimentStore(lab.experiments)
+    kw = dict(base_args=[], capture_root="c", project_root="/p", environ={})
+    assert plan_launch(store.load("g").experiment, **kw).env["CUDA_VISIBLE_DEVICES"] == "1,3"
+    assert plan_launch(store.load("n").experiment, **kw).env["CUDA_VISIBLE_DEVICES"] == ""
+    assert plan_launch(store.load("g").experiment, **kw).device_requests == ()
+
+
+def test_pause_freezes_the_whole_process_group_and_resume_thaws_it(lab: Lab) -> None:
+    lab.experiment("frozen", scenario="hang", steps=2)
+    store = ExperimentStore(lab.experiments, [])
+    spec = plan_launch(store.load("frozen").experiment, base_args=[], capture_root=str(lab.captures),
+                       project_root=str(REPO), environ={})
+    handle = ProcessEngine().start(spec, {})
+    lines = handle.log_lines()
+    try:
+        next(lines)
+        handle.pause()
+        assert handle.is_paused()
+        state = Path(f"/proc/{handle.id}/stat").read_text().split()[2]
+        assert state == "T"  # stopped
+        handle.resume()
+        assert not handle.is_paused()
+        assert Path(f"/proc/{handle.id}/stat").read_text().split()[2] in "RS"
+        handle.stop(grace_s=5)
+        assert handle.wait(5) == 143
+    finally:
+        handle.kill()
+        handle.remove()
+
+
+def test_the_gpu_lock_makes_a_second_run_wait(lab: Lab) -> None:
+    lab.experiment("first", steps=1, gpus=[0], env={"FAKE_DELAY_S": "1.5"})
+    lab.experiment("second", steps=1, gpus=[0])
+    lab.experiment("other-gpu", steps=1, gpus=[1])
+    first = lab.spawn("run", "first")
+    deadline = time.monotonic() + 30
+    while not (lab.captures / "first" / "status.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    busy = lab.cli("run", "second", "--no-wait")
+    assert busy.exit_code == 4 and "the GPU is busy (run first" in busy.stderr
+    assert lab.cli("run", "other-gpu", "--no-wait").exit_code == 0  # another GPU is free
+    second = lab.spawn("run", "second")
+    out, _ = second.communicate(timeout=120)
+    first.wait(60)
+    assert "waiting for the GPU: run first" in out
+    assert lab.status("second")["state"] == "succeeded"
+    assert lab.status("second")["started_at"] >= lab.status("first")["ended_at"]

@@ -1,0 +1,189 @@
+"""The deciding parts of the lifecycle, without Docker: outcome, rerun modes, log resume, captures, locks."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.capture import Capture, RunStatus, append_jsonl, parse_time, read_jsonl, write_json_atomic
+from harness.engines.logstream import LogPosition, join_partials, split_lines, stamp_to_ns
+from harness.errors import HarnessError
+from harness.gpulock import GpuLock
+from harness.runner import decide_outcome
+from harness.sweep import decide
+
+# --- outcome ------------------------------------------------------------------------------
+
+
+def outcome(**kw):
+    base = dict(exit_code=0, steps_complete=12, steps_expected=12, stop_state=None, stop_reason=None,
+                failure=None, capture_error=None)
+    return decide_outcome(**{**base, **kw})
+
+
+def test_exit_0_with_every_step_is_the_only_success() -> None:
+    assert outcome().state == "succeeded"
+    short = outcome(steps_complete=11)
+    assert short.state == "no_metrics" and short.error == "exited 0 after 11 of 12 complete steps"
+
+
+def test_a_failure_names_the_parsers_line_or_the_signal() -> None:
+    oom = outcome(exit_code=1, steps_complete=3, failure={"kind": "oom", "line": "torch.OutOfMemoryError: CUDA"})
+    assert oom.state == "failed" and oom.error == "exit code 1: torch.OutOfMemoryError: CUDA"
+    killed = outcome(exit_code=137, steps_complete=3)
+    assert killed.state == "failed" and "SIGKILL" in killed.error
+
+
+def test_a_stop_by_the_harness_wins_over_the_exit_code_and_says_if_steps_are_usable() -> None:
+    stopped = outcome(exit_code=143, stop_state="stopped", stop_reason="time limit of 240 min reached")
+    assert stopped.state == "stopped" and stopped.steps_usable
+    assert stopped.error == "time limit of 240 min reached; all 12 steps had completed, so the steps are usable"
+    early = outcome(exit_code=143, steps_complete=5, stop_state="interrupted", stop_reason="interrupted by SIGINT")
+    assert early.state == "interrupted" and not early.steps_usable and early.error == "interrupted by SIGINT"
+
+
+def test_a_broken_capture_is_never_a_success() -> None:
+    broken = outcome(capture_error="OSError: No space left on device")
+    assert broken.state == "failed" and "No space left" in broken.error
+
+
+# --- rerun modes --------------------------------------------------------------------------
+
+
+def status(state: str, run_id: str = "r-1") -> RunStatus:
+    return RunStatus(run="r", run_id=run_id, state=state, exit_code=0, started_at="2026-01-01T00:00:00Z",
+                     ended_at="2026-01-01T01:00:00Z", steps_expected=12, steps_complete=12, error="boom")
+
+
+@pytest.mark.parametrize(
+    ("state", "mode", "action"),
+    [
+        (None, "cached", "run"),
+        ("succeeded", "cached", "skip"),
+        ("succeeded", "retry", "skip"),
+        ("succeeded", "force", "run"),
+        ("failed", "cached", "skip"),
+        ("failed", "retry", "run"),
+        ("no_metrics", "retry", "run"),
+        ("interrupted", "retry", "run"),
+        ("stopped", "retry", "run"),
+        ("running", "force", "skip"),
+    ],
+)
+def test_rerun_modes(state: str | None, mode: str, action: str) -> None:
+    decision = decide("r", "r-1", status(state) if state else None, mode)
+    assert decision.action == action
+    assert decision.reason
+
+
+def test_a_changed_configuration_is_said() -> None:
+    decision = decide("r", "r-2", status("succeeded", run_id="r-1"), "cached")
+    assert decision.action == "skip" and "another configuration (run id r-1, now r-2)" in decision.reason
+
+
+# --- log streams --------------------------------------------------------------------------
+
+
+def test_split_lines_joins_chunks_and_keeps_a_clean_final_partial() -> None:
+    chunks = [b"2026-01-01T00:00:00.1Z a", b"b\n2026-01-01T00:00:00.2Z c\n2026-01-01T00:00:00.3Z d"]
+    assert list(split_lines(chunks)) == ["2026-01-01T00:00:00.1Z ab", "2026-01-01T00:00:00.2Z c",
+                                         "2026-01-01T00:00:00.3Z d"]
+
+
+def test_split_lines_drops_the_partial_line_of_a_broken_stream() -> None:
+    def broken():
+        yield b"2026-01-01T00:00:00.1Z whole\n2026-01-01T00:00:00.2Z cut"
+        raise ConnectionResetError
+
+    got = []
+    with pytest.raises(ConnectionResetError):
+        for line in split_lines(broken()):
+            got.append(line)
+    assert got == ["2026-01-01T00:00:00.1Z whole"]
+
+
+def test_join_partials_removes_the_stamps_docker_puts_before_each_16k_piece() -> None:
+    text = bytes(range(97, 123)) * 2000  # 52,000 bytes
+    stamps = [b"2026-01-01T00:00:00.1Z ", b"2026-01-01T00:00:00.15Z ", b"2026-01-01T00:00:00.2Z ",
+              b"2026-01-01T00:00:00.25Z "]
+    pieces = [text[i:i + 16384] for i in range(0, len(text), 16384)]
+    live = b"".join(s + p for s, p in zip(stamps, pieces))
+    assert join_partials(live) == stamps[0] + text
+    assert join_partials(stamps[0] + text) == stamps[0] + text  # a finished log is already joined
+
+
+def test_log_position_resumes_without_loss_or_repeat() -> None:
+    first = ["2026-01-01T00:00:01Z a", "2026-01-01T00:00:02Z b", "2026-01-01T00:00:02Z b"]
+    position = LogPosition()
+    assert list(position.new_lines(first)) == first
+    assert position.since() == pytest.approx(stamp_to_ns("2026-01-01T00:00:02Z") / 1e9 - 1e-6)
+    reopened = ["2026-01-01T00:00:01Z a", "2026-01-01T00:00:02Z b", "2026-01-01T00:00:02Z b",
+                "2026-01-01T00:00:02Z b", "2026-01-01T00:00:03Z c"]
+    assert list(position.new_lines(reopened)) == ["2026-01-01T00:00:02Z b", "2026-01-01T00:00:03Z c"]
+
+
+def test_stamp_to_ns_reads_trimmed_fractions() -> None:
+    assert stamp_to_ns("1970-01-01T00:00:01.5Z") == 1_500_000_000
+    assert stamp_to_ns("1970-01-01T00:00:01.000000001Z") == 1_000_000_001
+    assert parse_time("2026-11-29T08:02:04.891725514Z").microsecond == 891725
+
+
+# --- captures -----------------------------------------------------------------------------
+
+
+def test_atomic_json_leaves_no_temporary_files(tmp_path: Path) -> None:
+    write_json_atomic(tmp_path / "status.json", {"state": "running"})
+    write_json_atomic(tmp_path / "status.json", {"state": "succeeded"})
+    assert json.loads((tmp_path / "status.json").read_text()) == {"state": "succeeded"}
+    assert os.listdir(tmp_path) == ["status.json"]
+
+
+def test_a_torn_last_jsonl_line_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "pauses.jsonl"
+    append_jsonl(path, {"a": 1})
+    with path.open("a") as handle:
+        handle.write('{"a": 2, "cut')
+    assert list(read_jsonl(path)) == [{"a": 1}]
+
+
+def test_start_fresh_moves_an_old_capture_aside(tmp_path: Path) -> None:
+    capture = Capture(tmp_path / "run")
+    capture.directory.mkdir()
+    capture.write_status(status("failed"))
+    (capture.directory / "container.log").write_text("old\n")
+    moved = capture.start_fresh()
+    assert moved is not None and (moved / "container.log").read_text() == "old\n"
+    assert moved.parent == tmp_path / ".replaced"
+    assert list(capture.directory.iterdir()) == []
+
+
+def test_a_corrupt_status_is_an_error_not_a_guess(tmp_path: Path) -> None:
+    capture = Capture(tmp_path / "run")
+    capture.directory.mkdir()
+    capture.status_path.write_text("{not json")
+    with pytest.raises(HarnessError, match="unreadable status"):
+        capture.read_status()
+
+
+# --- GPU locks ----------------------------------------------------------------------------
+
+
+def test_gpu_sets_lock_what_they_share(tmp_path: Path) -> None:
+    owner = {"run": "a", "pid": 1, "host": "h"}
+    with GpuLock([0], owner, tmp_path, "k") as zero:
+        zero.acquire(wait=False)
+        with GpuLock([1], owner, tmp_path, "k") as one:
+            one.acquire(wait=False)  # different GPU: fine
+        with GpuLock([0, 1], owner, tmp_path, "k") as both, pytest.raises(HarnessError, match="busy"):
+            both.acquire(wait=False)
+        with GpuLock("all", owner, tmp_path, "k") as everything, pytest.raises(HarnessError, match="busy"):
+            everything.acquire(wait=False)
+        with GpuLock([0], owner, tmp_path, "other-host") as elsewhere:
+            elsewhere.acquire(wait=False)  # another Docker host's GPU 0
+    with GpuLock("all", owner, tmp_path, "k") as everything:
+        everything.acquire(wait=False)  # released
+        with GpuLock("none", owner, tmp_path, "k") as cpu:
+            cpu.acquire(wait=False)  # a CPU-only run takes no lock
