@@ -76,6 +76,7 @@ class ContainerConfig(_Strict):
     gpus: Union[Literal["all", "none"], List[int]] = "all"
     shm_size: str = "32g"
     ipc: Literal["host", "private", "shareable"] = "host"
+    init: bool = True  # a tiny init as PID 1 reaps the processes Ray leaves behind and forwards signals
     env: Dict[str, str] = Field(default_factory=dict)
     pass_env: List[str] = Field(default_factory=list)
     volumes: List[str] = Field(default_factory=list)

@@ -72,6 +72,7 @@ class LaunchSpec:
     device_requests: Tuple[DeviceRequest, ...]
     shm_size: str
     ipc_mode: str
+    init: bool
     ulimits: Mapping[str, int]
     capture_dir: str
     steps_expected: int
@@ -169,6 +170,7 @@ def plan_launch(
         device_requests=_device_requests(experiment.container.gpus) if experiment.engine == "docker" else (),
         shm_size=experiment.container.shm_size,
         ipc_mode=experiment.container.ipc,
+        init=experiment.container.init,
         ulimits=dict(experiment.container.ulimits),
         capture_dir=capture_dir,
         steps_expected=experiment.steps,
@@ -185,7 +187,7 @@ def docker_run_command(spec: LaunchSpec) -> list[str]:
             argv += ["--gpus", "all"]
         else:
             argv += ["--gpus", f'"device={",".join(request.device_ids or ())}"']
-    argv += ["--shm-size", spec.shm_size, "--ipc", spec.ipc_mode]
+    argv += ["--shm-size", spec.shm_size, "--ipc", spec.ipc_mode, *(["--init"] if spec.init else [])]
     for name, limit in spec.ulimits.items():
         argv += ["--ulimit", f"{name}={limit}"]
     for mount in spec.mounts:

@@ -67,6 +67,7 @@ def expected_spec(run: str, run_id: str, experiment: str, seed: int, extra: str)
         ],
         "shm_size": "32g",
         "ipc_mode": "host",
+        "init": True,
         "ulimits": {"memlock": -1, "stack": 67108864},
         "capture_dir": f"/lab/capture/gpu/{run}",
         "steps_expected": 12,
@@ -82,7 +83,7 @@ def as_json(spec) -> dict:
 def test_pinned_spec_for_the_filter_run() -> None:
     spec = plan("e2b-dapo-filter")
     assert as_json(spec) == expected_spec(
-        "e2b-dapo-filter", "e2b-dapo-filter-fcac2fa7", "e2b-dapo-filter", 1, FILTER_ARGS
+        "e2b-dapo-filter", "e2b-dapo-filter-6c50dbbf", "e2b-dapo-filter", 1, FILTER_ARGS
     )
     assert spec.env["MILES_EXTRA_ARGS"] == FILTER_ARGS
 
@@ -90,7 +91,7 @@ def test_pinned_spec_for_the_filter_run() -> None:
 def test_pinned_spec_for_a_seed_2_run() -> None:
     spec = plan("plain-48", seed=2)
     assert as_json(spec) == expected_spec(
-        "plain-48-s2", "plain-48-s2-124679e5", "plain-48", 2, "--over-sampling-batch-size 48"
+        "plain-48-s2", "plain-48-s2-c273ee6b", "plain-48", 2, "--over-sampling-batch-size 48"
     )
 
 

@@ -200,7 +200,7 @@ def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
             out(f"gpu request     {which} (driver {request.driver}, capabilities {caps})")
     else:
         out("gpu request     none")
-    out(f"shm size        {spec.shm_size}   ipc {spec.ipc_mode}   "
+    out(f"shm size        {spec.shm_size}   ipc {spec.ipc_mode}   init {'yes' if spec.init else 'no'}   "
         f"ulimits {' '.join(f'{k}={v}' for k, v in spec.ulimits.items())}")
     for mount in spec.mounts:
         out(f"mount           {mount.source} -> {mount.target}{' (read-only)' if mount.read_only else ''}")

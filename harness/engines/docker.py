@@ -71,6 +71,7 @@ class DockerEngine:
                 ],
                 shm_size=spec.shm_size,
                 ipc_mode=spec.ipc_mode,
+                init=spec.init,
                 ulimits=[Ulimit(name=name, soft=limit, hard=limit) for name, limit in spec.ulimits.items()],
                 auto_remove=False,
                 detach=True,
