@@ -61,6 +61,8 @@ def derive_step_values(metrics: Mapping[str, Any]) -> dict[str, Any]:
     saw_zero_std = False
 
     for key, value in metrics.items():
+        if not isinstance(key, str):
+            continue
         if key.startswith(DROP_PREFIX):
             count = _count(value)
             if count is None:

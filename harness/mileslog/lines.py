@@ -1,0 +1,232 @@
+"""One line of a Miles log: prefixes peeled off, metric lines recognised.
+
+A metric line, as `docker logs` delivers it:
+
+    [<RFC3339Nano> ][ESC..](Actor pid=N[, ip=...])[ESC..] [TIMESTAMP[ PROC]] FILE.py:L - KIND ID: {DICT}[ [repeated Kx across cluster]]
+
+Only ` - KIND ID: {` counts, anywhere in the line once ANSI codes are gone;
+the Miles timestamp (either form) is not needed to recognise it. Lines that
+merely end in a dict (memory dumps) do not match. Everything here is string
+slicing or anchored patterns without nested quantifiers, so a 1 MB line costs
+linear time.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from harness.mileslog.pyrepr import ReprError, parse_dict_repr
+
+KINDS = ("perf", "rollout", "step", "eval", "multi_turn", "critic-step")
+
+_METRIC_HEAD = re.compile(r" - (perf|rollout|step|eval|multi_turn|critic-step) (-?\d{1,18}): \{")
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_DOCKER_TS = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
+_RAY_PREFIX = re.compile(
+    r"\(([^()\n]{0,200}?pid=\d{1,10}[^()\n]{0,120}|(?:raylet|gcs_server|autoscaler|monitor)[^()\n]{0,120})\) ?"
+)
+_REPEAT = re.compile(r"[ \t]*\[repeated \d{1,12}x across cluster\][ \t]*")
+
+
+@dataclass(frozen=True)
+class MetricLine:
+    """One ` - KIND ID: {...}` line, read."""
+
+    kind: str
+    id: int
+    payload: dict[str, Any] | None  # None when it did not parse
+    error: str | None  # why it did not parse
+    trailing: str  # text after the dict other than a repeat suffix ("" normally)
+
+
+def split_docker_timestamp(line: str) -> tuple[str | None, str]:
+    """(`<RFC3339 UTC>` or None, rest of the line) for a `<RFC3339Nano> ` Docker prefix.
+
+    The time is normalised to UTC with microsecond precision and a `Z`
+    (`2026-11-29T07:52:40.814948Z`); nanoseconds are truncated, not rounded.
+    A prefix that is not a valid time is not a prefix.
+    """
+    if len(line) < 21 or line[10] != "T" or line[4] != "-":
+        return None, line
+    m = _DOCKER_TS.match(line)
+    if m is None:
+        return None, line
+    date, frac, zone = m.groups()
+    micro = ((frac or "") + "000000")[:6]
+    try:
+        moment = datetime.fromisoformat(f"{date}.{micro}{'+00:00' if zone == 'Z' else zone}")
+    except ValueError:
+        return None, line
+    if zone != "Z":
+        moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), line[m.end():]
+
+
+def strip_ansi(text: str) -> str:
+    """The text without ANSI escape sequences (colours)."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+def split_ray_prefix(text: str) -> tuple[str, str]:
+    """(source, rest): `(MegatronTrainRayActor pid=7, ip=...) x` -> ('MegatronTrainRayActor pid=7, ip=...', 'x').
+
+    The source is "" for driver lines, which carry no prefix. The one space Ray
+    adds after the prefix is removed; the line's own indentation is kept.
+    """
+    if not text.startswith("("):
+        return "", text
+    m = _RAY_PREFIX.match(text)
+    if m is None:
+        return "", text
+    return m.group(1), text[m.end():]
+
+
+def find_metric(segment: str) -> re.Match[str] | None:
+    """The ` - KIND ID: {` head in an ANSI-free segment, or None."""
+    if ": {" not in segment:
+        return None
+    return _METRIC_HEAD.search(segment)
+
+
+def read_metric(segment: str, head: re.Match[str]) -> MetricLine:
+    """Read the payload that starts at the `{` of a metric head."""
+    kind, ident = head.group(1), int(head.group(2))
+    start = head.end() - 1
+    try:
+        payload, end = parse_dict_repr(segment, start)
+    except ReprError as err:
+        return MetricLine(kind, ident, None, f"payload does not parse: {err.reason} at character {err.column - start} of the payload", "")
+    rest = segment[end:]
+    if rest and not rest.isspace():
+        repeat = _REPEAT.match(rest)
+        if repeat is not None:
+            rest = rest[repeat.end():]
+        rest = rest.strip()
+    else:
+        rest = ""
+    return MetricLine(kind, ident, payload, None, rest)
+
+
+# ---- the argument dump ------------------------------------------------------
+
+_ARG_LINE = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_]{0,200}) (\.*)(?: (.*))?")
+_INT = re.compile(r"[-+]?\d{1,30}")
+_FLOAT = re.compile(r"[-+]?(?:\d{1,30}\.\d{0,30}|\.\d{1,30}|\d{1,30})(?:[eE][-+]?\d{1,4})?")
+
+
+def argument_marker(text: str) -> str | None:
+    """'start' for `---- arguments ----`, 'end' for `---- end of arguments ----`, else None.
+
+    String operations only: a line of a megabyte of dashes costs linear time.
+    """
+    stripped = text.rstrip()
+    if not stripped.endswith("---"):
+        return None
+    head = stripped.rstrip("-").rstrip()
+    if not head.endswith(" arguments"):
+        return None
+    head = head[: -len(" arguments")]
+    kind = "start"
+    if head.endswith(" end of"):
+        head, kind = head[: -len(" end of")], "end"
+    if not head.endswith("-"):
+        return None
+    before = head.rstrip("-")
+    if before and not before[-1].isspace() and not before.endswith(")"):
+        return None
+    return kind
+
+
+def read_argument(text: str) -> tuple[str, Any] | None:
+    """(name, value) from `  name ........ value`, or None when the text has another shape."""
+    m = _ARG_LINE.fullmatch(text.rstrip("\r\n"))
+    if m is None:
+        return None
+    name, dots, value = m.group(1), m.group(2), m.group(3)
+    if value is None:
+        if not dots:
+            return None
+        value = ""
+    return name, argument_value(value.strip())
+
+
+def argument_value(text: str) -> Any:
+    """A dumped value: None/True/False, int, float, a list/dict/tuple literal, else the string itself."""
+    if text in ("None", "True", "False"):
+        return {"None": None, "True": True, "False": False}[text]
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text) and any(c.isdigit() for c in text):
+        return float(text)
+    if text[:1] in ("[", "{", "(") and text[-1:] in ("]", "}", ")"):
+        from harness.mileslog.pyrepr import parse_repr
+
+        try:
+            value, end = parse_repr(text)
+        except ReprError:
+            return text
+        if end == len(text):
+            return value
+    return text
+
+
+# ---- the launch line and failures -------------------------------------------
+
+LAUNCH_MARKER = "Running entrypoint for job "
+TRACEBACK_MARKER = "Traceback (most recent call last)"
+_JOB_FAILED = re.compile(r"Job '[^'\n]{0,300}' failed")
+
+
+def read_launch(text: str) -> tuple[list[str] | None, str | None]:
+    """(argv, problem) from `Running entrypoint for job <id>: <command>`."""
+    import shlex
+
+    at = text.find(LAUNCH_MARKER)
+    if at < 0:
+        return None, None
+    rest = text[at + len(LAUNCH_MARKER):]
+    colon = rest.find(": ")
+    if colon < 0:
+        return None, "launch line without a command"
+    command = rest[colon + 2:].strip()
+    try:
+        return shlex.split(command), None
+    except ValueError as err:
+        return command.split(), f"launch command does not split like a shell line ({err}); split on spaces"
+
+
+def exception_line(text: str) -> bool:
+    """True for the last line of a traceback: `pkg.SomeError: message`, `KeyboardInterrupt`, `X(Y): ...`."""
+    if not text or text[0] in " \t":
+        return False
+    name, colon, message = text.partition(":")
+    if colon and message and not message.startswith(" "):
+        return False
+    if name.endswith(")"):
+        paren = name.find("(")
+        if paren <= 0 or not all(part.isidentifier() for part in name[paren + 1 : -1].split(".") if part):
+            return False
+        name = name[:paren]
+    parts = name.split(".")
+    last = parts[-1]
+    if not all(part.isidentifier() for part in parts):
+        return False
+    # Exception classes are CapWords with a lower-case letter (OSError, KeyboardInterrupt):
+    # `INFO:` access-log lines and `Note:` prose are not, or are filtered by the suffix rule.
+    if not last[:1].isupper() or last.isupper():
+        return False
+    return last.endswith(("Error", "Exception", "Interrupt", "Exit", "Failure", "Died", "Timeout")) or "Error" in last
+
+
+def is_oom(text: str) -> bool:
+    """True when an exception line says the process ran out of memory."""
+    return "OutOfMemory" in text or "out of memory" in text.lower()
+
+
+def job_failed(text: str) -> str | None:
+    """The `Job '...' failed` part of a `ray job submit` failure line, or None."""
+    m = _JOB_FAILED.search(text)
+    return m.group(0) if m else None

@@ -1,0 +1,584 @@
+"""The step merger: Miles log lines in, one record per training step out.
+
+`LogParser.feed(line)` is the hot path the runner calls on every line of a
+live log: a line that holds none of a handful of marker substrings costs a few
+substring tests, nothing more, unless the parser is inside an argument dump or
+a traceback. `feed_stream` reads a whole file (or stdin) in large chunks and
+jumps from marker to marker; it calls the same per-line code on the same
+lines, so it yields exactly what feeding every line would.
+
+Lines are split on `\\n` only. A carriage return (tqdm progress bars) splits a
+line into segments that are each read as if they were a line of their own,
+with the same line number and Docker timestamp.
+
+Merging, per rollout id N:
+
+- every `perf N`, `rollout N` and `multi_turn N` line merges its keys into
+  step N; a key already present keeps its first value (a different value is
+  a problem, an identical one is not);
+- a `perf N` line with `perf/rollout_time` or `rollout/...` keys is the
+  rollout side: its Docker time is `t_rollout_end`;
+- a `perf N` line with `perf/step_time`, `perf/train_time` or the older
+  `perf/total_train_time` is the train side: its Docker time is `t_step_end`,
+  and step N is complete and emitted right then;
+- `step M` (and `critic-step M`) lines wait until the next train-side `perf`
+  line and belong to its step. Megatron prints each step line twice: a
+  repeat of M with the same payload is dropped; a repeat with other values
+  adds its new keys (conflicts are problems);
+- `eval N` lines make evaluation records, apart from the training steps;
+- a line for a step that has already been emitted is a problem, not a change.
+
+`finish()` emits the steps still open, marked incomplete. Step lines still
+waiting then go to the step of the last `rollout N` line if it is open, else
+to the highest open step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Iterable
+
+from harness.mileslog.derive import derive_step_values
+from harness.mileslog.lines import (
+    LAUNCH_MARKER,
+    TRACEBACK_MARKER,
+    MetricLine,
+    argument_marker,
+    exception_line,
+    find_metric,
+    is_oom,
+    job_failed,
+    read_argument,
+    read_launch,
+    read_metric,
+    split_docker_timestamp,
+    split_ray_prefix,
+    strip_ansi,
+)
+from harness.mileslog.records import EvalRecord, ParsedLog, StepRecord
+
+# A line holding none of these is noise unless an argument dump or a traceback is open.
+# `feed` tests them on the str; `_scan` finds them in the bytes (the first one as a
+# `{` preceded by `: `: finding one byte is several times faster than three).
+MARKERS = (": {", " arguments -", LAUNCH_MARKER, TRACEBACK_MARKER, "' failed")
+_OTHER_MARKERS = tuple(marker.encode() for marker in MARKERS[1:])
+
+ROLLOUT_SIDE_KEYS = ("perf/rollout_time",)
+STEP_END_KEYS = ("perf/step_time", "perf/train_time", "perf/total_train_time")
+
+# An argument dump or a traceback that goes this many lines without a line of
+# its own is taken as cut off and closed.
+STALE_LINES = 2000
+
+CHUNK_BYTES = 1 << 23
+
+
+@dataclass
+class _SubStep:
+    """One optimizer step (`step M`) or critic step, waiting for its rollout."""
+
+    number: int
+    payload: dict[str, Any]
+    line: int
+    pending: bool = True
+
+
+@dataclass
+class _OpenStep:
+    step: int
+    metrics: dict[str, Any] = field(default_factory=dict)
+    key_lines: dict[str, int] = field(default_factory=dict)
+    t_rollout_end: str | None = None
+    saw_rollout_side: bool = False
+    t_step_end: str | None = None
+    train_steps: list[_SubStep] = field(default_factory=list)
+    critic_steps: list[_SubStep] = field(default_factory=list)
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Traceback:
+    in_frames: bool  # False once its exception line has been read
+    last_line: int
+
+
+class LogParser:
+    """Feed Miles log lines one at a time (or a whole stream); get step records as they complete."""
+
+    def __init__(self) -> None:
+        self._line_no = 0
+        self._idle = True  # no argument dump and no traceback open: noise lines can be skipped
+        self._finished = False
+        self._open: dict[int, _OpenStep] = {}
+        self._done: set[int] = set()
+        self._records: list[StepRecord] = []
+        self._pending: dict[str, list[_SubStep]] = {"step": [], "critic-step": []}
+        self._seen: dict[str, dict[int, _SubStep]] = {"step": {}, "critic-step": {}}
+        self._last_rollout_id: int | None = None
+        self._evals: dict[int, EvalRecord] = {}
+        self._args: dict[str, Any] | None = None
+        self._args_source: str | None = None  # Ray source of the open argument dump
+        self._args_last = 0
+        self._launch: list[str] | None = None
+        self._tracebacks: dict[str, _Traceback] = {}
+        self._exception: dict[str, Any] | None = None
+        self._job_failed: dict[str, Any] | None = None
+        self._problems: list[dict[str, Any]] = []
+
+    # ---- what has been read so far --------------------------------------------------
+
+    @property
+    def lines_read(self) -> int:
+        """The number of the last line read."""
+        return self._line_no
+
+    @property
+    def records(self) -> list[StepRecord]:
+        """The step records emitted so far, in the order they were emitted."""
+        return list(self._records)
+
+    @property
+    def evals(self) -> list[EvalRecord]:
+        return [self._evals[n] for n in sorted(self._evals)]
+
+    @property
+    def args(self) -> dict[str, Any] | None:
+        """The argument dump: name -> value (None, bool, int, float, list/dict literal, else str)."""
+        return None if self._args is None else dict(self._args)
+
+    @property
+    def launch(self) -> list[str] | None:
+        """The argv of the first `Running entrypoint for job ...: <command>` line."""
+        return None if self._launch is None else list(self._launch)
+
+    @property
+    def failure(self) -> dict[str, Any] | None:
+        """{"kind", "line", "line_number"} of what ended the run, or None.
+
+        The last exception line of a traceback after the last metric line (an
+        out-of-memory one outranks a later other one, which is usually its
+        consequence); else a `Job '...' failed` line. A traceback followed by
+        metric lines was survived and is not the run's failure.
+        """
+        found = self._exception or self._job_failed
+        return None if found is None else dict(found)
+
+    @property
+    def problems(self) -> list[dict[str, Any]]:
+        """What could not be read: {"line": n, "reason": str[, "step": N]}."""
+        return [dict(problem) for problem in self._problems]
+
+    def result(self) -> ParsedLog:
+        """Finish (if not yet) and return everything read, steps in step order."""
+        if not self._finished:
+            self.finish()
+        return ParsedLog(
+            steps=sorted(self._records, key=lambda record: record.step),
+            evals=self.evals,
+            args=self.args,
+            launch=self.launch,
+            failure=self.failure,
+            problems=self.problems,
+            lines=self._line_no,
+        )
+
+    # ---- feeding ----------------------------------------------------------------------
+
+    def feed(self, line: str, line_number: int | None = None) -> list[StepRecord]:
+        """Read one line (its trailing newline, if any, is ignored); return the steps it completed."""
+        if self._finished:
+            raise RuntimeError("LogParser.feed after finish()")
+        n = self._line_no + 1 if line_number is None else line_number
+        self._line_no = n
+        if (
+            self._idle
+            and ": {" not in line
+            and " arguments -" not in line
+            and LAUNCH_MARKER not in line
+            and TRACEBACK_MARKER not in line
+            and "' failed" not in line
+        ):
+            return []
+        return self._process(line, n)
+
+    def feed_stream(self, stream: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> list[StepRecord]:
+        """Read a binary stream to its end (bytes decoded as UTF-8, bad bytes replaced).
+
+        Same result as feeding every line; a last line without a newline is a line.
+        """
+        if self._finished:
+            raise RuntimeError("LogParser.feed_stream after finish()")
+        out: list[StepRecord] = []
+        carry = b""
+        while True:
+            chunk = stream.read(chunk_bytes)
+            if not chunk:
+                break
+            if carry:
+                chunk = carry + chunk
+            end = chunk.rfind(b"\n") + 1
+            if end:
+                self._scan(chunk, end, out)
+            carry = chunk[end:]
+        if carry:
+            out.extend(self.feed(carry.decode("utf-8", "replace")))
+        return out
+
+    def finish(self) -> list[StepRecord]:
+        """The steps still open, marked incomplete, in step order. No feeding after this."""
+        if self._finished:
+            return []
+        self._finished = True
+        leftovers = self._pending["step"] + self._pending["critic-step"]
+        if leftovers:
+            target = self._last_rollout_id if self._last_rollout_id in self._open else max(self._open, default=None)
+            if target is None:
+                for sub in leftovers:
+                    self._problem(sub.line, f"step line {sub.number}: no training step to attach it to")
+            else:
+                self._attach_pending(self._open[target])
+        out = [self._emit(self._open[n], complete=False) for n in sorted(self._open)]
+        self._open.clear()
+        self._args_source = None
+        self._tracebacks.clear()
+        self._idle = True
+        return out
+
+    # ---- the per-line work --------------------------------------------------------------
+
+    def _scan(self, buf: bytes, end: int, out: list[StepRecord]) -> None:
+        """Process the complete lines of buf[:end] (end is just past a newline)."""
+        find, count, rfind = buf.find, buf.count, buf.rfind
+        # Next occurrence of `: {` and of each other marker; -1 means "look again".
+        next_at = [-1] * (1 + len(_OTHER_MARKERS))
+        pos = 0
+        n = self._line_no
+        while pos < end:
+            if self._idle:
+                at = next_at[0]
+                if at < pos:
+                    at = find(b"{", pos, end)
+                    while at >= 0 and buf[at - 2 : at] != b": ":
+                        at = find(b"{", at + 1, end)
+                    next_at[0] = at = end if at < 0 else at
+                best = at
+                for i, marker in enumerate(_OTHER_MARKERS, 1):
+                    at = next_at[i]
+                    if at < pos:
+                        at = find(marker, pos, end)
+                        next_at[i] = at = end if at < 0 else at
+                    if at < best:
+                        best = at
+                if best >= end:
+                    n += count(b"\n", pos, end)
+                    break
+                start = rfind(b"\n", pos, best) + 1 or pos
+                n += count(b"\n", pos, start)
+            else:
+                start = pos
+            stop = find(b"\n", start, end)
+            n += 1
+            self._line_no = n
+            done = self._process(buf[start:stop].decode("utf-8", "replace"), n)
+            if done:
+                out.extend(done)
+            pos = stop + 1
+        self._line_no = n
+
+    def _process(self, line: str, n: int) -> list[StepRecord]:
+        if (
+            self._idle
+            and "\x1b" not in line
+            and find_metric(line) is None
+            and " arguments -" not in line
+            and LAUNCH_MARKER not in line
+            and TRACEBACK_MARKER not in line
+            and "' failed" not in line
+        ):
+            return []  # a dict that is not a metric (memory dumps): nothing else to look at
+        out: list[StepRecord] = []
+        stamp, text = split_docker_timestamp(line.rstrip("\r\n"))
+        if "\x1b" in text:
+            text = strip_ansi(text)
+        if "\r" in text:
+            for segment in text.split("\r"):
+                self._segment(segment, stamp, n, out)
+        else:
+            self._segment(text, stamp, n, out)
+        if self._args_source is not None and n - self._args_last > STALE_LINES:
+            self._args_source = None
+        if self._tracebacks:
+            for source in [s for s, tb in self._tracebacks.items() if n - tb.last_line > STALE_LINES]:
+                del self._tracebacks[source]
+        self._idle = self._args_source is None and not self._tracebacks
+        return out
+
+    def _segment(self, segment: str, stamp: str | None, n: int, out: list[StepRecord]) -> None:
+        head = find_metric(segment)
+        source, body = split_ray_prefix(segment)
+        if head is not None:
+            self._tracebacks.pop(source, None)
+            self._exception = None  # metrics after a traceback: the run survived it
+            self._metric(read_metric(segment, head), stamp, n, out)
+            return
+        if self._args_source is not None and source == self._args_source:
+            marker = argument_marker(body) if " arguments -" in body else None
+            if marker == "end":
+                self._args_source = None
+                return
+            argument = None if marker else read_argument(body)
+            if marker or argument:
+                if argument and self._args is not None and argument[0] not in self._args:
+                    self._args[argument[0]] = argument[1]
+                self._args_last = n
+                return
+        elif " arguments -" in body and argument_marker(body) == "start":
+            self._args_source = source
+            self._args_last = n
+            if self._args is None:
+                self._args = {}
+            return
+        if LAUNCH_MARKER in body:
+            argv, problem = read_launch(body)
+            if problem:
+                self._problem(n, problem)
+            if argv is not None and self._launch is None:
+                self._launch = argv
+            return
+        if self._tracebacks or TRACEBACK_MARKER in body:
+            self._traceback_line(source, body, n)
+        if "' failed" in body:
+            failed = job_failed(body)
+            if failed is not None:
+                self._job_failed = {"kind": "job_failed", "line": body.strip(), "line_number": n}
+
+    def _traceback_line(self, source: str, body: str, n: int) -> None:
+        if TRACEBACK_MARKER in body:
+            self._tracebacks[source] = _Traceback(in_frames=True, last_line=n)
+            return
+        tb = self._tracebacks.get(source)
+        if tb is None:
+            return
+        tb.last_line = n
+        stripped = body.strip()
+        if not stripped:
+            return
+        if body[0] in " \t":
+            if not tb.in_frames and stripped.startswith('File "'):
+                tb.in_frames = True  # a traceback inside the message (RayTaskError), or a chained one
+            return
+        if tb.in_frames and exception_line(stripped):
+            tb.in_frames = False
+            found = {"kind": "oom" if is_oom(stripped) else "exception", "line": stripped, "line_number": n}
+            if self._exception is None or found["kind"] == "oom" or self._exception["kind"] != "oom":
+                self._exception = found
+            return
+        if not tb.in_frames and stripped.startswith(
+            ("During handling of the above exception", "The above exception was the direct cause")
+        ):
+            return
+        del self._tracebacks[source]
+
+    # ---- merging ----------------------------------------------------------------------
+
+    def _metric(self, line: MetricLine, stamp: str | None, n: int, out: list[StepRecord]) -> None:
+        kind, ident = line.kind, line.id
+        step_kind = kind in ("perf", "rollout", "multi_turn")
+        if line.payload is None:
+            reason = f"{kind} {ident}: {line.error}"
+            if step_kind:
+                if ident not in self._done:
+                    self._open_step(ident).lines.append(n)
+                self._problem(n, reason, ident)
+            else:
+                self._problem(n, reason)
+            return
+        if line.trailing:
+            if step_kind and ident not in self._done:
+                self._open_step(ident)  # so that the problem is listed on the step too
+            self._problem(n, f"{kind} {ident}: text after the payload ignored: {line.trailing[:80]!r}",
+                          ident if step_kind else None)
+        payload = line.payload
+        if kind == "step" or kind == "critic-step":
+            self._sub_step(kind, ident, payload, n)
+        elif kind == "eval":
+            self._eval(ident, payload, stamp, n)
+        else:
+            self._merge(kind, ident, payload, stamp, n, out)
+
+    def _open_step(self, ident: int) -> _OpenStep:
+        step = self._open.get(ident)
+        if step is None:
+            step = self._open[ident] = _OpenStep(ident)
+        return step
+
+    def _merge(self, kind: str, ident: int, payload: dict[str, Any], stamp: str | None, n: int,
+               out: list[StepRecord]) -> None:
+        label = f"{kind} {ident}"
+        if ident in self._done:
+            self._problem(n, f"{label} came after step {ident} was complete: ignored", ident)
+            return
+        step = self._open_step(ident)
+        step.lines.append(n)
+        if kind == "rollout":
+            self._last_rollout_id = ident
+        self._merge_keys(step.metrics, payload, label, n, ident, step.key_lines, step.problems)
+        if kind != "perf":
+            return
+        if not step.saw_rollout_side and _is_rollout_side(payload):
+            step.saw_rollout_side = True
+            step.t_rollout_end = stamp
+        if any(key in payload for key in STEP_END_KEYS):
+            step.t_step_end = stamp
+            self._attach_pending(step)
+            del self._open[ident]
+            self._done.add(ident)
+            out.append(self._emit(step, complete=True))
+
+    def _sub_step(self, kind: str, number: int, payload: dict[str, Any], n: int) -> None:
+        seen = self._seen[kind]
+        previous = seen.get(number)
+        if previous is None:
+            sub = seen[number] = _SubStep(number, _string_keys(payload), n)
+            self._pending[kind].append(sub)
+            return
+        if _same_payload(previous.payload, payload):
+            return  # Megatron's second print of the same step line
+        if previous.pending:
+            self._merge_keys(previous.payload, payload, f"{kind} {number}", n, None, None, None)
+        else:
+            self._problem(n, f"{kind} {number}: a different line after its training step was complete: ignored")
+
+    def _attach_pending(self, step: _OpenStep) -> None:
+        for kind, target in (("step", step.train_steps), ("critic-step", step.critic_steps)):
+            pending = self._pending[kind]
+            for sub in pending:
+                sub.pending = False
+                step.lines.append(sub.line)
+            target.extend(pending)
+            self._pending[kind] = []
+
+    def _eval(self, ident: int, payload: dict[str, Any], stamp: str | None, n: int) -> None:
+        record = self._evals.get(ident)
+        if record is None:
+            self._evals[ident] = EvalRecord(ident, stamp, _string_keys(payload), [n])
+            return
+        record.lines.append(n)
+        self._merge_keys(record.metrics, payload, f"eval {ident}", n, None, None, None)
+
+    def _emit(self, step: _OpenStep, complete: bool) -> StepRecord:
+        metrics = step.metrics
+        for subs in (step.train_steps, step.critic_steps):
+            if subs:
+                last = subs[-1]
+                self._merge_keys(metrics, last.payload, f"step line {last.number}", last.line, step.step,
+                                 step.key_lines, step.problems)
+        record = StepRecord(
+            step=step.step,
+            complete=complete,
+            t_rollout_end=step.t_rollout_end,
+            t_step_end=step.t_step_end if complete else None,
+            metrics=metrics,
+            derived=derive_step_values(metrics),
+            train_steps=[sub.payload for sub in step.train_steps],
+            critic_steps=[sub.payload for sub in step.critic_steps],
+            problems=step.problems,
+            lines=sorted(step.lines),
+        )
+        self._records.append(record)
+        return record
+
+    def _merge_keys(self, into: dict[str, Any], payload: dict[Any, Any], label: str, n: int,
+                    ident: int | None, key_lines: dict[str, int] | None,
+                    problems: list[dict[str, Any]] | None) -> None:
+        for key, value in payload.items():
+            if not isinstance(key, str):
+                key = repr(key)
+            if key not in into:
+                into[key] = value
+                if key_lines is not None:
+                    key_lines[key] = n
+            elif not _same(into[key], value):
+                where = f" on line {key_lines[key]}" if key_lines and key in key_lines else ""
+                self._problem(
+                    n, f"{label}: {key} = {_short(value)} differs from {_short(into[key])} read{where}; kept the first",
+                    ident, problems,
+                )
+
+    def _problem(self, n: int, reason: str, step: int | None = None,
+                 into: list[dict[str, Any]] | None = None) -> None:
+        """Record a problem; one about an open step is also listed on that step."""
+        problem: dict[str, Any] = {"line": n, "reason": reason}
+        if step is not None:
+            problem["step"] = step
+            if into is None and step in self._open:
+                into = self._open[step].problems
+        if into is not None:
+            into.append(problem)
+        self._problems.append(problem)
+
+
+def _is_rollout_side(payload: dict[str, Any]) -> bool:
+    return any(key in payload for key in ROLLOUT_SIDE_KEYS) or any(
+        isinstance(key, str) and key.startswith("rollout/") for key in payload
+    )
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _string_keys(payload: dict[Any, Any]) -> dict[str, Any]:
+    if all(isinstance(key, str) for key in payload):
+        return dict(payload)
+    return {key if isinstance(key, str) else repr(key): value for key, value in payload.items()}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except Exception:  # noqa: BLE001 - a comparison that cannot be made is a difference
+        return False
+
+
+def _same_payload(a: dict[str, Any], b: dict[Any, Any]) -> bool:
+    b = _string_keys(b)
+    return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+
+
+def parse_lines(lines: Iterable[str]) -> ParsedLog:
+    """Read an iterable of lines (e.g. an open text file) and return everything found."""
+    parser = LogParser()
+    for line in lines:
+        parser.feed(line)
+    return parser.result()
+
+
+def parse_file(source: str | Path | BinaryIO) -> ParsedLog:
+    """Read a plain log or a `container.log` (Docker timestamp prefixes) from a path or binary stream.
+
+    A path that cannot be opened or read raises `HarnessError` (BAD_INPUT).
+    """
+    parser = LogParser()
+    if hasattr(source, "read"):
+        parser.feed_stream(source)  # type: ignore[arg-type]
+        return parser.result()
+    from harness.errors import ExitCode, HarnessError
+
+    path = Path(source)  # type: ignore[arg-type]
+    try:
+        with path.open("rb") as stream:
+            parser.feed_stream(stream)
+    except FileNotFoundError:
+        raise HarnessError(f"no such log file: {path}", ExitCode.BAD_INPUT) from None
+    except IsADirectoryError:
+        raise HarnessError(f"not a log file but a directory: {path}", ExitCode.BAD_INPUT) from None
+    except OSError as err:
+        raise HarnessError(f"cannot read log file {path}: {err.strerror or err}", ExitCode.BAD_INPUT) from None
+    return parser.result()

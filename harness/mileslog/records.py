@@ -1,0 +1,93 @@
+"""What the parser yields: step records, evaluation records, the parsed log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class StepRecord:
+    """One training step (rollout id N), merged from every line that belongs to it.
+
+    `metrics` holds the raw keys, untouched, of the rollout-side `perf N`,
+    `rollout N`, `multi_turn N` and train-side `perf N` lines, plus the keys
+    of the LAST optimizer-step line (`step M`) and the last `critic-step M`
+    line of the rollout (earlier ones are in `train_steps` / `critic_steps`,
+    one entry per M, Megatron's doubled prints removed). When two lines carry
+    the same key with different values the first one is kept and the
+    conflict is listed in `problems`. Keys are strings; values are what the
+    payload said (`nan`/`inf` stay non-finite floats, numpy scalars become
+    Python numbers).
+
+    `t_rollout_end` / `t_step_end` are the Docker timestamps (RFC 3339, UTC,
+    microseconds, `Z`) of the rollout-side and train-side `perf N` lines;
+    None where the line carried no Docker timestamp or never came.
+    `derived` is `derive_step_values(metrics)`.
+    """
+
+    step: int
+    complete: bool
+    t_rollout_end: str | None
+    t_step_end: str | None
+    metrics: dict[str, Any]
+    derived: dict[str, Any]
+    train_steps: list[dict[str, Any]] = field(default_factory=list)
+    critic_steps: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)  # numbers of the lines merged into it
+
+    def to_json(self, include_derived: bool = True) -> dict[str, Any]:
+        """The per-step shape of `parse-log --json`; without `derived` it is a metrics.jsonl line."""
+        doc: dict[str, Any] = {
+            "step": self.step,
+            "complete": self.complete,
+            "t_rollout_end": self.t_rollout_end,
+            "t_step_end": self.t_step_end,
+            "metrics": dict(self.metrics),
+        }
+        if include_derived:
+            doc["derived"] = dict(self.derived)
+        return doc
+
+
+@dataclass
+class EvalRecord:
+    """The `eval N` line(s) of rollout id N: evaluation, kept apart from training steps."""
+
+    step: int
+    t: str | None  # Docker timestamp of the first eval line, RFC 3339 UTC
+    metrics: dict[str, Any]
+    lines: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "t": self.t, "metrics": dict(self.metrics)}
+
+
+@dataclass
+class ParsedLog:
+    """Everything read from one log; `to_json()` is the `parse-log --json` document.
+
+    `failure` is `{"kind": "oom"|"exception"|"job_failed", "line": str,
+    "line_number": int}` or None. Each problem is `{"line": int, "reason": str}`
+    plus `"step": N` when it concerns a training step.
+    """
+
+    steps: list[StepRecord]
+    evals: list[EvalRecord]
+    args: dict[str, Any] | None
+    launch: list[str] | None
+    failure: dict[str, Any] | None
+    problems: list[dict[str, Any]]
+    lines: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steps": [record.to_json() for record in self.steps],
+            "args": None if self.args is None else dict(self.args),
+            "launch": None if self.launch is None else list(self.launch),
+            "failure": None if self.failure is None else dict(self.failure),
+            "problems": [dict(problem) for problem in self.problems],
+            "evals": [record.to_json() for record in self.evals],
+            "lines": self.lines,
+        }

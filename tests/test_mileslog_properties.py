@@ -1,0 +1,111 @@
+"""Properties: line-by-line and whole-stream reading agree, whatever the split; random input never raises."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.mileslog import LogParser, parse_file
+
+RM = "(RolloutManager pid=2411) [2026-10-02 09:00:00.000 rollout_manager] metrics.py:88 - "
+TA = "(MegatronTrainRayActor pid=2590) [2026-10-02 09:00:10.000 actor_cell0_rank0] "
+
+ids = st.integers(min_value=0, max_value=4)
+numbers = st.one_of(st.integers(-5, 50), st.floats(allow_nan=True, allow_infinity=True, width=32))
+payloads = st.dictionaries(st.sampled_from([
+    "perf/rollout_time", "perf/step_time", "perf/train_time", "perf/total_train_time", "perf/train_wait_time",
+    "rollout/raw_reward", "rollout/dynamic_filter/drop_zero_std_1", "rollout/dynamic_filter/drop_zero_std_0.0",
+    "rollout/zero_std/count_1", "train/loss", "train/step", "eval/aime",
+]), numbers, max_size=5)
+
+
+def metric_line(kind: str, ident: int, payload: dict) -> str:
+    return f"{RM if kind in ('perf', 'eval', 'multi_turn') else TA + 'x.py:1 - '}{kind} {ident}: {payload!r}"
+
+
+metric_lines = st.builds(
+    metric_line, st.sampled_from(["perf", "rollout", "step", "eval", "multi_turn", "critic-step"]), ids, payloads
+)
+noise_lines = st.one_of(
+    st.sampled_from([
+        '(RolloutManager pid=2411) INFO:     127.0.0.1:51820 - "POST /generate HTTP/1.1" 200 OK',
+        "(MegatronTrainRayActor pid=2590) memory_utils.py:41 - [Rank 0] Memory-Usage: {'gpu': '0', 'used_GB': 1.5}",
+        "Rollout: 10%|#  | 5/48\rRollout: 50%|#####| 24/48\rRollout: 100%|##########| 48/48",
+        "\x1b[36m(RolloutManager pid=2411)\x1b[0m x.py:1 - perf 1: {'perf/rollout_time': 3.0} \x1b[32m[repeated 2x across cluster]\x1b[0m",
+        "------------------------ arguments ------------------------",
+        "  rollout_batch_size .............................. 32",
+        "  over_sampling_batch_size ........................ 48",
+        "-------------------- end of arguments ---------------------",
+        "Running entrypoint for job raysubmit_1: python3 train.py --num-rollout 3",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 1, in <module>',
+        "torch.OutOfMemoryError: CUDA out of memory.",
+        "(MegatronTrainRayActor pid=2590) Traceback (most recent call last):",
+        "(MegatronTrainRayActor pid=2590) ValueError: bad",
+        "During handling of the above exception, another exception occurred:",
+        "Job 'raysubmit_1' failed",
+        "x.py:1 - perf 2: {'perf/rollout_time': 1.0, 'cut",
+        "",
+        "\r",
+    ]),
+    st.text(max_size=40),
+)
+docker_prefix = st.sampled_from(["", "2026-11-29T07:52:40.814948044Z ", "2026-11-29T07:52:41.5Z "])
+lines_strategy = st.lists(
+    st.builds(lambda prefix, text: prefix + text, docker_prefix, st.one_of(metric_lines, noise_lines)),
+    max_size=60,
+).map(lambda lines: [line.replace("\n", " ") for line in lines])
+
+
+def document(parser: LogParser) -> str:
+    result = parser.result()
+    doc = result.to_json()
+    doc["train_steps"] = [[record.train_steps, record.critic_steps, record.problems] for record in result.steps]
+    return json.dumps(doc, sort_keys=True)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines_strategy, st.integers(min_value=1, max_value=300))
+def test_feeding_lines_and_reading_a_stream_in_any_chunks_agree(lines: list[str], chunk: int) -> None:
+    by_line = LogParser()
+    emitted = []
+    for line in lines:
+        emitted.extend(by_line.feed(line))
+    emitted.extend(by_line.finish())
+
+    streamed = LogParser()
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    from_stream = streamed.feed_stream(io.BytesIO(data), chunk_bytes=chunk)
+    from_stream.extend(streamed.finish())
+
+    assert _same_json(emitted, from_stream)
+    assert document(by_line) == document(streamed)
+    # each step is emitted exactly once
+    assert sorted(r.step for r in emitted) == sorted({r.step for r in emitted})
+
+
+def _same_json(a: list, b: list) -> bool:
+    return json.dumps([r.to_json() for r in a]) == json.dumps([r.to_json() for r in b])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=3000), st.integers(min_value=1, max_value=500))
+def test_random_bytes_never_raise(data: bytes, chunk: int) -> None:
+    parser = LogParser()
+    parser.feed_stream(io.BytesIO(data), chunk_bytes=chunk)
+    parsed = parser.result()
+    json.dumps(parsed.to_json())
+    by_line = LogParser()
+    for line in data.decode("utf-8", "replace").split("\n"):
+        by_line.feed(line)
+    by_line.result()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=400))
+def test_random_text_after_a_metric_head_never_raises(tail: str) -> None:
+    parsed = parse_file(io.BytesIO(f"x.py:1 - perf 0: {{{tail}\nx.py:1 - perf 0: {{'perf/step_time': 1.0}}\n".encode()))
+    assert len(parsed.steps) == 1
