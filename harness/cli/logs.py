@@ -1,0 +1,87 @@
+"""`harness parse-log`: read a Miles log and show its steps, argument dump and failure."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+from typing_extensions import Annotated
+
+from harness.cli.app import JsonOption, command, stdout
+
+
+@command("parse-log")
+def parse_log(
+    source: Annotated[
+        str,
+        typer.Argument(metavar="FILE|-", help="A Miles log, a capture's container.log, or - for stdin."),
+    ],
+    json_: JsonOption = False,
+) -> None:
+    """Read a Miles log: one record per training step, the argument dump, the failure if any."""
+    from harness.mileslog import parse_file
+
+    parsed = parse_file(sys.stdin.buffer if source == "-" else source)
+    if json_:
+        import json
+
+        typer.echo(json.dumps(parsed.to_json()))
+        return
+    render_parsed_log(parsed)
+
+
+def render_parsed_log(parsed: Any) -> None:
+    """A table of the steps, then the failure and the problems, on stdout."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = stdout()
+    table = Table(title=f"{len(parsed.steps)} steps in {parsed.lines} lines", title_justify="left",
+                  box=None, pad_edge=False)
+    for header in ("step", "complete", "rollout\ns", "dropped\nright", "dropped\nwrong",
+                   "0-std\nright", "0-std\nwrong", "reward", "reward\nunfilt.", "step\ns"):
+        table.add_column(header, justify="left" if header == "complete" else "right", no_wrap=True)
+    for record in parsed.steps:
+        metrics, derived = record.metrics, record.derived
+        step_time = metrics.get("perf/step_time", metrics.get("perf/total_train_time"))
+        table.add_row(
+            str(record.step),
+            "yes" if record.complete else "[yellow]no[/yellow]",
+            _number(metrics.get("perf/rollout_time"), "{:.1f}"),
+            _number(derived["dropped_all_right"], "{}"),
+            _number(derived["dropped_all_wrong"], "{}"),
+            _number(derived["zero_std_all_right"], "{}"),
+            _number(derived["zero_std_all_wrong"], "{}"),
+            _number(metrics.get("rollout/raw_reward"), "{:.3f}"),
+            _number(metrics.get("rollout/raw_reward_unfiltered"), "{:.3f}"),
+            _number(step_time, "{:.1f}"),
+        )
+    console.print(table)
+    if parsed.launch is not None:
+        import shlex
+
+        console.print(f"launch: {escape(shlex.join(parsed.launch))}")
+    if parsed.args is not None:
+        console.print(f"argument dump: {len(parsed.args)} arguments")
+    if parsed.failure is not None:
+        failure = parsed.failure
+        console.print(f"[red]failure ({failure['kind']}) at line {failure['line_number']}:[/red] "
+                      f"{escape(failure['line'])}")
+    if parsed.problems:
+        console.print(f"[yellow]{len(parsed.problems)} problem(s):[/yellow]")
+        for problem in parsed.problems[:10]:
+            console.print(f"  line {problem['line']}: {escape(problem['reason'])}")
+        if len(parsed.problems) > 10:
+            console.print(f"  ... {len(parsed.problems) - 10} more (--json lists them all)")
+
+
+def _number(value: Any, form: str) -> str:
+    """A table cell: '-' for a missing value, the format for a number, else the text itself."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        from rich.markup import escape
+
+        return escape(str(value))
+    return form.format(value)
