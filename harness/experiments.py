@@ -33,6 +33,8 @@ OWNED_FLAGS = {"--num-rollout": "steps", "--seed": "seed", "--rollout-seed": "se
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 SENSOR = re.compile(r"^(auto|nvml|sysfs|none|sim|file:.+)$")
 SIZE = re.compile(r"^[0-9]+[bkmgBKMG]?$")
+# HOST:/CONTAINER[:ro|rw]; HOST may hold ${VAR} or ${VAR:-default}, expanded at launch.
+VOLUME = re.compile(r"^(?P<source>(?:\$\{[^}]*\}|[^:$])+):(?P<target>/[^:]*)(?::(?P<mode>ro|rw))?$")
 
 ArgValue = Union[bool, int, float, str, None, List[Union[int, float, str]]]
 
@@ -100,11 +102,8 @@ class ContainerConfig(_Strict):
     @classmethod
     def _volume_specs(cls, volumes: List[str]) -> List[str]:
         for volume in volumes:
-            parts = volume.split(":")
-            if len(parts) not in (2, 3) or not parts[0] or not parts[1].startswith("/"):
+            if not VOLUME.match(volume):
                 raise ValueError(f"{volume!r} is not HOST:/CONTAINER[:ro|rw]")
-            if len(parts) == 3 and parts[2] not in ("ro", "rw"):
-                raise ValueError(f"{volume!r}: mode must be ro or rw")
         return volumes
 
 

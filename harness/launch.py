@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
-from harness.experiments import Experiment
+from harness.experiments import VOLUME, Experiment
 
 LABEL_PREFIX = "org.miles-gb10-lab"
 LABEL_RUN = f"{LABEL_PREFIX}.run"
@@ -112,11 +112,21 @@ def _device_requests(gpus: Any) -> Tuple[DeviceRequest, ...]:
     return (DeviceRequest(device_ids=tuple(str(i) for i in gpus)),)
 
 
-def _mount(volume: str, project_root: str) -> Mount:
-    source, target, *mode = volume.split(":")
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(text: str, environ: Mapping[str, str]) -> str:
+    """`${VAR}` and `${VAR:-default}` from `environ` (an unset VAR without default becomes empty)."""
+    return _ENV_REFERENCE.sub(lambda m: environ.get(m.group(1)) or (m.group(2) or ""), text)
+
+
+def _mount(volume: str, project_root: str, environ: Mapping[str, str]) -> Mount:
+    parts = VOLUME.match(volume)
+    assert parts is not None, volume  # validated with the experiment
+    source = expand_env(parts["source"], environ)
     if not source.startswith("/"):
         source = str(PurePosixPath(project_root) / source)
-    return Mount(source=source, target=target, read_only=mode == ["ro"])
+    return Mount(source=source, target=parts["target"], read_only=parts["mode"] == "ro")
 
 
 def plan_launch(
@@ -166,7 +176,7 @@ def plan_launch(
             LABEL_EXPERIMENT: experiment.name,
             LABEL_CAPTURE_DIR: capture_dir,
         },
-        mounts=tuple(_mount(v, project_root) for v in experiment.container.volumes),
+        mounts=tuple(_mount(v, project_root, environ) for v in experiment.container.volumes),
         device_requests=_device_requests(experiment.container.gpus) if experiment.engine == "docker" else (),
         shm_size=experiment.container.shm_size,
         ipc_mode=experiment.container.ipc,

@@ -298,3 +298,12 @@ def test_load_raises_harness_error_not_pydantic(exp_dir: Path) -> None:
     write(exp_dir, "x", "name: x\n")
     with pytest.raises(HarnessError, match=r"x.yaml: steps: required key is missing"):
         ExperimentStore(exp_dir, BASE).load("x")
+
+
+def test_volumes_must_be_host_colon_container(exp_dir: Path) -> None:
+    write(exp_dir, "v", "name: v\nextends: parent\ncontainer: {volumes: ['data']}\n")
+    assert "v.yaml: container.volumes: 'data' is not HOST:/CONTAINER[:ro|rw]" in reject(exp_dir, "show", "v")
+    write(exp_dir, "v", "name: v\nextends: parent\ncontainer: {volumes: ['data:/data:rx']}\n")
+    assert "container.volumes" in reject(exp_dir, "show", "v")
+    write(exp_dir, "v", "name: v\nextends: parent\ncontainer: {volumes: ['${D:-data}:/data:ro', '/abs:/x']}\n")
+    assert ExperimentStore(exp_dir, BASE).load("v").experiment.container.volumes[0] == "${D:-data}:/data:ro"

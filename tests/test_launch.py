@@ -83,7 +83,7 @@ def as_json(spec) -> dict:
 def test_pinned_spec_for_the_filter_run() -> None:
     spec = plan("e2b-dapo-filter")
     assert as_json(spec) == expected_spec(
-        "e2b-dapo-filter", "e2b-dapo-filter-6c50dbbf", "e2b-dapo-filter", 1, FILTER_ARGS
+        "e2b-dapo-filter", "e2b-dapo-filter-05839af3", "e2b-dapo-filter", 1, FILTER_ARGS
     )
     assert spec.env["MILES_EXTRA_ARGS"] == FILTER_ARGS
 
@@ -91,7 +91,7 @@ def test_pinned_spec_for_the_filter_run() -> None:
 def test_pinned_spec_for_a_seed_2_run() -> None:
     spec = plan("plain-48", seed=2)
     assert as_json(spec) == expected_spec(
-        "plain-48-s2", "plain-48-s2-c273ee6b", "plain-48", 2, "--over-sampling-batch-size 48"
+        "plain-48-s2", "plain-48-s2-c097c43a", "plain-48", 2, "--over-sampling-batch-size 48"
     )
 
 
@@ -170,3 +170,13 @@ def test_dry_run_json_is_one_document() -> None:
     assert spec["run"] == "plain-48-s2"
     assert spec["env"]["MILES_EXTRA_ARGS"] == "--over-sampling-batch-size 48"
     assert spec["trainer_argv"][-2:] == ["--over-sampling-batch-size", "48"]
+
+
+def test_volume_host_paths_expand_environment_variables_with_defaults() -> None:
+    from harness.launch import expand_env
+
+    assert expand_env("${MILES_LAB_DATA:-data}", {}) == "data"
+    assert expand_env("${MILES_LAB_DATA:-data}", {"MILES_LAB_DATA": "/srv/data"}) == "/srv/data"
+    assert expand_env("${HOME}/x", {"HOME": "/home/a"}) == "/home/a/x"
+    spec = plan("plain", environ={"MILES_LAB_DATA": "/srv/lab-data"})
+    assert [(m.source, m.target, m.read_only) for m in spec.mounts] == [("/srv/lab-data", "/data", True)]

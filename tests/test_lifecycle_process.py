@@ -103,16 +103,28 @@ def test_pause_freezes_the_whole_process_group_and_resume_thaws_it(lab: Lab) -> 
         next(lines)
         handle.pause()
         assert handle.is_paused()
-        state = Path(f"/proc/{handle.id}/stat").read_text().split()[2]
-        assert state == "T"  # stopped
+        assert eventually(lambda: process_state(handle.id) == "T")  # stopped
         handle.resume()
         assert not handle.is_paused()
-        assert Path(f"/proc/{handle.id}/stat").read_text().split()[2] in "RS"
+        assert eventually(lambda: process_state(handle.id) in ("R", "S"))
         handle.stop(grace_s=5)
         assert handle.wait(5) == 143
     finally:
         handle.kill()
         handle.remove()
+
+
+def process_state(pid: str) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def eventually(check: Any, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def test_the_gpu_lock_makes_a_second_run_wait(lab: Lab) -> None:
