@@ -7,15 +7,18 @@ HARNESS := $(BIN)/harness
 EXP ?= e2b-dapo-filter
 SEEDS ?= 1 2 3
 # The lab image. MILES_BASE and MILES_COMMIT default to the Dockerfile's ARGs;
-# set them to override (MILES_COMMIT= keeps the base's Miles).
+# set them to override (an empty MILES_BASE is ignored; MILES_COMMIT= keeps the
+# base's Miles).
 LAB_IMAGE ?= miles-gb10-lab:latest
-BUILD_ARGS = $(foreach v,MILES_BASE MILES_COMMIT,$(if $(filter undefined,$(origin $(v))),,--build-arg '$(v)=$($(v))'))
-# What the section-1.1 run reads from data/ (mounted at /data in the container).
-DATA_DIR ?= data
+BUILD_ARGS = $(if $(MILES_BASE),--build-arg 'MILES_BASE=$(MILES_BASE)') \
+	$(if $(filter undefined,$(origin MILES_COMMIT)),,--build-arg 'MILES_COMMIT=$(MILES_COMMIT)')
+# The model and data set (mounted at /data in the container); the experiments
+# read the same variable, so `make data MILES_LAB_DATA=/srv/lab` and runs agree.
+export MILES_LAB_DATA ?= data
 MODEL_REPO ?= Qwen/Qwen3-0.6B
 DATASET_REPO ?= zhuzilin/gsm8k
 
-.PHONY: help setup test image data offline-images
+.PHONY: help setup test image data offline-images run sweep status smoke
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -38,10 +41,31 @@ data: setup ## download the model and the data set into data/ (on the GB10 host;
 	$(BIN)/pip install -q 'huggingface_hub>=0.23'
 	$(BIN)/python -c 'import sys; from huggingface_hub import snapshot_download as get; \
 		get(sys.argv[1], local_dir=sys.argv[2]); get(sys.argv[3], repo_type="dataset", local_dir=sys.argv[4])' \
-		'$(MODEL_REPO)' '$(DATA_DIR)/models/$(notdir $(MODEL_REPO))' '$(DATASET_REPO)' '$(DATA_DIR)/$(notdir $(DATASET_REPO))'
-	@test -f '$(DATA_DIR)/models/$(notdir $(MODEL_REPO))/config.json' && test -f '$(DATA_DIR)/$(notdir $(DATASET_REPO))/train.parquet' \
+		'$(MODEL_REPO)' '$(MILES_LAB_DATA)/models/$(notdir $(MODEL_REPO))' '$(DATASET_REPO)' '$(MILES_LAB_DATA)/$(notdir $(DATASET_REPO))'
+	@test -f '$(MILES_LAB_DATA)/models/$(notdir $(MODEL_REPO))/config.json' && test -f '$(MILES_LAB_DATA)/$(notdir $(DATASET_REPO))/train.parquet' \
 		|| { echo "make data: no config.json or train.parquet after the download, see above" >&2; exit 1; }
-	@echo "data ready in $(DATA_DIR)/: mount it at /data"
+	@echo "data ready in $(MILES_LAB_DATA)/: mount it at /data"
+
+run: setup ## run one experiment on the GPU: make run EXP=e2b-dapo-filter
+	$(HARNESS) run $(EXP)
+
+sweep: setup ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3"
+	$(HARNESS) sweep $(EXP) --seeds $(SEEDS)
+
+status: setup ## every capture: state, steps, pauses, exit code
+	$(HARNESS) status
+
+smoke: setup image ## GPU smoke test: build the image, run 2 tiny steps, check they completed
+	$(HARNESS) run smoke --force
+	$(BIN)/python scripts/check-capture.py capture/gpu/smoke --state succeeded --complete-steps 2
 
 offline-images: ## build busybox and python base images without a registry (Docker, debootstrap, root)
 	bash scripts/offline-images.sh
+
+.PHONY: summarize report
+
+summarize: setup ## captures -> capture/gpu/summary/miles-gb10-lab.json and its SVG figures
+	$(HARNESS) summarize
+
+report: summarize ## report.md (tables, verdicts, figures) beside the summary JSON
+	$(HARNESS) report
