@@ -13,6 +13,7 @@ linear time.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -55,14 +56,20 @@ def split_docker_timestamp(line: str) -> tuple[str | None, str]:
     if m is None:
         return None, line
     date, frac, zone = m.groups()
-    micro = ((frac or "") + "000000")[:6]
-    try:
-        moment = datetime.fromisoformat(f"{date}.{micro}{'+00:00' if zone == 'Z' else zone}")
-    except ValueError:
+    second = _utc_second(date, zone)
+    if second is None:
         return None, line
-    if zone != "Z":
-        moment = moment.astimezone(timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), line[m.end():]
+    return f"{second}.{((frac or '') + '000000')[:6]}Z", line[m.end():]
+
+
+@functools.lru_cache(maxsize=256)
+def _utc_second(date: str, zone: str) -> str | None:
+    """`YYYY-MM-DDTHH:MM:SS` in UTC, or None for an impossible time (cached: lines share seconds)."""
+    try:
+        moment = datetime.fromisoformat(date + ("+00:00" if zone == "Z" else zone))
+    except ValueError:
+        return None
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def strip_ansi(text: str) -> str:
