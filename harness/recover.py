@@ -105,9 +105,8 @@ def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> int:
     parser = LogParser()
     records = []
     if capture.log_path.exists():
-        with capture.log_path.open(encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle, 1):
-                records.extend(parser.feed(line.rstrip("\n"), number))
+        with capture.log_path.open("rb") as handle:
+            records.extend(parser.feed_stream(handle))
     if include_incomplete:
         records.extend(parser.finish())
     saved = {(row.get("step"), row.get("complete")) for row in read_jsonl(capture.metrics_path)}

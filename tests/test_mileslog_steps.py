@@ -124,6 +124,21 @@ def test_nan_inf_and_numpy_scalars() -> None:
     assert record.complete and metrics["perf/step_time"] == 80.25
 
 
+def test_non_finite_values_become_null_in_strict_json_and_are_listed() -> None:
+    import json
+
+    (record,) = parse("nan-inf-numpy-values.log").steps
+    doc = record.to_json(include_derived=False)
+    text = json.dumps(doc, allow_nan=False)  # strict JSON: would raise on NaN/Infinity
+    back = json.loads(text)
+    assert back["metrics"]["rollout/raw_reward_unfiltered"] is None and back["metrics"]["rollout/kl"] is None
+    assert back["non_finite"]["rollout/raw_reward_unfiltered"] == "nan"
+    assert back["non_finite"]["rollout/response_len/max"] == "inf"
+    assert back["non_finite"]["rollout/log_ratio_min"] == "-inf"
+    assert back["metrics"]["perf/rollout_time"] == 57.5
+    assert math.isnan(record.metrics["rollout/kl"])  # the record itself keeps what the log said
+
+
 def test_memory_dump_dicts_are_not_metrics() -> None:
     parsed = parse("memory-dump-dict-ignored.log")
     (record,) = parsed.steps

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,17 +39,49 @@ class StepRecord:
     lines: list[int] = field(default_factory=list)  # numbers of the lines merged into it
 
     def to_json(self, include_derived: bool = True) -> dict[str, Any]:
-        """The per-step shape of `parse-log --json`; without `derived` it is a metrics.jsonl line."""
+        """The per-step shape of `parse-log --json`; without `derived` it is a metrics.jsonl line.
+
+        Strict JSON: a non-finite value (`nan`, `inf`, `-inf`) is written as
+        null, and the key with what the log said is listed under `non_finite`.
+        """
+        metrics, non_finite = strict_json_metrics(self.metrics)
         doc: dict[str, Any] = {
             "step": self.step,
             "complete": self.complete,
             "t_rollout_end": self.t_rollout_end,
             "t_step_end": self.t_step_end,
-            "metrics": dict(self.metrics),
+            "metrics": metrics,
         }
+        if non_finite:
+            doc["non_finite"] = non_finite
         if include_derived:
             doc["derived"] = dict(self.derived)
         return doc
+
+
+def strict_json_metrics(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(metrics with non-finite floats as None, {key: 'nan'|'inf'|'-inf'|'contains nan/inf'})."""
+    clean: dict[str, Any] = {}
+    non_finite: dict[str, str] = {}
+    for key, value in metrics.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            clean[key], non_finite[key] = None, repr(value)
+            continue
+        finite = _finite_or_none(value)
+        if finite != value:
+            non_finite[key] = "contains nan/inf"
+        clean[key] = finite
+    return clean, non_finite
+
+
+def _finite_or_none(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list):
+        return [_finite_or_none(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    return value
 
 
 @dataclass

@@ -1,0 +1,115 @@
+"""What the harness costs while a run talks: CPU per wall second, and line-to-record delay.
+
+A container prints Miles-shaped lines at a set rate (default 2,000 lines/s for
+60 s, a step every 400 lines) while `harness run` streams, stores and parses
+them. Prints the harness's CPU seconds per wall second over the steady part
+of the run (goal < 0.05) and the delay from a step's last line being printed
+to its record landing in metrics.jsonl (goal: median < 0.2 s).
+
+Needs a Docker engine and the offline python image (make offline-images).
+Usage: python bench/run_overhead.py [--rate 2000] [--seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+IMAGE = "mgl-chatty-trainer:bench"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a live process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def watch_metrics(path: Path, arrivals: list[tuple[float, dict]], done: threading.Event) -> None:
+    """Note when each metrics.jsonl record appears (polled every 5 ms)."""
+    offset = 0
+    while not done.is_set():
+        if path.exists():
+            with path.open() as handle:
+                handle.seek(offset)
+                data = handle.read()
+            now = time.time()
+            complete = data[: data.rfind("\n") + 1]
+            offset += len(complete.encode())
+            for line in complete.splitlines():
+                arrivals.append((now, json.loads(line)))
+        time.sleep(0.005)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=2000.0, help="lines per second")
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long the container talks")
+    parser.add_argument("--step-every", type=int, default=400, help="lines between steps")
+    args = parser.parse_args()
+
+    subprocess.run(["bash", str(REPO / "scripts" / "offline-images.sh")], check=True)
+    subprocess.run(["docker", "build", "-q", "-t", IMAGE, str(REPO / "bench" / "images" / "chatty-trainer")],
+                   check=True, stdout=subprocess.DEVNULL)
+    steps = int(args.rate * args.seconds) // args.step_every
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "experiments").mkdir()
+        (root / "experiments" / "chatty.yaml").write_text(json.dumps({
+            "name": "chatty", "steps": steps, "image": IMAGE,
+            "container": {"gpus": "none", "shm_size": "64m", "ipc": "private", "ulimits": {},
+                          "env": {"CHATTY_RATE": str(args.rate), "CHATTY_SECONDS": str(args.seconds),
+                                  "CHATTY_STEP_EVERY": str(args.step_every)}},
+        }))
+        arrivals: list[tuple[float, dict]] = []
+        done = threading.Event()
+        watcher = threading.Thread(target=watch_metrics,
+                                   args=(root / "capture" / "chatty" / "metrics.jsonl", arrivals, done))
+        watcher.start()
+        env = {**os.environ, "HARNESS_LOCK_DIR": str(root / "locks")}
+        started = time.monotonic()
+        harness = subprocess.Popen(
+            [sys.executable, "-m", "harness", "run", "chatty", "--experiments-dir", str(root / "experiments"),
+             "--capture-dir", str(root / "capture")],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        time.sleep(10)  # past start-up (imports, container creation)
+        cpu_a, wall_a = cpu_seconds(harness.pid), time.monotonic()
+        time.sleep(max(1.0, args.seconds - 15))
+        cpu_b, wall_b = cpu_seconds(harness.pid), time.monotonic()
+        _, stderr = harness.communicate()
+        total_wall = time.monotonic() - started
+        time.sleep(0.1)
+        done.set()
+        watcher.join()
+        status = json.loads((root / "capture" / "chatty" / "status.json").read_text())
+        lines = sum(1 for _ in (root / "capture" / "chatty" / "container.log").open("rb"))
+
+    delays = [at - row["metrics"]["perf/emitted_at"] for at, row in arrivals if "perf/emitted_at" in row["metrics"]]
+    steady = (cpu_b - cpu_a) / (wall_b - wall_a)
+    print(f"run: {status['state']}, {status['steps_complete']}/{status['steps_expected']} steps, "
+          f"{lines} lines in container.log, {total_wall:.1f} s wall, exit {harness.returncode}")
+    if harness.returncode:
+        print(stderr[-2000:])
+    print(f"rate asked           {args.rate:.0f} lines/s for {args.seconds:.0f} s")
+    print(f"harness CPU          {steady:.4f} CPU s per wall s over the steady {wall_b - wall_a:.0f} s "
+          f"(goal < 0.05)")
+    if delays:
+        delays.sort()
+        print(f"line -> record delay median {statistics.median(delays) * 1000:.1f} ms, "
+              f"p95 {delays[int(0.95 * (len(delays) - 1))] * 1000:.1f} ms, max {delays[-1] * 1000:.1f} ms "
+              f"over {len(delays)} steps (goal: median < 200 ms)")
+    return 0 if status["state"] == "succeeded" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
