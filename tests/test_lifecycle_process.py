@@ -144,3 +144,50 @@ def test_the_gpu_lock_makes_a_second_run_wait(lab: Lab) -> None:
     assert "waiting for the GPU: run first" in out
     assert lab.status("second")["state"] == "succeeded"
     assert lab.status("second")["started_at"] >= lab.status("first")["ended_at"]
+
+
+def test_status_and_logs_show_what_the_captures_hold(lab: Lab) -> None:
+    lab.experiment("shown", steps=2)
+    lab.experiment("broke", scenario="oom")
+    assert lab.cli("run", "shown").exit_code == 0
+    assert lab.cli("run", "broke").exit_code == 1
+    table = CliRunner().invoke(app, ["status", "--capture-dir", str(lab.captures)], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in table.output.splitlines() if line.startswith("│")}
+    assert rows["shown"][:4] == ["succeeded", "2/2", "0", "0"]
+    assert rows["broke"][:4] == ["failed", "1/2", "0", "1"]
+
+    logs = CliRunner().invoke(app, ["logs", "shown", "--capture-dir", str(lab.captures)])
+    assert logs.exit_code == 0
+    lines = logs.output.splitlines()
+    assert lines[-1] == "training done" and lines[0].startswith("Running entrypoint")
+    stamped = CliRunner().invoke(app, ["logs", "shown", "--timestamps", "-f", "--capture-dir", str(lab.captures)])
+    assert stamped.exit_code == 0  # -f on a finished run ends by itself
+    assert stamped.output.splitlines()[-1].endswith("Z training done")
+
+    missing = CliRunner().invoke(app, ["logs", "nope", "--capture-dir", str(lab.captures)])
+    assert missing.exit_code == 5 and "no capture for run 'nope'" in missing.stderr and "broke, shown" in missing.stderr
+
+
+def test_logs_follow_prints_lines_as_the_run_writes_them(lab: Lab) -> None:
+    lab.experiment("live", scenario="hang")
+    harness = lab.spawn("run", "live", "--grace-s", "5")
+    try:
+        deadline = time.monotonic() + 30
+        while not (lab.captures / "live" / "container.log").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        follower = subprocess.Popen([sys.executable, "-m", "harness", "logs", "live", "-f", "--capture-dir",
+                                     str(lab.captures)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+        seen = []
+        while "INFO still generating" not in seen and len(seen) < 500:
+            seen.append(follower.stdout.readline().rstrip("\n"))
+        assert "INFO still generating" in seen  # printed while the run goes on
+        assert lab.status("live")["state"] == "running"
+        stop = CliRunner().invoke(app, ["stop", "live", "--capture-dir", str(lab.captures)])
+        assert stop.exit_code == 0, stop.output
+        rest, _ = follower.communicate(timeout=30)  # ends once the status is final
+        assert follower.returncode == 0 and rest.rstrip().endswith("fake trainer: SIGTERM, shutting down")
+    finally:
+        harness.kill()
+        harness.wait()
