@@ -338,3 +338,48 @@ def test_run_refuses_to_overwrite_a_success_without_force(lab: Lab) -> None:
     assert again.exit_code == 2 and "already succeeded" in again.stderr
     assert lab.cli("run", run, "--force").exit_code == 0
     assert len(list((lab.captures / ".replaced").iterdir())) == 1
+
+
+def test_recover_leave_running_thaws_and_saves_but_does_not_stop(lab: Lab, client: Any) -> None:
+    run = lab.experiment("kept-alive", scenario="hang")
+    harness = lab.spawn("run", run)
+    lab.wait_for(lambda: lab.metrics(run), what="the first step")
+    harness.send_signal(signal.SIGKILL)
+    harness.wait(30)
+    container = containers_of(client, lab)[0]
+    container.pause()
+    result = CliRunner().invoke(app, ["recover", "--leave-running"])
+    assert result.exit_code == 0, result.output
+    container.reload()
+    assert container.status == "running"
+    status = lab.status(run)
+    assert status["state"] == "interrupted" and "left running" in status["error"] and status["exit_code"] is None
+    assert any("INFO still generating" in line for line in lab.log(run))
+    container.remove(force=True)
+
+
+def test_run_warns_about_leftovers_and_recover_ignores_unlabelled_containers(lab: Lab, client: Any) -> None:
+    from harness.launch import LABEL_RUN_ID
+    from harness.runner import LABEL_HARNESS_HOST, LABEL_HARNESS_PID
+    from harness.capture import this_host
+
+    stray = client.containers.create(IMAGE, labels={
+        LABEL_RUN: "ghost", LABEL_RUN_ID: "ghost-00000000", LABEL_CAPTURE_DIR: str(lab.captures / "ghost"),
+        LABEL_HARNESS_PID: "999999", LABEL_HARNESS_HOST: this_host()})
+    unrelated = client.containers.run(IMAGE, environment={"FAKE_SCENARIO": "hang"}, detach=True)
+    try:
+        run = lab.experiment("after-ghost", steps=1)
+        result = lab.cli("run", run)
+        assert result.exit_code == 0, result.output
+        assert "of run ghost is created (harness pid 999999" in result.stderr and "harness recover" in result.stderr
+        recovered = CliRunner().invoke(app, ["recover", "--grace-s", "2"])
+        assert recovered.exit_code == 0, recovered.output
+        assert "ghost: interrupted" in recovered.output
+        unrelated.reload()
+        assert unrelated.status == "running"  # no harness label: never touched
+    finally:
+        unrelated.remove(force=True)
+        try:
+            stray.remove(force=True)
+        except Exception:
+            pass
