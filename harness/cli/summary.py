@@ -1,0 +1,214 @@
+"""`harness summarize`, `harness report` and `harness plan`: thin commands over harness.summary and harness.planner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from typing_extensions import Annotated
+
+from harness.cli.app import DEFAULT_CAPTURE_DIR, CaptureDir, JsonOption, command, stdout, warn
+
+
+def _fmt(value: Optional[float], digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+@command("summarize")
+def summarize_command(
+    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    out: Annotated[
+        Optional[Path],
+        typer.Option("--out", help="Summary JSON to write [default: <capture dir>/summary/miles-gb10-lab.json]."),
+    ] = None,
+    no_figures: Annotated[bool, typer.Option("--no-figures", help="Write the JSON only, no SVG figures.")] = False,
+    json_: JsonOption = False,
+) -> None:
+    """Summarize every capture into the lab's JSON (schema miles-gb10-lab/1) and draw its figures beside it."""
+    from harness.summary.publish import summarize_to_files
+
+    published = summarize_to_files(capture_dir, out, figures=not no_figures)
+    document = published.document
+    for skipped in document["skipped"]:
+        warn(f"skipped {skipped['directory']}: {skipped['reason']}")
+    for name, run in document["runs"].items():
+        if run["state"] == "unknown":
+            warn(f"{name}: status.json unreadable, summarized with state unknown ({'; '.join(run['notes'][:1])})")
+    if not document["runs"]:
+        warn(f"no runs under {capture_dir} (a run is a directory with status.json)")
+    if json_:
+        import json
+
+        typer.echo(json.dumps({
+            "summary": str(published.summary_path),
+            "figures": [str(p) for p in published.figures],
+            "runs": sorted(document["runs"]),
+            "comparisons": [c["run"] for c in document["comparisons"]],
+            "skipped": document["skipped"],
+        }, indent=2))
+        return
+    _print_runs(document)
+    console = stdout()
+    for comparison in document["comparisons"]:
+        console.print(f"[bold]{comparison['run']}[/bold] against {comparison['baseline']}: {comparison['reward']['verdict']}")
+    console.print(f"wrote {published.summary_path}")
+    for path in published.figures:
+        console.print(f"wrote {path}")
+
+
+def _print_runs(document: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    table.add_column("run", no_wrap=True)
+    for header in ("state", "filter", "steps", "clean", "rollout median (s)", "dropped", "reward", "notes"):
+        table.add_column(header)
+    for name, run in document["runs"].items():
+        agg = run["aggregates"]
+        dropped = "-"
+        if agg["dropped_groups_min"] is not None:
+            dropped = f"{agg['dropped_groups_min']}-{agg['dropped_groups_max']}"
+        expected = run.get("steps_expected")
+        table.add_row(
+            name, run["state"], "on" if run["filter"] else "off",
+            f"{agg['steps']}" + (f"/{expected}" if expected is not None else ""), str(agg["clean_steps"]),
+            _fmt(agg["rollout_time_adjusted_median_s"], 1), dropped, _fmt(agg["reward_mean"], 3), str(len(run["notes"])),
+        )
+    stdout().print(table)
+
+
+@command("report")
+def report_command(
+    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    summary: Annotated[
+        Optional[Path],
+        typer.Option("--summary", help="Summary JSON to report on [default: <capture dir>/summary/miles-gb10-lab.json]."),
+    ] = None,
+) -> None:
+    """Write report.md (headline tables, verdicts, figures) and the figures beside the summary JSON."""
+    from harness.summary.publish import default_summary_path, report_from_summary
+
+    published = report_from_summary(summary if summary is not None else default_summary_path(capture_dir))
+    console = stdout()
+    for path in published.figures:
+        console.print(f"wrote {path}")
+    console.print(f"wrote {published.report}")
+
+
+@command("plan")
+def plan_command(
+    runs: Annotated[Optional[List[str]], typer.Argument(help="Runs to measure the keep rate from (with --from-run).", show_default=False)] = None,
+    drop_rate: Annotated[
+        Optional[float], typer.Option("--drop-rate", min=0.0, max=1.0, help="Share of groups the filter drops (0 to 1).")
+    ] = None,
+    from_run: Annotated[bool, typer.Option("--from-run", help="Take the keep rate from the complete steps of RUNS.")] = False,
+    rollout_batch_size: Annotated[
+        Optional[int],
+        typer.Option("--rollout-batch-size", min=1, help="B, groups kept per step [default with --from-run: the runs' B]."),
+    ] = None,
+    target: Annotated[float, typer.Option("--target", help="Wanted probability that one batch of O prompts suffices.")] = 0.9,
+    simulate: Annotated[
+        bool, typer.Option("--simulate", help="Cross-check with a Monte Carlo of Miles's submission rule.")
+    ] = False,
+    trials: Annotated[int, typer.Option("--trials", min=100, help="Monte Carlo steps per O (with --simulate).")] = 20_000,
+    seed: Annotated[int, typer.Option("--seed", help="Monte Carlo seed (with --simulate).")] = 1,
+    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    json_: JsonOption = False,
+) -> None:
+    """Recommend --over-sampling-batch-size: the smallest O whose chance of needing one batch reaches the target.
+
+    Usage: harness plan --drop-rate 0.5 --rollout-batch-size 32, or
+    harness plan --from-run e2b-dapo-filter [RUN...].
+    """
+    from harness import planner
+    from harness.errors import HarnessError
+
+    if (drop_rate is None) == (not from_run):
+        raise HarnessError("give either --drop-rate R or --from-run RUN... (one of them)")
+    if runs and not from_run:
+        raise HarnessError(f"unexpected arguments {' '.join(runs)}: runs are read only with --from-run")
+    measured = None
+    if from_run:
+        if not runs:
+            raise HarnessError("--from-run needs at least one run name")
+        measured = planner.keep_rate_from_runs(_summarized_runs(capture_dir, runs))
+        keep_rate = measured.keep_rate
+        if rollout_batch_size is None:
+            if len(measured.rollout_batch_sizes) != 1:
+                raise HarnessError(f"the runs differ in B ({measured.rollout_batch_sizes}): give --rollout-batch-size")
+            rollout_batch_size = measured.rollout_batch_sizes[0]
+    else:
+        keep_rate = 1.0 - float(drop_rate)
+        if rollout_batch_size is None:
+            raise HarnessError("--rollout-batch-size is needed with --drop-rate")
+    result = planner.plan(rollout_batch_size, keep_rate, target)
+    simulated = ()
+    if simulate:
+        chosen = [c.over_sampling_batch_size for c in result.candidates[-2:]]
+        simulated = tuple(planner.simulate(o, rollout_batch_size, keep_rate, trials=trials, seed=seed) for o in chosen)
+    from dataclasses import replace
+
+    result = replace(result, measured=measured, simulated=simulated)
+    if json_:
+        import json
+
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    _print_plan(result)
+
+
+def _summarized_runs(capture_dir: Path, names: List[str]) -> dict[str, Any]:
+    from harness.errors import ExitCode, HarnessError
+    from harness.summary.captures import read_capture
+    from harness.summary.summarize import summarize_run
+
+    out: dict[str, Any] = {}
+    for name in names:
+        path = Path(capture_dir) / name
+        if not (path / "status.json").is_file():
+            raise HarnessError(f"no capture of {name} under {capture_dir}", ExitCode.NOT_FOUND)
+        out[name] = summarize_run(read_capture(path)).document
+    return out
+
+
+def _print_plan(result: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = stdout()
+    b, k = result.rollout_batch_size, result.keep_rate
+    if result.measured is not None:
+        m = result.measured
+        console.print(
+            f"keep rate {k:.3f} (drop rate {1 - k:.3f}): {m.kept} kept of {m.judged} groups judged over {m.steps} "
+            f"complete steps; per step {m.step_keep_min:.3f} to {m.step_keep_max:.3f}"
+        )
+        for name, how in m.runs.items():
+            console.print(f"  {name}: {how}")
+    else:
+        console.print(f"keep rate {k:.3f} (drop rate {1 - k:.3f})")
+    console.print(f"B = {b} groups kept per step; target P(one batch) >= {result.target:g}")
+    table = Table(box=None, pad_edge=False)
+    for header in ("O", "P(one batch)", "E[batches]", "E[prompts]", "prompts / B"):
+        table.add_column(escape(header), justify="right")
+    candidates = list(result.candidates)
+    shown = candidates
+    if len(candidates) > 20:  # every candidate is in --json; the table keeps the shape readable
+        step = max(1, (len(candidates) - 3) // 16)
+        shown = candidates[: len(candidates) - 3 : step] + candidates[-3:]
+    for c in shown:
+        table.add_row(str(c.over_sampling_batch_size), f"{c.p_one_batch:.4f}", f"{c.expected_batches:.3f}",
+                      f"{c.expected_prompts:.1f}", f"{c.expected_prompts / b:.2f}")
+    console.print(table)
+    best = candidates[-1]
+    console.print(escape(
+        f"recommended: --over-sampling-batch-size {result.recommended} "
+        f"(P(one batch) {best.p_one_batch:.4f}, E[batches] {best.expected_batches:.3f}, "
+        f"{best.expected_prompts / b:.2f}x the prompts of one batch of B)"
+    ))
+    for s in result.simulated:
+        console.print(
+            f"Monte Carlo of the rollout rule, O = {s.over_sampling_batch_size}, {s.trials} steps (seed {s.seed}): "
+            f"one batch in {s.p_one_batch:.4f}, mean batches {s.mean_batches:.3f}"
+        )

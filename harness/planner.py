@@ -1,0 +1,290 @@
+"""Over-sampling batch size advice: how many prompts to submit at a time (DESIGN section 7).
+
+The model is Miles's rollout rule with the dynamic filter (MILES-LOGS.md
+section 4): submit O prompts whenever kept + running groups fall below B;
+judge groups as they finish, each kept with probability k (the keep rate,
+1 - drop rate), independently; stop once B are kept. With D the groups
+dropped before the B-th keep, the step submits ceil((B + D) / O) batches,
+the same formula the summary applies to measured steps.
+
+- One batch suffices when D <= O - B, that is when at least B of the first
+  O judged groups are kept: P(one batch) = P(Binomial(O, k) >= B).
+- E[batches] = sum over m >= 1 of P(batches >= m)
+             = 1 + sum over m >= 1 of P(Binomial(m O, k) < B).
+- Expected prompts submitted = O x E[batches].
+
+`plan` recommends the smallest O >= B whose one-batch probability reaches
+the target. `keep_rate_from_runs` measures k from summarized runs: for a
+filter run each step judged B + dropped groups and kept B; for a run without
+the filter each step kept B groups of which the zero-variance ones would
+have been dropped. The pooled rate is kept / judged over all those steps.
+
+`simulate` is a Monte Carlo of the same rule, submission by submission and
+group by group, seeded: a cross-check of the algebra above, not a model of
+the GB10 (it knows nothing of times, lengths or learning).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+from harness.errors import ExitCode, HarnessError
+
+DEFAULT_TARGET = 0.9
+MAX_OVER_SAMPLING_FACTOR = 64  # search O up to this many times B before giving up
+
+
+def _pmf(n: int, j: int, k: float) -> float:
+    """P(Binomial(n, k) = j) with the exact binomial coefficient; in log space only when floats would not hold it."""
+    q = 1.0 - k
+    if k == 0.0:
+        return 1.0 if j == 0 else 0.0
+    if q == 0.0:
+        return 1.0 if j == n else 0.0
+    coefficient = math.comb(n, j)
+    if coefficient < 2**1000:
+        powers = (k**j) * (q ** (n - j))
+        if powers > 1e-290:  # no underflow: the direct product is the most accurate
+            return coefficient * powers
+    return math.exp(math.log(coefficient) + j * math.log(k) + (n - j) * math.log(q))
+
+
+def p_at_least(n: int, b: int, k: float) -> float:
+    """P(Binomial(n, k) >= b): one minus the lower tail, or the upper tail summed when it is the small side."""
+    if b <= 0:
+        return 1.0
+    if b > n:
+        return 0.0
+    lower = p_below(n, b, k)
+    if lower < 0.5:
+        return 1.0 - lower
+    return min(1.0, math.fsum(_pmf(n, j, k) for j in range(b, n + 1)))
+
+
+def p_below(n: int, b: int, k: float) -> float:
+    """P(Binomial(n, k) < b)."""
+    if b <= 0:
+        return 0.0
+    if b > n:
+        return 1.0
+    return min(1.0, math.fsum(_pmf(n, j, k) for j in range(0, b)))
+
+
+def p_one_batch(over_sampling: int, batch: int, keep_rate: float) -> float:
+    """P(a step needs only its first batch of O prompts) = P(Binomial(O, k) >= B)."""
+    return p_at_least(over_sampling, batch, keep_rate)
+
+
+def expected_batches(over_sampling: int, batch: int, keep_rate: float, *, tolerance: float = 1e-15) -> float:
+    """E[ceil((B + D) / O)] = 1 + sum_{m>=1} P(Binomial(m O, k) < B); terms summed until negligible."""
+    _check(batch, over_sampling, keep_rate)
+    terms = [1.0]
+    m = 1
+    while True:
+        term = p_below(m * over_sampling, batch, keep_rate)
+        terms.append(term)
+        # past the mean (m O k > B) the terms shrink geometrically; stop when they no longer count
+        if term < tolerance and m * over_sampling * keep_rate > batch:
+            break
+        m += 1
+        if m > 10_000_000:  # pragma: no cover - keep rates this small are refused earlier
+            break
+    return math.fsum(terms)
+
+
+def _check(batch: int, over_sampling: int, keep_rate: float) -> None:
+    if batch < 1:
+        raise HarnessError(f"rollout batch size must be at least 1, not {batch}")
+    if over_sampling < batch:
+        raise HarnessError(f"over-sampling batch size {over_sampling} is below the rollout batch size {batch}")
+    if not 0.0 < keep_rate <= 1.0:
+        raise HarnessError(f"keep rate must be in (0, 1], not {keep_rate} (a drop rate of 1 never fills a batch)")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One over-sampling batch size and what the model predicts for it."""
+
+    over_sampling_batch_size: int
+    p_one_batch: float
+    expected_batches: float
+
+    @property
+    def expected_prompts(self) -> float:
+        return self.over_sampling_batch_size * self.expected_batches
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "over_sampling_batch_size": self.over_sampling_batch_size,
+            "p_one_batch": self.p_one_batch,
+            "expected_batches": self.expected_batches,
+        }
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A keep rate measured from runs: pooled, with its per-step spread."""
+
+    keep_rate: float
+    kept: int
+    judged: int
+    steps: int
+    step_keep_min: float
+    step_keep_max: float
+    runs: Mapping[str, str]  # run -> how it was measured
+    rollout_batch_sizes: Sequence[int] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "keep_rate": self.keep_rate,
+            "kept": self.kept,
+            "judged": self.judged,
+            "steps": self.steps,
+            "step_keep_rate_min": self.step_keep_min,
+            "step_keep_rate_max": self.step_keep_max,
+            "runs": dict(self.runs),
+        }
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """The Monte Carlo of the rollout rule for one O."""
+
+    over_sampling_batch_size: int
+    trials: int
+    seed: int
+    p_one_batch: float
+    mean_batches: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "over_sampling_batch_size": self.over_sampling_batch_size,
+            "trials": self.trials,
+            "seed": self.seed,
+            "p_one_batch": self.p_one_batch,
+            "mean_batches": self.mean_batches,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The recommendation and the candidates from B up to it."""
+
+    rollout_batch_size: int
+    keep_rate: float
+    target: float
+    recommended: int
+    candidates: Sequence[Candidate]
+    measured: Optional[Measured] = None
+    simulated: Sequence[Simulated] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--json` document: the contract keys, plus `measured`/`simulated` when asked for."""
+        out: dict[str, Any] = {
+            "recommended_over_sampling_batch_size": self.recommended,
+            "keep_rate": self.keep_rate,
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
+        if self.measured is not None:
+            out["measured"] = self.measured.to_dict()
+        if self.simulated:
+            out["simulated"] = [s.to_dict() for s in self.simulated]
+        return out
+
+
+def plan(rollout_batch_size: int, keep_rate: float, target: float = DEFAULT_TARGET) -> Plan:
+    """Candidates O = B, B+1, ... up to the smallest whose P(one batch) >= target, which is recommended."""
+    batch = rollout_batch_size
+    _check(batch, batch, keep_rate)
+    if not 0.0 < target < 1.0:
+        raise HarnessError(f"target must be between 0 and 1 (exclusive), not {target}")
+    candidates: list[Candidate] = []
+    limit = batch * MAX_OVER_SAMPLING_FACTOR
+    for over in range(batch, limit + 1):
+        p = p_one_batch(over, batch, keep_rate)
+        candidates.append(Candidate(over, p, expected_batches(over, batch, keep_rate)))
+        if p >= target:
+            return Plan(batch, keep_rate, target, over, candidates)
+    raise HarnessError(
+        f"no over-sampling batch size up to {limit} ({MAX_OVER_SAMPLING_FACTOR} x {batch}) reaches "
+        f"P(one batch) >= {target} at keep rate {keep_rate:.4g}; lower the target or the drop rate"
+    )
+
+
+def keep_rate_from_runs(runs: Mapping[str, Mapping[str, Any]]) -> Measured:
+    """The pooled keep rate over the complete steps of summarized runs (their `runs.<run>` documents)."""
+    kept_total = judged_total = 0
+    per_step: list[float] = []
+    how: dict[str, str] = {}
+    sizes: set[int] = set()
+    for name, run in runs.items():
+        batch = run.get("rollout_batch_size")
+        if not batch:
+            raise HarnessError(f"{name}: rollout batch size unknown, so no keep rate")
+        steps = 0
+        for row in run["steps"]:
+            if not row["complete"]:
+                continue
+            if run["filter"]:
+                if row["dropped_groups"] is None:
+                    continue
+                kept, judged = batch, batch + row["dropped_groups"]
+            else:
+                counts = [row["zero_std_all_right"], row["zero_std_all_wrong"], row.get("zero_std_other")]
+                if row["zero_std_all_right"] is None:
+                    continue
+                kept, judged = batch - sum(c or 0 for c in counts), batch
+            kept_total += kept
+            judged_total += judged
+            per_step.append(kept / judged)
+            steps += 1
+        if not steps:
+            raise HarnessError(f"{name}: no complete step with dropped groups or zero-variance counts")
+        how[name] = (
+            f"{steps} steps, filter on: kept B of B + dropped groups"
+            if run["filter"]
+            else f"{steps} steps, no filter: groups not zero-variance among the B kept"
+        )
+        sizes.add(int(batch))
+    if not judged_total or not kept_total:
+        raise HarnessError("the runs kept no group: no keep rate to plan with")
+    return Measured(
+        keep_rate=kept_total / judged_total,
+        kept=kept_total,
+        judged=judged_total,
+        steps=len(per_step),
+        step_keep_min=min(per_step),
+        step_keep_max=max(per_step),
+        runs=how,
+        rollout_batch_sizes=tuple(sorted(sizes)),
+    )
+
+
+def simulate(over_sampling: int, batch: int, keep_rate: float, *, trials: int = 20_000, seed: int = 1) -> Simulated:
+    """Monte Carlo of the rollout rule: the share of one-batch steps and the mean batches over `trials` steps.
+
+    Each trial runs the rule literally: while kept + running < B, submit O
+    more prompts; then one running group finishes (groups are exchangeable,
+    so which one does not matter) and is kept with probability k; stop at B
+    kept. All trials advance together (numpy), seeded.
+    """
+    import numpy as np
+
+    _check(batch, over_sampling, keep_rate)
+    rng = np.random.default_rng(seed)
+    kept = np.zeros(trials, dtype=np.int64)
+    running = np.zeros(trials, dtype=np.int64)
+    batches = np.zeros(trials, dtype=np.int64)
+    active = np.ones(trials, dtype=bool)
+    while active.any():
+        submit = active & (kept + running < batch)
+        running[submit] += over_sampling
+        batches[submit] += 1
+        finish = active & (running > 0)
+        running[finish] -= 1
+        keep = finish & (rng.random(trials) < keep_rate)
+        kept[keep] += 1
+        active &= kept < batch
+    return Simulated(over_sampling, trials, seed, float(np.mean(batches == 1)), float(np.mean(batches)))

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Captures -> capture/gpu/summary/miles-gb10-lab.json (schema miles-gb10-lab/1) and its figures.
+
+A thin script over the same core as `harness summarize` (harness.summary);
+run it from the repository root: `python summarize_miles.py [--capture-dir
+DIR] [--out FILE]`. The rules it applies are in docs/summary.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--capture-dir",
+        type=Path,
+        default=Path(os.environ.get("HARNESS_CAPTURE_DIR", "capture/gpu")),
+        help="directory with one capture per run (default: $HARNESS_CAPTURE_DIR or capture/gpu)",
+    )
+    parser.add_argument("--out", type=Path, default=None, help="summary JSON (default: <capture dir>/summary/miles-gb10-lab.json)")
+    parser.add_argument("--no-figures", action="store_true", help="write the JSON only")
+    args = parser.parse_args(argv)
+
+    from harness.errors import HarnessError
+    from harness.summary.publish import summarize_to_files
+
+    try:
+        published = summarize_to_files(args.capture_dir, args.out, figures=not args.no_figures)
+    except HarnessError as err:
+        print(f"error: {err.message}", file=sys.stderr)
+        return int(err.exit_code)
+    for skipped in published.document["skipped"]:
+        print(f"warning: skipped {skipped['directory']}: {skipped['reason']}", file=sys.stderr)
+    for name, run in published.document["runs"].items():
+        if run["state"] == "unknown":
+            print(f"warning: {name}: status.json unreadable, summarized with state unknown", file=sys.stderr)
+    runs = published.document["runs"]
+    print(f"{len(runs)} runs, {len(published.document['comparisons'])} comparisons")
+    print(f"wrote {published.summary_path}")
+    for path in published.figures:
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""The over-sampling planner against exact binomial sums computed here, independently."""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness import planner
+from harness.cli import app
+from harness.errors import HarnessError
+
+DATA = Path(__file__).resolve().parent / "data" / "captures"
+runner = CliRunner()
+
+
+def exact_p_at_least(n: int, b: int, k: float) -> Fraction:
+    """P(Binomial(n, k) >= b) in exact rational arithmetic from math.comb."""
+    kf = Fraction(k)
+    return sum((Fraction(math.comb(n, j)) * kf**j * (1 - kf) ** (n - j) for j in range(b, n + 1)), Fraction(0))
+
+
+def exact_expected_batches(o: int, b: int, k: float, terms: int = 60) -> float:
+    """1 + sum_{m>=1} P(Binomial(mO, k) < B), exact terms, summed until they vanish."""
+    total = Fraction(1)
+    for m in range(1, terms):
+        term = 1 - exact_p_at_least(m * o, b, k)
+        total += term
+        if m * o * k > b and term < Fraction(1, 10**18):
+            break
+    return float(total)
+
+
+@pytest.mark.parametrize("o, b, k", [(4, 4, 0.5), (12, 4, 0.5), (48, 32, 0.5), (48, 32, 0.75), (75, 32, 0.5),
+                                     (61, 32, 0.601), (40, 32, 0.9), (100, 10, 0.2)])
+def test_p_one_batch_is_the_binomial_tail(o, b, k):
+    assert planner.p_one_batch(o, b, k) == pytest.approx(float(exact_p_at_least(o, b, k)), rel=1e-12, abs=1e-300)
+
+
+@pytest.mark.parametrize("o, b, k", [(4, 4, 0.5), (12, 4, 0.5), (48, 32, 0.5), (32, 32, 0.5), (48, 32, 0.75)])
+def test_expected_batches_is_the_series_of_binomial_lower_tails(o, b, k):
+    assert planner.expected_batches(o, b, k) == pytest.approx(exact_expected_batches(o, b, k), rel=1e-12)
+
+
+def test_small_case_by_hand():
+    # B = 1, O = 2, k = 1/2: one batch unless both groups are dropped: 3/4.
+    assert planner.p_one_batch(2, 1, 0.5) == 0.75
+    # batches = ceil((1 + D) / 2), D geometric: P(D = d) = 2^-(d+1); E = sum_m P(D > 2m - 1) = 1 + 1/4 + 1/16 + ...
+    assert planner.expected_batches(2, 1, 0.5) == pytest.approx(4 / 3, rel=1e-14)
+
+
+def test_keep_rate_one_always_needs_one_batch():
+    assert planner.p_one_batch(32, 32, 1.0) == 1.0
+    assert planner.expected_batches(32, 32, 1.0) == 1.0
+
+
+def test_recommendation_is_the_smallest_o_reaching_the_target():
+    plan = planner.plan(32, 0.5, 0.9)
+    exact = {o: float(exact_p_at_least(o, 32, 0.5)) for o in range(32, 90)}
+    smallest = min(o for o, p in exact.items() if p >= 0.9)
+    assert plan.recommended == smallest == 75
+    assert [c.over_sampling_batch_size for c in plan.candidates] == list(range(32, 76))
+    assert plan.candidates[-2].p_one_batch < 0.9 <= plan.candidates[-1].p_one_batch
+
+
+def test_plan_refuses_impossible_inputs():
+    with pytest.raises(HarnessError):
+        planner.plan(32, 0.0)
+    with pytest.raises(HarnessError):
+        planner.plan(32, 0.5, target=1.0)
+    with pytest.raises(HarnessError):
+        planner.expected_batches(16, 32, 0.5)  # O below B
+
+
+def test_monte_carlo_of_the_rollout_rule_agrees_with_the_formula():
+    sim = planner.simulate(48, 32, 0.5, trials=20_000, seed=7)
+    p = planner.p_one_batch(48, 32, 0.5)
+    e = planner.expected_batches(48, 32, 0.5)
+    # within 5 standard errors of the binomial figures
+    assert abs(sim.p_one_batch - p) < 5 * math.sqrt(p * (1 - p) / sim.trials)
+    assert abs(sim.mean_batches - e) < 0.03
+    assert planner.simulate(48, 32, 0.5, trials=2_000, seed=7) == planner.simulate(48, 32, 0.5, trials=2_000, seed=7)
+
+
+def test_keep_rate_from_a_filter_run_and_from_plain_runs():
+    from harness.summary.summarize import summarize
+
+    runs = summarize(DATA / "lab")["runs"]
+    measured = planner.keep_rate_from_runs({"e2b-dapo-filter": runs["e2b-dapo-filter"]})
+    # kept 4 x 32 = 128 of 128 + (16 + 36 + 17 + 16) = 213 judged
+    assert (measured.kept, measured.judged, measured.steps) == (128, 213, 4)
+    assert measured.keep_rate == 128 / 213
+    assert (measured.step_keep_min, measured.step_keep_max) == (32 / 68, 32 / 48)
+    plain = planner.keep_rate_from_runs({"plain": runs["plain"]})
+    # zero-variance groups among the 32 kept: 15, 16, 14, 13 -> 128 - 58 = 70 would have been kept
+    assert (plain.kept, plain.judged) == (70, 128)
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_plan_json_has_exactly_the_contract_shape():
+    result = runner.invoke(app, ["plan", "--drop-rate", "0.5", "--rollout-batch-size", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert set(document) == {"recommended_over_sampling_batch_size", "keep_rate", "candidates"}
+    assert document["keep_rate"] == 0.5
+    assert document["recommended_over_sampling_batch_size"] == 12
+    for candidate in document["candidates"]:
+        assert set(candidate) == {"over_sampling_batch_size", "p_one_batch", "expected_batches"}
+        o = candidate["over_sampling_batch_size"]
+        assert candidate["p_one_batch"] == pytest.approx(float(exact_p_at_least(o, 4, 0.5)), rel=1e-12)
+    assert [c["over_sampling_batch_size"] for c in document["candidates"]] == list(range(4, 13))
+
+
+def test_plan_from_run_takes_the_keep_rate_and_b_from_the_capture():
+    result = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "--capture-dir", str(DATA / "lab"), "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["keep_rate"] == 128 / 213
+    assert document["measured"]["steps"] == 4
+    assert document["candidates"][0]["over_sampling_batch_size"] == 32
+    assert document["recommended_over_sampling_batch_size"] == 61
+
+
+def test_plan_table_shows_the_spread_and_the_recommendation():
+    result = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "plain", "--capture-dir", str(DATA / "lab")])
+    assert result.exit_code == 0, result.output
+    assert "per step 0.471 to 0.667" in result.output
+    assert "recommended: --over-sampling-batch-size" in result.output
+    assert "E[batches]" in result.output
+
+
+def test_plan_simulate_reports_the_monte_carlo_beside_the_figures():
+    result = runner.invoke(app, ["plan", "--drop-rate", "0.5", "--rollout-batch-size", "8", "--simulate",
+                                 "--trials", "2000", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    recommended = document["recommended_over_sampling_batch_size"]
+    assert [s["over_sampling_batch_size"] for s in document["simulated"]] == [recommended - 1, recommended]
+    assert all(s["trials"] == 2000 for s in document["simulated"])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["plan", "--rollout-batch-size", "32"], "either --drop-rate"),
+        (["plan", "--drop-rate", "0.5", "--from-run", "x", "--rollout-batch-size", "32"], "either --drop-rate"),
+        (["plan", "--drop-rate", "0.5"], "--rollout-batch-size is needed"),
+        (["plan", "--drop-rate", "1", "--rollout-batch-size", "32"], "keep rate"),
+        (["plan", "--from-run", "nope", "--capture-dir", str(DATA / "lab")], "no capture of nope"),
+    ],
+)
+def test_plan_errors_are_one_line(args, message):
+    result = runner.invoke(app, args)
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,106 @@
+"""`harness summarize`, `harness report` and `summarize_miles.py`: the same core, the files where promised."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from harness.cli import app
+
+DATA = Path(__file__).resolve().parent / "data" / "captures"
+REPO = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+
+
+def copy_case(tmp_path: Path, case: str) -> Path:
+    target = tmp_path / case
+    shutil.copytree(DATA / case, target)
+    return target
+
+
+def stable(document: dict) -> dict:
+    return {k: v for k, v in document.items() if k not in ("generated_at", "harness_version")}
+
+
+def test_summarize_writes_the_json_and_the_figures_by_default(tmp_path):
+    captures = copy_case(tmp_path, "lab")
+    result = runner.invoke(app, ["summarize", "--capture-dir", str(captures)])
+    assert result.exit_code == 0, result.output
+    summary = captures / "summary"
+    assert json.loads((summary / "miles-gb10-lab.json").read_text())["schema"] == "miles-gb10-lab/1"
+    assert (summary / "rollout-time-e2b-dapo-filter.svg").is_file()
+    assert (summary / "reward-e2b-dapo-filter.svg").is_file()
+    assert "not evidence of learning" in result.output
+
+
+def test_summarize_honours_the_environment_and_out(tmp_path, monkeypatch):
+    captures = copy_case(tmp_path, "edge")
+    out = tmp_path / "elsewhere" / "s.json"
+    monkeypatch.setenv("HARNESS_CAPTURE_DIR", str(captures))
+    result = runner.invoke(app, ["summarize", "--out", str(out), "--no-figures", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.stdout)
+    assert listed["summary"] == str(out) and listed["figures"] == []
+    assert out.is_file()
+    assert "skipped no-status" in result.output  # a warning line
+    assert "garbled: status.json unreadable" in result.output
+
+
+def test_missing_capture_dir_is_one_error_line(tmp_path):
+    result = runner.invoke(app, ["summarize", "--capture-dir", str(tmp_path / "nope")])
+    assert result.exit_code == 5
+    assert "no capture directory" in result.output and "Traceback" not in result.output
+
+
+def test_report_needs_a_summary_and_then_writes_report_md(tmp_path):
+    captures = copy_case(tmp_path, "lab")
+    result = runner.invoke(app, ["report", "--capture-dir", str(captures)])  # the case holds a stale summary
+    assert result.exit_code == 2 and "is not a miles-gb10-lab/1 summary" in result.output
+    (captures / "summary" / "miles-gb10-lab.json").unlink()
+    result = runner.invoke(app, ["report", "--capture-dir", str(captures)])
+    assert result.exit_code == 5 and "run `harness summarize` first" in result.output
+    assert runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--no-figures"]).exit_code == 0
+    result = runner.invoke(app, ["report", "--capture-dir", str(captures)])
+    assert result.exit_code == 0, result.output
+    report = (captures / "summary" / "report.md").read_text()
+    assert "## e2b-dapo-filter against plain" in report
+    assert (captures / "summary" / "reward-e2b-dapo-filter.svg").is_file()
+
+
+def test_the_script_and_the_command_write_the_same_document(tmp_path):
+    captures = copy_case(tmp_path, "lab")
+    script_out = tmp_path / "script.json"
+    done = subprocess.run(
+        [sys.executable, "summarize_miles.py", "--capture-dir", str(captures), "--out", str(script_out), "--no-figures"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    cli_out = tmp_path / "cli.json"
+    assert runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--out", str(cli_out), "--no-figures"]).exit_code == 0
+    assert stable(json.loads(script_out.read_text())) == stable(json.loads(cli_out.read_text()))
+
+
+def test_commands_have_help_and_load_no_heavy_module():
+    for name in ("summarize", "report", "plan"):
+        result = runner.invoke(app, [name, "--help"])
+        assert result.exit_code == 0 and "Usage" in result.output
+    probe = (
+        "import sys, harness.cli.summary, harness.cli; "
+        "heavy = [m for m in ('pandas', 'matplotlib', 'numpy') if m in sys.modules]; print(heavy)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_project_files_name_no_machine_path():
+    mine = [REPO / "summarize_miles.py", REPO / "docs" / "summary.md", *sorted((REPO / "harness" / "summary").glob("*.py")),
+            REPO / "harness" / "planner.py", REPO / "harness" / "cli" / "summary.py", REPO / "bench" / "summarize_scale.py"]
+    for path in mine:
+        if path.exists():
+            text = path.read_text()
+            assert "/work/" not in text and "shared/" not in text, path

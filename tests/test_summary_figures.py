@@ -1,0 +1,110 @@
+"""The figures and the report: produced, and saying what they mean (read back from the SVG as XML)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from harness.summary.figures import REWARD_LABEL, ROLLOUT_LABEL, STEP_LABEL, render_figures
+from harness.summary.report import render_report, write_report
+from harness.summary.summarize import summarize
+
+DATA = Path(__file__).resolve().parent / "data" / "captures"
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+@pytest.fixture(scope="module")
+def lab_figures(tmp_path_factory) -> tuple[dict, dict[str, ET.Element]]:
+    out = tmp_path_factory.mktemp("figures")
+    document = summarize(DATA / "lab")
+    paths = render_figures(document, out)
+    return document, {p.name: ET.parse(p).getroot() for p in paths}
+
+
+def group(root: ET.Element, gid: str) -> ET.Element:
+    found = [g for g in root.iter(f"{SVG}g") if g.get("id") == gid]
+    assert len(found) == 1, f"no single series {gid!r}"
+    return found[0]
+
+
+def text_of(element: ET.Element) -> str:
+    return " ".join(t.text or "" for t in element.iter(f"{SVG}text"))
+
+
+def markers(element: ET.Element) -> int:
+    return len(list(element.iter(f"{SVG}use")))
+
+
+def test_both_figures_are_written_for_the_comparison(lab_figures):
+    _, roots = lab_figures
+    assert sorted(roots) == ["reward-e2b-dapo-filter.svg", "rollout-time-e2b-dapo-filter.svg"]
+
+
+def test_rollout_figure_title_caption_axes_and_series(lab_figures):
+    _, roots = lab_figures
+    root = roots["rollout-time-e2b-dapo-filter.svg"]
+    title = "Steps that needed one batch of prompts took 1.2x the rollout time without the filter, two batches 2.1x"
+    assert root.find(f"{SVG}title").text == title
+    assert text_of(group(root, "title")) == title
+    caption = text_of(group(root, "caption"))
+    assert "Rollout seconds per step with the pause time taken out, 4 steps with seed 1" in caption
+    assert "a step that dropped more than 16 groups needed a second batch" in caption
+    assert "median 58.0 s" in caption
+    everything = text_of(root)
+    assert STEP_LABEL in everything and ROLLOUT_LABEL in everything and "(s)" in ROLLOUT_LABEL
+    assert markers(group(root, "rollout-batches-1")) == 2  # steps 0 and 3
+    assert markers(group(root, "rollout-batches-2")) == 2  # steps 1 and 2
+    assert markers(group(root, "rollout-baseline")) == 4  # plain, 4 steps
+    group(root, "rollout-baseline-median")
+    assert "e2b-dapo-filter: one batch (2 steps, 1.2x)" in everything  # the legend
+
+
+def test_reward_figure_title_band_and_series(lab_figures):
+    _, roots = lab_figures
+    root = roots["reward-e2b-dapo-filter.svg"]
+    assert root.find(f"{SVG}title").text == "The mean reward before the filter read higher than every baseline run"
+    caption = text_of(group(root, "caption"))
+    assert "Mean reward per step over every finished answer, 4 steps with seed 1" in caption
+    assert "4 baseline runs" in caption and "higher in 3 of 4 steps" in caption
+    assert REWARD_LABEL in text_of(root)
+    assert markers(group(root, "reward-run")) == 4
+    assert markers(group(root, "reward-baseline")) == 4
+    band = group(root, "reward-band")
+    assert list(band.iter(f"{SVG}path"))  # the filled polygon
+
+
+def test_incomplete_steps_are_drawn_apart(tmp_path):
+    document = summarize(DATA / "edge")
+    paths = {p.name: ET.parse(p).getroot() for p in render_figures(document, tmp_path)}
+    root = paths["rollout-time-old-filter.svg"]
+    assert markers(group(root, "rollout-incomplete")) == 1
+    assert markers(group(root, "rollout-batches-1")) == 1 and markers(group(root, "rollout-batches-2")) == 1
+    reward = paths["reward-old-filter.svg"]
+    assert reward.find(f"{SVG}title").text.startswith("No comparable reward: old-filter")
+    assert not [g for g in reward.iter(f"{SVG}g") if g.get("id") == "reward-run"]
+
+
+def test_figures_are_deterministic(tmp_path):
+    document = summarize(DATA / "lab")
+    first = [p.read_bytes() for p in render_figures(document, tmp_path / "a")]
+    second = [p.read_bytes() for p in render_figures(document, tmp_path / "b")]
+    assert first == second
+
+
+def test_report_has_the_tables_the_verdict_and_the_figures(tmp_path):
+    document = summarize(DATA / "lab")
+    render_figures(document, tmp_path)
+    text = write_report(document, tmp_path).read_text()
+    assert "| e2b-dapo-filter | stopped | on | 32 | 48 | 8 | 4 of 4 | 1 | 80.0 | 150.0 | 0.705 | 0.705 | 10.8 | 210.5 |" in text
+    assert "| 1 | 2 | 69.1 | 1.19x |" in text and "| 2 | 2 | 120.0 | 2.07x |" in text
+    assert "| e2b-dapo-filter | 16 | 16.5 | 36 | 69 | 16 |" in text
+    assert "**Verdict.** 0.705 with the filter against 0.655 for plain" in text
+    assert "](rollout-time-e2b-dapo-filter.svg)" in text and "](reward-e2b-dapo-filter.svg)" in text
+
+
+def test_report_without_comparisons_says_so():
+    document = summarize(DATA / "lab")
+    document["comparisons"] = []
+    assert "no comparisons or figures" in render_report(document)
