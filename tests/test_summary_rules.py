@@ -277,3 +277,18 @@ def test_non_finite_values_are_null_never_nan(tmp_path):
     )
     row = summary_of(run)["steps"][0]
     assert (row["rollout_time_s"], row["reward"], row["clean"]) == (None, None, None)
+
+
+def test_a_run_listed_among_its_own_baselines_is_left_out_of_the_spread(tmp_path):
+    from harness.summary.summarize import summarize
+
+    compare = {"baseline": "base", "baselines": ["base", "mine"]}
+    write_capture(tmp_path, "base", [step(0, 100, {"perf/rollout_time": 1.0, "rollout/raw_reward": 0.5})],
+                  args=PLAIN_ARGS, experiment={"name": "base", "seed": 1, "steps": 1, "compare": None})
+    write_capture(tmp_path, "mine", [step(0, 100, {"perf/rollout_time": 1.0, "rollout/raw_reward": 0.6})],
+                  args=PLAIN_ARGS, experiment={"name": "mine", "seed": 1, "steps": 1, "compare": compare})
+    (comparison,) = summarize(tmp_path)["comparisons"]
+    assert comparison["reward"]["baselines"] == {"base": 0.5}
+    assert comparison["reward"]["above_all_baselines"] is True
+    assert comparison["by_batches"] == {}
+    assert any("without the filter" in n for n in comparison["notes"])

@@ -586,6 +586,7 @@ def compare_run(run: RunSummary, runs: Mapping[str, RunSummary]) -> Optional[dic
         return None
     names = block.get("baselines")
     baseline_names = [n for n in names if isinstance(n, str)] if isinstance(names, list) and names else [baseline_name]
+    baseline_names = [n for n in dict.fromkeys(baseline_names) if n != run.name]  # a run is not its own baseline
     doc = run.document
     notes: list[str] = []
     baseline = runs.get(baseline_name)
