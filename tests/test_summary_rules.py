@@ -292,3 +292,22 @@ def test_a_run_listed_among_its_own_baselines_is_left_out_of_the_spread(tmp_path
     assert comparison["reward"]["above_all_baselines"] is True
     assert comparison["by_batches"] == {}
     assert any("without the filter" in n for n in comparison["notes"])
+
+
+def test_values_the_parser_marked_non_finite_are_named_in_a_note(tmp_path):
+    run = write_capture(tmp_path, "p", [], args=PLAIN_ARGS)
+    line = step(0, 100, {"perf/rollout_time": None, "rollout/raw_reward": 0.5})
+    line["non_finite"] = {"perf/rollout_time": "nan"}
+    (run / "metrics.jsonl").write_text(json.dumps(line) + "\n")
+    doc = summary_of(run)
+    assert doc["steps"][0]["rollout_time_s"] is None
+    assert "metrics.jsonl: perf/rollout_time (nan) in the log at step 0: read as null" in doc["notes"]
+
+
+def test_keys_missing_from_args_json_come_from_the_trainer_argv(tmp_path):
+    argv = ["python3", "train.py", "--over-sampling-batch-size", "40", "--dynamic-sampling-filter-path", "x.y"]
+    doc = summary_of(write_capture(tmp_path, "f", [step(0, 100, {"perf/rollout_time": 1.0})],
+                                   args={"rollout_batch_size": 32, "n_samples_per_prompt": 8}, argv=argv))
+    assert (doc["filter"], doc["over_sampling_batch_size"]) == (True, 40)
+    assert doc["config_sources"]["rollout_batch_size"] == "args.json"
+    assert "args.json has no filter, over_sampling_batch_size: read from the manifest's trainer_argv" in doc["notes"]

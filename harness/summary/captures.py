@@ -167,6 +167,7 @@ def _jsonl(path: Path, notes: list[str]) -> list[tuple[int, dict[str, Any]]]:
 
 def _read_metrics(path: Path, notes: list[str]) -> list[StepRecord]:
     by_step: dict[int, StepRecord] = {}
+    non_finite: dict[str, list[int]] = {}  # "key (nan)" -> steps: the parser wrote null where the log said nan/inf
     for number, obj in _jsonl(path, notes):
         step = obj.get("step")
         if isinstance(step, bool) or not isinstance(step, int):
@@ -182,9 +183,16 @@ def _read_metrics(path: Path, notes: list[str]) -> list[StepRecord]:
         if not isinstance(complete, bool):
             notes.append(f"{path.name} line {number}: step {step} has no boolean 'complete': read as incomplete")
             complete = False
+        said = obj.get("non_finite")
+        if isinstance(said, dict):
+            for key, what in said.items():
+                non_finite.setdefault(f"{key} ({what})", []).append(step)
         if step in by_step:
             notes.append(f"{path.name}: step {step} on lines {by_step[step].line} and {number}: the last is used")
         by_step[step] = StepRecord(step, complete, t_rollout_end, t_step_end, metrics, number)
+    for what, steps in non_finite.items():
+        shown = ", ".join(str(s) for s in steps[:10]) + (f" and {len(steps) - 10} more" if len(steps) > 10 else "")
+        notes.append(f"{path.name}: {what} in the log at step {shown}: read as null")
     return [by_step[step] for step in sorted(by_step)]
 
 

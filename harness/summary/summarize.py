@@ -217,8 +217,8 @@ def resolve_config(capture: Capture, notes: list[str]) -> RunConfig:
             "experiment": "the experiment over the current base-run args",
         }
         facts = ", ".join(fact for fact in _CONFIG_KEYS if sources[fact] != "args.json")
-        missing = "args.json missing" if capture.args is None else "args.json lacks them"
-        notes.append(f"{missing}: {facts} read from {' and '.join(where[s] for s in used if s in where)}")
+        lead = f"args.json missing: {facts}" if capture.args is None else f"args.json has no {facts}:"
+        notes.append(f"{lead} read from {' and '.join(where[s] for s in used if s in where)}")
     for fact, value in (("rollout_batch_size", batch), ("n_samples_per_prompt", samples)):
         if value is None:
             notes.append(f"{fact} unknown: not found or not a whole number")
