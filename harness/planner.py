@@ -1,9 +1,9 @@
 """Over-sampling batch size advice: how many prompts to submit at a time (DESIGN section 7).
 
-The model is Miles's rollout rule with the dynamic filter (MILES-LOGS.md
-section 4): submit O prompts whenever kept + running groups fall below B;
-judge groups as they finish, each kept with probability k (the keep rate,
-1 - drop rate), independently; stop once B are kept. With D the groups
+The model is Miles's rollout rule with the dynamic filter: submit O prompts
+whenever kept + running groups fall below B; judge groups as they finish,
+each kept with probability k (the keep rate, 1 - drop rate), independently;
+stop once B are kept. With D the groups
 dropped before the B-th keep, the step submits ceil((B + D) / O) batches,
 the same formula the summary applies to measured steps.
 

@@ -5,7 +5,7 @@ pandas, matplotlib or NVML at module level, so `harness --help` stays fast.
 """
 
 from harness.cli.app import app, main
-from harness.cli import experiments, runs  # noqa: F401  (each registers its commands)
+from harness.cli import captures, experiments, runs  # noqa: F401  (each registers its commands)
 from harness.cli import logs  # noqa: F401
 from harness.cli import summary  # noqa: F401
 

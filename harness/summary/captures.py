@@ -1,6 +1,6 @@
 """Read one capture directory (DESIGN section 4) without ever raising on its contents.
 
-Everything a summary needs comes back in a `Capture`; anything missing,
+Everything a summary needs comes back in a `RunCapture`; anything missing,
 unreadable or odd becomes a note (a plain sentence naming the file and line)
 instead of a traceback or a silent guess. Rules:
 
@@ -41,7 +41,7 @@ class Pause:
 
 
 @dataclass
-class StepRecord:
+class MetricsRow:
     """One line of metrics.jsonl: a rollout id and its merged Miles keys."""
 
     step: int
@@ -53,14 +53,14 @@ class StepRecord:
 
 
 @dataclass
-class Capture:
+class RunCapture:
     """What one run directory holds, read tolerantly; `notes` says what was odd."""
 
     name: str
     status: Optional[dict[str, Any]]  # None: missing or unreadable (state "unknown")
     manifest: Optional[dict[str, Any]]
     args: Optional[dict[str, Any]]  # None: no args.json
-    records: list[StepRecord]
+    records: list[MetricsRow]
     pauses: list[Pause]
     notes: list[str] = field(default_factory=list)
 
@@ -98,7 +98,7 @@ def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:
     return runs, skipped
 
 
-def read_capture(run_dir: Path) -> Capture:
+def read_capture(run_dir: Path) -> RunCapture:
     """Read one run directory; never raises for bad contents (see the module rules)."""
     notes: list[str] = []
     status = _read_json(run_dir / "status.json", notes, required=True)
@@ -117,7 +117,7 @@ def read_capture(run_dir: Path) -> Capture:
         args = None
     records = _read_metrics(run_dir / "metrics.jsonl", notes)
     pauses = _read_pauses(run_dir / "pauses.jsonl", notes)
-    return Capture(run_dir.name, status, manifest, args, records, pauses, notes)
+    return RunCapture(run_dir.name, status, manifest, args, records, pauses, notes)
 
 
 def _read_json(path: Path, notes: list[str], *, required: bool) -> Any:
@@ -165,8 +165,8 @@ def _jsonl(path: Path, notes: list[str]) -> list[tuple[int, dict[str, Any]]]:
     return out
 
 
-def _read_metrics(path: Path, notes: list[str]) -> list[StepRecord]:
-    by_step: dict[int, StepRecord] = {}
+def _read_metrics(path: Path, notes: list[str]) -> list[MetricsRow]:
+    by_step: dict[int, MetricsRow] = {}
     non_finite: dict[str, list[int]] = {}  # "key (nan)" -> steps: the parser wrote null where the log said nan/inf
     for number, obj in _jsonl(path, notes):
         step = obj.get("step")
@@ -189,7 +189,7 @@ def _read_metrics(path: Path, notes: list[str]) -> list[StepRecord]:
                 non_finite.setdefault(f"{key} ({what})", []).append(step)
         if step in by_step:
             notes.append(f"{path.name}: step {step} on lines {by_step[step].line} and {number}: the last is used")
-        by_step[step] = StepRecord(step, complete, t_rollout_end, t_step_end, metrics, number)
+        by_step[step] = MetricsRow(step, complete, t_rollout_end, t_step_end, metrics, number)
     for what, steps in non_finite.items():
         shown = ", ".join(str(s) for s in steps[:10]) + (f" and {len(steps) - 10} more" if len(steps) > 10 else "")
         notes.append(f"{path.name}: {what} in the log at step {shown}: read as null")

@@ -72,7 +72,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from harness.lab.milesargv import apply_overrides, flag_values, read_base_args
 from harness.mileslog.derive import derive_step_values
 from harness.summary import SCHEMA_ID
-from harness.summary.captures import STATES, Capture, Skipped, find_runs, read_capture
+from harness.summary.captures import STATES, RunCapture, Skipped, find_runs, read_capture
 from harness.summary.times import US_PER_S, format_time_us, now_rfc3339, parse_time_us
 from harness.summary.verdict import FILTERED_KEY, UNFILTERED_KEY, RewardFacts, reward_verdict
 
@@ -171,7 +171,7 @@ def _experiment_words(experiment: Mapping[str, Any]) -> Optional[list[str]]:
         return None
 
 
-def resolve_config(capture: Capture, notes: list[str]) -> RunConfig:
+def resolve_config(capture: RunCapture, notes: list[str]) -> RunConfig:
     """The run's filter, B, O and n: args.json, else trainer_argv, else the experiment (see module doc)."""
     argv = (capture.manifest or {}).get("trainer_argv")
     argv_flags = flag_values(argv) if isinstance(argv, list) and all(isinstance(w, str) for w in argv) else None
@@ -318,7 +318,7 @@ class RunSummary:
     reward_key: Optional[str]
 
 
-def summarize_run(capture: Capture) -> RunSummary:
+def summarize_run(capture: RunCapture) -> RunSummary:
     """Rows, aggregates and notes for one capture (rules in the module docstring)."""
     import numpy as np
 
@@ -681,7 +681,7 @@ def compare_run(run: RunSummary, runs: Mapping[str, RunSummary]) -> Optional[dic
 
 
 def summarize_captures(
-    captures: Sequence[Capture], *, skipped: Sequence[Skipped] = (), generated_at: Optional[str] = None
+    captures: Sequence[RunCapture], *, skipped: Sequence[Skipped] = (), generated_at: Optional[str] = None
 ) -> dict[str, Any]:
     """The `miles-gb10-lab/1` document for already-read captures."""
     from harness import __version__
