@@ -21,7 +21,10 @@ def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
     rows = capture_rows(list_captures(capture_dir))
     table = Table(title=f"captures in {capture_dir}", title_justify="left")
     for column in ("run", "state", "steps", "pauses", "exit code", "started", "duration"):
-        table.add_column(column, no_wrap=column != "state")
+        if column == "state":
+            table.add_column(column, min_width=11, overflow="fold")
+        else:
+            table.add_column(column, no_wrap=True)
     for row in rows:
         table.add_row(row.run, row.state, row.steps, row.pauses, row.exit_code, row.started, row.duration)
     stdout().print(table if rows else f"no captures in {capture_dir}")
