@@ -45,13 +45,17 @@ def parse_time(text: str) -> datetime:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temporary file, fsync it, rename it over `path`, fsync the directory."""
+    """Write `data` as strict JSON, atomically (see `write_text_atomic`)."""
+    write_text_atomic(path, json.dumps(data, indent=2, allow_nan=False, default=str) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file, fsync it, rename it over `path`, fsync the directory: all or nothing."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, allow_nan=False, default=str)
-            handle.write("\n")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

@@ -62,13 +62,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shlex
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from harness.capture import write_text_atomic
 from harness.lab.milesargv import apply_overrides, flag_values, read_base_args
 from harness.mileslog.derive import derive_step_values
 from harness.summary import SCHEMA_ID
@@ -746,18 +745,7 @@ def _dump(value: Any, level: int) -> str:
 def write_summary(document: Mapping[str, Any], out: Path) -> Path:
     """Write the document atomically (temporary file, then rename); returns the path."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = dumps_summary(document)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(out, dumps_summary(document))
     return out
 
 
