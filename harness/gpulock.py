@@ -49,8 +49,8 @@ class GpuLock:
         self._held: list[tuple[int, int]] = []
 
     def acquire(self, *, wait: bool, on_wait: Callable[[str], None] = lambda message: None,
-                poll_s: float = 2.0) -> None:
-        """Take every lock of the set, in a fixed order (no deadlock between runs)."""
+                cancelled: Callable[[], bool] = lambda: False, poll_s: float = 2.0) -> None:
+        """Take every lock of the set, in a fixed order (no deadlock between runs); Ctrl-C ends the wait."""
         self.directory.mkdir(parents=True, exist_ok=True)
         told = False
         for path, mode in self._plan:
@@ -69,6 +69,11 @@ class GpuLock:
                     if not told:
                         on_wait(f"waiting for the GPU: {holder}")
                         told = True
+                    if cancelled():
+                        os.close(fd)
+                        self.release()
+                        raise HarnessError("interrupted while waiting for the GPU; nothing was started",
+                                           ExitCode.INTERRUPTED)
                     time.sleep(poll_s)
             self._held.append((fd, mode))
             if mode == fcntl.LOCK_EX:

@@ -112,7 +112,8 @@ def run_planned(
         provenance = {**harness_facts(), **git_facts(Path.cwd()), "nvml": nvml_probe()}
     owner = {"run": spec.run, "pid": os.getpid(), "host": this_host()}
     with GpuLock(plan.experiment.container.gpus, owner) as lock:
-        lock.acquire(wait=options.wait_for_gpu, on_wait=on_wait)
+        lock.acquire(wait=options.wait_for_gpu, on_wait=on_wait, cancelled=lambda: stop.state is not None,
+                     poll_s=0.5)
         return execute(
             spec,
             plan.experiment.to_dict(),

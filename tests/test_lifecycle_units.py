@@ -187,3 +187,15 @@ def test_gpu_sets_lock_what_they_share(tmp_path: Path) -> None:
         everything.acquire(wait=False)  # released
         with GpuLock("none", owner, tmp_path, "k") as cpu:
             cpu.acquire(wait=False)  # a CPU-only run takes no lock
+
+
+def test_waiting_for_the_gpu_ends_when_cancelled(tmp_path: Path) -> None:
+    owner = {"run": "holder", "pid": 1, "host": "h"}
+    asked = []
+    with GpuLock("all", owner, tmp_path, "k") as held:
+        held.acquire(wait=False)
+        waiter = GpuLock("all", {"run": "waiter"}, tmp_path, "k")
+        with pytest.raises(HarnessError, match="interrupted while waiting for the GPU") as err:
+            waiter.acquire(wait=True, on_wait=asked.append, cancelled=lambda: bool(asked), poll_s=0.01)
+        assert err.value.exit_code == 130
+        assert asked == ["waiting for the GPU: run holder (harness pid 1 on h) holds it"]
