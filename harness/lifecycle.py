@@ -26,7 +26,6 @@ from harness.sweep import Decision, Mode, decide
 class RunOptions:
     """How to start runs."""
 
-    force: bool = False
     wait_for_gpu: bool = True
     keep: bool = False
     grace_s: float = DEFAULT_GRACE_S
@@ -34,10 +33,11 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class Planned:
-    """One run, resolved and planned."""
+    """One run, resolved and planned, with the warnings to show before it starts."""
 
     experiment: Experiment
     spec: LaunchSpec
+    warnings: tuple[str, ...] = ()
 
 
 def plan_runs(
@@ -51,10 +51,12 @@ def plan_runs(
     """Every run of experiment `name` over `seeds` (the file's own seed when none)."""
     plans = []
     for seed in seeds or [None]:
-        experiment = store.load(name, seed=seed, overrides=overrides).experiment
-        spec = plan_launch(experiment, base_args=store.base_args, capture_root=str(capture_root),
+        loaded = store.load(name, seed=seed, overrides=overrides)
+        spec = plan_launch(loaded.experiment, base_args=store.base_args, capture_root=str(capture_root),
                            project_root=str(Path.cwd()), environ=environ)
-        plans.append(Planned(experiment, spec))
+        missing = tuple(f"{env} is listed in container.pass_env but not set in this environment; the container "
+                        "gets none" for env in spec.missing_env)
+        plans.append(Planned(loaded.experiment, spec, loaded.warnings + missing))
     return plans
 
 
@@ -64,20 +66,10 @@ def existing_status(spec: LaunchSpec) -> Optional[RunStatus]:
 
 
 def refuse_to_clobber(spec: LaunchSpec, force: bool) -> None:
-    """A succeeded capture is only replaced with --force; a live one never."""
-    status = existing_status(spec)
-    if status is None:
-        return
-    if status.state == "running":
-        raise HarnessError(
-            f"run {spec.run} is already running (harness pid {status.harness_pid} on {status.harness_host}); "
-            "if that harness is gone, `harness recover` settles it"
-        )
-    if status.state == "succeeded" and not force:
-        raise HarnessError(
-            f"run {spec.run} already succeeded ({spec.capture_dir}); --force reruns it and keeps the old "
-            "capture under .replaced/"
-        )
+    """A single run replaces a failed capture, a succeeded one only with --force, a live one never."""
+    decision = decide(spec.run, spec.run_id, existing_status(spec), "force" if force else "retry")
+    if decision.action == "skip":
+        raise HarnessError(f"run {spec.run} not started: {decision.reason}")
 
 
 def leftover_warnings() -> list[str]:

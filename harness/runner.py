@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
@@ -339,7 +339,3 @@ def _record_end(
     capture.write_status(status)
     capture.stop_request_path.unlink(missing_ok=True)
 
-
-def status_dict(status: RunStatus) -> dict[str, Any]:
-    """The status as written to status.json."""
-    return asdict(status)

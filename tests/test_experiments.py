@@ -307,3 +307,17 @@ def test_volumes_must_be_host_colon_container(exp_dir: Path) -> None:
     assert "container.volumes" in reject(exp_dir, "show", "v")
     write(exp_dir, "v", "name: v\nextends: parent\ncontainer: {volumes: ['${D:-data}:/data:ro', '/abs:/x']}\n")
     assert ExperimentStore(exp_dir, BASE).load("v").experiment.container.volumes[0] == "${D:-data}:/data:ro"
+
+
+def test_a_sweep_shows_a_deprecation_warning_once_not_per_seed(exp_dir: Path) -> None:
+    write(exp_dir, "old", "name: old\nextends: parent\nmiles:\n  extra_args: --dynamic-sampling-filter-path "
+          "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std\n")
+    write(exp_dir, "old-seeds", "sweep: old\nseeds: [1, 2, 3]\n")
+    from harness.cli.runs import plan_from_cli
+
+    result = CliRunner().invoke(app, ["run", "old-seeds", "--dry-run", "--experiments-dir", str(exp_dir)])
+    assert result.exit_code == 2 and "is a sweep file: run it with `harness sweep old-seeds`" in result.stderr
+    assert result.stderr.count("deprecated") == 1
+    plans = plan_from_cli("old-seeds", exp_dir, exp_dir / "capture", [], [])
+    assert [p.spec.run for p in plans] == ["old", "old-s2", "old-s3"]
+    assert all("deprecated" in p.warnings[0] for p in plans)

@@ -335,7 +335,7 @@ def test_run_refuses_to_overwrite_a_success_without_force(lab: Lab) -> None:
     run = lab.experiment("once", steps=1)
     assert lab.cli("run", run).exit_code == 0
     again = lab.cli("run", run)
-    assert again.exit_code == 2 and "already succeeded" in again.stderr
+    assert again.exit_code == 2 and "run once not started: succeeded" in again.stderr and "--force" in again.stderr
     assert lab.cli("run", run, "--force").exit_code == 0
     assert len(list((lab.captures / ".replaced").iterdir())) == 1
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import List, Optional, Sequence
+
 import typer
 from typing_extensions import Annotated
-
-from typing import List, Optional
 
 from harness.cli.app import (
     DEFAULT_CAPTURE_DIR,
@@ -22,28 +23,37 @@ from harness.cli.app import (
 from harness.cli.progress import progress_for
 
 
-def plan_from_cli(experiment: str, experiments_dir, capture_dir, seed, set_):  # noqa: ANN001, ANN201
-    """Load, validate and plan one run from command-line options; warnings are printed."""
+def plan_from_cli(name: str, experiments_dir: Path, capture_dir: Path, seeds: Sequence[int],
+                  overrides: Sequence[str]) -> list:
+    """Plan the runs of `name` over `seeds` (a sweep file's own seeds when it is one); warnings are printed."""
     import os
-    from pathlib import Path
 
+    from harness.errors import HarnessError
     from harness.experiments import ExperimentStore
-    from harness.launch import plan_launch
+    from harness.lifecycle import plan_runs
 
     store = ExperimentStore(experiments_dir)
-    loaded = store.load(experiment, seed=seed, overrides=set_ or ())
-    for message in loaded.warnings:
+    if store.is_sweep(name):
+        sweep_file = store.load_sweep(name)
+        name, seeds = sweep_file.sweep, list(seeds) or sweep_file.seeds
+    if len(set(seeds)) != len(seeds):
+        raise HarnessError(f"--seeds: each seed once, got {list(seeds)}")
+    plans = plan_runs(store, name, seeds, overrides, capture_dir, dict(os.environ))
+    for message in dict.fromkeys(m for plan in plans for m in plan.warnings):  # once, not once per seed
         warn(message)
-    spec = plan_launch(
-        loaded.experiment,
-        base_args=store.base_args,
-        capture_root=str(capture_dir),
-        project_root=str(Path.cwd()),
-        environ=os.environ,
-    )
-    for name in spec.missing_env:
-        warn(f"{name} is listed in container.pass_env but not set in this environment; the container gets none")
-    return loaded.experiment, spec
+    return plans
+
+
+def _session(plans: list) -> tuple:
+    """Warn about leftover containers; the console, live progress and stop control of a run or sweep."""
+    from harness.lifecycle import leftover_warnings
+    from harness.runner import StopControl
+
+    if any(plan.spec.engine == "docker" for plan in plans):
+        for message in leftover_warnings():
+            warn(message)
+    console = stdout()
+    return console, progress_for(console), StopControl()
 
 
 GraceOption = Annotated[float, typer.Option("--grace-s", min=0, help="Seconds between SIGTERM and SIGKILL when stopping.")]
@@ -67,25 +77,22 @@ def run(
     set_: SetOption = None,
 ) -> None:
     """Run one experiment in a container on the GPU, capture it, and exit 0 only if it succeeded."""
-    from harness.lifecycle import RunOptions, exit_code_for, leftover_warnings, refuse_to_clobber, run_planned, \
-        stop_on_signals, Planned
-    from harness.runner import StopControl
+    from harness.errors import HarnessError
+    from harness.lifecycle import RunOptions, exit_code_for, refuse_to_clobber, run_planned, stop_on_signals
 
     overrides = [*(set_ or ()), *([f"limits.max_minutes={max_minutes}"] if max_minutes else [])]
-    loaded, spec = plan_from_cli(experiment, experiments_dir, capture_dir, seed, overrides)
+    plans = plan_from_cli(experiment, experiments_dir, capture_dir, [seed] if seed else [], overrides)
+    if len(plans) != 1:
+        raise HarnessError(f"{experiment} is a sweep file: run it with `harness sweep {experiment}`")
+    (plan,) = plans
     if dry_run:
-        print_spec(spec, as_json=json_)
+        print_spec(plan.spec, as_json=json_)
         return
-    refuse_to_clobber(spec, force)
-    if spec.engine == "docker":
-        for message in leftover_warnings():
-            warn(message)
-    console = stdout()
-    progress = progress_for(console)
-    stop = StopControl()
-    options = RunOptions(force=force, wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
+    refuse_to_clobber(plan.spec, force)
+    _, progress, stop = _session([plan])
+    options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     with stop_on_signals(stop, progress.note):
-        status = run_planned(Planned(loaded, spec), options=options, progress=progress, stop=stop, on_wait=warn)
+        status = run_planned(plan, options=options, progress=progress, stop=stop, on_wait=warn)
     report_status(status)
     code = exit_code_for([status.state])
     if code:
@@ -108,39 +115,22 @@ def sweep(
     set_: SetOption = None,
 ) -> None:
     """Run an experiment over seeds, one after another; succeeded runs are skipped unless --force."""
-    import os
-
     from harness.errors import HarnessError
-    from harness.experiments import ExperimentStore
-    from harness.lifecycle import RunOptions, exit_code_for, leftover_warnings, plan_runs, run_sweep, stop_on_signals
-    from harness.runner import StopControl
+    from harness.lifecycle import RunOptions, exit_code_for, run_sweep, stop_on_signals
 
     if more_seeds and not seeds:
         raise HarnessError(f"seeds {more_seeds} given without --seeds")
     if retry and force:
         raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
-    store = ExperimentStore(experiments_dir)
-    wanted = [*(seeds or ()), *(more_seeds or ())]
-    name = experiment
-    if store.is_sweep(experiment):
-        sweep_file = store.load_sweep(experiment)
-        name, wanted = sweep_file.sweep, wanted or sweep_file.seeds
-    if len(set(wanted)) != len(wanted):
-        raise HarnessError(f"--seeds: each seed once, got {wanted}")
-    plans = plan_runs(store, name, wanted, set_ or (), capture_dir, dict(os.environ))
-    if any(p.spec.engine == "docker" for p in plans):
-        for message in leftover_warnings():
-            warn(message)
-    console = stdout()
-    progress = progress_for(console)
-    stop = StopControl()
+    plans = plan_from_cli(experiment, experiments_dir, capture_dir, [*(seeds or ()), *(more_seeds or ())], set_ or ())
+    console, progress, stop = _session(plans)
 
     def on_decision(decision) -> None:  # noqa: ANN001
         verb = "running" if decision.action == "run" else "skipping"
         progress.note(f"{decision.run}: {verb}: {decision.reason}")
 
     mode = "force" if force else "retry" if retry else "cached"
-    options = RunOptions(force=force, wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
+    options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     with stop_on_signals(stop, progress.note):
         results = run_sweep(plans, mode=mode, fail_fast=fail_fast, options=options, progress=progress, stop=stop,
                             on_decision=on_decision, on_wait=warn)

@@ -253,8 +253,3 @@ class DockerRun:
             facts["image_error"] = str(err)
         return facts
 
-
-def find_labelled(client: Any, label: str, *, all_states: bool = True) -> list[Any]:
-    """Containers that carry `label` (any value)."""
-    return client.containers.list(all=all_states, filters={"label": label})
-
