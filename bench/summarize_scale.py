@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.summary.summarize import summarize, write_summary  # noqa: E402
-from harness.summary.times import format_time_us, parse_time_us  # noqa: E402
+from harness.times import format_time_us, parse_time_us  # noqa: E402
 
 T0 = parse_time_us("2026-11-29T08:00:00Z")
 SIZES = [(10, 100), (10, 1000), (100, 100), (100, 1000)]

@@ -11,14 +11,13 @@ import os
 import socket
 import tempfile
 from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from harness.errors import ExitCode, HarnessError
+from harness.times import now_rfc3339
 
 STATES = ("running", "succeeded", "failed", "no_metrics", "interrupted", "stopped")
-FINAL_STATES = STATES[1:]
 RERUN_ON_RETRY = ("failed", "no_metrics", "interrupted", "stopped")
 REPLACED_DIR = ".replaced"
 STOP_REQUEST = "stop-request.json"
@@ -26,22 +25,7 @@ STOP_REQUEST = "stop-request.json"
 
 def utc_now() -> str:
     """Now as RFC 3339 UTC with microseconds."""
-    return format_time(datetime.now(timezone.utc))
-
-
-def format_time(moment: datetime) -> str:
-    """A datetime as RFC 3339 UTC (`...Z`)."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_time(text: str) -> datetime:
-    """RFC 3339 (Z or offset, up to nanoseconds) -> aware datetime (microseconds kept)."""
-    value = text.strip().replace("Z", "+00:00")
-    if "." in value:
-        head, rest = value.split(".", 1)
-        digits = len(rest) - len(rest.lstrip("0123456789"))
-        value = f"{head}.{rest[:min(digits, 6)].ljust(6, '0')}{rest[digits:]}"
-    return datetime.fromisoformat(value)
+    return now_rfc3339()
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

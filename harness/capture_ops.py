@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Callable, Iterator
 
-from harness.capture import Capture, RunStatus, parse_time, read_jsonl, utc_now, write_json_atomic
+from harness.capture import Capture, RunStatus, read_jsonl, utc_now, write_json_atomic
 from harness.errors import ExitCode, HarnessError
+from harness.times import US_PER_S, parse_time_us
 
 FOLLOW_POLL_S = 0.5
 
@@ -43,12 +44,7 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
             state = "running? (its harness is gone: harness recover)"
         if status.steps_usable:
             state += " (steps usable)"
-        windows = {w.get("start"): w for w in read_jsonl(capture.pauses_path)}
-        paused_s = sum(
-            (parse_time(w["end"]) - parse_time(w["start"])).total_seconds()
-            for w in windows.values() if w.get("end") and w.get("start")
-        )
-        pauses = f"{len(windows)} ({paused_s:.0f} s)" if windows else "0"
+        pauses = _pauses(capture, status)
         rows.append(CaptureRow(
             run=capture.run,
             state=state,
@@ -61,9 +57,23 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
     return rows
 
 
+def _pauses(capture: Capture, status: RunStatus) -> str:
+    """`N (S s)`: pause windows and the length of their union (an open one ends now, or at the run's end)."""
+    from harness.summary.windows import merge_windows, union_length
+
+    windows = {w.get("start"): w for w in read_jsonl(capture.pauses_path)}  # the last line per window wins
+    if not windows:
+        return "0"
+    until = parse_time_us(status.ended_at or utc_now())
+    spans = [(parse_time_us(start), parse_time_us(w.get("end")) or until) for start, w in windows.items()]
+    total_us = union_length(*merge_windows((s, e) for s, e in spans if s is not None and e is not None))
+    return f"{len(windows)} ({total_us / US_PER_S:.0f} s)"
+
+
 def _duration(status: RunStatus) -> str:
-    end = parse_time(status.ended_at) if status.ended_at else parse_time(utc_now())
-    seconds = int((end - parse_time(status.started_at)).total_seconds())
+    end = parse_time_us(status.ended_at or utc_now())
+    start = parse_time_us(status.started_at)
+    seconds = (end - start) // US_PER_S if end is not None and start is not None else 0
     return str(timedelta(seconds=max(0, seconds))) + ("" if status.ended_at else " so far")
 
 

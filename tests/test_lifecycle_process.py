@@ -151,11 +151,15 @@ def test_status_and_logs_show_what_the_captures_hold(lab: Lab) -> None:
     lab.experiment("broke", scenario="oom")
     assert lab.cli("run", "shown").exit_code == 0
     assert lab.cli("run", "broke").exit_code == 1
+    with (lab.captures / "shown" / "pauses.jsonl").open("w") as pauses:  # opened, closed, and an overlapping one
+        for window in ({"start": "2026-01-01T00:00:00Z", "end": None}, {"start": "2026-01-01T00:00:00Z",
+                       "end": "2026-01-01T00:00:10Z"}, {"start": "2026-01-01T00:00:05Z", "end": "2026-01-01T00:00:15Z"}):
+            pauses.write(json.dumps({**window, "reason": "temp", "peak_c": 88.0}) + "\n")
     table = CliRunner().invoke(app, ["status", "--capture-dir", str(lab.captures)], env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
             for line in table.output.splitlines() if line.startswith("│")}
-    assert rows["shown"][:4] == ["succeeded", "2/2", "0", "0"]
+    assert rows["shown"][:4] == ["succeeded", "2/2", "2 (15 s)", "0"]  # the union, not 10 + 10
     assert rows["broke"][:4] == ["failed", "1/2", "0", "1"]
 
     logs = CliRunner().invoke(app, ["logs", "shown", "--capture-dir", str(lab.captures)])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture import Capture, RunStatus, append_jsonl, parse_time, read_jsonl, write_json_atomic
+from harness.capture import Capture, RunStatus, append_jsonl, read_jsonl, write_json_atomic
 from harness.engines.logstream import LogPosition, join_partials, split_lines, stamp_to_ns
 from harness.errors import HarnessError
 from harness.gpulock import GpuLock
@@ -128,7 +128,9 @@ def test_log_position_resumes_without_loss_or_repeat() -> None:
 def test_stamp_to_ns_reads_trimmed_fractions() -> None:
     assert stamp_to_ns("1970-01-01T00:00:01.5Z") == 1_500_000_000
     assert stamp_to_ns("1970-01-01T00:00:01.000000001Z") == 1_000_000_001
-    assert parse_time("2026-11-29T08:02:04.891725514Z").microsecond == 891725
+    from harness.times import parse_time_us
+
+    assert parse_time_us("1970-01-01T00:00:01.891725514Z") == 1_891_725  # truncated, never rounded up
 
 
 # --- captures -----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 
 from harness.summary.captures import read_capture
 from harness.summary.summarize import summarize_run
-from harness.summary.times import format_time_us, parse_time_us
+from harness.times import format_time_us, parse_time_us
 
 T0 = parse_time_us("2026-11-29T08:00:00Z")
 

@@ -26,8 +26,8 @@ def _reward_suffix(suffix: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _count(value: Any) -> int | None:
-    """A group count as an int; None for anything that is not a whole number."""
+def whole_number(value: Any) -> int | None:
+    """A whole number as an int (5 or 5.0); None for bools, fractions, non-finite values and the rest."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -64,7 +64,7 @@ def derive_step_values(metrics: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(key, str):
             continue
         if key.startswith(DROP_PREFIX):
-            count = _count(value)
+            count = whole_number(value)
             if count is None:
                 unreadable.append(key)
                 continue
@@ -77,7 +77,7 @@ def derive_step_values(metrics: Mapping[str, Any]) -> dict[str, Any]:
                 dropped_by_reward[reward] = dropped_by_reward.get(reward, 0) + count
         elif key.startswith(ZERO_STD_COUNT_PREFIX):
             reward = _reward_suffix(key[len(ZERO_STD_COUNT_PREFIX):])
-            count = _count(value)
+            count = whole_number(value)
             if reward is None or count is None:
                 unreadable.append(key)
                 continue

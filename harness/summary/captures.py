@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.summary.times import parse_time_us
+from harness.capture import STATES  # noqa: F401  (re-exported for the summarizer)
+from harness.times import parse_time_us
 
-STATES = ("running", "succeeded", "failed", "no_metrics", "interrupted", "stopped")
 SUMMARY_DIR_NAME = "summary"
 
 

@@ -69,10 +69,10 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from harness.capture import write_text_atomic
 from harness.lab.milesargv import apply_overrides, flag_values, read_base_args
-from harness.mileslog.derive import derive_step_values
+from harness.mileslog.derive import derive_step_values, whole_number
 from harness.summary import SCHEMA_ID
 from harness.summary.captures import STATES, RunCapture, Skipped, find_runs, read_capture
-from harness.summary.times import US_PER_S, format_time_us, now_rfc3339, parse_time_us
+from harness.times import US_PER_S, format_time_us, now_rfc3339, parse_time_us
 from harness.summary.verdict import FILTERED_KEY, UNFILTERED_KEY, RewardFacts, reward_verdict
 
 ROW_KEYS = (
@@ -148,14 +148,7 @@ def _python_value(value: Any) -> Any:
 
 
 def _as_int(value: Any) -> Optional[int]:
-    value = _python_value(value)
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value) and value == int(value):
-        return int(value)
-    return None
+    return whole_number(_python_value(value))
 
 
 def _experiment_words(experiment: Mapping[str, Any]) -> Optional[list[str]]:
