@@ -1,0 +1,64 @@
+"""Live progress: what a person watching a run sees per step, on a terminal and in a pipe."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from harness.cli.progress import PlainProgress, RichProgress, describe_step, progress_for
+from harness.mileslog import LogParser
+
+LINES = [
+    "x.py:1 - perf 0: {'perf/rollout_time': 88.74, 'rollout/dynamic_filter/drop_zero_std_1': 18, "
+    "'rollout/dynamic_filter/drop_zero_std_0': 2, 'rollout/raw_reward_unfiltered': 0.6721}",
+    "x.py:2 - rollout 0: {'rollout/raw_reward': 0.7}",
+    "x.py:3 - perf 0: {'perf/step_time': 100.0}",
+]
+
+
+def record():
+    parser = LogParser()
+    return [r for line in LINES for r in parser.feed(line)][0]
+
+
+def test_a_filter_step_shows_rollout_time_dropped_split_and_the_unfiltered_reward() -> None:
+    from harness.cli.progress import step_summary
+
+    assert describe_step(step_summary(record())) == "rollout 88.7 s | dropped 20 (right 18, wrong 2) | reward 0.672"
+
+
+def test_without_the_filter_the_zero_variance_groups_are_shown() -> None:
+    parser = LogParser()
+    lines = ["x.py:1 - perf 3: {'perf/rollout_time': 50.0, 'rollout/zero_std/count_1': 9, "
+             "'rollout/zero_std/count_0.0': 3}", "x.py:2 - rollout 3: {'rollout/raw_reward': 0.5}",
+             "x.py:3 - perf 3: {'perf/step_time': 60.0}"]
+    (rec,) = [r for line in lines for r in parser.feed(line)]
+    from harness.cli.progress import step_summary
+
+    assert describe_step(step_summary(rec)) == "rollout 50.0 s | zero-variance 9 right, 3 wrong | reward 0.500"
+
+
+def test_a_terminal_gets_the_live_panel_and_a_pipe_plain_lines() -> None:
+    terminal = Console(file=io.StringIO(), force_terminal=True, width=120)
+    pipe = Console(file=io.StringIO(), force_terminal=False)
+    assert isinstance(progress_for(terminal), RichProgress)
+    assert type(progress_for(pipe)) is PlainProgress
+
+
+def test_the_live_panel_shows_the_last_step() -> None:
+    from harness.launch import LaunchSpec
+
+    out = io.StringIO()
+    progress = RichProgress(Console(file=out, force_terminal=True, width=120))
+    spec = LaunchSpec(run="e2b", run_id="e2b-1234", experiment="e2b", seed=1, engine="docker", image="i",
+                      command=None, container_name="c", trainer_argv=(), env={}, labels={}, mounts=(),
+                      device_requests=(), shm_size="1g", ipc_mode="host", init=True, ulimits={}, capture_dir="/c",
+                      steps_expected=12, max_minutes=None)
+    progress.started(spec)
+    progress.step(record(), 1)
+    rendered = io.StringIO()
+    Console(file=rendered, width=120).print(progress._render())
+    progress.finished(None)
+    text = rendered.getvalue()
+    assert "1/12 complete" in text and "dropped 20 (right 18, wrong 2)" in text and "e2b-1234" in text
