@@ -1,0 +1,262 @@
+"""Miles's command line, as the simulator reads it: the flags it models, the rest kept for the dump.
+
+The simulator is a drop-in for Miles's `train.py`, so it takes the same argv
+(the lab's base run plus MILES_EXTRA_ARGS) unchanged. It reads the flags that
+change what a rollout does; every other flag is accepted, ignored, and shown
+in the argument dump as given. `--time-scale` is the simulator's own flag and
+is taken out before anything else sees the argv.
+
+Miles's own rules kept here: the last occurrence of a flag wins (argparse);
+`--over-sampling-batch-size` defaults to `--rollout-batch-size` and must be
+at least it (Miles asserts it while parsing its arguments); the deprecated
+filter path is an alias of the current one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+CURRENT_FILTER_PATH = "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
+DEPRECATED_FILTER_PATH = "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"
+ZERO_STD_FILTER_PATHS = (CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH)
+
+TIME_SCALE_FLAG = "--time-scale"
+TIME_SCALE_ENV = "HARNESS_SIM_TIME_SCALE"
+
+# Flags the lab always sets: where Miles has no default (or a useless one, like one answer
+# per prompt), the simulator takes the lab's base run, so `harness sim` alone runs it.
+LAB_DEFAULTS = {
+    "rollout_batch_size": 32,
+    "n_samples_per_prompt": 8,
+    "num_rollout": 12,
+    "rollout_max_response_len": 1024,
+}
+# Miles's own defaults for the flags the simulator reads.
+MILES_SEED = 1234
+MILES_ROLLOUT_SEED = 42
+MILES_LR = 1e-6
+MILES_TRAIN_BACKEND = "megatron"
+
+_NUMBER = re.compile(r"^-\d|^-\.\d")
+
+
+class SimUsageError(Exception):
+    """A command line the simulator cannot run (exit 2, like argparse)."""
+
+
+class MilesRefusal(Exception):
+    """A command line Miles itself refuses while parsing its arguments (an AssertionError there)."""
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """What one simulated training run does, read from Miles's flags."""
+
+    rollout_batch_size: int
+    n_samples_per_prompt: int
+    over_sampling_batch_size: int
+    filter_path: str | None
+    num_rollout: int
+    seed: int
+    rollout_seed: int
+    rollout_max_response_len: int
+    partial_rollout: bool
+    global_batch_size: int
+    lr: float
+    train_backend: str
+    time_scale: float
+    miles_argv: tuple[str, ...]  # the argv as Miles gets it (no --time-scale)
+    dump: tuple[tuple[str, Any], ...]  # the argument dump: (name, value), Miles's names
+
+    @property
+    def uses_filter(self) -> bool:
+        return self.filter_path is not None
+
+    @property
+    def optimizer_steps_per_rollout(self) -> int:
+        """Miles's num_steps_per_rollout: the answers of a rollout over the global batch size."""
+        return max(1, self.rollout_batch_size * self.n_samples_per_prompt // self.global_batch_size)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+class _ArgparseError(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _ArgparseError(message)
+
+
+def _flag_parser() -> _Parser:
+    parser = _Parser(
+        prog="train.py",
+        description="The simulated Miles trainer: Miles's flags in, a Miles-shaped log out.",
+        allow_abbrev=False,
+        add_help=False,
+    )
+    add = parser.add_argument
+    add("--rollout-batch-size", type=_positive_int, default=LAB_DEFAULTS["rollout_batch_size"])
+    add("--n-samples-per-prompt", type=_positive_int, default=LAB_DEFAULTS["n_samples_per_prompt"])
+    add("--over-sampling-batch-size", type=_positive_int, default=None)
+    add("--dynamic-sampling-filter-path", default=None)
+    add("--num-rollout", type=int, default=LAB_DEFAULTS["num_rollout"])
+    add("--seed", type=int, default=MILES_SEED)
+    add("--rollout-seed", type=int, default=MILES_ROLLOUT_SEED)
+    add("--rollout-max-response-len", type=_positive_int, default=LAB_DEFAULTS["rollout_max_response_len"])
+    add("--partial-rollout", action="store_true", default=False)
+    add("--global-batch-size", type=_positive_int, default=None)
+    add("--lr", type=float, default=MILES_LR)
+    add("--train-backend", default=MILES_TRAIN_BACKEND)
+    return parser
+
+
+def split_time_scale(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, list[str]]:
+    """(time scale, Miles's argv): `--time-scale X` / `--time-scale=X` taken out, last one wins.
+
+    Without the flag, the environment's HARNESS_SIM_TIME_SCALE, else 0.
+    """
+    words = list(argv)
+    miles: list[str] = []
+    given: str | None = None
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == TIME_SCALE_FLAG:
+            if i + 1 >= len(words):
+                raise SimUsageError(f"{TIME_SCALE_FLAG} needs a value (seconds of wall time per simulated second)")
+            given = words[i + 1]
+            i += 2
+            continue
+        if word.startswith(TIME_SCALE_FLAG + "="):
+            given = word.split("=", 1)[1]
+        else:
+            miles.append(word)
+        i += 1
+    source = TIME_SCALE_FLAG
+    if given is None and env and env.get(TIME_SCALE_ENV, "").strip():
+        given, source = env[TIME_SCALE_ENV].strip(), TIME_SCALE_ENV
+    if given is None:
+        return 0.0, miles
+    try:
+        scale = float(given)
+    except ValueError:
+        raise SimUsageError(f"{source} must be a number of wall seconds per simulated second, not {given!r}") from None
+    if not math.isfinite(scale) or scale < 0:
+        raise SimUsageError(f"{source} must be 0 (as fast as possible) or a positive number, not {given!r}")
+    return scale, miles
+
+
+def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimConfig:
+    """Miles's argv (plus --time-scale) -> SimConfig.
+
+    Raises SimUsageError for what argparse would reject, MilesRefusal for what
+    Miles's argument checks reject.
+    """
+    time_scale, miles_argv = split_time_scale(argv, env)
+    try:
+        known, _rest = _flag_parser().parse_known_args(miles_argv)
+    except _ArgparseError as err:
+        raise SimUsageError(err.message) from None
+
+    batch = known.rollout_batch_size
+    over_sampling = known.over_sampling_batch_size if known.over_sampling_batch_size is not None else batch
+    if over_sampling < batch:
+        # Miles's own words (miles/utils/arguments.py), raised as an AssertionError.
+        raise MilesRefusal(
+            f"over_sampling_batch_size {over_sampling} should be greater than or equal to "
+            f"rollout_batch_size {batch}"
+        )
+    if known.num_rollout < 0:
+        raise SimUsageError(f"argument --num-rollout: must be at least 0, not {known.num_rollout}")
+    filter_path = known.dynamic_sampling_filter_path
+    if filter_path in ("", "None"):
+        filter_path = None
+    if filter_path is not None and filter_path not in ZERO_STD_FILTER_PATHS:
+        raise SimUsageError(
+            f"argument --dynamic-sampling-filter-path: the simulator models only the zero-variance filter "
+            f"({CURRENT_FILTER_PATH} or its deprecated alias {DEPRECATED_FILTER_PATH}), not {filter_path}"
+        )
+    answers = batch * known.n_samples_per_prompt
+    global_batch = known.global_batch_size if known.global_batch_size is not None else answers
+
+    resolved = {
+        "rollout_batch_size": batch,
+        "n_samples_per_prompt": known.n_samples_per_prompt,
+        "over_sampling_batch_size": over_sampling,
+        "dynamic_sampling_filter_path": filter_path,
+        "num_rollout": known.num_rollout,
+        "seed": known.seed,
+        "rollout_seed": known.rollout_seed,
+        "rollout_max_response_len": known.rollout_max_response_len,
+        "partial_rollout": known.partial_rollout,
+        "global_batch_size": global_batch,
+        "lr": known.lr,
+        "train_backend": known.train_backend,
+    }
+    return SimConfig(
+        rollout_batch_size=batch,
+        n_samples_per_prompt=known.n_samples_per_prompt,
+        over_sampling_batch_size=over_sampling,
+        filter_path=filter_path,
+        num_rollout=known.num_rollout,
+        seed=known.seed,
+        rollout_seed=known.rollout_seed,
+        rollout_max_response_len=known.rollout_max_response_len,
+        partial_rollout=known.partial_rollout,
+        global_batch_size=global_batch,
+        lr=known.lr,
+        train_backend=known.train_backend,
+        time_scale=time_scale,
+        miles_argv=tuple(miles_argv),
+        dump=tuple(sorted(argument_dump(miles_argv, resolved).items(), key=lambda item: item[0].lower())),
+    )
+
+
+def help_text() -> str:
+    """argparse's usage and help for the flags the simulator models."""
+    text = _flag_parser().format_help()
+    return text + f"\n  {TIME_SCALE_FLAG} X    wall seconds per simulated second (0: as fast as possible; default 0)\n"
+
+
+def _is_flag(word: str) -> bool:
+    return word.startswith("--") and not _NUMBER.match(word) and len(word) > 2
+
+
+def argument_dump(miles_argv: Sequence[str], resolved: dict[str, Any]) -> dict[str, Any]:
+    """Every flag given (as given: one value, a list of values, or True when bare), then the resolved ones.
+
+    The resolved values of the modelled flags win: they are what the trainer ran with.
+    """
+    dump: dict[str, Any] = {}
+    flag: str | None = None
+    values: list[str] = []
+
+    def close() -> None:
+        if flag is not None:
+            dump[flag[2:].replace("-", "_")] = True if not values else values[0] if len(values) == 1 else list(values)
+
+    for word in miles_argv:
+        if _is_flag(word):
+            close()
+            name, eq, value = word.partition("=")
+            flag, values = name, ([value] if eq else [])
+        elif flag is not None:
+            values.append(word)
+    close()
+    dump.update(resolved)
+    return dump

@@ -1,0 +1,112 @@
+"""Miles-shaped log lines: Ray prefixes, Miles timestamps, metric dicts, the argument dump, Ray's job lines.
+
+A metric line, as the simulator prints it (MILES-LOGS.md section 1):
+
+    (RolloutManager pid=2411) [2026-10-02 09:14:03.512 rollout_manager] metrics.py:88 - perf 0: {...}
+
+Timestamps use the newer Miles form `[YYYY-MM-DD HH:MM:SS.mmm procname]` in
+local time, on the run's clock: the local time at start plus the clock's
+simulated seconds, so the differences between timestamps agree with the perf
+times printed beside them. Lines of the driver (`train.py` itself, and the
+lines of `ray job submit`) have no Ray prefix. Each line is written whole and
+flushed.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterable, TextIO
+
+RAY_DASHBOARD = "http://127.0.0.1:8265"
+SGLANG_URLS = ["http://127.0.0.1:30000"]
+_JOB_RULE = "-" * 42
+
+
+@dataclass(frozen=True)
+class Actor:
+    """A Ray actor whose lines carry `(Name pid=N)` and its Miles process name."""
+
+    name: str
+    pid: int
+    proc: str
+
+
+class LogWriter:
+    """Writes lines to a text stream, one flushed line at a time, stamped on the run's clock."""
+
+    def __init__(self, stream: TextIO, now: Callable[[], float], start: datetime) -> None:
+        self._stream = stream
+        self._now = now
+        self._start = start
+
+    def line(self, text: str) -> None:
+        self._stream.write(text + "\n")
+        self._stream.flush()
+
+    def lines(self, texts: Iterable[str]) -> None:
+        for text in texts:
+            self.line(text)
+
+    def stamp(self, proc: str) -> str:
+        moment = self._start + timedelta(seconds=self._now())
+        return f"[{moment.strftime('%Y-%m-%d %H:%M:%S')}.{moment.microsecond // 1000:03d} {proc}]"
+
+    def log(self, actor: Actor | None, where: str, message: str) -> None:
+        """`(Actor pid=N) [stamp proc] where - message`; driver lines (actor None) have no prefix."""
+        prefix = f"({actor.name} pid={actor.pid}) " if actor else ""
+        self.line(f"{prefix}{self.stamp(actor.proc if actor else 'main')} {where} - {message}")
+
+    def metric(self, actor: Actor | None, where: str, kind: str, ident: int, payload: dict[str, Any]) -> None:
+        """A `KIND ID: {...}` line; the payload printed as Python prints a dict, as Miles does."""
+        self.log(actor, where, f"{kind} {ident}: {payload!r}")
+
+
+def launch_lines(job_id: str, miles_argv: Iterable[str]) -> list[str]:
+    """What `ray job submit` prints up to the job's own output, with its `Running entrypoint` line."""
+    rule = "-" * 55
+    return [
+        f"Job submission server address: {RAY_DASHBOARD}",
+        "",
+        rule,
+        f"Job '{job_id}' submitted successfully",
+        rule,
+        "",
+        "Tailing logs until the job exits (disable with --no-wait):",
+        f"Running entrypoint for job {job_id}: python3 train.py {shlex.join(miles_argv)}".rstrip(),
+    ]
+
+
+def dump_value(value: Any) -> str:
+    """A value as Megatron's argument dump prints it: str() of it (lists as their repr)."""
+    return str(value)
+
+
+def argument_dump_lines(dump: Iterable[tuple[str, Any]]) -> list[str]:
+    """Megatron/Miles's `_print_args`: names padded with dots to column 48, sorted, between rules."""
+    lines = ["------------------------ arguments ------------------------"]
+    for name, value in dump:
+        lines.append(f"  {name} {'.' * max(1, 48 - len(name))} {dump_value(value)}")
+    lines.append("-------------------- end of arguments ---------------------")
+    return lines
+
+
+def job_end_lines(job_id: str, status: str) -> list[str]:
+    """`ray job submit`'s last lines: status is 'succeeded', 'failed' or 'was stopped'."""
+    return [_JOB_RULE, f"Job '{job_id}' {status}", _JOB_RULE]
+
+
+def refusal_lines(job_id: str, exception: str, source: str) -> list[str]:
+    """A trainer that stopped while parsing its arguments: the traceback, then Ray's failure lines."""
+    return [
+        "Traceback (most recent call last):",
+        '  File "train.py", in <module>',
+        "    args = parse_args()",
+        '  File "miles/utils/arguments.py", in miles_validate_args',
+        f"    {source}",
+        exception,
+        *job_end_lines(job_id, "failed"),
+        "",
+        "Status message: Job entrypoint command failed with exit code 1",
+    ]

@@ -1,0 +1,156 @@
+"""One rollout as Miles runs it (`generate_rollout_async` with a dynamic filter), and its metrics. Pure.
+
+The loop, as in Miles's sglang rollout:
+
+- `remaining` counts the groups kept plus the groups still running;
+  whenever it is below B (`--rollout-batch-size`), submit the next O
+  (`--over-sampling-batch-size`) prompts;
+- wait for the next group to finish (groups are judged in finishing order);
+  the filter keeps it or drops it (a drop lowers `remaining`, and names its
+  reason `zero_std_<round(reward, 1)>`);
+- once B groups are kept, abort every request still running. Their answers
+  are not used and not counted anywhere, not even in
+  `rollout/raw_reward_unfiltered`; with `--partial-rollout` the aborted
+  groups go back to the data source, answers generated as far as they got,
+  and are submitted first by the next rollout.
+
+Without a filter the same loop keeps every group, so with O = B nothing is
+aborted; with O > B (plain-48) the slowest O - B groups are.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.sim.config import SimConfig
+from harness.sim.engine import GenerationEngine
+from harness.sim.model import Group, Policy, PromptSource
+from harness.sim.params import ModelParams
+
+
+@dataclass
+class RolloutResult:
+    """What one rollout did; times are seconds of simulated generation from its start."""
+
+    step: int
+    kept: list[Group]  # the B groups the step trains on, in finishing order
+    judged: list[Group]  # every group that finished, kept or dropped, in finishing order
+    dropped: dict[str, int]  # reason -> groups dropped, reasons in the order they first occurred
+    aborted: list[Group]  # groups still running at the abort
+    submissions: list[tuple[float, int]]  # (time, prompts) of each batch submitted
+    abort_at: float  # when B groups were kept and the abort was sent
+    tokens: int  # tokens generated, aborted requests included
+    partial_answers: int = 0  # answers of aborted groups kept for the next rollout
+    seconds: float = 0.0  # the whole rollout: generation, abort and drain, overheads
+    events: list[tuple[float, str]] = field(default_factory=list)  # (time, event) for the log
+
+    @property
+    def batches(self) -> int:
+        return len(self.submissions)
+
+    @property
+    def prompts_submitted(self) -> int:
+        return sum(count for _, count in self.submissions)
+
+    @property
+    def dropped_total(self) -> int:
+        return sum(self.dropped.values())
+
+    @property
+    def informative_share(self) -> float:
+        """The share of kept groups with a learning signal (answers that differ in reward)."""
+        return sum(1 for group in self.kept if not group.zero_std) / max(1, len(self.kept))
+
+
+def drop_reason(group: Group) -> str:
+    """The zero-variance filter's reason: `zero_std_` + the common reward as Python prints round(r, 1)."""
+    return f"zero_std_{round(group.answers[0].reward, 1)}"
+
+
+def run_rollout(
+    config: SimConfig, params: ModelParams, source: PromptSource, policy: Policy, step: int
+) -> RolloutResult:
+    """Run rollout `step` to the moment B groups are kept, abort the rest, and say what happened."""
+    engine = GenerationEngine(params)
+    batch, over_sampling = config.rollout_batch_size, config.over_sampling_batch_size
+    kept: list[Group] = []
+    judged: list[Group] = []
+    dropped: dict[str, int] = {}
+    submissions: list[tuple[float, int]] = []
+    remaining = 0  # Miles's remaining_batch_size: kept + running
+    while len(kept) < batch:
+        while remaining < batch:
+            groups = source.take(over_sampling, policy, step)
+            engine.submit(groups)
+            remaining += len(groups)
+            submissions.append((engine.now, len(groups)))
+        group = engine.next_finished()
+        if group is None:  # cannot happen: remaining >= batch > kept means a group is running
+            raise RuntimeError(f"rollout {step}: nothing running with {len(kept)} of {batch} groups kept")
+        judged.append(group)
+        if config.uses_filter and group.zero_std:
+            reason = drop_reason(group)
+            dropped[reason] = dropped.get(reason, 0) + 1
+            remaining -= 1
+            continue
+        kept.append(group)
+
+    abort_at = engine.now
+    aborted = engine.abort()
+    result = RolloutResult(
+        step=step, kept=kept, judged=judged, dropped=dropped, aborted=aborted,
+        submissions=submissions, abort_at=abort_at, tokens=engine.tokens,
+    )
+    result.events.append((abort_at, "abort"))
+    drained = abort_at + params.abort_drain_s
+    if config.partial_rollout:
+        source.give_back(aborted)
+        result.partial_answers = sum(len(group.answers) for group in aborted)
+        result.events.append((drained, "partial"))
+    result.seconds = drained + params.rollout_overhead_s
+    return result
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def rollout_side_metrics(result: RolloutResult) -> dict[str, Any]:
+    """The rollout-side `perf N` keys that do not depend on the clock, in Miles's order.
+
+    Drop reasons and zero-variance counts appear only for values that occurred,
+    as in Miles. Response lengths and the truncated ratio are over the kept
+    answers; the unfiltered reward is over every answer of every judged group.
+    """
+    metrics: dict[str, Any] = {}
+    for reason, count in result.dropped.items():
+        metrics[f"rollout/dynamic_filter/drop_{reason}"] = count
+    zero_std: dict[str, int] = {}
+    for group in result.kept:
+        if group.zero_std:
+            key = f"rollout/zero_std/count_{round(group.answers[0].reward, 1)}"
+            zero_std[key] = zero_std.get(key, 0) + 1
+    metrics.update(sorted(zero_std.items()))
+    metrics["rollout/raw_reward_unfiltered"] = _mean([float(r) for g in result.judged for r in g.rewards])
+    lengths = [answer.tokens for group in result.kept for answer in group.answers]
+    metrics["rollout/response_len/mean"] = _mean([float(n) for n in lengths])
+    metrics["rollout/response_len/median"] = float(statistics.median(lengths))
+    metrics["rollout/response_len/max"] = max(lengths)
+    metrics["rollout/response_len/min"] = min(lengths)
+    metrics["rollout/truncated_ratio"] = _mean(
+        [1.0 if answer.truncated else 0.0 for group in result.kept for answer in group.answers]
+    )
+    return metrics
+
+
+def train_side_rollout_metrics(result: RolloutResult) -> dict[str, Any]:
+    """The train rank's `rollout N` keys: over the kept groups only (so biased with a filter)."""
+    answers = [answer for group in result.kept for answer in group.answers]
+    return {
+        "rollout/raw_reward": _mean([float(answer.reward) for answer in answers]),
+        "rollout/rewards": 0.0,  # GRPO's group-normalised reward: 0 on average by construction
+        "rollout/response_lengths": _mean([float(answer.tokens) for answer in answers]),
+        "rollout/truncated": _mean([1.0 if answer.truncated else 0.0 for answer in answers]),
+    }

@@ -1,0 +1,236 @@
+"""The simulated training run: rollouts and training steps on a clock, printed as Miles prints them.
+
+Deciding and doing are apart: `run_rollout` (rollout.py) and `plan_training`
+(below) say what a step does and how long each part takes in simulated
+seconds; `SimRun` lets that time pass on its clock and prints the lines at
+the moments they would appear. Every duration it prints is measured on the
+clock (`perf/rollout_time` is the clock's time from the start of the rollout
+to its perf line), so under `--time-scale X > 0` a pause of the process is in
+the durations that span it, as in a real Miles log.
+
+Per rollout id N, as Miles (colocated, one GPU) prints them:
+
+- `Abort request for [...]` when B groups are kept (RolloutManager);
+- `perf N` rollout side (RolloutManager): rollout time, throughput, filter
+  drops or zero-variance counts, unfiltered reward, lengths, truncation;
+- `rollout N` (train rank 0): the reward and lengths of the kept answers;
+- `step M` per optimizer step (twice with the Megatron backend);
+- `perf N` train side: wait, sleep, log-prob, train, update, wake-up and
+  step times (`perf/step_time` = train wait + train).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from harness.sim import logfmt
+from harness.sim.clock import Clock
+from harness.sim.config import DEPRECATED_FILTER_PATH, CURRENT_FILTER_PATH, SimConfig
+from harness.sim.logfmt import Actor, LogWriter
+from harness.sim.model import Policy, PromptSource
+from harness.sim.params import ModelParams
+from harness.sim.rollout import RolloutResult, rollout_side_metrics, run_rollout, train_side_rollout_metrics
+
+TRAIN_ACTORS = {"fsdp": "FSDPTrainRayActor", "megatron": "MegatronTrainRayActor"}
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """The train side of one step: simulated durations and the optimizer steps' payloads."""
+
+    wait_extra_s: float
+    sleep_s: float
+    logprob_s: float
+    actor_train_s: float
+    update_weights_s: float
+    wake_up_s: float
+    optimizer_steps: list[dict[str, Any]]
+
+
+def plan_training(config: SimConfig, params: ModelParams, result: RolloutResult) -> TrainPlan:
+    """How long the train side of this step takes and what its `step M` lines say (seeded per step)."""
+    rng = random.Random(f"sim-train/{config.seed}/{result.step}")
+
+    def jitter(seconds: float) -> float:
+        return seconds * (1.0 + params.train_jitter * (2.0 * rng.random() - 1.0))
+
+    ktokens = sum(answer.tokens for group in result.kept for answer in group.answers) / 1000.0
+    signal = result.informative_share
+    count = config.optimizer_steps_per_rollout
+    optimizer_steps = []
+    for k in range(count):
+        pg_loss = rng.gauss(0.0, 0.02) * signal
+        optimizer_steps.append({
+            "train/loss": pg_loss,
+            "train/pg_loss": pg_loss,
+            "train/pg_clipfrac": 0.004 * signal * rng.uniform(0.5, 1.5),
+            "train/ppo_kl": 2e-4 * signal * rng.uniform(-1.0, 1.0),
+            "train/grad_norm": (0.05 + 0.3 * signal) * rng.uniform(0.8, 1.2),
+            "train/lr-pg_0": config.lr,
+            "train/step": result.step * count + k,
+        })
+    return TrainPlan(
+        wait_extra_s=jitter(params.train_wait_extra_s),
+        sleep_s=jitter(params.sleep_s),
+        logprob_s=jitter(params.logprob_s_per_ktoken * ktokens),
+        actor_train_s=jitter(params.actor_train_s_per_ktoken * ktokens),
+        update_weights_s=jitter(params.update_weights_s),
+        wake_up_s=jitter(params.wake_up_s),
+        optimizer_steps=optimizer_steps,
+    )
+
+
+@dataclass
+class StepLog:
+    """What the simulator printed for rollout id `step`: the payload of each metric line."""
+
+    step: int
+    result: RolloutResult
+    rollout_perf: dict[str, Any] = field(default_factory=dict)
+    rollout: dict[str, Any] = field(default_factory=dict)
+    optimizer_steps: list[dict[str, Any]] = field(default_factory=list)
+    train_perf: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.train_perf)
+
+
+def job_id_for(miles_argv: Sequence[str]) -> str:
+    """A Ray-shaped submission id (Ray's alphabet, 16 characters), the same for the same command line."""
+    alphabet = sorted(set("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnpqrstuvwxyz123456789"))
+    rng = random.Random("sim-job/" + "\0".join(miles_argv))
+    return "raysubmit_" + "".join(rng.choice(alphabet) for _ in range(16))
+
+
+class SimRun:
+    """One simulated `train.py` run: prints its log on `writer` as `clock` lets time pass."""
+
+    def __init__(self, config: SimConfig, params: ModelParams, clock: Clock, writer: LogWriter) -> None:
+        self.config = config
+        self.params = params
+        self.clock = clock
+        self.out = writer
+        self.job_id = job_id_for(config.miles_argv)
+        pids = random.Random(f"sim-pids/{config.seed}/{config.rollout_seed}")
+        self.rollout_actor = Actor("RolloutManager", pids.randrange(2000, 4000), "rollout_manager")
+        self.train_actor = Actor(
+            TRAIN_ACTORS.get(config.train_backend, TRAIN_ACTORS["megatron"]),
+            pids.randrange(4000, 6000), "actor_cell0_rank0",
+        )
+        self.source = PromptSource(
+            params, config.seed, config.rollout_seed, config.n_samples_per_prompt, config.rollout_max_response_len
+        )
+        self.policy = Policy()
+        self.steps: list[StepLog] = []
+        self.current_step: int | None = None
+
+    def start(self) -> None:
+        """The job's first lines: Ray's submission, the launch line, the argument dump, start-up."""
+        self.out.lines(logfmt.launch_lines(self.job_id, self.config.miles_argv))
+        self.out.lines(logfmt.argument_dump_lines(self.config.dump))
+        if self.config.filter_path == DEPRECATED_FILTER_PATH:
+            self.out.log(self.rollout_actor, "dynamic_sampling_filters.py:12",
+                         f"WARNING: {DEPRECATED_FILTER_PATH} is deprecated; use {CURRENT_FILTER_PATH}")
+        self.clock.advance(self.params.startup_s)
+
+    def run(self) -> list[StepLog]:
+        """The whole job: start, every rollout and its training, Ray's success lines."""
+        self.start()
+        for step in range(self.config.num_rollout):
+            self.current_step = step
+            self.run_step(step)
+        self.current_step = None
+        self.out.lines(logfmt.job_end_lines(self.job_id, "succeeded"))
+        return self.steps
+
+    def run_step(self, step: int) -> StepLog:
+        clock, out, rollout_actor, train_actor = self.clock, self.out, self.rollout_actor, self.train_actor
+        result = run_rollout(self.config, self.params, self.source, self.policy, step)
+        log = StepLog(step=step, result=result)
+        self.steps.append(log)
+
+        step_start = clock.now()
+        at = 0.0
+        for when, event in result.events:
+            clock.advance(when - at)
+            at = when
+            if event == "abort":
+                out.log(rollout_actor, "sglang_rollout.py:350", f"Abort request for {logfmt.SGLANG_URLS!r}")
+            elif event == "partial":
+                out.log(rollout_actor, "sglang_rollout.py:372",
+                        f"Collected {result.partial_answers} partial samples into the data buffer")
+        clock.advance(result.seconds - at)
+        rollout_time = clock.now() - step_start
+        log.rollout_perf = {
+            "perf/rollout_time": rollout_time,
+            "perf/tokens_per_gpu_per_sec": result.tokens / rollout_time if rollout_time > 0 else 0.0,
+            **rollout_side_metrics(result),
+        }
+        out.metric(rollout_actor, "metrics.py:88", "perf", step, log.rollout_perf)
+
+        plan = plan_training(self.config, self.params, result)
+        self.policy.learn(self.params)
+        clock.advance(plan.wait_extra_s)
+        train_start = clock.now()
+        clock.advance(plan.sleep_s)
+        after_sleep = clock.now()
+        clock.advance(plan.logprob_s)
+        after_logprob = clock.now()
+        log.rollout = train_side_rollout_metrics(result)
+        out.metric(train_actor, "log_utils.py:40", "rollout", step, log.rollout)
+        for payload in plan.optimizer_steps:
+            clock.advance(plan.actor_train_s / len(plan.optimizer_steps))
+            out.metric(train_actor, "model.py:512", "step", payload["train/step"], payload)
+            if train_actor.name == TRAIN_ACTORS["megatron"]:  # Megatron prints each step line twice
+                out.metric(train_actor, "log_utils.py:95", "step", payload["train/step"], payload)
+            log.optimizer_steps.append(payload)
+        after_train = clock.now()
+        clock.advance(plan.update_weights_s)
+        after_update = clock.now()
+        clock.advance(plan.wake_up_s)
+        step_end = clock.now()
+        train_wait = train_start - step_start
+        train_time = step_end - train_start
+        log.train_perf = {
+            "perf/train_wait_time": train_wait,
+            "perf/sleep_time": after_sleep - train_start,
+            "perf/log_probs_time": after_logprob - after_sleep,
+            "perf/actor_train_time": after_train - after_logprob,
+            "perf/update_weights_time": after_update - after_train,
+            "perf/wake_up_time": step_end - after_update,
+            "perf/train_time": train_time,
+            "perf/step_time": train_wait + train_time,
+        }
+        out.metric(train_actor, "train_metric_utils.py:120", "perf", step, log.train_perf)
+        return log
+
+
+class _NullStream:
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def simulate(
+    argv: Sequence[str], params: ModelParams | None = None, stream: Any = None, start: Any = None
+) -> list[StepLog]:
+    """Run the simulator in this process on simulated time; the log goes to `stream` (default: nowhere).
+
+    For tests and benchmarks: raises SimUsageError / MilesRefusal where the
+    program would exit 2 / 1.
+    """
+    from datetime import datetime
+
+    from harness.sim.clock import SimulatedClock
+    from harness.sim.config import parse_argv
+    from harness.sim.params import DEFAULT_PARAMS
+
+    config = parse_argv(argv, {})
+    clock = SimulatedClock()
+    writer = LogWriter(stream if stream is not None else _NullStream(), clock.now, start or datetime(2026, 1, 1))
+    return SimRun(config, params or DEFAULT_PARAMS, clock, writer).run()
