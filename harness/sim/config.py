@@ -237,8 +237,19 @@ def _is_flag(word: str) -> bool:
     return word.startswith("--") and not _NUMBER.match(word) and len(word) > 2
 
 
+def _typed(word: str) -> Any:
+    """A flag value as Miles's argparse types would make it: a number where it reads as one."""
+    for kind in (int, float):
+        try:
+            value = kind(word)
+        except ValueError:
+            continue
+        return value if not isinstance(value, float) or math.isfinite(value) else word
+    return word
+
+
 def argument_dump(miles_argv: Sequence[str], resolved: dict[str, Any]) -> dict[str, Any]:
-    """Every flag given (as given: one value, a list of values, or True when bare), then the resolved ones.
+    """Every flag given (its value typed, a list of values, or True when bare), then the resolved ones.
 
     The resolved values of the modelled flags win: they are what the trainer ran with.
     """
@@ -248,7 +259,8 @@ def argument_dump(miles_argv: Sequence[str], resolved: dict[str, Any]) -> dict[s
 
     def close() -> None:
         if flag is not None:
-            dump[flag[2:].replace("-", "_")] = True if not values else values[0] if len(values) == 1 else list(values)
+            typed = [_typed(value) for value in values]
+            dump[flag[2:].replace("-", "_")] = True if not typed else typed[0] if len(typed) == 1 else typed
 
     for word in miles_argv:
         if _is_flag(word):

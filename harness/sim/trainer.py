@@ -148,11 +148,11 @@ class SimRun:
 
     def run_step(self, step: int) -> StepLog:
         clock, out, rollout_actor, train_actor = self.clock, self.out, self.rollout_actor, self.train_actor
+        step_start = clock.now()  # before deciding: a pause while the rollout is computed is in the rollout
         result = run_rollout(self.config, self.params, self.source, self.policy, step)
         log = StepLog(step=step, result=result)
         self.steps.append(log)
 
-        step_start = clock.now()
         at = 0.0
         for when, event in result.events:
             clock.advance(when - at)
