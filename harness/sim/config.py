@@ -54,12 +54,12 @@ class MilesRefusal(Exception):
 
 @dataclass(frozen=True)
 class SimConfig:
-    """What one simulated training run does, read from Miles's flags."""
+    """What one simulated training run does, read from Miles's flags (fields named as Miles names them)."""
 
     rollout_batch_size: int
     n_samples_per_prompt: int
     over_sampling_batch_size: int
-    filter_path: str | None
+    dynamic_sampling_filter_path: str | None
     num_rollout: int
     seed: int
     rollout_seed: int
@@ -74,7 +74,7 @@ class SimConfig:
 
     @property
     def uses_filter(self) -> bool:
-        return self.filter_path is not None
+        return self.dynamic_sampling_filter_path is not None
 
     @property
     def optimizer_steps_per_rollout(self) -> int:
@@ -209,18 +209,7 @@ def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimCon
         "train_backend": known.train_backend,
     }
     return SimConfig(
-        rollout_batch_size=batch,
-        n_samples_per_prompt=known.n_samples_per_prompt,
-        over_sampling_batch_size=over_sampling,
-        filter_path=filter_path,
-        num_rollout=known.num_rollout,
-        seed=known.seed,
-        rollout_seed=known.rollout_seed,
-        rollout_max_response_len=known.rollout_max_response_len,
-        partial_rollout=known.partial_rollout,
-        global_batch_size=global_batch,
-        lr=known.lr,
-        train_backend=known.train_backend,
+        **resolved,
         time_scale=time_scale,
         miles_argv=tuple(miles_argv),
         dump=tuple(sorted(argument_dump(miles_argv, resolved).items(), key=lambda item: item[0].lower())),

@@ -131,7 +131,7 @@ class SimRun:
         """The job's first lines: Ray's submission, the launch line, the argument dump, start-up."""
         self.out.lines(logfmt.launch_lines(self.job_id, self.config.miles_argv))
         self.out.lines(logfmt.argument_dump_lines(self.config.dump))
-        if self.config.filter_path == DEPRECATED_FILTER_PATH:
+        if self.config.dynamic_sampling_filter_path == DEPRECATED_FILTER_PATH:
             self.out.log(self.rollout_actor, "dynamic_sampling_filters.py:12",
                          f"WARNING: {DEPRECATED_FILTER_PATH} is deprecated; use {CURRENT_FILTER_PATH}")
         self.clock.advance(self.params.startup_s)
