@@ -56,15 +56,6 @@ class GenerationEngine:
         """Tokens generated so far, by finished and aborted requests alike."""
         return int(round(self._generated))
 
-    @property
-    def busy(self) -> bool:
-        """True while any submitted group is not finished and handed out."""
-        return bool(self._left) or bool(self._done)
-
-    @property
-    def running_groups(self) -> int:
-        return len(self._left) + len(self._done)
-
     def submit(self, groups: list[Group]) -> None:
         """Queue every unfinished answer of these groups (a group already finished completes at once)."""
         for group in groups:
