@@ -124,8 +124,8 @@ def test_a_hot_reading_freezes_the_group_within_a_poll_and_a_cool_one_thaws_it(t
     with loop_for(ticker, FileSensor(temp), tmp_path) as guard:
         assert eventually(lambda: guard.reading.temp_c == 60.0)
         write_temp(temp, "91.5")
-        assert eventually(lambda: frozen(pgid), timeout_s=2.0)
-        assert guard.reading.paused and guard.reading.pauses == 1
+        assert eventually(lambda: frozen(pgid) and guard.reading.paused, timeout_s=2.0)
+        assert guard.reading.pauses == 1
         assert guard.reading.reason == "temperature 91.5 C >= pause_at_c 85 C"
         [opened] = jsonl(tmp_path / "pauses.jsonl")
         assert opened == {"start": opened["start"], "end": None, "reason": guard.reading.reason, "peak_c": 91.5}
@@ -190,7 +190,7 @@ def test_max_pause_stop_thaws_then_asks_the_runner_to_stop(ticker: ProcessRun, t
                       pauses_path=tmp_path / "pauses.jsonl", samples_path=tmp_path / "guard.jsonl",
                       on_stop=asked.append).start()
     assert eventually(lambda: bool(asked), timeout_s=5.0)
-    assert asked == ["still hot after max_pause_s 0.3 s; stopping the run"]
+    assert asked == ["not cooled to resume_at_c within max_pause_s 0.3 s; stopping the run"]
     assert running(int(ticker.id))
     assert guard.reading.stop_reason == asked[0] and not guard.reading.paused
     guard._thread.join(2)

@@ -52,6 +52,7 @@ class FakeGpu:
         self.set(temperature_c=52)
 
     def set(self, **values: Any) -> None:
+        """Replace the state file; `temperature_c__1=88` is the line `temperature_c.1=88` (GPU 1 only)."""
         self.state.write_text("".join(f"{key.replace('__', '.')}={value}\n" for key, value in values.items()))
 
     def calls(self) -> list[str]:
@@ -257,7 +258,7 @@ def test_nvml_guard_probe_without_a_driver_exits_1_with_one_line(gpu: FakeGpu) -
 
 
 DRILL = """
-import subprocess, time
+import os, subprocess, time
 from harness.engines.process import ProcessRun
 from harness.experiments import GuardConfig
 from harness.guard import GuardLoop
@@ -272,18 +273,22 @@ def wait(check):
         time.sleep(0.005)
     return check()
 
+def put(text):  # replace the state in one step, as a drill should
+    open(STATE + ".tmp", "w").write(text)
+    os.replace(STATE + ".tmp", STATE)
+
 handle = ProcessRun(subprocess.Popen(["sleep", "60"], start_new_session=True, stdout=subprocess.PIPE))
 sensor = NvmlSensor.open()
 config = GuardConfig(sensor="nvml", poll_s=0.05, min_pause_s=0.0)
 seen = {}
 with GuardLoop(handle, sensor, config, pauses_path=sys.argv[1] + "/pauses.jsonl",
                samples_path=sys.argv[1] + "/guard.jsonl") as guard:
-    open(STATE, "w").write("temperature_c=88\\n")
-    seen["paused"] = wait(lambda: state_letter(handle.id) == "T") and guard.reading.paused
-    open(STATE, "w").write("temperature_c=77\\n")
-    seen["resumed"] = wait(lambda: state_letter(handle.id) != "T") and wait(lambda: not guard.reading.paused)
-    open(STATE, "w").write("temperature_c=60\\nreasons=0x40\\n")
-    seen["throttle"] = wait(lambda: state_letter(handle.id) == "T") and guard.reading.reason
+    put("temperature_c=88\\n")
+    seen["paused"] = wait(lambda: state_letter(handle.id) == "T" and guard.reading.paused)
+    put("temperature_c=77\\n")
+    seen["resumed"] = wait(lambda: state_letter(handle.id) != "T" and not guard.reading.paused)
+    put("temperature_c=60\\nreasons=0x40\\n")
+    seen["throttle"] = wait(lambda: state_letter(handle.id) == "T" and guard.reading.paused) and guard.reading.reason
 sensor.close()
 seen["after_stop"] = state_letter(handle.id)
 handle.kill()

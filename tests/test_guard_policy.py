@@ -71,7 +71,7 @@ def test_max_pause_stop_stops_once_and_the_policy_goes_quiet() -> None:
     stop = CONFIG.model_copy(update={"on_max_pause": "stop"})
     trace = run([90] * 15, stop, step_s=30.0)
     assert actions(trace) == [(0.0, Action.PAUSE), (300.0, Action.STOP)]
-    assert "still hot after max_pause_s 300 s" in trace[10][2]
+    assert "not cooled to resume_at_c within max_pause_s 300 s" in trace[10][2]
 
 
 @pytest.mark.parametrize("bit", sorted(THERMAL_REASONS.values()))

@@ -95,10 +95,6 @@ class GuardLoop:
         """The latest temperature and pause state (safe to read from any thread)."""
         return self._reading
 
-    @property
-    def state(self) -> GuardState:
-        return self._state
-
     def start(self) -> "GuardLoop":
         """Poll now and then every `poll_s`, in a daemon thread."""
         self._thread = threading.Thread(target=self._run, name="heat-guard", daemon=True)

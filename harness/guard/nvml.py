@@ -13,7 +13,7 @@ GPU is hot.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from harness.guard.sensors import Sample, SensorUnavailable, WallClock, finite, wall_clock_us
@@ -84,9 +84,6 @@ class NvmlProbe:
             ],
             "unsupported": self.unsupported(),
         }
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 Query = Callable[[Any], Any]

@@ -87,7 +87,7 @@ def decide(config: GuardConfig, state: GuardState, sample: Optional[Sample], now
     if held_s >= config.max_pause_s:
         ended = replace(state, paused=False, paused_at=None, reason=None, peak_c=None)
         if config.on_max_pause == "stop":
-            why = f"still hot after max_pause_s {config.max_pause_s:g} s; stopping the run"
+            why = f"not cooled to resume_at_c within max_pause_s {config.max_pause_s:g} s; stopping the run"
             return replace(ended, stopped=True), Decision(Action.STOP, why, state.peak_c, note)
         why = f"max_pause_s {config.max_pause_s:g} s reached; resuming"
         return ended, Decision(Action.RESUME, why, state.peak_c, note)
