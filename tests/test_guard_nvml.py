@@ -162,6 +162,27 @@ def test_nvml_several_gpus_give_the_hottest_the_union_of_reasons_and_the_total_p
     assert [d["index"] for d in out["facts"]["devices"]] == [0, 1]
 
 
+
+MEMORY = """
+import pynvml
+pynvml.nvmlInit()
+handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+answers = []
+for version in (None, pynvml.nvmlMemory_v2):
+    try:
+        answers.append(pynvml.nvmlDeviceGetMemoryInfo(handle, version).total)
+    except pynvml.NVMLError_NotSupported:
+        answers.append("NOT_SUPPORTED")
+pynvml.nvmlShutdown()
+print(json.dumps(answers))
+"""
+
+
+def test_nvml_fake_library_answers_memory_info_like_a_gb10(gpu: FakeGpu) -> None:
+    assert gpu.python(MEMORY) == ["NOT_SUPPORTED", "NOT_SUPPORTED"]
+    gpu.set(profile="full")
+    assert gpu.python(MEMORY) == [141 << 30, 141 << 30]
+
 OPEN = """
 from harness.experiments import GuardConfig
 from harness.errors import HarnessError

@@ -294,28 +294,31 @@ nvmlReturn_t nvmlDeviceGetMarginTemperature(nvmlDevice_t device, nvmlMarginTempe
 }
 
 /* Memory info: NOT_SUPPORTED on GB10 (unified memory); a guard must never depend on it. */
-nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *out) {
-    log_call("nvmlDeviceGetMemoryInfo");
+static nvmlReturn_t memory(nvmlDevice_t device, const void *out, unsigned long long *total,
+                           unsigned long long *free, unsigned long long *used) {
     nvmlReturn_t ok = check(device);
     if (ok != NVML_SUCCESS) return ok;
     if (!out) return NVML_ERROR_INVALID_ARGUMENT;
     if (!profile_is("full")) return NVML_ERROR_NOT_SUPPORTED;
-    out->total = 141ULL << 30;
-    out->used = 1ULL << 30;
-    out->free = out->total - out->used;
+    *total = 141ULL << 30;
+    *used = 1ULL << 30;
+    *free = *total - *used;
     return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *out) {
+    nvmlMemory_t memo = {0, 0, 0};
+    log_call("nvmlDeviceGetMemoryInfo");
+    nvmlReturn_t ok = memory(device, out, &memo.total, &memo.free, &memo.used);
+    if (ok == NVML_SUCCESS) *out = memo;
+    return ok;
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *out) {
     log_call("nvmlDeviceGetMemoryInfo_v2");
-    nvmlReturn_t ok = check(device);
-    if (ok != NVML_SUCCESS) return ok;
-    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
-    if (out->version != MEMORY_V2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    if (!profile_is("full")) return NVML_ERROR_NOT_SUPPORTED;
-    out->total = 141ULL << 30;
-    out->reserved = 0;
-    out->used = 1ULL << 30;
-    out->free = out->total - out->used;
-    return NVML_SUCCESS;
+    if (out && out->version != MEMORY_V2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    nvmlMemory_v2_t memo = {MEMORY_V2, 0, 0, 0, 0};
+    nvmlReturn_t ok = memory(device, out, &memo.total, &memo.free, &memo.used);
+    if (ok == NVML_SUCCESS) *out = memo;
+    return ok;
 }
