@@ -306,3 +306,21 @@ def test_the_sim_sensor_heats_while_running_and_cools_while_the_loop_holds_the_r
     assert first_resume - first_pause == 10  # cools below 78 within min_pause_s, so min_pause_s decides
     peaks = [w["peak_c"] for w in jsonl(tmp_path / "pauses.jsonl") if w["end"] is not None]
     assert all(85 <= p < 87 for p in peaks)
+
+
+def test_records_that_cannot_be_written_never_stop_a_pause(ticker: ProcessRun, tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    clock, notes = FakeClock(), []
+    guard = GuardLoop(ticker, FileSensor(temp, clock.wall_us), GuardConfig(min_pause_s=0.0),
+                      pauses_path=tmp_path / "gone" / "pauses.jsonl", samples_path=tmp_path / "gone" / "guard.jsonl",
+                      clock=clock, wall_us=clock.wall_us, on_note=notes.append)
+    write_temp(temp, "90")
+    assert guard.poll().action is Action.PAUSE
+    assert eventually(lambda: frozen(int(ticker.id)))
+    clock.now = 1.0
+    write_temp(temp, "70")
+    assert guard.poll().action is Action.RESUME
+    assert eventually(lambda: running(int(ticker.id)))
+    guard.stop()
+    assert notes == [f"could not write {tmp_path / 'gone' / 'pauses.jsonl'}: No such file or directory",
+                     f"could not write {tmp_path / 'gone' / 'guard.jsonl'}: No such file or directory"]

@@ -169,12 +169,12 @@ class GuardLoop:
         self._window_start_us = self._wall_us()
         self._window = {"start": format_time_us(self._window_start_us), "end": None,
                         "reason": decision.reason, "peak_c": decision.peak_c}
-        append_jsonl(self.pauses_path, self._window)
+        self._append(self.pauses_path, self._window)
         try:
             self.handle.pause()
         except Exception as err:  # noqa: BLE001 - e.g. the run just exited; retried at the next hot poll
             self._note(f"could not pause the run: {type(err).__name__}: {err}")
-            append_jsonl(self.pauses_path, {**self._window, "end": self._window["start"]})
+            self._append(self.pauses_path, {**self._window, "end": self._window["start"]})
             self._window = None
             return False
         self._tell_sensor(True)
@@ -189,7 +189,7 @@ class GuardLoop:
         end_us = self._wall_us()
         self._tell_sensor(False)
         if self._window is not None:
-            append_jsonl(self.pauses_path, {**self._window, "end": format_time_us(end_us), "peak_c": peak_c})
+            self._append(self.pauses_path, {**self._window, "end": format_time_us(end_us), "peak_c": peak_c})
             self._reading = replace(self._reading, paused_s=self._reading.paused_s + (end_us - self._window_start_us) / 1e6)
             self._window = None
 
@@ -215,7 +215,7 @@ class GuardLoop:
         if not (due or is_hot(self._state) or decision.action is not Action.NONE):
             return
         self._last_recorded = now
-        append_jsonl(self.samples_path, {
+        self._append(self.samples_path, {
             "t": format_time_us(sample.time_us if sample is not None else self._wall_us()),
             "temp_c": sample.temp_c if sample is not None else None,
             "reasons": sample.reasons if sample is not None else None,
@@ -234,6 +234,13 @@ class GuardLoop:
             paused_s=previous.paused_s,
             stop_reason=decision.reason if decision.action is Action.STOP else previous.stop_reason,
         )
+
+    def _append(self, path: Path, record: dict[str, Any]) -> None:
+        """Append a record; a record that cannot be written is noted, and never stops a pause or a thaw."""
+        try:
+            append_jsonl(path, record)
+        except OSError as err:
+            self._note(f"could not write {path}: {err.strerror or err}")
 
     def _note(self, message: str) -> None:
         if message in self.notes:  # each distinct problem once, not every poll
