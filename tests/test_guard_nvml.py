@@ -184,11 +184,12 @@ def test_nvml_fake_library_answers_memory_info_like_a_gb10(gpu: FakeGpu) -> None
     assert gpu.python(MEMORY) == [141 << 30, 141 << 30]
 
 OPEN = """
+from pathlib import Path
 from harness.experiments import GuardConfig
 from harness.errors import HarnessError
 from harness.guard.sensors import open_sensor
 try:
-    choice = open_sensor(GuardConfig(sensor={sensor!r}, pause_at_c={pause_at}), thermal_root=__import__("pathlib").Path(THERMAL))
+    choice = open_sensor(GuardConfig(sensor={sensor!r}, pause_at_c={pause_at}), thermal_root=Path(THERMAL))
 except HarnessError as err:
     print(json.dumps({{"error": str(err)}}))
 else:

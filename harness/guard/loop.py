@@ -190,7 +190,8 @@ class GuardLoop:
         self._tell_sensor(False)
         if self._window is not None:
             self._append(self.pauses_path, {**self._window, "end": format_time_us(end_us), "peak_c": peak_c})
-            self._reading = replace(self._reading, paused_s=self._reading.paused_s + (end_us - self._window_start_us) / 1e6)
+            held_s = (end_us - self._window_start_us) / 1e6
+            self._reading = replace(self._reading, paused_s=self._reading.paused_s + held_s)
             self._window = None
 
     def _thaw(self) -> None:

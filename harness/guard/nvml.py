@@ -119,7 +119,8 @@ class _NotInPynvml(Exception):
 
 
 def _error_names(pynvml: Any) -> dict[int, str]:
-    return {v: k[len("NVML_ERROR_"):] for k, v in vars(pynvml).items() if k.startswith("NVML_ERROR_") and isinstance(v, int)}
+    prefix = "NVML_ERROR_"
+    return {v: k[len(prefix):] for k, v in vars(pynvml).items() if k.startswith(prefix) and isinstance(v, int)}
 
 
 class _Nvml:

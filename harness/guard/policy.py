@@ -134,7 +134,9 @@ def _missing_handling(config: GuardConfig, state: GuardState) -> str:
     return "the run stays paused until a cool reading" if state.paused else "carrying on"
 
 
-def _pause_reason(config: GuardConfig, state: GuardState, temp: Optional[float], throttling: list[str]) -> Optional[str]:
+def _pause_reason(
+    config: GuardConfig, state: GuardState, temp: Optional[float], throttling: list[str]
+) -> Optional[str]:
     if temp is not None and temp >= config.pause_at_c:
         return f"temperature {temp:.1f} C >= pause_at_c {config.pause_at_c:g} C"
     if throttling:

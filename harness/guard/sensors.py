@@ -201,7 +201,8 @@ class SimSensor:
 
     def _advance(self) -> float:
         now = self._clock()
-        target, tau = (self.model.idle_c, self.model.cool_tau_s) if self._paused else (self.model.hot_c, self.model.heat_tau_s)
+        model = self.model
+        target, tau = (model.idle_c, model.cool_tau_s) if self._paused else (model.hot_c, model.heat_tau_s)
         self._temp_c = target + (self._temp_c - target) * math.exp(-max(0.0, now - self._at) / tau)
         self._at = now
         return self._temp_c
