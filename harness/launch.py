@@ -30,8 +30,9 @@ TRAINER_COMMAND = ("python3", "train.py")
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
 REDACTED = "<redacted>"
 
-# Keys of the resolved experiment that do not change what a run measures.
-_NOT_IN_RUN_ID = ("description", "compare", "limits", "extends")
+# Keys of the resolved experiment that do not change what a run measures (the
+# guard decides when the run is frozen, and its pauses are taken out of the times).
+_NOT_IN_RUN_ID = ("description", "compare", "limits", "extends", "guard")
 
 
 @dataclass(frozen=True)

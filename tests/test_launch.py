@@ -83,7 +83,7 @@ def as_json(spec) -> dict:
 def test_pinned_spec_for_the_filter_run() -> None:
     spec = plan("e2b-dapo-filter")
     assert as_json(spec) == expected_spec(
-        "e2b-dapo-filter", "e2b-dapo-filter-05839af3", "e2b-dapo-filter", 1, FILTER_ARGS
+        "e2b-dapo-filter", "e2b-dapo-filter-e7ddb289", "e2b-dapo-filter", 1, FILTER_ARGS
     )
     assert spec.env["MILES_EXTRA_ARGS"] == FILTER_ARGS
 
@@ -91,7 +91,7 @@ def test_pinned_spec_for_the_filter_run() -> None:
 def test_pinned_spec_for_a_seed_2_run() -> None:
     spec = plan("plain-48", seed=2)
     assert as_json(spec) == expected_spec(
-        "plain-48-s2", "plain-48-s2-c097c43a", "plain-48", 2, "--over-sampling-batch-size 48"
+        "plain-48-s2", "plain-48-s2-e31fbdb1", "plain-48", 2, "--over-sampling-batch-size 48"
     )
 
 

@@ -54,8 +54,8 @@ DEFAULT_CAPTURE_DIR = Path("capture/gpu")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def command(*args: Any, **kwargs: Any) -> Callable[[F], F]:
-    """Register a typer command whose HarnessError becomes one red line and an exit code."""
+def command(*args: Any, on: Optional[typer.Typer] = None, **kwargs: Any) -> Callable[[F], F]:
+    """Register a typer command on `app` (or the sub-app `on`); a HarnessError becomes one red line and an exit code."""
 
     def register(function: F) -> F:
         @functools.wraps(function)
@@ -73,7 +73,7 @@ def command(*args: Any, **kwargs: Any) -> Callable[[F], F]:
                     raise
                 fail(f"internal error: {type(err).__name__}: {err} (HARNESS_DEBUG=1 shows the traceback)", 70)
 
-        app.command(*args, **kwargs)(guarded)
+        (app if on is None else on).command(*args, **kwargs)(guarded)
         return function
 
     return register

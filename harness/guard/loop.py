@@ -1,0 +1,251 @@
+"""The guard loop: poll a sensor, let the policy decide, pause or resume a handle, keep the records.
+
+It runs in a thread beside the run and writes two files (CONTRACT, fsynced
+line by line, so a hard power-off keeps what was written):
+
+- pauses.jsonl: each window `{"start", "end", "reason", "peak_c"}` is
+  appended with `end` null *before* the run is paused, and again with its end
+  *after* the run is resumed, so a frozen run always has its open window on
+  disk and every window covers the whole freeze. The last line per start is
+  the truth.
+- guard.jsonl: samples `{"t", "temp_c", "reasons", "power_w", "paused"}`,
+  every poll while hot or paused, one every `record_every_s` otherwise.
+
+`stop()` thaws the handle whatever happened before, and closes the open window.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Optional, Protocol
+
+from harness.capture import append_jsonl
+from harness.experiments import GuardConfig
+from harness.guard.policy import Action, Decision, GuardState, decide, is_hot
+from harness.guard.sensors import Clock, PauseAware, Sample, Sensor, WallClock, wall_clock_us
+from harness.times import format_time_us
+
+
+class Pausable(Protocol):
+    """What the guard pulls: every engine's run handle has these."""
+
+    def pause(self) -> None:
+        """Freeze the whole run."""
+
+    def resume(self) -> None:
+        """Thaw it."""
+
+    def is_paused(self) -> bool:
+        """True while frozen."""
+
+
+@dataclass(frozen=True)
+class GuardReading:
+    """The guard as live progress and status show it."""
+
+    temp_c: Optional[float] = None
+    paused: bool = False
+    paused_since: Optional[str] = None  # RFC 3339 start of the open window
+    reason: Optional[str] = None  # why the open window opened
+    pauses: int = 0  # windows opened so far
+    paused_s: float = 0.0  # seconds spent in closed windows
+    stop_reason: Optional[str] = None  # set when on_max_pause: stop fired
+
+
+class GuardLoop:
+    """Guards one handle with one sensor; `start()` runs it in a thread, `stop()` ends it and thaws the run."""
+
+    def __init__(
+        self,
+        handle: Pausable,
+        sensor: Sensor,
+        config: GuardConfig,
+        *,
+        pauses_path: Path,
+        samples_path: Path,
+        clock: Clock = time.monotonic,
+        wall_us: WallClock = wall_clock_us,
+        on_note: Optional[Callable[[str], None]] = None,
+        on_stop: Optional[Callable[[str], None]] = None,
+    ) -> None:
+        self.handle = handle
+        self.sensor = sensor
+        self.config = config
+        self.pauses_path = Path(pauses_path)
+        self.samples_path = Path(samples_path)
+        self.notes: list[str] = []
+        self._clock = clock
+        self._wall_us = wall_us
+        self._on_note = on_note
+        self._on_stop = on_stop
+        self._state = GuardState()
+        self._window: Optional[dict[str, Any]] = None  # the open pause window, as written
+        self._window_start_us = 0
+        self._last_recorded: Optional[float] = None
+        self._reading = GuardReading()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    @property
+    def reading(self) -> GuardReading:
+        """The latest temperature and pause state (safe to read from any thread)."""
+        return self._reading
+
+    def start(self) -> "GuardLoop":
+        """Poll now and then every `poll_s`, in a daemon thread."""
+        self._thread = threading.Thread(target=self._run, name="heat-guard", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """End the polling, then thaw the run and close its open window. Safe to call twice."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(max(timeout_s, 2 * self.config.poll_s))
+        locked = self._lock.acquire(timeout=timeout_s)
+        try:
+            self._thaw()
+        finally:
+            if locked:
+                self._lock.release()
+
+    def __enter__(self) -> "GuardLoop":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        due = self._clock()
+        while not self._stop.is_set():
+            try:
+                self.poll()
+            except Exception as err:  # noqa: BLE001 - the guard reports and keeps guarding
+                self._note(f"guard poll failed: {type(err).__name__}: {err}")
+            if self._state.stopped:
+                return
+            due += self.config.poll_s
+            now = self._clock()
+            if due < now:  # a slow poll: skip the missed ones rather than firing them in a burst
+                due = now
+            if self._stop.wait(due - now):
+                return
+
+    def poll(self) -> Decision:
+        """One poll: read, decide, act, record."""
+        with self._lock:
+            if self._stop.is_set() and self._thread is not None:
+                return Decision()
+            sample = self._read()
+            state, decision = decide(self.config, self._state, sample, self._clock())
+            if decision.note:
+                self._note(decision.note)
+            if decision.action is Action.PAUSE and not self._pause(decision):
+                state = replace(state, paused=False, paused_at=None, reason=None, peak_c=None)
+            elif decision.action in (Action.RESUME, Action.STOP):
+                self._resume(decision.peak_c, decision.reason)
+            self._state = state
+            self._record(sample, decision)
+            self._publish(sample.temp_c if sample is not None else None, decision)
+        if decision.action is Action.STOP:
+            self._note(f"guard: {decision.reason}")
+            if self._on_stop is not None:
+                self._on_stop(decision.reason or "max_pause_s")
+        return decision
+
+    def _read(self) -> Optional[Sample]:
+        try:
+            return self.sensor.read()
+        except Exception as err:  # noqa: BLE001 - a sensor must not raise; if it does, it is a missing reading
+            self._note(f"sensor {self.sensor.name} raised {type(err).__name__}: {err}")
+            return None
+
+    def _pause(self, decision: Decision) -> bool:
+        """Write the open window, then freeze the run; a failed freeze closes the window empty."""
+        self._window_start_us = self._wall_us()
+        self._window = {"start": format_time_us(self._window_start_us), "end": None,
+                        "reason": decision.reason, "peak_c": decision.peak_c}
+        self._append(self.pauses_path, self._window)
+        try:
+            self.handle.pause()
+        except Exception as err:  # noqa: BLE001 - e.g. the run just exited; retried at the next hot poll
+            self._note(f"could not pause the run: {type(err).__name__}: {err}")
+            self._append(self.pauses_path, {**self._window, "end": self._window["start"]})
+            self._window = None
+            return False
+        self._tell_sensor(True)
+        return True
+
+    def _resume(self, peak_c: Optional[float], why: Optional[str]) -> None:
+        """Thaw the run, then close the open window at the moment it is running again."""
+        try:
+            self.handle.resume()
+        except Exception as err:  # noqa: BLE001 - still close the window: the record must not stay open
+            self._note(f"could not resume the run ({why}): {type(err).__name__}: {err}")
+        end_us = self._wall_us()
+        self._tell_sensor(False)
+        if self._window is not None:
+            self._append(self.pauses_path, {**self._window, "end": format_time_us(end_us), "peak_c": peak_c})
+            held_s = (end_us - self._window_start_us) / 1e6
+            self._reading = replace(self._reading, paused_s=self._reading.paused_s + held_s)
+            self._window = None
+
+    def _thaw(self) -> None:
+        if self._state.paused:
+            self._resume(self._state.peak_c, "guard stopped")
+            self._state = replace(self._state, paused=False, paused_at=None, reason=None, peak_c=None)
+            self._publish(self._reading.temp_c, Decision())
+            return
+        try:
+            if self.handle.is_paused():  # never leave a run frozen, whoever froze it
+                self.handle.resume()
+        except Exception as err:  # noqa: BLE001 - the run may be gone already
+            self._note(f"could not check or thaw the run: {type(err).__name__}: {err}")
+
+    def _tell_sensor(self, paused: bool) -> None:
+        if isinstance(self.sensor, PauseAware):
+            self.sensor.set_paused(paused)
+
+    def _record(self, sample: Optional[Sample], decision: Decision) -> None:
+        now = self._clock()
+        due = self._last_recorded is None or now - self._last_recorded >= self.config.record_every_s
+        if not (due or is_hot(self._state) or decision.action is not Action.NONE):
+            return
+        self._last_recorded = now
+        self._append(self.samples_path, {
+            "t": format_time_us(sample.time_us if sample is not None else self._wall_us()),
+            "temp_c": sample.temp_c if sample is not None else None,
+            "reasons": sample.reasons if sample is not None else None,
+            "power_w": sample.power_w if sample is not None else None,
+            "paused": self._state.paused,
+        })
+
+    def _publish(self, temp_c: Optional[float], decision: Decision) -> None:
+        previous = self._reading
+        self._reading = GuardReading(
+            temp_c=temp_c,
+            paused=self._state.paused,
+            paused_since=self._window["start"] if self._window is not None else None,
+            reason=self._state.reason,
+            pauses=previous.pauses + int(decision.action is Action.PAUSE and self._state.paused),
+            paused_s=previous.paused_s,
+            stop_reason=decision.reason if decision.action is Action.STOP else previous.stop_reason,
+        )
+
+    def _append(self, path: Path, record: dict[str, Any]) -> None:
+        """Append a record; a record that cannot be written is noted, and never stops a pause or a thaw."""
+        try:
+            append_jsonl(path, record)
+        except OSError as err:
+            self._note(f"could not write {path}: {err.strerror or err}")
+
+    def _note(self, message: str) -> None:
+        if message in self.notes:  # each distinct problem once, not every poll
+            return
+        self.notes.append(message)
+        if self._on_note is not None:
+            self._on_note(message)

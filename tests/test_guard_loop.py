@@ -1,0 +1,326 @@
+"""The guard loop against a real process group (SIGSTOP/SIGCONT), with the file sensor.
+
+Thread tests poll fast and wait on what /proc shows; the synchronous ones
+call `poll()` with an injected clock and never sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+import pytest
+
+from harness.engines.process import ProcessRun
+from harness.experiments import GuardConfig, SimSensorConfig
+from harness.guard import Action, GuardLoop
+from harness.guard.sensors import FileSensor, Sample, SimSensor
+from harness.times import parse_time_us
+
+# A trainer stand-in: a process group of two (a child that sleeps), printing a counter every 10 ms.
+TICKER = """
+import subprocess, time
+child = subprocess.Popen(["sleep", "120"])
+i = 0
+while True:
+    print(i, flush=True)
+    i += 1
+    time.sleep(0.01)
+"""
+
+
+def group_states(pgid: int) -> list[str]:
+    """The /proc state letter of every process in a process group."""
+    states = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid:
+            states.append(fields[0])
+    return states
+
+
+def frozen(pgid: int) -> bool:
+    states = group_states(pgid)
+    return len(states) == 2 and all(s == "T" for s in states)
+
+
+def running(pgid: int) -> bool:
+    states = group_states(pgid)
+    return len(states) == 2 and not any(s == "T" for s in states)
+
+
+def eventually(check: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.005)
+    return check()
+
+
+class Lines:
+    """Reads the ticker's output in a thread: (monotonic receive time, number)."""
+
+    def __init__(self, handle: ProcessRun) -> None:
+        self.got: list[tuple[float, int]] = []
+        self._thread = threading.Thread(target=self._read, args=(handle,), daemon=True)
+        self._thread.start()
+
+    def _read(self, handle: ProcessRun) -> None:
+        for line in handle.log_lines():
+            self.got.append((time.monotonic(), int(line.split(" ", 1)[1])))
+
+    def join(self) -> None:
+        self._thread.join(10)
+
+
+@pytest.fixture
+def ticker() -> Iterator[ProcessRun]:
+    process = subprocess.Popen([sys.executable, "-u", "-c", TICKER], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    handle = ProcessRun(process)
+    assert eventually(lambda: len(group_states(process.pid)) == 2)
+    yield handle
+    handle.kill()
+    process.wait(10)
+    handle.remove()
+
+
+def write_temp(path: Path, text: str) -> None:
+    """Replace the sensor file in one step, as a drill script should."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def loop_for(handle, sensor, tmp_path: Path, **config) -> GuardLoop:
+    settings = {"sensor": "file:x", "poll_s": 0.02, "min_pause_s": 0.0, "record_every_s": 60.0, **config}
+    return GuardLoop(handle, sensor, GuardConfig(**settings),
+                     pauses_path=tmp_path / "pauses.jsonl", samples_path=tmp_path / "guard.jsonl")
+
+
+def test_a_hot_reading_freezes_the_group_within_a_poll_and_a_cool_one_thaws_it(ticker: ProcessRun,
+                                                                               tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    write_temp(temp, "60")
+    pgid = int(ticker.id)
+    lines = Lines(ticker)
+    with loop_for(ticker, FileSensor(temp), tmp_path) as guard:
+        assert eventually(lambda: guard.reading.temp_c == 60.0)
+        write_temp(temp, "91.5")
+        assert eventually(lambda: frozen(pgid) and guard.reading.paused, timeout_s=2.0)
+        assert guard.reading.pauses == 1
+        assert guard.reading.reason == "temperature 91.5 C >= pause_at_c 85 C"
+        [opened] = jsonl(tmp_path / "pauses.jsonl")
+        assert opened == {"start": opened["start"], "end": None, "reason": guard.reading.reason, "peak_c": 91.5}
+        assert guard.reading.paused_since == opened["start"]
+        time.sleep(0.3)  # frozen: the counter must not move
+        frozen_from = time.monotonic()
+        time.sleep(0.3)
+        frozen_until = time.monotonic()
+        write_temp(temp, "77")
+        assert eventually(lambda: running(pgid), timeout_s=2.0)
+        assert eventually(lambda: not guard.reading.paused)
+        time.sleep(0.1)
+    ticker.stop(grace_s=5)
+    lines.join()
+
+    numbers = [n for _, n in lines.got]
+    assert numbers == list(range(len(numbers)))  # no line lost across the pause
+    assert not [n for t, n in lines.got if frozen_from <= t <= frozen_until]
+    assert [n for t, n in lines.got if t < frozen_from] and [n for t, n in lines.got if t > frozen_until]
+    opened, closed = jsonl(tmp_path / "pauses.jsonl")
+    assert closed["start"] == opened["start"] and closed["peak_c"] == 91.5
+    assert parse_time_us(closed["end"]) - parse_time_us(closed["start"]) >= 600_000
+    samples = jsonl(tmp_path / "guard.jsonl")
+    assert all(set(s) == {"t", "temp_c", "reasons", "power_w", "paused"} for s in samples)
+    assert [s["temp_c"] for s in samples if s["paused"]][0] == 91.5
+    assert samples[-1]["paused"] is False
+    assert all(parse_time_us(s["t"]) is not None for s in samples)
+    assert guard.reading.paused_s >= 0.6
+
+
+def test_stopping_the_guard_thaws_a_frozen_group_and_closes_the_window(ticker: ProcessRun, tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    write_temp(temp, "99")
+    pgid = int(ticker.id)
+    guard = loop_for(ticker, FileSensor(temp), tmp_path).start()
+    assert eventually(lambda: frozen(pgid))
+    guard.stop()
+    assert running(pgid) and not ticker.is_paused() and not guard.reading.paused
+    opened, closed = jsonl(tmp_path / "pauses.jsonl")
+    assert closed["start"] == opened["start"] and closed["end"] is not None
+    guard.stop()  # twice is harmless
+    assert len(jsonl(tmp_path / "pauses.jsonl")) == 2
+
+
+def test_stop_thaws_a_group_someone_else_froze(ticker: ProcessRun, tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    write_temp(temp, "50")
+    guard = loop_for(ticker, FileSensor(temp), tmp_path).start()
+    ticker.pause()
+    assert eventually(lambda: frozen(int(ticker.id)))
+    guard.stop()
+    assert running(int(ticker.id))
+    assert jsonl(tmp_path / "pauses.jsonl") == []  # not the guard's window to record
+
+
+def test_max_pause_stop_thaws_then_asks_the_runner_to_stop(ticker: ProcessRun, tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    write_temp(temp, "95")
+    asked: list[str] = []
+    guard = GuardLoop(ticker, FileSensor(temp),
+                      GuardConfig(poll_s=0.02, min_pause_s=0.0, max_pause_s=0.3, on_max_pause="stop"),
+                      pauses_path=tmp_path / "pauses.jsonl", samples_path=tmp_path / "guard.jsonl",
+                      on_stop=asked.append).start()
+    assert eventually(lambda: bool(asked), timeout_s=5.0)
+    assert asked == ["not cooled to resume_at_c within max_pause_s 0.3 s; stopping the run"]
+    assert running(int(ticker.id))
+    assert guard.reading.stop_reason == asked[0] and not guard.reading.paused
+    guard._thread.join(2)
+    assert not guard._thread.is_alive()  # nothing more to guard: the runner stops the run
+    opened, closed = jsonl(tmp_path / "pauses.jsonl")
+    assert parse_time_us(closed["end"]) - parse_time_us(opened["start"]) >= 300_000
+    guard.stop()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wall_us(self) -> int:
+        return 1_700_000_000_000_000 + int(self.now * 1e6)
+
+
+def synchronous(handle, sensor, tmp_path: Path, clock: FakeClock, notes: Optional[list] = None, **config) -> GuardLoop:
+    settings = {"min_pause_s": 0.0, "record_every_s": 10.0, **config}
+    return GuardLoop(handle, sensor, GuardConfig(**settings), pauses_path=tmp_path / "pauses.jsonl",
+                     samples_path=tmp_path / "guard.jsonl", clock=clock, wall_us=clock.wall_us,
+                     on_note=None if notes is None else notes.append)
+
+
+def test_samples_are_downsampled_while_cool_and_all_kept_while_hot_or_paused(ticker: ProcessRun,
+                                                                             tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    clock = FakeClock()
+    guard = synchronous(ticker, FileSensor(temp, clock.wall_us), tmp_path, clock)
+    script = [50] * 25 + [80, 81, 86, 84, 79, 77] + [50] * 25  # one poll a second, record_every_s 10
+    for second, reading in enumerate(script):
+        clock.now = float(second)
+        write_temp(temp, str(reading))
+        guard.poll()
+    guard.stop()
+    samples = jsonl(tmp_path / "guard.jsonl")
+    times = [(parse_time_us(s["t"]) - FakeClock().wall_us()) // 1_000_000 for s in samples]
+    assert times == [0, 10, 20, 25, 26, 27, 28, 29, 30, 40, 50]
+    assert [s["paused"] for s in samples][3:9] == [False, False, True, True, True, False]
+
+
+def test_a_handle_that_cannot_pause_is_noted_once_and_its_window_closed_empty(tmp_path: Path) -> None:
+    class Gone:
+        def pause(self) -> None:
+            raise RuntimeError("container not running")
+
+        def resume(self) -> None:
+            raise AssertionError("never paused")
+
+        def is_paused(self) -> bool:
+            return False
+
+    temp = tmp_path / "temp"
+    write_temp(temp, "90")
+    clock, notes = FakeClock(), []
+    guard = synchronous(Gone(), FileSensor(temp, clock.wall_us), tmp_path, clock, notes)
+    for second in range(3):
+        clock.now = float(second)
+        assert guard.poll().action is Action.PAUSE  # retried every hot poll
+        assert not guard.reading.paused
+    guard.stop()
+    assert notes == ["could not pause the run: RuntimeError: container not running"]
+    windows = jsonl(tmp_path / "pauses.jsonl")
+    assert len(windows) == 6 and all(w["end"] == w["start"] for w in windows[1::2])
+
+
+def test_a_sensor_that_raises_counts_as_a_missing_reading(ticker: ProcessRun, tmp_path: Path) -> None:
+    class Broken:
+        name = "broken"
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def read(self) -> Optional[Sample]:
+            self.calls += 1
+            if self.calls == 1:
+                return Sample(0, temp_c=82.0)
+            raise OSError("bus error")
+
+    clock, notes = FakeClock(), []
+    guard = synchronous(ticker, Broken(), tmp_path, clock, notes, missing_polls=2)
+    decisions = []
+    for second in range(4):
+        clock.now = float(second)
+        decisions.append(guard.poll().action)
+    assert decisions == [Action.NONE, Action.NONE, Action.PAUSE, Action.NONE]  # 82 C was hot: pause_if_hot
+    assert notes == ["sensor broken raised OSError: bus error",
+                     "no temperature reading for 2 polls (last 82.0 C); pausing the run"]
+    assert guard.reading.temp_c is None and guard.reading.paused
+    guard.stop()
+    assert not ticker.is_paused()
+
+
+def test_the_sim_sensor_heats_while_running_and_cools_while_the_loop_holds_the_run(ticker: ProcessRun,
+                                                                                   tmp_path: Path) -> None:
+    clock = FakeClock()
+    model = SimSensorConfig(start_c=60, idle_c=40, hot_c=95, heat_tau_s=30, cool_tau_s=15)
+    guard = synchronous(ticker, SimSensor(model, clock, clock.wall_us), tmp_path, clock,
+                        min_pause_s=10.0, poll_s=1.0)
+    actions = []
+    for second in range(200):
+        clock.now = float(second)
+        decision = guard.poll()
+        if decision.action is not Action.NONE:
+            actions.append((second, decision.action))
+    guard.stop()
+    assert [a for _, a in actions][:4] == [Action.PAUSE, Action.RESUME, Action.PAUSE, Action.RESUME]
+    first_pause, first_resume = actions[0][0], actions[1][0]
+    assert 30 <= first_pause <= 40  # 60 -> 85 toward 95 with tau 30 s: about 34 s
+    assert first_resume - first_pause == 10  # cools below 78 within min_pause_s, so min_pause_s decides
+    peaks = [w["peak_c"] for w in jsonl(tmp_path / "pauses.jsonl") if w["end"] is not None]
+    assert all(85 <= p < 87 for p in peaks)
+
+
+def test_records_that_cannot_be_written_never_stop_a_pause(ticker: ProcessRun, tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    clock, notes = FakeClock(), []
+    guard = GuardLoop(ticker, FileSensor(temp, clock.wall_us), GuardConfig(min_pause_s=0.0),
+                      pauses_path=tmp_path / "gone" / "pauses.jsonl", samples_path=tmp_path / "gone" / "guard.jsonl",
+                      clock=clock, wall_us=clock.wall_us, on_note=notes.append)
+    write_temp(temp, "90")
+    assert guard.poll().action is Action.PAUSE
+    assert eventually(lambda: frozen(int(ticker.id)))
+    clock.now = 1.0
+    write_temp(temp, "70")
+    assert guard.poll().action is Action.RESUME
+    assert eventually(lambda: running(int(ticker.id)))
+    guard.stop()
+    assert notes == [f"could not write {tmp_path / 'gone' / 'pauses.jsonl'}: No such file or directory",
+                     f"could not write {tmp_path / 'gone' / 'guard.jsonl'}: No such file or directory"]
