@@ -206,9 +206,9 @@ def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
 
 
 def _argv_lines(argv) -> list[str]:  # noqa: ANN001
-    """The argv shell-quoted, one flag and its values per line."""
+    """The argv shell-quoted, one flag and its values per line, each as written."""
     import shlex
 
-    from harness.lab.milesargv import split_flags
+    from harness.lab.milesargv import parse_flags
 
-    return [shlex.join([flag, *values]) for flag, values in split_flags(list(argv))]
+    return [shlex.join(flag.words) for flag in parse_flags(list(argv))]
