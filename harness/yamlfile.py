@@ -58,6 +58,13 @@ class BoundedLoader(yaml.SafeLoader):
         self._total = 0  # values so far, aliases expanded: counted as they come, so a huge list stops early
         self._aliases = False
 
+    def fetch_flow_collection_start(self, token_class: Any) -> None:
+        # Refused while scanning: the scanner looks ahead over every open `[` or `{`, so a deep
+        # flow collection would cost time before the composer ever saw it.
+        if self.flow_level >= MAX_DEPTH:
+            raise _Refused(f"values nested more than {MAX_DEPTH} levels deep", self.get_mark())
+        super().fetch_flow_collection_start(token_class)
+
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()

@@ -53,17 +53,17 @@ def parse_flags(words: Sequence[str]) -> list[Flag]:
     The one reader of Miles argv: the harness's checks, its dry run and the
     image's entry all see the flags through it.
     """
-    flags: list[Flag] = []
+    groups: list[tuple[str, list[str], list[str]]] = []  # (name, values, words), frozen at the end
     for word in words:
         if is_flag(word):
             name, joined, value = word.partition("=") if word.startswith("--") else (word, "", "")
-            flags.append(Flag(name, (value,) if joined else (), (word,)))
-        elif flags:
-            last = flags[-1]
-            flags[-1] = Flag(last.name, (*last.values, word), (*last.words, word))
+            groups.append((name, [value] if joined else [], [word]))
+        elif groups:
+            groups[-1][1].append(word)
+            groups[-1][2].append(word)
         else:
-            flags.append(Flag("", (word,), (word,)))
-    return flags
+            groups.append(("", [word], [word]))
+    return [Flag(name, tuple(values), tuple(written)) for name, values, written in groups]
 
 
 def flag_values(words: Sequence[str]) -> dict[str, list[str]]:
