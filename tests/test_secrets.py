@@ -16,6 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
 
 REPO = Path(__file__).resolve().parent.parent
 TRAINER = REPO / "tests" / "images" / "fake-trainer" / "trainer.py"
@@ -84,14 +87,25 @@ SET_ROUTES = [
 ]
 
 
-def harness(lab: dict, command: str, *args: str) -> subprocess.CompletedProcess:
-    dirs = []
+def dirs(lab: dict, command: str) -> list[str]:
+    found = []
     if command in ("run", "sweep", "show", "ls"):
-        dirs += ["--experiments-dir", str(lab["experiments"])]
+        found += ["--experiments-dir", str(lab["experiments"])]
     if command in ("run", "sweep", "status"):
-        dirs += ["--capture-dir", str(lab["captures"])]
-    argv = [sys.executable, "-m", "harness", command, *args, *dirs]
+        found += ["--capture-dir", str(lab["captures"])]
+    return found
+
+
+def harness(lab: dict, command: str, *args: str) -> subprocess.CompletedProcess:
+    """A real `harness` process: its own command line is what the manifest records."""
+    argv = [sys.executable, "-m", "harness", command, *args, *dirs(lab, command)]
     return subprocess.run(argv, cwd=lab["root"], env=lab["env"], capture_output=True, text=True, timeout=120)
+
+
+def cli(lab: dict, command: str, *args: str) -> subprocess.CompletedProcess:
+    """The CLI in this process (faster), its result shaped like a process's."""
+    result = CliRunner().invoke(app, [command, *args, *dirs(lab, command)], env=lab["env"])
+    return subprocess.CompletedProcess(command, result.exit_code, result.stdout, result.stderr)
 
 
 def assert_no_secret(where: str, text: str) -> None:
@@ -101,14 +115,14 @@ def assert_no_secret(where: str, text: str) -> None:
 
 def test_secrets_are_stars_in_every_output_and_every_capture_file(lab: dict) -> None:
     outputs = {
-        "dry run": harness(lab, "run", "sec", "--dry-run", *SET_ROUTES),
-        "dry run json": harness(lab, "run", "sec", "--dry-run", "--json", *SET_ROUTES),
-        "show": harness(lab, "show", "sec", *SET_ROUTES),
-        "sweep dry run": harness(lab, "sweep", "sec-seeds", "--dry-run", *SET_ROUTES),
-        "sweep dry run json": harness(lab, "sweep", "sec-seeds", "--dry-run", "--json", *SET_ROUTES),
+        "dry run": cli(lab, "run", "sec", "--dry-run", *SET_ROUTES),
+        "dry run json": cli(lab, "run", "sec", "--dry-run", "--json", *SET_ROUTES),
+        "show": cli(lab, "show", "sec", *SET_ROUTES),
+        "sweep dry run": cli(lab, "sweep", "sec-seeds", "--dry-run", *SET_ROUTES),
+        "sweep dry run json": cli(lab, "sweep", "sec-seeds", "--dry-run", "--json", *SET_ROUTES),
         "run": harness(lab, "run", "sec", *SET_ROUTES),
-        "status": harness(lab, "status"),
-        "ls": harness(lab, "ls"),
+        "status": cli(lab, "status"),
+        "ls": cli(lab, "ls"),
     }
     for what, done in outputs.items():
         assert done.returncode == 0, (what, done.stdout[-2000:], done.stderr[-2000:])
@@ -138,13 +152,13 @@ def test_secrets_are_stars_in_every_output_and_every_capture_file(lab: dict) -> 
 
 
 def test_errors_about_a_secret_never_quote_it(lab: dict) -> None:
-    done = harness(lab, "run", "sec", "--dry-run", "--set", f"container.env.API_KEY=[{SECRETS['WANDB_API_KEY']}]")
+    done = cli(lab, "run", "sec", "--dry-run", "--set", f"container.env.API_KEY=[{SECRETS['WANDB_API_KEY']}]")
     assert done.returncode == 2
     assert_no_secret("error", done.stdout + done.stderr)
     assert "--set container.env.API_KEY=***: " in done.stderr and "got ***" in done.stderr
     (lab["experiments"] / "leak.yaml").write_text(
         f"name: leak\nsteps: 1\ncontainer: {{env: {{HF_TOKEN: [{SECRETS['HF_TOKEN']}]}}}}\n")
-    done = harness(lab, "show", "leak")
+    done = cli(lab, "show", "leak")
     assert done.returncode == 2 and "container.env.HF_TOKEN" in done.stderr
     assert_no_secret("error", done.stdout + done.stderr)
 
@@ -152,7 +166,7 @@ def test_errors_about_a_secret_never_quote_it(lab: dict) -> None:
 def test_a_mount_may_not_read_a_secret(lab: dict) -> None:
     (lab["experiments"] / "mount.yaml").write_text(
         "name: mount\nsteps: 1\ncontainer: {volumes: ['${HF_TOKEN}:/data:ro']}\n")
-    done = harness(lab, "run", "mount", "--dry-run")
+    done = cli(lab, "run", "mount", "--dry-run")
     assert done.returncode == 2 and "reads the secret ${HF_TOKEN}" in done.stderr
 
 
