@@ -96,7 +96,14 @@ def _env_name(name: str) -> str:
     return name
 
 
+def _no_nul(text: str) -> str:
+    if "\x00" in text:  # no process can receive it: the start would fail with an unhelpful error
+        raise ValueError("contains a NUL character, which no environment or command line can carry")
+    return text
+
+
 EnvName = Annotated[str, AfterValidator(_env_name)]
+Word = Annotated[str, AfterValidator(_no_nul)]
 
 
 class _Strict(BaseModel):
@@ -130,7 +137,7 @@ class ContainerConfig(_Strict):
     shm_size: str = "32g"
     ipc: Literal["host", "private", "shareable"] = "host"
     init: bool = True  # a tiny init as PID 1 reaps the processes Ray leaves behind and forwards signals
-    env: Dict[EnvName, str] = Field(default_factory=dict)
+    env: Dict[EnvName, Word] = Field(default_factory=dict)
     pass_env: List[EnvName] = Field(default_factory=list)
     secret_env: List[EnvName] = Field(default_factory=list)
     volumes: List[str] = Field(default_factory=list)
@@ -258,7 +265,7 @@ class Experiment(_Strict):
     steps: int = Field(gt=0)
     image: str = "miles-gb10-lab:latest"
     engine: Literal["docker", "process"] = "docker"
-    command: Optional[List[str]] = None
+    command: Optional[List[Word]] = None
     miles: MilesConfig = Field(default_factory=MilesConfig)
     container: ContainerConfig = Field(default_factory=ContainerConfig)
     guard: GuardConfig = Field(default_factory=GuardConfig)

@@ -303,3 +303,11 @@ def test_a_file_key_is_blamed_on_the_file(exp_dir: Path) -> None:
     write(exp_dir, "child", "name: child\nextends: parent\nnosuch: 1\n")
     line = one_error_line(cli(exp_dir, "run", "child", "--dry-run", "--set", "steps=2"))
     assert line.startswith(f"error: {exp_dir / 'child.yaml'}: nosuch: unknown key")
+
+
+def test_a_nul_character_cannot_reach_an_environment_or_a_command_line(exp_dir: Path) -> None:
+    write(exp_dir, "nul", 'name: nul\nextends: parent\ncontainer: {env: {HF_TOKEN: "a\\0b"}}\n')
+    line = one_error_line(cli(exp_dir, "run", "nul", "--dry-run"))
+    assert "nul.yaml: container.env.HF_TOKEN: contains a NUL character" in line
+    write(exp_dir, "nul", 'name: nul\nextends: parent\nengine: process\ncommand: ["python3", "a\\0b"]\n')
+    assert "nul.yaml: command.1: contains a NUL character" in one_error_line(cli(exp_dir, "run", "nul", "--dry-run"))
