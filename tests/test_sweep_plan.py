@@ -99,3 +99,11 @@ def test_ls_shows_the_warnings_that_show_prints(lab: dict) -> None:
     assert [line for line in listed.stderr.splitlines() if line.startswith("warning:")] == warnings
     row = next(line for line in listed.stdout.splitlines() if line.startswith("│ old "))
     assert "warning" in row
+
+
+def test_json_without_dry_run_is_refused_before_anything_starts(lab: dict) -> None:
+    result = CliRunner().invoke(
+        app, ["sweep", "pl", "--seeds", "1", "--json", "--experiments-dir", str(lab["experiments"]),
+              "--capture-dir", str(lab["captures"])], env={"HARNESS_LOCK_DIR": str(lab["locks"])})
+    assert result.exit_code == 2 and "--json prints the plan of --dry-run" in result.stderr
+    assert not lab["captures"].exists()

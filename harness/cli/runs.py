@@ -124,6 +124,8 @@ def sweep(
         raise HarnessError(f"seeds {more_seeds} given without --seeds")
     if retry and force:
         raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
+    if json_ and not dry_run:
+        raise HarnessError("--json prints the plan of --dry-run; a sweep that runs prints its progress")
     plans = plan_from_cli(experiment, experiments_dir, capture_dir, [*(seeds or ()), *(more_seeds or ())], set_ or ())
     mode = "force" if force else "retry" if retry else "cached"
     if dry_run:
