@@ -20,7 +20,7 @@ from typing_extensions import Annotated
 
 from harness.errors import HarnessError
 from harness.lab import milesargv
-from harness.yamlfile import BoundedLoader, load_mapping, one_line, shown
+from harness.yamlfile import MAX_DEPTH, BoundedLoader, load_mapping, one_line, shown
 
 CURRENT_FILTER_PATH = "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
 DEPRECATED_FILTER_PATHS = {
@@ -345,6 +345,11 @@ def makers_of(run: str) -> list[tuple[str, int]]:
 # --- Loading --------------------------------------------------------------------------------
 
 
+def key_text(path: Sequence[Any]) -> str:
+    """A key path for messages (`miles.args.lr`), each part cut short: keys come from the file too."""
+    return ".".join(one_line(str(part), 60) for part in path)[:240] or "(top level)"
+
+
 def deep_merge(parent: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str, Any]:
     """Child onto parent: mappings merge key by key; lists, strings and scalars replace."""
     merged = copy.deepcopy(dict(parent))
@@ -374,7 +379,7 @@ class Override:
     def quoted(self, is_secret: Callable[[str], bool]) -> str:
         """`--set KEY=VALUE` for messages: the value cut short, or *** for a secret."""
         value = REDACTED if self.hides_secrets(is_secret) else one_line(self.raw, 80)
-        return f"--set {'.'.join(self.path)}={value}"
+        return f"--set {key_text(self.path)}={value}"
 
 
 def parse_set(assignments: Sequence[str]) -> list[Override]:
@@ -384,6 +389,8 @@ def parse_set(assignments: Sequence[str]) -> list[Override]:
         key, sep, raw = assignment.partition("=")
         if not sep or not key or any(not part for part in key.split(".")):
             raise HarnessError(f"--set {one_line(key, 80)}: expected KEY.PATH=VALUE, e.g. --set steps=2")
+        if key.count(".") >= MAX_DEPTH:
+            raise HarnessError(f"--set {one_line(key, 80)}: more than {MAX_DEPTH} keys deep")
         try:
             value = yaml.load(raw, Loader=BoundedLoader) if raw.strip() else ""
         except (yaml.YAMLError, ValueError, TypeError, OverflowError):
@@ -405,7 +412,7 @@ def apply_set(data: dict[str, Any], overrides: Sequence[Override], is_secret: Ca
         for depth, part in enumerate(override.path[:-1]):
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                where = ".".join(override.path[: depth + 1])
+                where = key_text(override.path[: depth + 1])
                 raise HarnessError(f"{override.quoted(is_secret)}: {where} is not a mapping")
             node = child
         node[override.path[-1]] = copy.deepcopy(override.value)
@@ -475,7 +482,7 @@ class ExperimentStore:
     def load_sweep(self, name: str) -> Sweep:
         """A validated sweep file; its experiment is checked when loaded."""
         path = self.path(name)
-        sweep = _validate(Sweep, self.read(path), lambda loc: f"{path}: {'.'.join(map(str, loc)) or '(top level)'}")
+        sweep = _validate(Sweep, self.read(path), lambda loc: f"{path}: {key_text(loc)}")
         if (sweep.name or name) != name:
             raise HarnessError(f"{path}: name: {sweep.name!r} does not match the file name {name!r}")
         return sweep
@@ -499,7 +506,7 @@ class ExperimentStore:
         def place(loc: Sequence[Any]) -> str:
             """Where the key at `loc` was set, for messages: `--set KEY=VALUE`, else `FILE: key`."""
             keys = tuple(str(part) for part in loc)
-            key = ".".join(keys) or "(top level)"
+            key = key_text(keys)
             for override in reversed(assignments):
                 shared = min(len(keys), len(override.path))
                 if shared and keys[:shared] == override.path[:shared]:

@@ -311,3 +311,12 @@ def test_a_nul_character_cannot_reach_an_environment_or_a_command_line(exp_dir: 
     assert "nul.yaml: container.env.HF_TOKEN: contains a NUL character" in line
     write(exp_dir, "nul", 'name: nul\nextends: parent\nengine: process\ncommand: ["python3", "a\\0b"]\n')
     assert "nul.yaml: command.1: contains a NUL character" in one_error_line(cli(exp_dir, "run", "nul", "--dry-run"))
+
+
+def test_long_keys_are_cut_short_in_messages(exp_dir: Path) -> None:
+    write(exp_dir, "keys", "name: keys\nextends: parent\n" + "k" * 1000 + ": 1\n")
+    assert "unknown key" in one_error_line(cli(exp_dir, "show", "keys"))
+    write(exp_dir, "keys", "name: keys\nextends: parent\nmiles:\n  args:\n    " + "a" * 1000 + ": [--x]\n")
+    assert "would be read as a flag" in one_error_line(cli(exp_dir, "show", "keys"))
+    line = one_error_line(cli(exp_dir, "show", "parent", "--set", "a." * 3000 + "b=1"))
+    assert "more than 32 keys deep" in line
