@@ -12,31 +12,98 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing_extensions import Annotated
 
-from harness.errors import ExitCode, HarnessError
+from harness.errors import HarnessError
 from harness.lab import milesargv
+from harness.yamlfile import MAX_DEPTH, BoundedLoader, load_mapping, one_line, shown
 
 CURRENT_FILTER_PATH = "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
 DEPRECATED_FILTER_PATHS = {
     "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std": CURRENT_FILTER_PATH,
 }
 FILTER_FLAG = "--dynamic-sampling-filter-path"
+BASE_RUN_LABEL = "harness/lab/base-run.args"
 
 # Flags the harness sets from `steps` and `seed`; setting them elsewhere would
 # make the run name, the seed sweep and the expected step count lie.
 OWNED_FLAGS = {"--num-rollout": "steps", "--seed": "seed", "--rollout-seed": "seed"}
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# Directory names the capture tree uses for itself (dot-names are refused by SAFE_NAME).
+RESERVED_NAMES = {"summary": "the summary's directory in the capture tree"}
+FLAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# An environment variable whose value is never shown: by its name, or listed in container.secret_env.
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+REDACTED = "***"
 SENSOR = re.compile(r"^(auto|nvml|sysfs|none|sim|file:.+)$")
 SIZE = re.compile(r"^[0-9]+[bkmgBKMG]?$")
 # HOST:/CONTAINER[:ro|rw]; HOST may hold ${VAR} or ${VAR:-default}, expanded at launch.
 VOLUME = re.compile(r"^(?P<source>(?:\$\{[^}]*\}|[^:$])+):(?P<target>/[^:]*)(?::(?P<mode>ro|rw))?$")
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
-ArgValue = Union[bool, int, float, str, None, List[Union[int, float, str]]]
+
+def _flag_name(name: str) -> str:
+    if name.startswith("-"):
+        raise ValueError(f"flag {shown(name)}: write flag names without leading dashes")
+    if not FLAG_NAME.match(name):
+        raise ValueError(f"flag {shown(name)}: a flag name is letters, digits, '-', '_' and '.'")
+    owner = _owned_flag(f"--{name}")
+    if owner:
+        raise ValueError(f"flag {shown(name)} is set by the harness: {owner}")
+    return name
+
+
+def _owned_flag(flag: str) -> Optional[str]:
+    """Why `flag` may not be given by hand (it, or an abbreviation argparse would expand to it, is owned)."""
+    for owned, key in OWNED_FLAGS.items():
+        if flag == owned:
+            return f"use the experiment's `{key}` key"
+        if len(flag) > 2 and owned.startswith(flag):
+            return f"it abbreviates {owned}, which argparse would set; use the experiment's `{key}` key"
+    return None
+
+
+def _flag_value(value: Any) -> Any:
+    scalar = (int, float, str)
+    if value is None or isinstance(value, (bool, *scalar)):
+        words = [value]
+    elif isinstance(value, list) and all(isinstance(v, scalar) and not isinstance(v, bool) for v in value):
+        words = value
+    else:
+        raise ValueError(
+            f"expected a word, a number, true/false/null, or a list of words and numbers (for a flag that takes "
+            f"several values), got {shown(value)}"
+        )
+    for word in words:
+        if isinstance(word, str) and milesargv.is_flag(word):
+            raise ValueError(f"the value {shown(word)} would be read as a flag; a value may not start with '-'")
+    return value
+
+
+FlagName = Annotated[str, AfterValidator(_flag_name)]
+FlagValue = Annotated[Any, AfterValidator(_flag_value)]
+
+
+def _env_name(name: str) -> str:
+    if not ENV_NAME.match(name):
+        raise ValueError(f"{shown(name)} is not an environment variable name (letters, digits, '_')")
+    return name
+
+
+def _no_nul(text: str) -> str:
+    if "\x00" in text:  # no process can receive it: the start would fail with an unhelpful error
+        raise ValueError("contains a NUL character, which no environment or command line can carry")
+    return text
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+Word = Annotated[str, AfterValidator(_no_nul)]
 
 
 class _Strict(BaseModel):
@@ -46,18 +113,8 @@ class _Strict(BaseModel):
 class MilesConfig(_Strict):
     """Miles flags (names without dashes; true = bare flag, false/null = removed) and MILES_EXTRA_ARGS."""
 
-    args: Dict[str, ArgValue] = Field(default_factory=dict)
+    args: Dict[FlagName, FlagValue] = Field(default_factory=dict)
     extra_args: str = ""
-
-    @field_validator("args")
-    @classmethod
-    def _plain_names(cls, args: Dict[str, ArgValue]) -> Dict[str, ArgValue]:
-        for name in args:
-            if name.startswith("-"):
-                raise ValueError(f"flag {name!r}: write flag names without leading dashes")
-            if f"--{name}" in OWNED_FLAGS:
-                raise ValueError(f"flag {name!r} is set by the experiment's `{OWNED_FLAGS['--' + name]}` key")
-        return args
 
     @field_validator("extra_args")
     @classmethod
@@ -66,9 +123,10 @@ class MilesConfig(_Strict):
             words = shlex.split(extra_args)
         except ValueError as err:
             raise ValueError(f"cannot be split like a shell command line: {err}") from None
-        for word in words:
-            if word.split("=", 1)[0] in OWNED_FLAGS:
-                raise ValueError(f"{word.split('=', 1)[0]} is set by the experiment's `{OWNED_FLAGS[word.split('=', 1)[0]]}` key")
+        for flag in milesargv.parse_flags(words):
+            owner = _owned_flag(flag.name)
+            if owner:
+                raise ValueError(f"{one_line(flag.name, 80)} is set by the harness: {owner}")
         return extra_args
 
 
@@ -79,8 +137,9 @@ class ContainerConfig(_Strict):
     shm_size: str = "32g"
     ipc: Literal["host", "private", "shareable"] = "host"
     init: bool = True  # a tiny init as PID 1 reaps the processes Ray leaves behind and forwards signals
-    env: Dict[str, str] = Field(default_factory=dict)
-    pass_env: List[str] = Field(default_factory=list)
+    env: Dict[EnvName, Word] = Field(default_factory=dict)
+    pass_env: List[EnvName] = Field(default_factory=list)
+    secret_env: List[EnvName] = Field(default_factory=list)
     volumes: List[str] = Field(default_factory=list)
     ulimits: Dict[str, int] = Field(default_factory=lambda: {"memlock": -1, "stack": 67108864})
 
@@ -95,7 +154,7 @@ class ContainerConfig(_Strict):
     @classmethod
     def _size(cls, size: str) -> str:
         if not SIZE.match(size):
-            raise ValueError(f"{size!r} is not a size like 32g or 512m")
+            raise ValueError(f"{shown(size)} is not a size like 32g or 512m")
         return size
 
     @field_validator("volumes")
@@ -103,8 +162,23 @@ class ContainerConfig(_Strict):
     def _volume_specs(cls, volumes: List[str]) -> List[str]:
         for volume in volumes:
             if not VOLUME.match(volume):
-                raise ValueError(f"{volume!r} is not HOST:/CONTAINER[:ro|rw]")
+                raise ValueError(f"{shown(volume)} is not HOST:/CONTAINER[:ro|rw]")
         return volumes
+
+    @model_validator(mode="after")
+    def _no_secret_in_a_mount(self) -> "ContainerConfig":
+        for volume in self.volumes:
+            for reference in ENV_REFERENCE.finditer(volume):
+                if self.is_secret(reference.group(1)):
+                    raise ValueError(
+                        f"volumes: {shown(volume)} reads the secret ${{{reference.group(1)}}}; a secret reaches the "
+                        "container only through its environment"
+                    )
+        return self
+
+    def is_secret(self, name: str) -> bool:
+        """True when the value of environment variable `name` must never be shown."""
+        return bool(SECRET_NAME.search(name)) or name in self.secret_env
 
 
 class SimSensorConfig(_Strict):
@@ -155,11 +229,45 @@ class GuardConfig(_Strict):
         return self
 
 
+def check_safe_name(name: Any) -> None:
+    """Raise ValueError unless `name` can be a run's directory and container name."""
+    if not isinstance(name, str) or not SAFE_NAME.match(name) or ".." in name:
+        raise ValueError(
+            f"{shown(name)} is not a safe name (letters, digits, '.', '_', '-'; starts with a letter or digit; "
+            "at most 64)"
+        )
+    if name in RESERVED_NAMES:
+        raise ValueError(f"{name!r} is reserved: it is {RESERVED_NAMES[name]}")
+
+
+def check_experiment_name(value: Any) -> None:
+    """Raise ValueError unless `value` can name an experiment file: a name, never a path."""
+    if not isinstance(value, str) or not SAFE_NAME.match(value) or ".." in value:
+        raise ValueError(
+            f"{shown(value)} is not an experiment name: give the stem of a file in the experiments directory "
+            "(letters, digits, '.', '_', '-'), never a path"
+        )
+
+
+def _safe_name(name: str) -> str:
+    check_safe_name(name)
+    return name
+
+
+def _experiment_name(name: str) -> str:
+    check_experiment_name(name)
+    return name
+
+
+RunName = Annotated[str, AfterValidator(_safe_name)]
+ExperimentName = Annotated[str, AfterValidator(_experiment_name)]
+
+
 class CompareConfig(_Strict):
     """The run this one is compared against, and the baseline runs whose spread frames the reward."""
 
-    baseline: str
-    baselines: List[str] = Field(default_factory=list)
+    baseline: RunName
+    baselines: List[RunName] = Field(default_factory=list)
 
 
 class LimitsConfig(_Strict):
@@ -171,25 +279,19 @@ class LimitsConfig(_Strict):
 class Experiment(_Strict):
     """One resolved experiment: what `experiments/<name>.yaml` and its parents say."""
 
-    name: str
-    extends: Optional[str] = None
+    name: RunName
+    extends: Optional[ExperimentName] = None
     description: str = ""
     seed: int = Field(default=1, ge=1)
     steps: int = Field(gt=0)
     image: str = "miles-gb10-lab:latest"
     engine: Literal["docker", "process"] = "docker"
-    command: Optional[List[str]] = None
+    command: Optional[List[Word]] = None
     miles: MilesConfig = Field(default_factory=MilesConfig)
     container: ContainerConfig = Field(default_factory=ContainerConfig)
     guard: GuardConfig = Field(default_factory=GuardConfig)
     compare: Optional[CompareConfig] = None
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
-
-    @field_validator("name")
-    @classmethod
-    def _safe_name(cls, name: str) -> str:
-        check_safe_name(name)
-        return name
 
     @model_validator(mode="after")
     def _engine_command(self) -> "Experiment":
@@ -224,16 +326,16 @@ class Experiment(_Strict):
         return values[0] if values else None
 
     def to_dict(self) -> dict[str, Any]:
-        """The resolved experiment with the same keys as the YAML."""
+        """The resolved experiment with the same keys as the YAML (secrets in clear: see launch.redacted_experiment)."""
         return self.model_dump(mode="json")
 
 
 class Sweep(_Strict):
     """A sweep file: one experiment over several seeds."""
 
-    name: Optional[str] = None
+    name: Optional[RunName] = None
     description: str = ""
-    sweep: str
+    sweep: ExperimentName
     seeds: List[int] = Field(min_length=1)
 
     @field_validator("seeds")
@@ -249,55 +351,24 @@ def run_name(name: str, seed: int) -> str:
     return name if seed == 1 else f"{name}-s{seed}"
 
 
-def check_safe_name(name: str) -> None:
-    """Raise ValueError unless `name` can be a directory and container name."""
-    if not SAFE_NAME.match(name) or ".." in name:
-        raise ValueError(
-            f"{name!r} is not a safe name (letters, digits, '.', '_', '-'; starts with a letter or digit; at most 64)"
-        )
+_SEED_RUN = re.compile(r"^(?P<name>.+)-s(?P<seed>[1-9][0-9]*)$")
+
+
+def makers_of(run: str) -> list[tuple[str, int]]:
+    """Every (experiment name, seed) whose run name is `run`."""
+    makers = [(run, 1)]
+    match = _SEED_RUN.match(run)
+    if match and int(match["seed"]) >= 2:
+        makers.append((match["name"], int(match["seed"])))
+    return makers
 
 
 # --- Loading --------------------------------------------------------------------------------
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that refuses duplicate keys instead of silently keeping the last."""
-
-
-def _mapping_without_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
-
-
-def read_yaml(path: Path) -> dict[str, Any]:
-    """One experiment or sweep file as a dict; syntax errors name the line."""
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise HarnessError(f"{path}: cannot read: {err.strerror or err}") from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise HarnessError(f"{where}: YAML syntax error: {err.problem or err.context}") from None
-    except yaml.YAMLError as err:
-        raise HarnessError(f"{path}: YAML syntax error: {err}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise HarnessError(f"{path}: expected a mapping of keys, got {type(data).__name__}")
-    return data
+def key_text(path: Sequence[Any]) -> str:
+    """A key path for messages (`miles.args.lr`), each part cut short: keys come from the file too."""
+    return ".".join(one_line(str(part), 60) for part in path)[:240] or "(top level)"
 
 
 def deep_merge(parent: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str, Any]:
@@ -311,33 +382,70 @@ def deep_merge(parent: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str,
     return merged
 
 
-def parse_set(assignments: Sequence[str]) -> list[tuple[list[str], Any]]:
-    """`key.path=value` strings -> (path, YAML-typed value) pairs."""
+@dataclass(frozen=True)
+class Override:
+    """One `--set KEY.PATH=VALUE`: where it goes, its YAML-typed value, and the text as typed."""
+
+    path: Tuple[str, ...]
+    value: Any
+    raw: str
+
+    def hides_secrets(self, is_secret: Callable[[str], bool]) -> bool:
+        """True when the value sets a secret's value (or a whole mapping that may hold one)."""
+        env = ("container", "env")
+        if self.path[:2] == env:
+            return len(self.path) == 2 or is_secret(self.path[2])
+        return env[: len(self.path)] == self.path
+
+    def quoted(self, is_secret: Callable[[str], bool]) -> str:
+        """`--set KEY=VALUE` for messages: the value cut short, or *** for a secret."""
+        value = REDACTED if self.hides_secrets(is_secret) else one_line(self.raw, 80)
+        return f"--set {key_text(self.path)}={value}"
+
+
+def parse_set(assignments: Sequence[str]) -> list[Override]:
+    """`key.path=value` strings -> overrides with YAML-typed values."""
     parsed = []
     for assignment in assignments:
         key, sep, raw = assignment.partition("=")
         if not sep or not key or any(not part for part in key.split(".")):
-            raise HarnessError(f"--set {assignment!r}: expected KEY.PATH=VALUE, e.g. --set steps=2")
+            raise HarnessError(f"--set {one_line(key, 80)}: expected KEY.PATH=VALUE, e.g. --set steps=2")
+        if key.count(".") >= MAX_DEPTH:
+            raise HarnessError(f"--set {one_line(key, 80)}: more than {MAX_DEPTH} keys deep")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        parsed.append((key.split("."), value))
+            value = yaml.load(raw, Loader=BoundedLoader) if raw.strip() else ""
+        except (yaml.YAMLError, ValueError, TypeError, OverflowError):
+            value = raw  # not YAML: the text as typed
+        parsed.append(Override(tuple(key.split(".")), value, raw))
     return parsed
 
 
-def apply_set(data: dict[str, Any], assignments: Sequence[tuple[list[str], Any]]) -> dict[str, Any]:
-    """A copy of `data` with each (path, value) assigned."""
+def apply_set(data: dict[str, Any], overrides: Sequence[Override], is_secret: Callable[[str], bool]) -> dict[str, Any]:
+    """A copy of `data` with each override assigned."""
     result = copy.deepcopy(data)
-    for path, value in assignments:
+    for override in overrides:
+        if override.path[0] == "extends":
+            raise HarnessError(
+                f"{override.quoted(is_secret)}: `extends` picks which files are read and cannot be overridden; "
+                "write a new experiment file"
+            )
         node = result
-        for depth, part in enumerate(path[:-1]):
+        for depth, part in enumerate(override.path[:-1]):
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise HarnessError(f"--set {'.'.join(path)}: {'.'.join(path[:depth + 1])} is not a mapping")
+                where = key_text(override.path[: depth + 1])
+                raise HarnessError(f"{override.quoted(is_secret)}: {where} is not a mapping")
             node = child
-        node[path[-1]] = value
+        node[override.path[-1]] = copy.deepcopy(override.value)
     return result
+
+
+def _secret_test(data: Mapping[str, Any]) -> Callable[[str], bool]:
+    """Whether an env name is secret, from still-unvalidated data (its container.secret_env, if well formed)."""
+    container = data.get("container")
+    listed = container.get("secret_env") if isinstance(container, dict) else None
+    names = {n for n in listed if isinstance(n, str)} if isinstance(listed, list) else set()
+    return lambda name: bool(SECRET_NAME.search(str(name))) or name in names
 
 
 @dataclass(frozen=True)
@@ -355,6 +463,7 @@ class ExperimentStore:
     def __init__(self, directory: Path, base_args: Optional[Sequence[str]] = None) -> None:
         self.directory = directory
         self._base_args = list(base_args) if base_args is not None else None
+        self._read: dict[Path, dict[str, Any]] = {}
 
     @property
     def base_args(self) -> list[str]:
@@ -370,22 +479,31 @@ class ExperimentStore:
         return sorted(p.stem for p in self.directory.glob("*.yaml"))
 
     def path(self, name: str) -> Path:
-        """The file of experiment `name`; unknown names list the known ones."""
+        """The file of experiment `name` (a name, never a path); unknown names list the known ones."""
+        try:
+            check_experiment_name(name)
+        except ValueError as err:
+            raise HarnessError(str(err)) from None
         path = self.directory / f"{name}.yaml"
         if not path.is_file():
             known = ", ".join(self.names()) or "none"
-            raise HarnessError(f"unknown experiment {name!r} in {self.directory} (known: {known})")
+            raise HarnessError(f"unknown experiment {name!r} in {self.directory} (known: {one_line(known)})")
         return path
+
+    def read(self, path: Path) -> dict[str, Any]:
+        """One file's mapping, read once per store (never mutated by the store)."""
+        if path not in self._read:
+            self._read[path] = load_mapping(path)
+        return self._read[path]
 
     def is_sweep(self, name: str) -> bool:
         """True when the file is a sweep (`sweep:` + `seeds:`)."""
-        return "sweep" in read_yaml(self.path(name))
+        return "sweep" in self.read(self.path(name))
 
     def load_sweep(self, name: str) -> Sweep:
         """A validated sweep file; its experiment is checked when loaded."""
         path = self.path(name)
-        data = read_yaml(path)
-        sweep = _validate(Sweep, data, path, origin=lambda loc: path)
+        sweep = _validate(Sweep, self.read(path), lambda loc: f"{path}: {key_text(loc)}")
         if (sweep.name or name) != name:
             raise HarnessError(f"{path}: name: {sweep.name!r} does not match the file name {name!r}")
         return sweep
@@ -401,71 +519,104 @@ class ExperimentStore:
         if "extends" in child_data:
             merged["extends"] = child_data["extends"]
         assignments = parse_set(overrides)
-        merged = apply_set(merged, assignments)
+        merged = apply_set(merged, assignments, _secret_test(merged))
         if seed is not None:
             merged["seed"] = seed
+        is_secret = _secret_test(merged)
 
-        def origin(loc: Sequence[Any]) -> str:
-            path_keys = [str(part) for part in loc]
-            if any(path_keys[: len(keys)] == keys for keys, _ in assignments):
-                return "--set"
-            for path, data in chain:
-                node: Any = data
-                for part in loc:
-                    if not isinstance(node, dict) or part not in node:
-                        break
-                    node = node[part]
-                else:
-                    return str(path)
-            return str(child_path)
+        def place(loc: Sequence[Any]) -> str:
+            """Where the key at `loc` was set, for messages: `--set KEY=VALUE`, else `FILE: key`."""
+            keys = tuple(str(part) for part in loc)
+            key = key_text(keys)
+            for override in reversed(assignments):
+                shared = min(len(keys), len(override.path))
+                if shared and keys[:shared] == override.path[:shared]:
+                    quoted = override.quoted(is_secret)
+                    return quoted if override.path == keys else f"{quoted}: {key}"
+            return f"{_first_file_with(chain, loc) or child_path}: {key}"
 
-        experiment = _validate(Experiment, merged, child_path, origin)
+        experiment = _validate(Experiment, merged, place, is_secret)
         if experiment.name != name:
-            raise HarnessError(f"{origin(['name'])}: name: {experiment.name!r} does not match the file name {name!r}")
-        warnings = _check_trainer_flags(experiment, self.base_args, origin)
+            raise HarnessError(f"{place(['name'])}: {experiment.name!r} does not match the file name {name!r}")
+        self._check_one_capture(experiment, child_path)
+        warnings = _check_trainer_flags(experiment, self.base_args, place)
         return Loaded(experiment, tuple(p for p, _ in chain), tuple(warnings))
 
     def _chain(self, name: str) -> list[tuple[Path, dict[str, Any]]]:
-        """[(path, data)] from `name` up through its parents; cycles and missing parents rejected."""
-        chain: list[tuple[Path, dict[str, Any]]] = []
-        seen: list[str] = []
-        current: Optional[str] = name
-        while current is not None:
-            if current in seen:
-                cycle = " -> ".join([*seen, current])
-                raise HarnessError(f"{chain[-1][0]}: extends: cycle in extends ({cycle})")
-            if chain:
-                parent_path = self.directory / f"{current}.yaml"
-                if not parent_path.is_file():
-                    raise HarnessError(f"{chain[-1][0]}: extends: parent experiment {current!r} not found in {self.directory}")
-                path = parent_path
-            else:
-                path = self.path(current)
-            data = read_yaml(path)
+        """[(path, data)] from `name` up through its parents; paths, cycles and missing parents rejected."""
+        path = self.path(name)
+        chain = [(path, self.read(path))]
+        seen = [name]
+        while True:
+            path, data = chain[-1]
             if "sweep" in data:
-                where = f"{chain[-1][0]}: extends" if chain else f"{path}"
-                raise HarnessError(f"{where}: {current!r} is a sweep file, not an experiment")
-            seen.append(current)
-            chain.append((path, data))
-            parent = data.get("extends")
-            if parent is not None and not isinstance(parent, str):
-                raise HarnessError(f"{path}: extends: expected the name of another experiment, got {parent!r}")
-            current = parent
-        return chain
+                where = f"{chain[-2][0]}: extends" if len(chain) > 1 else str(path)
+                raise HarnessError(f"{where}: {seen[-1]!r} is a sweep file, not an experiment")
+            if "extends" not in data or data["extends"] is None:
+                return chain
+            parent = data["extends"]
+            try:
+                check_experiment_name(parent)
+            except ValueError as err:
+                raise HarnessError(f"{path}: extends: {err}") from None
+            if parent in seen:
+                raise HarnessError(f"{path}: extends: cycle in extends ({' -> '.join([*seen, parent])})")
+            parent_path = self.directory / f"{parent}.yaml"
+            if not parent_path.is_file():
+                raise HarnessError(f"{path}: extends: parent experiment {parent!r} not found in {self.directory}")
+            seen.append(parent)
+            chain.append((parent_path, self.read(parent_path)))
+
+    def _check_one_capture(self, experiment: Experiment, path: Path) -> None:
+        """Refuse a run name that another experiment file also makes: two runs would share one capture."""
+        run = experiment.run_name
+        for other, seed in makers_of(run):
+            other_path = self.directory / f"{other}.yaml"
+            if other == experiment.name or not other_path.is_file() or self._is_sweep_file(other_path):
+                continue
+            how = "as its own run" if seed == 1 else f"with seed {seed}"
+            raise HarnessError(
+                f"{path}: run {run} (seed {experiment.seed}) is also made by {other_path} {how}; two experiments "
+                "would share one capture: rename one of them"
+            )
+
+    def _is_sweep_file(self, path: Path) -> bool:
+        try:
+            return "sweep" in self.read(path)
+        except HarnessError:
+            return False  # unreadable, but still named like a run: it would collide once fixed
 
 
-def _check_trainer_flags(experiment: Experiment, base_args: Sequence[str], origin: Any) -> list[str]:
-    """Cross-field rules on the effective argv; returns warnings, raises on errors."""
-    flags = experiment.effective_flags(base_args)
-    warnings = []
+def _first_file_with(chain: Sequence[tuple[Path, dict[str, Any]]], loc: Sequence[Any]) -> Optional[Path]:
+    """The first file of the chain (child first) that sets the key at `loc`."""
+    for path, data in chain:
+        node: Any = data
+        for part in loc:
+            if not isinstance(node, dict) or part not in node:
+                break
+            node = node[part]
+        else:
+            return path
+    return None
 
-    def where(flag: str) -> str:
-        name = flag.lstrip("-")
-        if name in experiment.miles.args:
-            return f"{origin(['miles', 'args', name])}: miles.args.{name}"
-        if flag in milesargv.flag_values(experiment.extra_words()):
-            return f"{origin(['miles', 'extra_args'])}: miles.extra_args"
-        return f"{origin(['miles'])}: {flag} (from the base run)"
+
+def _check_trainer_flags(experiment: Experiment, base_args: Sequence[str], place: Callable[[Any], str]) -> list[str]:
+    """Cross-field rules on the effective argv (base run + args + extra_args); returns warnings, raises on errors."""
+    sources: list[tuple[str, milesargv.Flag]] = []
+    for flag in milesargv.parse_flags(experiment.trainer_args(base_args)):
+        name = flag.name[2:]
+        if flag.name in OWNED_FLAGS:
+            sources.append((place([OWNED_FLAGS[flag.name]]), flag))
+        elif name in experiment.miles.args:
+            sources.append((place(["miles", "args", name]), flag))
+        else:
+            sources.append((f"the base run ({BASE_RUN_LABEL})", flag))
+    extra = place(["miles", "extra_args"])
+    sources += [(extra, flag) for flag in milesargv.parse_flags(experiment.extra_words())]
+    _refuse_conflicts(sources)
+
+    flags = {flag.name: list(flag.values) for _, flag in sources if flag.name}  # the last one wins, as in argparse
+    where = {flag.name: source for source, flag in sources}
 
     def integer(flag: str) -> Optional[int]:
         values = flags.get(flag)
@@ -474,38 +625,79 @@ def _check_trainer_flags(experiment: Experiment, base_args: Sequence[str], origi
         try:
             return int(values[0])
         except ValueError:
-            raise HarnessError(f"{where(flag)}: {flag} must be an integer, got {values[0]!r}") from None
+            raise HarnessError(f"{where[flag]}: {flag} must be an integer, got {shown(values[0])}") from None
 
     batch = integer("--rollout-batch-size")
     over = integer("--over-sampling-batch-size")
     if batch is not None and over is not None and over < batch:
         raise HarnessError(
-            f"{where('--over-sampling-batch-size')}: --over-sampling-batch-size {over} is below "
+            f"{where['--over-sampling-batch-size']}: --over-sampling-batch-size {over} is below "
             f"--rollout-batch-size {batch}; Miles refuses it (it must be at least the batch size)"
         )
     path = (flags.get(FILTER_FLAG) or [None])[0]
+    warnings = []
     if path in DEPRECATED_FILTER_PATHS:
         warnings.append(
-            f"{where(FILTER_FLAG)}: {path} is deprecated; use {DEPRECATED_FILTER_PATHS[path]} "
+            f"{where[FILTER_FLAG]}: {path} is deprecated; use {DEPRECATED_FILTER_PATHS[path]} "
             "(the same filter in current Miles)"
         )
     return warnings
 
 
-def _validate(model: type, data: dict[str, Any], path: Path, origin: Any) -> Any:
-    """model(**data), with the first error as one line: file, key, reason."""
+def _refuse_conflicts(sources: Sequence[tuple[str, milesargv.Flag]]) -> None:
+    """A flag given twice with different values is an error naming both places (the same value twice is harmless)."""
+    first: dict[str, tuple[str, milesargv.Flag]] = {}
+    for source, flag in sources:
+        if not flag.name:
+            continue
+        if flag.name not in first:
+            first[flag.name] = (source, flag)
+            continue
+        earlier_source, earlier = first[flag.name]
+        if _same_values(earlier.values, flag.values):
+            continue
+        hint = (f"set miles.args.{flag.name[2:]} to change a flag of the base run" if earlier_source.startswith("the base run")
+                else "give it once")
+        raise HarnessError(
+            f"{source}: {flag.name} is given twice with different values: {_words(flag.values)} here and "
+            f"{_words(earlier.values)} at {earlier_source}; {hint}"
+        )
+
+
+def _same_values(a: Sequence[str], b: Sequence[str]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x == y:
+            continue
+        try:
+            if float(x) != float(y):
+                return False
+        except ValueError:
+            return False
+    return True
+
+
+def _words(values: Sequence[str]) -> str:
+    return one_line(shlex.join(values), 60) if values else "(no value)"
+
+
+def _validate(model: type, data: dict[str, Any], place: Callable[[Any], str],
+              is_secret: Callable[[str], bool] = lambda name: False) -> Any:
+    """model(**data), with the first error as one line: where the key was set, and the reason."""
     try:
         return model.model_validate(data)
     except ValidationError as err:
         errors = err.errors()
         first = errors[0]
-        loc = [part for part in first["loc"] if not isinstance(part, str) or not part.startswith("function-")]
-        key = ".".join(str(part) for part in loc) or "(top level)"
+        loc = [part for part in first["loc"] if part != "[key]"
+               and not (isinstance(part, str) and part.startswith("function-"))]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise HarnessError(f"{origin(loc)}: {key}: {_reason(first, model, loc)}{more}") from None
+        secret = loc[:2] == ["container", "env"] and (len(loc) == 2 or is_secret(str(loc[2])))
+        raise HarnessError(f"{place(loc)}: {one_line(_reason(first, model, loc, secret), 240)}{more}") from None
 
 
-def _reason(error: Mapping[str, Any], model: type, loc: Sequence[Any]) -> str:
+def _reason(error: Mapping[str, Any], model: type, loc: Sequence[Any], secret: bool) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         known = _known_keys(model, loc[:-1])
@@ -515,7 +707,8 @@ def _reason(error: Mapping[str, Any], model: type, loc: Sequence[Any]) -> str:
     message = str(error["msg"])
     message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if kind.endswith("_type") or kind.endswith("_parsing") or kind == "literal_error":
-        return f"{message[0].lower()}{message[1:]}, got {error.get('input')!r}"
+        got = REDACTED if secret else shown(error.get("input"))
+        return f"{message[0].lower()}{message[1:]}, got {got}"
     return message
 
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
-from harness.experiments import VOLUME, Experiment
+from harness.experiments import ENV_REFERENCE, REDACTED, VOLUME, Experiment
 
 LABEL_PREFIX = "org.miles-gb10-lab"
 LABEL_RUN = f"{LABEL_PREFIX}.run"
@@ -26,9 +25,6 @@ LABEL_CAPTURE_DIR = f"{LABEL_PREFIX}.capture-dir"
 ENV_TRAINER_ARGS = "MILES_ARGS"
 ENV_EXTRA_ARGS = "MILES_EXTRA_ARGS"
 TRAINER_COMMAND = ("python3", "train.py")
-
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
-REDACTED = "<redacted>"
 
 # Keys of the resolved experiment that do not change what a run measures (the
 # guard decides when the run is frozen, and its pauses are taken out of the times).
@@ -67,7 +63,7 @@ class LaunchSpec:
     command: Optional[Tuple[str, ...]]
     container_name: str
     trainer_argv: Tuple[str, ...]
-    env: Mapping[str, str]
+    env: Mapping[str, str] = field(repr=False)  # secrets in clear, for the engine only: show display_env()
     labels: Mapping[str, str]
     mounts: Tuple[Mount, ...]
     device_requests: Tuple[DeviceRequest, ...]
@@ -79,26 +75,62 @@ class LaunchSpec:
     steps_expected: int
     max_minutes: Optional[float]
     missing_env: Tuple[str, ...] = field(default_factory=tuple)
+    secret_env: Tuple[str, ...] = field(default_factory=tuple)  # names in `env` whose values are never shown
 
     def display_env(self) -> dict[str, str]:
-        """The environment with secret-looking values redacted."""
-        return {name: redact(name, value) for name, value in self.env.items()}
+        """The environment with every secret's value shown as ***."""
+        return {name: REDACTED if name in self.secret_env else value for name, value in self.env.items()}
+
+    def secret_values(self) -> list[str]:
+        """The secrets' values, longest first (to find them in text that was written with them)."""
+        return sorted({self.env[name] for name in self.secret_env if self.env.get(name)}, key=len, reverse=True)
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as JSON-ready data, secrets redacted."""
+        """The spec as JSON-ready data, secrets as ***."""
         data = asdict(self)
         data["env"] = self.display_env()
         return data
 
 
-def redact(name: str, value: str) -> str:
-    """`value`, or a placeholder when `name` looks like a secret (TOKEN, KEY, SECRET, PASSWORD)."""
-    return REDACTED if SECRET_NAME.search(name) else value
+def redacted_experiment(experiment: Experiment) -> dict[str, Any]:
+    """The resolved experiment as `to_dict` gives it, each secret's value in container.env as ***."""
+    data = experiment.to_dict()
+    env = data["container"]["env"]
+    data["container"]["env"] = {name: REDACTED if experiment.container.is_secret(name) else value
+                                for name, value in env.items()}
+    return data
+
+
+def redact_text(text: str, secret_values: Sequence[str]) -> str:
+    """`text` with every occurrence of a secret's value replaced by ***."""
+    for value in secret_values:
+        text = text.replace(value, REDACTED)
+    return text
+
+
+def redact_manifest(manifest: dict[str, Any], spec: "LaunchSpec") -> dict[str, Any]:
+    """A manifest with no secret in clear: the experiment's container.env, and the harness's own command line.
+
+    The env and the launch spec come from `display_env` / `to_dict`; a secret
+    given with `--set` would still be in the recorded command line, found by value.
+    """
+    redacted = dict(manifest)
+    experiment = redacted.get("experiment")
+    if isinstance(experiment, dict) and isinstance(experiment.get("container"), dict):
+        container = dict(experiment["container"])
+        container["env"] = {name: REDACTED if name in spec.secret_env else value
+                            for name, value in (container.get("env") or {}).items()}
+        redacted["experiment"] = {**experiment, "container": container}
+    if isinstance(redacted.get("harness_argv"), list):
+        values = spec.secret_values()
+        redacted["harness_argv"] = [redact_text(str(word), values) for word in redacted["harness_argv"]]
+    return redacted
 
 
 def compute_run_id(experiment: Experiment, trainer_argv: Sequence[str], image: str) -> str:
-    """`<run>-<8 hex>`: the run name plus a hash of what changes the results."""
-    facts = {k: v for k, v in experiment.to_dict().items() if k not in _NOT_IN_RUN_ID}
+    """`<run>-<8 hex>`: the run name plus a hash of what changes the results (a secret's value does not)."""
+    facts = {k: v for k, v in redacted_experiment(experiment).items() if k not in _NOT_IN_RUN_ID}
+    facts["container"].pop("secret_env")
     facts["trainer_argv"] = list(trainer_argv)
     facts["image"] = image
     canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"))
@@ -113,12 +145,9 @@ def _device_requests(gpus: Any) -> Tuple[DeviceRequest, ...]:
     return (DeviceRequest(device_ids=tuple(str(i) for i in gpus)),)
 
 
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
 def expand_env(text: str, environ: Mapping[str, str]) -> str:
     """`${VAR}` and `${VAR:-default}` from `environ` (an unset VAR without default becomes empty)."""
-    return _ENV_REFERENCE.sub(lambda m: environ.get(m.group(1)) or (m.group(2) or ""), text)
+    return ENV_REFERENCE.sub(lambda m: environ.get(m.group(1)) or (m.group(2) or ""), text)
 
 
 def _mount(volume: str, project_root: str, environ: Mapping[str, str]) -> Mount:
@@ -187,6 +216,7 @@ def plan_launch(
         steps_expected=experiment.steps,
         max_minutes=experiment.limits.max_minutes,
         missing_env=tuple(missing),
+        secret_env=tuple(name for name in env if experiment.container.is_secret(name)),
     )
 
 
@@ -204,7 +234,7 @@ def docker_run_command(spec: LaunchSpec) -> list[str]:
     for mount in spec.mounts:
         argv += ["-v", f"{mount.source}:{mount.target}{':ro' if mount.read_only else ''}"]
     for name, value in spec.env.items():
-        argv += ["-e", name if SECRET_NAME.search(name) else f"{name}={value}"]
+        argv += ["-e", name if name in spec.secret_env else f"{name}={value}"]
     for name, value in spec.labels.items():
         argv += ["--label", f"{name}={value}"]
     return [*argv, spec.image]

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional, Protocol
 from harness.capture import Capture, RunStatus, append_jsonl, this_host, utc_now, write_json_atomic
 from harness.engines import Engine, RunHandle
 from harness.errors import HarnessError
-from harness.launch import LABEL_PREFIX, LaunchSpec
+from harness.launch import LABEL_PREFIX, LaunchSpec, redact_manifest
 
 LABEL_HARNESS_PID = f"{LABEL_PREFIX}.harness-pid"
 LABEL_HARNESS_HOST = f"{LABEL_PREFIX}.harness-host"
@@ -178,8 +178,8 @@ def build_manifest(
     engine_facts: dict[str, Any],
     provenance: dict[str, Any],
 ) -> dict[str, Any]:
-    """manifest.json: what ran, from which code, on what (secrets redacted)."""
-    return {
+    """manifest.json: what ran, from which code, on what (secrets as ***)."""
+    return redact_manifest({
         "run": spec.run,
         "run_id": spec.run_id,
         "experiment": experiment,
@@ -191,7 +191,7 @@ def build_manifest(
         "engine": engine_facts,
         **provenance,
         "created_at": utc_now(),
-    }
+    }, spec)
 
 
 def execute(

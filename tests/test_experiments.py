@@ -215,13 +215,15 @@ def test_over_sampling_below_batch_in_args(exp_dir: Path) -> None:
 def test_over_sampling_below_batch_from_set(exp_dir: Path) -> None:
     line = reject(exp_dir, "run", "parent", "--dry-run", "--set", "miles.args.rollout-batch-size=64",
                   "--set", "miles.args.over-sampling-batch-size=48")
-    assert line.startswith("error: --set: miles.args.over-sampling-batch-size:")
+    assert line.startswith("error: --set miles.args.over-sampling-batch-size=48: --over-sampling-batch-size 48 is below")
 
 
 def test_unsafe_name(exp_dir: Path) -> None:
+    write(exp_dir, "stem", "name: bad name\nextends: parent\n")
+    line = reject(exp_dir, "show", "stem")
+    assert "stem.yaml: name:" in line and "not a safe name" in line
     write(exp_dir, "bad name", "name: bad name\nextends: parent\n")
-    line = reject(exp_dir, "show", "bad name")
-    assert "bad name.yaml: name:" in line and "not a safe name" in line
+    assert "'bad name' is not an experiment name" in reject(exp_dir, "show", "bad name")
 
 
 def test_name_must_match_the_file_stem(exp_dir: Path) -> None:
@@ -237,9 +239,12 @@ def test_unknown_experiment_lists_the_known_ones(exp_dir: Path) -> None:
 
 def test_flags_owned_by_steps_and_seed_are_rejected(exp_dir: Path) -> None:
     write(exp_dir, "own", "name: own\nextends: parent\nmiles:\n  args: {num-rollout: 5}\n")
-    assert "miles.args: flag 'num-rollout' is set by the experiment's `steps` key" in reject(exp_dir, "show", "own")
+    line = reject(exp_dir, "show", "own")
+    assert "own.yaml: miles.args.num-rollout: flag 'num-rollout' is set by the harness: use the experiment's `steps` key" in line
     write(exp_dir, "own", "name: own\nextends: parent\nmiles:\n  extra_args: --seed 7\n")
-    assert "miles.extra_args: --seed is set by the experiment's `seed` key" in reject(exp_dir, "show", "own")
+    assert "miles.extra_args: --seed is set by the harness: use the experiment's `seed` key" in reject(exp_dir, "show", "own")
+    write(exp_dir, "own", "name: own\nextends: parent\nmiles:\n  extra_args: --num-roll=7\n")
+    assert "it abbreviates --num-rollout, which argparse would set" in reject(exp_dir, "show", "own")
 
 
 def test_unbalanced_quote_in_extra_args(exp_dir: Path) -> None:
@@ -265,7 +270,7 @@ def test_guard_sensor_and_limits_are_validated(exp_dir: Path) -> None:
 
 def test_bad_set_syntax(exp_dir: Path) -> None:
     line = reject(exp_dir, "show", "parent", "--set", "steps")
-    assert "--set 'steps': expected KEY.PATH=VALUE" in line
+    assert "--set steps: expected KEY.PATH=VALUE" in line
 
 
 def test_sweep_of_unknown_experiment_is_rejected_when_read(exp_dir: Path) -> None:

@@ -73,6 +73,7 @@ def expected_spec(run: str, run_id: str, experiment: str, seed: int, extra: str)
         "steps_expected": 12,
         "max_minutes": 240.0,
         "missing_env": [],
+        "secret_env": [],
     }
 
 
@@ -131,7 +132,7 @@ def test_listed_secrets_pass_through_and_are_shown_redacted(tmp_path: Path) -> N
     assert spec.env["HF_TOKEN"] == "hf_abc" and "OTHER" not in spec.env
     assert spec.missing_env == ("WANDB_API_KEY",)
     shown = spec.to_dict()["env"]
-    assert shown["HF_TOKEN"] == "<redacted>" and shown["DB_PASSWORD"] == "<redacted>" and shown["MODE"] == "x"
+    assert shown["HF_TOKEN"] == "***" and shown["DB_PASSWORD"] == "***" and shown["MODE"] == "x"
     by_hand = docker_run_command(spec)
     assert "hf_abc" not in " ".join(by_hand) and "hunter2" not in " ".join(by_hand)
     assert by_hand[by_hand.index("HF_TOKEN") - 1] == "-e"

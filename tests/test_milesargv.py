@@ -47,3 +47,24 @@ def test_the_shipped_base_run_has_the_section_1_1_facts() -> None:
     assert flags["--colocate"] == []
     assert "--rollout-max-response-len" in flags
     assert "--dynamic-sampling-filter-path" not in flags
+
+
+def test_the_equals_form_is_read_like_the_spaced_form() -> None:
+    words = ["--a=1", "--b", "2", "--c=x=y", "--bare", "--d=", "--list=p", "q"]
+    assert milesargv.flag_values(words) == {
+        "--a": ["1"], "--b": ["2"], "--c": ["x=y"], "--bare": [], "--d": [""], "--list": ["p", "q"],
+    }
+
+
+def test_parse_flags_keeps_the_words_as_written() -> None:
+    flags = milesargv.parse_flags(["python3", "train.py", "--a=1", "--b", "2", "3"])
+    assert [(f.name, f.values, f.words) for f in flags] == [
+        ("", ("python3", "train.py"), ("python3", "train.py")),
+        ("--a", ("1",), ("--a=1",)),
+        ("--b", ("2", "3"), ("--b", "2", "3")),
+    ]
+
+
+def test_an_override_replaces_a_flag_written_with_equals() -> None:
+    assert milesargv.apply_overrides(["--a=1", "--b", "2", "--a=3"], {"a": 5}) == ["--a", "5", "--b", "2"]
+    assert milesargv.apply_overrides(["--a=1", "--b=2"], {}) == ["--a=1", "--b=2"]

@@ -84,7 +84,7 @@ def fail(message: str, exit_code: int) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[red]error:[/red] {escape(message)}")
+    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(int(exit_code))
 
 
@@ -93,14 +93,14 @@ def warn(message: str) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/yellow] {escape(message)}")
+    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(f"[yellow]warning:[/yellow] {escape(message)}")
 
 
 def stdout() -> "Any":
     """A rich console on stdout that never wraps machine-readable text."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=True, emoji=False)
 
 
 def main() -> None:

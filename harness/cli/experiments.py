@@ -18,8 +18,9 @@ from typing_extensions import Annotated
 
 @command("ls")
 def ls(experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR) -> None:
-    """List the experiments and sweeps; a broken file is listed with its error."""
+    """List the experiments and sweeps; a broken file is marked broken with its error, the rest are listed."""
     from rich.table import Table
+    from rich.text import Text
 
     from harness.errors import HarnessError
     from harness.experiments import ExperimentStore
@@ -29,31 +30,40 @@ def ls(experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR) -> None:
     for column in ("name", "extends", "seed", "steps", "filter", "over-sampling"):
         table.add_column(column, no_wrap=True)
     table.add_column("description", overflow="fold", ratio=1)
+    warnings: list[str] = []
     for name in store.names():
         try:
-            if store.is_sweep(name):
-                sweep = store.load_sweep(name)
-                seeds = " ".join(str(s) for s in sweep.seeds)
-                table.add_row(name, f"sweep of {sweep.sweep}", seeds, "", "", "", _headline(sweep.description))
-                continue
-            loaded = store.load(name)
+            row = _row(store, name, warnings)
         except HarnessError as err:
-            table.add_row(name, "", "", "", "", "", f"[red]error:[/red] {_escape(err.message)}")
-            continue
-        exp = loaded.experiment
-        flags = exp.effective_flags(store.base_args)
-        batch = (flags.get("--rollout-batch-size") or ["?"])[0]
-        over = (flags.get("--over-sampling-batch-size") or [batch])[0]
-        table.add_row(
-            name,
-            exp.extends or "",
-            str(exp.seed),
-            str(exp.steps),
-            "on" if exp.filter_path(store.base_args) else "off",
-            f"{over} for {batch}",
-            _headline(exp.description),
-        )
+            row = (name, "", "", "", "", "", Text.assemble(("broken: ", "red"), err.message))
+        # Text cells: names and descriptions are shown exactly as written, never read as markup.
+        table.add_row(*(cell if isinstance(cell, Text) else Text(_printable(cell)) for cell in row))
     stdout().print(table)
+    for message in dict.fromkeys(warnings):
+        warn(message)
+
+
+def _row(store, name: str, warnings: list[str]) -> tuple:  # noqa: ANN001
+    """One row of `ls`; the experiment's warnings (the ones `show` prints) are added to `warnings`."""
+    if store.is_sweep(name):
+        sweep = store.load_sweep(name)
+        seeds = " ".join(str(s) for s in sweep.seeds)
+        return (name, f"sweep of {sweep.sweep}", seeds, "", "", "", _headline(sweep.description))
+    loaded = store.load(name)
+    warnings.extend(loaded.warnings)
+    exp = loaded.experiment
+    flags = exp.effective_flags(store.base_args)
+    batch = (flags.get("--rollout-batch-size") or ["?"])[0]
+    over = (flags.get("--over-sampling-batch-size") or [batch])[0]
+    return (
+        name,
+        exp.extends or "",
+        str(exp.seed),
+        str(exp.steps),
+        "on" if exp.filter_path(store.base_args) else "off",
+        f"{over} for {batch}",
+        _headline(exp.description) + (" (see warning below)" if loaded.warnings else ""),
+    )
 
 
 @command("show")
@@ -63,10 +73,11 @@ def show(
     seed: SeedOption = None,
     set_: SetOption = None,
 ) -> None:
-    """Print the resolved experiment (parents merged, overrides and seed applied) as YAML."""
+    """Print the resolved experiment (parents merged, overrides and seed applied) as YAML; secrets as ***."""
     import yaml
 
     from harness.experiments import ExperimentStore
+    from harness.launch import redacted_experiment
 
     store = ExperimentStore(experiments_dir)
     if store.is_sweep(experiment):
@@ -75,16 +86,15 @@ def show(
     loaded = store.load(experiment, seed=seed, overrides=set_ or ())
     for message in loaded.warnings:
         warn(message)
-    typer.echo(yaml.safe_dump(loaded.experiment.to_dict(), sort_keys=False, width=1000), nl=False)
+    typer.echo(yaml.safe_dump(redacted_experiment(loaded.experiment), sort_keys=False, width=1000), nl=False)
 
 
 def _headline(description: str) -> str:
-    """The description's first sentence, escaped for rich."""
+    """The description's first sentence."""
     first = description.split(". ")[0].split(": ")[0].strip()
-    return _escape(first.rstrip("."))
+    return first.rstrip(".")
 
 
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+def _printable(text: str) -> str:
+    """A file name as the terminal can print it (bytes that are not UTF-8 shown as U+FFFD)."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

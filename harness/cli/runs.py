@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union
 
 import typer
 from typing_extensions import Annotated
@@ -104,6 +104,8 @@ def sweep(
     experiment: Annotated[str, typer.Argument(help="An experiment (with --seeds) or a sweep file such as `seeds`.")],
     seeds: Annotated[Optional[List[int]], typer.Option("--seeds", min=1, help="Seeds to run: --seeds 1 2 3.")] = None,
     more_seeds: Annotated[Optional[List[int]], typer.Argument(hidden=True, min=1)] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List each run, its run id and capture, and whether it would be skipped; start nothing.")] = False,
+    json_: JsonOption = False,
     retry: Annotated[bool, typer.Option("--retry", help="Also rerun failed, no_metrics, interrupted and stopped runs.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Rerun every run, succeeded ones too.")] = False,
     fail_fast: Annotated[bool, typer.Option("--fail-fast", help="Stop the sweep at the first run that does not succeed.")] = False,
@@ -122,14 +124,19 @@ def sweep(
         raise HarnessError(f"seeds {more_seeds} given without --seeds")
     if retry and force:
         raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
+    if json_ and not dry_run:
+        raise HarnessError("--json prints the plan of --dry-run; a sweep that runs prints its progress")
     plans = plan_from_cli(experiment, experiments_dir, capture_dir, [*(seeds or ()), *(more_seeds or ())], set_ or ())
+    mode = "force" if force else "retry" if retry else "cached"
+    if dry_run:
+        print_sweep_plan(plans, mode, as_json=json_)
+        return
     console, progress, stop = _session(plans)
 
     def on_decision(decision) -> None:  # noqa: ANN001
         verb = "running" if decision.action == "run" else "skipping"
         progress.note(f"{decision.run}: {verb}: {decision.reason}")
 
-    mode = "force" if force else "retry" if retry else "cached"
     options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     with stop_on_signals(stop, progress.note):
         results = run_sweep(plans, mode=mode, fail_fast=fail_fast, options=options, progress=progress, stop=stop,
@@ -143,6 +150,7 @@ def sweep(
 
 def _print_sweep(console, results) -> None:  # noqa: ANN001
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="sweep", title_justify="left")
     for column in ("run", "action", "state", "steps", "reason"):
@@ -150,9 +158,39 @@ def _print_sweep(console, results) -> None:  # noqa: ANN001
     for result in results:
         status = result.status
         steps = f"{status.steps_complete}/{status.steps_expected}" if status else "-"
-        table.add_row(result.decision.run, result.decision.action, status.state if status else "-", steps,
-                      result.decision.reason, style=None)
+        cells = (result.decision.run, result.decision.action, status.state if status else "-", steps,
+                 result.decision.reason)
+        table.add_row(*(Text(cell) for cell in cells))  # Text: a reason quoting a log line is never markup
     console.print(table)
+
+
+def print_sweep_plan(plans: Sequence, mode: str, *, as_json: bool) -> None:
+    """What a sweep would do, run by run: run id, capture, run or skip and why. Starts nothing."""
+    import json
+
+    from rich.table import Table
+    from rich.text import Text
+
+    from harness.lifecycle import existing_status
+    from harness.sweep import decide
+
+    rows = []
+    for plan in plans:
+        spec = plan.spec
+        decision = decide(spec.run, spec.run_id, existing_status(spec), mode)
+        rows.append({"run": spec.run, "run_id": spec.run_id, "seed": spec.seed, "capture_dir": spec.capture_dir,
+                     "action": decision.action, "reason": decision.reason})
+    if as_json:
+        experiment = plans[0].spec.experiment if plans else None
+        typer.echo(json.dumps({"experiment": experiment, "mode": mode, "dry_run": True, "runs": rows}, indent=2))
+        return
+    table = Table(title=f"sweep plan ({mode}; dry run: nothing started)", title_justify="left")
+    for column in ("run", "run id", "capture", "action", "reason"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        cells = (row["run"], row["run_id"], row["capture_dir"], row["action"], row["reason"])
+        table.add_row(*(Text(cell) for cell in cells))
+    stdout().print(table)
 
 
 def report_status(status) -> None:  # noqa: ANN001
@@ -166,9 +204,11 @@ def report_status(status) -> None:  # noqa: ANN001
 
 
 def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
-    """Print a launch spec: one JSON document, or a readable listing."""
+    """Print a launch spec: one JSON document, or a readable listing (values exactly as written, secrets as ***)."""
     import json
     import shlex
+
+    from rich.text import Text
 
     from harness.launch import docker_run_command
 
@@ -176,39 +216,43 @@ def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
         typer.echo(json.dumps(spec.to_dict(), indent=2))
         return
     console = stdout()
-    out = console.print
-    out(f"[bold]run[/bold] {spec.run}   [bold]run id[/bold] {spec.run_id}   (dry run: nothing started)")
-    out(f"image           {spec.image}")
-    out(f"container       {spec.container_name}")
-    out(f"capture         {spec.capture_dir}")
-    out(f"steps expected  {spec.steps_expected}")
-    out(f"time limit      {f'{spec.max_minutes:g} min' if spec.max_minutes else 'none'}")
+
+    def out(*parts: Union[str, tuple[str, str]]) -> None:
+        # Text, never markup: an image or a path with [brackets] or :colons: is shown as written.
+        console.print(Text.assemble(*parts), soft_wrap=True)
+
+    out(("run", "bold"), f" {spec.run}   ", ("run id", "bold"), f" {spec.run_id}   (dry run: nothing started)")
+    out("image           ", spec.image)
+    out("container       ", spec.container_name)
+    out("capture         ", spec.capture_dir)
+    out("steps expected  ", str(spec.steps_expected))
+    out("time limit      ", f"{spec.max_minutes:g} min" if spec.max_minutes else "none")
     if spec.device_requests:
         for request in spec.device_requests:
             which = "all GPUs" if request.count == -1 else f"GPUs {','.join(request.device_ids or ())}"
             caps = ",".join(c for group in request.capabilities for c in group)
-            out(f"gpu request     {which} (driver {request.driver}, capabilities {caps})")
+            out("gpu request     ", f"{which} (driver {request.driver}, capabilities {caps})")
     else:
-        out("gpu request     none")
-    out(f"shm size        {spec.shm_size}   ipc {spec.ipc_mode}   init {'yes' if spec.init else 'no'}   "
-        f"ulimits {' '.join(f'{k}={v}' for k, v in spec.ulimits.items())}")
+        out("gpu request     ", "none")
+    ulimits = " ".join(f"{k}={v}" for k, v in spec.ulimits.items())
+    out("shm size        ", f"{spec.shm_size}   ipc {spec.ipc_mode}   init {'yes' if spec.init else 'no'}   ulimits {ulimits}")
     for mount in spec.mounts:
-        out(f"mount           {mount.source} -> {mount.target}{' (read-only)' if mount.read_only else ''}")
+        out("mount           ", f"{mount.source} -> {mount.target}{' (read-only)' if mount.read_only else ''}")
     for name, value in spec.labels.items():
-        out(f"label           {name}={value}", markup=False)
-    out("[bold]environment[/bold]")
+        out("label           ", f"{name}={value}")
+    out(("environment", "bold"))
     for name, value in spec.display_env().items():
-        out(f"  {name}={value}", markup=False)
-    out("[bold]trainer argv[/bold] (as the image's entry runs it)")
-    out("  " + " \\\n    ".join(_argv_lines(spec.trainer_argv)), markup=False)
-    out("[bold]by hand[/bold]")
-    out("  " + shlex.join(docker_run_command(spec)), markup=False)
+        out("  ", f"{name}={value}")
+    out(("trainer argv", "bold"), " (as the image's entry runs it)")
+    out("  ", " \\\n    ".join(_argv_lines(spec.trainer_argv)))
+    out(("by hand", "bold"))
+    out("  ", shlex.join(docker_run_command(spec)))
 
 
 def _argv_lines(argv) -> list[str]:  # noqa: ANN001
-    """The argv shell-quoted, one flag and its values per line."""
+    """The argv shell-quoted, one flag and its values per line, each as written."""
     import shlex
 
-    from harness.lab.milesargv import split_flags
+    from harness.lab.milesargv import parse_flags
 
-    return [shlex.join([flag, *values]) for flag, values in split_flags(list(argv))]
+    return [shlex.join(flag.words) for flag in parse_flags(list(argv))]

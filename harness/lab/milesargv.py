@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence, Union
+from typing import Mapping, Sequence, Tuple, Union
 
 BASE_RUN_FILE = Path(__file__).with_name("base-run.args")
 
@@ -37,20 +38,37 @@ def read_base_args(path: Path = BASE_RUN_FILE) -> list[str]:
     return words
 
 
-def split_flags(words: Sequence[str]) -> list[tuple[str, list[str]]]:
-    """Group argv words into (flag, values) in order; flags keep their dashes."""
-    groups: list[tuple[str, list[str]]] = []
+@dataclass(frozen=True)
+class Flag:
+    """One flag as argparse reads it: `--name v1 v2` or `--name=v`, with the words as written."""
+
+    name: str  # with its dashes; "" for words before the first flag (e.g. `python3 train.py`)
+    values: Tuple[str, ...]
+    words: Tuple[str, ...]
+
+
+def parse_flags(words: Sequence[str]) -> list[Flag]:
+    """Group argv words into flags in order, reading `--flag value` and `--flag=value` alike.
+
+    The one reader of Miles argv: the harness's checks, its dry run and the
+    image's entry all see the flags through it.
+    """
+    groups: list[tuple[str, list[str], list[str]]] = []  # (name, values, words), frozen at the end
     for word in words:
-        if is_flag(word) or not groups:
-            groups.append((word, []))
-        else:
+        if is_flag(word):
+            name, joined, value = word.partition("=") if word.startswith("--") else (word, "", "")
+            groups.append((name, [value] if joined else [], [word]))
+        elif groups:
             groups[-1][1].append(word)
-    return groups
+            groups[-1][2].append(word)
+        else:
+            groups.append(("", [word], [word]))
+    return [Flag(name, tuple(values), tuple(written)) for name, values, written in groups]
 
 
 def flag_values(words: Sequence[str]) -> dict[str, list[str]]:
     """Each flag's values (last occurrence wins, as argparse does), keyed by `--name`."""
-    return {flag: values for flag, values in split_flags(words)}
+    return {flag.name: list(flag.values) for flag in parse_flags(words) if flag.name}
 
 
 def format_value(value: FlagValue) -> list[str]:
@@ -75,15 +93,14 @@ def apply_overrides(base: Sequence[str], overrides: Mapping[str, FlagValue]) -> 
     wanted = {f"--{name.lstrip('-')}": value for name, value in overrides.items()}
     out: list[str] = []
     done: set[str] = set()
-    for flag, values in split_flags(base):
-        if flag not in wanted:
-            out.append(flag)
-            out.extend(values)
+    for flag in parse_flags(base):
+        if flag.name not in wanted:
+            out.extend(flag.words)
             continue
-        if flag in done:
+        if flag.name in done:
             continue
-        done.add(flag)
-        out.extend(_render(flag, wanted[flag]))
+        done.add(flag.name)
+        out.extend(_render(flag.name, wanted[flag.name]))
     for flag, value in wanted.items():
         if flag not in done:
             out.extend(_render(flag, value))
