@@ -358,28 +358,34 @@ def test_recover_leave_running_thaws_and_saves_but_does_not_stop(lab: Lab, clien
     container.remove(force=True)
 
 
-def test_run_warns_about_leftovers_and_recover_ignores_unlabelled_containers(lab: Lab, client: Any) -> None:
+def test_run_warns_about_leftovers_and_recover_touches_only_what_a_capture_owns(lab: Lab, client: Any) -> None:
     from harness.launch import LABEL_RUN_ID
     from harness.runner import LABEL_HARNESS_HOST, LABEL_HARNESS_PID
     from harness.capture import this_host
 
-    stray = client.containers.create(IMAGE, labels={
+    killed = lab.experiment("killed", scenario="hang")
+    harness = lab.spawn("run", killed)
+    lab.wait_for(lambda: lab.metrics(killed), what="the first step")
+    harness.send_signal(signal.SIGKILL)
+    harness.wait(30)
+    ghost = client.containers.create(IMAGE, labels={  # labelled, but no capture names it
         LABEL_RUN: "ghost", LABEL_RUN_ID: "ghost-00000000", LABEL_CAPTURE_DIR: str(lab.captures / "ghost"),
         LABEL_HARNESS_PID: "999999", LABEL_HARNESS_HOST: this_host()})
     unrelated = client.containers.run(IMAGE, environment={"FAKE_SCENARIO": "hang"}, detach=True)
     try:
-        run = lab.experiment("after-ghost", steps=1)
+        run = lab.experiment("after", steps=1)
         result = lab.cli("run", run)
         assert result.exit_code == 0, result.output
-        assert "of run ghost is created (harness pid 999999" in result.stderr and "harness recover" in result.stderr
-        recovered = CliRunner().invoke(app, ["recover", "--grace-s", "2"])
+        assert "run killed (container mgl-killed-" in result.stderr and "harness recover` settles it" in result.stderr
+        assert "ghost" not in result.stderr  # recover would not act on it, so it is no leftover of a run
+        recovered = CliRunner().invoke(app, ["recover", "--grace-s", "2", "--capture-dir", str(lab.captures)])
         assert recovered.exit_code == 0, recovered.output
-        assert "ghost: interrupted" in recovered.output
+        assert "killed: interrupted" in recovered.output
+        assert "ghost: container" in recovered.output and "left alone: no capture at" in recovered.output
+        ghost.reload()
+        assert ghost.status == "created"  # not its capture's: never touched
         unrelated.reload()
-        assert unrelated.status == "running"  # no harness label: never touched
+        assert unrelated.status == "running"  # no harness label: never even listed
     finally:
         unrelated.remove(force=True)
-        try:
-            stray.remove(force=True)
-        except Exception:
-            pass
+        ghost.remove(force=True)

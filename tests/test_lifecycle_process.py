@@ -24,11 +24,13 @@ TRAINER = REPO / "tests" / "images" / "fake-trainer" / "trainer.py"
 
 class Lab:
     def __init__(self, root: Path) -> None:
+        self.root = root
         self.experiments = root / "experiments"
         self.captures = root / "capture"
         self.locks = root / "locks"
+        self.processes = root / "processes"
         self.experiments.mkdir()
-        self.env = {**os.environ, "HARNESS_LOCK_DIR": str(self.locks)}
+        self.env = {**os.environ, "HARNESS_LOCK_DIR": str(self.locks), "HARNESS_PROCESS_DIR": str(self.processes)}
 
     def experiment(self, name: str, *, scenario: str = "steps", steps: int = 2, gpus: Any = "none",
                    env: dict | None = None) -> str:
@@ -43,7 +45,8 @@ class Lab:
         return ["--experiments-dir", str(self.experiments), "--capture-dir", str(self.captures)]
 
     def cli(self, *args: str) -> Any:
-        return CliRunner().invoke(app, [*args, *self.dirs()], env={"HARNESS_LOCK_DIR": str(self.locks)})
+        return CliRunner().invoke(app, [*args, *self.dirs()], env={"HARNESS_LOCK_DIR": str(self.locks),
+                                                                  "HARNESS_PROCESS_DIR": str(self.processes)})
 
     def spawn(self, *args: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "harness", *args, *self.dirs()], cwd=REPO, env=self.env,
@@ -97,16 +100,17 @@ def test_pause_freezes_the_whole_process_group_and_resume_thaws_it(lab: Lab) -> 
     store = ExperimentStore(lab.experiments, [])
     spec = plan_launch(store.load("frozen").experiment, base_args=[], capture_root=str(lab.captures),
                        project_root=str(REPO), environ={})
-    handle = ProcessEngine().start(spec, {})
-    lines = handle.log_lines()
+    handle = ProcessEngine(lab.processes).start(spec, {})
+    lines = handle.logs(follow=True)
+    pid = handle.facts()["pid"]
     try:
         next(lines)
         handle.pause()
         assert handle.is_paused()
-        assert eventually(lambda: process_state(handle.id) == "T")  # stopped
+        assert eventually(lambda: process_state(pid) == "T")  # stopped
         handle.resume()
         assert not handle.is_paused()
-        assert eventually(lambda: process_state(handle.id) in ("R", "S"))
+        assert eventually(lambda: process_state(pid) in ("R", "S"))
         handle.stop(grace_s=5)
         assert handle.wait(5) == 143
     finally:
