@@ -6,7 +6,8 @@ line. Unset (always, outside the tests) it costs one comparison: the
 variable is read once, at import.
 
 Points, in the order a run passes them: before-capture, before-container,
-after-start, mid-stream:N, at-exit, before-remove.
+after-create (inside the engine: created, not started), after-start,
+mid-stream:N, at-exit, before-remove.
 """
 
 from __future__ import annotations

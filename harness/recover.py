@@ -238,8 +238,7 @@ def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Resu
     result = Result(plan, status)
     if plan.action == "remove":
         assert obj is not None
-        obj.handle.remove()
-        result.container = "removed"
+        result.container = _remove(obj.handle, keep)
         return result
     if obj is None:  # settle a running capture whose thing is not there (never started, or removed)
         _settle_without_object(capture, status)
@@ -251,7 +250,7 @@ def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Resu
         status.state, status.ended_at = RunState.NOT_STARTED, utc_now()
         status.error = f"{_harness_gone(status).replace('is gone', 'was gone')} before its container started"
         status.container = obj.id
-        result.container = _remove(handle, keep or obj.kept)
+        result.container = _remove(handle, False)  # it never ran: nothing in it to keep
         return _written(capture, status, result)
     if state == PAUSED:
         handle.resume()

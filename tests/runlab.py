@@ -35,10 +35,11 @@ def fake_trainer(offline_images: list[str], docker_build: Any) -> str:
     return docker_build(REPO / "tests" / "images" / "fake-trainer", IMAGE)
 
 
-def docker_client() -> Any:
+def docker_client(base_url: Optional[str] = None) -> Any:
+    """A client of the engine at DOCKER_HOST, or at `base_url`."""
     import docker
 
-    return docker.from_env(timeout=None)
+    return docker.DockerClient(base_url=base_url, timeout=None) if base_url else docker.from_env(timeout=None)
 
 
 class Lab:
@@ -58,11 +59,11 @@ class Lab:
 
     def experiment(self, name: str, scenario: str = "steps", steps: int = 2, *, env: Optional[dict] = None,
                    gpus: Any = "none", image: str = IMAGE, command: Optional[list] = None,
-                   volumes: Optional[list] = None, extra: str = "") -> str:
+                   volumes: Optional[list] = None, extra: str = "", init: bool = True) -> str:
         container: dict[str, Any] = {"gpus": gpus, "env": {"FAKE_SCENARIO": scenario, **(env or {})}}
         data: dict[str, Any] = {"name": name, "steps": steps, "miles": {"extra_args": extra}}
         if self.engine == "docker":
-            container.update(shm_size="64m", ipc="private", volumes=volumes or [], ulimits={})
+            container.update(shm_size="64m", ipc="private", volumes=volumes or [], ulimits={}, init=init)
             data["image"] = image
         else:
             data.update(engine="process", command=command or [sys.executable, "-u", str(TRAINER)])

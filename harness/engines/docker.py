@@ -28,6 +28,7 @@ from harness.engines import (
 from harness.engines.dockerapi import DockerApi, DockerApiError, docker_host, is_local
 from harness.engines.logstream import LogPosition, split_lines
 from harness.errors import ExitCode, HarnessError
+from harness.failpoints import failpoint
 from harness.launch import LaunchSpec
 
 RECONNECT_DELAYS_S = (0.0, 0.2, 0.5, 1.0, 2.0)
@@ -165,6 +166,7 @@ class DockerEngine:
             raise NotStarted(f"Docker refused to create the container: {err.explanation or err}",
                              ExitCode.ENGINE_UNAVAILABLE) from None
         run = DockerRun(self.client, container)
+        failpoint("after-create")
         try:
             _engine_call("starting the container", container.start)
         except docker.errors.APIError as err:

@@ -33,6 +33,7 @@ from harness.engines import CREATED, EXITED, GONE, PAUSED, RUNNING, Description,
 from harness.engines.logstream import LogPosition
 from harness.engines.shim import process_identity
 from harness.errors import ExitCode, HarnessError
+from harness.failpoints import failpoint
 from harness.launch import LaunchSpec
 
 START_TIMEOUT_S = 30.0
@@ -75,6 +76,7 @@ class ProcessEngine:
         labels = {**spec.labels, **extra_labels}
         (directory / "run.json").write_text(json.dumps(
             {"id": run_id, "labels": labels, "command": list(spec.command)}))
+        failpoint("after-create")
         try:
             with open(directory / "shim.err", "wb") as errors:
                 shim = subprocess.Popen(
