@@ -142,3 +142,17 @@ def test_a_process_run_whose_harness_died_is_recovered_through_its_engine(tmp_pa
         lab.cleanup()
         for name in lab.env:
             os.environ.pop(name, None)
+
+
+def test_logs_of_a_run_whose_harness_died_continue_from_the_engine(lab: Lab) -> None:
+    run = lab.experiment("orphan", scenario="hang")
+    killed(lab.spawn("run", run, failpoint="mid-stream:20"))
+    captured = lab.log(run)
+    (handle,) = lab.objects()
+    lab.wait_for(lambda: len(lab.engine_lines(handle)) > len(captured) + 3, what="the trainer to print on")
+    result = lab.capture_cli("logs", run, "--timestamps")
+    assert result.exit_code == 0, result.output
+    shown = result.output.splitlines()
+    assert shown[:len(captured)] == captured  # the capture first, then the engine's lines after it, once
+    assert len(shown) > len(captured) + 3 and len(shown) == len(set(shown))
+    assert shown == lab.engine_lines(handle)[:len(shown)]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.capture.files import NO_SPACE, write_json_atomic
-from harness.capture.reader import StatusRead, find_runs, read_json_file, read_status
+from harness.capture.reader import StatusRead, find_runs, is_run_name, read_json_file, read_status
 from harness.capture.records import RunStatus
 from harness.errors import ExitCode, HarnessError
 from harness.times import now_rfc3339
@@ -174,7 +174,7 @@ def list_captures(capture_root: Path) -> list[Capture]:
 def find_capture(capture_root: Path, run: str) -> Capture:
     """The capture of `run`, or a one-line error listing the runs there are."""
     capture = Capture(Path(capture_root) / run)
-    if not capture.exists():
+    if "/" in run or not is_run_name(run) or not capture.exists():
         known = ", ".join(c.run for c in list_captures(capture_root)) or "none"
         raise HarnessError(f"no capture for run {run!r} in {capture_root} (runs: {known})", ExitCode.NOT_FOUND)
     return capture
