@@ -61,7 +61,8 @@ class Lab:
                    gpus: Any = "none", image: str = IMAGE, command: Optional[list] = None,
                    volumes: Optional[list] = None, extra: str = "", init: bool = True) -> str:
         container: dict[str, Any] = {"gpus": gpus, "env": {"FAKE_SCENARIO": scenario, **(env or {})}}
-        data: dict[str, Any] = {"name": name, "steps": steps, "miles": {"extra_args": extra}}
+        data: dict[str, Any] = {"name": name, "steps": steps, "miles": {"extra_args": extra},
+                                "guard": {"sensor": "none"}}
         if self.engine == "docker":
             container.update(shm_size="64m", ipc="private", volumes=volumes or [], ulimits={}, init=init)
             data["image"] = image
@@ -146,16 +147,42 @@ class Lab:
                 pass
 
 
+def _lab_on(engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    lab = Lab(tmp_path, engine)
+    for name, value in lab.env.items():  # handles made in the test process find the lab's runs too
+        monkeypatch.setenv(name, value)
+    yield lab
+    lab.cleanup()
+
+
 @pytest.fixture(params=[pytest.param("docker", marks=pytest.mark.docker), "process"])
 def lab(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A lab on each engine in turn."""
     if request.param == "docker":
         request.getfixturevalue("fake_trainer")
-    lab = Lab(tmp_path, request.param)
-    for name, value in lab.env.items():  # handles made in the test process find the lab's runs too
-        monkeypatch.setenv(name, value)
-    yield lab
-    lab.cleanup()
+    yield from _lab_on(request.param, tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def docker_lab(tmp_path: Path, fake_trainer: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A lab on the Docker engine."""
+    yield from _lab_on("docker", tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def process_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A lab on the process engine."""
+    yield from _lab_on("process", tmp_path, monkeypatch)
+
+
+def eventually(check: Any, timeout_s: float = 10.0) -> bool:
+    """Whether `check()` comes true within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def masked(lines: Any) -> list[str]:

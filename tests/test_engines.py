@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -23,16 +22,7 @@ from harness.cli import app
 from harness.engines import EXITED, GONE, PAUSED, RUNNING
 from harness.engines.process import ForeignProcess, ProcessEngine
 from harness.errors import HarnessError
-from runlab import IMAGE, Lab, docker_client, fake_trainer, lab  # noqa: F401  (fixtures)
-
-
-def eventually(check: Any, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.02)
-    return False
+from runlab import IMAGE, Lab, docker_client, eventually, fake_trainer  # noqa: F401  (fixture)
 
 
 @pytest.mark.docker

@@ -11,30 +11,11 @@ capture at all.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runlab import IMAGE, Lab, fake_trainer  # noqa: F401  (fixture)
-
-
-@pytest.fixture
-def docker_lab(tmp_path: Path, fake_trainer: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    lab = Lab(tmp_path, "docker")
-    for name, value in lab.env.items():
-        monkeypatch.setenv(name, value)
-    yield lab
-    lab.cleanup()
-
-
-@pytest.fixture
-def process_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    lab = Lab(tmp_path, "process")
-    for name, value in lab.env.items():
-        monkeypatch.setenv(name, value)
-    yield lab
-    lab.cleanup()
+from runlab import IMAGE, Lab, docker_lab, fake_trainer, process_lab  # noqa: F401  (fixtures)
 
 
 def no_gpu_runtime() -> bool:

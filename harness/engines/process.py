@@ -38,6 +38,7 @@ from harness.launch import LaunchSpec
 
 START_TIMEOUT_S = 30.0
 POLL_S = 0.05
+SIGNAL_SETTLE_S = 2.0  # how long pause/resume wait to see the process stopped or running
 
 
 def process_root() -> Path:
@@ -185,10 +186,18 @@ class _ProcessGroup:
             pass
 
     def pause(self) -> None:
+        """Freeze the group; returns once the process is stopped, as `docker pause` returns frozen."""
         self._signal(signal.SIGSTOP)
+        self._settle(paused=True)
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)
+        self._settle(paused=False)
+
+    def _settle(self, *, paused: bool) -> None:
+        deadline = time.monotonic() + SIGNAL_SETTLE_S
+        while time.monotonic() < deadline and self._live() is not None and self.is_paused() != paused:
+            time.sleep(0.005)
 
     def is_paused(self) -> bool:
         live = self._live()
