@@ -60,6 +60,11 @@ def plan_runs(
     return plans
 
 
+def existing_status(spec: LaunchSpec) -> Optional[RunStatus]:
+    """The status of the capture this run would write to, if there is one (a broken one is an error)."""
+    return Capture(Path(spec.capture_dir)).read_status()
+
+
 def leftover_warnings(capture_root: Path, engine_names: Sequence[str]) -> list[str]:
     """Read-only: captures and engine objects `harness recover` would act on (nothing is changed)."""
     from harness.engines import engine_named

@@ -30,7 +30,7 @@ from typing import Any, Iterator, Mapping, Optional
 
 from harness.capture.records import ProcessIdentity
 from harness.engines import CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem
-from harness.engines.logstream import LogPosition
+from harness.engines.logstream import LogPosition, stamp_now
 from harness.engines.shim import process_identity
 from harness.errors import ExitCode, HarnessError
 from harness.failpoints import failpoint
@@ -67,7 +67,7 @@ class ProcessEngine:
                             f"(command: {' '.join(spec.command)})")]
         return []
 
-    def start(self, spec: LaunchSpec, extra_labels: dict[str, str]) -> "ProcessRun":
+    def start(self, spec: LaunchSpec, extra_labels: dict[str, str]) -> "SupervisedRun":
         """Start the supervisor and, through it, the trainer; NotStarted if the trainer could not start."""
         if not spec.command:
             raise NotStarted(f"run {spec.run}: the process engine needs a `command`")
@@ -89,7 +89,7 @@ class ProcessEngine:
             shutil.rmtree(directory, ignore_errors=True)
             raise NotStarted(f"run {spec.run}: cannot start the process supervisor: {err.strerror or err}",
                              ExitCode.ENGINE_UNAVAILABLE) from None
-        run = ProcessRun(directory)
+        run = SupervisedRun(directory)
         deadline = time.monotonic() + START_TIMEOUT_S
         while not run.state_path.exists():
             problem = run.start_error()
@@ -103,10 +103,10 @@ class ProcessEngine:
             time.sleep(POLL_S / 5)
         return run
 
-    def attach(self, id: str) -> "ProcessRun | ForeignProcess":
+    def attach(self, id: str) -> "SupervisedRun | ForeignProcess":
         """A run by its id, or by its trainer's pid; any other live pid as a bare process group."""
         if "/" not in id and (self.root / id / "run.json").exists():
-            return ProcessRun(self.root / id)
+            return SupervisedRun(self.root / id)
         if id.isdigit():
             pid = int(id)
             for run in self._runs():
@@ -118,14 +118,14 @@ class ProcessEngine:
         raise HarnessError(f"no process run or live process {id!r} (process runs live in {self.root})",
                            ExitCode.NOT_FOUND)
 
-    def list(self, labels: Mapping[str, Optional[str]]) -> list["ProcessRun"]:
+    def list(self, labels: Mapping[str, Optional[str]]) -> list["SupervisedRun"]:
         """Every run in the engine's root, running or not, that carries these labels."""
         return [run for run in self._runs() if _matches(run.labels, labels)]
 
-    def _runs(self) -> list["ProcessRun"]:
+    def _runs(self) -> list["SupervisedRun"]:
         if not self.root.is_dir():
             return []
-        return [ProcessRun(path) for path in sorted(self.root.iterdir()) if (path / "run.json").is_file()]
+        return [SupervisedRun(path) for path in sorted(self.root.iterdir()) if (path / "run.json").is_file()]
 
     def facts(self) -> dict[str, Any]:
         import socket
@@ -218,7 +218,7 @@ class _ProcessGroup:
         raise NotImplementedError
 
 
-class ProcessRun(_ProcessGroup):
+class SupervisedRun(_ProcessGroup):
     """A run the process engine started (its directory under the engine's root)."""
 
     def __init__(self, directory: Path) -> None:
@@ -341,6 +341,55 @@ class ProcessRun(_ProcessGroup):
         return {"process_run": self.id, "run_dir": str(self.directory),
                 "command": list(self.run_record.get("command") or []),
                 **(identity.to_dict() if identity else {})}
+
+
+class ProcessRun(_ProcessGroup):
+    """A process group the caller started itself, its output on a pipe (tests and tools drive the guard with it).
+
+    The engine's own runs are SupervisedRun: they outlive the harness; this
+    one lives and dies with its caller, and its lines are stamped as they are read.
+    """
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self.id = str(process.pid)
+        found = process_identity(process.pid)
+        self._identity = ProcessIdentity(process.pid, process.pid, found and found["start_ticks"],
+                                         found and found["boot_id"])
+
+    def identity(self) -> ProcessIdentity:
+        return self._identity
+
+    def describe(self) -> Description:
+        code = self.process.poll()
+        if code is not None:
+            return Description(self.id, self.id, EXITED, exit_code=128 - code if code < 0 else code)
+        return Description(self.id, self.id, PAUSED if self.is_paused() else RUNNING)
+
+    def log_lines(self) -> Iterator[str]:
+        """Every line of the pipe, stamped as it is read."""
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+            yield f"{stamp_now()} {text.rstrip(chr(10))}"
+
+    def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
+        position = since if since is not None else LogPosition()
+        yield from position.new_lines(self.log_lines())
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        return 128 - code if code < 0 else code  # killed by signal N -> 128+N, as Docker reports it
+
+    def remove(self) -> None:
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def facts(self) -> dict[str, Any]:
+        return {"command": list(self.process.args), **self._identity.to_dict()}
 
 
 class ForeignProcess(_ProcessGroup):
