@@ -107,3 +107,15 @@ def test_recover_leave_running_then_recover_again_completes_the_capture(lab: Lab
     assert final["state"] == "interrupted" and final["error"] == status["error"]  # a final state is kept
     assert final["capture_complete"] is True and final["exit_code"] == 143
     assert lab.log(run) == lab.engine_lines(handle)
+
+
+def test_recover_cuts_a_torn_last_line_and_resumes_after_the_last_whole_one(lab: Lab) -> None:
+    run = lab.experiment("torn", scenario="hang", steps=STEPS)
+    killed(lab.spawn("run", run, failpoint="mid-stream:20"))
+    with (lab.captures / run / "container.log").open("ab") as log:
+        log.write(b"2026-11-")  # what a full disk or a power cut leaves behind
+    result = lab.capture_cli("recover", "--keep", "--grace-s", "5")
+    assert result.exit_code == 0, result.output
+    assert lab.status(run)["state"] == "interrupted"
+    (handle,) = lab.objects()
+    assert lab.log(run) == lab.engine_lines(handle)

@@ -36,7 +36,7 @@ def test_recover_never_touches_the_newer_run_of_a_forced_rerun(lab: Lab) -> None
     run = lab.experiment("ok", steps=1)
     assert lab.cli("run", run, "--keep").exit_code == 0
     old_id = lab.status(run)["run_id"]
-    newer = lab.cli("run", run, "--force", "--keep", "--set", "miles.extra_args=--rollout-batch-size 16")
+    newer = lab.cli("run", run, "--force", "--keep", "--set", "container.env.ANOTHER_SETTING=changed")
     assert newer.exit_code == 0, newer.output
     assert lab.status(run)["run_id"] != old_id
     before = (lab.captures / run / "status.json").read_bytes()
