@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 
 from harness.capture import Capture, RunState, RunStatus, this_host, utc_now, write_json_atomic
 from harness.capture.lock import in_use
-from harness.capture.reader import read_pauses
+from harness.capture.reader import Unreadable, open_regular, read_pauses
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
 from harness.times import US_PER_S, parse_time_us
@@ -122,7 +122,11 @@ def _capture_lines(capture: Capture, follow: bool, position: LogPosition) -> Ite
         if _capture_done(capture):
             return
         time.sleep(FOLLOW_POLL_S)
-    with capture.log_path.open("rb") as handle:
+    try:
+        opened = open_regular(capture.log_path)
+    except (OSError, Unreadable) as err:
+        raise HarnessError(f"run {capture.run}: {err}", ExitCode.BAD_INPUT) from None
+    with opened as handle:
         pending = b""
         while True:
             chunk = handle.read(1 << 20)

@@ -29,13 +29,14 @@ from typing import Any, Literal, Optional, Sequence
 
 from harness.capture import Capture, RunState, RunStatus, cut_torn_tail, this_host, utc_now, write_json_atomic
 from harness.capture.lock import CaptureLock, holder, in_use
-from harness.capture.reader import StatusRead, find_runs, iter_jsonl, read_status
+from harness.capture.reader import StatusRead, find_runs, iter_jsonl, not_regular, read_status
 from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, EngineUnavailable, RunHandle
 from harness.engines.logstream import LogPosition, stamp_to_ns
 from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
 from harness.runner import DEFAULT_GRACE_S, LABEL_KEEP, decide_outcome
 
 Action = Literal["settle", "complete", "remove", "leave"]
+CAPTURE_FILES = ("container.log", "metrics.jsonl", "args.json", "pauses.jsonl")  # what recover reads or appends to
 LOG_TAIL_BYTES = 4 * 1024 * 1024
 
 
@@ -216,6 +217,9 @@ def carry_out(plan: Plan, *, leave_running: bool = False, keep: bool = False,
     """Act on a plan under the capture's lock (taken here; a harness that holds it wins)."""
     if plan.action == "leave":
         return Result(plan, plan.status, skipped=plan.reason)
+    odd = [why for why in (not_regular(plan.capture_dir / name) for name in CAPTURE_FILES) if why]
+    if odd:
+        return Result(plan, plan.status, skipped=f"{'; '.join(odd)}: nothing is changed")
     lock = CaptureLock(plan.capture_dir, {"pid": os.getpid(), "host": this_host(), "recover": True,
                                           "since": utc_now()})
     if not lock.try_acquire():

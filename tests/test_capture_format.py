@@ -215,3 +215,18 @@ def test_status_of_a_running_capture_whose_harness_is_gone(tmp_path: Path) -> No
     result = CliRunner().invoke(app, ["status", "--capture-dir", str(root)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert "running? (its harness is gone: harness recover)" in result.output
+
+
+def test_logs_and_recover_never_wait_on_a_fifo(tmp_path: Path) -> None:
+    root = tmp_path / "capture"
+    (root / "piped").mkdir(parents=True)
+    write_json_atomic(root / "piped" / "status.json",
+                      good_status("piped", state="running", exit_code=None, ended_at=None, harness_pid=1,
+                                  harness_host=os.uname().nodename, engine="process"))
+    os.mkfifo(root / "piped" / "container.log")
+    env = {**os.environ, "HARNESS_PROCESS_DIR": str(tmp_path / "processes")}
+    for args in (["logs", "piped"], ["recover"]):
+        done = subprocess.run([sys.executable, "-m", "harness", *args, "--capture-dir", str(root)], cwd=REPO,
+                              capture_output=True, text=True, timeout=60, env=env)
+        assert "container.log is not a regular file (it is a FIFO)" in done.stdout + done.stderr, args
+    assert json.loads((root / "piped" / "status.json").read_text())["state"] == "running"  # nothing changed

@@ -33,7 +33,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, BinaryIO, Iterator, Optional
 
 from harness.capture.records import PauseWindow, RunStatus, StepRow
 from harness.times import parse_time_us
@@ -87,6 +87,24 @@ def _open_regular(path: Path) -> int:
         os.close(fd)
         raise Unreadable(f"{path.name} is not a regular file (it is {_kind(mode)})")
     return fd
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """A regular file opened for reading (never blocking on a FIFO); FileNotFoundError, else Unreadable."""
+    fd = _open_regular(path)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def not_regular(path: Path) -> Optional[str]:
+    """Why `path` cannot be read or appended to as a capture file (None: a regular file, or absent)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return f"{path.name} unreadable: {err.strerror or err}"
+    return None if stat.S_ISREG(mode) else f"{path.name} is not a regular file (it is {_kind(mode)})"
 
 
 def _kind(mode: int) -> str:

@@ -33,7 +33,7 @@ from harness.engines import CREATED, EXITED, GONE, PAUSED, RUNNING, Description,
 from harness.engines.logstream import LogPosition, stamp_now
 from harness.engines.shim import process_identity
 from harness.errors import ExitCode, HarnessError
-from harness.failpoints import failpoint
+from harness.failpoints import ENV as FAILPOINT_ENV, failpoint
 from harness.launch import LaunchSpec
 
 START_TIMEOUT_S = 30.0
@@ -83,7 +83,7 @@ class ProcessEngine:
                 shim = subprocess.Popen(
                     [sys.executable, "-m", "harness.engines.shim", str(directory)],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors,
-                    env={**os.environ, **spec.env}, start_new_session=True,
+                    env={**_inherited_env(), **spec.env}, start_new_session=True,
                 )
         except OSError as err:
             shutil.rmtree(directory, ignore_errors=True)
@@ -131,6 +131,11 @@ class ProcessEngine:
         import socket
 
         return {"engine": "process", "host": socket.gethostname(), "process_root": str(self.root)}
+
+
+def _inherited_env() -> dict[str, str]:
+    """The harness's environment for the trainer, less its own fault-injection switch."""
+    return {name: value for name, value in os.environ.items() if name != FAILPOINT_ENV}
 
 
 def _matches(have: Mapping[str, str], wanted: Mapping[str, Optional[str]]) -> bool:
