@@ -4,10 +4,13 @@ A container prints Miles-shaped lines at a set rate (default 2,000 lines/s for
 60 s, a step every 400 lines) while `harness run` streams, stores and parses
 them. Prints the harness's CPU seconds per wall second over the steady part
 of the run (goal < 0.05) and the delay from a step's last line being printed
-to its record landing in metrics.jsonl (goal: median < 0.2 s).
+to its record landing in metrics.jsonl (goal: median < 0.2 s). With
+`--engine process` the trainer runs as a process under the process engine's
+supervisor, whose CPU (stamping and storing every line) is printed too.
 
-Needs a Docker engine and the offline python image (make offline-images).
-Usage: python bench/run_overhead.py [--rate 2000] [--seconds 60]
+Needs a Docker engine and the offline python image (make offline-images),
+or nothing with `--engine process`.
+Usage: python bench/run_overhead.py [--rate 2000] [--seconds 60] [--engine docker|process]
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def supervisor_pid(processes: Path) -> int:
+    """The process engine's supervisor of the one run under `processes`."""
+    (state,) = processes.glob("*/state.json")
+    return int(json.loads(state.read_text())["shim_pid"])
+
+
 def watch_metrics(path: Path, arrivals: list[tuple[float, dict]], done: threading.Event) -> None:
     """Note when each metrics.jsonl record appears (polled every 5 ms)."""
     offset = 0
@@ -55,27 +64,33 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=2000.0, help="lines per second")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the container talks")
     parser.add_argument("--step-every", type=int, default=400, help="lines between steps")
+    parser.add_argument("--engine", choices=("docker", "process"), default="docker")
     args = parser.parse_args()
 
-    subprocess.run(["bash", str(REPO / "scripts" / "offline-images.sh")], check=True)
-    subprocess.run(["docker", "build", "-q", "-t", IMAGE, str(REPO / "bench" / "images" / "chatty-trainer")],
-                   check=True, stdout=subprocess.DEVNULL)
+    chatty = REPO / "bench" / "images" / "chatty-trainer"
+    if args.engine == "docker":
+        subprocess.run(["bash", str(REPO / "scripts" / "offline-images.sh")], check=True)
+        subprocess.run(["docker", "build", "-q", "-t", IMAGE, str(chatty)], check=True, stdout=subprocess.DEVNULL)
     steps = int(args.rate * args.seconds) // args.step_every
+    env_of_trainer = {"CHATTY_RATE": str(args.rate), "CHATTY_SECONDS": str(args.seconds),
+                      "CHATTY_STEP_EVERY": str(args.step_every)}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "experiments").mkdir()
-        (root / "experiments" / "chatty.yaml").write_text(json.dumps({
-            "name": "chatty", "steps": steps, "image": IMAGE,
-            "container": {"gpus": "none", "shm_size": "64m", "ipc": "private", "ulimits": {},
-                          "env": {"CHATTY_RATE": str(args.rate), "CHATTY_SECONDS": str(args.seconds),
-                                  "CHATTY_STEP_EVERY": str(args.step_every)}},
-        }))
+        if args.engine == "docker":
+            experiment = {"image": IMAGE, "container": {"gpus": "none", "shm_size": "64m", "ipc": "private",
+                                                        "ulimits": {}, "env": env_of_trainer}}
+        else:
+            experiment = {"engine": "process", "command": [sys.executable, "-u", str(chatty / "chatty.py")],
+                          "container": {"gpus": "none", "env": env_of_trainer}}
+        (root / "experiments" / "chatty.yaml").write_text(json.dumps({"name": "chatty", "steps": steps,
+                                                                      **experiment}))
         arrivals: list[tuple[float, dict]] = []
         done = threading.Event()
         watcher = threading.Thread(target=watch_metrics,
                                    args=(root / "capture" / "chatty" / "metrics.jsonl", arrivals, done))
         watcher.start()
-        env = {**os.environ, "HARNESS_LOCK_DIR": str(root / "locks")}
+        env = {**os.environ, "HARNESS_LOCK_DIR": str(root / "locks"), "HARNESS_PROCESS_DIR": str(root / "processes")}
         started = time.monotonic()
         harness = subprocess.Popen(
             [sys.executable, "-m", "harness", "run", "chatty", "--experiments-dir", str(root / "experiments"),
@@ -83,9 +98,12 @@ def main() -> int:
             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
         time.sleep(10)  # past start-up (imports, container creation)
+        supervisor = supervisor_pid(root / "processes") if args.engine == "process" else None
         cpu_a, wall_a = cpu_seconds(harness.pid), time.monotonic()
+        shim_a = cpu_seconds(supervisor) if supervisor else 0.0
         time.sleep(max(1.0, args.seconds - 15))
         cpu_b, wall_b = cpu_seconds(harness.pid), time.monotonic()
+        shim_b = cpu_seconds(supervisor) if supervisor else 0.0
         _, stderr = harness.communicate()
         total_wall = time.monotonic() - started
         time.sleep(0.1)
@@ -103,6 +121,9 @@ def main() -> int:
     print(f"rate asked           {args.rate:.0f} lines/s for {args.seconds:.0f} s")
     print(f"harness CPU          {steady:.4f} CPU s per wall s over the steady {wall_b - wall_a:.0f} s "
           f"(goal < 0.05)")
+    if args.engine == "process":
+        print(f"supervisor CPU       {(shim_b - shim_a) / (wall_b - wall_a):.4f} CPU s per wall s (stamping and "
+              "storing every line, as dockerd does for a container)")
     if delays:
         delays.sort()
         print(f"line -> record delay median {statistics.median(delays) * 1000:.1f} ms, "

@@ -1,13 +1,23 @@
-"""Looking at and acting on existing captures: status rows, following a log, asking a run to stop."""
+"""Looking at and acting on existing captures: status rows, following a log, asking a run to stop.
+
+All of it reads captures with the one tolerant reader (a broken capture is a
+row with its reason, never a crash) and reaches trainers only through the
+engines.
+"""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Callable, Iterator
 
-from harness.capture import Capture, RunStatus, read_jsonl, utc_now, write_json_atomic
+from harness.capture import Capture, RunState, RunStatus, this_host, utc_now, write_json_atomic
+from harness.capture.lock import in_use
+from harness.capture.reader import Unreadable, open_regular, read_pauses
+from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
 from harness.times import US_PER_S, parse_time_us
 
@@ -16,7 +26,7 @@ FOLLOW_POLL_S = 0.5
 
 @dataclass(frozen=True)
 class CaptureRow:
-    """One line of `harness status`, as text."""
+    """One line of `harness status`, as plain text (the renderer escapes it)."""
 
     run: str
     state: str
@@ -28,28 +38,20 @@ class CaptureRow:
 
 
 def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
-    """A row per capture; an unreadable status is shown as such, not skipped."""
-    from harness.recover import harness_alive
-
+    """A row per capture; a broken one is a row with its reason, not an error."""
     rows = []
     for capture in captures:
-        try:
-            status = capture.read_status()
-        except HarnessError as err:
-            rows.append(CaptureRow(capture.run, f"unreadable: {err}", "-", "-", "-", "-", "-"))
+        found = capture.status_read()
+        if found.status is None:
+            rows.append(CaptureRow(capture.run, f"broken: {found.broken or 'no status.json'}", "-", "-", "-", "-",
+                                   "-"))
             continue
-        assert status is not None
-        state = status.state
-        if state == "running" and not harness_alive(status.harness_pid, status.harness_host):
-            state = "running? (its harness is gone: harness recover)"
-        if status.steps_usable:
-            state += " (steps usable)"
-        pauses = _pauses(capture, status)
+        status = found.status
         rows.append(CaptureRow(
             run=capture.run,
-            state=state,
+            state=_state_text(capture, status),
             steps=f"{status.steps_complete}/{status.steps_expected}",
-            pauses=pauses,
+            pauses=_pauses(capture, status),
             exit_code="-" if status.exit_code is None else str(status.exit_code),
             started=status.started_at[:19].replace("T", " "),
             duration=_duration(status),
@@ -57,16 +59,35 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
     return rows
 
 
+def harness_gone(capture: Capture, status: RunStatus) -> bool:
+    """A running capture whose harness (on this machine) no longer holds its lock."""
+    return (status.state == RunState.RUNNING and status.harness_host in (None, this_host())
+            and not in_use(capture.directory))
+
+
+def _state_text(capture: Capture, status: RunStatus) -> str:
+    state = status.state.value
+    if harness_gone(capture, status):
+        state = "running? (its harness is gone: harness recover)"
+    elif status.state == RunState.NOT_STARTED:
+        state += f" ({status.error})" if status.error else ""
+    elif not status.capture_complete:
+        state += " (capture incomplete: harness recover)"
+    if status.steps_usable:
+        state += " (steps usable)"
+    return state
+
+
 def _pauses(capture: Capture, status: RunStatus) -> str:
     """`N (S s)`: pause windows and the length of their union (an open one ends now, or at the run's end)."""
     from harness.summary.windows import merge_windows, union_length
 
-    windows = {w.get("start"): w for w in read_jsonl(capture.pauses_path)}  # the last line per window wins
+    windows = read_pauses(capture.pauses_path, [])
     if not windows:
         return "0"
     until = parse_time_us(status.ended_at or utc_now())
-    spans = [(parse_time_us(start), parse_time_us(w.get("end")) or until) for start, w in windows.items()]
-    total_us = union_length(*merge_windows((s, e) for s, e in spans if s is not None and e is not None))
+    spans = [(w.start_us, w.end_us or until) for w in windows]
+    total_us = union_length(*merge_windows((s, e) for s, e in spans if e is not None))
     return f"{len(windows)} ({total_us / US_PER_S:.0f} s)"
 
 
@@ -77,54 +98,98 @@ def _duration(status: RunStatus) -> str:
     return str(timedelta(seconds=max(0, seconds))) + ("" if status.ended_at else " so far")
 
 
+# --------------------------------------------------------------------------- logs
+
+
 def follow_log(capture: Capture, *, follow: bool) -> Iterator[str]:
-    """container.log line by line; with `follow`, keep reading until the run's status is final."""
+    """container.log line by line; with `follow`, until the run's status is final or its harness is gone.
+
+    Where the capture stops short (its harness died, the disk filled up, the
+    engine went away) and the engine still has the trainer, the rest comes
+    from the engine, after the capture's last line.
+    """
+    position = LogPosition()
+    yield from _capture_lines(capture, follow, position)
+    handle = _engine_handle(capture)
+    if handle is not None:
+        yield from handle.logs(position, follow=follow)
+
+
+def _capture_lines(capture: Capture, follow: bool, position: LogPosition) -> Iterator[str]:
     if not capture.log_path.exists() and not follow:
         return
     while not capture.log_path.exists():
+        if _capture_done(capture):
+            return
         time.sleep(FOLLOW_POLL_S)
-    with capture.log_path.open(encoding="utf-8", errors="replace") as handle:
-        pending = ""
+    try:
+        opened = open_regular(capture.log_path)
+    except (OSError, Unreadable) as err:
+        raise HarnessError(f"run {capture.run}: {err}", ExitCode.BAD_INPUT) from None
+    with opened as handle:
+        pending = b""
         while True:
-            chunk = handle.readline()
+            chunk = handle.read(1 << 20)
             if chunk:
-                pending += chunk
-                if pending.endswith("\n"):
-                    yield pending[:-1]
-                    pending = ""
+                *lines, pending = (pending + chunk).split(b"\n")
+                for raw in lines:
+                    line = raw.decode("utf-8", "replace")
+                    position.advance(line)
+                    yield line
                 continue
-            if not follow:
-                break
-            status = capture.read_status()
-            if status is None or status.state != "running":
+            if not follow or _capture_done(capture):
                 rest = handle.read()  # written between the last read and the status change
                 if rest:
                     pending += rest
-                    for line in pending.splitlines():
-                        yield line
-                    pending = ""
+                    continue
                 break
             time.sleep(FOLLOW_POLL_S)
-        if pending:
-            yield pending
+        if pending:  # a torn last line: shown, but not a position to resume from
+            yield pending.decode("utf-8", "replace")
+
+
+def _capture_done(capture: Capture) -> bool:
+    status = capture.status_read().status
+    return status is None or status.is_final or harness_gone(capture, status)
+
+
+def _engine_handle(capture: Capture):  # noqa: ANN202
+    """The engine's handle on the trainer of a capture that stops short of it (None when complete or gone)."""
+    from harness.engines import engine_named
+    from harness.recover import engine_objects, plan_recovery
+
+    found = capture.status_read()
+    status = found.status
+    if status is None or (status.capture_complete and not harness_gone(capture, status)):
+        return None
+    try:
+        engine = engine_named(status.engine or "docker")
+    except HarnessError:
+        return None
+    directory = Path(os.path.abspath(capture.directory))
+    objects = [o for o in engine_objects([engine], []) if o.capture_dir == directory]
+    plan = plan_recovery(found, None, objects, here=this_host(), other_hosts=True)
+    return plan.owned.handle if plan is not None and plan.owned is not None else None
+
+
+# --------------------------------------------------------------------------- stop
 
 
 def request_stop(capture: Capture, reason: str, *, timeout_s: float, note: Callable[[str], None]) -> RunStatus:
-    """Ask the run's harness to stop it; if that harness is gone, recover the container directly."""
-    from harness.recover import harness_alive
-
+    """Ask the run's harness to stop it; if that harness is gone, recover the run through its engine."""
     status = capture.read_status()
-    if status is None or status.state != "running":
-        state = status.state if status else "no status"
-        raise HarnessError(f"run {capture.run} is not running (it is {state})", ExitCode.NOT_FOUND)
-    if not harness_alive(status.harness_pid, status.harness_host):
+    if status is None:
+        raise HarnessError(f"run {capture.run} has no status", ExitCode.NOT_FOUND)
+    if harness_gone(capture, status) or (status.is_final and not status.capture_complete):
         return _recover_orphan(capture, note)
+    if status.state != RunState.RUNNING:
+        raise HarnessError(f"run {capture.run} is not running (it is {status.state})", ExitCode.NOT_FOUND)
     write_json_atomic(capture.stop_request_path, {"reason": reason, "requested_at": utc_now()})
     note(f"asked the harness of {capture.run} (pid {status.harness_pid}) to stop it: {reason}")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        current = capture.read_status()
-        if current is not None and current.state != "running":
+        current = capture.status_read().status
+        if current is not None and current.is_final:
             return current
         time.sleep(FOLLOW_POLL_S)
     raise HarnessError(f"run {capture.run} did not stop within {timeout_s:g} s; it may still be shutting down",
@@ -132,13 +197,24 @@ def request_stop(capture: Capture, reason: str, *, timeout_s: float, note: Calla
 
 
 def _recover_orphan(capture: Capture, note: Callable[[str], None]) -> RunStatus:
-    from harness.engines.docker import connect
-    from harness.recover import find_leftovers, recover
+    from harness.engines import ENGINE_NAMES, engine_named
+    from harness.recover import carry_out, engine_objects, plan_recovery
 
-    client = connect()
-    for leftover in find_leftovers(client):
-        if leftover.run == capture.run:
-            note(f"the harness of {capture.run} is gone: recovering its container instead")
-            return recover(client, leftover, leave_running=False, keep=False)
-    raise HarnessError(f"run {capture.run}: its harness is gone and no container of it was found; "
-                       "`harness recover` settles leftovers", ExitCode.NOT_FOUND)
+    found = capture.status_read()
+    assert found.status is not None
+    names = [found.status.engine] if found.status.engine else list(ENGINE_NAMES)
+    problems: list[str] = []
+    directory = Path(os.path.abspath(capture.directory))
+    objects = [o for o in engine_objects([engine_named(n) for n in names], problems) if o.capture_dir == directory]
+    plan = plan_recovery(found, None, objects, here=this_host())
+    if plan is None or plan.action == "leave":
+        why = plan.reason if plan is not None else "there is nothing of it to stop"
+        raise HarnessError(f"run {capture.run}: {why}" + (f" ({'; '.join(problems)})" if problems else ""),
+                           ExitCode.NOT_FOUND)
+    note(f"the harness of {capture.run} is gone: stopping it through its engine instead")
+    result = carry_out(plan)
+    if result.skipped:
+        raise HarnessError(f"run {capture.run}: {result.skipped}", ExitCode.BUSY)
+    assert result.status is not None
+    return result.status
+

@@ -3,20 +3,28 @@
 A run on all GPUs holds the host's `all` lock exclusively; a run on listed
 GPUs holds `all` shared and each listed GPU exclusively, so two runs on
 different GPUs share a host and a run on all GPUs waits for both. The kernel
-drops the locks when the harness dies, however it dies.
+drops the locks when the harness dies, however it dies. Separate from the
+capture lock (harness.capture.lock), which a run takes first.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import json
 import os
-import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
 
-from harness.errors import ExitCode, HarnessError
+from harness.errors import HarnessError
+from harness.filelock import (
+    EXCLUSIVE,
+    SHARED,
+    clear_owner,
+    lock_or_wait,
+    open_lock_file,
+    read_owner,
+    unlock,
+    write_owner,
+)
 
 DEFAULT_LOCK_DIR = Path("/tmp/miles-gb10-lab-locks")
 
@@ -42,52 +50,38 @@ class GpuLock:
         key = host_key or docker_host_key()
         self._plan: list[tuple[Path, int]] = []
         if gpus == "all":
-            self._plan = [(self.directory / f"{key}-all.lock", fcntl.LOCK_EX)]
+            self._plan = [(self.directory / f"{key}-all.lock", EXCLUSIVE)]
         elif gpus != "none":
-            self._plan = [(self.directory / f"{key}-all.lock", fcntl.LOCK_SH)]
-            self._plan += [(self.directory / f"{key}-gpu{i}.lock", fcntl.LOCK_EX) for i in sorted(gpus)]
+            self._plan = [(self.directory / f"{key}-all.lock", SHARED)]
+            self._plan += [(self.directory / f"{key}-gpu{i}.lock", EXCLUSIVE) for i in sorted(gpus)]
         self._held: list[tuple[int, int]] = []
 
     def acquire(self, *, wait: bool, on_wait: Callable[[str], None] = lambda message: None,
                 cancelled: Callable[[], bool] = lambda: False, poll_s: float = 2.0) -> None:
         """Take every lock of the set, in a fixed order (no deadlock between runs); Ctrl-C ends the wait."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        told = False
         for path, mode in self._plan:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-            while True:
-                try:
-                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    holder = _holder(path)
-                    if not wait:
-                        os.close(fd)
-                        self.release()
-                        raise HarnessError(f"the GPU is busy ({holder}); without --no-wait this run would wait",
-                                           ExitCode.BUSY) from None
-                    if not told:
-                        on_wait(f"waiting for the GPU: {holder}")
-                        told = True
-                    if cancelled():
-                        os.close(fd)
-                        self.release()
-                        raise HarnessError("interrupted while waiting for the GPU; nothing was started",
-                                           ExitCode.INTERRUPTED)
-                    time.sleep(poll_s)
+            fd = open_lock_file(path)
+            try:
+                lock_or_wait(
+                    fd, mode, wait=wait, holder=lambda: _holder(path),
+                    busy=lambda holder: f"the GPU is busy ({holder}); without --no-wait this run would wait",
+                    waiting=lambda holder: f"waiting for the GPU: {holder}",
+                    cancelled_message="interrupted while waiting for the GPU; nothing was started",
+                    on_wait=on_wait, cancelled=cancelled, poll_s=poll_s,
+                )
+            except HarnessError:
+                os.close(fd)
+                self.release()
+                raise
             self._held.append((fd, mode))
-            if mode == fcntl.LOCK_EX:
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, json.dumps(self.owner).encode(), 0)
+            if mode == EXCLUSIVE:
+                write_owner(fd, self.owner)
 
     def release(self) -> None:
         for fd, mode in reversed(self._held):
-            try:
-                if mode == fcntl.LOCK_EX:
-                    os.ftruncate(fd, 0)  # no stale owner for the next waiter to report
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            finally:
-                os.close(fd)
+            if mode == EXCLUSIVE:
+                clear_owner(fd)
+            unlock(fd)
         self._held = []
 
     def __enter__(self) -> "GpuLock":
@@ -99,10 +93,7 @@ class GpuLock:
 
 def _holder(path: Path) -> str:
     """Who holds a lock, as the holder wrote it (best effort: a shared holder writes nothing)."""
-    try:
-        owner = json.loads(path.read_text() or "{}")
-    except (OSError, ValueError):
-        owner = {}
+    owner = read_owner(path)
     if owner.get("run"):
         return f"run {owner['run']} (harness pid {owner.get('pid')} on {owner.get('host')}) holds it"
     return "another run holds it"

@@ -1,4 +1,4 @@
-"""Runs and sweeps as a user starts them: refuse to clobber, take the GPU, run, settle.
+"""Runs and sweeps as a user starts them: take the capture, decide, check, take the GPU, run.
 
 The CLI parses options and calls these; the mechanics of one run are in
 `harness.runner`.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from harness.capture import Capture, RunStatus, this_host
+from harness.capture import Capture, CaptureLock, RunState, RunStatus, this_host, utc_now
 from harness.errors import ExitCode, HarnessError
 from harness.experiments import Experiment, ExperimentStore
 from harness.gpulock import GpuLock
@@ -24,7 +24,7 @@ from harness.sweep import Decision, Mode, decide
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How to start runs."""
+    """How to start runs; `wait_for_gpu` covers the capture's lock too (--no-wait)."""
 
     wait_for_gpu: bool = True
     keep: bool = False
@@ -61,27 +61,26 @@ def plan_runs(
 
 
 def existing_status(spec: LaunchSpec) -> Optional[RunStatus]:
-    """The status of the capture this run would write to, if there is one."""
+    """The status of the capture this run would write to, if there is one (a broken one is an error)."""
     return Capture(Path(spec.capture_dir)).read_status()
 
 
-def refuse_to_clobber(spec: LaunchSpec, force: bool) -> None:
-    """A single run replaces a failed capture, a succeeded one only with --force, a live one never."""
-    decision = decide(spec.run, spec.run_id, existing_status(spec), "force" if force else "retry")
-    if decision.action == "skip":
-        raise HarnessError(f"run {spec.run} not started: {decision.reason}")
+def leftover_warnings(capture_root: Path, engine_names: Sequence[str]) -> list[str]:
+    """Read-only: captures and engine objects `harness recover` would act on (nothing is changed)."""
+    from harness.engines import engine_named
+    from harness.recover import plan_all
+
+    engines = [engine_named(name) for name in dict.fromkeys(engine_names)]
+    plans = plan_all(capture_root, engines, [])
+    return [f"{plan.describe()}; `harness recover` settles it" for plan in plans if plan.action != "leave"]
 
 
-def leftover_warnings() -> list[str]:
-    """Read-only: labelled containers whose harness is gone (nothing is changed)."""
-    try:
-        from harness.engines.docker import connect
-        from harness.recover import find_leftovers
+@dataclass(frozen=True)
+class SweepResult:
+    """What happened to one run: the decision made under its capture's lock, and its status after."""
 
-        leftovers = find_leftovers(connect())
-    except HarnessError:
-        return []
-    return [f"{item.describe()}; `harness recover` settles it" for item in leftovers]
+    decision: Decision
+    status: Optional[RunStatus]
 
 
 def run_planned(
@@ -91,40 +90,58 @@ def run_planned(
     progress: Progress,
     stop: StopControl,
     on_wait: Callable[[str], None],
+    mode: Mode = "retry",
+    on_decision: Callable[[Decision], None] = lambda decision: None,
     engine: Any = None,
     provenance: Optional[dict[str, Any]] = None,
-) -> RunStatus:
-    """Take the GPU lock, run, release; the final status is returned (and on disk)."""
+) -> SweepResult:
+    """Take the capture's lock, decide, check, take the GPU, run; both locks are held to the last write.
+
+    A capture left `running` by a dead harness is settled first (if nothing
+    of it still runs). Pre-flight problems fail here, before a capture is made.
+    """
     from harness.engines import engine_for
     from harness.mileslog import LogParser
     from harness.provenance import git_facts, harness_facts, nvml_probe
+    from harness.recover import settle_for_run
 
     spec = plan.spec
-    if provenance is None:
-        provenance = {**harness_facts(), **git_facts(Path.cwd()), "nvml": nvml_probe()}
-    owner = {"run": spec.run, "pid": os.getpid(), "host": this_host()}
-    with GpuLock(plan.experiment.container.gpus, owner) as lock:
-        lock.acquire(wait=options.wait_for_gpu, on_wait=on_wait, cancelled=lambda: stop.state is not None,
-                     poll_s=0.5)
-        return execute(
-            spec,
-            plan.experiment.to_dict(),
-            engine=engine or engine_for(spec),
-            parser=LogParser(),
-            progress=progress,
-            stop=stop,
-            provenance=provenance,
-            grace_s=options.grace_s,
-            keep=options.keep,
-        )
-
-
-@dataclass(frozen=True)
-class SweepResult:
-    """What happened to one run of a sweep."""
-
-    decision: Decision
-    status: Optional[RunStatus]
+    engine = engine or engine_for(spec)
+    capture = Capture(Path(spec.capture_dir))
+    owner = {"run": spec.run, "run_id": spec.run_id, "pid": os.getpid(), "host": this_host(), "since": utc_now()}
+    with CaptureLock(capture.directory, owner) as capture_lock:
+        capture_lock.acquire(wait=options.wait_for_gpu, on_wait=on_wait, cancelled=lambda: stop.state is not None)
+        refusal = settle_for_run(capture.directory, engine, grace_s=options.grace_s)
+        found = capture.status_read()
+        if refusal is not None:
+            decision = Decision(spec.run, "skip", refusal)
+        else:
+            decision = decide(spec.run, spec.run_id, found.status, mode, found.broken)
+        on_decision(decision)
+        if decision.action == "skip" or stop.state is not None:
+            return SweepResult(decision, found.status)
+        problems = engine.preflight(spec)
+        if problems:
+            raise HarnessError(f"run {spec.run} not started: " + "; ".join(p.message for p in problems),
+                               problems[0].exit_code)
+        if provenance is None:
+            provenance = {**harness_facts(), **git_facts(Path.cwd()), "nvml": nvml_probe()}
+        with GpuLock(plan.experiment.container.gpus, owner) as gpu_lock:
+            gpu_lock.acquire(wait=options.wait_for_gpu, on_wait=on_wait, cancelled=lambda: stop.state is not None,
+                             poll_s=0.5)
+            status = execute(
+                spec,
+                plan.experiment.to_dict(),
+                engine=engine,
+                parser=LogParser(),
+                progress=progress,
+                stop=stop,
+                provenance=provenance,
+                grace_s=options.grace_s,
+                keep=options.keep,
+                keep_old=decision.keep_old,
+            )
+    return SweepResult(decision, status)
 
 
 def run_sweep(
@@ -142,14 +159,15 @@ def run_sweep(
     """Runs one after another; a failure stops the rest only with `fail_fast`, an interrupt always."""
     results = []
     for plan in plans:
-        decision = decide(plan.spec.run, plan.spec.run_id, existing_status(plan.spec), mode)
-        on_decision(decision)
-        if decision.action == "skip" or stop.state is not None:
-            results.append(SweepResult(decision, existing_status(plan.spec)))
+        if stop.state is not None:
+            results.append(SweepResult(Decision(plan.spec.run, "skip", "the sweep was interrupted"), None))
             continue
-        status = run_planned(plan, options=options, progress=progress, stop=stop, on_wait=on_wait, engine=engine)
-        results.append(SweepResult(decision, status))
-        if status.state == "interrupted" or (fail_fast and status.state != "succeeded"):
+        result = run_planned(plan, options=options, progress=progress, stop=stop, on_wait=on_wait, mode=mode,
+                             on_decision=on_decision, engine=engine)
+        results.append(result)
+        status = result.status
+        if result.decision.action == "run" and status is not None and (
+                status.state == RunState.INTERRUPTED or (fail_fast and status.state != RunState.SUCCEEDED)):
             break
     return results
 

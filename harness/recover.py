@@ -1,167 +1,413 @@
-"""Find runs whose harness is gone, thaw them, save what they printed, and settle their status.
+"""Settle runs whose harness is gone, through the engines, touching only what each capture owns.
 
-Only containers carrying the harness's run label are ever touched.
+A capture owns an engine object (a container, a process run) when the object
+carries the capture's directory and current run id, and is the one the
+capture recorded (when it recorded one). Recover acts on a capture only when
+no harness holds its lock, and then:
+
+- `running` (its harness died): thaw the object, stop it (unless
+  `--leave-running`), save the lines the capture lacks, re-read its steps and
+  record the truth: how the trainer ended, or `interrupted` if recover
+  stopped it, or `not_started` if it never started;
+- final but `capture_complete: false` (the disk filled up, the engine went
+  away): save the rest and record how the trainer ended, keeping the state
+  and the reason the harness recorded;
+- final: never rewritten. An exited container its harness did not get to
+  remove is removed (unless kept with `--keep`).
+
+Everything else (another run id, a capture that is final, no capture at all)
+is left alone and said so. Deciding (`plan_recovery`) is pure; `carry_out`
+acts.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional, Sequence
 
-from harness.capture import Capture, RunStatus, append_jsonl, read_jsonl, this_host, utc_now, write_json_atomic
-from harness.engines.logstream import LogPosition, split_lines
+from harness.capture import Capture, RunState, RunStatus, cut_torn_tail, this_host, utc_now, write_json_atomic
+from harness.capture.lock import CaptureLock, holder, in_use
+from harness.capture.reader import StatusRead, find_runs, iter_jsonl, not_regular, read_status
+from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, EngineUnavailable, RunHandle
+from harness.engines.logstream import LogPosition, stamp_to_ns
 from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
-from harness.runner import DEFAULT_GRACE_S, LABEL_HARNESS_HOST, LABEL_HARNESS_PID
+from harness.runner import DEFAULT_GRACE_S, LABEL_KEEP, decide_outcome
+
+Action = Literal["settle", "complete", "remove", "leave"]
+CAPTURE_FILES = ("container.log", "metrics.jsonl", "args.json", "pauses.jsonl")  # what recover reads or appends to
+LOG_TAIL_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class Leftover:
-    """A labelled container and whether the harness that started it is still alive."""
+class EngineObject:
+    """Something an engine runs (or ran) under the harness's labels."""
 
-    container: Any
-    run: str
-    run_id: str
+    engine: str
+    handle: RunHandle
+    description: Description
+
+    @property
+    def id(self) -> str:
+        return self.description.id
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.description.labels)
+
+    @property
+    def run(self) -> str:
+        return self.labels.get(LABEL_RUN, "?")
+
+    @property
+    def run_id(self) -> str:
+        return self.labels.get(LABEL_RUN_ID, "?")
+
+    @property
+    def capture_dir(self) -> Optional[Path]:
+        directory = self.labels.get(LABEL_CAPTURE_DIR)
+        return Path(os.path.abspath(directory)) if directory else None
+
+    @property
+    def kept(self) -> bool:
+        return self.labels.get(LABEL_KEEP) == "1"
+
+    @property
+    def name(self) -> str:
+        kind = "container" if self.engine == "docker" else "process run"
+        return f"{kind} {self.description.name or self.id[:12]}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What recover does to one capture, and why; `strangers` are objects it leaves alone, with the reason."""
+
     capture_dir: Path
-    harness_pid: Optional[int]
-    harness_host: Optional[str]
-    harness_alive: bool
-    state: str  # Docker's: running, paused, exited, created...
+    action: Action
+    reason: str
+    status: Optional[RunStatus] = None
+    owned: Optional[EngineObject] = None
+    strangers: tuple[tuple[EngineObject, str], ...] = ()
+
+    @property
+    def run(self) -> str:
+        return self.capture_dir.name
 
     def describe(self) -> str:
-        owner = f"harness pid {self.harness_pid} on {self.harness_host}"
-        alive = "alive" if self.harness_alive else "gone"
-        return f"container {self.container.name} of run {self.run} is {self.state} ({owner}: {alive})"
+        """One line for `run`'s warning about leftovers."""
+        what = f" ({self.owned.name}, {self.owned.description.state})" if self.owned else ""
+        return f"run {self.run}{what}: {self.reason}"
 
 
-def harness_alive(pid: Optional[int], host: Optional[str]) -> bool:
-    """True unless the owning harness is provably gone (same host, and that pid is not a harness)."""
-    if pid is None or host is None:
-        return False
-    if host != this_host():
-        return True  # another machine's process: we cannot tell, so leave it be
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return pid != os.getpid() and b"harness" in cmdline
-
-
-def find_leftovers(client: Any, *, include_owned: bool = False) -> list[Leftover]:
-    """Labelled containers whose harness is gone (all labelled ones with `include_owned`)."""
+def engine_objects(engines: Sequence[Engine], notes: list[str]) -> list[EngineObject]:
+    """Everything the engines hold under the harness's run label; an engine out of reach is a note."""
     found = []
-    for container in client.containers.list(all=True, filters={"label": LABEL_RUN}):
-        labels = container.labels
-        pid_text = labels.get(LABEL_HARNESS_PID)
-        pid = int(pid_text) if pid_text and pid_text.isdigit() else None
-        host = labels.get(LABEL_HARNESS_HOST)
-        alive = harness_alive(pid, host)
-        if alive and not include_owned:
-            continue
-        found.append(Leftover(
-            container=container, run=labels.get(LABEL_RUN, "?"), run_id=labels.get(LABEL_RUN_ID, "?"),
-            capture_dir=Path(labels.get(LABEL_CAPTURE_DIR, "")), harness_pid=pid, harness_host=host,
-            harness_alive=alive, state=container.status,
-        ))
+    for engine in engines:
+        try:
+            for handle in engine.list({LABEL_RUN: None}):
+                found.append(EngineObject(engine.name, handle, handle.describe()))
+        except EngineUnavailable as err:
+            notes.append(f"{engine.name} engine: {err.message}")
     return found
 
 
-def _log_position(log_path: Path) -> LogPosition:
-    """Where container.log ends: its last timestamp and the lines that carry it."""
-    if not log_path.exists():
-        return LogPosition()
-    with log_path.open("rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        handle.seek(max(0, handle.tell() - 4 * 1024 * 1024))
-        tail = handle.read().decode("utf-8", "replace").splitlines()
-    if not tail:
-        return LogPosition()
-    last = tail[-1].split(" ", 1)[0]
-    return LogPosition(last, [line for line in tail if line.split(" ", 1)[0] == last])
+def plan_recovery(found: StatusRead, holder_now: Optional[str], objects: Sequence[EngineObject], *,
+                  here: str, other_hosts: bool = False) -> Optional[Plan]:
+    """What to do with one capture (pure); None when there is nothing to do or say.
+
+    `holder_now`: who holds the capture's lock (None: nobody, its harness is gone).
+    """
+    directory = found.directory
+    if holder_now is not None:
+        if not objects and not (found.status and found.status.state == RunState.RUNNING):
+            return None
+        return Plan(directory, "leave", f"in use by a live harness ({holder_now})")
+    if found.broken is not None:
+        return Plan(directory, "leave", f"its status is broken ({found.broken}); nothing is changed",
+                    strangers=tuple((o, "its capture's status is broken") for o in objects))
+    status = found.status
+    if status is None:
+        if not objects:
+            return None
+        return Plan(directory, "leave", "no capture names it (no status.json); remove it by hand if it is not needed",
+                    strangers=tuple((o, f"no capture at {directory}") for o in objects))
+    owned, strangers = _owned(status, objects)
+    plan = Plan(directory, "leave", "", status, owned, strangers)
+    if status.state == RunState.RUNNING:
+        if status.harness_host not in (None, here) and not other_hosts:
+            return replace(plan, owned=None, reason=f"its harness ran on {status.harness_host}, whose lock cannot be "
+                                                    "seen from here (--all settles it)")
+        gone = _harness_gone(status)
+        return replace(plan, action="settle", reason=f"{gone}; its capture still says running")
+    if not status.capture_complete:
+        if owned is None:
+            return replace(plan, reason="its capture is incomplete, but the engine no longer has its container")
+        return replace(plan, action="complete", reason=f"its capture is incomplete ({status.error})")
+    if owned is not None and owned.description.state in (EXITED, GONE) and not owned.kept:
+        return replace(plan, action="remove", reason=f"{status.state}; its harness recorded the end but did not "
+                                                     "remove it")
+    if not strangers and owned is None:
+        return None
+    return replace(plan, reason=f"its capture is final ({status.state}): never rewritten")
 
 
-def save_remaining_logs(client: Any, container_id: str, capture: Capture) -> int:
-    """Append to container.log the lines Docker has that it lacks; returns how many."""
-    position = _log_position(capture.log_path)
-    kwargs: dict[str, Any] = {"stream": True, "follow": False, "timestamps": True}
-    if position.since() is not None:
-        kwargs["since"] = position.since()
+def _owned(status: RunStatus, objects: Sequence[EngineObject]) -> tuple[Optional[EngineObject],
+                                                                        tuple[tuple[EngineObject, str], ...]]:
+    owned, strangers = None, []
+    for obj in objects:
+        if obj.run_id != status.run_id:
+            strangers.append((obj, f"it belongs to run id {obj.run_id}; the capture holds {status.run_id}"))
+        elif status.container is not None and obj.id != status.container:
+            strangers.append((obj, f"the capture records {status.container[:12]}, not this one"))
+        elif owned is not None:
+            strangers.append((obj, f"{owned.name} is the one the capture owns"))
+        else:
+            owned = obj
+    return owned, tuple(strangers)
+
+
+def _harness_gone(status: RunStatus) -> str:
+    return f"its harness (pid {status.harness_pid} on {status.harness_host}) is gone"
+
+
+def plan_all(capture_root: Optional[Path], engines: Sequence[Engine], notes: list[str], *,
+             other_hosts: bool = False) -> list[Plan]:
+    """A plan per capture that is running without its harness, incomplete, or named by an engine object."""
+    objects = engine_objects(engines, notes)
+    by_dir: dict[Path, list[EngineObject]] = {}
+    for obj in objects:
+        if obj.capture_dir is not None:
+            by_dir.setdefault(obj.capture_dir, []).append(obj)
+    directories = set(by_dir)
+    if capture_root is not None:
+        runs, _ = find_runs(Path(capture_root))
+        directories.update(Path(os.path.abspath(path)) for path in runs)
+    plans = []
+    for directory in sorted(directories):
+        found = read_status(directory)
+        if not by_dir.get(directory) and found.status is not None and found.status.state.is_final \
+                and found.status.capture_complete:
+            continue
+        holder_now = holder(directory) if in_use(directory) else None
+        plan = plan_recovery(found, holder_now, by_dir.get(directory, []), here=this_host(),
+                             other_hosts=other_hosts)
+        if plan is not None:
+            plans.append(plan)
+    return plans
+
+
+# --------------------------------------------------------------------------- acting
+
+
+@dataclass
+class Result:
+    """What recover did to one capture."""
+
+    plan: Plan
+    status: Optional[RunStatus]
+    lines_saved: int = 0
+    container: str = "-"  # stopped, left running, removed, kept, gone
+    skipped: Optional[str] = None  # why nothing was done after all (its harness came back)
+    notes: list[str] = field(default_factory=list)
+
+
+def carry_out(plan: Plan, *, leave_running: bool = False, keep: bool = False,
+              grace_s: float = DEFAULT_GRACE_S) -> Result:
+    """Act on a plan under the capture's lock (taken here; a harness that holds it wins)."""
+    if plan.action == "leave":
+        return Result(plan, plan.status, skipped=plan.reason)
+    odd = [why for why in (not_regular(plan.capture_dir / name) for name in CAPTURE_FILES) if why]
+    if odd:
+        return Result(plan, plan.status, skipped=f"{'; '.join(odd)}: nothing is changed")
+    lock = CaptureLock(plan.capture_dir, {"pid": os.getpid(), "host": this_host(), "recover": True,
+                                          "since": utc_now()})
+    if not lock.try_acquire():
+        return Result(plan, plan.status, skipped=f"in use by a live harness ({holder(plan.capture_dir)})")
+    try:
+        found = read_status(plan.capture_dir)  # again, under the lock: it may have changed since the plan
+        fresh = plan_recovery(found, None, [plan.owned] if plan.owned else [], here=this_host(), other_hosts=True)
+        if fresh is None or fresh.action != plan.action:
+            return Result(plan, found.status, skipped="its capture changed meanwhile; run recover again")
+        return _act(replace(plan, status=found.status), leave_running=leave_running, keep=keep, grace_s=grace_s)
+    finally:
+        lock.release()
+
+
+def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Result:
+    capture = Capture(plan.capture_dir)
+    status = plan.status
+    assert status is not None
+    obj = plan.owned
+    result = Result(plan, status)
+    if plan.action == "remove":
+        assert obj is not None
+        result.container = _remove(obj.handle, keep)
+        return result
+    if obj is None:  # settle a running capture whose thing is not there (never started, or removed)
+        _settle_without_object(capture, status)
+        result.container = "none"
+        return _written(capture, status, result)
+    handle = obj.handle
+    state = handle.describe().state
+    if state == CREATED and plan.action == "settle":
+        status.state, status.ended_at = RunState.NOT_STARTED, utc_now()
+        status.error = f"{_harness_gone(status).replace('is gone', 'was gone')} before its container started"
+        status.container = obj.id
+        result.container = _remove(handle, False)  # it never ran: nothing in it to keep
+        return _written(capture, status, result)
+    if state == PAUSED:
+        handle.resume()
+    stopped = False
+    if state not in (EXITED, GONE, CREATED) and not leave_running:
+        handle.stop(grace_s)
+        stopped = True
+    result.lines_saved = save_remaining_logs(handle, capture)
+    after = handle.describe()
+    exited = after.state in (EXITED, GONE)
+    parser, steps_complete = rebuild_metrics(capture, include_incomplete=exited)
+    status.steps_complete = steps_complete
+    gone = _harness_gone(status).replace("is gone", "was gone")
+    if plan.action == "complete":
+        status.notes.append(f"harness recover saved {result.lines_saved} more log line(s) at {utc_now()}")
+        if exited:
+            status.exit_code = after.exit_code if status.exit_code is None else status.exit_code
+            status.ended_at = status.ended_at or after.finished_at or utc_now()
+        status.capture_complete = exited
+    elif not exited:
+        status.state, status.error = RunState.INTERRUPTED, f"{gone}; left running by harness recover"
+        status.capture_complete = False
+    else:
+        outcome = decide_outcome(
+            exit_code=after.exit_code, steps_complete=steps_complete, steps_expected=status.steps_expected,
+            stop_state="interrupted" if stopped else None,
+            stop_reason=f"{gone}; stopped by harness recover" if stopped else None,
+            failure=parser.failure, capture_error=None,
+        )
+        status.state, status.error, status.steps_usable = outcome.state, outcome.error, outcome.steps_usable
+        if not stopped:
+            status.notes.append(f"{gone}; the trainer ended on its own and harness recover recorded it")
+        status.exit_code = after.exit_code
+        status.ended_at = after.finished_at or utc_now()
+        status.capture_complete = True
+    status.steps_usable = status.steps_usable or (status.state != RunState.SUCCEEDED
+                                                  and steps_complete >= status.steps_expected > 0)
+    if exited:
+        result.container = _remove(handle, keep or obj.kept)
+    else:
+        result.container = "left running"
+    return _written(capture, status, result)
+
+
+def _settle_without_object(capture: Capture, status: RunStatus) -> None:
+    gone = _harness_gone(status).replace("is gone", "was gone")
+    if status.container is None:
+        status.state, status.error = RunState.NOT_STARTED, f"{gone} before its container or process started"
+    else:
+        _, status.steps_complete = rebuild_metrics(capture, include_incomplete=True)
+        status.state = RunState.INTERRUPTED
+        status.error = f"{gone}, and the engine no longer has {status.container[:12]}; the capture keeps what it saved"
+    status.ended_at = status.ended_at or utc_now()
+
+
+def _remove(handle: RunHandle, keep: bool) -> str:
+    if keep:
+        return "kept"
+    handle.remove()
+    return "removed"
+
+
+def _written(capture: Capture, status: RunStatus, result: Result) -> Result:
+    capture.write_status(status)
+    if status.capture_complete:
+        capture.drop_reserve()
+    result.status = status
+    return result
+
+
+# --------------------------------------------------------------------------- the capture's files
+
+
+def log_position(log_path: Path) -> LogPosition:
+    """Where container.log ends: its last timestamp and the lines that carry it (unreadable stamps skipped)."""
+    try:
+        with log_path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
+            tail = handle.read().decode("utf-8", "replace").split("\n")
+    except FileNotFoundError:
+        return LogPosition()
+    stamps = [line.split(" ", 1)[0] for line in tail]
+    for stamp in reversed(stamps):
+        try:
+            stamp_to_ns(stamp)
+        except ValueError:
+            continue
+        return LogPosition(stamp, [line for line, s in zip(tail, stamps) if s == stamp])
+    return LogPosition()
+
+
+def save_remaining_logs(handle: RunHandle, capture: Capture) -> int:
+    """Append to container.log the lines the engine has that it lacks (a torn last line cut first)."""
+    cut_torn_tail(capture.log_path)
+    position = log_position(capture.log_path)
     added = 0
-    capture.directory.mkdir(parents=True, exist_ok=True)
-    with capture.log_path.open("ab") as log:
-        for line in position.new_lines(split_lines(client.api.logs(container_id, **kwargs))):
-            log.write(line.encode("utf-8", "replace") + b"\n")
+    fd = os.open(capture.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        for line in handle.logs(position, follow=False):
+            os.write(fd, line.encode("utf-8", "replace") + b"\n")
             added += 1
-        log.flush()
-        os.fsync(log.fileno())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return added
 
 
-def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> int:
-    """Re-parse container.log and append the steps metrics.jsonl lacks; returns the complete-step count."""
+def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> tuple[Any, int]:
+    """Re-parse container.log, append the steps metrics.jsonl lacks; the parser and the complete-step count."""
+    from harness.capture import append_jsonl
+    from harness.capture.reader import count_complete_steps
     from harness.mileslog import LogParser
 
+    cut_torn_tail(capture.metrics_path)
     parser = LogParser()
     records = []
-    if capture.log_path.exists():
+    try:
         with capture.log_path.open("rb") as handle:
             records.extend(parser.feed_stream(handle))
+    except FileNotFoundError:
+        pass
     if include_incomplete:
         records.extend(parser.finish())
-    saved = {(row.get("step"), row.get("complete")) for row in read_jsonl(capture.metrics_path)}
+    saved = {(row.get("step"), row.get("complete")) for _, row in iter_jsonl(capture.metrics_path, [])}
     for record in records:
         if (record.step, record.complete) not in saved and (record.step, True) not in saved:
             append_jsonl(capture.metrics_path, record.to_json(include_derived=False))
+            saved.add((record.step, record.complete))
     if parser.args is not None and not capture.args_path.exists():
         write_json_atomic(capture.args_path, parser.args)
-    return sum(1 for row in read_jsonl(capture.metrics_path) if row.get("complete"))
+    return parser, count_complete_steps(capture.metrics_path)
 
 
-def recover(client: Any, leftover: Leftover, *, leave_running: bool, keep: bool,
-            grace_s: float = DEFAULT_GRACE_S) -> RunStatus:
-    """Thaw, save logs and metrics, stop (unless leave_running), mark interrupted, remove (unless kept)."""
-    container = leftover.container
-    capture = Capture(leftover.capture_dir)
-    container.reload()
-    if container.status == "paused":
-        container.unpause()
-    if not leave_running and container.status in ("running", "paused", "restarting"):
-        container.stop(timeout=int(grace_s))
-    container.reload()
-    save_remaining_logs(client, container.id, capture)
-    exited = container.status not in ("running", "paused", "restarting")
-    steps_complete = rebuild_metrics(capture, include_incomplete=exited)
+def settle_for_run(capture_dir: Path, engine: Engine, *, grace_s: float = DEFAULT_GRACE_S) -> Optional[str]:
+    """For `run`, which holds the capture's lock: settle a dead harness's capture if nothing of it still runs.
 
-    status = _read_status_or_new(capture, leftover)
-    status.state = "interrupted"
-    status.steps_complete = steps_complete
-    status.steps_usable = steps_complete >= status.steps_expected > 0
-    if exited:
-        status.exit_code = int(container.attrs["State"].get("ExitCode", -1))
-        status.ended_at = utc_now()
-    status.error = (
-        f"the harness that ran it (pid {leftover.harness_pid} on {leftover.harness_host}) was gone; "
-        + ("left running by harness recover" if leave_running else "stopped by harness recover")
-    )
-    capture.write_status(status)
-    if exited and not keep:
-        container.remove(v=True)
-    return status
+    Returns why it cannot (something of it still runs: `harness recover` decides), or None.
+    """
+    found = read_status(capture_dir)
+    if found.status is None or found.status.state != RunState.RUNNING:
+        return None
+    notes: list[str] = []
+    objects = [o for o in engine_objects([engine], notes) if o.capture_dir == Path(os.path.abspath(capture_dir))]
+    plan = plan_recovery(found, None, objects, here=this_host())
+    if plan is None or plan.action != "settle":
+        return plan.reason if plan is not None else None
+    if plan.owned is not None and plan.owned.description.alive:
+        return (f"its capture says running, its harness is gone, and its {plan.owned.name} is still "
+                f"{plan.owned.description.state}; `harness recover` stops it and saves its log "
+                "(`--leave-running` keeps it running)")
+    if notes:
+        return f"its capture says running and its engine cannot be asked ({'; '.join(notes)})"
+    _act(plan, leave_running=False, keep=False, grace_s=grace_s)
+    return None
 
-
-def _read_status_or_new(capture: Capture, leftover: Leftover) -> RunStatus:
-    try:
-        status = capture.read_status()
-    except Exception:
-        status = None
-    if status is not None:
-        return status
-    manifest = capture.read_json(capture.manifest_path) if capture.manifest_path.exists() else None
-    steps_expected = int(((manifest or {}).get("experiment") or {}).get("steps") or 0)
-    return RunStatus(
-        run=leftover.run, run_id=leftover.run_id, state="interrupted", exit_code=None,
-        started_at=leftover.container.attrs.get("Created", utc_now()), ended_at=None,
-        steps_expected=steps_expected, steps_complete=0, error=None,
-        harness_pid=leftover.harness_pid, harness_host=leftover.harness_host, container=leftover.container.id,
-    )

@@ -2,26 +2,49 @@
 
 Order matters and is the point of this module: the container is removed only
 after its log, its metrics and its status are on disk; the state comes from
-the engine's exit code and the steps actually seen, never from hope.
+the engine's exit code and the steps actually seen, never from hope. The
+caller holds the capture's lock (and the GPU's) for the whole of `execute`.
+
+Two things may fail under a running trainer, and neither loses data:
+- the capture (a full or unwritable disk): writing stops at the last whole
+  line, the trainer goes on, and the run ends `failed` with the reason and
+  `capture_complete: false`; the engine keeps the container and its log for
+  `harness recover`. status.json can always be written (a space reserve).
+- the engine (connection refused, dockerd restarting): waited out for a
+  while, then the run ends `failed` with that reason, the container left
+  labelled for `harness recover`.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol, Sequence
 
-from harness.capture import Capture, RunStatus, append_jsonl, this_host, utc_now, write_json_atomic
-from harness.engines import Engine, RunHandle
+from harness.capture import (
+    Capture,
+    RunState,
+    RunStatus,
+    append_jsonl,
+    describe_os_error,
+    this_host,
+    utc_now,
+    write_json_atomic,
+)
+from harness.capture.files import NO_SPACE
+from harness.engines import Engine, EngineUnavailable, RunHandle
 from harness.errors import HarnessError
+from harness.failpoints import failpoint
 from harness.launch import LABEL_PREFIX, LaunchSpec, redact_manifest
 
 LABEL_HARNESS_PID = f"{LABEL_PREFIX}.harness-pid"
 LABEL_HARNESS_HOST = f"{LABEL_PREFIX}.harness-host"
+LABEL_KEEP = f"{LABEL_PREFIX}.keep"  # `--keep`: recover never removes it
 
 DEFAULT_GRACE_S = 60.0  # Ray and SGLang need a while to shut down cleanly on SIGTERM
 POLL_S = 0.5
@@ -83,9 +106,10 @@ class StopControl:
 class Outcome:
     """How a run ended, as facts."""
 
-    state: str
+    state: RunState
     error: Optional[str]
     steps_usable: bool
+    capture_complete: bool = True
 
 
 def decide_outcome(
@@ -97,22 +121,34 @@ def decide_outcome(
     stop_reason: Optional[str],
     failure: Optional[dict[str, Any]],
     capture_error: Optional[str],
+    engine_error: Optional[str] = None,
+    outages: Sequence[str] = (),
 ) -> Outcome:
-    """The final state from the exit code, the complete steps and why the harness stopped it (pure)."""
+    """The final state from the exit code, the complete steps and why the harness stopped it (pure).
+
+    `capture_error`: the capture stopped being written; `engine_error`: the
+    engine was lost for good; `outages`: the engine went away and came back.
+    """
     all_steps = steps_complete >= steps_expected
     if capture_error:
-        return Outcome("failed", f"the capture failed, so the run cannot be trusted: {capture_error}", False)
+        return Outcome(RunState.FAILED, f"{capture_error}: the capture stops there, so the run cannot be trusted",
+                       False, capture_complete=False)
+    if engine_error:
+        return Outcome(RunState.FAILED, f"{engine_error}; the container is left with its labels: once the engine "
+                       "answers again, `harness recover` saves the rest", False, capture_complete=False)
+    lost = f" (while it ran, {outages[0]})" if outages else ""
     if stop_state is not None:
-        error = stop_reason or stop_state
+        error = (stop_reason or stop_state) + lost
         if all_steps:
             error += f"; all {steps_expected} steps had completed, so the steps are usable"
-        return Outcome(stop_state, error, all_steps)
+        return Outcome(RunState(stop_state), error, all_steps)
     if exit_code == 0:
         if all_steps:
-            return Outcome("succeeded", None, False)
-        return Outcome("no_metrics", f"exited 0 after {steps_complete} of {steps_expected} complete steps", False)
+            return Outcome(RunState.SUCCEEDED, None, False)
+        return Outcome(RunState.NO_METRICS, f"exited 0 after {steps_complete} of {steps_expected} complete steps"
+                       + lost, False)
     reason = failure["line"] if failure else _exit_reason(exit_code)
-    return Outcome("failed", f"exit code {exit_code}: {reason}", False)
+    return Outcome(RunState.FAILED, f"exit code {exit_code}: {reason}{lost}", False)
 
 
 def _exit_reason(exit_code: Optional[int]) -> str:
@@ -125,49 +161,111 @@ def _exit_reason(exit_code: Optional[int]) -> str:
     return "the trainer printed no failure the parser recognises"
 
 
+class CaptureWrites:
+    """The capture's writes after the trainer started: the first failure stops them all, and is said once."""
+
+    def __init__(self, capture: Capture, engine: str, progress: Progress) -> None:
+        self.capture = capture
+        self.engine = engine
+        self.progress = progress
+        self.error: Optional[str] = None
+        self._lock = threading.Lock()
+
+    def failed(self, err: OSError, what: str) -> None:
+        hint = "free space" if err.errno in NO_SPACE else "make the capture directory writable"
+        with self._lock:
+            if self.error is not None:
+                return
+            self.error = f"{describe_os_error(err, what)} ({hint}, then run `harness recover`)"
+        self.progress.note(f"{self.capture.run}: {self.error}: the capture stops here; the trainer goes on and "
+                           f"the {self.engine} engine keeps its log")
+
+    def attempt(self, what: str, write: Callable[[], None]) -> bool:
+        """Do one write unless writing has stopped; a failure stops writing."""
+        if self.error is not None:
+            return False
+        try:
+            write()
+            return True
+        except OSError as err:
+            self.failed(err, what)
+            return False
+
+
 class LogPump(threading.Thread):
     """Reads every line once: to container.log whole, to the parser, and each completed step to metrics.jsonl."""
 
-    def __init__(self, handle: RunHandle, capture: Capture, parser: Any, progress: Progress) -> None:
+    def __init__(self, handle: RunHandle, capture: Capture, parser: Any, progress: Progress,
+                 writes: CaptureWrites) -> None:
         super().__init__(name="log-pump", daemon=True)
         self.handle = handle
         self.capture = capture
         self.parser = parser
         self.progress = progress
+        self.writes = writes
         self.steps_complete = 0
         self.lines = 0
-        self.error: Optional[str] = None
+        self.error: Optional[str] = None  # anything but a write failure: a lost engine, a bug
+        self.engine_error: Optional[str] = None
 
     def run(self) -> None:
+        fd = None
         try:
-            with self.capture.log_path.open("ab") as log:
-                last_sync = time.monotonic()
-                for line in self.handle.log_lines():
-                    self.lines += 1
-                    log.write(line.encode("utf-8", "replace") + b"\n")
-                    log.flush()
-                    for record in self.parser.feed(line, self.lines):
-                        self._save(record)
-                    if time.monotonic() - last_sync >= LOG_FSYNC_EVERY_S:
-                        os.fsync(log.fileno())
-                        last_sync = time.monotonic()
-                os.fsync(log.fileno())
-        except Exception as err:  # a full disk, a lost engine: recorded, and the run is not trusted
+            fd = os.open(self.capture.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            self._pump(fd)
+        except EngineUnavailable as err:
+            self.engine_error = err.message
+        except OSError as err:
+            self.writes.failed(err, self.capture.log_path.name)
+        except Exception as err:  # a bug: recorded, and the run is not trusted
             self.error = f"{type(err).__name__}: {err}"
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _pump(self, fd: int) -> None:
+        good = os.fstat(fd).st_size
+        last_sync = time.monotonic()
+        for line in self.handle.logs(follow=True):
+            if self.writes.error is not None:
+                return  # writing has stopped: the engine keeps the rest
+            data = line.encode("utf-8", "replace") + b"\n"
+            try:
+                if os.write(fd, data) != len(data):  # a short write: the disk filled up mid-line
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            except OSError as err:
+                os.ftruncate(fd, good)  # never a torn line: the capture ends on the last whole one
+                self.writes.failed(err, self.capture.log_path.name)
+                return
+            good += len(data)
+            self.lines += 1
+            for record in self.parser.feed(line, self.lines):
+                if not self._save(record):
+                    return
+            failpoint("mid-stream", self.lines)
+            if time.monotonic() - last_sync >= LOG_FSYNC_EVERY_S:
+                os.fsync(fd)
+                last_sync = time.monotonic()
+        os.fsync(fd)
 
     def finish(self) -> None:
         """Flush the parser: steps still open are written, marked incomplete."""
         try:
             for record in self.parser.finish():
-                self._save(record)
+                if not self._save(record):
+                    return
         except Exception as err:
             self.error = self.error or f"{type(err).__name__}: {err}"
 
-    def _save(self, record: Any) -> None:
-        append_jsonl(self.capture.metrics_path, record.to_json(include_derived=False))
+    def _save(self, record: Any) -> bool:
+        row = record.to_json(include_derived=False)
+        if not self.writes.attempt(self.capture.metrics_path.name,
+                                   lambda: append_jsonl(self.capture.metrics_path, row)):
+            return False
         if record.complete:
             self.steps_complete += 1
         self.progress.step(record, self.steps_complete)
+        return True
 
 
 def build_manifest(
@@ -207,55 +305,81 @@ def execute(
     keep: bool = False,
     time_scale: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
+    keep_old: bool = True,
 ) -> RunStatus:
-    """Run `spec` to its end and return the final status (also on disk)."""
+    """Run `spec` to its end and return the final status (also on disk). The caller holds the capture lock.
+
+    `keep_old`: an earlier capture is moved under .replaced/ (else deleted: it held no run).
+    A run that never started is recorded `not_started` and raised as a HarnessError.
+    """
     capture = Capture(Path(spec.capture_dir))
-    capture.start_fresh()
-    status = RunStatus(
-        run=spec.run, run_id=spec.run_id, state="running", exit_code=None, started_at=utc_now(), ended_at=None,
-        steps_expected=spec.steps_expected, steps_complete=0, error=None,
-        harness_pid=os.getpid(), harness_host=this_host(),
-    )
+    failpoint("before-capture")
+    capture.start_fresh(keep_old=keep_old)
     try:
-        engine_facts = engine.facts()
-    except HarnessError as err:
-        _fail_before_start(capture, status, err)
+        capture.make_reserve()
+    except HarnessError:
+        capture.directory.rmdir()  # empty: no capture is better than one without a status
         raise
-    manifest = build_manifest(spec, experiment, time_scale=time_scale, engine_facts=engine_facts,
-                              provenance=provenance)
-    write_json_atomic(capture.manifest_path, manifest)
+    status = RunStatus(
+        run=spec.run, run_id=spec.run_id, state=RunState.RUNNING, exit_code=None, started_at=utc_now(),
+        ended_at=None, steps_expected=spec.steps_expected, steps_complete=0, error=None,
+        harness_pid=os.getpid(), harness_host=this_host(), engine=engine.name,
+    )
     capture.write_status(status)
 
-    labels = {LABEL_HARNESS_PID: str(os.getpid()), LABEL_HARNESS_HOST: this_host()}
+    labels = {LABEL_HARNESS_PID: str(os.getpid()), LABEL_HARNESS_HOST: this_host(), **({LABEL_KEEP: "1"} if keep else {})}
     try:
+        manifest = build_manifest(spec, experiment, time_scale=time_scale, engine_facts=engine.facts(),
+                                  provenance=provenance)
+        write_json_atomic(capture.manifest_path, manifest)
+        failpoint("before-container")
         handle = engine.start(spec, labels)
     except HarnessError as err:
-        _fail_before_start(capture, status, err)
-        raise
+        _record_not_started(capture, status, err.message)
+        raise HarnessError(f"run {spec.run} did not start: {err.message}", err.exit_code) from None
+    except OSError as err:
+        message = describe_os_error(err, capture.manifest_path.name)
+        _record_not_started(capture, status, message)
+        raise HarnessError(f"run {spec.run} did not start: {message}") from None
+    failpoint("after-start")
+
+    writes = CaptureWrites(capture, engine.name, progress)
     status.container = handle.id
-    capture.write_status(status)
+    identity = getattr(handle, "identity", lambda: None)()
+    status.process = identity.to_dict() if identity is not None else None
+    writes.attempt(capture.status_path.name, lambda: capture.write_status(status))
     manifest["handle"] = handle.facts()
-    write_json_atomic(capture.manifest_path, manifest)
+    writes.attempt(capture.manifest_path.name, lambda: write_json_atomic(capture.manifest_path, manifest))
     progress.started(spec)
 
-    pump = LogPump(handle, capture, parser, progress)
+    pump = LogPump(handle, capture, parser, progress, writes)
     pump.start()
     exit_code: Optional[int] = None
+    engine_error: Optional[str] = None
     try:
         exit_code = _supervise(handle, spec, stop, capture, grace_s, clock, progress)
+    except EngineUnavailable as err:
+        engine_error = err.message
     finally:
-        _never_leave_frozen(handle)
-        if exit_code is None:  # the harness itself is going down: stop the trainer before recording
-            handle.kill()
-            exit_code = handle.wait(timeout=30)
-        pump.join(PUMP_DRAIN_TIMEOUT_S)
-        if pump.is_alive():
+        if engine_error is None:
+            _never_leave_frozen(handle)
+            if exit_code is None:  # the harness itself is going down: stop the trainer before recording
+                exit_code = _kill_and_wait(handle)
+        pump.join(PUMP_DRAIN_TIMEOUT_S if engine_error is None else 5)
+        if pump.is_alive() and engine_error is None:
             pump.error = pump.error or f"the log stream did not end within {PUMP_DRAIN_TIMEOUT_S:g} s of the exit"
-        pump.finish()
-        _record_end(capture, status, parser, pump, exit_code, stop)
+        if writes.error is None and not pump.is_alive():
+            pump.finish()
+        failpoint("at-exit")
+        outcome = _record_end(capture, status, parser, pump, writes, exit_code, stop,
+                              engine_error or pump.engine_error, getattr(handle, "outages", ()))
         progress.finished(status)
-    if not keep:
-        handle.remove()
+    failpoint("before-remove")
+    if not keep and outcome.capture_complete:
+        try:
+            handle.remove()
+        except (EngineUnavailable, HarnessError) as err:
+            progress.note(f"{spec.run}: the container was not removed ({err.message}); `harness recover` does it")
     return status
 
 
@@ -283,18 +407,34 @@ def _supervise(
                 stop.request("stopped", _stop_request_reason(capture))
         if stop.state is not None and stopper is None:
             progress.note(f"stopping {spec.run} ({stop.reason}): SIGTERM, then SIGKILL after {grace_s:g} s")
-            stopper = threading.Thread(target=handle.stop, args=(grace_s,), name="stopper", daemon=True)
+            stopper = threading.Thread(target=_quietly, args=(handle.stop, grace_s), name="stopper", daemon=True)
             stopper.start()
         if stop.kill_requested and not killed:
             progress.note(f"killing {spec.run} now")
-            handle.kill()
+            _quietly(handle.kill)
             killed = True
+
+
+def _quietly(action: Callable[..., None], *args: Any) -> None:
+    """An action on the trainer whose failure the supervisor's next wait reports anyway."""
+    try:
+        action(*args)
+    except HarnessError:
+        pass
+
+
+def _kill_and_wait(handle: RunHandle) -> Optional[int]:
+    try:
+        handle.kill()
+        return handle.wait(timeout=30)
+    except HarnessError:
+        return None
 
 
 def _stop_request_reason(capture: Capture) -> str:
     try:
         return str(json.loads(capture.stop_request_path.read_text()).get("reason") or "stopped by harness stop")
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         return "stopped by harness stop"
 
 
@@ -306,9 +446,10 @@ def _never_leave_frozen(handle: RunHandle) -> None:
         pass  # the container may be gone already; nothing left to thaw
 
 
-def _fail_before_start(capture: Capture, status: RunStatus, err: HarnessError) -> None:
-    status.state, status.error, status.ended_at = "failed", f"did not start: {err.message}", utc_now()
+def _record_not_started(capture: Capture, status: RunStatus, reason: str) -> None:
+    status.state, status.error, status.ended_at = RunState.NOT_STARTED, reason, utc_now()
     capture.write_status(status)
+    capture.drop_reserve()
 
 
 def _record_end(
@@ -316,11 +457,14 @@ def _record_end(
     status: RunStatus,
     parser: Any,
     pump: LogPump,
+    writes: CaptureWrites,
     exit_code: Optional[int],
     stop: StopControl,
-) -> None:
+    engine_error: Optional[str],
+    outages: Sequence[str],
+) -> Outcome:
     if parser.args is not None:
-        write_json_atomic(capture.args_path, parser.args)
+        writes.attempt(capture.args_path.name, lambda: write_json_atomic(capture.args_path, parser.args))
     outcome = decide_outcome(
         exit_code=exit_code,
         steps_complete=pump.steps_complete,
@@ -328,14 +472,24 @@ def _record_end(
         stop_state=stop.state,
         stop_reason=stop.reason,
         failure=parser.failure,
-        capture_error=pump.error,
+        capture_error=writes.error or pump.error,
+        engine_error=engine_error,
+        outages=outages,
     )
     status.state, status.error, status.steps_usable = outcome.state, outcome.error, outcome.steps_usable
+    status.capture_complete = outcome.capture_complete
     status.exit_code = exit_code
     status.ended_at = utc_now()
     status.steps_complete = pump.steps_complete
     if parser.problems:
         status.notes.append(f"{len(parser.problems)} log line(s) could not be read; see harness parse-log")
+    if outages and outcome.state == RunState.SUCCEEDED:
+        status.notes.extend(outages)
     capture.write_status(status)
-    capture.stop_request_path.unlink(missing_ok=True)
-
+    try:
+        capture.stop_request_path.unlink(missing_ok=True)
+    except OSError:
+        pass
+    if outcome.capture_complete:
+        capture.drop_reserve()
+    return outcome

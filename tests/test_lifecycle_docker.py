@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,16 +13,11 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN
+from runlab import IMAGE, Lab, docker_lab, fake_trainer, killed, masked  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parent.parent
-IMAGE = "mgl-fake-trainer:test"
-
-
-@pytest.fixture(scope="session")
-def fake_trainer(offline_images: list[str], docker_build: Any) -> str:
-    return docker_build(REPO / "tests" / "images" / "fake-trainer", IMAGE)
 
 
 @pytest.fixture(scope="session")
@@ -36,71 +27,9 @@ def client() -> Any:
     return docker.from_env(timeout=None)
 
 
-class Lab:
-    """A throwaway experiments dir, capture dir and lock dir, and ways to drive the harness over them."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.experiments = root / "experiments"
-        self.captures = root / "capture"
-        self.locks = root / "locks"
-        self.experiments.mkdir()
-        self.env = {**os.environ, "HARNESS_LOCK_DIR": str(self.locks)}
-
-    def experiment(self, name: str, scenario: str = "steps", steps: int = 2, *, env: dict | None = None,
-                   extra: str = "") -> str:
-        container_env = {"FAKE_SCENARIO": scenario, **(env or {})}
-        text = {
-            "name": name, "steps": steps, "image": IMAGE,
-            "miles": {"extra_args": extra},
-            "container": {"gpus": "none", "shm_size": "64m", "ipc": "private", "env": container_env,
-                          "volumes": [], "ulimits": {}},
-            "guard": {"sensor": "none"},
-        }
-        (self.experiments / f"{name}.yaml").write_text(json.dumps(text))
-        return name
-
-    def dirs(self) -> list[str]:
-        return ["--experiments-dir", str(self.experiments), "--capture-dir", str(self.captures)]
-
-    def cli(self, *args: str) -> Any:
-        """A command that reads experiments and captures, run in-process."""
-        return CliRunner().invoke(app, [*args, *self.dirs()], env={"HARNESS_LOCK_DIR": str(self.locks)})
-
-    def capture_cli(self, *args: str) -> Any:
-        """A command that reads captures only."""
-        return CliRunner().invoke(app, [*args, "--capture-dir", str(self.captures)])
-
-    def spawn(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "harness", *args, *self.dirs()], cwd=REPO, env=self.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-    def status(self, run: str) -> dict:
-        return json.loads((self.captures / run / "status.json").read_text())
-
-    def metrics(self, run: str) -> list[dict]:
-        path = self.captures / run / "metrics.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-    def log(self, run: str) -> list[str]:
-        return (self.captures / run / "container.log").read_text().split("\n")[:-1]
-
-    def wait_for(self, predicate: Any, timeout_s: float = 60, what: str = "") -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
-def lab(tmp_path: Path, fake_trainer: str, client: Any) -> Any:
-    lab = Lab(tmp_path)
-    yield lab
-    for container in client.containers.list(all=True, filters={"label": LABEL_RUN}):
-        if container.labels.get(LABEL_CAPTURE_DIR, "").startswith(str(tmp_path)):
-            container.remove(force=True)
+def lab(docker_lab: Lab) -> Lab:
+    return docker_lab
 
 
 def containers_of(client: Any, lab: Lab) -> list[Any]:
@@ -288,14 +217,6 @@ def test_a_broken_log_stream_reconnects_without_loss_or_duplicates(lab: Lab, mon
     assert [r["step"] for r in lab.metrics(run)] == [0, 1, 2, 3]
 
 
-STAMP_IN_LINE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]")
-
-
-def masked(lines: Any) -> list[str]:
-    """Lines with the trainer's own wall-clock stamps masked (they differ between two runs)."""
-    return [STAMP_IN_LINE.sub("[T]", line) for line in lines]
-
-
 def reference_output(lab: Lab, run: str) -> list[str]:
     """What the same container prints when nothing breaks, straight from Docker."""
     import docker
@@ -358,28 +279,31 @@ def test_recover_leave_running_thaws_and_saves_but_does_not_stop(lab: Lab, clien
     container.remove(force=True)
 
 
-def test_run_warns_about_leftovers_and_recover_ignores_unlabelled_containers(lab: Lab, client: Any) -> None:
+def test_run_warns_about_leftovers_and_recover_touches_only_what_a_capture_owns(lab: Lab, client: Any) -> None:
     from harness.launch import LABEL_RUN_ID
     from harness.runner import LABEL_HARNESS_HOST, LABEL_HARNESS_PID
     from harness.capture import this_host
 
-    stray = client.containers.create(IMAGE, labels={
+    dead = lab.experiment("killed", scenario="hang")
+    killed(lab.spawn("run", dead, failpoint="mid-stream:20"))
+    ghost = client.containers.create(IMAGE, labels={  # labelled, but no capture names it
         LABEL_RUN: "ghost", LABEL_RUN_ID: "ghost-00000000", LABEL_CAPTURE_DIR: str(lab.captures / "ghost"),
         LABEL_HARNESS_PID: "999999", LABEL_HARNESS_HOST: this_host()})
     unrelated = client.containers.run(IMAGE, environment={"FAKE_SCENARIO": "hang"}, detach=True)
     try:
-        run = lab.experiment("after-ghost", steps=1)
+        run = lab.experiment("after", steps=1)
         result = lab.cli("run", run)
         assert result.exit_code == 0, result.output
-        assert "of run ghost is created (harness pid 999999" in result.stderr and "harness recover" in result.stderr
-        recovered = CliRunner().invoke(app, ["recover", "--grace-s", "2"])
+        assert "run killed (container mgl-killed-" in result.stderr and "harness recover` settles it" in result.stderr
+        assert "ghost" not in result.stderr  # recover would not act on it, so it is no leftover of a run
+        recovered = CliRunner().invoke(app, ["recover", "--grace-s", "2", "--capture-dir", str(lab.captures)])
         assert recovered.exit_code == 0, recovered.output
-        assert "ghost: interrupted" in recovered.output
+        assert "killed: interrupted" in recovered.output
+        assert "ghost: container" in recovered.output and "left alone: no capture at" in recovered.output
+        ghost.reload()
+        assert ghost.status == "created"  # not its capture's: never touched
         unrelated.reload()
-        assert unrelated.status == "running"  # no harness label: never touched
+        assert unrelated.status == "running"  # no harness label: never even listed
     finally:
         unrelated.remove(force=True)
-        try:
-            stray.remove(force=True)
-        except Exception:
-            pass
+        ghost.remove(force=True)

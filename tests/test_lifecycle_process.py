@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -17,45 +15,15 @@ from harness.cli import app
 from harness.experiments import ExperimentStore
 from harness.launch import plan_launch
 from harness.engines.process import ProcessEngine
+from runlab import Lab, eventually, process_lab  # noqa: F401  (fixture)
 
 REPO = Path(__file__).resolve().parent.parent
 TRAINER = REPO / "tests" / "images" / "fake-trainer" / "trainer.py"
 
 
-class Lab:
-    def __init__(self, root: Path) -> None:
-        self.experiments = root / "experiments"
-        self.captures = root / "capture"
-        self.locks = root / "locks"
-        self.experiments.mkdir()
-        self.env = {**os.environ, "HARNESS_LOCK_DIR": str(self.locks)}
-
-    def experiment(self, name: str, *, scenario: str = "steps", steps: int = 2, gpus: Any = "none",
-                   env: dict | None = None) -> str:
-        data = {
-            "name": name, "steps": steps, "engine": "process", "command": [sys.executable, "-u", str(TRAINER)],
-            "container": {"gpus": gpus, "env": {"FAKE_SCENARIO": scenario, **(env or {})}},
-        }
-        (self.experiments / f"{name}.yaml").write_text(json.dumps(data))
-        return name
-
-    def dirs(self) -> list[str]:
-        return ["--experiments-dir", str(self.experiments), "--capture-dir", str(self.captures)]
-
-    def cli(self, *args: str) -> Any:
-        return CliRunner().invoke(app, [*args, *self.dirs()], env={"HARNESS_LOCK_DIR": str(self.locks)})
-
-    def spawn(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "harness", *args, *self.dirs()], cwd=REPO, env=self.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-    def status(self, run: str) -> dict:
-        return json.loads((self.captures / run / "status.json").read_text())
-
-
 @pytest.fixture
-def lab(tmp_path: Path) -> Lab:
-    return Lab(tmp_path)
+def lab(process_lab: Lab) -> Lab:
+    return process_lab
 
 
 def test_a_process_run_is_captured_like_a_container_run(lab: Lab) -> None:
@@ -97,34 +65,27 @@ def test_pause_freezes_the_whole_process_group_and_resume_thaws_it(lab: Lab) -> 
     store = ExperimentStore(lab.experiments, [])
     spec = plan_launch(store.load("frozen").experiment, base_args=[], capture_root=str(lab.captures),
                        project_root=str(REPO), environ={})
-    handle = ProcessEngine().start(spec, {})
-    lines = handle.log_lines()
+    handle = ProcessEngine(lab.processes).start(spec, {})
+    lines = handle.logs(follow=True)
+    pid = handle.facts()["pid"]
     try:
         next(lines)
         handle.pause()
         assert handle.is_paused()
-        assert eventually(lambda: process_state(handle.id) == "T")  # stopped
+        assert eventually(lambda: process_state(pid) == "T")  # stopped
         handle.resume()
         assert not handle.is_paused()
-        assert eventually(lambda: process_state(handle.id) in ("R", "S"))
+        assert eventually(lambda: process_state(pid) in ("R", "S"))
         handle.stop(grace_s=5)
         assert handle.wait(5) == 143
     finally:
         handle.kill()
+        handle.wait(10)
         handle.remove()
 
 
 def process_state(pid: str) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-
-
-def eventually(check: Any, timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def test_the_gpu_lock_makes_a_second_run_wait(lab: Lab) -> None:

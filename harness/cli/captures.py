@@ -14,20 +14,22 @@ RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under th
 def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
     """Show every capture: state, steps, pauses, exit code, start and duration."""
     from rich.table import Table
+    from rich.text import Text
 
     from harness.capture import list_captures
     from harness.capture_ops import capture_rows
 
     rows = capture_rows(list_captures(capture_dir))
-    table = Table(title=f"captures in {capture_dir}", title_justify="left")
+    table = Table(title=Text(f"captures in {capture_dir}"), title_justify="left")
     for column in ("run", "state", "steps", "pauses", "exit code", "started", "duration"):
         if column == "state":
             table.add_column(column, min_width=11, overflow="fold")
         else:
             table.add_column(column, no_wrap=True)
-    for row in rows:
-        table.add_row(row.run, row.state, row.steps, row.pauses, row.exit_code, row.started, row.duration)
-    stdout().print(table if rows else f"no captures in {capture_dir}")
+    for row in rows:  # plain Text: a run name or a reason with [brackets] is shown, never read as markup
+        table.add_row(*(Text(cell) for cell in (row.run, row.state, row.steps, row.pauses, row.exit_code,
+                                                 row.started, row.duration)))
+    stdout().print(table if rows else Text(f"no captures in {capture_dir}"))
 
 
 @command("logs")
@@ -66,23 +68,37 @@ def stop(
 
 @command("recover")
 def recover(
-    all_: Annotated[bool, typer.Option("--all", help="Also containers whose harness still looks alive.")] = False,
-    leave_running: Annotated[bool, typer.Option("--leave-running", help="Thaw and save, but leave the containers running.")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Also runs whose harness ran on another host (its lock cannot be seen from here).")] = False,
+    leave_running: Annotated[bool, typer.Option("--leave-running", help="Thaw and save, but leave the trainers running.")] = False,
     keep: Annotated[bool, typer.Option("--keep", help="Do not remove stopped containers.")] = False,
     grace_s: Annotated[float, typer.Option("--grace-s", min=0, help="Seconds between SIGTERM and SIGKILL.")] = 60.0,
+    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
 ) -> None:
-    """Settle runs whose harness is gone: thaw, save their logs, stop them, mark them interrupted."""
-    from harness.engines.docker import connect
-    from harness.recover import find_leftovers, recover as recover_one
+    """Settle runs whose harness is gone: thaw, save their logs and steps, stop them, record how they ended.
 
-    client = connect()
-    leftovers = find_leftovers(client, include_owned=all_)
-    if not leftovers:
-        stdout().print("nothing to recover: no labelled container has lost its harness")
-        return
-    for leftover in leftovers:
-        final = recover_one(client, leftover, leave_running=leave_running, keep=keep, grace_s=grace_s)
-        stdout().print(
-            f"{leftover.run}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
-            f"container {'left running' if leave_running else 'stopped'}", markup=False,
+    Only a trainer whose run id is its capture's current one is touched, and a
+    final status is never rewritten.
+    """
+    from harness.engines import ENGINE_NAMES, engine_named
+    from harness.recover import carry_out, plan_all
+
+    notes: list[str] = []
+    plans = plan_all(capture_dir, [engine_named(name) for name in ENGINE_NAMES], notes, other_hosts=all_)
+    for message in notes:
+        warn(f"cannot ask the {message}")
+    console = stdout()
+    if not any(plan.action != "leave" for plan in plans):
+        console.print("nothing to recover: no run has lost its harness", markup=False)
+    for plan in plans:
+        result = carry_out(plan, leave_running=leave_running, keep=keep, grace_s=grace_s)
+        for stranger, why in plan.strangers:
+            console.print(f"{plan.run}: {stranger.name} left alone: {why}", markup=False)
+        if result.skipped is not None:
+            console.print(f"{plan.run}: left alone: {result.skipped}", markup=False)
+            continue
+        final = result.status
+        assert final is not None
+        console.print(
+            f"{plan.run}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
+            f"{result.lines_saved} log line(s) added, container {result.container}", markup=False,
         )

@@ -44,14 +44,13 @@ def plan_from_cli(name: str, experiments_dir: Path, capture_dir: Path, seeds: Se
     return plans
 
 
-def _session(plans: list) -> tuple:
-    """Warn about leftover containers; the console, live progress and stop control of a run or sweep."""
+def _session(plans: list, capture_dir: Path) -> tuple:
+    """Warn about leftovers `harness recover` would settle; the console, live progress and stop control."""
     from harness.lifecycle import leftover_warnings
     from harness.runner import StopControl
 
-    if any(plan.spec.engine == "docker" for plan in plans):
-        for message in leftover_warnings():
-            warn(message)
+    for message in leftover_warnings(capture_dir, [plan.spec.engine for plan in plans]):
+        warn(message)
     console = stdout()
     return console, progress_for(console), StopControl()
 
@@ -78,7 +77,7 @@ def run(
 ) -> None:
     """Run one experiment in a container on the GPU, capture it, and exit 0 only if it succeeded."""
     from harness.errors import HarnessError
-    from harness.lifecycle import RunOptions, exit_code_for, refuse_to_clobber, run_planned, stop_on_signals
+    from harness.lifecycle import RunOptions, exit_code_for, run_planned, stop_on_signals
 
     overrides = [*(set_ or ()), *([f"limits.max_minutes={max_minutes}"] if max_minutes else [])]
     plans = plan_from_cli(experiment, experiments_dir, capture_dir, [seed] if seed else [], overrides)
@@ -86,13 +85,18 @@ def run(
         raise HarnessError(f"{experiment} is a sweep file: run it with `harness sweep {experiment}`")
     (plan,) = plans
     if dry_run:
+        for problem in _preflight(plan.spec):
+            warn(f"pre-flight: {problem}")
         print_spec(plan.spec, as_json=json_)
         return
-    refuse_to_clobber(plan.spec, force)
-    _, progress, stop = _session([plan])
+    _, progress, stop = _session([plan], capture_dir)
     options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     with stop_on_signals(stop, progress.note):
-        status = run_planned(plan, options=options, progress=progress, stop=stop, on_wait=warn)
+        result = run_planned(plan, options=options, progress=progress, stop=stop, on_wait=warn,
+                             mode="force" if force else "retry")
+    if result.decision.action == "skip":
+        raise HarnessError(f"run {plan.spec.run} not started: {result.decision.reason}")
+    status = result.status
     report_status(status)
     code = exit_code_for([status.state])
     if code:
@@ -131,7 +135,7 @@ def sweep(
     if dry_run:
         print_sweep_plan(plans, mode, as_json=json_)
         return
-    console, progress, stop = _session(plans)
+    console, progress, stop = _session(plans, capture_dir)
 
     def on_decision(decision) -> None:  # noqa: ANN001
         verb = "running" if decision.action == "run" else "skipping"
@@ -146,6 +150,13 @@ def sweep(
     code = exit_code_for(states)
     if code:
         raise typer.Exit(int(code))
+
+
+def _preflight(spec) -> list[str]:  # noqa: ANN001
+    """What would stop the run from starting, as `run` checks it (nothing is changed or started)."""
+    from harness.engines import engine_named
+
+    return [problem.message for problem in engine_named(spec.engine).preflight(spec)]
 
 
 def _print_sweep(console, results) -> None:  # noqa: ANN001

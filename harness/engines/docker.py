@@ -2,22 +2,41 @@
 
 The image's own entrypoint runs (the experiment reaches it through the
 environment and mounts), nothing is auto-removed, and the exit code comes
-from `container.wait()`.
+from `container.wait()`. The engine going away (connection refused, dockerd
+restarting) is waited out for `ENGINE_PATIENCE_S`, then reported as
+EngineUnavailable: the container keeps its labels and logs for `recover`.
 """
 
 from __future__ import annotations
 
-import os
+import shutil
 import threading
 import time
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, TypeVar
 
+from harness.engines import (
+    CREATED,
+    EXITED,
+    GONE,
+    PAUSED,
+    RUNNING,
+    Description,
+    EngineUnavailable,
+    NotStarted,
+    Problem,
+)
+from harness.engines.dockerapi import DockerApi, DockerApiError, docker_host, is_local
 from harness.engines.logstream import LogPosition, split_lines
 from harness.errors import ExitCode, HarnessError
+from harness.failpoints import failpoint
 from harness.launch import LaunchSpec
 
 RECONNECT_DELAYS_S = (0.0, 0.2, 0.5, 1.0, 2.0)
-MAX_STREAM_FAILURES = 30
+ENGINE_PATIENCE_S = 60.0  # how long a lost engine is waited for before the run is given up as failed
+DATA_TARGET = "/data"
+GPU_HOOKS = ("nvidia-container-runtime-hook", "nvidia-ctk")
+
+T = TypeVar("T")
 
 
 def connect(client: Any = None) -> Any:
@@ -30,17 +49,50 @@ def connect(client: Any = None) -> Any:
         client = docker.from_env(timeout=None)
         client.ping()
     except docker.errors.DockerException as err:
-        raise HarnessError(f"Docker engine unavailable: {err}", ExitCode.ENGINE_UNAVAILABLE) from None
+        raise EngineUnavailable(f"Docker engine unavailable: {err}") from None
+    except Exception as err:
+        if is_connection_error(err):
+            raise EngineUnavailable(f"Docker engine unavailable: {_short(err)}") from None
+        raise
     return client
 
 
+def is_connection_error(err: BaseException) -> bool:
+    """True for the ways a lost engine shows itself (refused, reset, a socket gone), not for API answers."""
+    import docker
+    import requests
+    import urllib3
+
+    if isinstance(err, docker.errors.APIError):
+        return False
+    return isinstance(err, (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError,
+                            requests.exceptions.Timeout, urllib3.exceptions.HTTPError, OSError,
+                            docker.errors.DockerException))
+
+
+def _short(err: BaseException) -> str:
+    text = str(err) or type(err).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _engine_call(what: str, call: Callable[[], T]) -> T:
+    """Run one API call; a lost engine becomes EngineUnavailable (API answers pass through)."""
+    try:
+        return call()
+    except Exception as err:
+        if is_connection_error(err):
+            raise EngineUnavailable(f"the Docker engine went away ({what}): {_short(err)}") from None
+        raise
+
+
 class DockerEngine:
-    """Starts launch specs as containers."""
+    """Starts launch specs as containers and finds them again by label."""
 
     name = "docker"
 
-    def __init__(self, client: Any = None) -> None:
+    def __init__(self, client: Any = None, api: Optional[DockerApi] = None) -> None:
         self._client = client
+        self._api = api
 
     @property
     def client(self) -> Any:
@@ -48,13 +100,36 @@ class DockerEngine:
             self._client = connect()
         return self._client
 
+    # --- before anything starts ---------------------------------------------------------------
+
+    def preflight(self, spec: LaunchSpec) -> list[Problem]:
+        """Image on the engine, bind-mount sources, a GPU runtime: each missing one with its fix."""
+        api = self._api or DockerApi()
+        host = api.host
+        problems = []
+        try:
+            if not api.image_exists(spec.image):
+                problems.append(Problem(f"image {spec.image!r} is not on the Docker engine at {host}; build it with "
+                                        "`make image`", ExitCode.ENGINE_UNAVAILABLE))
+            if spec.device_requests and not _has_gpu_runtime(api.runtimes(), host):
+                problems.append(Problem(
+                    f"the run asks for GPUs, but the Docker engine at {host} has no NVIDIA runtime; install the "
+                    "NVIDIA Container Toolkit, or set container.gpus: none", ExitCode.ENGINE_UNAVAILABLE))
+        except DockerApiError as err:
+            problems.append(Problem(f"{err}; start it, or set DOCKER_HOST", ExitCode.ENGINE_UNAVAILABLE))
+        if is_local(host):
+            problems += mount_problems(spec)
+        return problems
+
+    # --- start, find -----------------------------------------------------------------------------
+
     def start(self, spec: LaunchSpec, extra_labels: dict[str, str]) -> "DockerRun":
-        """Create and start the container of `spec`."""
+        """Create and start the container of `spec`; NotStarted (with the container gone) if it did not start."""
         import docker
         from docker.types import DeviceRequest, Mount, Ulimit
 
         try:
-            container = self.client.containers.create(
+            container = _engine_call("creating the container", lambda: self.client.containers.create(
                 image=spec.image,
                 name=spec.container_name,
                 environment=dict(spec.env),
@@ -75,37 +150,56 @@ class DockerEngine:
                 ulimits=[Ulimit(name=name, soft=limit, hard=limit) for name, limit in spec.ulimits.items()],
                 auto_remove=False,
                 detach=True,
-            )
+            ))
+        except EngineUnavailable as err:
+            raise NotStarted(err.message, ExitCode.ENGINE_UNAVAILABLE) from None
         except docker.errors.ImageNotFound:
-            raise HarnessError(
-                f"image {spec.image!r} not found on this Docker host; build it with `make image`",
-                ExitCode.ENGINE_UNAVAILABLE,
-            ) from None
+            raise NotStarted(f"image {spec.image!r} not found on this Docker host; build it with `make image`",
+                             ExitCode.ENGINE_UNAVAILABLE) from None
         except docker.errors.APIError as err:
             if err.status_code == 409:
-                raise HarnessError(
-                    f"a container named {spec.container_name} already exists (left by an earlier run?); "
-                    "`harness recover` resolves it, or remove it with docker rm",
+                raise NotStarted(
+                    f"a container named {spec.container_name} already exists (kept by an earlier run?); "
+                    "`harness recover` settles a leftover, or remove it with docker rm",
                     ExitCode.BAD_INPUT,
                 ) from None
-            raise HarnessError(f"Docker refused to create the container: {err.explanation or err}",
-                               ExitCode.ENGINE_UNAVAILABLE) from None
+            raise NotStarted(f"Docker refused to create the container: {err.explanation or err}",
+                             ExitCode.ENGINE_UNAVAILABLE) from None
         run = DockerRun(self.client, container)
+        failpoint("after-create")
         try:
-            container.start()
+            _engine_call("starting the container", container.start)
         except docker.errors.APIError as err:
             container.remove(force=True)  # it never ran: there is no log or state to keep
-            raise HarnessError(f"Docker could not start {spec.container_name}: {err.explanation or err}",
-                               ExitCode.ENGINE_UNAVAILABLE) from None
+            raise NotStarted(f"Docker could not start {spec.container_name}: {err.explanation or err}",
+                             ExitCode.ENGINE_UNAVAILABLE) from None
         return run
+
+    def attach(self, id: str) -> "DockerRun":
+        """The container with this id or name."""
+        import docker
+
+        try:
+            container = _engine_call(f"looking up {id}", lambda: self.client.containers.get(id))
+        except docker.errors.NotFound:
+            raise HarnessError(f"no container {id!r} on the Docker engine at {docker_host()}",
+                               ExitCode.NOT_FOUND) from None
+        return DockerRun(self.client, container)
+
+    def list(self, labels: Mapping[str, Optional[str]]) -> list["DockerRun"]:
+        """Every container, running or not, that carries these labels."""
+        wanted = [name if value is None else f"{name}={value}" for name, value in labels.items()]
+        found = _engine_call("listing containers",
+                             lambda: self.client.containers.list(all=True, filters={"label": wanted}))
+        return [DockerRun(self.client, container) for container in found]
 
     def facts(self) -> dict[str, Any]:
         """Docker host, versions and GPU runtimes, for the manifest."""
-        version = self.client.version()
-        info = self.client.info()
+        version = _engine_call("asking its version", self.client.version)
+        info = _engine_call("asking for its facts", self.client.info)
         return {
             "engine": "docker",
-            "docker_host": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"),
+            "docker_host": docker_host(),
             "docker_version": version.get("Version"),
             "docker_api_version": version.get("ApiVersion"),
             "docker_daemon_host": info.get("Name"),
@@ -116,8 +210,35 @@ class DockerEngine:
         }
 
 
+def _has_gpu_runtime(runtimes: list[str], host: str) -> bool:
+    """The nvidia runtime, or (for a local engine) the toolkit's hook that `--gpus` uses with runc."""
+    if "nvidia" in runtimes:
+        return True
+    return is_local(host) and any(shutil.which(hook) for hook in GPU_HOOKS)
+
+
+def mount_problems(spec: LaunchSpec) -> list[Problem]:
+    """Bind-mount sources that do not exist (the data directory says how to make it)."""
+    from pathlib import Path
+
+    problems = []
+    for mount in spec.mounts:
+        if Path(mount.source).exists():
+            continue
+        if mount.target == DATA_TARGET:
+            problems.append(Problem(f"the data directory {mount.source} (mounted at {DATA_TARGET}) does not exist; "
+                                    "`make data` downloads the model and data set there (MILES_LAB_DATA moves it)"))
+        else:
+            problems.append(Problem(f"the bind-mount source {mount.source} (for {mount.target}) does not exist"))
+    return problems
+
+
+_STATES = {"created": CREATED, "running": RUNNING, "restarting": RUNNING, "paused": PAUSED, "exited": EXITED,
+           "removing": EXITED, "dead": EXITED}
+
+
 class DockerRun:
-    """A started container."""
+    """A container the engine started or found."""
 
     def __init__(self, client: Any, container: Any) -> None:
         self.client = client
@@ -125,9 +246,38 @@ class DockerRun:
         self.id = container.id
         self._exit_code: Optional[int] = None
         self._waiter: Optional[threading.Thread] = None
-        self._wait_error: Optional[BaseException] = None
+        self._wait_error: Optional[HarnessError] = None
+        self.outages: list[str] = []  # each time the engine went away and came back (or did not)
 
-    # --- logs -------------------------------------------------------------------------------
+    # --- what it is -------------------------------------------------------------------------------
+
+    def _inspect(self) -> Optional[dict[str, Any]]:
+        """The container's inspect data; None once it no longer exists."""
+        import docker
+
+        try:
+            return _engine_call(f"inspecting {self.id[:12]}", lambda: self.client.api.inspect_container(self.id))
+        except docker.errors.NotFound:
+            return None
+
+    def _state(self) -> Optional[dict[str, Any]]:
+        data = self._inspect()
+        return None if data is None else data["State"]
+
+    def describe(self) -> Description:
+        data = self._inspect()
+        if data is None:
+            return Description(self.id, self.container.name, GONE)
+        state = data["State"]
+        status = _STATES.get(state.get("Status", ""), EXITED)
+        exit_code = int(state.get("ExitCode", -1)) if status == EXITED else None
+        return Description(
+            id=self.id, name=data.get("Name", "").lstrip("/"), state=status, exit_code=exit_code,
+            labels=dict((data.get("Config") or {}).get("Labels") or {}),
+            started_at=_docker_time(state.get("StartedAt")), finished_at=_docker_time(state.get("FinishedAt")),
+        )
+
+    # --- logs ---------------------------------------------------------------------------------------
 
     def _open_logs(self, since: Optional[float], follow: bool) -> Iterable[bytes]:
         """The raw log byte stream (tests wrap this to break the connection on purpose)."""
@@ -136,39 +286,35 @@ class DockerRun:
             kwargs["since"] = since
         return self.client.api.logs(self.id, **kwargs)
 
-    def log_lines(self) -> Iterator[str]:
-        """Every line, timestamp-prefixed; a broken stream is reopened after the last line, losing and repeating nothing."""
-        position = LogPosition()
-        failures = 0
+    def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
+        """Every line after `since`, timestamp-prefixed; a broken stream is reopened after the last line,
+        losing and repeating nothing; an engine gone longer than ENGINE_PATIENCE_S is EngineUnavailable."""
+        import docker
+
+        position = since if since is not None else LogPosition()
+        outage = _Outage(self, "reading the log")
         while True:
-            state = self._state()
-            if state is None:
-                return
-            running = bool(state.get("Running") or state.get("Paused"))
             try:
+                state = self._state()
+                if state is None:
+                    return
+                running = follow and bool(state.get("Running") or state.get("Paused") or state.get("Restarting"))
                 for line in position.new_lines(split_lines(self._open_logs(position.since(), follow=running))):
-                    failures = 0
+                    outage.over()
                     yield line
+            except docker.errors.NotFound:
+                return  # removed while being read: what it printed is all there is
             except Exception as err:  # the connection broke: reopen after the last whole line
-                failures += 1
-                if failures > MAX_STREAM_FAILURES:
-                    raise HarnessError(f"the log stream of {self.id[:12]} keeps failing: {err}",
-                                       ExitCode.ENGINE_UNAVAILABLE) from None
-                time.sleep(RECONNECT_DELAYS_S[min(failures, len(RECONNECT_DELAYS_S)) - 1])
+                if not (isinstance(err, EngineUnavailable) or is_connection_error(err)):
+                    raise
+                outage.wait(err)
                 continue
+            outage.over()
             if not running:
                 return
             # A follow stream ended (normally with the container): read once more, after the last line.
 
-    def _state(self) -> Optional[dict[str, Any]]:
-        import docker
-
-        try:
-            return self.client.api.inspect_container(self.id)["State"]
-        except docker.errors.NotFound:
-            return None
-
-    # --- lifecycle ----------------------------------------------------------------------------
+    # --- lifecycle ----------------------------------------------------------------------------------
 
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
         """Exit code from `container.wait()`, or None while still running after `timeout`."""
@@ -179,30 +325,40 @@ class DockerRun:
         if self._waiter.is_alive():
             return None
         if self._wait_error is not None:
-            raise HarnessError(f"lost the container while waiting for it: {self._wait_error}",
-                               ExitCode.ENGINE_UNAVAILABLE)
+            raise self._wait_error
         return self._exit_code
 
     def _wait_forever(self) -> None:
+        outage = _Outage(self, "waiting for the container")
         while True:
             try:
                 self._exit_code = int(self.container.wait()["StatusCode"])
                 return
             except Exception as err:  # a dropped connection: the container may well still run
-                state = self._state()
+                try:
+                    state = self._state()
+                except EngineUnavailable as lost:
+                    try:
+                        outage.wait(lost)
+                    except EngineUnavailable as gone:
+                        self._wait_error = gone
+                        return
+                    continue
                 if state is None:
-                    self._wait_error = err
+                    self._wait_error = HarnessError(f"the container {self.id[:12]} was removed while it ran ({err})",
+                                                    ExitCode.ENGINE_UNAVAILABLE)
                     return
-                if not (state.get("Running") or state.get("Paused")):
+                outage.over()
+                if not (state.get("Running") or state.get("Paused") or state.get("Restarting")):
                     self._exit_code = int(state.get("ExitCode", -1))
                     return
                 time.sleep(0.5)
 
     def pause(self) -> None:
-        self.container.pause()
+        _engine_call(f"pausing {self.id[:12]}", self.container.pause)
 
     def resume(self) -> None:
-        self.container.unpause()
+        _engine_call(f"resuming {self.id[:12]}", self.container.unpause)
 
     def is_paused(self) -> bool:
         state = self._state()
@@ -213,8 +369,8 @@ class DockerRun:
 
         try:
             if self.is_paused():
-                self.container.unpause()  # a frozen process cannot act on SIGTERM
-            self.container.stop(timeout=max(0, int(round(grace_s))))
+                self.resume()  # a frozen process cannot act on SIGTERM
+            _engine_call(f"stopping {self.id[:12]}", lambda: self.container.stop(timeout=max(0, int(round(grace_s)))))
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as err:
@@ -226,8 +382,8 @@ class DockerRun:
 
         try:
             if self.is_paused():
-                self.container.unpause()
-            self.container.kill()
+                self.resume()
+            _engine_call(f"killing {self.id[:12]}", self.container.kill)
         except (docker.errors.NotFound, docker.errors.APIError):
             pass
 
@@ -235,7 +391,7 @@ class DockerRun:
         import docker
 
         try:
-            self.container.remove(v=True)
+            _engine_call(f"removing {self.id[:12]}", lambda: self.container.remove(v=True))
         except docker.errors.NotFound:
             pass
 
@@ -245,11 +401,46 @@ class DockerRun:
 
         facts: dict[str, Any] = {"container_id": self.id, "container_name": self.container.name}
         try:
-            image = self.client.images.get(self.container.attrs["Image"])
+            image = _engine_call("looking up the image", lambda: self.client.images.get(self.container.attrs["Image"]))
             facts["image_id"] = image.id
             facts["image_digests"] = image.attrs.get("RepoDigests") or []
             facts["image_labels"] = (image.attrs.get("Config") or {}).get("Labels") or {}
-        except docker.errors.DockerException as err:
+        except (docker.errors.DockerException, EngineUnavailable) as err:
             facts["image_error"] = str(err)
         return facts
 
+
+class _Outage:
+    """Waits out a lost engine with growing delays; gives up after ENGINE_PATIENCE_S without an answer."""
+
+    def __init__(self, run: DockerRun, what: str) -> None:
+        self.run = run
+        self.what = what
+        self.since: Optional[float] = None
+        self.tries = 0
+        self.first_error = ""
+
+    def wait(self, err: BaseException) -> None:
+        now = time.monotonic()
+        if self.since is None:
+            self.since, self.tries, self.first_error = now, 0, _short(err)
+        if now - self.since > ENGINE_PATIENCE_S:
+            message = (f"the Docker engine went away while {self.what} and did not answer for "
+                       f"{ENGINE_PATIENCE_S:g} s: {self.first_error}")
+            self.run.outages.append(message)
+            raise EngineUnavailable(message)
+        self.tries += 1
+        time.sleep(RECONNECT_DELAYS_S[min(self.tries, len(RECONNECT_DELAYS_S)) - 1])
+
+    def over(self) -> None:
+        if self.since is not None and self.tries > 1:
+            self.run.outages.append(f"the Docker engine went away while {self.what} for "
+                                    f"{time.monotonic() - self.since:.0f} s ({self.first_error}), and came back")
+        self.since = None
+
+
+def _docker_time(value: Any) -> Optional[str]:
+    """Docker's time, or None for its zero time (never started or never finished)."""
+    if not isinstance(value, str) or value.startswith("0001-"):
+        return None
+    return value

@@ -1,67 +1,386 @@
-"""The process engine: the trainer as a subprocess in its own process group.
+"""The process engine: the trainer as a supervised process group, for bare-metal Miles and machines without Docker.
 
-For bare-metal Miles installs and machines without Docker. Pause and resume
-are SIGSTOP and SIGCONT to the whole group, as `docker pause` freezes the
-whole container; lines are stamped by the harness in Docker's format.
+Each run gets a directory under the engine's root (HARNESS_PROCESS_DIR, else
+`$XDG_STATE_HOME/miles-gb10-lab/processes`), and a supervisor
+(`harness.engines.shim`, in a session of its own) that starts the trainer in
+its own process group, stamps its lines into the directory's output.log and
+records its exit. So, as with Docker, the trainer and its log outlive a
+harness that dies, and `attach`, `list`, `logs`, `stop` and `recover` find
+them again.
+
+A pid is trusted only with its start time and the boot id: a later harness
+compares them with what was recorded before it signals anything, so a pid
+reused by another process is never paused or killed. Pause and resume are
+SIGSTOP and SIGCONT to the whole group, as `docker pause` freezes the whole
+container.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
+import shutil
 import signal
-import socket
 import subprocess
-import threading
-from typing import Any, Iterator, Optional
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional
 
-from harness.engines.logstream import stamp_now
+from harness.capture.records import ProcessIdentity
+from harness.engines import CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem
+from harness.engines.logstream import LogPosition, stamp_now
+from harness.engines.shim import process_identity
 from harness.errors import ExitCode, HarnessError
+from harness.failpoints import ENV as FAILPOINT_ENV, failpoint
 from harness.launch import LaunchSpec
+
+START_TIMEOUT_S = 30.0
+POLL_S = 0.05
+SIGNAL_SETTLE_S = 2.0  # how long pause/resume wait to see the process stopped or running
+
+
+def process_root() -> Path:
+    """Where the process engine keeps its runs."""
+    configured = os.environ.get("HARNESS_PROCESS_DIR")
+    if configured:
+        return Path(configured)
+    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "miles-gb10-lab" / "processes"
 
 
 class ProcessEngine:
-    """Starts launch specs as local process groups."""
+    """Starts launch specs as supervised local process groups."""
 
     name = "process"
 
-    def start(self, spec: LaunchSpec, extra_labels: dict[str, str]) -> "ProcessRun":
+    def __init__(self, root: Optional[Path] = None) -> None:
+        self.root = Path(root) if root else process_root()
+
+    def preflight(self, spec: LaunchSpec) -> list[Problem]:
+        """The command must be there and executable (GPUs are the machine's own: not checked)."""
         if not spec.command:
-            raise HarnessError(f"run {spec.run}: the process engine needs a `command`")
-        env = {**os.environ, **spec.env}
+            return [Problem(f"run {spec.run}: the process engine needs a `command`")]
+        if shutil.which(spec.command[0]) is None:
+            return [Problem(f"the command {spec.command[0]!r} is not found or not executable "
+                            f"(command: {' '.join(spec.command)})")]
+        return []
+
+    def start(self, spec: LaunchSpec, extra_labels: dict[str, str]) -> "SupervisedRun":
+        """Start the supervisor and, through it, the trainer; NotStarted if the trainer could not start."""
+        if not spec.command:
+            raise NotStarted(f"run {spec.run}: the process engine needs a `command`")
+        run_id = f"{spec.run}-{secrets.token_hex(4)}"
+        directory = self.root / run_id
+        directory.mkdir(parents=True)
+        labels = {**spec.labels, **extra_labels}
+        (directory / "run.json").write_text(json.dumps(
+            {"id": run_id, "labels": labels, "command": list(spec.command)}))
+        failpoint("after-create")
         try:
-            process = subprocess.Popen(
-                list(spec.command),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,  # its own process group: pause/stop reach every child
-            )
+            with open(directory / "shim.err", "wb") as errors:
+                shim = subprocess.Popen(
+                    [sys.executable, "-m", "harness.engines.shim", str(directory)],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors,
+                    env={**_inherited_env(), **spec.env}, start_new_session=True,
+                )
         except OSError as err:
-            raise HarnessError(
-                f"run {spec.run}: cannot start {spec.command[0]!r}: {err.strerror or err}",
-                ExitCode.ENGINE_UNAVAILABLE,
-            ) from None
-        return ProcessRun(process)
+            shutil.rmtree(directory, ignore_errors=True)
+            raise NotStarted(f"run {spec.run}: cannot start the process supervisor: {err.strerror or err}",
+                             ExitCode.ENGINE_UNAVAILABLE) from None
+        run = SupervisedRun(directory)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not run.state_path.exists():
+            problem = run.start_error()
+            if problem is None and shim.poll() is not None:
+                problem = "the process supervisor ended at once: " + _tail(directory / "shim.err")
+            if problem is None and time.monotonic() > deadline:
+                problem = f"the process supervisor did not start it within {START_TIMEOUT_S:g} s"
+            if problem is not None:
+                shutil.rmtree(directory, ignore_errors=True)
+                raise NotStarted(f"run {spec.run}: {problem}", ExitCode.ENGINE_UNAVAILABLE)
+            time.sleep(POLL_S / 5)
+        return run
+
+    def attach(self, id: str) -> "SupervisedRun | ForeignProcess":
+        """A run by its id, or by its trainer's pid; any other live pid as a bare process group."""
+        if "/" not in id and (self.root / id / "run.json").exists():
+            return SupervisedRun(self.root / id)
+        if id.isdigit():
+            pid = int(id)
+            for run in self._runs():
+                identity = run.identity()
+                if identity is not None and identity.pid == pid and run.describe().alive:
+                    return run
+            if process_identity(pid) is not None:
+                return ForeignProcess(pid)
+        raise HarnessError(f"no process run or live process {id!r} (process runs live in {self.root})",
+                           ExitCode.NOT_FOUND)
+
+    def list(self, labels: Mapping[str, Optional[str]]) -> list["SupervisedRun"]:
+        """Every run in the engine's root, running or not, that carries these labels."""
+        return [run for run in self._runs() if _matches(run.labels, labels)]
+
+    def _runs(self) -> list["SupervisedRun"]:
+        if not self.root.is_dir():
+            return []
+        return [SupervisedRun(path) for path in sorted(self.root.iterdir()) if (path / "run.json").is_file()]
 
     def facts(self) -> dict[str, Any]:
-        return {"engine": "process", "host": socket.gethostname()}
+        import socket
+
+        return {"engine": "process", "host": socket.gethostname(), "process_root": str(self.root)}
 
 
-class ProcessRun:
-    """A started process group."""
+def _inherited_env() -> dict[str, str]:
+    """The harness's environment for the trainer, less its own fault-injection switch."""
+    return {name: value for name, value in os.environ.items() if name != FAILPOINT_ENV}
+
+
+def _matches(have: Mapping[str, str], wanted: Mapping[str, Optional[str]]) -> bool:
+    return all(name in have and (value is None or have[name] == value) for name, value in wanted.items())
+
+
+def _tail(path: Path, limit: int = 300) -> str:
+    try:
+        text = path.read_text(errors="replace").strip()
+    except OSError:
+        return "(no output)"
+    return text[-limit:] or "(no output)"
+
+
+def _read_json(path: Path) -> Optional[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class _ProcessGroup:
+    """Signals to a verified process group: nothing is sent to a pid that is no longer the same process."""
+
+    def identity(self) -> Optional[ProcessIdentity]:
+        raise NotImplementedError
+
+    def _live(self) -> Optional[dict[str, Any]]:
+        """/proc's facts of the process if it is still the one recorded (same start time, same boot)."""
+        recorded = self.identity()
+        if recorded is None:
+            return None
+        now = process_identity(recorded.pid)
+        if now is None or now["state"] in ("Z", "X"):
+            return None
+        if recorded.start_ticks is not None and now["start_ticks"] != recorded.start_ticks:
+            return None
+        if recorded.boot_id and now["boot_id"] and now["boot_id"] != recorded.boot_id:
+            return None
+        return now
+
+    def _signal(self, signum: int) -> None:
+        recorded = self.identity()
+        if recorded is None or self._live() is None:
+            return
+        try:
+            if recorded.pgid == recorded.pid:
+                os.killpg(recorded.pgid, signum)
+            else:  # not a group leader (a process the harness did not start): only that process
+                os.kill(recorded.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def pause(self) -> None:
+        """Freeze the group; returns once the process is stopped, as `docker pause` returns frozen."""
+        self._signal(signal.SIGSTOP)
+        self._settle(paused=True)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+        self._settle(paused=False)
+
+    def _settle(self, *, paused: bool) -> None:
+        deadline = time.monotonic() + SIGNAL_SETTLE_S
+        while time.monotonic() < deadline and self._live() is not None and self.is_paused() != paused:
+            time.sleep(0.005)
+
+    def is_paused(self) -> bool:
+        live = self._live()
+        return live is not None and live["state"] in ("T", "t")
+
+    def kill(self) -> None:
+        self._signal(signal.SIGCONT)
+        self._signal(signal.SIGKILL)
+
+    def stop(self, grace_s: float) -> None:
+        self._signal(signal.SIGCONT)  # a frozen process cannot act on SIGTERM
+        self._signal(signal.SIGTERM)
+        if self.wait(grace_s) is None:
+            self.kill()
+            self.wait(30)
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
+        raise NotImplementedError
+
+
+class SupervisedRun(_ProcessGroup):
+    """A run the process engine started (its directory under the engine's root)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.id = self.directory.name
+        self.state_path = self.directory / "state.json"
+        self.exit_path = self.directory / "exit.json"
+        self.output_path = self.directory / "output.log"
+        self._identity: Optional[ProcessIdentity] = None
+        self._run: Optional[dict[str, Any]] = None
+
+    @property
+    def run_record(self) -> dict[str, Any]:
+        if self._run is None:
+            self._run = _read_json(self.directory / "run.json") or {}
+        return self._run
+
+    @property
+    def labels(self) -> dict[str, str]:
+        labels = self.run_record.get("labels")
+        return dict(labels) if isinstance(labels, dict) else {}
+
+    def identity(self) -> Optional[ProcessIdentity]:
+        if self._identity is None:
+            state = _read_json(self.state_path)
+            if state is not None:
+                try:
+                    self._identity = ProcessIdentity.from_dict(state)
+                except ValueError:
+                    return None
+        return self._identity
+
+    def start_error(self) -> Optional[str]:
+        problem = _read_json(self.directory / "start-error.json")
+        return None if problem is None else str(problem.get("error"))
+
+    def _exit(self) -> Optional[dict[str, Any]]:
+        return _read_json(self.exit_path)
+
+    def describe(self) -> Description:
+        ended = self._exit()
+        started = _read_json(self.state_path) or {}
+        common = dict(id=self.id, name=self.id, labels=self.labels, started_at=started.get("started_at"))
+        if ended is not None:
+            return Description(**common, state=EXITED, exit_code=ended.get("exit_code"),
+                               finished_at=ended.get("finished_at"))
+        if not started:
+            return Description(**common, state=CREATED if self.directory.exists() else GONE)
+        live = self._live()
+        if live is None:
+            if self._supervisor_alive(started):
+                return Description(**common, state=RUNNING)  # ended; the supervisor is recording it
+            # The trainer is gone and nobody recorded its end (the supervisor was killed too).
+            return Description(**common, state=GONE)
+        return Description(**common, state=PAUSED if live["state"] in ("T", "t") else RUNNING)
+
+    def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
+        """The lines of output.log after `since`; with `follow`, until the trainer's end is recorded."""
+        position = since if since is not None else LogPosition()
+        yield from position.new_lines(self._tail(follow))
+
+    def _tail(self, follow: bool) -> Iterator[str]:
+        while not self.output_path.exists():
+            if not follow or self._finished():
+                return
+            time.sleep(POLL_S)
+        with open(self.output_path, "rb") as handle:
+            pending = b""
+            while True:
+                chunk = handle.read(1 << 20)
+                if chunk:
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for raw in lines:
+                        yield raw.decode("utf-8", "replace")
+                    continue
+                if not follow:
+                    break
+                if self._finished():
+                    rest = handle.read()  # written between the last read and the end
+                    if rest:
+                        pending += rest
+                        continue
+                    break
+                time.sleep(POLL_S)
+            if pending:
+                yield pending.decode("utf-8", "replace")
+
+    @staticmethod
+    def _supervisor_alive(started: dict[str, Any]) -> bool:
+        pid, ticks = started.get("shim_pid"), started.get("shim_start_ticks")
+        if not isinstance(pid, int):
+            return False
+        now = process_identity(pid)
+        return now is not None and now["state"] not in ("Z", "X") and (ticks is None or now["start_ticks"] == ticks)
+
+    def _finished(self) -> bool:
+        return self.exit_path.exists() or self.describe().state == GONE
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            ended = self._exit()
+            if ended is not None:
+                return int(ended.get("exit_code", -1))
+            if self.describe().state == GONE:
+                raise HarnessError(f"process run {self.id}: the trainer and its supervisor are gone and no end "
+                                   "was recorded", ExitCode.ENGINE_UNAVAILABLE)
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(POLL_S)
+
+    def remove(self) -> None:
+        """Forget the run (its output.log with it): only once it has ended."""
+        if self.describe().alive:
+            raise HarnessError(f"process run {self.id} is still running; stop it first")
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def facts(self) -> dict[str, Any]:
+        identity = self.identity()
+        return {"process_run": self.id, "run_dir": str(self.directory),
+                "command": list(self.run_record.get("command") or []),
+                **(identity.to_dict() if identity else {})}
+
+
+class ProcessRun(_ProcessGroup):
+    """A process group the caller started itself, its output on a pipe (tests and tools drive the guard with it).
+
+    The engine's own runs are SupervisedRun: they outlive the harness; this
+    one lives and dies with its caller, and its lines are stamped as they are read.
+    """
 
     def __init__(self, process: subprocess.Popen) -> None:
         self.process = process
         self.id = str(process.pid)
-        self._paused = False
-        self._lock = threading.Lock()
+        found = process_identity(process.pid)
+        self._identity = ProcessIdentity(process.pid, process.pid, found and found["start_ticks"],
+                                         found and found["boot_id"])
+
+    def identity(self) -> ProcessIdentity:
+        return self._identity
+
+    def describe(self) -> Description:
+        code = self.process.poll()
+        if code is not None:
+            return Description(self.id, self.id, EXITED, exit_code=128 - code if code < 0 else code)
+        return Description(self.id, self.id, PAUSED if self.is_paused() else RUNNING)
 
     def log_lines(self) -> Iterator[str]:
+        """Every line of the pipe, stamped as it is read."""
         assert self.process.stdout is not None
         for raw in self.process.stdout:
-            text = raw.rstrip(b"\n").decode("utf-8", "replace")
-            yield f"{stamp_now()} {text}"
+            text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+            yield f"{stamp_now()} {text.rstrip(chr(10))}"
+
+    def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
+        position = since if since is not None else LogPosition()
+        yield from position.new_lines(self.log_lines())
 
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
         try:
@@ -70,43 +389,49 @@ class ProcessRun:
             return None
         return 128 - code if code < 0 else code  # killed by signal N -> 128+N, as Docker reports it
 
-    def _signal(self, signum: int) -> None:
-        try:
-            os.killpg(self.process.pid, signum)
-        except ProcessLookupError:
-            pass
-
-    def pause(self) -> None:
-        with self._lock:
-            self._signal(signal.SIGSTOP)
-            self._paused = True
-
-    def resume(self) -> None:
-        with self._lock:
-            self._signal(signal.SIGCONT)
-            self._paused = False
-
-    def is_paused(self) -> bool:
-        return self._paused and self.process.poll() is None
-
-    def stop(self, grace_s: float) -> None:
-        if self.is_paused():
-            self.resume()
-        self._signal(signal.SIGTERM)
-        try:
-            self.process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            self.process.wait()
-
-    def kill(self) -> None:
-        if self.is_paused():
-            self.resume()
-        self._signal(signal.SIGKILL)
-
     def remove(self) -> None:
         if self.process.stdout is not None:
             self.process.stdout.close()
 
     def facts(self) -> dict[str, Any]:
-        return {"pid": self.process.pid, "command": list(self.process.args)}
+        return {"command": list(self.process.args), **self._identity.to_dict()}
+
+
+class ForeignProcess(_ProcessGroup):
+    """A live process the engine did not start (`harness guard --pid`): pause, resume, stop; no log."""
+
+    def __init__(self, pid: int) -> None:
+        found = process_identity(pid)
+        if found is None:
+            raise HarnessError(f"no process {pid}", ExitCode.NOT_FOUND)
+        self.id = str(pid)
+        self._identity = ProcessIdentity(pid, found["pgid"], found["start_ticks"], found["boot_id"])
+        if self._identity.pgid == os.getpgrp():
+            # Its group is the harness's own: signal only the process, never ourselves.
+            self._identity = ProcessIdentity(pid, -1, found["start_ticks"], found["boot_id"])
+
+    def identity(self) -> ProcessIdentity:
+        return self._identity
+
+    def describe(self) -> Description:
+        live = self._live()
+        state = GONE if live is None else PAUSED if live["state"] in ("T", "t") else RUNNING
+        return Description(self.id, self.id, state)
+
+    def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
+        raise HarnessError(f"process {self.id} was not started by the harness: it has no log here",
+                           ExitCode.NOT_FOUND)
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._live() is not None:
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(POLL_S)
+        return -1  # not our child: its exit code is its parent's to know
+
+    def remove(self) -> None:
+        pass
+
+    def facts(self) -> dict[str, Any]:
+        return self._identity.to_dict()

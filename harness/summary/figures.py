@@ -211,8 +211,14 @@ def draw_reward(document: Mapping[str, Any], comparison: Mapping[str, Any]):  # 
 def _save(figure, path: Path, title: str, caption: str) -> Path:  # noqa: ANN001
     import matplotlib
 
+    import io
+
+    from harness.capture import write_text_atomic
+
+    svg = io.BytesIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "miles-gb10-lab"}):
-        figure.savefig(path, format="svg", metadata={"Title": title, "Description": caption, "Date": None})
+        figure.savefig(svg, format="svg", metadata={"Title": title, "Description": caption, "Date": None})
+    write_text_atomic(path, svg.getvalue().decode("utf-8"))  # whole or not at all, and the umask's mode
     return path
 
 

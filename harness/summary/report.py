@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from harness.capture import write_text_atomic
 from harness.summary.figures import figure_paths, reward_text, rollout_time_text
 
 REPORT_FILE_NAME = "report.md"
@@ -139,5 +140,5 @@ def write_report(document: Mapping[str, Any], out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / REPORT_FILE_NAME
-    path.write_text(render_report(document, out_dir), encoding="utf-8")
+    write_text_atomic(path, render_report(document, out_dir))
     return path

@@ -14,7 +14,8 @@ Run facts
   `dynamic_sampling_filter_path` is set and not None. O None or absent means
   Miles's default, B.
 - A run that is not `succeeded` is summarized like any other, with its state
-  and a note.
+  and a note; one that never started (`not_started`) is listed under
+  `skipped` with its reason.
 
 Times (all durations in the JSON are in the trainer's seconds: wall seconds
 for real runs; for simulated runs wall = trainer seconds x time_scale)
@@ -693,7 +694,13 @@ def summarize_captures(
 def summarize(capture_dir: Path, *, generated_at: Optional[str] = None) -> dict[str, Any]:
     """Read every capture under `capture_dir` and return the summary document."""
     run_dirs, skipped = find_runs(Path(capture_dir))
-    return summarize_captures([read_capture(d) for d in run_dirs], skipped=skipped, generated_at=generated_at)
+    captures = []
+    for capture in (read_capture(d) for d in run_dirs):
+        if (capture.status or {}).get("state") == "not_started":  # no run happened: nothing to summarize
+            skipped.append(Skipped(capture.name, f"not_started: {(capture.status or {}).get('error')}"))
+        else:
+            captures.append(capture)
+    return summarize_captures(captures, skipped=skipped, generated_at=generated_at)
 
 
 def dumps_summary(document: Mapping[str, Any]) -> str:

@@ -1,0 +1,180 @@
+"""One run's capture directory (capture/gpu/<run>/...): its files, a fresh start, the space reserve.
+
+The layout is a contract (DESIGN section 4). `status.json` is the only truth
+about whether a run is done; nothing here infers it from other files.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import socket
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.capture.files import NO_SPACE, write_json_atomic
+from harness.capture.reader import StatusRead, find_runs, is_run_name, read_json_file, read_status
+from harness.capture.records import RunStatus
+from harness.errors import ExitCode, HarnessError
+from harness.times import now_rfc3339
+
+REPLACED_DIR = ".replaced"
+STOP_REQUEST = "stop-request.json"
+RESERVE_DIR = ".reserve"
+# Disk space kept back so that status.json can be written when the disk is full:
+# a chunk is given back each time a status write finds no space.
+RESERVE_CHUNKS = 8
+RESERVE_CHUNK_BYTES = 64 * 1024
+
+
+def utc_now() -> str:
+    """Now as RFC 3339 UTC with microseconds."""
+    return now_rfc3339()
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+class Capture:
+    """One run's capture directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.run = self.directory.name
+        self.manifest_path = self.directory / "manifest.json"
+        self.status_path = self.directory / "status.json"
+        self.log_path = self.directory / "container.log"
+        self.metrics_path = self.directory / "metrics.jsonl"
+        self.args_path = self.directory / "args.json"
+        self.pauses_path = self.directory / "pauses.jsonl"
+        self.guard_path = self.directory / "guard.jsonl"
+        self.stop_request_path = self.directory / STOP_REQUEST
+        self.reserve_path = self.directory / RESERVE_DIR
+
+    def exists(self) -> bool:
+        return os.path.lexists(self.status_path)
+
+    def status_read(self) -> StatusRead:
+        """The status as found: typed, broken with the reason, or absent; never raises."""
+        return read_status(self.directory)
+
+    def read_status(self) -> Optional[RunStatus]:
+        """The run's status, or None when there is no capture; a broken one is a one-line error."""
+        found = self.status_read()
+        if found.broken:
+            raise HarnessError(f"{self.status_path}: unreadable status: {found.broken}")
+        return found.status
+
+    def write_status(self, status: RunStatus) -> None:
+        """Write status.json; on a full disk, give back reserve chunks until it fits."""
+        while True:
+            try:
+                write_json_atomic(self.status_path, status.to_dict())
+                return
+            except OSError as err:
+                if err.errno not in NO_SPACE or not self.release_reserve_chunk():
+                    raise
+
+    def read_manifest(self) -> Optional[dict[str, Any]]:
+        """manifest.json, or None when it is absent or unreadable."""
+        try:
+            manifest = read_json_file(self.manifest_path)
+        except (FileNotFoundError, OSError, ValueError):
+            return None
+        return manifest if isinstance(manifest, dict) else None
+
+    # --- a fresh start --------------------------------------------------------------------------
+
+    def start_fresh(self, *, keep_old: bool = True) -> Optional[Path]:
+        """Make the directory empty for a new run; an earlier capture is moved under .replaced/ (or deleted).
+
+        Only under the capture's lock. `keep_old=False` is for captures that
+        hold no run (not_started): they are replaced, not kept.
+        """
+        moved = None
+        if self.directory.exists() and any(self.directory.iterdir()):
+            if not keep_old:
+                shutil.rmtree(self.directory)
+            else:
+                moved = self._move_aside()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return moved
+
+    def _move_aside(self) -> Path:
+        found = self.status_read()
+        started = found.status.started_at if found.status else utc_now()
+        stamp = started.replace(":", "").replace("-", "")
+        target = self.directory.parent / REPLACED_DIR / f"{self.run}-{stamp}"
+        suffix = 1
+        while target.exists():
+            suffix += 1
+            target = target.with_name(f"{self.run}-{stamp}-{suffix}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self.directory.rename(target)
+        return target
+
+    # --- the space reserve ------------------------------------------------------------------------
+
+    def make_reserve(self) -> None:
+        """Set disk space aside for status.json; no space for it is a one-line error (nothing started yet)."""
+        self.reserve_path.mkdir(exist_ok=True)
+        for index in range(RESERVE_CHUNKS):
+            path = self.reserve_path / str(index)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            try:
+                _allocate(fd, RESERVE_CHUNK_BYTES)
+            except OSError as err:
+                os.close(fd)
+                self.drop_reserve()
+                if err.errno in NO_SPACE:
+                    raise HarnessError(
+                        f"no space left on device for the capture in {self.directory}; free space and run again",
+                        ExitCode.BAD_INPUT) from None
+                raise
+            os.close(fd)
+
+    def release_reserve_chunk(self) -> bool:
+        """Give back one chunk of the reserve; False when none is left."""
+        try:
+            chunks = sorted(self.reserve_path.iterdir())
+        except OSError:
+            return False
+        for chunk in chunks:
+            try:
+                chunk.unlink()
+                return True
+            except OSError:
+                continue
+        return False
+
+    def drop_reserve(self) -> None:
+        shutil.rmtree(self.reserve_path, ignore_errors=True)
+
+
+def _allocate(fd: int, size: int) -> None:
+    """Really take the blocks (a sparse file would give nothing back when deleted)."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+        return
+    except OSError as err:
+        if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)):
+            raise
+    os.pwrite(fd, b"\0" * size, 0)
+    os.fsync(fd)
+
+
+def list_captures(capture_root: Path) -> list[Capture]:
+    """Every run directory under the capture root that holds a status.json (broken ones too)."""
+    runs, _ = find_runs(Path(capture_root))
+    return [Capture(path) for path in runs]
+
+
+def find_capture(capture_root: Path, run: str) -> Capture:
+    """The capture of `run`, or a one-line error listing the runs there are."""
+    capture = Capture(Path(capture_root) / run)
+    if "/" in run or not is_run_name(run) or not capture.exists():
+        known = ", ".join(c.run for c in list_captures(capture_root)) or "none"
+        raise HarnessError(f"no capture for run {run!r} in {capture_root} (runs: {known})", ExitCode.NOT_FOUND)
+    return capture

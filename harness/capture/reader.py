@@ -1,0 +1,402 @@
+"""The one reader of captures (DESIGN section 4): tolerant, bounded, never raising on contents.
+
+`harness status`, `recover`, `run`'s decisions, the summary and
+`scripts/check-capture.py` all read captures here. What is missing,
+unreadable or odd becomes a reason (a capture is `broken`) or a note (a
+plain sentence naming the file and line), never a traceback or a hang:
+
+- only regular files are opened (a FIFO named status.json would block a
+  reader forever; /dev/zero never ends), and never more than a size cap;
+- JSON nested deeper than Python's recursion limit, numbers with thousands
+  of digits: a reason, not a crash;
+- JSONL is read line by line under a line-length cap: a bad line is a note
+  naming the file and the line number; the other lines are kept.
+
+Run discovery: a directory of the capture root is a run when it holds a
+`status.json` (of any kind: a broken one is still a run, shown with its
+reason). `summary/` and dot-names are never runs; other directories without
+`status.json` are listed as skipped, with the reason.
+
+Rules of the summary's read (`read_capture`):
+- `status.json` present but unreadable: the run is still read, with state
+  `unknown` and a note (its steps are data; losing them would hide them).
+- `metrics.jsonl`: one record per rollout id; when a step appears twice, the
+  last line wins (with a note). Records are sorted by step.
+- `pauses.jsonl`: a window is logged when it opens (end null) and again when
+  it closes (same start): the last line per start is the truth.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator, Optional
+
+from harness.capture.records import PauseWindow, RunStatus, StepRow
+from harness.times import parse_time_us
+
+SUMMARY_DIR_NAME = "summary"
+STATUS_NAME = "status.json"
+
+MAX_STATUS_BYTES = 1 << 20
+MAX_JSON_BYTES = 64 << 20  # manifest.json, args.json
+MAX_JSONL_BYTES = 1 << 30  # metrics.jsonl of a very long run; lines past the cap are noted, not read
+MAX_LINE_BYTES = 16 << 20
+READ_CHUNK = 1 << 20
+
+
+class Unreadable(Exception):
+    """A capture file that cannot be read; the message is the reason, naming the file."""
+
+
+def read_bounded(path: Path, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`; FileNotFoundError when absent, else Unreadable."""
+    fd = _open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            raise Unreadable(f"{path.name} is too large ({size:,} bytes; the cap is {max_bytes:,})")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, READ_CHUNK)
+            if not chunk:
+                return b"".join(chunks)
+            total += len(chunk)
+            if total > max_bytes:  # it grew while being read
+                raise Unreadable(f"{path.name} is too large (over the cap of {max_bytes:,} bytes)")
+            chunks.append(chunk)
+    except OSError as err:
+        raise Unreadable(f"{path.name} unreadable: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+
+
+def _open_regular(path: Path) -> int:
+    """Open for reading without blocking on a FIFO; anything but a regular file is Unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise Unreadable(f"{path.name} unreadable: {err.strerror or err}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise Unreadable(f"{path.name} is not a regular file (it is {_kind(mode)})")
+    return fd
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """A regular file opened for reading (never blocking on a FIFO); FileNotFoundError, else Unreadable."""
+    fd = _open_regular(path)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def not_regular(path: Path) -> Optional[str]:
+    """Why `path` cannot be read or appended to as a capture file (None: a regular file, or absent)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return f"{path.name} unreadable: {err.strerror or err}"
+    return None if stat.S_ISREG(mode) else f"{path.name} is not a regular file (it is {_kind(mode)})"
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a file"
+
+
+def loads_json(data: bytes) -> Any:
+    """Parsed JSON; ValueError for anything that is not, however deep or long.
+
+    `NaN` and `Infinity` are read (captures written before strict JSON have
+    them); the typed records and the summary reject or null them.
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def read_json_file(path: Path, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """A parsed JSON file; FileNotFoundError when absent, Unreadable (with the reason) otherwise."""
+    data = read_bounded(path, max_bytes)
+    try:
+        return loads_json(data)
+    except ValueError as err:
+        raise Unreadable(f"{path.name} is not valid JSON ({err})") from None
+
+
+def iter_lines(path: Path, *, max_bytes: int = MAX_JSONL_BYTES,
+               max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, Optional[bytes], bool]]:
+    """(line number, bytes or None if over `max_line`, whether the line lacks its newline) of a regular file.
+
+    FileNotFoundError when absent, Unreadable when it cannot be opened; reading
+    stops at `max_bytes` (the caller is told by a final (0, None, False)).
+    """
+    fd = _open_regular(path)
+    try:
+        number, pending, too_long, total = 0, b"", False, 0
+        while True:
+            chunk = os.read(fd, READ_CHUNK)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > max_bytes:
+                yield 0, None, False
+                return
+            pieces = chunk.split(b"\n")
+            for piece in pieces[:-1]:
+                number += 1
+                yield number, None if too_long or len(pending) + len(piece) > max_line else pending + piece, False
+                pending, too_long = b"", False
+            rest = pieces[-1]
+            if too_long or len(pending) + len(rest) > max_line:
+                pending, too_long = b"", True
+            else:
+                pending += rest
+        if pending or too_long:
+            yield number + 1, None if too_long else pending, True
+    except OSError as err:
+        raise Unreadable(f"{path.name} unreadable: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+
+
+def iter_jsonl(path: Path, notes: list[str], *, max_bytes: int = MAX_JSONL_BYTES) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each good line of a JSONL file; a note for each bad one."""
+    try:
+        lines = iter_lines(path, max_bytes=max_bytes)
+        for number, raw, torn in lines:
+            if number == 0:
+                notes.append(f"{path.name}: over {max_bytes:,} bytes: the rest is not read")
+                return
+            if raw is None:
+                notes.append(f"{path.name} line {number}: longer than {MAX_LINE_BYTES:,} bytes: skipped")
+                continue
+            if not raw.strip():
+                continue
+            try:
+                obj = loads_json(raw)
+            except ValueError as err:
+                why = "cut short (the writer stopped mid-line)" if torn else f"not JSON ({err})"
+                notes.append(f"{path.name} line {number}: {why}: skipped")
+                continue
+            if not isinstance(obj, dict):
+                notes.append(f"{path.name} line {number}: not a JSON object: skipped")
+                continue
+            yield number, obj
+    except FileNotFoundError:
+        return
+    except Unreadable as err:
+        notes.append(str(err))
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """The objects of a JSONL file; bad lines (a torn last line after a power-off) are skipped."""
+    for _, obj in iter_jsonl(Path(path), []):
+        yield obj
+
+
+# --------------------------------------------------------------------------- status
+
+
+@dataclass(frozen=True)
+class StatusRead:
+    """A capture's status as found: typed, or broken with the reason, or absent (both None)."""
+
+    directory: Path
+    status: Optional[RunStatus]
+    broken: Optional[str]
+
+    @property
+    def run(self) -> str:
+        return self.directory.name
+
+    @property
+    def absent(self) -> bool:
+        return self.status is None and self.broken is None
+
+
+def read_status(directory: Path) -> StatusRead:
+    """The status.json of a capture directory, checked key by key; never raises, never blocks."""
+    directory = Path(directory)
+    try:
+        data = read_json_file(directory / STATUS_NAME, MAX_STATUS_BYTES)
+    except FileNotFoundError:
+        return StatusRead(directory, None, None)
+    except NotADirectoryError:
+        return StatusRead(directory, None, f"{directory.name} is not a directory")
+    except Unreadable as err:
+        return StatusRead(directory, None, str(err))
+    try:
+        return StatusRead(directory, RunStatus.from_dict(data), None)
+    except ValueError as err:
+        return StatusRead(directory, None, f"{STATUS_NAME} {err}")
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@dataclass
+class RunCapture:
+    """What one run directory holds, read tolerantly; `notes` says what was odd."""
+
+    name: str
+    status: Optional[dict[str, Any]]  # None: missing or unreadable (state "unknown")
+    manifest: Optional[dict[str, Any]]
+    args: Optional[dict[str, Any]]  # None: no args.json
+    records: list[StepRow]
+    pauses: list[PauseWindow]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def experiment(self) -> dict[str, Any]:
+        """The resolved experiment from the manifest ({} when unknown)."""
+        experiment = (self.manifest or {}).get("experiment")
+        return experiment if isinstance(experiment, dict) else {}
+
+
+@dataclass
+class Skipped:
+    """A directory of the capture root that is not a run, and why."""
+
+    directory: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"directory": self.directory, "reason": self.reason}
+
+
+def is_run_name(name: str) -> bool:
+    """Whether a name in the capture root can be a run (`summary` and dot-names never are)."""
+    return not name.startswith(".") and name != SUMMARY_DIR_NAME
+
+
+def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:
+    """Run directories (those with a status.json) sorted by name, and the directories skipped."""
+    runs: list[Path] = []
+    skipped: list[Skipped] = []
+    capture_dir = Path(capture_dir)
+    if not capture_dir.is_dir():
+        return runs, skipped
+    for path in sorted(capture_dir.iterdir()):
+        if not is_run_name(path.name) or not path.is_dir():
+            continue
+        if os.path.lexists(path / STATUS_NAME):
+            runs.append(path)
+        else:
+            skipped.append(Skipped(path.name, "no status.json, so not a run"))
+    return runs, skipped
+
+
+def read_capture(run_dir: Path) -> RunCapture:
+    """Read one run directory for the summary; never raises for bad contents (see the module rules)."""
+    run_dir = Path(run_dir)
+    notes: list[str] = []
+    status = _json_for_summary(run_dir / STATUS_NAME, notes, required=True, max_bytes=MAX_STATUS_BYTES)
+    if status is not None and not isinstance(status, dict):
+        notes.append("status.json is not a JSON object: state unknown")
+        status = None
+    elif status is None:
+        notes.append("state unknown: status.json could not be read")
+    manifest = _json_for_summary(run_dir / "manifest.json", notes, required=True)
+    if manifest is not None and not isinstance(manifest, dict):
+        notes.append("manifest.json is not a JSON object: ignored")
+        manifest = None
+    args = _json_for_summary(run_dir / "args.json", notes, required=False)
+    if args is not None and not isinstance(args, dict):
+        notes.append("args.json is not a JSON object: ignored")
+        args = None
+    records = _read_metrics(run_dir / "metrics.jsonl", notes)
+    pauses = read_pauses(run_dir / "pauses.jsonl", notes)
+    return RunCapture(run_dir.name, status, manifest, args, records, pauses, notes)
+
+
+def _json_for_summary(path: Path, notes: list[str], *, required: bool, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    try:
+        data = read_bounded(path, max_bytes)
+    except FileNotFoundError:
+        if required:
+            notes.append(f"{path.name} missing")
+        return None
+    except Unreadable as err:
+        notes.append(str(err))
+        return None
+    try:
+        return loads_json(data)
+    except ValueError as err:
+        notes.append(f"{path.name} is not valid JSON ({err}): ignored")
+        return None
+
+
+def _read_metrics(path: Path, notes: list[str]) -> list[StepRow]:
+    by_step: dict[int, StepRow] = {}
+    non_finite: dict[str, list[int]] = {}  # "key (nan)" -> steps: the parser wrote null where the log said nan/inf
+    for number, obj in iter_jsonl(path, notes):
+        step = obj.get("step")
+        if isinstance(step, bool) or not isinstance(step, int):
+            notes.append(f"{path.name} line {number}: no integer step: skipped")
+            continue
+        metrics = obj.get("metrics")
+        if not isinstance(metrics, dict):
+            notes.append(f"{path.name} line {number}: step {step} has no metrics object: read as empty")
+            metrics = {}
+        t_rollout_end = _time(obj, "t_rollout_end", path.name, number, notes)
+        t_step_end = _time(obj, "t_step_end", path.name, number, notes)
+        complete = obj.get("complete")
+        if not isinstance(complete, bool):
+            notes.append(f"{path.name} line {number}: step {step} has no boolean 'complete': read as incomplete")
+            complete = False
+        said = obj.get("non_finite")
+        if isinstance(said, dict):
+            for key, what in said.items():
+                non_finite.setdefault(f"{key} ({what})", []).append(step)
+        if step in by_step:
+            notes.append(f"{path.name}: step {step} on lines {by_step[step].line} and {number}: the last is used")
+        by_step[step] = StepRow(step, complete, t_rollout_end, t_step_end, metrics, number)
+    for what, steps in non_finite.items():
+        shown = ", ".join(str(s) for s in steps[:10]) + (f" and {len(steps) - 10} more" if len(steps) > 10 else "")
+        notes.append(f"{path.name}: {what} in the log at step {shown}: read as null")
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def _time(obj: dict[str, Any], key: str, file: str, number: int, notes: list[str]) -> Optional[int]:
+    value = obj.get(key)
+    if value is None:
+        return None
+    micros = parse_time_us(value)
+    if micros is None:
+        notes.append(f"{file} line {number}: {key} {value!r} is not an RFC 3339 time: ignored")
+    return micros
+
+
+def read_pauses(path: Path, notes: list[str]) -> list[PauseWindow]:
+    """Pause windows by start time, the last line per start winning (open, then closed)."""
+    by_start: dict[int, PauseWindow] = {}
+    for number, obj in iter_jsonl(path, notes):
+        start = parse_time_us(obj.get("start"))
+        if start is None:
+            notes.append(f"{path.name} line {number}: start {obj.get('start')!r} is not an RFC 3339 time: skipped")
+            continue
+        end_raw = obj.get("end")
+        end = parse_time_us(end_raw) if end_raw is not None else None
+        if end_raw is not None and end is None:
+            notes.append(f"{path.name} line {number}: end {end_raw!r} is not an RFC 3339 time: read as still open")
+        reason = obj.get("reason")
+        by_start[start] = PauseWindow(start, end, reason if isinstance(reason, str) else "", number)
+    return [by_start[start] for start in sorted(by_start)]
+
+
+def count_complete_steps(path: Path) -> int:
+    """Complete steps in a metrics.jsonl, each rollout id once (the last line per step wins)."""
+    return sum(1 for row in _read_metrics(path, []) if row.complete)

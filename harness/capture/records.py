@@ -1,0 +1,216 @@
+"""The typed records of a capture: the run's status and its state machine, pause windows, step rows.
+
+States (DESIGN section 4). The harness writes `running` when it has made the
+capture, then exactly one final state:
+
+    running -> succeeded | failed | no_metrics | interrupted | stopped   (the trainer ran)
+    running -> not_started                                                 (it never started)
+
+`harness recover` settles a `running` capture whose harness is gone the same
+way, from what the engine says. A final state is never rewritten: the one
+thing recover may still do to a final capture is save the lines and steps it
+lacks (`capture_complete` false: the disk filled up, or the engine went away)
+and record how the trainer ended. `run` and `sweep` treat `not_started` as no
+capture at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from typing import Any, Optional
+
+from harness.times import parse_time_us
+
+
+class RunState(str, Enum):
+    """A run's state; a `str`, so `status.state == "succeeded"` reads naturally."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    NO_METRICS = "no_metrics"
+    INTERRUPTED = "interrupted"
+    STOPPED = "stopped"
+    NOT_STARTED = "not_started"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def is_final(self) -> bool:
+        """True for every state but `running`: the harness that wrote it is done with the run."""
+        return self is not RunState.RUNNING
+
+
+STATES = tuple(state.value for state in RunState)
+RERUN_ON_RETRY = (RunState.FAILED, RunState.NO_METRICS, RunState.INTERRUPTED, RunState.STOPPED)
+
+# The keys the contract promises in every status.json.
+CONTRACT_KEYS = ("run", "run_id", "state", "exit_code", "started_at", "ended_at", "steps_expected",
+                 "steps_complete", "error")
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """What proves a pid is still the process a harness started: pid, group, and when it started.
+
+    `start_ticks` is field 22 of /proc/<pid>/stat (clock ticks after boot) and
+    `boot_id` the kernel's boot id: a pid reused by another process, or a
+    reboot, changes one of them.
+    """
+
+    pid: int
+    pgid: int
+    start_ticks: Optional[int] = None
+    boot_id: Optional[str] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "ProcessIdentity":
+        if not isinstance(data, dict):
+            raise ValueError(f"is {_shown(data)}, not an object")
+        pid, pgid = data.get("pid"), data.get("pgid")
+        if not _is_int(pid) or not _is_int(pgid):
+            raise ValueError("needs integer pid and pgid")
+        ticks, boot = data.get("start_ticks"), data.get("boot_id")
+        return cls(pid, pgid, ticks if _is_int(ticks) else None, boot if isinstance(boot, str) else None)
+
+
+@dataclass
+class RunStatus:
+    """status.json: the run's state and how it got there."""
+
+    run: str
+    run_id: str
+    state: RunState
+    exit_code: Optional[int]
+    started_at: str
+    ended_at: Optional[str]
+    steps_expected: int
+    steps_complete: int
+    error: Optional[str]
+    harness_pid: Optional[int] = None
+    harness_host: Optional[str] = None
+    container: Optional[str] = None  # the engine's id of what runs: a container id, or a process run id
+    stop_reason: Optional[str] = None
+    steps_usable: bool = False
+    notes: list[str] = field(default_factory=list)
+    engine: Optional[str] = None  # "docker" or "process"; None in captures older than the field
+    process: Optional[dict[str, Any]] = None  # ProcessIdentity of a process-engine run
+    capture_complete: bool = True  # False: the engine holds lines the capture lacks (`harness recover`)
+
+    def __post_init__(self) -> None:
+        self.state = RunState(self.state)
+
+    @property
+    def is_final(self) -> bool:
+        return self.state.is_final
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["state"] = self.state.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "RunStatus":
+        """A status from parsed JSON, checked key by key; ValueError names the first bad key."""
+        if not isinstance(data, dict):
+            raise ValueError(f"is {_shown(data)}, not a JSON object")
+        for key in CONTRACT_KEYS:
+            if key not in data:
+                raise ValueError(f"has no {key!r}")
+        values: dict[str, Any] = {}
+        for spec in fields(cls):
+            if spec.name not in data:
+                continue
+            value = data[spec.name]
+            check = _CHECKS[spec.name]
+            reason = check(value)
+            if reason:
+                raise ValueError(f"{spec.name} is {_shown(value)}: {reason}")
+            values[spec.name] = value
+        values["state"] = RunState(values["state"])
+        return cls(**values)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _text(value: Any) -> Optional[str]:
+    return None if isinstance(value, str) else "not a string"
+
+
+def _optional(check: Any) -> Any:
+    return lambda value: None if value is None else check(value)
+
+
+def _time(value: Any) -> Optional[str]:
+    return None if parse_time_us(value) is not None else "not an RFC 3339 time"
+
+
+def _count(value: Any) -> Optional[str]:
+    return None if _is_int(value) and value >= 0 else "not a count"
+
+
+def _integer(value: Any) -> Optional[str]:
+    return None if _is_int(value) else "not an integer"
+
+
+def _flag(value: Any) -> Optional[str]:
+    return None if isinstance(value, bool) else "not true or false"
+
+
+def _state(value: Any) -> Optional[str]:
+    return None if value in STATES else f"not a state ({', '.join(STATES)})"
+
+
+def _notes(value: Any) -> Optional[str]:
+    return None if isinstance(value, list) and all(isinstance(n, str) for n in value) else "not a list of strings"
+
+
+def _process(value: Any) -> Optional[str]:
+    try:
+        ProcessIdentity.from_dict(value)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+_CHECKS = {
+    "run": _text, "run_id": _text, "state": _state, "exit_code": _optional(_integer), "started_at": _time,
+    "ended_at": _optional(_time), "steps_expected": _count, "steps_complete": _count, "error": _optional(_text),
+    "harness_pid": _optional(_integer), "harness_host": _optional(_text), "container": _optional(_text),
+    "stop_reason": _optional(_text), "steps_usable": _flag, "notes": _notes, "engine": _optional(_text),
+    "process": _optional(_process), "capture_complete": _flag,
+}
+
+
+@dataclass(frozen=True)
+class PauseWindow:
+    """One pause window as logged (pauses.jsonl); times in microseconds, `end_us` None while open."""
+
+    start_us: int
+    end_us: Optional[int]
+    reason: str
+    line: int
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One line of metrics.jsonl: a rollout id and its merged Miles keys."""
+
+    step: int
+    complete: bool
+    t_rollout_end_us: Optional[int]
+    t_step_end_us: Optional[int]
+    metrics: dict[str, Any]
+    line: int

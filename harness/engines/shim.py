@@ -1,0 +1,100 @@
+"""The process engine's supervisor: what containerd's shim is to a container, for one trainer process.
+
+`python -m harness.engines.shim RUN_DIR` starts the command of RUN_DIR/run.json
+in a process group of its own, stamps every line it prints in Docker's format
+into RUN_DIR/output.log, and writes RUN_DIR/exit.json when it ends. It runs in
+a session of its own, so the trainer and its log outlive a harness that dies:
+`harness recover` finds them again, as Docker keeps a container and its log.
+
+Files (all written here, read by harness.engines.process):
+    state.json        the trainer's pid, process group, start time (written once it runs)
+    start-error.json  why it could not be started (nothing runs)
+    output.log        `<RFC3339Nano UTC> <line>` per line of its stdout and stderr
+    exit.json         its exit code (128+N for signal N, as Docker reports) and end time
+
+Only the standard library and harness's light modules are imported: this
+starts with every process run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.engines.logstream import stamp_now
+
+PROC = Path("/proc")
+
+
+def process_identity(pid: int) -> Optional[dict[str, Any]]:
+    """pid, process group, start ticks and boot id of a live process (None when it is gone)."""
+    try:
+        fields = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    try:
+        boot_id: Optional[str] = (PROC / "sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot_id = None
+    return {"pid": pid, "pgid": int(fields[2]), "start_ticks": int(fields[19]), "boot_id": boot_id,
+            "state": fields[0]}
+
+
+def write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def pump(stream: Any, out_fd: int) -> None:
+    """Each line of the trainer's output, stamped as it arrives, appended whole."""
+    for raw in stream:
+        os.write(out_fd, stamp_now().encode() + b" " + raw.rstrip(b"\n") + b"\n")
+
+
+def main(run_dir: Path) -> int:
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_IGN)  # the run ends when the trainer does, not with a terminal
+    command = json.loads((run_dir / "run.json").read_text())["command"]
+    out_fd = os.open(run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, start_new_session=True,
+                                 preexec_fn=_default_signals)
+    except OSError as err:
+        write_json(run_dir / "start-error.json", {"error": f"cannot start {command[0]!r}: {err.strerror or err}"})
+        return 1
+    identity = process_identity(child.pid) or {"pid": child.pid, "pgid": child.pid}
+    identity.pop("state", None)
+    shim = process_identity(os.getpid()) or {}
+    write_json(run_dir / "state.json", {**identity, "shim_pid": os.getpid(), "shim_start_ticks": shim.get("start_ticks"),
+                                        "started_at": stamp_now()})
+    reader = threading.Thread(target=pump, args=(child.stdout, out_fd), daemon=True)
+    reader.start()
+    code = child.wait()
+    try:  # the leader is gone: the rest of its group goes too, as a container ends with its first process
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    reader.join(10)
+    os.fsync(out_fd)
+    write_json(run_dir / "exit.json", {"exit_code": 128 - code if code < 0 else code, "finished_at": stamp_now()})
+    return 0
+
+
+def _default_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))

@@ -1,0 +1,105 @@
+"""Advisory file locks (flock) that wait politely: the GPU locks and the capture locks share this.
+
+The kernel drops a flock when the process holding it dies, however it dies,
+so a lock that can be taken proves its last holder is gone. Lock files are
+never deleted (deleting one while another process waits on it would let two
+holders in); a holder writes who it is into the file for the next waiter to
+report.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.errors import ExitCode, HarnessError
+
+EXCLUSIVE = fcntl.LOCK_EX
+SHARED = fcntl.LOCK_SH
+
+
+def open_lock_file(path: Path) -> int:
+    """An fd on the lock file (created 0666 less the umask, like every file the harness writes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+
+
+def try_lock(fd: int, mode: int) -> bool:
+    """Take the lock now if it is free."""
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def lock_or_wait(
+    fd: int,
+    mode: int,
+    *,
+    wait: bool,
+    holder: Callable[[], str],
+    busy: Callable[[str], str],
+    waiting: Callable[[str], str],
+    cancelled_message: str,
+    on_wait: Callable[[str], None],
+    cancelled: Callable[[], bool],
+    poll_s: float,
+) -> None:
+    """Take the lock on `fd`; busy without `wait` or cancelled while waiting: HarnessError (fd left open)."""
+    told = False
+    while not try_lock(fd, mode):
+        if not wait:
+            raise HarnessError(busy(holder()), ExitCode.BUSY)
+        if not told:
+            on_wait(waiting(holder()))
+            told = True
+        if cancelled():
+            raise HarnessError(cancelled_message, ExitCode.INTERRUPTED)
+        time.sleep(poll_s)
+
+
+def write_owner(fd: int, owner: dict[str, Any]) -> None:
+    """Say in the lock file who holds it."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(owner).encode(), 0)
+
+
+def clear_owner(fd: int) -> None:
+    """No stale owner for the next waiter to report."""
+    os.ftruncate(fd, 0)
+
+
+def unlock(fd: int) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def read_owner(path: Path) -> dict[str, Any]:
+    """Who holds a lock, as the holder wrote it ({} when unknown)."""
+    try:
+        owner = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return owner if isinstance(owner, dict) else {}
+
+
+def is_held(path: Path) -> bool:
+    """True when some process holds the lock at `path` (probed with a shared lock, released at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        if try_lock(fd, SHARED):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        return True
+    finally:
+        os.close(fd)

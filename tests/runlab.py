@@ -1,0 +1,269 @@
+"""A throwaway lab for run tests on either engine: experiments, captures, locks, the process engine's root.
+
+Import the fixtures into a test module (`from runlab import lab, fake_trainer  # noqa: F401`);
+`lab` is parametrized over both engines (the Docker one marked `docker`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN
+
+REPO = Path(__file__).resolve().parent.parent
+IMAGE = "mgl-fake-trainer:test"
+TRAINER = REPO / "tests" / "images" / "fake-trainer" / "trainer.py"
+STAMP_IN_LINE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]")
+
+
+@pytest.fixture(scope="session")
+def fake_trainer(offline_images: list[str], docker_build: Any) -> str:
+    return docker_build(REPO / "tests" / "images" / "fake-trainer", IMAGE)
+
+
+def docker_client(base_url: Optional[str] = None) -> Any:
+    """A client of the engine at DOCKER_HOST, or at `base_url`."""
+    import docker
+
+    return docker.DockerClient(base_url=base_url, timeout=None) if base_url else docker.from_env(timeout=None)
+
+
+class Lab:
+    """Experiments, captures, locks and process runs under one temporary directory, for one engine."""
+
+    def __init__(self, root: Path, engine: str) -> None:
+        self.root = root
+        self.engine = engine
+        self.experiments = root / "experiments"
+        self.captures = root / "capture"
+        self.locks = root / "locks"
+        self.processes = root / "processes"
+        self.experiments.mkdir()
+        self.env = {"HARNESS_LOCK_DIR": str(self.locks), "HARNESS_PROCESS_DIR": str(self.processes)}
+
+    # --- experiments ------------------------------------------------------------------------------
+
+    def experiment(self, name: str, scenario: str = "steps", steps: int = 2, *, env: Optional[dict] = None,
+                   gpus: Any = "none", image: str = IMAGE, command: Optional[list] = None,
+                   volumes: Optional[list] = None, extra: str = "", init: bool = True) -> str:
+        container: dict[str, Any] = {"gpus": gpus, "env": {"FAKE_SCENARIO": scenario, **(env or {})}}
+        data: dict[str, Any] = {"name": name, "steps": steps, "miles": {"extra_args": extra},
+                                "guard": {"sensor": "none"}}
+        if self.engine == "docker":
+            container.update(shm_size="64m", ipc="private", volumes=volumes or [], ulimits={}, init=init)
+            data["image"] = image
+        else:
+            data.update(engine="process", command=command or [sys.executable, "-u", str(TRAINER)])
+        data["container"] = container
+        (self.experiments / f"{name}.yaml").write_text(json.dumps(data))
+        return name
+
+    # --- driving the harness ------------------------------------------------------------------------
+
+    def dirs(self) -> list[str]:
+        return ["--experiments-dir", str(self.experiments), "--capture-dir", str(self.captures)]
+
+    def cli(self, *args: str) -> Any:
+        """A command that reads experiments and captures, run in-process."""
+        return CliRunner().invoke(app, [*args, *self.dirs()], env=self.env)
+
+    def capture_cli(self, *args: str) -> Any:
+        """A command that reads captures only (status, logs, stop, recover)."""
+        return CliRunner().invoke(app, [*args, "--capture-dir", str(self.captures)], env={**self.env, "COLUMNS": "300"})
+
+    def spawn(self, *args: str, failpoint: Optional[str] = None, capture_only: bool = False) -> subprocess.Popen:
+        env = {**os.environ, **self.env, **({"HARNESS_FAILPOINT": failpoint} if failpoint else {})}
+        where = ["--capture-dir", str(self.captures)] if capture_only else self.dirs()
+        return subprocess.Popen([sys.executable, "-m", "harness", *args, *where], cwd=REPO, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    # --- what the capture holds ----------------------------------------------------------------------
+
+    def status(self, run: str) -> dict:
+        return json.loads((self.captures / run / "status.json").read_text())
+
+    def metrics(self, run: str) -> list[dict]:
+        path = self.captures / run / "metrics.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def log(self, run: str) -> list[str]:
+        path = self.captures / run / "container.log"
+        return path.read_text().split("\n")[:-1] if path.exists() else []
+
+    def replaced(self) -> list[str]:
+        directory = self.captures / ".replaced"
+        return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+
+    # --- what the engine holds -----------------------------------------------------------------------
+
+    def objects(self) -> list[Any]:
+        """Handles on what the engine holds for this lab (containers, process runs)."""
+        if self.engine == "docker":
+            from harness.engines.docker import DockerEngine
+
+            found = DockerEngine().list({LABEL_RUN: None})
+        else:
+            from harness.engines.process import ProcessEngine
+
+            found = ProcessEngine(self.processes).list({LABEL_RUN: None})
+        return [h for h in found if h.describe().labels.get(LABEL_CAPTURE_DIR, "").startswith(str(self.root))]
+
+    def engine_lines(self, handle: Any) -> list[str]:
+        """Every line the engine holds for a handle, stamped."""
+        return list(handle.logs(follow=False))
+
+    def wait_for(self, predicate: Any, timeout_s: float = 60, what: str = "") -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def cleanup(self) -> None:
+        for handle in self.objects():
+            try:
+                handle.kill()
+            except Exception:
+                pass
+            try:
+                handle.wait(10)
+                handle.remove()
+            except Exception:
+                pass
+
+
+def _lab_on(engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    lab = Lab(tmp_path, engine)
+    for name, value in lab.env.items():  # handles made in the test process find the lab's runs too
+        monkeypatch.setenv(name, value)
+    yield lab
+    lab.cleanup()
+
+
+@pytest.fixture(params=[pytest.param("docker", marks=pytest.mark.docker), "process"])
+def lab(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A lab on each engine in turn."""
+    if request.param == "docker":
+        request.getfixturevalue("fake_trainer")
+    yield from _lab_on(request.param, tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def docker_lab(tmp_path: Path, fake_trainer: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A lab on the Docker engine."""
+    yield from _lab_on("docker", tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def process_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A lab on the process engine."""
+    yield from _lab_on("process", tmp_path, monkeypatch)
+
+
+def eventually(check: Any, timeout_s: float = 10.0) -> bool:
+    """Whether `check()` comes true within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def masked(lines: Any) -> list[str]:
+    """Lines with the trainer's own wall-clock stamps masked (they differ between two runs)."""
+    return [STAMP_IN_LINE.sub("[T]", line) for line in lines]
+
+
+def killed(process: subprocess.Popen, timeout_s: float = 60) -> str:
+    """Wait for a harness that a failpoint SIGKILLs; its output."""
+    out, _ = process.communicate(timeout=timeout_s)
+    assert process.returncode == -signal.SIGKILL, out
+    return out
+
+
+class UnixProxy:
+    """A socket forwarder between the harness and the Docker engine: stopping it is the engine going away."""
+
+    def __init__(self, target: str, path: Path) -> None:
+        self.target = target
+        self.path = path
+        self._listener: Optional[socket.socket] = None
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    @property
+    def host(self) -> str:
+        return f"unix://{self.path}"
+
+    def start(self) -> None:
+        self.path.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.path))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def stop(self) -> None:
+        """Refuse new connections and cut the open ones, as a daemon that goes down does."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        self.path.unlink(missing_ok=True)
+        with self._lock:
+            for sock in self._open:
+                for action in (lambda: sock.shutdown(socket.SHUT_RDWR), sock.close):
+                    try:
+                        action()
+                    except OSError:
+                        pass
+            self._open = []
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                upstream.connect(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass

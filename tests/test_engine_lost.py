@@ -1,0 +1,103 @@
+"""The Docker engine going away mid-run: the run ends failed with that reason, never an uncaught exception.
+
+The harness reaches the real engine through a socket forwarder; stopping the
+forwarder is the engine going away (connection refused, open streams cut),
+while the container itself keeps running, as it does when dockerd restarts
+with live-restore or a remote engine's network drops.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runlab import Lab, UnixProxy, docker_client, fake_trainer  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def proxied(tmp_path: Path, fake_trainer: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not host.startswith("unix://"):
+        pytest.skip("the engine is not on a local socket")
+    proxy = UnixProxy(host[len("unix://"):], tmp_path / "docker.sock")
+    proxy.start()
+    lab = Lab(tmp_path, "docker")
+    lab.engine_host = host
+    for name, value in {**lab.env, "DOCKER_HOST": proxy.host}.items():
+        monkeypatch.setenv(name, value)
+    yield lab, proxy
+    proxy.stop()
+    proxy.start()
+    lab.cleanup()
+    proxy.stop()
+
+
+def cut_after_first_step(lab: Lab, run: str, proxy: UnixProxy, then: Any = None) -> threading.Thread:
+    def cut() -> None:
+        lab.wait_for(lambda: lab.metrics(run), what="the first step")
+        proxy.stop()
+        if then is not None:
+            then()
+
+    thread = threading.Thread(target=cut, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_an_engine_that_stays_away_ends_the_run_failed_and_recover_keeps_the_reason(proxied: Any,
+                                                                                     monkeypatch: Any) -> None:
+    from harness.engines import docker as docker_engine
+
+    lab, proxy = proxied
+    monkeypatch.setattr(docker_engine, "ENGINE_PATIENCE_S", 3.0)
+    run = lab.experiment("lost", scenario="hang")
+    cut_after_first_step(lab, run, proxy)
+    result = lab.cli("run", run, "--grace-s", "2")
+    assert result.exit_code == 1, result.output
+    assert "internal error" not in result.output and "Traceback" not in result.output
+    status = lab.status(run)
+    assert status["state"] == "failed" and status["capture_complete"] is False
+    assert status["error"].startswith("the Docker engine went away while")
+    assert "did not answer for 3 s" in status["error"] and "`harness recover` saves the rest" in status["error"]
+
+    proxy.start()  # the engine is back; the container never stopped
+    (container,) = [c for c in docker_client(lab.engine_host).containers.list(all=True) if c.id == status["container"]]
+    assert container.status == "running"
+    recovered = lab.capture_cli("recover", "--keep", "--grace-s", "2")
+    assert recovered.exit_code == 0, recovered.output
+    after = lab.status(run)
+    assert after["state"] == "failed" and after["error"] == status["error"]
+    assert after["capture_complete"] is True and after["exit_code"] == 143
+    (handle,) = lab.objects()
+    assert lab.log(run) == lab.engine_lines(handle)
+
+
+def test_a_restarted_engine_that_killed_the_container_is_failed_with_both_reasons(proxied: Any,
+                                                                                  monkeypatch: Any) -> None:
+    from harness.engines import docker as docker_engine
+
+    lab, proxy = proxied
+    monkeypatch.setattr(docker_engine, "ENGINE_PATIENCE_S", 30.0)
+    run = lab.experiment("restarted", scenario="hang")
+
+    def restart() -> None:  # dockerd going down takes its containers with it, then comes back
+        client = docker_client(lab.engine_host)  # the engine itself, not through the (stopped) forwarder
+        (container,) = client.containers.list(filters={"label": f"org.miles-gb10-lab.run={run}"})
+        container.kill()
+        time.sleep(1.5)
+        proxy.start()
+
+    cut_after_first_step(lab, run, proxy, then=restart)
+    result = lab.cli("run", run)
+    assert result.exit_code == 1, result.output
+    status = lab.status(run)
+    assert status["state"] == "failed" and status["exit_code"] == 137 and status["capture_complete"] is True
+    assert "exit code 137" in status["error"] and "the Docker engine went away while" in status["error"]
+    assert lab.objects() == []
