@@ -21,7 +21,7 @@ from harness.engines.process import ProcessRun
 from harness.experiments import GuardConfig, SimSensorConfig
 from harness.guard import Action, GuardLoop
 from harness.guard.sensors import FileSensor, Sample, SimSensor
-from harness.times import parse_time_us
+from harness.times import format_time_us, parse_time_us
 
 # A trainer stand-in: a process group of two (a child that sleeps), printing a counter every 10 ms.
 TICKER = """
@@ -324,3 +324,100 @@ def test_records_that_cannot_be_written_never_stop_a_pause(ticker: ProcessRun, t
     guard.stop()
     assert notes == [f"could not write {tmp_path / 'gone' / 'pauses.jsonl'}: No such file or directory",
                      f"could not write {tmp_path / 'gone' / 'guard.jsonl'}: No such file or directory"]
+
+
+class Sticky:
+    """A handle whose thaw fails while `broken` (an engine that went away); it stays frozen until one works."""
+
+    def __init__(self, knows: bool = True) -> None:
+        self.frozen = False
+        self.broken = True
+        self.knows = knows  # False: is_paused cannot answer either
+        self.resumes = 0
+
+    def pause(self) -> None:
+        self.frozen = True
+
+    def resume(self) -> None:
+        self.resumes += 1
+        if self.broken:
+            raise ConnectionError("engine gone")
+        self.frozen = False
+
+    def is_paused(self) -> bool:
+        if not self.knows:
+            raise ConnectionError("engine gone")
+        return self.frozen
+
+
+def test_a_thaw_that_fails_keeps_the_window_open_and_is_retried_at_the_next_poll(tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    clock, notes = FakeClock(), []
+    handle = Sticky()
+    guard = synchronous(handle, FileSensor(temp, clock.wall_us), tmp_path, clock, notes)
+    write_temp(temp, "90")
+    assert guard.poll().action is Action.PAUSE and handle.frozen
+    write_temp(temp, "60")
+    clock.now = 1.0
+    assert guard.poll().action is Action.RESUME
+    assert handle.frozen and guard.reading.paused  # the record says what is true: still frozen
+    [opened] = jsonl(tmp_path / "pauses.jsonl")
+    assert opened["end"] is None
+    handle.broken = False
+    clock.now = 2.0
+    assert guard.poll().action is Action.RESUME  # retried
+    assert not handle.frozen and not guard.reading.paused and guard.reading.pauses == 1
+    opened, closed = jsonl(tmp_path / "pauses.jsonl")
+    assert closed["start"] == opened["start"] and closed["end"] == format_time_us(clock.wall_us())
+    assert notes == ["could not resume the run (cooled to 60.0 C): ConnectionError: engine gone"]
+    guard.stop()
+    assert len(jsonl(tmp_path / "pauses.jsonl")) == 2
+
+
+def test_stop_without_thaw_leaves_a_frozen_run_and_its_open_window_for_recover(tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    clock, notes = FakeClock(), []
+    handle = Sticky(knows=False)
+    guard = synchronous(handle, FileSensor(temp, clock.wall_us), tmp_path, clock, notes)
+    write_temp(temp, "90")
+    guard.poll()
+    guard.stop(thaw=False)
+    assert handle.resumes == 0 and handle.frozen
+    [opened] = jsonl(tmp_path / "pauses.jsonl")
+    assert opened["end"] is None
+    assert notes[-1] == ("the run may still be frozen: its pause window stays open until `harness recover` "
+                         "thaws it and closes the window")
+
+
+def test_stop_whose_thaw_fails_keeps_the_window_open(tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    clock, notes = FakeClock(), []
+    handle = Sticky(knows=False)
+    guard = synchronous(handle, FileSensor(temp, clock.wall_us), tmp_path, clock, notes)
+    write_temp(temp, "90")
+    guard.poll()
+    guard.stop()
+    assert handle.resumes == 1
+    [opened] = jsonl(tmp_path / "pauses.jsonl")
+    assert opened["end"] is None
+    assert "could not resume the run (guard stopped): ConnectionError: engine gone" in notes
+
+
+def test_a_max_pause_stop_whose_thaw_failed_is_thawed_and_closed_by_stop(tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    clock, asked = FakeClock(), []
+    handle = Sticky()
+    guard = GuardLoop(handle, FileSensor(temp, clock.wall_us),
+                      GuardConfig(min_pause_s=0.0, max_pause_s=5.0, on_max_pause="stop"),
+                      pauses_path=tmp_path / "pauses.jsonl", samples_path=tmp_path / "guard.jsonl",
+                      clock=clock, wall_us=clock.wall_us, on_stop=asked.append)
+    write_temp(temp, "95")
+    guard.poll()
+    clock.now = 6.0
+    assert guard.poll().action is Action.STOP and asked and handle.frozen
+    handle.broken = False
+    clock.now = 7.0
+    guard.stop()
+    assert not handle.frozen
+    opened, closed = jsonl(tmp_path / "pauses.jsonl")
+    assert closed["end"] == format_time_us(clock.wall_us()) and closed["peak_c"] == 95.0
