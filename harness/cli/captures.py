@@ -12,7 +12,11 @@ RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under th
 
 @command("status")
 def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
-    """Show every capture: state, steps, pauses, exit code, start and duration."""
+    """Show every capture: state, steps, pauses, exit code, start, duration, and the heat guard now.
+
+    The guard column is the last temperature recorded, or `PAUSED since ...`
+    while a pause window is open.
+    """
     from rich.table import Table
     from rich.text import Text
 
@@ -21,14 +25,14 @@ def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
 
     rows = capture_rows(list_captures(capture_dir))
     table = Table(title=Text(f"captures in {capture_dir}"), title_justify="left")
-    for column in ("run", "state", "steps", "pauses", "exit code", "started", "duration"):
-        if column == "state":
+    for column in ("run", "state", "steps", "pauses", "exit code", "started", "duration", "guard"):
+        if column in ("state", "guard"):
             table.add_column(column, min_width=11, overflow="fold")
         else:
             table.add_column(column, no_wrap=True)
     for row in rows:  # plain Text: a run name or a reason with [brackets] is shown, never read as markup
         table.add_row(*(Text(cell) for cell in (row.run, row.state, row.steps, row.pauses, row.exit_code,
-                                                 row.started, row.duration)))
+                                                 row.started, row.duration, row.guard)))
     stdout().print(table if rows else Text(f"no captures in {capture_dir}"))
 
 
@@ -76,6 +80,7 @@ def recover(
 ) -> None:
     """Settle runs whose harness is gone: thaw, save their logs and steps, stop them, record how they ended.
 
+    A pause window the heat guard left open is closed when the run is thawed.
     Only a trainer whose run id is its capture's current one is touched, and a
     final status is never rewritten.
     """
@@ -98,7 +103,9 @@ def recover(
             continue
         final = result.status
         assert final is not None
+        closed = (f", {result.windows_closed} open pause window{'s' if result.windows_closed != 1 else ''} closed"
+                  if result.windows_closed else "")
         console.print(
             f"{plan.run}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
-            f"{result.lines_saved} log line(s) added, container {result.container}", markup=False,
+            f"{result.lines_saved} log line(s) added, container {result.container}{closed}", markup=False,
         )
