@@ -254,3 +254,34 @@ def test_sensor_none_runs_unguarded_and_says_so_in_the_manifest(lab: Lab) -> Non
     manifest = json.loads((lab.captures / run / "manifest.json").read_text())
     assert manifest["guard"] == {"guarded": False, "requested": "none", "picked": None}
     assert not (lab.captures / run / "pauses.jsonl").exists() and not (lab.captures / run / "guard.jsonl").exists()
+
+
+def test_sigterm_to_the_harness_thaws_a_frozen_run_so_it_can_shut_down(lab: Lab, tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    write_temp(temp, "60")
+    run = ticking(lab, "term", file_guard(temp), ticks=100_000)
+    harness = lab.spawn("run", run, "--grace-s", "10")
+    handle = wait_for_ticks(lab, run)
+    write_temp(temp, "95")
+    wait_state(handle, PAUSED)
+    harness.send_signal(signal.SIGTERM)
+    out, _ = harness.communicate(timeout=60)
+    assert harness.returncode == 130, out
+    status = lab.status(run)
+    assert status["state"] == "interrupted" and status["exit_code"] == 143  # thawed first, then it shut down
+    assert lab.log(run)[-1].endswith("fake trainer: SIGTERM, shutting down")
+    opened, closed = jsonl(lab.captures / run / "pauses.jsonl")
+    assert closed["start"] == opened["start"] and closed["end"] is not None
+
+
+def test_the_time_limit_reached_while_frozen_thaws_and_stops_the_run(lab: Lab, tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    write_temp(temp, "95")  # frozen from the first poll to the end
+    run = ticking(lab, "late", file_guard(temp), ticks=100_000)
+    result = lab.cli("run", run, "--max-minutes", "0.05", "--grace-s", "5")
+    assert result.exit_code == 1, result.output
+    status = lab.status(run)
+    assert status["state"] == "stopped" and status["error"].startswith("time limit of 0.05 min reached")
+    assert status["exit_code"] == 143
+    [window] = read_pauses(lab.captures / run / "pauses.jsonl", [])
+    assert window.end_us is not None and window.end_us - window.start_us >= 2_000_000
