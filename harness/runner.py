@@ -363,10 +363,12 @@ def execute(
         _record_not_started(capture, status, message)
         raise HarnessError(f"run {spec.run} did not start: {message}") from None
     failpoint("after-start")
+    progress.started(spec)
     loop = guard.start(
         handle, pauses_path=capture.pauses_path, samples_path=capture.guard_path,
         on_note=lambda message: progress.note(f"{spec.run}: heat guard: {message}"),
         on_stop=lambda reason: stop.request("stopped", f"heat guard: {reason}"),
+        on_reading=progress.guard,
     )
     exit_code: Optional[int] = None
     engine_error: Optional[str] = None
@@ -379,7 +381,6 @@ def execute(
         writes.attempt(capture.status_path.name, lambda: capture.write_status(status))
         manifest["handle"] = handle.facts()
         writes.attempt(capture.manifest_path.name, lambda: write_json_atomic(capture.manifest_path, manifest))
-        progress.started(spec)
         pump.start()
         exit_code = _supervise(handle, spec, stop, capture, grace_s, clock, progress, loop)
     except EngineUnavailable as err:
@@ -421,16 +422,12 @@ def _supervise(
     progress: Progress,
     guard: Optional["GuardLoop"] = None,
 ) -> int:
-    """Wait for the exit; meanwhile act on stop requests and the time limit, and show the guard. Returns the exit code."""
+    """Wait for the exit; meanwhile act on stop requests and the time limit. Returns the exit code."""
     deadline = clock() + spec.max_minutes * 60 if spec.max_minutes else None
     stopper: Optional[threading.Thread] = None
     killed = False
-    shown: Any = None
     while True:
         exit_code = handle.wait(timeout=POLL_S)
-        if guard is not None and guard.reading != shown:
-            shown = guard.reading
-            progress.guard(shown)
         if exit_code is not None:
             return exit_code
         if stop.state is None:

@@ -65,6 +65,16 @@ def describe_guard(reading: "GuardReading", now_us: Optional[int] = None) -> str
     return text
 
 
+def guard_change(previous: Optional["GuardReading"], reading: "GuardReading") -> Optional[str]:
+    """`PAUSED by the heat guard: <why>` or `resumed by the heat guard: <now>` when that changed, else None."""
+    was_paused = previous is not None and previous.paused
+    if reading.paused and (not was_paused or previous.paused_since != reading.paused_since):
+        return f"PAUSED by the heat guard: {reading.reason}"
+    if was_paused and not reading.paused:
+        return f"resumed by the heat guard: {describe_guard(reading)}"
+    return None
+
+
 def _elapsed(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
@@ -107,12 +117,9 @@ class PlainProgress:
     def guard(self, reading: "GuardReading") -> None:
         """A line when the heat guard pauses or resumes the run; the temperature rides on the step lines."""
         previous, self.reading = self.reading, reading
-        run = self.spec.run if self.spec else "run"
-        was_paused = previous is not None and previous.paused
-        if reading.paused and (not was_paused or previous.paused_since != reading.paused_since):
-            self._say(f"{run}: PAUSED by the heat guard: {reading.reason}")
-        elif was_paused and not reading.paused:
-            self._say(f"{run}: resumed by the heat guard: {describe_guard(reading)}")
+        change = guard_change(previous, reading)
+        if change:
+            self._say(f"{self.spec.run if self.spec else 'run'}: {change}")
 
     def finished(self, status: RunStatus) -> None:
         pass

@@ -59,7 +59,12 @@ class GuardReading:
 
 
 class GuardLoop:
-    """Guards one handle with one sensor; `start()` runs it in a thread, `stop()` ends it and thaws the run."""
+    """Guards one handle with one sensor; `start()` runs it in a thread, `stop()` ends it and thaws the run.
+
+    Callbacks run in the guard's thread and must not block: `on_note` gets
+    each problem once, `on_stop` the reason of a max-pause stop, `on_reading`
+    the reading after every poll (live progress).
+    """
 
     def __init__(
         self,
@@ -73,6 +78,7 @@ class GuardLoop:
         wall_us: WallClock = wall_clock_us,
         on_note: Optional[Callable[[str], None]] = None,
         on_stop: Optional[Callable[[str], None]] = None,
+        on_reading: Optional[Callable[[GuardReading], None]] = None,
     ) -> None:
         self.handle = handle
         self.sensor = sensor
@@ -84,6 +90,7 @@ class GuardLoop:
         self._wall_us = wall_us
         self._on_note = on_note
         self._on_stop = on_stop
+        self._on_reading = on_reading
         self._state = GuardState()
         self._window: Optional[dict[str, Any]] = None  # the open pause window, as written
         self._window_start_us = 0
@@ -115,6 +122,7 @@ class GuardLoop:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(max(timeout_s, 2 * self.config.poll_s))
         locked = self._lock.acquire(timeout=timeout_s)
+        before = self._reading
         try:
             if thaw:
                 self._thaw()
@@ -124,6 +132,8 @@ class GuardLoop:
         finally:
             if locked:
                 self._lock.release()
+        if self._reading != before and self._on_reading is not None:
+            self._on_reading(self._reading)
 
     def __enter__(self) -> "GuardLoop":
         return self.start()
@@ -165,6 +175,8 @@ class GuardLoop:
             self._state = state
             self._record(sample, decision)
             self._publish(sample.temp_c if sample is not None else None, decision)
+        if self._on_reading is not None:
+            self._on_reading(self._reading)
         if decision.action is Action.STOP:
             self._note(decision.reason or "max_pause_s reached; stopping the run")
             if self._on_stop is not None:

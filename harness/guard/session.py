@@ -22,7 +22,7 @@ from harness.experiments import GuardConfig
 from harness.guard.loop import GuardLoop, GuardReading
 from harness.guard.sensors import SensorChoice, open_sensor
 
-WAIT_S = 0.25  # how often `guard_until_exit` looks at the target and reports the reading
+WAIT_S = 0.25  # how often `guard_until_exit` looks whether the target exited or a stop was asked for
 
 
 @dataclass
@@ -55,12 +55,13 @@ class GuardSession:
 
     def start(self, handle: Any, *, pauses_path: Path, samples_path: Path,
               on_note: Optional[Callable[[str], None]] = None,
-              on_stop: Optional[Callable[[str], None]] = None) -> Optional[GuardLoop]:
-        """Start guarding `handle` (None when unguarded). `on_stop` runs in the guard's thread: set a flag only."""
+              on_stop: Optional[Callable[[str], None]] = None,
+              on_reading: Optional[Callable[[GuardReading], None]] = None) -> Optional[GuardLoop]:
+        """Start guarding `handle` (None when unguarded). The callbacks run in the guard's thread: never block."""
         if self.choice.sensor is None:
             return None
         loop = GuardLoop(handle, self.choice.sensor, self.config, pauses_path=pauses_path,
-                         samples_path=samples_path, on_note=on_note, on_stop=on_stop)
+                         samples_path=samples_path, on_note=on_note, on_stop=on_stop, on_reading=on_reading)
         return loop.start()
 
     def close(self) -> None:
@@ -84,7 +85,7 @@ def guard_until_exit(
     record_dir: Path,
     *,
     stopped: threading.Event,
-    on_reading: Callable[[GuardReading], None] = lambda reading: None,
+    on_reading: Optional[Callable[[GuardReading], None]] = None,
     on_note: Optional[Callable[[str], None]] = None,
     grace_s: float = 60.0,
 ) -> GuardEnd:
@@ -100,13 +101,12 @@ def guard_until_exit(
         stopped.set()
 
     loop = session.start(handle, pauses_path=record_dir / "pauses.jsonl", samples_path=record_dir / "guard.jsonl",
-                         on_note=on_note, on_stop=max_pause_stop)
+                         on_note=on_note, on_stop=max_pause_stop, on_reading=on_reading)
     assert loop is not None, "guard_until_exit needs a sensor"
     exit_code: Optional[int] = None
     try:
         while exit_code is None and not stopped.is_set():
             exit_code = handle.wait(timeout=WAIT_S)
-            on_reading(loop.reading)
     finally:
         loop.stop()
     if stop_reasons and exit_code is None:
