@@ -175,7 +175,7 @@ def test_a_harness_killed_while_the_run_is_frozen_is_thawed_by_recover_which_clo
     harness.send_signal(signal.SIGKILL)
     harness.wait(30)
     time.sleep(0.5)
-    assert handle.describe().state == PAUSED  # nobody thawed it
+    assert handle.describe().state == PAUSED, (lab.status(run), lab.log(run)[-5:], lab.engine_lines(handle)[-5:])  # nobody thawed it
     [opened] = jsonl(lab.captures / run / "pauses.jsonl")
     assert opened["end"] is None
     row = next(line for line in lab.capture_cli("status").output.splitlines() if line.startswith(f"│ {run} "))
