@@ -7,7 +7,6 @@ file sensor is flipped to drive it.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -22,19 +21,10 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.engines import PAUSED, RUNNING
 from harness.engines.process import ProcessEngine
+from drills import jsonl, write_temp
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = ["--poll-s", "0.05", "--min-pause-s", "0"]
-
-
-def write_temp(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
-def jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def wait_until(check: Any, timeout_s: float = 10.0) -> None:

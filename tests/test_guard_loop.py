@@ -6,7 +6,6 @@ call `poll()` with an injected clock and never sleep.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from harness.experiments import GuardConfig, SimSensorConfig
 from harness.guard import Action, GuardLoop
 from harness.guard.sensors import FileSensor, Sample, SimSensor
 from harness.times import format_time_us, parse_time_us
+from drills import jsonl, write_temp
 
 # A trainer stand-in: a process group of two (a child that sleeps), printing a counter every 10 ms.
 TICKER = """
@@ -96,17 +96,6 @@ def ticker() -> Iterator[ProcessRun]:
     handle.kill()
     process.wait(10)
     handle.remove()
-
-
-def write_temp(path: Path, text: str) -> None:
-    """Replace the sensor file in one step, as a drill script should."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
-def jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def loop_for(handle, sensor, tmp_path: Path, **config) -> GuardLoop:
@@ -374,33 +363,24 @@ def test_a_thaw_that_fails_keeps_the_window_open_and_is_retried_at_the_next_poll
     assert len(jsonl(tmp_path / "pauses.jsonl")) == 2
 
 
-def test_stop_without_thaw_leaves_a_frozen_run_and_its_open_window_for_recover(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("thaw", "resumes", "note"), [
+    (False, 0, "the run may still be frozen: its pause window stays open until `harness recover` thaws it and "
+               "closes the window"),
+    (True, 1, "could not resume the run (guard stopped): ConnectionError: engine gone"),
+], ids=["without-thaw", "thaw-fails"])
+def test_stop_leaves_the_window_open_while_the_run_may_still_be_frozen(tmp_path: Path, thaw: bool, resumes: int,
+                                                                       note: str) -> None:
     temp = tmp_path / "temp"
     clock, notes = FakeClock(), []
-    handle = Sticky(knows=False)
+    handle = Sticky(knows=False)  # an engine gone: it can neither thaw nor say whether it is frozen
     guard = synchronous(handle, FileSensor(temp, clock.wall_us), tmp_path, clock, notes)
     write_temp(temp, "90")
     guard.poll()
-    guard.stop(thaw=False)
-    assert handle.resumes == 0 and handle.frozen
+    guard.stop(thaw=thaw)
+    assert handle.resumes == resumes and handle.frozen
     [opened] = jsonl(tmp_path / "pauses.jsonl")
     assert opened["end"] is None
-    assert notes[-1] == ("the run may still be frozen: its pause window stays open until `harness recover` "
-                         "thaws it and closes the window")
-
-
-def test_stop_whose_thaw_fails_keeps_the_window_open(tmp_path: Path) -> None:
-    temp = tmp_path / "temp"
-    clock, notes = FakeClock(), []
-    handle = Sticky(knows=False)
-    guard = synchronous(handle, FileSensor(temp, clock.wall_us), tmp_path, clock, notes)
-    write_temp(temp, "90")
-    guard.poll()
-    guard.stop()
-    assert handle.resumes == 1
-    [opened] = jsonl(tmp_path / "pauses.jsonl")
-    assert opened["end"] is None
-    assert "could not resume the run (guard stopped): ConnectionError: engine gone" in notes
+    assert notes[-1] == note
 
 
 def test_a_max_pause_stop_whose_thaw_failed_is_thawed_and_closed_by_stop(tmp_path: Path) -> None:

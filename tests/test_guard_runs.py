@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from harness.capture.reader import read_pauses
 from harness.engines import PAUSED, RUNNING
 from harness.times import parse_time_us
+from drills import jsonl, write_temp
 from runlab import Lab, fake_trainer, lab  # noqa: F401  (fixtures)
 
 POLL_S = 0.1
@@ -32,16 +32,6 @@ ENGINE_SLACK_S = 1.0
 
 def now_us() -> int:
     return time.time_ns() // 1000
-
-
-def write_temp(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
-def jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def ticking(lab: Lab, name: str, guard: dict, ticks: int = 150) -> str:
