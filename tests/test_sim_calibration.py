@@ -68,7 +68,7 @@ def test_about_half_the_groups_are_zero_variance_mostly_all_right(default_batche
 def test_steps_differ_more_than_independent_prompts_allow_and_the_spread_is_why(
     default_batches: list[tuple[int, int]],
 ) -> None:
-    assert dispersion([count for count, _ in default_batches], 48) > 2.0
+    assert dispersion([count for count, _ in default_batches], 48) > 3.0
     independent = first_batch_counts(dataclasses.replace(DEFAULT_PARAMS, decisiveness_spread=0.0), range(1, 51))
     assert 0.7 < dispersion([count for count, _ in independent], 48) < 1.3
     one_batch = sum(1 for count, _ in independent if count <= ONE_BATCH_MAX_ZERO_STD)

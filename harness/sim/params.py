@@ -71,7 +71,11 @@ class ModelParams:
     # about 410 tokens and about 1.5% of answers cut (a cut answer scores 0). These three
     # set how strongly a group's finishing time follows its reward, hence the bias of the
     # unfiltered reward: the filter run's reads about 0.03 above plain's (the lab: 0.686
-    # against 0.657, and 0.672 against 0.625 over the first four steps).
+    # against 0.657, and 0.672 against 0.625 over the first four steps). The same link
+    # biases plain-48 about 2.5 times as much (+0.07; the lab's three plain-48 seeds read
+    # like plain): it aborts the slowest third of one batch, where a filter step aborts only
+    # second-batch groups, late as much for starting late. No parameter here changes that
+    # ratio, so the model matches the filter and misses plain-48 (docs/simulator.md).
     length_easy_tokens: float = 330.0
     length_hard_tokens: float = 420.0
     length_sigma: float = 0.45
