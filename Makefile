@@ -59,7 +59,7 @@ smoke: setup image ## GPU smoke test: build the image, run 2 tiny steps, check t
 	$(HARNESS) run smoke --force
 	$(BIN)/python scripts/check-capture.py capture/gpu/smoke --state succeeded --complete-steps 2
 
-offline-images: ## build busybox and python base images without a registry (Docker, debootstrap, root)
+offline-images: ## build the busybox and python base images without a registry, from what this machine has
 	bash scripts/offline-images.sh
 
 .PHONY: summarize report

@@ -21,11 +21,11 @@ from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parent.parent
-IMAGE = "mgl-fake-trainer:test"
+IMAGE = "miles-gb10-lab/fake-trainer:test"
 
 
 @pytest.fixture(scope="session")
-def fake_trainer(offline_images: list[str], docker_build: Any) -> str:
+def fake_trainer(python_image: str, docker_build: Any) -> str:
     return docker_build(REPO / "tests" / "images" / "fake-trainer", IMAGE)
 
 
