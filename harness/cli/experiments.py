@@ -19,32 +19,28 @@ from typing_extensions import Annotated
 @command("ls")
 def ls(experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR) -> None:
     """List the experiments and sweeps; a broken file is listed with its error."""
-    from rich.table import Table
-
+    from harness.cli.tables import Column, print_table
     from harness.errors import HarnessError
     from harness.experiments import ExperimentStore
 
     store = ExperimentStore(experiments_dir)
-    table = Table(title=f"experiments in {experiments_dir}", title_justify="left")
-    for column in ("name", "extends", "seed", "steps", "filter", "over-sampling"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("description", overflow="fold", ratio=1)
+    rows: list[tuple[str, ...]] = []
     for name in store.names():
         try:
             if store.is_sweep(name):
                 sweep = store.load_sweep(name)
                 seeds = " ".join(str(s) for s in sweep.seeds)
-                table.add_row(name, f"sweep of {sweep.sweep}", seeds, "", "", "", _headline(sweep.description))
+                rows.append((name, f"sweep of {sweep.sweep}", seeds, "", "", "", _headline(sweep.description)))
                 continue
             loaded = store.load(name)
         except HarnessError as err:
-            table.add_row(name, "", "", "", "", "", f"[red]error:[/red] {_escape(err.message)}")
+            rows.append((name, "", "", "", "", "", f"[red]error:[/red] {_escape(err.message)}"))
             continue
         exp = loaded.experiment
         flags = exp.effective_flags(store.base_args)
         batch = (flags.get("--rollout-batch-size") or ["?"])[0]
         over = (flags.get("--over-sampling-batch-size") or [batch])[0]
-        table.add_row(
+        rows.append((
             name,
             exp.extends or "",
             str(exp.seed),
@@ -52,8 +48,10 @@ def ls(experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR) -> None:
             "on" if exp.filter_path(store.base_args) else "off",
             f"{over} for {batch}",
             _headline(exp.description),
-        )
-    stdout().print(table)
+        ))
+    columns = [Column("name"), Column("extends", wrap=True, drop=1), Column("seed", "right"),
+               Column("steps", "right"), Column("filter"), Column("over-sampling"), Column("description", wrap=True)]
+    print_table(stdout(), columns, rows, title=f"experiments in {experiments_dir}")
 
 
 @command("show")

@@ -142,17 +142,18 @@ def sweep(
 
 
 def _print_sweep(console, results) -> None:  # noqa: ANN001
-    from rich.table import Table
+    from rich.markup import escape
 
-    table = Table(title="sweep", title_justify="left")
-    for column in ("run", "action", "state", "steps", "reason"):
-        table.add_column(column, overflow="fold")
+    from harness.cli.tables import Column, print_table
+
+    rows = []
     for result in results:
         status = result.status
         steps = f"{status.steps_complete}/{status.steps_expected}" if status else "-"
-        table.add_row(result.decision.run, result.decision.action, status.state if status else "-", steps,
-                      result.decision.reason, style=None)
-    console.print(table)
+        rows.append((result.decision.run, result.decision.action, status.state if status else "-", steps,
+                     escape(result.decision.reason)))
+    columns = [Column("run"), Column("action"), Column("state"), Column("steps", "right"), Column("reason", wrap=True)]
+    print_table(console, columns, rows, title="sweep")
 
 
 def report_status(status) -> None:  # noqa: ANN001
