@@ -132,7 +132,7 @@ def docker_build():
     """Build an image with the docker CLI (cached layers are fine); fails the test with the log tail."""
 
     def build(context: Path, tag: str, build_args: dict[str, str] | None = None) -> str:
-        argv = ["docker", "build", "--quiet", "--tag", tag]
+        argv = ["docker", "build", "--quiet", "--force-rm", "--tag", tag]
         for name, value in (build_args or {}).items():
             argv += ["--build-arg", f"{name}={value}"]
         done = subprocess.run([*argv, str(context)], capture_output=True, text=True, timeout=900)

@@ -206,7 +206,7 @@ def test_the_image_records_its_miles_and_sets_the_ray_environment(lab_image):
 
 def test_a_miles_commit_is_checked_out_not_ignored(lab_image):
     # The stand-in's Miles is no git checkout, so asking for a commit must stop the build, clearly.
-    argv = ["docker", "build", "--build-arg", f"MILES_BASE={STANDIN_TAG}", "--build-arg", "MILES_COMMIT=08752a12",
+    argv = ["docker", "build", "--force-rm", "--build-arg", f"MILES_BASE={STANDIN_TAG}", "--build-arg", "MILES_COMMIT=08752a12",
             "--tag", "miles-gb10-lab/lab:test-commit", str(REPO_ROOT)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
 
