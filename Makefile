@@ -34,8 +34,10 @@ $(BIN)/harness: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $@
 
+# Said on `make setup` and `make test`, the README's first steps; other targets stay quiet.
+VENV_HINT := harness is installed in $(VENV): run $(BIN)/harness, or 'source $(VENV)/bin/activate' to put harness on PATH
 setup: $(BIN)/harness ## create .venv and install the harness with its test tools
-	@echo "harness is installed in $(VENV): run $(BIN)/harness, or 'source $(VENV)/bin/activate' to put harness on PATH"
+	@$(if $(filter setup test,$(MAKECMDGOALS)),echo "$(VENV_HINT)",:)
 
 test: setup ## run the test suite (the Docker tests run where an engine answers)
 	$(BIN)/pytest -q
