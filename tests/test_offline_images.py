@@ -127,9 +127,10 @@ def test_every_image_the_tests_and_benchmarks_build_is_under_the_project_name():
     assert [literal for literal in sorted(literals) if not literal[1].startswith("miles-gb10-lab/")] == []
 
 
-def offline_images(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), *args], env={**os.environ, **env}, capture_output=True, text=True,
-                          timeout=600)
+def build_without(tmp_path: Path, command: str, kind: str, tag: str) -> subprocess.CompletedProcess:
+    """offline-images.sh --only KIND, to a trial tag, where `command` is not installed."""
+    env = {**os.environ, "PATH": path_without(tmp_path, command), f"OFFLINE_{kind.upper()}_TAG": tag}
+    return subprocess.run(["bash", str(SCRIPT), "--only", kind], env=env, capture_output=True, text=True, timeout=600)
 
 
 def docker(*args: str) -> subprocess.CompletedProcess:
@@ -147,8 +148,7 @@ def trial_tag(request):
 @pytest.mark.docker
 @pytest.mark.parametrize("trial_tag", ["python"], indirect=True)
 def test_without_debootstrap_the_python_image_is_made_of_the_host_s_own_python(tmp_path, trial_tag):
-    built = offline_images("--only", "python", env={"PATH": path_without(tmp_path, "debootstrap"),
-                                                     "OFFLINE_PYTHON_TAG": trial_tag})
+    built = build_without(tmp_path, "debootstrap", "python", trial_tag)
 
     assert built.returncode == 0, built.stderr
     assert "debootstrap is not installed" in built.stderr and "python3 of this machine" in built.stderr
@@ -168,8 +168,7 @@ def test_without_debootstrap_the_python_image_is_made_of_the_host_s_own_python(t
 @pytest.mark.docker
 @pytest.mark.parametrize("trial_tag", ["busybox"], indirect=True)
 def test_without_any_busybox_the_busybox_image_cannot_be_built_and_says_which_command_enables_it(tmp_path, trial_tag):
-    built = offline_images("--only", "busybox", env={"PATH": path_without(tmp_path, "busybox"),
-                                                      "OFFLINE_BUSYBOX_TAG": trial_tag})
+    built = build_without(tmp_path, "busybox", "busybox", trial_tag)
 
     assert built.returncode == 69, built.stderr
     assert built.stderr.splitlines()[-1].endswith("apt-get install busybox-static")
