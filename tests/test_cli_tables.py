@@ -187,3 +187,22 @@ def test_the_sweep_table_keeps_run_and_state_whole(terminal):
         assert len(rows) == 1 and re.search(rf"\s{re.escape(state)}\s", rows[0]), out
     if not terminal:
         assert any("--force reruns it" in line and "plain-48-s1" in line for line in out.splitlines()), out
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "piped"])
+def test_cells_are_markup_or_text_shown_as_written(terminal):
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from harness.cli.tables import Column, print_table
+
+    buffer = StringIO()
+    console = Console(file=buffer, width=80, force_terminal=terminal, color_system="standard" if terminal else None)
+    print_table(console, [Column("run"), Column("state")],
+                [(Text("run-[bold]x"), "[red]failed[/red]"), (Text("plain"), "succeeded")])
+    out = ANSI.sub("", buffer.getvalue())
+
+    assert re.search(r"run-\[bold\]x\s+failed", out), out
+    assert re.search(r"plain\s+succeeded", out), out

@@ -25,9 +25,13 @@ class Column:
     drop: int = 0  # 0: always shown; else dropped when too narrow, 1 before 2 before ...
 
 
-def print_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[str]], *,
+def print_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[Any]], *,
                 title: Optional[str] = None) -> None:
-    """Print rows (cells as rich markup) under columns, fitted to the terminal, or plain when piped."""
+    """Print rows under columns, fitted to the terminal, or plain when piped.
+
+    A cell is a string of rich markup, or a rich Text shown exactly as written
+    (for values read from files: a name with [brackets] is not markup).
+    """
     plain = [[_plain(cell) for cell in row] for row in rows]
     if console.is_terminal:
         for dropped in [0, *sorted({c.drop for c in columns if c.drop})]:
@@ -61,7 +65,7 @@ def _fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -
     return widths
 
 
-def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], widths: Sequence[int],
+def _table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], widths: Sequence[int],
            title: Optional[str]) -> Any:
     from rich import box
     from rich.table import Table
@@ -96,8 +100,8 @@ def _print_plain(console: Any, columns: Sequence[Column], rows: Sequence[Sequenc
         console.out(line(row), highlight=False)
 
 
-def _plain(cell: str) -> str:
-    """The text a markup cell shows, on one line."""
+def _plain(cell: Any) -> str:
+    """The text a cell shows, on one line."""
     from rich.text import Text
 
-    return " ".join(Text.from_markup(cell).plain.split())
+    return " ".join((cell if isinstance(cell, Text) else Text.from_markup(cell)).plain.split())
