@@ -286,7 +286,7 @@ def test_broken_file_does_not_break_other_commands(exp_dir: Path) -> None:
     assert shown.exit_code == 0 and "name: ok" in shown.output
     listed = CliRunner().invoke(app, ["ls", "--experiments-dir", str(exp_dir)], env={"COLUMNS": "200"})
     assert listed.exit_code == 0
-    broken_row = next(line for line in listed.output.splitlines() if line.startswith("│ broken "))
+    broken_row = next(line for line in listed.output.splitlines() if line.startswith("broken "))
     assert "YAML syntax error" in broken_row
     assert any("ok" in line and "parent" in line for line in listed.output.splitlines())
 

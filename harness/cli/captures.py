@@ -13,23 +13,22 @@ RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under th
 @command("status")
 def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
     """Show every capture: state, steps, pauses, exit code, start and duration."""
-    from rich.table import Table
     from rich.text import Text
 
     from harness.capture import list_captures
     from harness.capture_ops import capture_rows
+    from harness.cli.tables import Column, print_table
 
     rows = capture_rows(list_captures(capture_dir))
-    table = Table(title=Text(f"captures in {capture_dir}"), title_justify="left")
-    for column in ("run", "state", "steps", "pauses", "exit code", "started", "duration"):
-        if column == "state":
-            table.add_column(column, min_width=11, overflow="fold")
-        else:
-            table.add_column(column, no_wrap=True)
-    for row in rows:  # plain Text: a run name or a reason with [brackets] is shown, never read as markup
-        table.add_row(*(Text(cell) for cell in (row.run, row.state, row.steps, row.pauses, row.exit_code,
-                                                 row.started, row.duration)))
-    stdout().print(table if rows else Text(f"no captures in {capture_dir}"))
+    if not rows:
+        stdout().print(Text(f"no captures in {capture_dir}"))
+        return
+    columns = [Column("run"), Column("state", wrap=True), Column("steps", "right"), Column("pauses", drop=3),
+               Column("exit code", "right"), Column("started", drop=1), Column("duration", "right", drop=2)]
+    # plain Text: a run name or a reason with [brackets] is shown, never read as markup
+    print_table(stdout(), columns, [tuple(Text(cell) for cell in (row.run, row.state, row.steps, row.pauses,
+                                                                   row.exit_code, row.started, row.duration))
+                                    for row in rows], title=f"captures in {capture_dir}")
 
 
 @command("logs")
