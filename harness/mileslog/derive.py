@@ -13,9 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-DROP_PREFIX = "rollout/dynamic_filter/drop_"
-ZERO_STD_DROP_PREFIX = DROP_PREFIX + "zero_std_"
-ZERO_STD_COUNT_PREFIX = "rollout/zero_std/count_"
+from harness.mileslog.keys import DROP_PREFIX, ZERO_STD_COUNT_PREFIX, ZERO_STD_DROP_PREFIX
 
 
 def _reward_suffix(suffix: str) -> float | None:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterable
 
 from harness.mileslog.derive import derive_step_values
+from harness.mileslog.keys import ends_step, is_rollout_side
 from harness.mileslog.lines import (
     LAUNCH_MARKER,
     TRACEBACK_MARKER,
@@ -64,9 +65,6 @@ from harness.mileslog.records import EvalRecord, ParsedLog, StepRecord
 # `{` preceded by `: `: finding one byte is several times faster than three).
 MARKERS = (": {", " arguments -", LAUNCH_MARKER, TRACEBACK_MARKER, "' failed")
 _OTHER_MARKERS = tuple(marker.encode() for marker in MARKERS[1:])
-
-ROLLOUT_SIDE_KEYS = ("perf/rollout_time",)
-STEP_END_KEYS = ("perf/step_time", "perf/train_time", "perf/total_train_time")
 
 # An argument dump or a traceback that goes this many lines without a line of
 # its own is taken as cut off and closed.
@@ -428,10 +426,10 @@ class LogParser:
         self._merge_keys(step.metrics, payload, label, n, ident, step.key_lines, step.problems)
         if kind != "perf":
             return
-        if not step.saw_rollout_side and _is_rollout_side(payload):
+        if not step.saw_rollout_side and is_rollout_side(payload):
             step.saw_rollout_side = True
             step.t_rollout_end = stamp
-        if any(key in payload for key in STEP_END_KEYS):
+        if ends_step(payload):
             step.t_step_end = stamp
             self._attach_pending(step)
             del self._open[ident]
@@ -519,12 +517,6 @@ class LogParser:
         if into is not None:
             into.append(problem)
         self._problems.append(problem)
-
-
-def _is_rollout_side(payload: dict[str, Any]) -> bool:
-    return any(key in payload for key in ROLLOUT_SIDE_KEYS) or any(
-        isinstance(key, str) and key.startswith("rollout/") for key in payload
-    )
 
 
 def _short(value: Any, limit: int = 80) -> str:

@@ -30,16 +30,16 @@ for real runs; for simulated runs wall = trainer seconds x time_scale)
   are (timestamps), divided into seconds once.
 - `pause_total_s`: the length of the union of all the run's windows.
 
+Miles keys (which reward, the step-time fallback, the drop and zero-std
+keys, when the filter is on) are read by `harness.mileslog.keys`, the one
+place those rules live.
+
 Groups
-- dropped_*: from `derive_step_values` (every suffix form of the
-  zero-variance keys); null for a run without the filter (not applicable).
+- dropped_*: from `derive_step_values`; null for a run without the filter
+  (not applicable).
 - `batches` = ceil((B + dropped_groups) / O) for a filter run (kept = B):
   the prompt batches the rollout submitted. Null without the filter.
-
-Reward
-- `reward` = `rollout/raw_reward_unfiltered` for a filter run (its
-  `rollout/raw_reward` counts only kept groups), `rollout/raw_reward`
-  otherwise. A filter run without the unfiltered key gets null and a note.
+- A filter run without the unfiltered reward key gets null and a note.
 
 Aggregates
 - Over complete steps only: an incomplete step (the run ended between the
@@ -69,11 +69,12 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from harness.capture import write_text_atomic
 from harness.lab.milesargv import apply_overrides, flag_values, read_base_args
+from harness.mileslog import keys
 from harness.mileslog.derive import derive_step_values, whole_number
 from harness.summary import SCHEMA_ID
 from harness.summary.captures import STATES, RunCapture, Skipped, find_runs, read_capture
 from harness.times import US_PER_S, format_time_us, now_rfc3339, parse_time_us
-from harness.summary.verdict import FILTERED_KEY, UNFILTERED_KEY, RewardFacts, reward_verdict
+from harness.summary.verdict import RewardFacts, reward_verdict
 
 ROW_KEYS = (
     "step",
@@ -98,10 +99,8 @@ ROW_KEYS = (
     "zero_std_other",
 )
 
-ROLLOUT_TIME = "perf/rollout_time"
-STEP_TIME = "perf/step_time"
-STEP_TIME_OLD = "perf/total_train_time"  # older slime's name for the same timer
-TRUNCATED = "rollout/truncated_ratio"
+ROLLOUT_TIME = keys.ROLLOUT_TIME
+FILTERED_KEY, UNFILTERED_KEY = keys.RAW_REWARD, keys.RAW_REWARD_UNFILTERED
 FIRST_STEPS = 4
 
 
@@ -193,7 +192,7 @@ def resolve_config(capture: RunCapture, notes: list[str]) -> RunConfig:
     if filter_path is _ABSENT:
         filter_on = False if sources["filter"] != "none" else None
     else:
-        filter_on = _python_value(filter_path) not in (None, False)
+        filter_on = keys.filter_is_on(filter_path)
     batch = _as_int(raw["rollout_batch_size"]) if raw["rollout_batch_size"] is not _ABSENT else None
     over = raw["over_sampling_batch_size"]
     over_value = None if over is _ABSENT else _python_value(over)
@@ -222,16 +221,13 @@ def resolve_config(capture: RunCapture, notes: list[str]) -> RunConfig:
 # --------------------------------------------------------------------------- numbers
 
 
-_DERIVE_PREFIXES = ("rollout/dynamic_filter/", "rollout/zero_std/")
-
-
 def _derive(metrics: Mapping[str, Any], memo: dict[tuple, dict[str, Any]]) -> dict[str, Any]:
     """`derive_step_values` over the keys it reads, remembered per distinct set of counts.
 
     Only the drop and zero-std keys matter to it, and their values repeat a
     lot from step to step, so one run's steps share the results (read-only).
     """
-    relevant = {k: v for k, v in metrics.items() if k.startswith(_DERIVE_PREFIXES)}
+    relevant = {k: v for k, v in metrics.items() if k.startswith(keys.GROUP_KEY_PREFIXES)}
     try:
         key = tuple(relevant.items())
         derived = memo.get(key)
@@ -242,14 +238,7 @@ def _derive(metrics: Mapping[str, Any], memo: dict[tuple, dict[str, Any]]) -> di
     return derived
 
 
-def _number(value: Any) -> Optional[float]:
-    """A finite float, or None (bools, strings, NaN and infinities are not numbers here)."""
-    if type(value) is float:
-        return value if math.isfinite(value) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
+_number = keys.finite_number
 
 
 def _steps_text(steps: Sequence[int]) -> str:
@@ -414,7 +403,7 @@ def summarize_run(capture: RunCapture) -> RunSummary:
 
     rows: list[dict[str, Any]] = []
     derive_memo: dict[tuple, dict[str, Any]] = {}
-    reward_key = UNFILTERED_KEY if filter_on else FILTERED_KEY
+    reward_key = keys.reward_key(filter_on)
     no_reward = reward_key + " missing in {steps}: no reward there"
     any_reward = False
     for i, record in enumerate(records):
@@ -436,7 +425,7 @@ def summarize_run(capture: RunCapture) -> RunSummary:
         derived = _derive(metrics, derive_memo)
         for key in derived["unreadable_keys"]:
             problems.add(f"{key} is not a whole number in {{steps}}: left out of the counts", step)
-        rollout_side = ROLLOUT_TIME in metrics or any(k.startswith("rollout/dynamic_filter/") for k in metrics)
+        rollout_side = keys.rollout_side_logged(metrics)
         if filter_on and rollout_side:
             dropped = derived["dropped_groups"]
             dropped_right, dropped_wrong = derived["dropped_all_right"], derived["dropped_all_wrong"]
@@ -451,18 +440,17 @@ def summarize_run(capture: RunCapture) -> RunSummary:
 
         raw_reward = _number(metrics.get(FILTERED_KEY))
         raw_unfiltered = _number(metrics.get(UNFILTERED_KEY))
-        reward = raw_unfiltered if filter_on else raw_reward
+        reward = keys.step_reward(metrics, filter_on)
         if reward is not None:
             any_reward = True
         elif rollout_side or record.complete:
             problems.add(no_reward, step)
 
-        step_time = _number(metrics.get(STEP_TIME))
-        if step_time is None and _number(metrics.get(STEP_TIME_OLD)) is not None:
-            step_time = _number(metrics.get(STEP_TIME_OLD))
-            problems.add(STEP_TIME + " not logged in {steps}: " + STEP_TIME_OLD + " (older name) used", step)
+        step_time, step_time_key = keys.step_time(metrics)
+        if step_time_key == keys.STEP_TIME_OLD:
+            problems.add(keys.STEP_TIME + " not logged in {steps}: " + keys.STEP_TIME_OLD + " (older name) used", step)
         elif step_time is None and record.complete:
-            problems.add(STEP_TIME + " missing in complete {steps}", step)
+            problems.add(keys.STEP_TIME + " missing in complete {steps}", step)
         if not record.complete:
             problems.add("{steps} incomplete (the run ended before the step did): shown, left out of medians and means", step)
 
@@ -483,7 +471,7 @@ def summarize_run(capture: RunCapture) -> RunSummary:
                 "reward": reward,
                 "raw_reward": raw_reward,
                 "raw_reward_unfiltered": raw_unfiltered,
-                "truncated_ratio": _number(metrics.get(TRUNCATED)),
+                "truncated_ratio": _number(metrics.get(keys.TRUNCATED_RATIO)),
                 "step_time_s": step_time,
                 "dropped_other": dropped_other,
                 "zero_std_other": derived["zero_std_other"],
