@@ -13,19 +13,17 @@ linear time.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from harness.mileslog.pyrepr import ReprError, parse_dict_repr
+from harness.times import format_time_us, split_time_prefix
 
 KINDS = ("perf", "rollout", "step", "eval", "multi_turn", "critic-step")
 
 _METRIC_HEAD = re.compile(r" - (perf|rollout|step|eval|multi_turn|critic-step) (-?\d{1,18}): \{")
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-_DOCKER_TS = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
 _RAY_PREFIX = re.compile(
     r"\(([^()\n]{0,200}?pid=\d{1,10}[^()\n]{0,120}|(?:raylet|gcs_server|autoscaler|monitor)[^()\n]{0,120})\) ?"
 )
@@ -46,30 +44,12 @@ class MetricLine:
 def split_docker_timestamp(line: str) -> tuple[str | None, str]:
     """(`<RFC3339 UTC>` or None, rest of the line) for a `<RFC3339Nano> ` Docker prefix.
 
-    The time is normalised to UTC with microsecond precision and a `Z`
-    (`2026-11-29T07:52:40.814948Z`); nanoseconds are truncated, not rounded.
-    A prefix that is not a valid time is not a prefix.
+    Read by `harness.times.split_time_prefix`; the time is normalised to UTC
+    with microsecond precision and a `Z` (`2026-11-29T07:52:40.814948Z`),
+    nanoseconds truncated, not rounded.
     """
-    if len(line) < 21 or line[10] != "T" or line[4] != "-":
-        return None, line
-    m = _DOCKER_TS.match(line)
-    if m is None:
-        return None, line
-    date, frac, zone = m.groups()
-    second = _utc_second(date, zone)
-    if second is None:
-        return None, line
-    return f"{second}.{((frac or '') + '000000')[:6]}Z", line[m.end():]
-
-
-@functools.lru_cache(maxsize=256)
-def _utc_second(date: str, zone: str) -> str | None:
-    """`YYYY-MM-DDTHH:MM:SS` in UTC, or None for an impossible time (cached: lines share seconds)."""
-    try:
-        moment = datetime.fromisoformat(date + ("+00:00" if zone == "Z" else zone))
-    except ValueError:
-        return None
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    ns, rest = split_time_prefix(line)
+    return (None, line) if ns is None else (format_time_us(ns // 1000), rest)
 
 
 def strip_ansi(text: str) -> str:

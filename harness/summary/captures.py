@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.capture import STATES  # noqa: F401  (re-exported for the summarizer)
-from harness.times import parse_time_us
+from harness.times import parse_time_us, parse_times_us
 
 SUMMARY_DIR_NAME = "summary"
 
@@ -168,7 +168,10 @@ def _jsonl(path: Path, notes: list[str]) -> list[tuple[int, dict[str, Any]]]:
 def _read_metrics(path: Path, notes: list[str]) -> list[MetricsRow]:
     by_step: dict[int, MetricsRow] = {}
     non_finite: dict[str, list[int]] = {}  # "key (nan)" -> steps: the parser wrote null where the log said nan/inf
-    for number, obj in _jsonl(path, notes):
+    lines = _jsonl(path, notes)
+    times = iter(parse_times_us([obj.get(key) for _, obj in lines for key in ("t_rollout_end", "t_step_end")]))
+    for number, obj in lines:
+        rollout_end_us, step_end_us = next(times), next(times)
         step = obj.get("step")
         if isinstance(step, bool) or not isinstance(step, int):
             notes.append(f"{path.name} line {number}: no integer step: skipped")
@@ -177,8 +180,8 @@ def _read_metrics(path: Path, notes: list[str]) -> list[MetricsRow]:
         if not isinstance(metrics, dict):
             notes.append(f"{path.name} line {number}: step {step} has no metrics object: read as empty")
             metrics = {}
-        t_rollout_end = _time(obj, "t_rollout_end", path.name, number, notes)
-        t_step_end = _time(obj, "t_step_end", path.name, number, notes)
+        t_rollout_end = _time(obj, "t_rollout_end", rollout_end_us, path.name, number, notes)
+        t_step_end = _time(obj, "t_step_end", step_end_us, path.name, number, notes)
         complete = obj.get("complete")
         if not isinstance(complete, bool):
             notes.append(f"{path.name} line {number}: step {step} has no boolean 'complete': read as incomplete")
@@ -196,11 +199,12 @@ def _read_metrics(path: Path, notes: list[str]) -> list[MetricsRow]:
     return [by_step[step] for step in sorted(by_step)]
 
 
-def _time(obj: dict[str, Any], key: str, file: str, number: int, notes: list[str]) -> Optional[int]:
+def _time(obj: dict[str, Any], key: str, micros: Optional[int], file: str, number: int,
+          notes: list[str]) -> Optional[int]:
+    """`micros` (the value of `key` read by `parse_times_us`), with a note when the value is not a time."""
     value = obj.get(key)
     if value is None:
         return None
-    micros = parse_time_us(value)
     if micros is None:
         notes.append(f"{file} line {number}: {key} {value!r} is not an RFC 3339 time: ignored")
     return micros
