@@ -40,7 +40,7 @@ ArgValue = Union[bool, int, float, str, None, List[Union[int, float, str]]]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class MilesConfig(_Strict):
@@ -477,7 +477,8 @@ def _validate(model: type, data: dict[str, Any], path: Path, origin: Any) -> Any
         return model.model_validate(data)
     except ValidationError as err:
         errors = err.errors()
-        first = errors[0]
+        # A NaN or infinity in a union (a Miles flag) also fails every other member: say what matters.
+        first = next((e for e in errors if e["type"] == "finite_number"), errors[0])
         loc = [part for part in first["loc"] if not isinstance(part, str) or not part.startswith("function-")]
         key = ".".join(str(part) for part in loc) or "(top level)"
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""

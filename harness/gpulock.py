@@ -78,7 +78,7 @@ class GpuLock:
             self._held.append((fd, mode))
             if mode == fcntl.LOCK_EX:
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, json.dumps(self.owner).encode(), 0)
+                os.pwrite(fd, json.dumps(self.owner, allow_nan=False).encode(), 0)
 
     def release(self) -> None:
         for fd, mode in reversed(self._held):

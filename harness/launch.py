@@ -100,7 +100,7 @@ def compute_run_id(experiment: Experiment, trainer_argv: Sequence[str], image: s
     facts = {k: v for k, v in experiment.to_dict().items() if k not in _NOT_IN_RUN_ID}
     facts["trainer_argv"] = list(trainer_argv)
     facts["image"] = image
-    canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return f"{experiment.run_name}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
 
 

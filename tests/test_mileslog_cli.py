@@ -135,3 +135,33 @@ def test_parse_log_imports_nothing_heavy() -> None:
                          cwd=Path(__file__).resolve().parent.parent)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "HEAVY:"
+
+
+def strict_loads(text: str) -> dict:
+    """json.loads that refuses NaN, Infinity and -Infinity, which strict JSON does not have."""
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"not strict JSON: bare {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_is_strict_for_eval_values_and_arguments() -> None:
+    log = (
+        "------------------------ arguments ------------------------\n"
+        "  lr .............................................. 1e999\n"
+        "  loss_scales ..................................... [nan, 1.0]\n"
+        "  seed ............................................ 1234\n"
+        "-------------------- end of arguments ---------------------\n"
+        "x.py:1 - perf 0: {'perf/rollout_time': 50.0, 'rollout/raw_reward': nan}\n"
+        "x.py:1 - perf 0: {'perf/step_time': 60.0}\n"
+        "x.py:9 - eval 0: {'eval/aime': nan, 'eval/math500': 0.62, 'eval/lens': [1.0, inf]}\n"
+    )
+    result = run("-", "--json", input=log)
+    assert result.exit_code == 0, result.output
+    doc = strict_loads(result.stdout)
+    (record,) = doc["evals"]
+    assert record["metrics"] == {"eval/aime": None, "eval/math500": 0.62, "eval/lens": [1.0, None]}
+    assert record["non_finite"] == {"eval/aime": "nan", "eval/lens": "contains nan/inf"}
+    assert doc["steps"][0]["non_finite"] == {"rollout/raw_reward": "nan"} and doc["steps"][0]["reward"] is None
+    # a dumped value that reads as a non-finite number keeps the text Miles printed
+    assert doc["args"] == {"lr": "1e999", "loss_scales": "[nan, 1.0]", "seed": 1234}

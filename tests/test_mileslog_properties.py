@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.mileslog import LogParser, parse_file
+from harness.mileslog.records import strict_json_metrics
 
 RM = "(RolloutManager pid=2411) [2026-10-02 09:00:00.000 rollout_manager] metrics.py:88 - "
 TA = "(MegatronTrainRayActor pid=2590) [2026-10-02 09:00:10.000 actor_cell0_rank0] "
@@ -63,8 +64,10 @@ lines_strategy = st.lists(
 def document(parser: LogParser) -> str:
     result = parser.result()
     doc = result.to_json()
-    doc["train_steps"] = [[record.train_steps, record.critic_steps, record.problems] for record in result.steps]
-    return json.dumps(doc, sort_keys=True)
+    doc["train_steps"] = [[[strict_json_metrics(p) for p in record.train_steps],
+                           [strict_json_metrics(p) for p in record.critic_steps], record.problems]
+                          for record in result.steps]
+    return json.dumps(doc, sort_keys=True, allow_nan=False)  # strict: raises on NaN/Infinity
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -88,7 +91,7 @@ def test_feeding_lines_and_reading_a_stream_in_any_chunks_agree(lines: list[str]
 
 
 def _same_json(a: list, b: list) -> bool:
-    return json.dumps([r.to_json() for r in a]) == json.dumps([r.to_json() for r in b])
+    return json.dumps([r.to_json() for r in a], allow_nan=False) == json.dumps([r.to_json() for r in b], allow_nan=False)
 
 
 @settings(max_examples=200, deadline=None)
@@ -97,7 +100,7 @@ def test_random_bytes_never_raise(data: bytes, chunk: int) -> None:
     parser = LogParser()
     parser.feed_stream(io.BytesIO(data), chunk_bytes=chunk)
     parsed = parser.result()
-    json.dumps(parsed.to_json())
+    json.dumps(parsed.to_json(), allow_nan=False)
     by_line = LogParser()
     for line in data.decode("utf-8", "replace").split("\n"):
         by_line.feed(line)

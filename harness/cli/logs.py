@@ -26,7 +26,7 @@ def parse_log(
     if json_:
         import json
 
-        typer.echo(json.dumps(parsed.to_json()))
+        typer.echo(json.dumps(parsed.to_json(), allow_nan=False))
         return
     render_parsed_log(parsed)
 

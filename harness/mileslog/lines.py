@@ -13,6 +13,7 @@ linear time.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -141,13 +142,19 @@ def read_argument(text: str) -> tuple[str, Any] | None:
 
 
 def argument_value(text: str) -> Any:
-    """A dumped value: None/True/False, int, float, a list/dict/tuple literal, else the string itself."""
+    """A dumped value: None/True/False, int, float, a list/dict/tuple literal, else the string itself.
+
+    A value that would hold a non-finite number (`1e999`, `[nan]`) stays the
+    text Miles printed, as a bare `nan` or `inf` does: strict JSON has no
+    such numbers, and the text loses nothing.
+    """
     if text in ("None", "True", "False"):
         return {"None": None, "True": True, "False": False}[text]
     if _INT.fullmatch(text):
         return int(text)
     if _FLOAT.fullmatch(text) and any(c.isdigit() for c in text):
-        return float(text)
+        number = float(text)
+        return number if math.isfinite(number) else text
     if text[:1] in ("[", "{", "(") and text[-1:] in ("]", "}", ")"):
         from harness.mileslog.pyrepr import parse_repr
 
@@ -156,8 +163,18 @@ def argument_value(text: str) -> Any:
         except ReprError:
             return text
         if end == len(text):
-            return value
+            return value if _all_finite(value) else text
     return text
+
+
+def _all_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return all(_all_finite(item) for item in value)
+    if isinstance(value, dict):
+        return all(_all_finite(key) and _all_finite(item) for key, item in value.items())
+    return True
 
 
 # ---- the launch line and failures -------------------------------------------

@@ -96,7 +96,12 @@ class EvalRecord:
     lines: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "t": self.t, "metrics": dict(self.metrics)}
+        """Strict JSON, as `StepRecord.to_json`: non-finite values null, listed under `non_finite`."""
+        metrics, non_finite = strict_json_metrics(self.metrics)
+        doc: dict[str, Any] = {"step": self.step, "t": self.t, "metrics": metrics}
+        if non_finite:
+            doc["non_finite"] = non_finite
+        return doc
 
 
 @dataclass

@@ -493,7 +493,9 @@ def summarize_run(capture: RunCapture) -> RunSummary:
     elif steps_expected is not None and complete_count < steps_expected:
         notes.append(f"{complete_count} complete step{'' if complete_count == 1 else 's'} of {steps_expected} expected")
 
+    _null_non_finite_rows(rows, notes)
     aggregates = _aggregates(rows, filter_on, union_length(starts, ends) / time_scale / US_PER_S, notes)
+    _null_non_finite(aggregates, "aggregates", notes)
     document = {
         "experiment": experiment.get("name") if isinstance(experiment.get("name"), str) else None,
         "seed": seed,
@@ -512,6 +514,27 @@ def summarize_run(capture: RunCapture) -> RunSummary:
     }
     compare = experiment.get("compare") if isinstance(experiment.get("compare"), dict) else None
     return RunSummary(capture.name, document, compare, reward_key if any_reward else None)
+
+
+def _null_non_finite_rows(rows: list[dict[str, Any]], notes: list[str]) -> None:
+    """Strict JSON has no NaN or infinity: such a row value (an overflow) becomes null, one note per key."""
+    found = _StepNotes()
+    for row in rows:
+        for key, value in row.items():
+            if type(value) is float and not math.isfinite(value):
+                row[key] = None
+                found.add(f"{key} is not a finite number ({value!r}) in {{steps}}: null", row["step"])
+    found.emit(notes)
+
+
+def _null_non_finite(document: dict[str, Any], where: str, notes: list[str]) -> None:
+    """As `_null_non_finite_rows`, for a nested dict (aggregates, a comparison): a note per value."""
+    for key, value in document.items():
+        if isinstance(value, dict):
+            _null_non_finite(value, f"{where}.{key}", notes)
+        elif type(value) is float and not math.isfinite(value):
+            document[key] = None
+            notes.append(f"{where}.{key} is not a finite number ({value!r}): null")
 
 
 def _aggregates(rows: list[dict[str, Any]], filter_on: bool, pause_total_s: float, notes: list[str]) -> dict[str, Any]:
@@ -668,6 +691,8 @@ def summarize_captures(
 
     runs = {c.name: summarize_run(c) for c in sorted(captures, key=lambda c: c.name)}
     comparisons = [c for c in (compare_run(r, runs) for r in runs.values()) if c is not None]
+    for comparison in comparisons:
+        _null_non_finite(comparison, "comparison", comparison["notes"])
     return {
         "schema": SCHEMA_ID,
         "generated_at": generated_at or now_rfc3339(),
@@ -707,7 +732,7 @@ def _dump(value: Any, level: int) -> str:
     pad, inner = "  " * level, "  " * (level + 1)
     if isinstance(value, dict) and value:
         items = [
-            f"{inner}{json.dumps(str(k))}: "
+            f"{inner}{json.dumps(str(k), allow_nan=False)}: "
             + (_dump_rows(v, level + 1) if k == "steps" and isinstance(v, list) else _dump(v, level + 1))
             for k, v in value.items()
         ]
