@@ -74,19 +74,35 @@ def parse_time_us(text: object) -> Optional[int]:
     return None if ns is None else ns // 1000
 
 
+# Docker's prefix: groups (whole second, fractional digits, zone), then the one space.
+TIME_PREFIX = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]+))?([Zz]|[+-][0-9]{2}:[0-9]{2}) "
+)
+
+
 def split_time_prefix(line: str) -> tuple[Optional[int], str]:
     """(nanoseconds, rest of the line) for a line that starts with `<RFC 3339 with T> `; else (None, line).
 
     This is the prefix `docker logs --timestamps` puts on every line. A
-    prefix that is not a valid time is not a prefix.
+    prefix that is not a valid time is not a prefix. Exactly
+    `parse_time_ns(prefix)`, faster: the lines of a log share their seconds.
     """
-    if len(line) < 21 or line[4] != "-" or line[10] not in "Tt":
+    match = TIME_PREFIX.match(line)
+    if match is None:
         return None, line
-    match = _RFC3339.match(line)
-    if match is None or line[match.end():match.end() + 1] != " ":
+    head, fraction, zone = match.groups()
+    base = second_ns(head, zone)
+    if base is None:
         return None, line
-    ns = _match_ns(match)
-    return (None, line) if ns is None else (ns, line[match.end() + 1:])
+    if fraction:
+        base += int((fraction + "00000000")[:9])
+    return base, line[match.end():]
+
+
+@functools.lru_cache(maxsize=1024)
+def second_ns(head: str, zone: str) -> Optional[int]:
+    """`parse_time_ns(head + zone)` for `TIME_PREFIX`'s groups (cached: a log's lines share their seconds)."""
+    return parse_time_ns(head + zone)
 
 
 @functools.lru_cache(maxsize=1024)

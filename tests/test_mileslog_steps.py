@@ -195,6 +195,21 @@ def test_container_log_times_and_argument_dump() -> None:
     assert [(e.step, e.metrics["eval/math500"]) for e in parsed.evals] == [(0, 0.62)]
 
 
+def test_only_the_first_launch_line_is_read() -> None:
+    # Runs read together repeat their launch lines; only the first is kept, so only it is split.
+    parsed = parse_lines([
+        "Running entrypoint for job raysubmit_1: python3 train.py --num-rollout 2",
+        "x.py:1 - perf 0: {'perf/step_time': 1.0}",
+        "Running entrypoint for job raysubmit_2: python3 train.py --prompt-data 'open",
+    ])
+    assert parsed.launch == ["python3", "train.py", "--num-rollout", "2"]
+    assert parsed.problems == []
+    later = parse_lines(["Running entrypoint for job raysubmit_1 without a command",
+                         "Running entrypoint for job raysubmit_2: python3 train.py --seed 3"])
+    assert later.launch == ["python3", "train.py", "--seed", "3"]  # the first line that has a command
+    assert [p["reason"] for p in later.problems] == ["launch line without a command"]
+
+
 def test_eval_multi_turn_and_critic_lines() -> None:
     parsed = parse("eval-multi-turn-critic-lines.log")
     (record,) = parsed.steps

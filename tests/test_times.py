@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.engines.logstream import stamp_to_ns
-from harness.mileslog.lines import split_docker_timestamp
+from harness.mileslog import parse_lines
 from harness.times import parse_time_us
 
 EXAMPLES = [
@@ -51,9 +51,8 @@ def readings(text: str) -> tuple:
         stream = stamp_to_ns(text) // 1000
     except ValueError:
         stream = None
-    stamp, rest = split_docker_timestamp(text + " line")
-    log = None if stamp is None else parse_time_us(stamp)
-    assert (stamp is None) == (rest == text + " line")
+    (record,) = parse_lines([f"{text} x.py:1 - perf 0: {{'perf/rollout_time': 1.0}}"]).steps
+    log = None if record.t_rollout_end is None else parse_time_us(record.t_rollout_end)
     return parse_time_us(text), log, stream
 
 

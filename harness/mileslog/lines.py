@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.mileslog.pyrepr import ReprError, parse_dict_repr
-from harness.times import format_time_us, split_time_prefix
+from harness.times import TIME_PREFIX
 
 KINDS = ("perf", "rollout", "step", "eval", "multi_turn", "critic-step")
 
@@ -40,17 +40,6 @@ class MetricLine:
     payload: dict[str, Any] | None  # None when it did not parse
     error: str | None  # why it did not parse
     trailing: str  # text after the dict other than a repeat suffix ("" normally)
-
-
-def split_docker_timestamp(line: str) -> tuple[str | None, str]:
-    """(`<RFC3339 UTC>` or None, rest of the line) for a `<RFC3339Nano> ` Docker prefix.
-
-    Read by `harness.times.split_time_prefix`; the time is normalised to UTC
-    with microsecond precision and a `Z` (`2026-11-29T07:52:40.814948Z`),
-    nanoseconds truncated, not rounded.
-    """
-    ns, rest = split_time_prefix(line)
-    return (None, line) if ns is None else (format_time_us(ns // 1000), rest)
 
 
 def strip_ansi(text: str) -> str:
@@ -128,8 +117,25 @@ def argument_marker(text: str) -> str | None:
     return kind
 
 
+# Every argument line of a block of whole log lines, in one pass (MULTILINE): the optional
+# Docker time and Ray prefix as `split_time_prefix` and `split_ray_prefix` read them, then
+# `_ARG_LINE`. Groups: second, fraction, zone (of the time), source, name, dots, value.
+ARGUMENT_LINES = re.compile(
+    "^(?:" + TIME_PREFIX.pattern + ")?(?:" + _RAY_PREFIX.pattern + ")?" + _ARG_LINE.pattern + "$", re.MULTILINE
+)
+
+
 def read_argument(text: str) -> tuple[str, Any] | None:
     """(name, value) from `  name ........ value`, or None when the text has another shape."""
+    split = split_argument(text)
+    return None if split is None else (split[0], argument_value(split[1]))
+
+
+def split_argument(text: str) -> tuple[str, str] | None:
+    """(name, value as printed) from `  name ........ value`; None for another shape.
+
+    The value is read apart (`argument_value`), so a name already known costs no reading.
+    """
     m = _ARG_LINE.fullmatch(text.rstrip("\r\n"))
     if m is None:
         return None
@@ -138,7 +144,7 @@ def read_argument(text: str) -> tuple[str, Any] | None:
         if not dots:
             return None
         value = ""
-    return name, argument_value(value.strip())
+    return name, value.strip()
 
 
 def argument_value(text: str) -> Any:

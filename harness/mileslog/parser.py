@@ -5,7 +5,10 @@ live log: a line that holds none of a handful of marker substrings costs a few
 substring tests, nothing more, unless the parser is inside an argument dump or
 a traceback. `feed_stream` reads a whole file (or stdin) in large chunks and
 jumps from marker to marker; it calls the same per-line code on the same
-lines, so it yields exactly what feeding every line would.
+lines, so it yields exactly what feeding every line would. Inside an argument
+dump (hundreds of lines, once per run) it reads the plain lines a block at a
+time with one regular expression; tests hold it to the per-line reading.
+Only the first launch line is kept, so only it is shell-split.
 
 Lines are split on `\\n` only. A carriage return (tqdm progress bars) splits a
 line into segments that are each read as if they were a line of their own,
@@ -45,30 +48,38 @@ from harness.mileslog.keys import ends_step, is_rollout_side
 from harness.mileslog.lines import (
     LAUNCH_MARKER,
     TRACEBACK_MARKER,
+    ARGUMENT_LINES,
     MetricLine,
     argument_marker,
+    argument_value,
     exception_line,
     find_metric,
     is_oom,
     job_failed,
-    read_argument,
     read_launch,
     read_metric,
-    split_docker_timestamp,
+    split_argument,
     split_ray_prefix,
     strip_ansi,
 )
 from harness.mileslog.records import EvalRecord, ParsedLog, StepRecord
+from harness.times import format_time_us, second_ns, split_time_prefix
 
 # A line holding none of these is noise unless an argument dump or a traceback is open.
 # `feed` tests them on the str; `_scan` finds them in the bytes (the first one as a
 # `{` preceded by `: `: finding one byte is several times faster than three).
 MARKERS = (": {", " arguments -", LAUNCH_MARKER, TRACEBACK_MARKER, "' failed")
 _OTHER_MARKERS = tuple(marker.encode() for marker in MARKERS[1:])
+# Inside an argument dump, lines with none of these either are read a block at a time.
+_NOT_PLAIN = (b"\x1b", b"\r")
 
 # An argument dump or a traceback that goes this many lines without a line of
 # its own is taken as cut off and closed.
 STALE_LINES = 2000
+# A traceback whose exception line has been read waits only for what continues it
+# right away (a chained exception, a RayTaskError's frames): while it is open every
+# line is looked at, so it closes after this many lines without a line of its own.
+FINISHED_TRACEBACK_LINES = 50
 
 CHUNK_BYTES = 1 << 23
 
@@ -249,35 +260,31 @@ class LogParser:
 
     def _scan(self, buf: bytes, end: int, out: list[StepRecord]) -> None:
         """Process the complete lines of buf[:end] (end is just past a newline)."""
-        find, count, rfind = buf.find, buf.count, buf.rfind
-        # Next occurrence of `: {` and of each other marker; -1 means "look again".
-        next_at = [-1] * (1 + len(_OTHER_MARKERS))
+        count, rfind = buf.count, buf.rfind
+        # Next occurrence of `: {`, of each other marker and of each _NOT_PLAIN; -1: "look again".
+        next_at = [-1] * (1 + len(_OTHER_MARKERS) + len(_NOT_PLAIN))
         pos = 0
         n = self._line_no
         while pos < end:
             if self._idle:
-                at = next_at[0]
-                if at < pos:
-                    at = find(b"{", pos, end)
-                    while at >= 0 and buf[at - 2 : at] != b": ":
-                        at = find(b"{", at + 1, end)
-                    next_at[0] = at = end if at < 0 else at
-                best = at
-                for i, marker in enumerate(_OTHER_MARKERS, 1):
-                    at = next_at[i]
-                    if at < pos:
-                        at = find(marker, pos, end)
-                        next_at[i] = at = end if at < 0 else at
-                    if at < best:
-                        best = at
+                best = _next_marker(buf, pos, end, next_at, plain=False)
                 if best >= end:
                     n += count(b"\n", pos, end)
                     break
                 start = rfind(b"\n", pos, best) + 1 or pos
                 n += count(b"\n", pos, start)
+            elif self._args_source is not None and not self._tracebacks:
+                best = _next_marker(buf, pos, end, next_at, plain=True)
+                block_end = end if best >= end else rfind(b"\n", pos, best) + 1
+                if block_end > pos:  # whole plain lines of the dump before the next special one
+                    n = self._dump_block(buf[pos:block_end].decode("utf-8", "replace"), n)
+                    self._line_no = n
+                    pos = block_end
+                    continue
+                start = pos
             else:
                 start = pos
-            stop = find(b"\n", start, end)
+            stop = buf.find(b"\n", start, end)
             n += 1
             self._line_no = n
             done = self._process(buf[start:stop].decode("utf-8", "replace"), n)
@@ -297,8 +304,11 @@ class LogParser:
             and "' failed" not in line
         ):
             return []  # a dict that is not a metric (memory dumps): nothing else to look at
+        if self._args_source is not None and not self._tracebacks and self._dump_line(line, n):
+            return []
         out: list[StepRecord] = []
-        stamp, text = split_docker_timestamp(line.rstrip("\r\n"))
+        # The Docker time as integer nanoseconds; written out only for the metric lines that keep it.
+        stamp, text = split_time_prefix(line.rstrip("\r\n"))
         if "\x1b" in text:
             text = strip_ansi(text)
         if "\r" in text:
@@ -309,12 +319,74 @@ class LogParser:
         if self._args_source is not None and n - self._args_last > STALE_LINES:
             self._args_source = None
         if self._tracebacks:
-            for source in [s for s, tb in self._tracebacks.items() if n - tb.last_line > STALE_LINES]:
+            for source in [s for s, tb in self._tracebacks.items()
+                           if n - tb.last_line > (STALE_LINES if tb.in_frames else FINISHED_TRACEBACK_LINES)]:
                 del self._tracebacks[source]
         self._idle = self._args_source is None and not self._tracebacks
         return out
 
-    def _segment(self, segment: str, stamp: str | None, n: int, out: list[StepRecord]) -> None:
+    def _dump_line(self, line: str, n: int) -> bool:
+        """A plain line inside an argument dump (no traceback open), read lean; False: not such a line.
+
+        Exactly what `_process` and `_segment` do with a line that holds no marker,
+        no ANSI code and no carriage return: an argument of the dump's source is
+        recorded, anything else is passed over. A dump is hundreds of lines.
+        """
+        if (
+            "\x1b" in line or "\r" in line or ": {" in line or " arguments -" in line or LAUNCH_MARKER in line
+            or TRACEBACK_MARKER in line or "' failed" in line
+        ):
+            return False
+        source, body = split_ray_prefix(split_time_prefix(line)[1])
+        if source == self._args_source:
+            argument = split_argument(body)
+            if argument is not None:
+                if self._args is not None and argument[0] not in self._args:
+                    self._args[argument[0]] = argument_value(argument[1])
+                self._args_last = n
+        if n - self._args_last > STALE_LINES:
+            self._args_source = None
+            self._idle = True
+        return True
+
+    def _dump_block(self, text: str, n: int) -> int:
+        """`_dump_line` on each whole line of `text` (lines n+1, ...; none of them special), in one pass.
+
+        Returns the number of the block's last line.
+        """
+        last = n + text.count("\n")
+        args, source_wanted, stale = self._args, self._args_source, STALE_LINES
+        line_no, counted_to = n + 1, 0  # the number of the line that starts at text[counted_to]
+        last_at = -1  # where the last argument line read here starts (-1: none yet)
+        for m in ARGUMENT_LINES.finditer(text):
+            start = m.start()
+            # Lines are only counted where the dump could have gone stale since its last line:
+            # every line has at least its newline, so a short gap in characters is a short one in lines.
+            if last_at < 0 or start - last_at > stale:
+                line_no += text.count("\n", counted_to, start)
+                counted_to = start
+                last_line = self._args_last if last_at < 0 else line_no - text.count("\n", last_at, start)
+                if line_no - 1 - last_line > stale:
+                    break  # the dump went stale at an earlier line
+            second, _, zone, source, name, dots, value = m.groups()
+            if (source or "") != source_wanted or (value is None and not dots):
+                continue  # another source's line; a name alone
+            if second is not None and second_ns(second, zone) is None:
+                continue  # a time that is not one makes no argument line
+            if args is not None and name not in args:
+                args[name] = argument_value((value or "").strip())
+            last_at = start
+        if last_at >= 0:
+            if counted_to <= last_at:
+                self._args_last = line_no + text.count("\n", counted_to, last_at)
+            else:
+                self._args_last = line_no - text.count("\n", last_at, counted_to)
+        if last - self._args_last > stale:
+            self._args_source = None
+            self._idle = True
+        return last
+
+    def _segment(self, segment: str, stamp: int | None, n: int, out: list[StepRecord]) -> None:
         head = find_metric(segment)
         source, body = split_ray_prefix(segment)
         if head is not None:
@@ -327,10 +399,10 @@ class LogParser:
             if marker == "end":
                 self._args_source = None
                 return
-            argument = None if marker else read_argument(body)
+            argument = None if marker else split_argument(body)
             if marker or argument:
                 if argument and self._args is not None and argument[0] not in self._args:
-                    self._args[argument[0]] = argument[1]
+                    self._args[argument[0]] = argument_value(argument[1])
                 self._args_last = n
                 return
         elif " arguments -" in body and argument_marker(body) == "start":
@@ -340,10 +412,10 @@ class LogParser:
                 self._args = {}
             return
         if LAUNCH_MARKER in body:
-            argv, problem = read_launch(body)
-            if problem:
-                self._problem(n, problem)
-            if argv is not None and self._launch is None:
+            if self._launch is None:  # only the first is kept, so only it is split (runs read together repeat it)
+                argv, problem = read_launch(body)
+                if problem:
+                    self._problem(n, problem)
                 self._launch = argv
             return
         if self._tracebacks or TRACEBACK_MARKER in body:
@@ -382,7 +454,7 @@ class LogParser:
 
     # ---- merging ----------------------------------------------------------------------
 
-    def _metric(self, line: MetricLine, stamp: str | None, n: int, out: list[StepRecord]) -> None:
+    def _metric(self, line: MetricLine, stamp_ns: int | None, n: int, out: list[StepRecord]) -> None:
         kind, ident = line.kind, line.id
         step_kind = kind in ("perf", "rollout", "multi_turn")
         if line.payload is None:
@@ -400,6 +472,7 @@ class LogParser:
             self._problem(n, f"{kind} {ident}: text after the payload ignored: {line.trailing[:80]!r}",
                           ident if step_kind else None)
         payload = line.payload
+        stamp = None if stamp_ns is None else format_time_us(stamp_ns // 1000)
         if kind == "step" or kind == "critic-step":
             self._sub_step(kind, ident, payload, n)
         elif kind == "eval":
@@ -492,6 +565,11 @@ class LogParser:
     def _merge_keys(self, into: dict[str, Any], payload: dict[Any, Any], label: str, n: int,
                     ident: int | None, key_lines: dict[str, int] | None,
                     problems: list[dict[str, Any]] | None) -> None:
+        if into.keys().isdisjoint(payload) and _all_str(payload):  # every key new: nothing to compare
+            into.update(payload)
+            if key_lines is not None:
+                key_lines.update(dict.fromkeys(payload, n))
+            return
         for key, value in payload.items():
             if not isinstance(key, str):
                 key = repr(key)
@@ -519,13 +597,44 @@ class LogParser:
         self._problems.append(problem)
 
 
+def _next_marker(buf: bytes, pos: int, end: int, next_at: list[int], *, plain: bool) -> int:
+    """Where the next marker (with `plain`, also the next _NOT_PLAIN byte) is at or after pos; `end`: none.
+
+    `next_at` remembers each position found, so a buffer is searched once per marker.
+    """
+    find = buf.find
+    at = next_at[0]
+    if at < pos:
+        at = find(b"{", pos, end)
+        while at >= 0 and buf[at - 2 : at] != b": ":
+            at = find(b"{", at + 1, end)
+        next_at[0] = at = end if at < 0 else at
+    best = at
+    for i, marker in enumerate(_OTHER_MARKERS + _NOT_PLAIN if plain else _OTHER_MARKERS, 1):
+        at = next_at[i]
+        if at < pos:
+            at = find(marker, pos, end)
+            next_at[i] = at = end if at < 0 else at
+        if at < best:
+            best = at
+    return best
+
+
 def _short(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _all_str(payload: dict[Any, Any]) -> bool:
+    """True when every key is a str (checked in C: the per-key loops are the parser's hot spots)."""
+    return set(map(type, payload)) <= _STR_ONLY
+
+
+_STR_ONLY = {str}
+
+
 def _string_keys(payload: dict[Any, Any]) -> dict[str, Any]:
-    if all(isinstance(key, str) for key in payload):
+    if _all_str(payload):
         return dict(payload)
     return {key if isinstance(key, str) else repr(key): value for key, value in payload.items()}
 
@@ -541,7 +650,12 @@ def _same(a: Any, b: Any) -> bool:
 
 def _same_payload(a: dict[str, Any], b: dict[Any, Any]) -> bool:
     b = _string_keys(b)
-    return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+    if a.keys() != b.keys():
+        return False
+    # Equal values of the same types: one C-level comparison (Megatron prints every step line twice).
+    if a == b and list(map(type, a.values())) == list(map(type, map(b.__getitem__, a))):
+        return True
+    return all(_same(a[key], b[key]) for key in a)
 
 
 def parse_lines(lines: Iterable[str]) -> ParsedLog:
