@@ -46,9 +46,9 @@ from typing import Any, BinaryIO, Iterable
 from harness.mileslog.derive import derive_step_values
 from harness.mileslog.keys import ends_step, is_rollout_side
 from harness.mileslog.lines import (
+    ARGUMENT_LINES,
     LAUNCH_MARKER,
     TRACEBACK_MARKER,
-    ARGUMENT_LINES,
     MetricLine,
     argument_marker,
     argument_value,
