@@ -5,11 +5,13 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from harness.capture import RunStatus
-from harness.launch import LaunchSpec
 from harness.mileslog import keys
+
+if TYPE_CHECKING:  # annotations only: `harness parse-log` and `--help` need not import the launch planner
+    from harness.capture import RunStatus
+    from harness.launch import LaunchSpec
 
 
 def step_summary(record: Any, filter_on: Optional[bool] = False) -> dict[str, Any]:
