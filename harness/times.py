@@ -75,7 +75,7 @@ def parse_time_us(text: object) -> Optional[int]:
 
 
 # Docker's prefix: groups (whole second, fractional digits, zone), then the one space.
-TIME_PREFIX = re.compile(
+_PREFIX = re.compile(
     r"([0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]+))?([Zz]|[+-][0-9]{2}:[0-9]{2}) "
 )
 
@@ -87,11 +87,11 @@ def split_time_prefix(line: str) -> tuple[Optional[int], str]:
     prefix that is not a valid time is not a prefix. Exactly
     `parse_time_ns(prefix)`, faster: the lines of a log share their seconds.
     """
-    match = TIME_PREFIX.match(line)
+    match = _PREFIX.match(line)
     if match is None:
         return None, line
     head, fraction, zone = match.groups()
-    base = second_ns(head, zone)
+    base = _second_ns(head, zone)
     if base is None:
         return None, line
     if fraction:
@@ -100,8 +100,8 @@ def split_time_prefix(line: str) -> tuple[Optional[int], str]:
 
 
 @functools.lru_cache(maxsize=1024)
-def second_ns(head: str, zone: str) -> Optional[int]:
-    """`parse_time_ns(head + zone)` for `TIME_PREFIX`'s groups (cached: a log's lines share their seconds)."""
+def _second_ns(head: str, zone: str) -> Optional[int]:
+    """`parse_time_ns(head + zone)` (cached: the lines of a log share their seconds)."""
     return parse_time_ns(head + zone)
 
 

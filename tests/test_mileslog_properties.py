@@ -108,8 +108,7 @@ def assert_line_and_stream_agree(lines: list[str], chunk: int) -> None:
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines_strategy, st.integers(min_value=1, max_value=300))
 def test_line_and_stream_agree_where_dumps_and_tracebacks_go_stale(lines: list[str], chunk: int) -> None:
-    # The stream reads the plain lines of an argument dump a block at a time; the limits
-    # shrunk here make a dump or traceback go stale within the few lines generated.
+    # The limits shrunk here make a dump or a traceback go stale within the few lines generated.
     saved = parser_module.STALE_LINES, parser_module.FINISHED_TRACEBACK_LINES
     parser_module.STALE_LINES, parser_module.FINISHED_TRACEBACK_LINES = 3, 2
     try:
@@ -146,7 +145,7 @@ def test_random_text_after_a_metric_head_never_raises(tail: str) -> None:
                                    parser_module.STALE_LINES + 1])
 def test_an_argument_right_at_the_staleness_limit(noise: int) -> None:
     # A dump with no line of its own for more than STALE_LINES lines is closed: line by line and
-    # a block at a time agree on exactly where.
+    # the stream agree on exactly where.
     lines = ["------------------------ arguments ------------------------",
              *['(RolloutManager pid=2411) INFO:     127.0.0.1:51820 - "POST /generate HTTP/1.1" 200 OK'] * noise,
              "  lr .............................................. 1e-06"]
@@ -160,8 +159,8 @@ def test_an_argument_right_at_the_staleness_limit(noise: int) -> None:
 
 
 def test_line_and_stream_agree_on_many_dump_heavy_logs() -> None:
-    # Seeded, not shrunk: long runs of argument lines from several sources, between the special
-    # lines, with limits small enough that dumps go stale in the middle of a block.
+    # Seeded, not shrunk: long runs of argument and dump lines from several sources, with limits
+    # small enough that dumps and tracebacks go stale among them.
     pool = [line for line in NOISE if "arguments" in line or "...." in line or "  " in line] * 3 + NOISE
     prefixes = ["", "2026-11-29T07:52:40.814948044Z ", "2026-02-30T00:00:00.1Z ", "2026-11-29t07:52:41+01:00 "]
     rng = random.Random(8)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.mileslog.pyrepr import ReprError, parse_dict_repr
-from harness.times import TIME_PREFIX
 
 KINDS = ("perf", "rollout", "step", "eval", "multi_turn", "critic-step")
 
@@ -117,25 +116,8 @@ def argument_marker(text: str) -> str | None:
     return kind
 
 
-# Every argument line of a block of whole log lines, in one pass (MULTILINE): the optional
-# Docker time and Ray prefix as `split_time_prefix` and `split_ray_prefix` read them, then
-# `_ARG_LINE`. Groups: second, fraction, zone (of the time), source, name, dots, value.
-ARGUMENT_LINES = re.compile(
-    "^(?:" + TIME_PREFIX.pattern + ")?(?:" + _RAY_PREFIX.pattern + ")?" + _ARG_LINE.pattern + "$", re.MULTILINE
-)
-
-
 def read_argument(text: str) -> tuple[str, Any] | None:
     """(name, value) from `  name ........ value`, or None when the text has another shape."""
-    split = split_argument(text)
-    return None if split is None else (split[0], argument_value(split[1]))
-
-
-def split_argument(text: str) -> tuple[str, str] | None:
-    """(name, value as printed) from `  name ........ value`; None for another shape.
-
-    The value is read apart (`argument_value`), so a name already known costs no reading.
-    """
     m = _ARG_LINE.fullmatch(text.rstrip("\r\n"))
     if m is None:
         return None
@@ -144,7 +126,7 @@ def split_argument(text: str) -> tuple[str, str] | None:
         if not dots:
             return None
         value = ""
-    return name, value.strip()
+    return name, argument_value(value.strip())
 
 
 def argument_value(text: str) -> Any:

@@ -5,10 +5,11 @@ live log: a line that holds none of a handful of marker substrings costs a few
 substring tests, nothing more, unless the parser is inside an argument dump or
 a traceback. `feed_stream` reads a whole file (or stdin) in large chunks and
 jumps from marker to marker; it calls the same per-line code on the same
-lines, so it yields exactly what feeding every line would. Inside an argument
-dump (hundreds of lines, once per run) it reads the plain lines a block at a
-time with one regular expression; tests hold it to the per-line reading.
-Only the first launch line is kept, so only it is shell-split.
+lines, so it yields exactly what feeding every line would.
+
+Only the first launch line and the first argument dump are read: runs read
+together each bring theirs, and values of different runs must not mix (a
+later dump costs no more than noise, and a later launch line is not split).
 
 Lines are split on `\\n` only. A carriage return (tqdm progress bars) splits a
 line into segments that are each read as if they were a line of their own,
@@ -46,32 +47,28 @@ from typing import Any, BinaryIO, Iterable
 from harness.mileslog.derive import derive_step_values
 from harness.mileslog.keys import ends_step, is_rollout_side
 from harness.mileslog.lines import (
-    ARGUMENT_LINES,
     LAUNCH_MARKER,
     TRACEBACK_MARKER,
     MetricLine,
     argument_marker,
-    argument_value,
     exception_line,
     find_metric,
     is_oom,
     job_failed,
+    read_argument,
     read_launch,
     read_metric,
-    split_argument,
     split_ray_prefix,
     strip_ansi,
 )
 from harness.mileslog.records import EvalRecord, ParsedLog, StepRecord
-from harness.times import format_time_us, second_ns, split_time_prefix
+from harness.times import format_time_us, split_time_prefix
 
 # A line holding none of these is noise unless an argument dump or a traceback is open.
 # `feed` tests them on the str; `_scan` finds them in the bytes (the first one as a
 # `{` preceded by `: `: finding one byte is several times faster than three).
 MARKERS = (": {", " arguments -", LAUNCH_MARKER, TRACEBACK_MARKER, "' failed")
 _OTHER_MARKERS = tuple(marker.encode() for marker in MARKERS[1:])
-# Inside an argument dump, lines with none of these either are read a block at a time.
-_NOT_PLAIN = (b"\x1b", b"\r")
 
 # An argument dump or a traceback that goes this many lines without a line of
 # its own is taken as cut off and closed.
@@ -155,7 +152,7 @@ class LogParser:
 
     @property
     def args(self) -> dict[str, Any] | None:
-        """The argument dump: name -> value (None, bool, int, float, list/dict literal, else str)."""
+        """The first argument dump: name -> value (None, bool, int, float, list/dict literal, else str)."""
         return None if self._args is None else dict(self._args)
 
     @property
@@ -261,27 +258,18 @@ class LogParser:
     def _scan(self, buf: bytes, end: int, out: list[StepRecord]) -> None:
         """Process the complete lines of buf[:end] (end is just past a newline)."""
         count, rfind = buf.count, buf.rfind
-        # Next occurrence of `: {`, of each other marker and of each _NOT_PLAIN; -1: "look again".
-        next_at = [-1] * (1 + len(_OTHER_MARKERS) + len(_NOT_PLAIN))
+        # Next occurrence of `: {` and of each other marker; -1 means "look again".
+        next_at = [-1] * (1 + len(_OTHER_MARKERS))
         pos = 0
         n = self._line_no
         while pos < end:
             if self._idle:
-                best = _next_marker(buf, pos, end, next_at, plain=False)
+                best = _next_marker(buf, pos, end, next_at)
                 if best >= end:
                     n += count(b"\n", pos, end)
                     break
                 start = rfind(b"\n", pos, best) + 1 or pos
                 n += count(b"\n", pos, start)
-            elif self._args_source is not None and not self._tracebacks:
-                best = _next_marker(buf, pos, end, next_at, plain=True)
-                block_end = end if best >= end else rfind(b"\n", pos, best) + 1
-                if block_end > pos:  # whole plain lines of the dump before the next special one
-                    n = self._dump_block(buf[pos:block_end].decode("utf-8", "replace"), n)
-                    self._line_no = n
-                    pos = block_end
-                    continue
-                start = pos
             else:
                 start = pos
             stop = buf.find(b"\n", start, end)
@@ -304,8 +292,6 @@ class LogParser:
             and "' failed" not in line
         ):
             return []  # a dict that is not a metric (memory dumps): nothing else to look at
-        if self._args_source is not None and not self._tracebacks and self._dump_line(line, n):
-            return []
         out: list[StepRecord] = []
         # The Docker time as integer nanoseconds; written out only for the metric lines that keep it.
         stamp, text = split_time_prefix(line.rstrip("\r\n"))
@@ -325,67 +311,6 @@ class LogParser:
         self._idle = self._args_source is None and not self._tracebacks
         return out
 
-    def _dump_line(self, line: str, n: int) -> bool:
-        """A plain line inside an argument dump (no traceback open), read lean; False: not such a line.
-
-        Exactly what `_process` and `_segment` do with a line that holds no marker,
-        no ANSI code and no carriage return: an argument of the dump's source is
-        recorded, anything else is passed over. A dump is hundreds of lines.
-        """
-        if (
-            "\x1b" in line or "\r" in line or ": {" in line or " arguments -" in line or LAUNCH_MARKER in line
-            or TRACEBACK_MARKER in line or "' failed" in line
-        ):
-            return False
-        source, body = split_ray_prefix(split_time_prefix(line)[1])
-        if source == self._args_source:
-            argument = split_argument(body)
-            if argument is not None:
-                if self._args is not None and argument[0] not in self._args:
-                    self._args[argument[0]] = argument_value(argument[1])
-                self._args_last = n
-        if n - self._args_last > STALE_LINES:
-            self._args_source = None
-            self._idle = True
-        return True
-
-    def _dump_block(self, text: str, n: int) -> int:
-        """`_dump_line` on each whole line of `text` (lines n+1, ...; none of them special), in one pass.
-
-        Returns the number of the block's last line.
-        """
-        last = n + text.count("\n")
-        args, source_wanted, stale = self._args, self._args_source, STALE_LINES
-        line_no, counted_to = n + 1, 0  # the number of the line that starts at text[counted_to]
-        last_at = -1  # where the last argument line read here starts (-1: none yet)
-        for m in ARGUMENT_LINES.finditer(text):
-            start = m.start()
-            # Lines are only counted where the dump could have gone stale since its last line:
-            # every line has at least its newline, so a short gap in characters is a short one in lines.
-            if last_at < 0 or start - last_at > stale:
-                line_no += text.count("\n", counted_to, start)
-                counted_to = start
-                last_line = self._args_last if last_at < 0 else line_no - text.count("\n", last_at, start)
-                if line_no - 1 - last_line > stale:
-                    break  # the dump went stale at an earlier line
-            second, _, zone, source, name, dots, value = m.groups()
-            if (source or "") != source_wanted or (value is None and not dots):
-                continue  # another source's line; a name alone
-            if second is not None and second_ns(second, zone) is None:
-                continue  # a time that is not one makes no argument line
-            if args is not None and name not in args:
-                args[name] = argument_value((value or "").strip())
-            last_at = start
-        if last_at >= 0:
-            if counted_to <= last_at:
-                self._args_last = line_no + text.count("\n", counted_to, last_at)
-            else:
-                self._args_last = line_no - text.count("\n", last_at, counted_to)
-        if last - self._args_last > stale:
-            self._args_source = None
-            self._idle = True
-        return last
-
     def _segment(self, segment: str, stamp: int | None, n: int, out: list[StepRecord]) -> None:
         head = find_metric(segment)
         source, body = split_ray_prefix(segment)
@@ -399,16 +324,16 @@ class LogParser:
             if marker == "end":
                 self._args_source = None
                 return
-            argument = None if marker else split_argument(body)
+            argument = None if marker else read_argument(body)
             if marker or argument:
                 if argument and self._args is not None and argument[0] not in self._args:
-                    self._args[argument[0]] = argument_value(argument[1])
+                    self._args[argument[0]] = argument[1]
                 self._args_last = n
                 return
         elif " arguments -" in body and argument_marker(body) == "start":
-            self._args_source = source
-            self._args_last = n
-            if self._args is None:
+            if self._args is None:  # the first dump only: a later one is another run's or a copy
+                self._args_source = source
+                self._args_last = n
                 self._args = {}
             return
         if LAUNCH_MARKER in body:
@@ -597,11 +522,9 @@ class LogParser:
         self._problems.append(problem)
 
 
-def _next_marker(buf: bytes, pos: int, end: int, next_at: list[int], *, plain: bool) -> int:
-    """Where the next marker (with `plain`, also the next _NOT_PLAIN byte) is at or after pos; `end`: none.
-
-    `next_at` remembers each position found, so a buffer is searched once per marker.
-    """
+def _next_marker(buf: bytes, pos: int, end: int, next_at: list[int]) -> int:
+    """Where the next marker is at or after pos (`end`: none); `next_at` remembers each one found,
+    so a buffer is searched once per marker."""
     find = buf.find
     at = next_at[0]
     if at < pos:
@@ -610,7 +533,7 @@ def _next_marker(buf: bytes, pos: int, end: int, next_at: list[int], *, plain: b
             at = find(b"{", at + 1, end)
         next_at[0] = at = end if at < 0 else at
     best = at
-    for i, marker in enumerate(_OTHER_MARKERS + _NOT_PLAIN if plain else _OTHER_MARKERS, 1):
+    for i, marker in enumerate(_OTHER_MARKERS, 1):
         at = next_at[i]
         if at < pos:
             at = find(marker, pos, end)
