@@ -257,7 +257,7 @@ class LogParser:
 
     def _scan(self, buf: bytes, end: int, out: list[StepRecord]) -> None:
         """Process the complete lines of buf[:end] (end is just past a newline)."""
-        count, rfind = buf.count, buf.rfind
+        find, count, rfind = buf.find, buf.count, buf.rfind
         # Next occurrence of `: {` and of each other marker; -1 means "look again".
         next_at = [-1] * (1 + len(_OTHER_MARKERS))
         pos = 0
@@ -272,7 +272,7 @@ class LogParser:
                 n += count(b"\n", pos, start)
             else:
                 start = pos
-            stop = buf.find(b"\n", start, end)
+            stop = find(b"\n", start, end)
             n += 1
             self._line_no = n
             done = self._process(buf[start:stop].decode("utf-8", "replace"), n)
