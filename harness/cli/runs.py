@@ -224,7 +224,7 @@ def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
     from harness.launch import docker_run_command
 
     if as_json:
-        typer.echo(json.dumps(spec.to_dict(), indent=2))
+        typer.echo(json.dumps(spec.to_dict(), indent=2, allow_nan=False))
         return
     console = stdout()
 
