@@ -8,6 +8,7 @@ are trusted.
 from __future__ import annotations
 
 import copy
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -81,6 +82,8 @@ def _flag_value(value: Any) -> Any:
             f"several values), got {shown(value)}"
         )
     for word in words:
+        if isinstance(word, float) and not math.isfinite(word):
+            raise ValueError(f"{word} is not a finite number: Miles would read the word {word!r} as text, or fail")
         if isinstance(word, str) and milesargv.is_flag(word):
             raise ValueError(f"the value {shown(word)} would be read as a flag; a value may not start with '-'")
     return value
