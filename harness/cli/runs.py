@@ -193,7 +193,7 @@ def print_sweep_plan(plans: Sequence, mode: str, *, as_json: bool) -> None:
                      "action": decision.action, "reason": decision.reason})
     if as_json:
         experiment = plans[0].spec.experiment if plans else None
-        typer.echo(json.dumps({"experiment": experiment, "mode": mode, "dry_run": True, "runs": rows}, indent=2))
+        typer.echo(json.dumps({"experiment": experiment, "mode": mode, "dry_run": True, "runs": rows}, indent=2, allow_nan=False))
         return
     table = Table(title=f"sweep plan ({mode}; dry run: nothing started)", title_justify="left")
     for column in ("run", "run id", "capture", "action", "reason"):
