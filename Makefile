@@ -18,10 +18,15 @@ export MILES_LAB_DATA ?= data
 MODEL_REPO ?= Qwen/Qwen3-0.6B
 DATASET_REPO ?= zhuzilin/gsm8k
 
-.PHONY: help setup test image data offline-images run sweep status smoke
+.PHONY: help setup test offline-images image data run sweep status smoke summarize report
 
+# Targets are grouped by `##@` lines, in the order a newcomer meets them;
+# a target's `## text` is its line in `make help`.
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
+	@awk 'BEGIN { FS = ":.*## " } /^##@ / { printf "\n%s\n", substr($$0, 5) } \
+		/^[a-z-]+:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+##@ First steps (any Debian-like machine; Docker optional)
 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,15 +34,23 @@ $(BIN)/harness: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $@
 
+# Said on `make setup` and `make test`, the README's first steps; other targets stay quiet.
+VENV_HINT := harness is installed in $(VENV): run $(BIN)/harness, or 'source $(VENV)/bin/activate' to put harness on PATH
 setup: $(BIN)/harness ## create .venv and install the harness with its test tools
+	@$(if $(filter setup test,$(MAKECMDGOALS)),echo "$(VENV_HINT)",:)
 
-test: setup ## run the test suite (Docker tests run when an engine answers)
+test: setup ## run the test suite (the Docker tests run where an engine answers)
 	$(BIN)/pytest -q
+
+offline-images: ## build the busybox and python base images without a registry, from what this machine has
+	bash scripts/offline-images.sh
+
+##@ On the GB10
 
 image: ## build the lab image (MILES_BASE=<Miles base for your GPU> MILES_COMMIT=<sha, empty keeps the base's>)
 	docker build $(BUILD_ARGS) --tag $(LAB_IMAGE) .
 
-data: setup ## download the model and the data set into data/ (on the GB10 host; needs internet)
+data: setup ## download the model and the data set into data/ (or MILES_LAB_DATA=<dir>; needs internet)
 	$(BIN)/pip install -q 'huggingface_hub>=0.23'
 	$(BIN)/python -c 'import sys; from huggingface_hub import snapshot_download as get; \
 		get(sys.argv[1], local_dir=sys.argv[2]); get(sys.argv[3], repo_type="dataset", local_dir=sys.argv[4])' \
@@ -59,10 +72,7 @@ smoke: setup image ## GPU smoke test: build the image, run 2 tiny steps, check t
 	$(HARNESS) run smoke --force
 	$(BIN)/python scripts/check-capture.py capture/gpu/smoke --state succeeded --complete-steps 2
 
-offline-images: ## build busybox and python base images without a registry (Docker, debootstrap, root)
-	bash scripts/offline-images.sh
-
-.PHONY: summarize report
+##@ Results
 
 summarize: setup ## captures -> capture/gpu/summary/miles-gb10-lab.json and its SVG figures
 	$(HARNESS) summarize

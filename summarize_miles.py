@@ -2,8 +2,9 @@
 """Captures -> capture/gpu/summary/miles-gb10-lab.json (schema miles-gb10-lab/1) and its figures.
 
 A thin script over the same core as `harness summarize` (harness.summary);
-run it from the repository root: `python summarize_miles.py [--capture-dir
-DIR] [--out FILE]`. The rules it applies are in docs/summary.md.
+run it from the repository root with the venv's Python (`make setup` makes
+it): `.venv/bin/python summarize_miles.py [--capture-dir DIR] [--out FILE]`,
+or `make summarize`. The rules it applies are in docs/summary.md.
 """
 
 from __future__ import annotations
@@ -26,14 +27,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-figures", action="store_true", help="write the JSON only")
     args = parser.parse_args(argv)
 
-    from harness.errors import HarnessError
-    from harness.summary.publish import summarize_to_files
-
     try:
-        published = summarize_to_files(args.capture_dir, args.out, figures=not args.no_figures)
-    except HarnessError as err:
-        print(f"error: {err.message}", file=sys.stderr)
-        return int(err.exit_code)
+        from harness.errors import HarnessError
+        from harness.summary.publish import summarize_to_files
+
+        try:
+            published = summarize_to_files(args.capture_dir, args.out, figures=not args.no_figures)
+        except HarnessError as err:
+            print(f"error: {err.message}", file=sys.stderr)
+            return int(err.exit_code)
+    except ModuleNotFoundError as err:  # a Python without the harness's packages: say where they are
+        print(f"error: this Python lacks {err.name} (outside the venv?): run `make summarize`, "
+              "or `make setup` once and then `.venv/bin/python summarize_miles.py`", file=sys.stderr)
+        return 1
     for skipped in published.document["skipped"]:
         print(f"warning: skipped {skipped['directory']}: {skipped['reason']}", file=sys.stderr)
     for name, run in published.document["runs"].items():

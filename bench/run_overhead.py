@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-IMAGE = "mgl-chatty-trainer:bench"
+IMAGE = "miles-gb10-lab/chatty-trainer:bench"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -69,7 +69,7 @@ def main() -> int:
 
     chatty = REPO / "bench" / "images" / "chatty-trainer"
     if args.engine == "docker":
-        subprocess.run(["bash", str(REPO / "scripts" / "offline-images.sh")], check=True)
+        subprocess.run(["bash", str(REPO / "scripts" / "offline-images.sh"), "--only", "python"], check=True)
         subprocess.run(["docker", "build", "-q", "-t", IMAGE, str(chatty)], check=True, stdout=subprocess.DEVNULL)
     steps = int(args.rate * args.seconds) // args.step_every
     env_of_trainer = {"CHATTY_RATE": str(args.rate), "CHATTY_SECONDS": str(args.seconds),

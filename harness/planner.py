@@ -60,7 +60,15 @@ def p_at_least(n: int, b: int, k: float) -> float:
     lower = p_below(n, b, k)
     if lower < 0.5:
         return 1.0 - lower
-    return min(1.0, math.fsum(_pmf(n, j, k) for j in range(b, n + 1)))
+    # The upper tail is the small side: past the mean its terms fall at least geometrically,
+    # so it is summed until they no longer count (not over all n - b terms).
+    terms = []
+    for j in range(b, n + 1):
+        term = _pmf(n, j, k)
+        terms.append(term)
+        if j > n * k and term <= terms[0] * 1e-18 and term * (n - j) <= math.fsum(terms) * 1e-17:
+            break
+    return min(1.0, math.fsum(terms))
 
 
 def p_below(n: int, b: int, k: float) -> float:
@@ -77,21 +85,67 @@ def p_one_batch(over_sampling: int, batch: int, keep_rate: float) -> float:
     return p_at_least(over_sampling, batch, keep_rate)
 
 
-def expected_batches(over_sampling: int, batch: int, keep_rate: float, *, tolerance: float = 1e-15) -> float:
-    """E[ceil((B + D) / O)] = 1 + sum_{m>=1} P(Binomial(m O, k) < B); terms summed until negligible."""
+def expected_batches(over_sampling: int, batch: int, keep_rate: float) -> float:
+    """E[ceil((B + D) / O)] = 1 + sum_{m>=1} P(Binomial(m O, k) < B)."""
     _check(batch, over_sampling, keep_rate)
-    terms = [1.0]
-    m = 1
-    while True:
-        term = p_below(m * over_sampling, batch, keep_rate)
-        terms.append(term)
-        # past the mean (m O k > B) the terms shrink geometrically; stop when they no longer count
-        if term < tolerance and m * over_sampling * keep_rate > batch:
-            break
-        m += 1
-        if m > 10_000_000:  # pragma: no cover - keep rates this small are refused earlier
-            break
-    return math.fsum(terms)
+    return Drops(batch, keep_rate).expected_batches(over_sampling)
+
+
+class Drops:
+    """D, the groups dropped before the B-th keep: a negative binomial, tabulated once for every O.
+
+    P(D = d) = C(d + B - 1, d) k^B q^d. It is anchored at its mode with the
+    exact binomial term and extended both ways by the ratio of neighbours, so
+    no term underflows on the way; the tail is cut where terms are below
+    1e-20 of the mode's. With F its distribution function, for any O:
+    P(one batch) = F(O - B), and since ceil((B + D) / O) > m exactly when
+    D > m O - B, E[batches] = 1 + sum over m >= 1 of (1 - F(m O - B)), the
+    same identities as the binomial forms above (P(D > x) = P(Binomial(x + B, k) < B)).
+    """
+
+    CUT = 1e-20
+
+    def __init__(self, batch: int, keep_rate: float) -> None:
+        b, k, q = batch, keep_rate, 1.0 - keep_rate
+        mode = int((b - 1) * q / k) if q > 0.0 else 0
+        peak = b / (b + mode) * _pmf(b + mode, b, k)
+        below = []
+        term = peak
+        for d in range(mode, 0, -1):  # P(D = d - 1) = P(D = d) d / ((d + B - 1) q)
+            term = term * d / ((d + b - 1) * q)
+            below.append(term)
+        above = []
+        term, d = peak, mode
+        while q > 0.0:  # P(D = d + 1) = P(D = d) (d + B) q / (d + 1)
+            term = term * (d + b) * q / (d + 1)
+            d += 1
+            if term < peak * self.CUT:
+                break
+            above.append(term)
+        pmf = [*reversed(below), peak, *above]
+        self.cdf = _running_sums(pmf)  # F(d)
+        self.survival = list(reversed(_running_sums(list(reversed(pmf)))))[1:] + [0.0]  # 1 - F(d), from the tail
+        self.batch = b
+
+    def p_one_batch(self, over_sampling: int) -> float:
+        x = over_sampling - self.batch
+        return min(1.0, self.cdf[x]) if x < len(self.cdf) else min(1.0, self.cdf[-1])
+
+    def expected_batches(self, over_sampling: int) -> float:
+        tails = self.survival[over_sampling - self.batch::over_sampling]
+        return math.fsum([1.0, *tails])
+
+
+def _running_sums(values: list[float]) -> list[float]:
+    """Prefix sums, compensated (Neumaier), so a long sum of small terms stays exact to the last bits."""
+    sums = []
+    total = compensation = 0.0
+    for value in values:
+        t = total + value
+        compensation += (total - t) + value if abs(total) >= abs(value) else (value - t) + total
+        total = t
+        sums.append(total + compensation)
+    return sums
 
 
 def _check(batch: int, over_sampling: int, keep_rate: float) -> None:
@@ -200,17 +254,23 @@ def plan(rollout_batch_size: int, keep_rate: float, target: float = DEFAULT_TARG
     _check(batch, batch, keep_rate)
     if not 0.0 < target < 1.0:
         raise HarnessError(f"target must be between 0 and 1 (exclusive), not {target}")
-    candidates: list[Candidate] = []
     limit = batch * MAX_OVER_SAMPLING_FACTOR
+    # P(one batch) grows with O, so the largest O allowed is the best: if it falls short, none reaches the target.
+    best = p_one_batch(limit, batch, keep_rate)
+    if best < target:
+        raise HarnessError(
+            f"no over-sampling batch size up to {limit} ({MAX_OVER_SAMPLING_FACTOR} x {batch}) reaches "
+            f"P(one batch) >= {target} at keep rate {keep_rate:.4g}: the best is --over-sampling-batch-size "
+            f"{limit}, with P(one batch) {best:.3g}; lower the target or the drop rate"
+        )
+    drops = Drops(batch, keep_rate)
+    candidates: list[Candidate] = []
     for over in range(batch, limit + 1):
-        p = p_one_batch(over, batch, keep_rate)
-        candidates.append(Candidate(over, p, expected_batches(over, batch, keep_rate)))
+        p = drops.p_one_batch(over)
+        candidates.append(Candidate(over, p, drops.expected_batches(over)))
         if p >= target:
-            return Plan(batch, keep_rate, target, over, candidates)
-    raise HarnessError(
-        f"no over-sampling batch size up to {limit} ({MAX_OVER_SAMPLING_FACTOR} x {batch}) reaches "
-        f"P(one batch) >= {target} at keep rate {keep_rate:.4g}; lower the target or the drop rate"
-    )
+            break
+    return Plan(batch, keep_rate, target, candidates[-1].over_sampling_batch_size, candidates)
 
 
 def keep_rate_from_runs(runs: Mapping[str, Mapping[str, Any]]) -> Measured:

@@ -146,7 +146,7 @@ experiment = {
     },
     "limits": {"max_minutes": math.ceil(duration_s / 60) + 10},
 }
-(directory / "experiments" / "gpu-burn.yaml").write_text(json.dumps(experiment, indent=2) + "\n")  # JSON is YAML
+(directory / "experiments" / "gpu-burn.yaml").write_text(json.dumps(experiment, indent=2, allow_nan=False) + "\n")  # JSON is YAML
 PY
 }
 

@@ -1,4 +1,10 @@
-"""Shared test set-up: `docker` tests need an engine that answers, `gpu` tests a GPU."""
+"""Shared test set-up: `docker` tests need an engine that answers, `gpu` tests a GPU.
+
+What cannot run here is skipped with one reason that names the command which
+enables it; the base images the Docker tests build on are made from what the
+machine has (scripts/offline-images.sh), so the Docker tests run wherever an
+engine answers. The summary line counts the Docker tests that ran.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +13,30 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+OFFLINE_IMAGES_SCRIPT = REPO_ROOT / "scripts" / "offline-images.sh"
+OFFLINE_IMAGES_UNAVAILABLE = 69  # the script's exit code for "cannot be built on this machine"
+RAN_WITH_DOCKER = "ran with Docker"  # the summary line's count: "... 27 ran with Docker in 60.0s"
 
 
 @functools.lru_cache(maxsize=None)
-def docker_engine_answers() -> bool:
-    """True when `docker info` reaches a daemon within a few seconds."""
+def docker_unavailable() -> Optional[str]:
+    """Why Docker tests cannot run here, naming the command that enables them; None when an engine answers."""
     if not shutil.which("docker"):
-        return False
+        return "no docker command: install Docker with `sudo apt-get install docker.io`"
     try:
-        return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+        info = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return "`docker info` did not answer within 20 s: check the engine with `docker info`"
+    if info.returncode == 0:
+        return None
+    if "permission denied" in info.stderr.lower():
+        return "this user may not use the Docker engine: `sudo usermod -aG docker $USER`, then log in again"
+    return "no Docker engine answers: start one with `sudo systemctl start docker` (or `sudo .ci/run`)"
 
 
 @functools.lru_cache(maxsize=None)
@@ -37,11 +52,31 @@ def gpu_present() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    docker_tests = [item for item in items if "docker" in item.keywords]
+    if docker_tests and docker_unavailable():
+        skip = pytest.mark.skip(reason=docker_unavailable())
+        for item in docker_tests:
+            item.add_marker(skip)
     for item in items:
-        if "docker" in item.keywords and not docker_engine_answers():
-            item.add_marker(pytest.mark.skip(reason="no Docker engine answers"))
         if "gpu" in item.keywords and not gpu_present():
-            item.add_marker(pytest.mark.skip(reason="no GPU on this machine"))
+            item.add_marker(pytest.mark.skip(reason="no GPU on this machine (nvidia-smi lists none)"))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # noqa: ANN001
+    """One line on the Docker tests, and their count in the final summary line."""
+    stats = terminalreporter.stats
+    reports = [r for key in ("passed", "failed", "skipped", "error") for r in stats.get(key, [])
+               if "docker" in r.keywords]
+    tests = {r.nodeid for r in reports}
+    ran = [r for r in reports if r.when == "call" and not r.skipped]
+    if not tests:
+        return
+    if ran:
+        stats[RAN_WITH_DOCKER] = ran
+        line = f"docker: {len(ran)} of {len(tests)} docker tests ran on {os.environ.get('DOCKER_HOST') or 'the default engine'}"
+    else:
+        line = f"docker: none of {len(tests)} docker tests ran: {docker_unavailable() or 'all were skipped'}"
+    terminalreporter.write_line(line)
 
 
 @pytest.fixture
@@ -54,21 +89,42 @@ def regenerate_golden() -> bool:
     return os.environ.get("REGEN_GOLDEN") == "1"
 
 
-OFFLINE_IMAGES_SCRIPT = REPO_ROOT / "scripts" / "offline-images.sh"
+def path_without(root: Path, *commands: str) -> str:
+    """A PATH like this one in which `commands` do not exist: each directory shadowed by links to the rest."""
+    shadows = []
+    for index, directory in enumerate(os.environ["PATH"].split(os.pathsep)):
+        if not os.path.isdir(directory):
+            continue
+        shadow = root / f"path{index}"
+        shadow.mkdir(parents=True)
+        for entry in os.scandir(directory):
+            if entry.name not in commands:
+                (shadow / entry.name).symlink_to(entry.path)
+        shadows.append(str(shadow))
+    return os.pathsep.join(shadows)
+
+
+def offline_image(kind: str) -> str:
+    """The tag of a registry-free base image, built if missing; a skip naming the command if it cannot be."""
+    script = ["bash", str(OFFLINE_IMAGES_SCRIPT), "--only", kind]
+    built = subprocess.run(script, capture_output=True, text=True, timeout=1200)
+    if built.returncode == OFFLINE_IMAGES_UNAVAILABLE:
+        pytest.skip(built.stderr.strip().splitlines()[-1].removeprefix("offline-images: "))
+    if built.returncode != 0:
+        raise RuntimeError(f"scripts/offline-images.sh --only {kind} failed:\n{built.stderr[-3000:]}")
+    return subprocess.run([*script, "--print-tags"], capture_output=True, text=True, check=True).stdout.strip()
 
 
 @pytest.fixture(scope="session")
-def offline_images() -> list[str]:
-    """The registry-free base images (busybox, python): built once where a tag is missing.
+def python_image() -> str:
+    """miles-gb10-lab/python:3.11-bookworm: the base of the tests' trainer and Miles stand-in images."""
+    return offline_image("python")
 
-    CI builds them before the tests; on a fresh machine this takes a debootstrap
-    (about a minute) and needs root.
-    """
-    built = subprocess.run(["bash", str(OFFLINE_IMAGES_SCRIPT)], capture_output=True, text=True, timeout=1200)
-    if built.returncode != 0:
-        pytest.fail(f"scripts/offline-images.sh failed:\n{built.stderr[-3000:]}", pytrace=False)
-    tags = subprocess.run(["bash", str(OFFLINE_IMAGES_SCRIPT), "--print-tags"], capture_output=True, text=True)
-    return tags.stdout.split()
+
+@pytest.fixture(scope="session")
+def busybox_image() -> str:
+    """miles-gb10-lab/busybox:stable."""
+    return offline_image("busybox")
 
 
 @pytest.fixture(scope="session")
@@ -76,7 +132,7 @@ def docker_build():
     """Build an image with the docker CLI (cached layers are fine); fails the test with the log tail."""
 
     def build(context: Path, tag: str, build_args: dict[str, str] | None = None) -> str:
-        argv = ["docker", "build", "--quiet", "--tag", tag]
+        argv = ["docker", "build", "--quiet", "--force-rm", "--tag", tag]
         for name, value in (build_args or {}).items():
             argv += ["--build-arg", f"{name}={value}"]
         done = subprocess.run([*argv, str(context)], capture_output=True, text=True, timeout=900)

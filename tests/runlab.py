@@ -25,13 +25,13 @@ from harness.cli import app
 from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN
 
 REPO = Path(__file__).resolve().parent.parent
-IMAGE = "mgl-fake-trainer:test"
+IMAGE = "miles-gb10-lab/fake-trainer:test"
 TRAINER = REPO / "tests" / "images" / "fake-trainer" / "trainer.py"
 STAMP_IN_LINE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]")
 
 
 @pytest.fixture(scope="session")
-def fake_trainer(offline_images: list[str], docker_build: Any) -> str:
+def fake_trainer(python_image: str, docker_build: Any) -> str:
     return docker_build(REPO / "tests" / "images" / "fake-trainer", IMAGE)
 
 

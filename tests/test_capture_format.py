@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -133,8 +134,8 @@ def test_status_shows_every_broken_capture_as_a_row_with_its_reason(tmp_path: Pa
     done = subprocess.run([sys.executable, "-m", "harness", "status", "--capture-dir", str(root)], cwd=REPO,
                           capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "400"})
     assert done.returncode == 0, done.stderr
-    rows = {line.split("│")[1].strip(): line.split("│")[2].strip()
-            for line in done.stdout.splitlines() if line.startswith("│")}
+    rows = {cells[0]: cells[1] for cells in (re.split(r"\s{2,}", line) for line in done.stdout.splitlines())
+            if len(cells) > 1}  # piped: plain, one line per capture, columns two spaces apart
     for name, reason in reasons.items():
         assert rows[name].startswith("broken: ") and reason in rows[name], (name, rows.get(name))
     assert rows["[red]marked"] == "not_started ([bold red]boom[/] \\[x])"  # shown as written, not as markup

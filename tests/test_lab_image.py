@@ -21,8 +21,8 @@ from harness.lab import milesargv
 pytestmark = pytest.mark.docker
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-STANDIN_TAG = "miles-gb10-lab-standin:test"
-LAB_TAG = "miles-gb10-lab:test"
+STANDIN_TAG = "miles-gb10-lab/miles-standin:test"
+LAB_TAG = "miles-gb10-lab/lab:test"
 FILTER_ARGS = (
     "--dynamic-sampling-filter-path "
     "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter "
@@ -53,7 +53,7 @@ def docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def lab_image(offline_images: list[str], docker_build) -> str:
+def lab_image(python_image: str, docker_build) -> str:
     docker_build(REPO_ROOT / "tests" / "images" / "miles-standin", STANDIN_TAG)
     return docker_build(REPO_ROOT, LAB_TAG, {"MILES_BASE": STANDIN_TAG, "MILES_COMMIT": ""})
 
@@ -206,8 +206,8 @@ def test_the_image_records_its_miles_and_sets_the_ray_environment(lab_image):
 
 def test_a_miles_commit_is_checked_out_not_ignored(lab_image):
     # The stand-in's Miles is no git checkout, so asking for a commit must stop the build, clearly.
-    argv = ["docker", "build", "--build-arg", f"MILES_BASE={STANDIN_TAG}", "--build-arg", "MILES_COMMIT=08752a12",
-            "--tag", "miles-gb10-lab:test-commit", str(REPO_ROOT)]
+    argv = ["docker", "build", "--force-rm", "--build-arg", f"MILES_BASE={STANDIN_TAG}", "--build-arg", "MILES_COMMIT=08752a12",
+            "--tag", "miles-gb10-lab/lab:test-commit", str(REPO_ROOT)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
 
     assert done.returncode != 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -118,8 +119,7 @@ def test_status_and_logs_show_what_the_captures_hold(lab: Lab) -> None:
             pauses.write(json.dumps({**window, "reason": "temp", "peak_c": 88.0}) + "\n")
     table = CliRunner().invoke(app, ["status", "--capture-dir", str(lab.captures)], env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output
-    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
-            for line in table.output.splitlines() if line.startswith("│")}
+    rows = {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line) for line in table.output.splitlines())}
     assert rows["shown"][:4] == ["succeeded", "2/2", "2 (15 s)", "0"]  # the union, not 10 + 10
     assert rows["broke"][:4] == ["failed", "1/2", "0", "1"]
 

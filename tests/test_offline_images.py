@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import path_without
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = REPO_ROOT / "scripts" / "offline-images.sh"
@@ -100,18 +103,80 @@ def test_no_mirror_found_is_a_clear_error(tmp_path):
     assert "no Debian mirror for 'bookworm'" in done.stderr and "DEBIAN_MIRROR" in done.stderr
 
 
-def test_the_tags_are_the_names_the_dockerfiles_use():
-    tags = subprocess.run(["bash", str(SCRIPT), "--print-tags"], capture_output=True, text=True).stdout.split()
-    standin = (REPO_ROOT / "tests" / "images" / "miles-standin" / "Dockerfile").read_text()
+PYTHON_TAG = "miles-gb10-lab/python:3.11-bookworm"
+BUSYBOX_TAG = "miles-gb10-lab/busybox:stable"
+# An image reference in a test or a benchmark: a quoted name with the tag test, test-<what> or bench.
+IMAGE_LITERAL = re.compile(r"""["']([a-z0-9][a-z0-9._/-]*:(?:test|bench)[a-z0-9._-]*)["']""")
 
-    assert tags == ["busybox:stable", "python:3.11-slim-bookworm"]
-    assert f"FROM {tags[1]}\n" in standin
+
+def test_the_tags_are_the_project_s_own_and_the_dockerfiles_use_them():
+    tags = subprocess.run(["bash", str(SCRIPT), "--print-tags"], capture_output=True, text=True).stdout.split()
+    froms = {path.relative_to(REPO_ROOT): re.findall(r"^FROM (\S+)", path.read_text(), re.M)
+             for path in sorted([*REPO_ROOT.glob("tests/images/*/Dockerfile"), *REPO_ROOT.glob("bench/images/*/Dockerfile")])}
+
+    assert tags == [BUSYBOX_TAG, PYTHON_TAG]
+    assert len(froms) >= 3
+    assert froms == {path: [PYTHON_TAG] for path in froms}
+
+
+def test_every_image_the_tests_and_benchmarks_build_is_under_the_project_name():
+    literals = {(path.name, found) for path in [*REPO_ROOT.glob("tests/*.py"), *REPO_ROOT.glob("bench/*.py")]
+                for found in IMAGE_LITERAL.findall(path.read_text())}
+
+    assert len(literals) >= 4
+    assert [literal for literal in sorted(literals) if not literal[1].startswith("miles-gb10-lab/")] == []
+
+
+def build_without(tmp_path: Path, command: str, kind: str, tag: str) -> subprocess.CompletedProcess:
+    """offline-images.sh --only KIND, to a trial tag, where `command` is not installed."""
+    env = {**os.environ, "PATH": path_without(tmp_path, command), f"OFFLINE_{kind.upper()}_TAG": tag}
+    return subprocess.run(["bash", str(SCRIPT), "--only", kind], env=env, capture_output=True, text=True, timeout=600)
+
+
+def docker(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def trial_tag(request):
+    """A tag beside the real ones, removed afterwards."""
+    tag = f"miles-gb10-lab/{request.param}:trial-{os.getpid()}"
+    yield tag
+    docker("image", "rm", "--force", tag)
 
 
 @pytest.mark.docker
-def test_the_offline_images_run_without_a_network(offline_images):
-    busybox, python = offline_images
-    for image, argv in ((busybox, ["sh", "-c", "echo ok"]), (python, ["python3", "-c", "print('ok')"])):
-        done = subprocess.run(["docker", "run", "--rm", "--network=none", image, *argv],
-                              capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize("trial_tag", ["python"], indirect=True)
+def test_without_debootstrap_the_python_image_is_made_of_the_host_s_own_python(tmp_path, trial_tag):
+    built = build_without(tmp_path, "debootstrap", "python", trial_tag)
+
+    assert built.returncode == 0, built.stderr
+    assert "debootstrap is not installed" in built.stderr and "python3 of this machine" in built.stderr
+    labels = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", trial_tag).stdout)
+    assert labels["org.miles-gb10-lab.offline-image"].startswith("host-python-3.")
+    # what the tests' images need: RUN lines (a shell, chmod) and a Python with its C modules
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "Dockerfile").write_text(f"FROM {trial_tag}\nRUN chmod 0700 /root && echo built\n")
+    assert docker("build", "--quiet", "--tag", f"{trial_tag}-child", str(tmp_path / "ctx")).returncode == 0
+    docker("image", "rm", f"{trial_tag}-child")
+    ran = docker("run", "--rm", "--network=none", trial_tag, "python3", "-c",
+                 "import ctypes, hashlib, json, shlex, sqlite3, ssl, subprocess, zlib; "
+                 "print(subprocess.run(['sh', '-c', 'echo ok'], capture_output=True, text=True).stdout, end='')")
+    assert (ran.returncode, ran.stdout) == (0, "ok\n"), ran.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("trial_tag", ["busybox"], indirect=True)
+def test_without_any_busybox_the_busybox_image_cannot_be_built_and_says_which_command_enables_it(tmp_path, trial_tag):
+    built = build_without(tmp_path, "busybox", "busybox", trial_tag)
+
+    assert built.returncode == 69, built.stderr
+    assert built.stderr.splitlines()[-1].endswith("apt-get install busybox-static")
+    assert docker("image", "inspect", trial_tag).returncode != 0
+
+
+@pytest.mark.docker
+def test_the_offline_images_run_without_a_network(busybox_image, python_image):
+    for image, argv in ((busybox_image, ["sh", "-c", "echo ok"]), (python_image, ["python3", "-c", "print('ok')"])):
+        done = docker("run", "--rm", "--network=none", image, *argv)
         assert done.stdout == "ok\n", done.stderr

@@ -18,17 +18,23 @@ DATA = Path(__file__).resolve().parent / "data" / "captures"
 runner = CliRunner()
 
 
-def exact_p_at_least(n: int, b: int, k: float) -> Fraction:
-    """P(Binomial(n, k) >= b) in exact rational arithmetic from math.comb."""
+def exact_p_below(n: int, b: int, k: float) -> Fraction:
+    """P(Binomial(n, k) < b) in exact rational arithmetic from math.comb (one integer sum over k's denominator)."""
     kf = Fraction(k)
-    return sum((Fraction(math.comb(n, j)) * kf**j * (1 - kf) ** (n - j) for j in range(b, n + 1)), Fraction(0))
+    a, d = kf.numerator, kf.denominator
+    return Fraction(sum(math.comb(n, j) * a**j * (d - a) ** (n - j) for j in range(min(b, n + 1))), d**n)
+
+
+def exact_p_at_least(n: int, b: int, k: float) -> Fraction:
+    """P(Binomial(n, k) >= b), exactly."""
+    return 1 - exact_p_below(n, b, k)
 
 
 def exact_expected_batches(o: int, b: int, k: float, terms: int = 60) -> float:
     """1 + sum_{m>=1} P(Binomial(mO, k) < B), exact terms, summed until they vanish."""
     total = Fraction(1)
     for m in range(1, terms):
-        term = 1 - exact_p_at_least(m * o, b, k)
+        term = exact_p_below(m * o, b, k)
         total += term
         if m * o * k > b and term < Fraction(1, 10**18):
             break
@@ -65,6 +71,30 @@ def test_recommendation_is_the_smallest_o_reaching_the_target():
     assert plan.recommended == smallest == 75
     assert [c.over_sampling_batch_size for c in plan.candidates] == list(range(32, 76))
     assert plan.candidates[-2].p_one_batch < 0.9 <= plan.candidates[-1].p_one_batch
+
+
+@pytest.mark.parametrize("b, k, exact_up_to", [(32, 0.3, 200), (8, 0.1, 200), (32, 0.02, 0)])
+def test_every_candidate_carries_the_exact_figures(b, k, exact_up_to):
+    plan = planner.plan(b, k, 0.9)
+    by_o = {c.over_sampling_batch_size: c for c in plan.candidates}
+    assert list(by_o) == list(range(b, plan.recommended + 1))
+    assert by_o[plan.recommended - 1].p_one_batch < 0.9 <= by_o[plan.recommended].p_one_batch
+    for o in sorted({b, b + 1, (b + plan.recommended) // 2, plan.recommended - 1, plan.recommended}):
+        exact = exact_p_at_least(o, b, k) if o <= exact_up_to else Fraction(planner.p_one_batch(o, b, k))
+        assert by_o[o].p_one_batch == pytest.approx(float(exact), rel=1e-12, abs=1e-300)
+        if o <= exact_up_to:
+            assert by_o[o].expected_batches == pytest.approx(exact_expected_batches(o, b, k, terms=400), rel=1e-12)
+
+
+def test_a_drop_rate_too_high_for_the_limit_says_so_with_the_best_size_and_its_probability():
+    limit = 32 * planner.MAX_OVER_SAMPLING_FACTOR
+    best = planner.p_one_batch(limit, 32, 0.01)
+
+    with pytest.raises(HarnessError) as refused:
+        planner.plan(32, 0.01, 0.9)
+
+    assert f"the best is --over-sampling-batch-size {limit}, with P(one batch) {best:.3g}" in refused.value.message
+    assert best == pytest.approx(float(exact_p_at_least(limit, 32, 0.01)), rel=1e-12)
 
 
 def test_plan_refuses_impossible_inputs():

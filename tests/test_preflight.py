@@ -32,11 +32,11 @@ def nothing_made(lab: Lab, run: str) -> bool:
 
 @pytest.mark.docker
 def test_a_missing_image_fails_before_any_capture_and_says_make_image(docker_lab: Lab) -> None:
-    run = docker_lab.experiment("noimage", image="mgl-no-such-image:test")
+    run = docker_lab.experiment("noimage", image="miles-gb10-lab/no-such-image:test")
     result = docker_lab.cli("run", run)
     assert result.exit_code == 3
     assert result.stderr.count("\n") == 1
-    assert "image 'mgl-no-such-image:test' is not on the Docker engine" in result.stderr
+    assert "image 'miles-gb10-lab/no-such-image:test' is not on the Docker engine" in result.stderr
     assert "`make image`" in result.stderr
     assert nothing_made(docker_lab, run)
 
@@ -67,7 +67,7 @@ def test_a_gpu_request_without_a_gpu_runtime_fails_before_any_capture(docker_lab
 @pytest.mark.docker
 def test_dry_run_shows_the_same_checks_as_warnings_and_starts_nothing(docker_lab: Lab, monkeypatch: Any) -> None:
     monkeypatch.setenv("MILES_LAB_DATA", str(docker_lab.root / "data"))
-    run = docker_lab.experiment("allwrong", image="mgl-no-such-image:test", gpus="all",
+    run = docker_lab.experiment("allwrong", image="miles-gb10-lab/no-such-image:test", gpus="all",
                                 volumes=["${MILES_LAB_DATA:-data}:/data:ro"])
     result = docker_lab.cli("run", run, "--dry-run")
     assert result.exit_code == 0, result.output
@@ -84,7 +84,7 @@ def test_a_container_that_cannot_start_is_not_started_and_runs_again_without_ret
     context = docker_lab.root / "no-entry"
     context.mkdir()
     (context / "Dockerfile").write_text(f'FROM {IMAGE}\nENTRYPOINT ["/no/such/trainer"]\n')
-    broken = docker_build(context, "mgl-no-entry:test")
+    broken = docker_build(context, "miles-gb10-lab/no-entry:test")
     run = docker_lab.experiment("entry", image=broken, steps=1, init=False)  # no init that starts and then fails
     result = docker_lab.cli("run", run)
     assert result.exit_code == 3

@@ -97,7 +97,7 @@ def test_ls_shows_the_warnings_that_show_prints(lab: dict) -> None:
     warnings = [line for line in shown.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "deprecated" in warnings[0]
     assert [line for line in listed.stderr.splitlines() if line.startswith("warning:")] == warnings
-    row = next(line for line in listed.stdout.splitlines() if line.startswith("│ old "))
+    row = next(line for line in listed.stdout.splitlines() if line.startswith("old "))
     assert "warning" in row
 
 

@@ -68,6 +68,12 @@ def command(*args: Any, on: Optional[typer.Typer] = None, **kwargs: Any) -> Call
                 fail("interrupted", ExitCode.INTERRUPTED)
             except (typer.Exit, typer.Abort, SystemExit):
                 raise
+            except BrokenPipeError:
+                if not reader_has_left():
+                    raise
+                # `harness logs RUN | head -1`: the reader had what it wanted; nothing failed
+                discard_stdout()
+                raise typer.Exit(0) from None
             except Exception as err:  # a bug: still one line, unless asked for more
                 if os.environ.get("HARNESS_DEBUG"):
                     raise
@@ -97,15 +103,46 @@ def warn(message: str) -> None:
 
 
 def stdout() -> "Any":
-    """A rich console on stdout that never wraps machine-readable text."""
+    """A rich console on stdout that never wraps machine-readable text, and goes quiet when its reader leaves."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True, emoji=False)
+    class StdoutConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # Rich exits here; a run or sweep must go on (its capture is the record), so only go quiet.
+            self.quiet = True
+            discard_stdout()
+
+    return StdoutConsole(highlight=False, soft_wrap=True, emoji=False)
+
+
+def reader_has_left() -> bool:
+    """True when stdout is a pipe whose reading end is closed (`| head -1` had its line)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no real file descriptor (a test runner's buffer)
+        return False
+
+
+def discard_stdout() -> None:
+    """Point stdout at /dev/null, so what is still buffered cannot fail at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    try:
+        app()
+    finally:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            discard_stdout()
 
 
 if __name__ == "__main__":  # pragma: no cover

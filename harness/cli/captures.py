@@ -17,23 +17,24 @@ def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
     The guard column is the last temperature recorded, or `PAUSED since ...`
     while a pause window is open.
     """
-    from rich.table import Table
     from rich.text import Text
 
     from harness.capture import list_captures
     from harness.capture_ops import capture_rows
+    from harness.cli.tables import Column, print_table
 
     rows = capture_rows(list_captures(capture_dir))
-    table = Table(title=Text(f"captures in {capture_dir}"), title_justify="left")
-    for column in ("run", "state", "steps", "pauses", "exit code", "started", "duration", "guard"):
-        if column in ("state", "guard"):
-            table.add_column(column, min_width=11, overflow="fold")
-        else:
-            table.add_column(column, no_wrap=True)
-    for row in rows:  # plain Text: a run name or a reason with [brackets] is shown, never read as markup
-        table.add_row(*(Text(cell) for cell in (row.run, row.state, row.steps, row.pauses, row.exit_code,
-                                                 row.started, row.duration, row.guard)))
-    stdout().print(table if rows else Text(f"no captures in {capture_dir}"))
+    if not rows:
+        stdout().print(Text(f"no captures in {capture_dir}"))
+        return
+    columns = [Column("run"), Column("state", wrap=True), Column("steps", "right"), Column("pauses", drop=3),
+               Column("exit code", "right"), Column("started", drop=1), Column("duration", "right", drop=2),
+               Column("guard", wrap=True)]
+    # plain Text: a run name or a reason with [brackets] is shown, never read as markup
+    print_table(stdout(), columns, [tuple(Text(cell) for cell in (row.run, row.state, row.steps, row.pauses,
+                                                                   row.exit_code, row.started, row.duration,
+                                                                   row.guard))
+                                    for row in rows], title=f"captures in {capture_dir}")
 
 
 @command("logs")

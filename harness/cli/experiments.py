@@ -19,26 +19,25 @@ from typing_extensions import Annotated
 @command("ls")
 def ls(experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR) -> None:
     """List the experiments and sweeps; a broken file is marked broken with its error, the rest are listed."""
-    from rich.table import Table
     from rich.text import Text
 
+    from harness.cli.tables import Column, print_table
     from harness.errors import HarnessError
     from harness.experiments import ExperimentStore
 
     store = ExperimentStore(experiments_dir)
-    table = Table(title=f"experiments in {experiments_dir}", title_justify="left")
-    for column in ("name", "extends", "seed", "steps", "filter", "over-sampling"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("description", overflow="fold", ratio=1)
+    columns = [Column("name"), Column("extends", wrap=True, drop=1), Column("seed", "right"),
+               Column("steps", "right"), Column("filter"), Column("over-sampling"), Column("description", wrap=True)]
     warnings: list[str] = []
+    rows = []
     for name in store.names():
         try:
             row = _row(store, name, warnings)
         except HarnessError as err:
             row = (name, "", "", "", "", "", Text.assemble(("broken: ", "red"), err.message))
         # Text cells: names and descriptions are shown exactly as written, never read as markup.
-        table.add_row(*(cell if isinstance(cell, Text) else Text(_printable(cell)) for cell in row))
-    stdout().print(table)
+        rows.append(tuple(cell if isinstance(cell, Text) else Text(_printable(cell)) for cell in row))
+    print_table(stdout(), columns, rows, title=f"experiments in {experiments_dir}")
     for message in dict.fromkeys(warnings):
         warn(message)
 

@@ -177,7 +177,7 @@ def probe_command(
     if json_:
         import json
 
-        typer.echo(json.dumps(found.to_dict(), indent=2))
+        typer.echo(json.dumps(found.to_dict(), indent=2, allow_nan=False))
     else:
         render_probe(found)
     if not found.readable_by():

@@ -7,27 +7,27 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
-from harness.capture import RunStatus
-from harness.launch import LaunchSpec
+from harness.mileslog import keys
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: `harness parse-log` and `--help` need not import the launch planner
+    from harness.capture import RunStatus
     from harness.guard import GuardReading
+    from harness.launch import LaunchSpec
 
 
-def step_summary(record: Any) -> dict[str, Any]:
-    """The few numbers a person watches per step, from a step record."""
+def step_summary(record: Any, filter_on: Optional[bool] = False) -> dict[str, Any]:
+    """The few numbers a person watches per step, from a step record (the reward by `keys.step_reward`)."""
     metrics, derived = record.metrics, record.derived or {}
-    reward = metrics.get("rollout/raw_reward_unfiltered", metrics.get("rollout/raw_reward"))
     return {
         "step": record.step,
         "complete": record.complete,
-        "rollout_s": metrics.get("perf/rollout_time"),
+        "rollout_s": keys.finite_number(metrics.get(keys.ROLLOUT_TIME)),
         "dropped": derived.get("dropped_groups") or 0,
         "dropped_right": derived.get("dropped_all_right") or 0,
         "dropped_wrong": derived.get("dropped_all_wrong") or 0,
         "zero_std_right": derived.get("zero_std_all_right"),
         "zero_std_wrong": derived.get("zero_std_all_wrong"),
-        "reward": reward,
+        "reward": keys.step_reward(metrics, filter_on),
     }
 
 
@@ -87,6 +87,7 @@ class PlainProgress:
     def __init__(self, stream: Any = None) -> None:
         self.stream = stream or sys.stdout
         self.spec: Optional[LaunchSpec] = None
+        self.filter_on: Optional[bool] = False
         self.t0 = time.monotonic()
         self.reading: Optional["GuardReading"] = None  # the heat guard's, while the run is guarded
         self._lock = threading.Lock()
@@ -96,12 +97,16 @@ class PlainProgress:
             self.stream.write(text + "\n")
             self.stream.flush()
 
-    def started(self, spec: LaunchSpec) -> None:
+    def _start(self, spec: LaunchSpec) -> None:
         self.spec, self.t0 = spec, time.monotonic()
+        self.filter_on, _ = keys.filter_setting(None, spec.trainer_argv)
+
+    def started(self, spec: LaunchSpec) -> None:
+        self._start(spec)
         self._say(f"{spec.run}: started ({spec.engine}, run id {spec.run_id}, {spec.steps_expected} steps expected)")
 
     def step(self, record: Any, steps_complete: int) -> None:
-        summary = step_summary(record)
+        summary = step_summary(record, self.filter_on)
         run = self.spec.run if self.spec else "run"
         expected = self.spec.steps_expected if self.spec else "?"
         label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
@@ -154,12 +159,12 @@ class RichProgress(PlainProgress):
     def started(self, spec: LaunchSpec) -> None:
         from rich.live import Live
 
-        self.spec, self.t0 = spec, time.monotonic()
+        self._start(spec)
         self.live = Live(self._render(), console=self.console, refresh_per_second=1, get_renderable=self._render)
         self.live.start()
 
     def step(self, record: Any, steps_complete: int) -> None:
-        self.last, self.steps_complete = step_summary(record), steps_complete
+        self.last, self.steps_complete = step_summary(record, self.filter_on), steps_complete
 
     def note(self, message: str) -> None:
         self.console.print(message, markup=False, highlight=False)

@@ -160,19 +160,19 @@ def _preflight(spec) -> list[str]:  # noqa: ANN001
 
 
 def _print_sweep(console, results) -> None:  # noqa: ANN001
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(title="sweep", title_justify="left")
-    for column in ("run", "action", "state", "steps", "reason"):
-        table.add_column(column, overflow="fold")
+    from harness.cli.tables import Column, print_table
+
+    rows = []
     for result in results:
         status = result.status
         steps = f"{status.steps_complete}/{status.steps_expected}" if status else "-"
         cells = (result.decision.run, result.decision.action, status.state if status else "-", steps,
                  result.decision.reason)
-        table.add_row(*(Text(cell) for cell in cells))  # Text: a reason quoting a log line is never markup
-    console.print(table)
+        rows.append(tuple(Text(cell) for cell in cells))  # Text: a reason quoting a log line is never markup
+    columns = [Column("run"), Column("action"), Column("state"), Column("steps", "right"), Column("reason", wrap=True)]
+    print_table(console, columns, rows, title="sweep")
 
 
 def print_sweep_plan(plans: Sequence, mode: str, *, as_json: bool) -> None:
@@ -193,7 +193,7 @@ def print_sweep_plan(plans: Sequence, mode: str, *, as_json: bool) -> None:
                      "action": decision.action, "reason": decision.reason})
     if as_json:
         experiment = plans[0].spec.experiment if plans else None
-        typer.echo(json.dumps({"experiment": experiment, "mode": mode, "dry_run": True, "runs": rows}, indent=2))
+        typer.echo(json.dumps({"experiment": experiment, "mode": mode, "dry_run": True, "runs": rows}, indent=2, allow_nan=False))
         return
     table = Table(title=f"sweep plan ({mode}; dry run: nothing started)", title_justify="left")
     for column in ("run", "run id", "capture", "action", "reason"):
@@ -224,7 +224,7 @@ def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
     from harness.launch import docker_run_command
 
     if as_json:
-        typer.echo(json.dumps(spec.to_dict(), indent=2))
+        typer.echo(json.dumps(spec.to_dict(), indent=2, allow_nan=False))
         return
     console = stdout()
 

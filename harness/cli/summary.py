@@ -46,36 +46,37 @@ def summarize_command(
             "runs": sorted(document["runs"]),
             "comparisons": [c["run"] for c in document["comparisons"]],
             "skipped": document["skipped"],
-        }, indent=2))
+        }, indent=2, allow_nan=False))
         return
     _print_runs(document)
     console = stdout()
-    for comparison in document["comparisons"]:
-        console.print(f"[bold]{comparison['run']}[/bold] against {comparison['baseline']}: {comparison['reward']['verdict']}")
+    for comparison in document["comparisons"]:  # a paragraph: wrapped at words in a terminal, one line piped
+        console.print(f"[bold]{comparison['run']}[/bold] against {comparison['baseline']}: {comparison['reward']['verdict']}",
+                      soft_wrap=not console.is_terminal)
     console.print(f"wrote {published.summary_path}")
     for path in published.figures:
         console.print(f"wrote {path}")
 
 
 def _print_runs(document: dict[str, Any]) -> None:
-    from rich.table import Table
+    from harness.cli.tables import Column, print_table
 
-    table = Table(box=None, pad_edge=False)
-    table.add_column("run", no_wrap=True)
-    for header in ("state", "filter", "steps", "clean", "rollout median (s)", "dropped", "reward", "notes"):
-        table.add_column(header)
+    columns = [Column("run"), Column("state"), Column("filter"), Column("steps", "right"), Column("clean", "right"),
+               Column("rollout median s", "right", wrap=True), Column("dropped", "right"),
+               Column("reward", "right"), Column("notes", "right", drop=1)]
+    rows = []
     for name, run in document["runs"].items():
         agg = run["aggregates"]
         dropped = "-"
         if agg["dropped_groups_min"] is not None:
             dropped = f"{agg['dropped_groups_min']}-{agg['dropped_groups_max']}"
         expected = run.get("steps_expected")
-        table.add_row(
+        rows.append((
             name, run["state"], "on" if run["filter"] else "off",
             f"{agg['steps']}" + (f"/{expected}" if expected is not None else ""), str(agg["clean_steps"]),
             _fmt(agg["rollout_time_adjusted_median_s"], 1), dropped, _fmt(agg["reward_mean"], 3), str(len(run["notes"])),
-        )
-    stdout().print(table)
+        ))
+    print_table(stdout(), columns, rows)
 
 
 @command("report")
@@ -153,7 +154,7 @@ def plan_command(
     if json_:
         import json
 
-        typer.echo(json.dumps(result.to_dict(), indent=2))
+        typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
         return
     _print_plan(result)
 

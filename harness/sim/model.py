@@ -2,24 +2,31 @@
 
 A prompt of the data set has a pass rate before training, drawn from a
 U-shaped Beta distribution (`ModelParams`). Training moves every prompt's
-pass rate on the logit scale (`Policy.shift`). A group is the prompt's
-`--n-samples-per-prompt` answers, drawn when the rollout submits it: each is
-right with the prompt's current pass rate, and has a length that grows with
-the prompt's difficulty (longer still when wrong). An answer that reaches
-`--rollout-max-response-len` is cut there and scores 0, as the rule-based
-math reward scores an answer without a final result.
+pass rate on the logit scale (`Policy.shift`), and each rollout has its own
+decisiveness, a factor of at most 1 on every logit (`rollout_decisiveness`):
+the prompts of one rollout are not independent draws, so the share of
+zero-variance groups varies from step to step as much as the lab's does.
+
+A group is the prompt's `--n-samples-per-prompt` answers, drawn when the
+rollout submits it: each is right with the prompt's current pass rate, and
+has a length that grows with the prompt's difficulty (longer still when
+wrong). An answer that reaches `--rollout-max-response-len` is cut there and
+scores 0, as the rule-based math reward scores an answer without a final
+result.
 
 Randomness comes from `random.Random` seeded with strings (stable across
 Python versions and processes): the data set's pass rates from
 `--rollout-seed` (Miles's data shuffling seed), the answers from `--seed`
-(the sampling seed) and the prompt. So two runs with the same seeds see the
-same prompts in the same order, and the same prompt at the same point of
-training gets the same answers, filter or not: differences between runs come
-from what the rollout does with them, not from noise.
+(the sampling seed) and the prompt, a rollout's decisiveness from both seeds
+and the rollout. So two runs with the same seeds see the same prompts in the
+same order, and the same prompt at the same point of training gets the same
+answers, filter or not: differences between runs come from what the rollout
+does with them, not from noise.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from dataclasses import dataclass, field
@@ -86,8 +93,9 @@ class Policy:
 
     shift: float = 0.0
 
-    def pass_rate(self, base: float) -> float:
-        return sigmoid(logit(base) + self.shift)
+    def pass_rate(self, base: float, decisiveness: float = 1.0) -> float:
+        """The pass rate now of a prompt whose pass rate before training was `base`, in a rollout this decided."""
+        return sigmoid(decisiveness * (logit(base) + self.shift))
 
     def learn(self, params: ModelParams) -> None:
         """One rollout's training: every pass rate moves up by the same step on the logit scale."""
@@ -131,11 +139,28 @@ class PromptSource:
         """Aborted groups kept for the next rollout (--partial-rollout)."""
         self.buffer.extend(groups)
 
+    def decisiveness(self, step: int) -> float:
+        """How decided the policy is at rollout `step`: the factor (0 < f <= 1) on every prompt's logit."""
+        return rollout_decisiveness(self.params.decisiveness_spread, self.seed, self.rollout_seed, step)
+
     def new_group(self, prompt: int, policy: Policy, step: int) -> Group:
-        rate = policy.pass_rate(self.base_pass_rate(prompt))
+        rate = policy.pass_rate(self.base_pass_rate(prompt), self.decisiveness(step))
         rng = random.Random(f"sim-answers/{self.seed}/{self.rollout_seed}/{prompt}")
         answers = [draw_answer(rng, rate, self.params, self.max_response_len) for _ in range(self.n_samples)]
         return Group(prompt=prompt, pass_rate=rate, answers=answers, first_step=step)
+
+
+@functools.lru_cache(maxsize=1024)
+def rollout_decisiveness(spread: float, seed: int, rollout_seed: int, step: int) -> float:
+    """exp(-spread * E), E exponential with mean 1, drawn per rollout from the seeds alone.
+
+    So every run with these seeds has the same policy state at the same
+    rollout, filter or not, as it has the same learning.
+    """
+    if spread == 0.0:
+        return 1.0
+    rng = random.Random(f"sim-policy/{seed}/{rollout_seed}/{step}")
+    return math.exp(-spread * rng.expovariate(1.0))
 
 
 def typical_length(pass_rate: float, params: ModelParams) -> float:

@@ -5,11 +5,10 @@ GSM8K, 32 prompts x 8 answers, answers cut at 1024 tokens, one GB10):
 
 - plain GRPO: about half of the groups zero-variance, mostly all right
   (the write-up: "about half of our groups had every answer right or every
-  answer wrong"; the lab's plain steps: 10-14 all right and 0-4 all wrong of
-  32); 12-step mean reward about 0.66, first four steps about 0.63, five
-  baselines 0.638-0.660;
+  answer wrong"; it gives no per-step counts); 12-step mean reward about
+  0.66, first four steps about 0.63, five baselines 0.638-0.660;
 - the filter at O=48: 16-48 groups dropped per step, median 36, most of them
-  all right;
+  all right; 3 of 12 steps needed only one batch of prompts;
 - rollout time: plain median 58.0 s; one-batch filter steps 88.7 s (1.5x),
   two-batch steps 164.4 s (2.8x); plain steps about 100 s in all.
 
@@ -29,20 +28,40 @@ class ModelParams:
 
     # ---- prompts: the pass rate of the policy on each prompt ---------------------------
     # A prompt's pass rate before training is Beta(a, b): U-shaped, so many prompts are
-    # (almost) always solved and some (almost) never. Beta(0.5, 0.3) gives groups of 8 that
-    # are all right about 36% and all wrong about 12% of the time (with the length cut below,
-    # plain runs keep about 11 all-right and 4 all-wrong groups of 32): the write-up's "about
-    # half of our groups had every answer right or every answer wrong", mostly right, and
-    # with the filter at O=48 a median of about 32 groups dropped (the lab: 16-48, median 36).
-    pass_rate_alpha: float = 0.5
-    pass_rate_beta: float = 0.3
+    # (almost) always solved and some (almost) never. This is the policy at its most decided
+    # (see `decisiveness_spread`): Beta(0.34, 0.2) then gives groups of 8 that are all right
+    # 41% and all wrong 18% of the time; over the rollouts' spread of decisiveness 32% and
+    # 13% (with the length cut below, plain runs keep about 11 all-right and 4 all-wrong
+    # groups of 32): the write-up's "about half of our groups had every answer right or every
+    # answer wrong", mostly right, and with the filter at O=48 a median of about 31 groups
+    # dropped, 10-49 from the 10th to the 90th percentile (the lab: 16-48, median 36).
+    pass_rate_alpha: float = 0.34
+    pass_rate_beta: float = 0.2
+    # Rollouts differ in how decided the policy is: rollout t multiplies every prompt's logit
+    # by exp(-spread * E_t), E_t exponential with mean 1, drawn from the seeds and t (the same
+    # in every run with those seeds, filter or not). A less decided rollout pulls every pass
+    # rate toward a half, so it has fewer zero-variance groups; its mean reward moves little.
+    # Calibrated against the filter's one-batch steps: a step needs only one batch of 48 when
+    # those 48 prompts hold at most 16 zero-variance groups. With independent prompts at the
+    # plain runs' half that is about 3% of steps (3 or more of 12: 0.5%); the lab had 3 of 12.
+    # At 0.45 about a fifth of filter steps need one batch (21% over 60 seeds) and a third
+    # batch is rare (under 1%). The spread is one-sided (a rollout is at most as decided as
+    # the Beta above) because the lab's 12 steps spread downward only: three at 16 drops or
+    # fewer, none over 48. A two-sided spread (a log-normal factor, sigma 0.35, on the former
+    # Beta(0.5, 0.3)) wide enough for 16% of one-batch steps makes 5% of steps need three or
+    # more batches, dropping up to 137 groups (60 seeds). A shift of every logit instead (an
+    # easier or harder rollout) cannot do it: all-right and all-wrong groups trade places and
+    # the zero-variance share barely moves (45-52% for shifts of -1 to +1). What makes real
+    # rollouts differ this much the lab's logs cannot tell (prompts are shuffled, so not the
+    # data set's order); the model puts it in the policy's state for the rollout.
+    decisiveness_spread: float = 0.45
     # Learning: every rollout's training moves every prompt's pass rate up by this much on
     # the logit scale, the same with the filter or without it (Adam's step size does not
     # follow the gradient's size), so a reward gap between runs in the model is what the
     # rollout counted, not what the model learned. Calibrated on the lab's plain run: mean
-    # reward of the first four steps 0.625 and of all twelve 0.657 (the model: about 0.61
-    # and 0.65 over seeds 1-5).
-    learning_logit_per_step: float = 0.06
+    # reward of the first four steps 0.625 and of all twelve 0.657 (the model: 0.62 and 0.64
+    # over seeds 1-60; 0.59 to 0.70 for one seed's twelve steps).
+    learning_logit_per_step: float = 0.07
 
     # ---- answers: lengths in tokens --------------------------------------------------
     # A prompt's typical answer length grows with its difficulty (1 - pass rate): from
@@ -52,7 +71,11 @@ class ModelParams:
     # about 410 tokens and about 1.5% of answers cut (a cut answer scores 0). These three
     # set how strongly a group's finishing time follows its reward, hence the bias of the
     # unfiltered reward: the filter run's reads about 0.03 above plain's (the lab: 0.686
-    # against 0.657, and 0.672 against 0.625 over the first four steps).
+    # against 0.657, and 0.672 against 0.625 over the first four steps). The same link
+    # biases plain-48 about 2.5 times as much (+0.07; the lab's three plain-48 seeds read
+    # like plain): it aborts the slowest third of one batch, where a filter step aborts only
+    # second-batch groups, late as much for starting late. No parameter here changes that
+    # ratio, so the model matches the filter and misses plain-48 (docs/simulator.md).
     length_easy_tokens: float = 330.0
     length_hard_tokens: float = 420.0
     length_sigma: float = 0.45
