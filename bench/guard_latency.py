@@ -14,7 +14,7 @@
 Each drill starts at a random point of the poll period, so the figures include
 the wait for the next poll (on average half a period).
 Usage: python bench/guard_latency.py [--drills 20] [--idle-seconds 60] [--sensor file|sysfs|nvml|sim]
-       [--image busybox:stable]
+       [--image miles-gb10-lab/busybox:stable]
 """
 
 from __future__ import annotations
@@ -167,7 +167,8 @@ def main() -> int:
     parser.add_argument("--idle-seconds", type=float, default=60.0)
     parser.add_argument("--sensor", choices=["file", "sysfs", "nvml", "sim"], default="file",
                         help="sensor for the idle-cost figure (the drills use the file sensor)")
-    parser.add_argument("--image", default="busybox:stable", help="image of the Docker drills' container")
+    parser.add_argument("--image", default="miles-gb10-lab/busybox:stable",
+                        help="image of the Docker drills' container (`make offline-images` builds it)")
     args = parser.parse_args()
 
     met = True

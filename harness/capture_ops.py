@@ -102,15 +102,21 @@ def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> s
     """
     last = last_jsonl(capture.guard_path, [])
     temp = last.get("temp_c") if last is not None else None
-    shown = f"{temp:.1f} C" if isinstance(temp, (int, float)) and not isinstance(temp, bool) else None
+    if not isinstance(temp, (int, float)) or isinstance(temp, bool):
+        temp = None
     open_windows = [window for window in windows if window.end_us is None]
     if open_windows:
-        text = f"PAUSED since {format_time_us(open_windows[-1].start_us)[11:19]}" + (f", {shown}" if shown else "")
+        window = open_windows[-1]
+        sampled_at = parse_time_us(last.get("t")) if last is not None else None
+        if window.peak_c is not None and (temp is None or sampled_at is None or sampled_at < window.start_us):
+            temp = window.peak_c  # the reading that opened it, when no later sample was written
+        text = f"PAUSED since {format_time_us(window.start_us)[11:19]}" + (f", {temp:.1f} C" if temp is not None
+                                                                              else "")
         if status.is_final or harness_gone(capture, status):
             text += " (left frozen? harness recover thaws it)"
         return text
-    if shown:
-        return shown
+    if temp is not None:
+        return f"{temp:.1f} C"
     guard = (capture.read_manifest() or {}).get("guard")
     return "off" if isinstance(guard, dict) and guard.get("guarded") is False else "-"
 

@@ -143,15 +143,16 @@ def test_every_file_of_a_run_and_its_summary_follows_the_umask(tmp_path: Path) -
 
 
 @pytest.mark.docker
-def test_docker_list_skips_a_container_removed_between_the_listing_and_its_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_docker_list_skips_a_container_removed_between_the_listing_and_its_lookup(
+        monkeypatch: pytest.MonkeyPatch, busybox_image: str) -> None:
     import docker
 
     from harness.engines.docker import DockerEngine
 
     client = docker.from_env()
     label = "org.miles-gb10-lab.test-list-race"
-    kept = client.containers.create("busybox:stable", ["true"], labels={label: "1"})
-    gone = client.containers.create("busybox:stable", ["true"], labels={label: "1"})
+    kept = client.containers.create(busybox_image, ["true"], labels={label: "1"})
+    gone = client.containers.create(busybox_image, ["true"], labels={label: "1"})
     from docker.models.containers import ContainerCollection
 
     original = ContainerCollection.get

@@ -131,11 +131,11 @@ def test_guard_errors_are_one_line(args: list[str], code: int, message: str, tmp
 
 
 @pytest.mark.docker
-def test_guard_container_pauses_and_resumes_a_container_and_ends_with_it(tmp_path: Path) -> None:
+def test_guard_container_pauses_and_resumes_a_container_and_ends_with_it(tmp_path: Path, busybox_image: str) -> None:
     import docker
 
     client = docker.from_env()
-    container = client.containers.run("busybox:stable", ["sleep", "120"], detach=True)
+    container = client.containers.run(busybox_image, ["sleep", "120"], detach=True)
     temp, record = tmp_path / "temp", tmp_path / "record"
     write_temp(temp, "60")
     harness = guard("--container", container.name, "--sensor", f"file:{temp}", *FAST, "--record", str(record))

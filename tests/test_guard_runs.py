@@ -10,6 +10,7 @@ sampled every few milliseconds by a watcher thread.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
 import time
@@ -93,6 +94,14 @@ def wait_for_ticks(lab: Lab, run: str, count: int = 5) -> Any:
     return lab.objects()[0]
 
 
+def status_row(lab: Lab, run: str) -> list[str]:
+    """The cells of `harness status`'s row for `run` (piped: columns two spaces apart; guard is the last)."""
+    shown = lab.capture_cli("status")
+    assert shown.exit_code == 0, shown.output
+    return next(cells for cells in (re.split(r"\s{2,}", line) for line in shown.output.splitlines())
+                if cells[0] == run)
+
+
 def wait_state(handle: Any, state: str, timeout_s: float = 10) -> None:
     deadline = time.monotonic() + timeout_s
     while handle.describe().state != state:
@@ -112,9 +121,8 @@ def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_en
         hot_at = now_us()
         write_temp(temp, "90")
         wait_state(handle, PAUSED)
-        shown = lab.capture_cli("status")
-        row = next(line for line in shown.output.splitlines() if line.startswith(f"│ {run} "))
-        assert "PAUSED since" in row and "90.0 C" in row, shown.output
+        row = status_row(lab, run)
+        assert row[-1].startswith("PAUSED since ") and row[-1].endswith(", 90.0 C"), row
         time.sleep(1.5)
         cool_at = now_us()
         write_temp(temp, "60")
@@ -168,8 +176,9 @@ def test_a_harness_killed_while_the_run_is_frozen_is_thawed_by_recover_which_clo
     assert handle.describe().state == PAUSED, (lab.status(run), lab.log(run)[-5:], lab.engine_lines(handle)[-5:])  # nobody thawed it
     [opened] = jsonl(lab.captures / run / "pauses.jsonl")
     assert opened["end"] is None
-    row = next(line for line in lab.capture_cli("status").output.splitlines() if line.startswith(f"│ {run} "))
-    assert "its harness is gone" in row and "PAUSED since" in row
+    row = status_row(lab, run)
+    assert "its harness is gone" in row[1] and row[-1].startswith("PAUSED since ")
+    assert row[-1].endswith("95.0 C (left frozen? harness recover thaws it)")
 
     before = now_us()
     result = lab.capture_cli("recover", "--leave-running")

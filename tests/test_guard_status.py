@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -103,12 +104,12 @@ def capture_with(root: Path, run: str, state: RunState = RunState.SUCCEEDED, **f
 
 
 def guard_column(root: Path) -> dict[str, str]:
-    shown = CliRunner().invoke(app, ["status", "--capture-dir", str(root)], env={"COLUMNS": "300"})
+    """Run name -> the guard cell of `harness status` (piped: plain lines, columns two spaces apart)."""
+    shown = CliRunner().invoke(app, ["status", "--capture-dir", str(root)])
     assert shown.exit_code == 0, shown.output
-    header = next(line for line in shown.output.splitlines() if line.startswith("┃"))
-    assert [c.strip() for c in header.split("┃")[1:-1]][-1] == "guard"
-    return {cells[0]: cells[-1] for cells in ([c.strip() for c in line.split("│")[1:-1]]
-                                              for line in shown.output.splitlines() if line.startswith("│"))}
+    title, header, *rows = shown.output.splitlines()
+    assert re.split(r"\s{2,}", header)[-1] == "guard"
+    return {cells[0]: cells[-1] for cells in (re.split(r"\s{2,}", row) for row in rows)}
 
 
 def sample(temp: float, paused: bool = False) -> str:
@@ -128,7 +129,7 @@ def test_status_shows_the_last_temperature_and_an_open_window_as_paused_now(tmp_
     assert column["cool"] == "72.5 C"  # the last whole line; the torn one is passed over
     assert column["frozen"] == "PAUSED since 12:03:04, 88.0 C"
     assert column["thawed"] == "76.0 C"
-    assert column["left"] == "PAUSED since 12:03:04 (left frozen? harness recover thaws it)"
+    assert column["left"] == "PAUSED since 12:03:04, 88.0 C (left frozen? harness recover thaws it)"  # its peak
     assert column["bare"] == "off" and column["old"] == "-"
 
 

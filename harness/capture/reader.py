@@ -429,7 +429,9 @@ def read_pauses(path: Path, notes: list[str]) -> list[PauseWindow]:
         if end_raw is not None and end is None:
             notes.append(f"{path.name} line {number}: end {end_raw!r} is not an RFC 3339 time: read as still open")
         reason = obj.get("reason")
-        by_start[start] = PauseWindow(start, end, reason if isinstance(reason, str) else "", number)
+        peak = obj.get("peak_c")
+        peak_c = float(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) else None
+        by_start[start] = PauseWindow(start, end, reason if isinstance(reason, str) else "", number, peak_c)
     return [by_start[start] for start in sorted(by_start)]
 
 
