@@ -345,7 +345,7 @@ def test_nvml_a_temperature_drill_pauses_a_run_through_harness_run(gpu: FakeGpu,
     from harness.engines import PAUSED, RUNNING
 
     gpu.set(temperature_c=60)
-    run = lab.experiment("nvml-drill", scenario="ticks", steps=1, env={"FAKE_TICKS": "300", "FAKE_TICK_S": "0.02"},
+    run = lab.experiment("nvml-drill", scenario="ticks", steps=1, env={"FAKE_TICKS": "150", "FAKE_TICK_S": "0.02"},
                          guard={"sensor": "nvml", "poll_s": 0.1, "min_pause_s": 0})
     harness = lab.spawn("run", run, env=gpu.library_env())
 
