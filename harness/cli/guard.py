@@ -61,10 +61,9 @@ def guard_command(container: Optional[str], pid: Optional[int], record: Optional
                   grace_s: float) -> int:
     """Attach, open the sensor, guard until the end; the exit code (1 when the guard had to stop the target)."""
     import os
-    import signal
-    import threading
 
-    from harness.guard.session import GuardSession, guard_until_exit
+    from harness.cli.progress import describe_guard
+    from harness.guard.session import GuardSession
 
     if (container is None) == (pid is None):
         raise HarnessError("give the target: --container ID or --pid PID (one of them)")
@@ -78,6 +77,27 @@ def guard_command(container: Optional[str], pid: Optional[int], record: Optional
     if state not in ("running", "paused"):
         raise HarnessError(f"{what} is not running (it is {state})", ExitCode.NOT_FOUND)
     session = GuardSession.open(config)
+    try:
+        end = _guard_until_exit(handle, what, session, record, grace_s)
+    finally:
+        session.close()
+    if end.stop_reason is not None:
+        how = f"stopped by the heat guard ({end.stop_reason})"
+    elif end.exit_code is not None:
+        how = "ended" + (f" (exit code {end.exit_code})" if end.exit_code >= 0 else "")
+    else:
+        how = "left running: guarding ended"
+    stdout().print(f"{what}: {how}; {describe_guard(end.reading)}", markup=False)
+    return 1 if end.stop_reason is not None else 0
+
+
+def _guard_until_exit(handle: Any, what: str, session: Any, record: Path, grace_s: float) -> Any:
+    """Say what is guarded, then guard it until it exits or Ctrl-C/SIGTERM (which only end the guarding)."""
+    import signal
+    import threading
+
+    from harness.guard.session import guard_until_exit
+
     if not session.guarded:
         raise HarnessError(session.warnings[0] if session.warnings else "--sensor none: nothing would guard it")
     for message in session.warnings:
@@ -86,32 +106,19 @@ def guard_command(container: Optional[str], pid: Optional[int], record: Optional
         record.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise HarnessError(f"--record {record}: {err.strerror or err}") from None
+    config = session.config
     console = stdout()
-    picked = session.facts().get("picked")
-    console.print(f"guarding {what} with the {picked} sensor: pause at {config.pause_at_c:g} C, resume at "
-                  f"{config.resume_at_c:g} C, a reading every {config.poll_s:g} s; recording into {record}. "
-                  "Ctrl-C ends (the target is thawed first).", markup=False)
-
+    console.print(f"guarding {what} with the {session.facts().get('picked')} sensor: pause at {config.pause_at_c:g} "
+                  f"C, resume at {config.resume_at_c:g} C, a reading every {config.poll_s:g} s; recording into "
+                  f"{record}. Ctrl-C ends (the target is thawed first).", markup=False)
     stopped = threading.Event()
-    previous_handlers = {sig: signal.signal(sig, lambda signum, frame: stopped.set())
-                         for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, lambda signum, frame: stopped.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        end = guard_until_exit(handle, session, record, stopped=stopped, on_reading=_printer(console, what),
-                               on_note=lambda message: warn(f"heat guard: {message}"), grace_s=grace_s)
+        return guard_until_exit(handle, session, record, stopped=stopped, on_reading=_printer(console, what),
+                                on_note=lambda message: warn(f"heat guard: {message}"), grace_s=grace_s)
     finally:
-        for sig, handler in previous_handlers.items():
+        for sig, handler in previous.items():
             signal.signal(sig, handler)
-        session.close()
-    from harness.cli.progress import describe_guard
-
-    if end.stop_reason is not None:
-        how = f"stopped by the heat guard ({end.stop_reason})"
-    elif end.exit_code is not None:
-        how = "ended" + (f" (exit code {end.exit_code})" if end.exit_code >= 0 else "")
-    else:
-        how = "left running: guarding ended"
-    console.print(f"{what}: {how}; {describe_guard(end.reading)}", markup=False)
-    return 1 if end.stop_reason is not None else 0
 
 
 def _guard_config(settings: dict[str, Any]) -> Any:
