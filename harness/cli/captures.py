@@ -6,6 +6,7 @@ import typer
 from typing_extensions import Annotated
 
 from harness.cli.app import DEFAULT_CAPTURE_DIR, CaptureDir, command, stdout, warn
+from harness.cli.cluster import RayOption
 
 RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under the capture dir).")]
 
@@ -78,25 +79,34 @@ def recover(
     keep: Annotated[bool, typer.Option("--keep", help="Do not remove stopped containers.")] = False,
     grace_s: Annotated[float, typer.Option("--grace-s", min=0, help="Seconds between SIGTERM and SIGKILL.")] = 60.0,
     capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    ray: RayOption = None,
 ) -> None:
     """Settle runs whose harness is gone: thaw, save their logs and steps, stop them, record how they ended.
 
     A pause window the heat guard left open is closed when the run is thawed.
     Only a trainer whose run id is its capture's current one is touched, and a
-    final status is never rewritten.
+    final status is never rewritten. With --ray, the trainers are looked for on
+    every node of the cluster (a small task per node asks its engines).
     """
     from harness.engines import ENGINE_NAMES, engine_named
     from harness.recover import carry_out, plan_all
 
-    notes: list[str] = []
-    plans = plan_all(capture_dir, [engine_named(name) for name in ENGINE_NAMES], notes, other_hosts=all_)
+    if ray:
+        from harness.cli.cluster import recover_on_ray
+
+        results, notes = recover_on_ray(ray, capture_dir, all_=all_, leave_running=leave_running, keep=keep,
+                                        grace_s=grace_s)
+    else:
+        notes = []
+        plans = plan_all(capture_dir, [engine_named(name) for name in ENGINE_NAMES], notes, other_hosts=all_)
+        results = [(plan, carry_out(plan, leave_running=leave_running, keep=keep, grace_s=grace_s))
+                   for plan in plans]
     for message in notes:
         warn(f"cannot ask the {message}")
     console = stdout()
-    if not any(plan.action != "leave" for plan in plans):
+    if not any(plan.action != "leave" for plan, _ in results):
         console.print("nothing to recover: no run has lost its harness", markup=False)
-    for plan in plans:
-        result = carry_out(plan, leave_running=leave_running, keep=keep, grace_s=grace_s)
+    for plan, result in results:
         for stranger, why in plan.strangers:
             console.print(f"{plan.run}: {stranger.name} left alone: {why}", markup=False)
         if result.skipped is not None:

@@ -20,6 +20,7 @@ from harness.cli.app import (
     stdout,
     warn,
 )
+from harness.cli.cluster import NodesOption, RayOption
 from harness.cli.progress import progress_for
 
 
@@ -74,6 +75,8 @@ def run(
     capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
     seed: SeedOption = None,
     set_: SetOption = None,
+    ray: RayOption = None,
+    nodes: NodesOption = 1,
 ) -> None:
     """Run one experiment in a container on the GPU, capture it, and exit 0 only if it succeeded."""
     from harness.errors import HarnessError
@@ -84,6 +87,11 @@ def run(
     if len(plans) != 1:
         raise HarnessError(f"{experiment} is a sweep file: run it with `harness sweep {experiment}`")
     (plan,) = plans
+    if ray or nodes > 1:
+        from harness.cli.cluster import run_command_on_ray
+
+        return run_command_on_ray(plan, address=ray, nodes=nodes, dry_run=dry_run, as_json=json_, force=force,
+                                  options=RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s))
     if dry_run:
         for problem in _preflight(plan.spec):
             warn(f"pre-flight: {problem}")
@@ -119,8 +127,10 @@ def sweep(
     experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR,
     capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
     set_: SetOption = None,
+    ray: RayOption = None,
 ) -> None:
-    """Run an experiment over seeds, one after another; succeeded runs are skipped unless --force."""
+    """Run an experiment over seeds, one after another (with --ray, side by side on the cluster's GPUs); succeeded
+    runs are skipped unless --force."""
     from harness.errors import HarnessError
     from harness.lifecycle import RunOptions, exit_code_for, run_sweep, stop_on_signals
 
@@ -135,13 +145,17 @@ def sweep(
     if dry_run:
         print_sweep_plan(plans, mode, as_json=json_)
         return
+    options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
+    if ray:
+        from harness.cli.cluster import run_on_ray
+
+        return run_on_ray(plans, address=ray, mode=mode, fail_fast=fail_fast, options=options, single=False)
     console, progress, stop = _session(plans, capture_dir)
 
     def on_decision(decision) -> None:  # noqa: ANN001
         verb = "running" if decision.action == "run" else "skipping"
         progress.note(f"{decision.run}: {verb}: {decision.reason}")
 
-    options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     with stop_on_signals(stop, progress.note):
         results = run_sweep(plans, mode=mode, fail_fast=fail_fast, options=options, progress=progress, stop=stop,
                             on_decision=on_decision, on_wait=warn, on_warning=warn)
