@@ -15,6 +15,8 @@ RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under th
 def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
     """Show every capture: state, steps, pauses, exit code, start, duration, and the heat guard now.
 
+    Where Ray placed runs (--ray), a last column names the host each ran on.
+
     The guard column is the last temperature recorded, or `PAUSED since ...`
     while a pause window is open.
     """
@@ -31,10 +33,13 @@ def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
     columns = [Column("run"), Column("state", wrap=True), Column("steps", "right"), Column("pauses", drop=3),
                Column("exit code", "right"), Column("started", drop=1), Column("duration", "right", drop=2),
                Column("guard", wrap=True)]
+    hosts = any(row.host for row in rows)  # runs Ray placed: the host each ran on
+    if hosts:
+        columns.append(Column("host", drop=4))
     # plain Text: a run name or a reason with [brackets] is shown, never read as markup
     print_table(stdout(), columns, [tuple(Text(cell) for cell in (row.run, row.state, row.steps, row.pauses,
                                                                    row.exit_code, row.started, row.duration,
-                                                                   row.guard))
+                                                                   row.guard, *([row.host or "here"] if hosts else [])))
                                     for row in rows], title=f"captures in {capture_dir}")
 
 
