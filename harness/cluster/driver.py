@@ -197,6 +197,7 @@ class RaySweep:
 
     def _skipped(self, run: RayRun) -> RayRun:
         self._release(run)
+        run.done.set()
         return run
 
     def _why_not_started(self) -> str:
