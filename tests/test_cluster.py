@@ -198,7 +198,7 @@ def test_a_node_whose_docker_lacks_the_image_is_refused_in_one_line_naming_node_
 
 
 def test_recover_with_ray_settles_the_runs_of_a_killed_driver_through_the_nodes(lab: Lab, cluster: RayNodes) -> None:
-    lab.sim(time_scale=0.1)  # about 12 s a run: the driver is killed in the middle
+    lab.sim(time_scale=0.06)  # about 7 s a run: the driver is killed in the middle
     driver = subprocess.Popen(
         [sys.executable, "-m", "harness", "sweep", "sim", "--seeds", "1", "2", *lab.dirs(), "--ray", cluster.address],
         cwd=REPO, env={**os.environ, **lab.env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -235,8 +235,26 @@ def _steps(lab: Lab, run: str) -> int:
         return 0
 
 
+def test_a_run_over_two_hosts_dry_run_prints_what_each_host_would_start(lab: Lab, cluster: RayNodes) -> None:
+    lab.sim()
+    result = lab.cli("run", "sim", "--nodes", "2", "--dry-run")
+    assert result.exit_code == 0, result.output
+    hosts = [line for line in result.output.splitlines() if line.startswith("host ")]
+    assert len(hosts) == 2 and "Ray head" in hosts[0] and "Ray worker" in hosts[1]
+    assert {node.node_id[:12] for node in cluster.nodes.values()} == {line.split("node ")[1][:12] for line in hosts}
+    assert "submission id  sim-" in result.output and "docker run --detach" in result.output
+    assert not lab.captures.exists() and not cluster.process_runs()  # nothing started
+
+    as_json = json.loads(lab.cli("run", "sim", "--nodes", "2", "--dry-run", "--json").output)
+    assert [host["role"] for host in as_json["hosts"]] == ["head", "worker"]
+    for args, fragment in [(("--nodes", "3", "--dry-run"), "--nodes 3 needs 3"),
+                           (("--nodes", "2"), "only its --dry-run is implemented")]:
+        refused = lab.cli("run", "sim", *args)
+        assert refused.exit_code == 2 and fragment in refused.output and len(refused.output.splitlines()) == 1
+
+
 def test_a_node_lost_mid_sweep_interrupts_its_run_only_and_retry_reruns_it(lab: Lab, cluster: RayNodes) -> None:
-    lab.sim(time_scale=0.08)
+    lab.sim(time_scale=0.04)
     lost: dict[str, str] = {}
 
     def remove_a_node_mid_run() -> None:
