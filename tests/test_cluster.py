@@ -228,6 +228,35 @@ def test_recover_with_ray_settles_the_runs_of_a_killed_driver_through_the_nodes(
     assert not cluster.process_runs()  # stopped and removed on their nodes
 
 
+def test_harness_stop_and_ctrl_c_reach_the_runs_on_their_nodes(lab: Lab, cluster: RayNodes) -> None:
+    lab.sim(time_scale=0.05)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "harness", "sweep", "sim", "--seeds", "1", "2", "3", "4", *lab.dirs(), "--ray",
+         cluster.address], cwd=REPO, env={**os.environ, **lab.env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not all(_steps(lab, run) >= 1 for run in ("sim", "sim-s2")):
+            assert time.monotonic() < deadline and driver.poll() is None, driver.communicate()[0]
+            time.sleep(0.05)
+        stopped = CliRunner().invoke(app, ["stop", "sim-s2", "--reason", "enough", "--capture-dir", str(lab.captures),
+                                           "--timeout-s", "30"], env=lab.env)
+        assert stopped.exit_code == 0 and "sim-s2: stopped (enough" in stopped.output, stopped.output
+        driver.send_signal(signal.SIGINT)
+        out, _ = driver.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 130, out
+    assert lab.status("sim-s2")["state"] == "stopped" and lab.status("sim-s2")["stop_reason"] == "enough"
+    first = lab.status("sim")
+    assert first["state"] == "interrupted" and "SIGINT" in first["error"] and first["capture_complete"], first
+    # sim-s2's GPU went to a queued run; the other stayed queued until Ctrl-C cancelled it: nothing written
+    later = {run: (lab.status(run)["state"] if (lab.captures / run).exists() else None) for run in ("sim-s3", "sim-s4")}
+    assert set(later.values()) <= {"interrupted", None} and None in later.values(), later
+    assert not cluster.process_runs()  # both trainers stopped, their engine objects removed
+
+
 def _steps(lab: Lab, run: str) -> int:
     try:
         return lab.status(run)["steps_complete"] + len(lab.lines(run, "metrics.jsonl"))

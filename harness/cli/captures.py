@@ -6,7 +6,7 @@ import typer
 from typing_extensions import Annotated
 
 from harness.cli.app import DEFAULT_CAPTURE_DIR, CaptureDir, command, stdout, warn
-from harness.cli.cluster import RayOption
+from harness.cli.cluster import RecoverRayOption
 
 RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under the capture dir).")]
 
@@ -84,7 +84,7 @@ def recover(
     keep: Annotated[bool, typer.Option("--keep", help="Do not remove stopped containers.")] = False,
     grace_s: Annotated[float, typer.Option("--grace-s", min=0, help="Seconds between SIGTERM and SIGKILL.")] = 60.0,
     capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
-    ray: RayOption = None,
+    ray: RecoverRayOption = None,
 ) -> None:
     """Settle runs whose harness is gone: thaw, save their logs and steps, stop them, record how they ended.
 

@@ -18,6 +18,10 @@ RayOption = Annotated[Optional[str], typer.Option(
     "--ray", envvar="RAY_ADDRESS", metavar="ADDRESS",
     help="Place each run on the Ray cluster at ADDRESS (auto, HOST:PORT, ray://HOST:10001): one GPU per run, "
          "the rest queued (docs/cluster.md). Also RAY_ADDRESS.")]
+RecoverRayOption = Annotated[Optional[str], typer.Option(
+    "--ray", envvar="RAY_ADDRESS", metavar="ADDRESS",
+    help="Look for the runs on every node of the Ray cluster at ADDRESS (a small task per node asks its engines). "
+         "Also RAY_ADDRESS.")]
 NodesOption = Annotated[int, typer.Option(
     "--nodes", min=1, help="Hosts one run spans, with --ray (over 1: --dry-run only; docs/scale-out.md).")]
 

@@ -145,12 +145,14 @@ class RaySweep:
         self.provenance = provenance
         self.failed_fast = False
         self.control: Any = None
+        self._stop_sent = False
+        self._kill_sent = False
         self.owner = {"pid": os.getpid(), "host": this_host(), "ray": address}
 
     def run(self, plans: Sequence[Planned]) -> list[RayRun]:
         from harness.cluster.node import SweepControl
 
-        check_nodes(self.ray, plans, alive_nodes(self.ray), self.address)
+        check_nodes(self.ray, [plan for plan in plans if self._would_run(plan)], alive_nodes(self.ray), self.address)
         self.control = self.ray.remote(SweepControl).options(num_cpus=0).remote()
         runs: list[RayRun] = []
         try:
@@ -164,6 +166,11 @@ class RaySweep:
                 if not run.done.is_set():  # the driver is going down (an exception): nothing more is written
                     self._release(run)
         return runs
+
+    def _would_run(self, plan: Planned) -> bool:
+        """Whether the run would start as its capture is now (decided again, under its lock, before it does)."""
+        found = Capture(Path(plan.spec.capture_dir)).status_read()
+        return decide(plan.spec.run, plan.spec.run_id, found.status, self.mode, found.broken).action == "run"
 
     # --- one run ----------------------------------------------------------------------------------
 
@@ -333,10 +340,10 @@ class RaySweep:
     def _watch(self, runs: Sequence[RayRun]) -> None:
         """Pass Ctrl-C, `harness stop` and --fail-fast on to the runs."""
         stopping = self.stop.state is not None or self.failed_fast
-        if self.stop.state is not None and self.control is not None and not getattr(self, "_stop_sent", False):
+        if self.stop.state is not None and self.control is not None and not self._stop_sent:
             self._stop_sent = True
             self.control.stop_all.remote(self.stop.state, self.stop.reason or self.stop.state)
-        if self.stop.kill_requested and self.control is not None and not getattr(self, "_kill_sent", False):
+        if self.stop.kill_requested and self.control is not None and not self._kill_sent:
             self._kill_sent = True
             self.control.kill_all.remote()
         for run in runs:
