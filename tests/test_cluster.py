@@ -281,6 +281,10 @@ def test_a_run_over_two_hosts_dry_run_prints_what_each_host_would_start(lab: Lab
         refused = lab.cli("run", "sim", *args)
         assert refused.exit_code == 2 and fragment in refused.output and len(refused.output.splitlines()) == 1
 
+    single = lab.cli("run", "sim")  # one run, placed by Ray, reported as a local run is
+    assert single.exit_code == 0 and "sim: succeeded, 3/3 steps complete, exit code 0" in single.output, single.output
+    assert lab.manifest("sim")["ray"]["node_id"] in {node.node_id for node in cluster.nodes.values()}
+
 
 def test_a_node_lost_mid_sweep_interrupts_its_run_only_and_retry_reruns_it(lab: Lab, cluster: RayNodes) -> None:
     lab.sim(time_scale=0.04)

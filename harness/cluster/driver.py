@@ -30,7 +30,7 @@ from harness.capture.writer import EventSink
 from harness.cluster.connect import Node, NodeFacts, alive_nodes, nodes_for, run_request
 from harness.errors import ExitCode, HarnessError
 from harness.lifecycle import Planned, RunOptions
-from harness.runner import StopControl
+from harness.runner import StopControl, _stop_request_reason as stop_request_reason  # `harness stop`'s reason
 from harness.sweep import Decision, Mode, decide
 
 WATCH_S = 0.2
@@ -114,40 +114,30 @@ def _resources(resources: Any) -> str:
                      if not name.startswith("node:") and name not in ("memory", "object_store_memory")) or "nothing"
 
 
+@dataclass
 class RaySweep:
-    """Runs `plans` on the cluster `ray` is connected to; `run()` returns when every run has ended."""
+    """Runs plans on the cluster `ray` is connected to; `run()` returns when every run has ended."""
 
-    def __init__(
-        self,
-        ray: Any,
-        address: str,
-        *,
-        mode: Mode,
-        fail_fast: bool,
-        options: RunOptions,
-        stop: StopControl,
-        on_decision: Callable[[Decision], None],
-        on_note: Callable[[str], None],
-        on_wait: Callable[[str], None],
-        board: Any,
-        provenance: dict[str, Any],
-    ) -> None:
-        self.ray = ray
-        self.address = address
-        self.mode = mode
-        self.fail_fast = fail_fast
-        self.options = options
-        self.stop = stop
-        self.on_decision = on_decision
-        self.on_note = on_note
-        self.on_wait = on_wait
-        self.board = board
-        self.provenance = provenance
-        self.failed_fast = False
-        self.control: Any = None
-        self._stop_sent = False
-        self._kill_sent = False
-        self.owner = {"pid": os.getpid(), "host": this_host(), "ray": address}
+    ray: Any
+    address: str
+    mode: Mode
+    fail_fast: bool
+    options: RunOptions
+    stop: StopControl
+    on_decision: Callable[[Decision], None]
+    on_note: Callable[[str], None]
+    on_wait: Callable[[str], None]
+    board: Any
+    provenance: dict[str, Any]
+    failed_fast: bool = field(default=False, init=False)
+    control: Any = field(default=None, init=False)
+    _stop_sent: bool = field(default=False, init=False)
+    _kill_sent: bool = field(default=False, init=False)
+
+    @property
+    def owner(self) -> dict[str, Any]:
+        """Who holds the captures' locks, as `harness status` and recover name it."""
+        return {"pid": os.getpid(), "host": this_host(), "ray": self.address}
 
     def run(self, plans: Sequence[Planned]) -> list[RayRun]:
         from harness.cluster.node import SweepControl
@@ -183,7 +173,13 @@ class RaySweep:
         if self.stop.state is not None or self.failed_fast:
             run = RayRun(plan, Decision(spec.run, "skip", self._why_not_started()))
             return self._skipped(run)
-        lock.acquire(wait=self.options.wait_for_gpu, on_wait=self.on_wait, cancelled=lambda: self.stop.state is not None)
+        try:
+            lock.acquire(wait=self.options.wait_for_gpu, on_wait=self.on_wait,
+                         cancelled=lambda: self.stop.state is not None)
+        except HarnessError as err:  # busy with --no-wait, or Ctrl-C while waiting: this run only
+            run = RayRun(plan, Decision(spec.run, "skip", err.message))
+            self.on_decision(run.decision)
+            return self._skipped(run)
         found = capture.status_read()
         decision = decide(spec.run, spec.run_id, found.status, self.mode, found.broken)
         run = RayRun(plan, decision, status=found.status, lock=lock)
@@ -227,11 +223,13 @@ class RaySweep:
                 self._lost(run, "it was cancelled as it started")
         except RayError as err:
             self._lost(run, _loss_reason(err))
-        except Exception as err:  # a bug on this side: the capture keeps what it has, the run is not trusted
-            self._lost(run, f"the driver failed: {type(err).__name__}: {err}")
+        except Exception as err:  # a bug on this side: the run is stopped, the capture keeps what it has
+            reason = f"the driver failed while following it: {type(err).__name__}: {err}"
+            self._ask_stop(run, reason)
+            self._lost(run, reason, on_node=False)
         finally:
             self._release(run)
-            if run.status is not None and run.status.state != RunState.SUCCEEDED and run.decision.action == "run":
+            if run.decision.action == "run" and run.state != "succeeded":
                 self.failed_fast = self.failed_fast or self.fail_fast
             run.done.set()
 
@@ -288,11 +286,11 @@ class RaySweep:
         self.on_note(f"{run.run}: {run.write_error}: the run is stopped; the host's own copy keeps it all")
         self._ask_stop(run, f"the driver could not write the capture ({run.write_error})")
 
-    def _lost(self, run: RayRun, reason: str) -> None:
+    def _lost(self, run: RayRun, reason: str, *, on_node: bool = True) -> None:
         """Record a run whose node (or Ray worker) was lost: interrupted, naming the node."""
         run.lost = True
         where = run.node.name if run.node is not None else "its node"
-        message = f"lost on node {where}: {reason}"
+        message = f"lost on node {where}: {reason}" if on_node else reason
         self.on_note(f"{run.run}: {message}")
         self.board.settled(run.run, "lost")
         status = run.status if run.sink is not None else None
@@ -353,21 +351,12 @@ class RaySweep:
                 run.cancelled = True
                 self.ray.cancel(run.generator)
             elif run.node is not None and not run.stop_forwarded and run.capture.stop_request_path.exists():
-                self._ask_stop(run, _stop_reason(run.capture))
+                self._ask_stop(run, stop_request_reason(run.capture))
 
     def _ask_stop(self, run: RayRun, reason: str) -> None:
         if not run.stop_forwarded and self.control is not None:
             run.stop_forwarded = True
             self.control.stop_run.remote(run.run, reason)
-
-
-def _stop_reason(capture: Capture) -> str:
-    import json
-
-    try:
-        return str(json.loads(capture.stop_request_path.read_text()).get("reason") or "stopped by harness stop")
-    except (OSError, ValueError, AttributeError):
-        return "stopped by harness stop"
 
 
 def _loss_reason(err: Exception) -> str:
