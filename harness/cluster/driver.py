@@ -106,7 +106,8 @@ def check_nodes(ray: Any, plans: Sequence[Planned], nodes: Sequence[Node], addre
             problems = [f"its check did not answer ({type(err).__name__})"]
         refusals += [f"node {node.facts.name}: {problem}" for problem in problems]
     if refusals:
-        raise HarnessError("not started: " + "; ".join(dict.fromkeys(refusals)), ExitCode.ENGINE_UNAVAILABLE)
+        raise HarnessError("not started: " + "; ".join(dict.fromkeys(refusals)) + " (each host needs its own copy: "
+                           "README, Several GPU hosts)", ExitCode.ENGINE_UNAVAILABLE)
 
 
 def _resources(resources: Any) -> str:
