@@ -16,7 +16,7 @@ from harness.lab import milesargv
 from harness.mileslog import parse_lines
 from harness.sim.config import CURRENT_FILTER_PATH
 from harness.sim.entry import main as entry_main
-from harness.simswap import SIM_IMAGE
+from simimage import sim_image  # noqa: F401  (the fixture)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FILTER_ARGS = f"--dynamic-sampling-filter-path {CURRENT_FILTER_PATH} --over-sampling-batch-size 48"
@@ -87,16 +87,6 @@ def test_miles_refusal_of_o_below_b_is_the_container_s_failure():
 
 def docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
-
-
-@pytest.fixture(scope="module")
-def sim_image(python_image: str) -> str:
-    """The sim image as `make sim-image` builds it (scripts/sim-image.sh)."""
-    built = subprocess.run(["bash", "scripts/sim-image.sh"], cwd=REPO_ROOT, capture_output=True, text=True,
-                           timeout=900)
-    if built.returncode != 0:
-        pytest.fail(f"scripts/sim-image.sh failed:\n{built.stdout[-2000:]}{built.stderr[-2000:]}", pytrace=False)
-    return SIM_IMAGE
 
 
 @pytest.fixture

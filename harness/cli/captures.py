@@ -5,13 +5,22 @@ from __future__ import annotations
 import typer
 from typing_extensions import Annotated
 
-from harness.cli.app import DEFAULT_CAPTURE_DIR, CaptureDir, command, stdout, warn
+from harness.cli.app import (
+    DEFAULT_CAPTURE_DIR,
+    CaptureDir,
+    CaptureDirOrSim,
+    SimCapturesOption,
+    capture_root,
+    command,
+    stdout,
+    warn,
+)
 
 RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under the capture dir).")]
 
 
 @command("status")
-def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
+def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) -> None:
     """Show every capture: state, steps, pauses, exit code, start and duration."""
     from rich.text import Text
 
@@ -19,6 +28,7 @@ def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
     from harness.capture_ops import capture_rows
     from harness.cli.tables import Column, print_table
 
+    capture_dir = capture_root(capture_dir, sim)
     rows = capture_rows(list_captures(capture_dir))
     if not rows:
         stdout().print(Text(f"no captures in {capture_dir}"))
