@@ -89,25 +89,10 @@ def docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture
-def containers():
-    made: list[str] = []
-
-    def create(*args: str) -> str:
-        out = docker("create", "--network=none", *args)
-        assert out.returncode == 0, out.stderr
-        made.append(out.stdout.strip())
-        return made[-1]
-
-    yield create
-    for container in made:
-        docker("rm", "--force", container)
-
-
 @pytest.mark.docker
-def test_the_image_runs_the_filter_run_end_to_end_with_no_gpu_no_data_and_no_network(sim_image, containers):
-    container = containers("--env", "HARNESS_SIM_TIME_SCALE=0", "--env", f"MILES_EXTRA_ARGS={FILTER_ARGS}", sim_image)
-    done = docker("start", "--attach", container)
+def test_the_image_runs_the_filter_run_end_to_end_with_no_gpu_no_data_and_no_network(sim_image):
+    done = docker("run", "--rm", "--network=none", "--env", "HARNESS_SIM_TIME_SCALE=0",
+                  "--env", f"MILES_EXTRA_ARGS={FILTER_ARGS}", sim_image)
 
     assert done.returncode == 0, done.stdout + done.stderr
     parsed = parse_lines(done.stdout.splitlines())
@@ -120,20 +105,28 @@ def test_the_image_runs_the_filter_run_end_to_end_with_no_gpu_no_data_and_no_net
     assert config["Entrypoint"] == ["python3", "-m", "harness.sim.entry"]
 
 
-@pytest.mark.docker
-def test_docker_stop_stops_the_simulator_with_ray_s_lines_and_exit_143(sim_image, containers):
-    container = containers("--env", "HARNESS_SIM_TIME_SCALE=1", sim_image)
-    assert docker("start", container).returncode == 0
-    deadline = time.monotonic() + 60
-    while "end of arguments" not in docker("logs", container).stdout:
-        assert time.monotonic() < deadline, docker("logs", container).stdout
+def logs_once_they_show(container: str, text: str, timeout_s: float = 60) -> str:
+    """The container's stdout, read until it shows `text`."""
+    deadline = time.monotonic() + timeout_s
+    while text not in (out := docker("logs", container).stdout):
+        assert time.monotonic() < deadline, out
         time.sleep(0.1)
+    return out
 
-    started = time.monotonic()
-    docker("stop", "--time=30", container)
 
-    assert time.monotonic() - started < 10
-    assert docker("wait", container).stdout.strip() == "143"
-    logs = docker("logs", container)
-    assert "was stopped" in logs.stdout
-    assert "SIGTERM" in logs.stderr
+@pytest.mark.docker
+def test_docker_stop_stops_the_simulator_with_ray_s_lines_and_exit_143(sim_image):
+    started = docker("run", "--detach", "--network=none", "--env", "HARNESS_SIM_TIME_SCALE=1", sim_image)
+    assert started.returncode == 0, started.stderr
+    container = started.stdout.strip()
+    try:
+        logs_once_they_show(container, "end of arguments")
+        asked = time.monotonic()
+        stopped = docker("stop", "--time=30", container)
+
+        assert stopped.returncode == 0 and time.monotonic() - asked < 10  # it acts on SIGTERM: no SIGKILL needed
+        assert docker("wait", container).stdout.strip() == "143"
+        assert "Job 'raysubmit_" in logs_once_they_show(container, "was stopped")
+        assert "SIGTERM: stopped " in docker("logs", container).stderr
+    finally:
+        docker("rm", "--force", container)
