@@ -1,18 +1,32 @@
 """How fast the Miles log parser reads a log: a benchmark that prints its figures (not a timed test).
 
-Builds a large `container.log` in the real mix (Docker timestamp on every
-line; mostly noise: SGLang access lines, tqdm bars, timers, memory dumps; the
-metric lines of one step every few hundred lines) and prints lines per second:
+Two logs, each a `container.log` (Docker timestamp on every line):
 
-- end to end: a `harness parse-log FILE --json` process, start-up included;
+- **one long run**: mostly noise (SGLang access lines, tqdm bars, timers,
+  memory dumps), the metric lines of one step every few hundred lines;
+- **a mix of whole runs**: several whole runs concatenated, as a capture
+  directory's logs are when read together, so everything a run prints once
+  recurs: the Ray job preamble, the launch line (`Running entrypoint for
+  job ...`, the trainer's full argv), Miles's argument dump (hundreds of
+  lines), start-up noise, 4 to 12 steps with 20 to 400 noise lines each
+  (quiet and chatty SGLang), Megatron's doubled step lines or FSDP's single
+  ones, both timestamp forms, ANSI-coloured Ray prefixes, eval lines, and an
+  end that is a clean finish, an out-of-memory traceback or a cut.
+
+For each it prints lines per second:
+
+- end to end: a `harness parse-log FILE --json` process (`python -m harness`
+  from this checkout), start-up included;
 - in process, batch: `parse_file(path)` (chunked reader that skips noise);
 - in process, live: `LogParser.feed(line)` on every line, as the runner does;
-- `harness --help`: median wall time of 5 runs.
 
-Goal: at least 500,000 lines/s end to end on a 2-core machine; `--help`
-under 0.4 s.
+then `harness --help`: median wall time of 5 runs. Wall time is the figure;
+CPU seconds are printed beside it, since a busy machine stretches wall time.
 
-    .venv/bin/python bench/parse_throughput.py [--lines 2000000] [--noise-per-step 400]
+Goal: at least 500,000 lines/s end to end on both logs, on a 2-core machine;
+`--help` under 0.4 s.
+
+    .venv/bin/python bench/parse_throughput.py [--lines 2000000] [--noise-per-step 400] [--log FILE]
 """
 
 from __future__ import annotations
@@ -21,6 +35,8 @@ import argparse
 import json
 import os
 import random
+import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -108,77 +124,209 @@ def build_log(path: Path, lines: int, noise_per_step: int, seed: int = 7) -> int
     return written
 
 
+# ---- a mix of whole runs ----------------------------------------------------
+
+_ARG_WORDS = ("rollout", "train", "eval", "actor", "critic", "ref", "sglang", "optimizer", "lr", "kl", "loss",
+              "buffer", "data", "model", "tensor", "pipeline", "context", "expert", "micro", "global", "max",
+              "min", "num", "use", "enable", "disable", "log", "save", "load", "seq", "length", "batch", "size")
+
+
+def argument_dump(rng: random.Random, words: list[str]) -> list[str]:
+    """Miles's dump of every argument (Megatron's and its own): about 700 sorted `name .... value` lines."""
+    values: dict[str, object] = {}
+    for flag, flag_values in zip(words, words[1:] + [""]):
+        if flag.startswith("--"):
+            values[flag[2:].replace("-", "_")] = flag_values if flag_values and not flag_values.startswith("--") else True
+    name_rng = random.Random(1)  # the same argument names in every run, as one Miles version prints them
+    while len(values) < 700:
+        name = "_".join(name_rng.sample(_ARG_WORDS, name_rng.randint(2, 4)))
+        roll = rng.random()
+        values.setdefault(name, None if roll < 0.3 else (rng.random() < 0.5) if roll < 0.45 else
+                          rng.randint(0, 8192) if roll < 0.7 else round(rng.uniform(0, 1), 4) if roll < 0.8 else
+                          [rng.randint(1, 9) for _ in range(rng.randint(1, 4))] if roll < 0.85 else
+                          f"/root/miles/{name}")
+    lines = ["------------------------ arguments ------------------------"]
+    for name in sorted(values):
+        lines.append(f"  {name} {'.' * max(3, 48 - len(name))} {values[name]}")
+    lines.append("-------------------- end of arguments ---------------------")
+    return lines
+
+
+def whole_run(rng: random.Random, run: int) -> list[str]:
+    """The lines of one whole run, from the Ray job preamble to its end (no Docker prefix yet)."""
+    from harness.lab.milesargv import read_base_args
+
+    megatron = rng.random() < 0.5
+    filter_on = rng.random() < 0.5
+    colour = rng.random() < 0.5
+    new_stamps = rng.random() < 0.7
+    steps = rng.choice([4, 12, 12, 12])
+    chatty = rng.random() < 0.5  # SGLang access and decode lines on, or quiet
+    job = f"raysubmit_{run:016d}"
+    words = read_base_args() + ["--seed", str(run), "--rollout-seed", str(run), "--num-rollout", str(steps)]
+    if megatron:
+        words[words.index("fsdp")] = "megatron"
+    if filter_on:
+        words += ["--dynamic-sampling-filter-path",
+                  "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter",
+                  "--over-sampling-batch-size", "48"]
+    actor = "MegatronTrainRayActor" if megatron else "FSDPTrainRayActor"
+    rm_prefix, ta_prefix = f"(RolloutManager pid={2000 + run})", f"({actor} pid={3000 + run}, ip=172.17.0.2)"
+    if colour:
+        rm_prefix, ta_prefix = f"\x1b[36m{rm_prefix}\x1b[0m", f"\x1b[36m{ta_prefix}\x1b[0m"
+
+    def stamp(proc: str, second: int) -> str:
+        hms = f"{9 + second // 3600 % 12:02d}:{second // 60 % 60:02d}:{second % 60:02d}"
+        return f"[2026-10-02 {hms}.{rng.randint(0, 999):03d} {proc}]" if new_stamps else f"[2026-10-02 {hms}]"
+
+    out = [
+        "Local node IP: 127.0.0.1",
+        "Started a local Ray instance. View the dashboard at 127.0.0.1:8265",
+        "Job submission server address: http://127.0.0.1:8265",
+        "-------------------------------------------------------",
+        f"Job '{job}' submitted successfully",
+        "-------------------------------------------------------",
+        "Next steps",
+        f"  Query the logs of the job:\n    ray job logs {job}".split("\n")[0],
+        f"    ray job logs {job}",
+        "Tailing logs until the job exits (disable with --no-wait):",
+        "2026-10-02 09:00:01,101\tINFO job_manager.py:530 -- Runtime env is setting up.",
+        f"Running entrypoint for job {job}: python3 train.py {shlex.join(words)}",
+    ]
+    out += argument_dump(rng, words)
+    for i in range(150):  # start-up: SGLang server, weights, Megatron or FSDP init
+        out.append(noise_line(rng).replace(RM, rm_prefix).replace(TA, ta_prefix) if i % 3 else
+                   f"{ta_prefix} {stamp('actor_cell0_rank0', i)} initialize.py:{i} - init step {i} done")
+    second = 200
+    for n in range(steps):
+        if n == steps - 1 and run % 4 == 3:  # killed mid-rollout: the log just stops
+            out += [noise_line(rng).replace(RM, rm_prefix) for _ in range(rng.randint(20, 400))]
+            return out
+        noise = rng.randint(200, 400) if chatty else rng.randint(20, 60)
+        out += [noise_line(rng).replace(RM, rm_prefix).replace(TA, ta_prefix) for _ in range(noise)]
+        second += rng.randint(50, 170)
+        perf = rollout_perf(n, rng).replace(RM, rm_prefix)
+        if not filter_on:
+            perf = perf.replace("dynamic_filter/drop_zero_std", "zero_std/count")
+        out.append(perf.replace("[2026-10-02 09:14:03.512 rollout_manager]", stamp("rollout_manager", second)))
+        for line in train_lines(n, rng):
+            if not megatron and "model.py:512" in line:
+                continue  # FSDP prints each step line once
+            out.append(line.replace(TA, ta_prefix))
+        if n % 4 == 3:
+            out.append(f"{rm_prefix} {stamp('rollout_manager', second)} metrics.py:140 - eval {n}: "
+                       f"{{'eval/gsm8k': {rng.random()!r}, 'eval/gsm8k/response_len/mean': {rng.uniform(100, 900)!r}}}")
+    if run % 4 == 2:  # out of memory at the end, as Ray reports it
+        out += [f"{ta_prefix} Traceback (most recent call last):",
+                f'{ta_prefix}   File "/root/miles/miles/backends/megatron_utils/actor.py", line 301, in train',
+                f"{ta_prefix}     self.train_actor(rollout_id, rollout_data)",
+                f"{ta_prefix} torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+                "---------------------------------------", f"Job '{job}' failed", "---------------------------------------"]
+    else:
+        out += ["---------------------------------------", f"Job '{job}' succeeded",
+                "---------------------------------------"]
+    return out
+
+
+def build_run_mix(path: Path, lines: int, seed: int = 11) -> int:
+    """Write a container.log of whole runs concatenated until it has about `lines` lines; returns the count."""
+    rng = random.Random(seed)
+    written = run = 0
+    with path.open("w", encoding="utf-8", newline="\n") as out:
+        while written < lines:
+            for text in whole_run(rng, run):
+                seconds = written // 1000
+                out.write(f"2026-11-{1 + run % 28:02d}T{7 + seconds // 3600 % 16:02d}:{seconds // 60 % 60:02d}:"
+                          f"{seconds % 60:02d}.{written % 1000:03d}948044Z {text}\n")
+                written += 1
+            run += 1
+    return written
+
+
+def count_lines(log: Path) -> int:
+    with log.open("rb") as handle:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+
+
 def harness_command() -> list[str]:
-    script = Path(sys.executable).parent / "harness"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("harness")
-    if found:
-        return [found]
-    return [sys.executable, "-c", "from harness.cli import main; main()"]
+    """`harness` as this checkout's code (run from the repository root), whatever is installed."""
+    return [sys.executable, "-m", "harness"]
 
 
-def wall(command: list[str], stdout: int = subprocess.DEVNULL) -> float:
+def timed(command: list[str], stdout: int = subprocess.DEVNULL) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of a command; CPU time says more on a busy machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=stdout, cwd=REPO)
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def measure(log: Path, lines: int, repeat: int) -> None:
+    """Print the three throughput figures for one log."""
+    from harness.mileslog import LogParser, parse_file
+
+    size_mb = log.stat().st_size / 1e6
+    command = harness_command() + ["parse-log", str(log), "--json"]
+    runs = [timed(command) for _ in range(repeat)]
+    end_to_end, end_to_end_cpu = min(wall for wall, _ in runs), min(cpu for _, cpu in runs)
+    batch = batch_cpu = None
+    for _ in range(repeat):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        parsed = parse_file(log)
+        elapsed, elapsed_cpu = time.perf_counter() - start, time.process_time() - start_cpu
+        batch = elapsed if batch is None else min(batch, elapsed)
+        batch_cpu = elapsed_cpu if batch_cpu is None else min(batch_cpu, elapsed_cpu)
+    with log.open(encoding="utf-8", errors="replace", newline="\n") as handle:
+        text_lines = handle.read().split("\n")
+    if text_lines and text_lines[-1] == "":
+        text_lines.pop()
+    live = None
+    for _ in range(repeat):
+        parser = LogParser()
+        feed = parser.feed
+        start = time.perf_counter()
+        for line in text_lines:
+            feed(line)
+        parser.finish()
+        elapsed = time.perf_counter() - start
+        live = elapsed if live is None else min(live, elapsed)
+    agree = json.dumps(parser.result().to_json()) == json.dumps(parsed.to_json())
+    del text_lines
+    complete = sum(1 for record in parsed.steps if record.complete)
+    print(f"  {lines:,} lines, {size_mb:.0f} MB; steps read: {len(parsed.steps)} ({complete} complete), "
+          f"problems: {len(parsed.problems)}, line by line and batch agree: {'yes' if agree else 'NO'}")
+    print(f"  end to end  (harness parse-log --json): {lines / end_to_end:>12,.0f} lines/s  ({end_to_end:.2f} s; "
+          f"{lines / end_to_end_cpu:,.0f} lines per CPU second)")
+    print(f"  in process  (parse_file, batch)       : {lines / batch:>12,.0f} lines/s  ({batch:.2f} s; "
+          f"{lines / batch_cpu:,.0f} lines per CPU second)")
+    print(f"  in process  (LogParser.feed per line) : {lines / live:>12,.0f} lines/s  ({live:.2f} s)")
 
 
 def main() -> None:
     options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    options.add_argument("--lines", type=int, default=2_000_000, help="size of the generated log (lines)")
-    options.add_argument("--noise-per-step", type=int, default=400, help="noise lines between two steps")
+    options.add_argument("--lines", type=int, default=2_000_000, help="size of each generated log (lines)")
+    options.add_argument("--noise-per-step", type=int, default=400, help="noise lines between two steps (long run)")
     options.add_argument("--repeat", type=int, default=3, help="runs per figure (the best is kept)")
-    options.add_argument("--log", type=Path, help="use this log instead of generating one")
+    options.add_argument("--log", type=Path, help="measure this log instead of generating the two")
     args = options.parse_args()
-
-    from harness.mileslog import LogParser, parse_file
 
     tmp = Path(tempfile.mkdtemp(prefix="parse-bench-"))
     try:
+        print(f"cpus: {os.cpu_count()}; python {sys.version.split()[0]}")
         if args.log:
-            log = args.log
-            with log.open("rb") as handle:
-                lines = sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+            print(f"{args.log}:")
+            measure(args.log, count_lines(args.log), args.repeat)
         else:
-            log = tmp / "container.log"
-            lines = build_log(log, args.lines, args.noise_per_step)
-        size_mb = log.stat().st_size / 1e6
-        print(f"log: {lines:,} lines, {size_mb:.0f} MB; cpus: {os.cpu_count()}; python {sys.version.split()[0]}")
-
-        command = harness_command() + ["parse-log", str(log), "--json"]
-        end_to_end = min(wall(command) for _ in range(args.repeat))
-        batch = None
-        for _ in range(args.repeat):
-            start = time.perf_counter()
-            parsed = parse_file(log)
-            elapsed = time.perf_counter() - start
-            batch = elapsed if batch is None else min(batch, elapsed)
-        with log.open(encoding="utf-8", errors="replace", newline="\n") as handle:
-            text_lines = handle.read().split("\n")
-        if text_lines and text_lines[-1] == "":
-            text_lines.pop()
-        live = None
-        for _ in range(args.repeat):
-            parser = LogParser()
-            feed = parser.feed
-            start = time.perf_counter()
-            for line in text_lines:
-                feed(line)
-            parser.finish()
-            elapsed = time.perf_counter() - start
-            live = elapsed if live is None else min(live, elapsed)
-        agree = json.dumps(parser.result().to_json()) == json.dumps(parsed.to_json())
-        del text_lines
-        help_times = [wall(harness_command() + ["--help"]) for _ in range(5)]
-
-        complete = sum(1 for record in parsed.steps if record.complete)
-        print(f"steps read: {len(parsed.steps)} ({complete} complete), problems: {len(parsed.problems)}, "
-              f"line by line and batch agree: {'yes' if agree else 'NO'}")
-        print(f"end to end  (harness parse-log --json): {lines / end_to_end:>12,.0f} lines/s  ({end_to_end:.2f} s)")
-        print(f"in process  (parse_file, batch)       : {lines / batch:>12,.0f} lines/s  ({batch:.2f} s)")
-        print(f"in process  (LogParser.feed per line) : {lines / live:>12,.0f} lines/s  ({live:.2f} s)")
-        print(f"harness --help median of 5            : {statistics.median(help_times):.3f} s")
+            long_run, mix = tmp / "long-run.log", tmp / "run-mix.log"
+            print("one long run (noise-heavy):")
+            measure(long_run, build_log(long_run, args.lines, args.noise_per_step), args.repeat)
+            long_run.unlink()
+            print("a mix of whole runs (launch lines and argument dumps recur):")
+            measure(mix, build_run_mix(mix, args.lines), args.repeat)
+        help_times = [timed(harness_command() + ["--help"])[0] for _ in range(5)]
+        print(f"harness --help median of 5: {statistics.median(help_times):.3f} s")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -8,6 +8,7 @@ are trusted.
 from __future__ import annotations
 
 import copy
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -81,6 +82,8 @@ def _flag_value(value: Any) -> Any:
             f"several values), got {shown(value)}"
         )
     for word in words:
+        if isinstance(word, float) and not math.isfinite(word):
+            raise ValueError(f"{word} is not a finite number: Miles would read the word {word!r} as text, or fail")
         if isinstance(word, str) and milesargv.is_flag(word):
             raise ValueError(f"the value {shown(word)} would be read as a flag; a value may not start with '-'")
     return value
@@ -107,7 +110,7 @@ Word = Annotated[str, AfterValidator(_no_nul)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class MilesConfig(_Strict):
@@ -689,7 +692,8 @@ def _validate(model: type, data: dict[str, Any], place: Callable[[Any], str],
         return model.model_validate(data)
     except ValidationError as err:
         errors = err.errors()
-        first = errors[0]
+        # A NaN or infinity in a union (a Miles flag) also fails every other member: say what matters.
+        first = next((e for e in errors if e["type"] == "finite_number"), errors[0])
         loc = [part for part in first["loc"] if part != "[key]"
                and not (isinstance(part, str) and part.startswith("function-"))]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""

@@ -66,7 +66,7 @@ def lock_or_wait(
 def write_owner(fd: int, owner: dict[str, Any]) -> None:
     """Say in the lock file who holds it."""
     os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(owner).encode(), 0)
+    os.pwrite(fd, json.dumps(owner, allow_nan=False).encode(), 0)
 
 
 def clear_owner(fd: int) -> None:

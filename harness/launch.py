@@ -133,7 +133,7 @@ def compute_run_id(experiment: Experiment, trainer_argv: Sequence[str], image: s
     facts["container"].pop("secret_env")
     facts["trainer_argv"] = list(trainer_argv)
     facts["image"] = image
-    canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return f"{experiment.run_name}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
 
 

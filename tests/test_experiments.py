@@ -326,3 +326,16 @@ def test_a_sweep_shows_a_deprecation_warning_once_not_per_seed(exp_dir: Path) ->
     plans = plan_from_cli("old-seeds", exp_dir, exp_dir / "capture", [], [])
     assert [p.spec.run for p in plans] == ["old", "old-s2", "old-s3"]
     assert all("deprecated" in p.warnings[0] for p in plans)
+
+
+@pytest.mark.parametrize(("key", "text"), [
+    ("limits.max_minutes", "limits: {max_minutes: .inf}"),
+    ("miles.args.lr", "miles:\n  args: {lr: .nan}"),
+    ("guard.pause_at_c", "guard: {pause_at_c: -.inf}"),
+])
+def test_non_finite_numbers_are_refused_at_the_edge(tmp_path, key, text) -> None:
+    # a manifest is strict JSON: NaN or Infinity in the experiment could not be recorded
+    write(tmp_path, "odd", f"name: odd\nsteps: 4\n{text}\n")
+    line = reject(tmp_path, "run", "odd", "--dry-run", "--json")
+    assert "odd.yaml" in line and line.split("odd.yaml: ", 1)[1].startswith(key)
+    assert "finite number" in line.split("odd.yaml: ", 1)[1]

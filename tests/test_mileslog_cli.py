@@ -25,7 +25,7 @@ def test_json_document_has_exactly_the_contract_keys() -> None:
     doc = json.loads(result.stdout)
     assert {"steps", "args", "launch", "failure", "problems"} <= set(doc)
     for step in doc["steps"]:
-        assert list(step) == ["step", "complete", "t_rollout_end", "t_step_end", "metrics", "derived"]
+        assert list(step) == ["step", "complete", "t_rollout_end", "t_step_end", "metrics", "derived", "reward"]
     first = doc["steps"][0]
     assert (first["step"], first["complete"], first["t_rollout_end"]) == (0, True, "2026-11-29T07:52:41.814969Z")
     assert first["metrics"]["perf/step_time"] == 110.0
@@ -48,22 +48,25 @@ def test_table_lists_steps_and_the_failure() -> None:
     result = run(str(LOGS / "oom-traceback-at-end.log"))
     assert result.exit_code == 0, result.output
     rows = [line.split() for line in result.stdout.splitlines()]
-    assert ["0", "yes", "50.0", "0", "0", "-", "-", "-", "-", "60.0"] in rows
-    assert ["1", "no", "51.0", "0", "0", "-", "-", "-", "-", "-"] in rows
+    assert ["0", "yes", "50.0", "0", "0", "-", "-", "-", "60.0"] in rows
+    assert ["1", "no", "51.0", "0", "0", "-", "-", "-", "-"] in rows
     assert "failure (oom) at line 20: torch.OutOfMemoryError: CUDA out of memory." in result.stdout
 
 
 def test_table_columns() -> None:
     result = run(str(LOGS / "container-log-docker-timestamps.log"))
     rows = [line.split() for line in result.stdout.splitlines()]
-    # step, complete, rollout s, dropped right/wrong, zero-std right/wrong, reward, unfiltered, step s
-    assert ["0", "yes", "88.7", "12", "4", "-", "-", "0.500", "0.700", "110.0"] in rows
+    # step, complete, rollout s, dropped right/wrong, zero-std right/wrong, reward (the filter run's
+    # unfiltered one, not rollout/raw_reward 0.500), step s
+    assert ["0", "yes", "88.7", "12", "4", "-", "-", "0.700", "110.0"] in rows
+    assert "reward: rollout/raw_reward_unfiltered (filter on, from the argument dump)" in result.stdout
     assert "argument dump: 13 arguments" in result.stdout
     assert "launch: python3 train.py --rollout-batch-size 32" in result.stdout
     assert "'/data/dapo math.jsonl'" in result.stdout  # shell-quoted again
     assert "failure" not in result.stdout and "problem" not in result.stdout
     zero = run(str(LOGS / "zero-std-suffix-forms.log")).stdout
-    assert ["4", "yes", "50.0", "0", "0", "13", "4", "-", "-", "60.0"] in [line.split() for line in zero.splitlines()]
+    assert ["4", "yes", "50.0", "0", "0", "13", "4", "-", "60.0"] in [line.split() for line in zero.splitlines()]
+    assert "reward: rollout/raw_reward (no argument dump or launch line: read as without the filter)" in zero
 
 
 def test_table_shows_problems() -> None:
@@ -132,3 +135,33 @@ def test_parse_log_imports_nothing_heavy() -> None:
                          cwd=Path(__file__).resolve().parent.parent)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "HEAVY:"
+
+
+def strict_loads(text: str) -> dict:
+    """json.loads that refuses NaN, Infinity and -Infinity, which strict JSON does not have."""
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"not strict JSON: bare {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_is_strict_for_eval_values_and_arguments() -> None:
+    log = (
+        "------------------------ arguments ------------------------\n"
+        "  lr .............................................. 1e999\n"
+        "  loss_scales ..................................... [nan, 1.0]\n"
+        "  seed ............................................ 1234\n"
+        "-------------------- end of arguments ---------------------\n"
+        "x.py:1 - perf 0: {'perf/rollout_time': 50.0, 'rollout/raw_reward': nan}\n"
+        "x.py:1 - perf 0: {'perf/step_time': 60.0}\n"
+        "x.py:9 - eval 0: {'eval/aime': nan, 'eval/math500': 0.62, 'eval/lens': [1.0, inf]}\n"
+    )
+    result = run("-", "--json", input=log)
+    assert result.exit_code == 0, result.output
+    doc = strict_loads(result.stdout)
+    (record,) = doc["evals"]
+    assert record["metrics"] == {"eval/aime": None, "eval/math500": 0.62, "eval/lens": [1.0, None]}
+    assert record["non_finite"] == {"eval/aime": "nan", "eval/lens": "contains nan/inf"}
+    assert doc["steps"][0]["non_finite"] == {"rollout/raw_reward": "nan"} and doc["steps"][0]["reward"] is None
+    # a dumped value that reads as a non-finite number keeps the text Miles printed
+    assert doc["args"] == {"lr": "1e999", "loss_scales": "[nan, 1.0]", "seed": 1234}

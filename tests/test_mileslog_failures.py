@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.mileslog import LogParser, parse_file, parse_lines
+from harness.mileslog.parser import FINISHED_TRACEBACK_LINES
 
 LOGS = Path(__file__).parent / "data" / "logs"
 TA = "(MegatronTrainRayActor pid=2590)"
@@ -138,3 +139,29 @@ def test_a_stale_traceback_stops_costing_after_a_while() -> None:
     assert parser._idle is True
     parser.feed(f"{TA} ValueError: long after")
     assert parser.failure is None
+
+
+def test_a_finished_traceback_stops_costing_soon() -> None:
+    # Once its exception line is read, a traceback waits only for what continues it at once
+    # (a chained exception, a RayTaskError's frames): other output soon closes it.
+    parser = LogParser()
+    for line in [f"{TA} Traceback (most recent call last):", f'{TA}   File "a.py", line 1, in f', f"{TA} ValueError: x"]:
+        parser.feed(line)
+    assert parser._idle is False
+    for _ in range(FINISHED_TRACEBACK_LINES + 1):
+        parser.feed(f"{RM} noise")
+    assert parser._idle is True
+    assert parser.failure is not None and parser.failure["line"] == "ValueError: x"
+
+
+def test_a_ray_task_error_continued_among_other_output_gives_the_last_exception() -> None:
+    noise = [f"{RM} noise"] * (FINISHED_TRACEBACK_LINES - 10)
+    parsed = parse_lines([
+        "Traceback (most recent call last):",
+        '  File "/root/miles/train.py", line 80, in train',
+        "ray.exceptions.RayTaskError(OutOfMemoryError): ray::MegatronTrainRayActor.train() (pid=2590)",
+        *noise,
+        '  File "/root/miles/miles/backends/megatron_utils/actor.py", line 301, in train',
+        "torch.OutOfMemoryError: CUDA out of memory.",
+    ])
+    assert parsed.failure is not None and parsed.failure["line"] == "torch.OutOfMemoryError: CUDA out of memory."

@@ -14,10 +14,10 @@ from harness.mileslog.lines import (
     read_argument,
     read_launch,
     read_metric,
-    split_docker_timestamp,
     split_ray_prefix,
     strip_ansi,
 )
+from harness.times import format_time_us, split_time_prefix
 
 
 def metric(text: str):  # noqa: ANN201
@@ -36,8 +36,8 @@ def metric(text: str):  # noqa: ANN201
     ],
 )
 def test_docker_timestamp_prefix_is_normalised_to_utc(prefix: str, expected: str) -> None:
-    stamp, rest = split_docker_timestamp(prefix + "(pid=1) hello")
-    assert stamp == expected
+    stamp, rest = split_time_prefix(prefix + "(pid=1) hello")
+    assert format_time_us(stamp // 1000) == expected
     assert rest == "(pid=1) hello"
 
 
@@ -51,7 +51,7 @@ def test_docker_timestamp_prefix_is_normalised_to_utc(prefix: str, expected: str
     ],
 )
 def test_no_docker_prefix(line: str) -> None:
-    assert split_docker_timestamp(line) == (None, line)
+    assert split_time_prefix(line) == (None, line)
 
 
 def test_ansi_codes_are_removed() -> None:

@@ -133,3 +133,33 @@ def test_any_text_either_parses_or_raises_repr_error(text: str) -> None:
         parse_repr(text)
     except ReprError:
         pass
+
+
+pieces = st.sampled_from([
+    "{", "}", "[", "]", "(", ")", ", ", ": ", ",", " ", "'a'", "'b'", '"c"', "'q\"'", "'t\\'s'", "'\\\\/'", "1", "-2",
+    "3.5", "1e5", "1E+400", "007", "-0", "True", "False", "None", "nan", "-inf", "null", "true", "false", "NaN",
+    "Infinity", "np.float64(1.0)", "'null'", "\t",
+])
+
+
+@given(st.lists(pieces, max_size=40).map(lambda parts: "{" + "".join(parts)))
+def test_every_fast_path_reads_what_the_general_reader_reads(text: str) -> None:
+    def read(reader) -> tuple:  # noqa: ANN001
+        try:
+            value, end = reader(text)
+        except ReprError:
+            return ("error",)
+        return (repr(value), end) if isinstance(value, dict) else ("error",)
+
+    assert read(parse_dict_repr) == read(parse_repr)
+
+
+def test_json_like_payloads_that_python_reads_otherwise() -> None:
+    # JSON words and quotes are not Python's: these never take the JSON shortcut.
+    assert parse_dict_repr("{'a': 'x', 'b': [1, {'c': 2.5}]}") == ({"a": "x", "b": [1, {"c": 2.5}]}, 32)
+    with pytest.raises(ReprError):
+        parse_dict_repr("{'a': null}")
+    assert parse_dict_repr("{'a': '\", \"b\": \"c'}")[0] == {"a": '", "b": "c'}
+    nested = "{'a': " + "[" * 70 + "]" * 70 + "}"
+    with pytest.raises(ReprError, match="nested too deep"):
+        parse_dict_repr(nested)

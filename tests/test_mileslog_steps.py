@@ -195,6 +195,43 @@ def test_container_log_times_and_argument_dump() -> None:
     assert [(e.step, e.metrics["eval/math500"]) for e in parsed.evals] == [(0, 0.62)]
 
 
+def test_only_the_first_launch_line_is_read() -> None:
+    # Runs read together repeat their launch lines; only the first is kept, so only it is split.
+    parsed = parse_lines([
+        "Running entrypoint for job raysubmit_1: python3 train.py --num-rollout 2",
+        "x.py:1 - perf 0: {'perf/step_time': 1.0}",
+        "Running entrypoint for job raysubmit_2: python3 train.py --prompt-data 'open",
+    ])
+    assert parsed.launch == ["python3", "train.py", "--num-rollout", "2"]
+    assert parsed.problems == []
+    later = parse_lines(["Running entrypoint for job raysubmit_1 without a command",
+                         "Running entrypoint for job raysubmit_2: python3 train.py --seed 3"])
+    assert later.launch == ["python3", "train.py", "--seed", "3"]  # the first line that has a command
+    assert [p["reason"] for p in later.problems] == ["launch line without a command"]
+
+
+TA = "(MegatronTrainRayActor pid=2590)"
+
+
+def test_only_the_first_argument_dump_is_read() -> None:
+    # Miles dumps its arguments once; runs read together each bring theirs, and their values
+    # must not mix. Later dumps cost no more than noise.
+    dump = "------------------------ arguments ------------------------"
+    end = "-------------------- end of arguments ---------------------"
+    parsed = parse_lines([
+        dump, "  seed ............................................ 1", end,
+        "x.py:1 - perf 0: {'perf/step_time': 1.0}",
+        dump, "  seed ............................................ 2",
+        "  lr .............................................. 1e-06", end,
+        f"{TA} {dump}", f"{TA}   lr .............................................. 2e-06", f"{TA} {end}",
+    ])
+    assert parsed.args == {"seed": 1}
+    # a dump from another process while the first is open is not read either: the first goes on
+    interleaved = parse_lines([dump, "  seed ........ 1", f"{TA} {dump}", f"{TA}   lr ........ 2e-06",
+                               "  lr ........ 1e-06", end])
+    assert interleaved.args == {"seed": 1, "lr": 1e-06}
+
+
 def test_eval_multi_turn_and_critic_lines() -> None:
     parsed = parse("eval-multi-turn-critic-lines.log")
     (record,) = parsed.steps

@@ -25,7 +25,10 @@ def record():
 def test_a_filter_step_shows_rollout_time_dropped_split_and_the_unfiltered_reward() -> None:
     from harness.cli.progress import step_summary
 
-    assert describe_step(step_summary(record())) == "rollout 88.7 s | dropped 20 (right 18, wrong 2) | reward 0.672"
+    assert describe_step(step_summary(record(), filter_on=True)) == (
+        "rollout 88.7 s | dropped 20 (right 18, wrong 2) | reward 0.672")
+    # without the filter the same keys give rollout/raw_reward (keys.step_reward)
+    assert describe_step(step_summary(record(), filter_on=False)).endswith("| reward 0.700")
 
 
 def test_without_the_filter_the_zero_variance_groups_are_shown() -> None:

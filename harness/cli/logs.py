@@ -26,7 +26,7 @@ def parse_log(
     if json_:
         import json
 
-        typer.echo(json.dumps(parsed.to_json()))
+        typer.echo(json.dumps(parsed.to_json(), allow_nan=False))
         return
     render_parsed_log(parsed)
 
@@ -39,25 +39,31 @@ def render_parsed_log(parsed: Any) -> None:
     console = stdout()
     table = Table(title=f"{len(parsed.steps)} steps in {parsed.lines} lines", title_justify="left",
                   box=None, pad_edge=False)
+    from harness.mileslog import keys
+
+    filter_on, source = parsed.filter_setting()
     for header in ("step", "complete", "rollout\ns", "dropped\nright", "dropped\nwrong",
-                   "0-std\nright", "0-std\nwrong", "reward", "reward\nunfilt.", "step\ns"):
+                   "0-std\nright", "0-std\nwrong", "reward", "step\ns"):
         table.add_column(header, justify="left" if header == "complete" else "right", no_wrap=True)
     for record in parsed.steps:
         metrics, derived = record.metrics, record.derived
-        step_time = metrics.get("perf/step_time", metrics.get("perf/total_train_time"))
         table.add_row(
             str(record.step),
             "yes" if record.complete else "[yellow]no[/yellow]",
-            _number(metrics.get("perf/rollout_time"), "{:.1f}"),
+            _number(metrics.get(keys.ROLLOUT_TIME), "{:.1f}"),
             _number(derived["dropped_all_right"], "{}"),
             _number(derived["dropped_all_wrong"], "{}"),
             _number(derived["zero_std_all_right"], "{}"),
             _number(derived["zero_std_all_wrong"], "{}"),
-            _number(metrics.get("rollout/raw_reward"), "{:.3f}"),
-            _number(metrics.get("rollout/raw_reward_unfiltered"), "{:.3f}"),
-            _number(step_time, "{:.1f}"),
+            _number(keys.step_reward(metrics, filter_on), "{:.3f}"),
+            _number(keys.step_time(metrics)[0], "{:.1f}"),
         )
     console.print(table)
+    if filter_on is None:
+        console.print(f"reward: {keys.reward_key(filter_on)} (no argument dump or launch line: read as without the filter)")
+    else:
+        state = "filter on" if filter_on else "no filter"
+        console.print(f"reward: {keys.reward_key(filter_on)} ({state}, from the {source})")
     if parsed.launch is not None:
         import shlex
 

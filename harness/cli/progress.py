@@ -5,26 +5,29 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from harness.capture import RunStatus
-from harness.launch import LaunchSpec
+from harness.mileslog import keys
+
+if TYPE_CHECKING:  # annotations only: `harness parse-log` and `--help` need not import the launch planner
+    from harness.capture import RunStatus
+    from harness.guard import GuardReading
+    from harness.launch import LaunchSpec
 
 
-def step_summary(record: Any) -> dict[str, Any]:
-    """The few numbers a person watches per step, from a step record."""
+def step_summary(record: Any, filter_on: Optional[bool] = False) -> dict[str, Any]:
+    """The few numbers a person watches per step, from a step record (the reward by `keys.step_reward`)."""
     metrics, derived = record.metrics, record.derived or {}
-    reward = metrics.get("rollout/raw_reward_unfiltered", metrics.get("rollout/raw_reward"))
     return {
         "step": record.step,
         "complete": record.complete,
-        "rollout_s": metrics.get("perf/rollout_time"),
+        "rollout_s": keys.finite_number(metrics.get(keys.ROLLOUT_TIME)),
         "dropped": derived.get("dropped_groups") or 0,
         "dropped_right": derived.get("dropped_all_right") or 0,
         "dropped_wrong": derived.get("dropped_all_wrong") or 0,
         "zero_std_right": derived.get("zero_std_all_right"),
         "zero_std_wrong": derived.get("zero_std_all_wrong"),
-        "reward": reward,
+        "reward": keys.step_reward(metrics, filter_on),
     }
 
 
@@ -43,6 +46,35 @@ def describe_step(summary: dict[str, Any]) -> str:
     return " | ".join(parts)
 
 
+def describe_guard(reading: "GuardReading", now_us: Optional[int] = None) -> str:
+    """`72.0 C`, or `PAUSED since 12:03:04 (temperature 86.0 C >= pause_at_c 85 C), 81.5 C`; then `2 pauses, 62 s paused`."""
+    from harness.times import parse_time_us
+
+    temp = "- C" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
+    paused_s = reading.paused_s
+    if reading.paused:
+        since = reading.paused_since or ""
+        start_us = parse_time_us(since)
+        if start_us is not None:
+            paused_s += max(0, (now_us if now_us is not None else time.time_ns() // 1000) - start_us) / 1e6
+        text = f"PAUSED since {since[11:19] or '?'} ({reading.reason or '?'}), {temp}"
+    else:
+        text = temp
+    if reading.pauses:
+        text += f"; {reading.pauses} pause{'s' if reading.pauses != 1 else ''}, {paused_s:.0f} s paused"
+    return text
+
+
+def guard_change(previous: Optional["GuardReading"], reading: "GuardReading") -> Optional[str]:
+    """`PAUSED by the heat guard: <why>` or `resumed by the heat guard: <now>` when that changed, else None."""
+    was_paused = previous is not None and previous.paused
+    if reading.paused and (not was_paused or previous.paused_since != reading.paused_since):
+        return f"PAUSED by the heat guard: {reading.reason}"
+    if was_paused and not reading.paused:
+        return f"resumed by the heat guard: {describe_guard(reading)}"
+    return None
+
+
 def _elapsed(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
@@ -55,7 +87,9 @@ class PlainProgress:
     def __init__(self, stream: Any = None) -> None:
         self.stream = stream or sys.stdout
         self.spec: Optional[LaunchSpec] = None
+        self.filter_on: Optional[bool] = False
         self.t0 = time.monotonic()
+        self.reading: Optional["GuardReading"] = None  # the heat guard's, while the run is guarded
         self._lock = threading.Lock()
 
     def _say(self, text: str) -> None:
@@ -63,20 +97,34 @@ class PlainProgress:
             self.stream.write(text + "\n")
             self.stream.flush()
 
-    def started(self, spec: LaunchSpec) -> None:
+    def _start(self, spec: LaunchSpec) -> None:
         self.spec, self.t0 = spec, time.monotonic()
+        self.filter_on, _ = keys.filter_setting(None, spec.trainer_argv)
+
+    def started(self, spec: LaunchSpec) -> None:
+        self._start(spec)
         self._say(f"{spec.run}: started ({spec.engine}, run id {spec.run_id}, {spec.steps_expected} steps expected)")
 
     def step(self, record: Any, steps_complete: int) -> None:
-        summary = step_summary(record)
+        summary = step_summary(record, self.filter_on)
         run = self.spec.run if self.spec else "run"
         expected = self.spec.steps_expected if self.spec else "?"
         label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
         self._say(f"{run}: {label} ({steps_complete}/{expected} complete) | {describe_step(summary)} | "
-                  f"{_elapsed(time.monotonic() - self.t0)} elapsed")
+                  f"{_elapsed(time.monotonic() - self.t0)} elapsed" + self._guard_suffix())
+
+    def _guard_suffix(self) -> str:
+        return "" if self.reading is None else f" | {describe_guard(self.reading)}"
 
     def note(self, message: str) -> None:
         self._say(message)
+
+    def guard(self, reading: "GuardReading") -> None:
+        """A line when the heat guard pauses or resumes the run; the temperature rides on the step lines."""
+        previous, self.reading = self.reading, reading
+        change = guard_change(previous, reading)
+        if change:
+            self._say(f"{self.spec.run if self.spec else 'run'}: {change}")
 
     def finished(self, status: RunStatus) -> None:
         pass
@@ -94,6 +142,7 @@ class RichProgress(PlainProgress):
 
     def _render(self) -> Any:
         from rich.table import Table
+        from rich.text import Text
 
         table = Table.grid(padding=(0, 2))
         spec = self.spec
@@ -101,21 +150,27 @@ class RichProgress(PlainProgress):
         table.add_row("[bold]run[/bold]", f"{spec.run if spec else '-'}  ({spec.run_id if spec else ''})")
         table.add_row("[bold]steps[/bold]", f"{self.steps_complete}/{expected} complete")
         table.add_row("[bold]last step[/bold]", describe_step(self.last) if self.last else "waiting for the first step")
+        if self.reading is not None:
+            style = "bold red" if self.reading.paused else "green"
+            table.add_row("[bold]heat guard[/bold]", Text(describe_guard(self.reading), style=style))
         table.add_row("[bold]elapsed[/bold]", _elapsed(time.monotonic() - self.t0))
         return table
 
     def started(self, spec: LaunchSpec) -> None:
         from rich.live import Live
 
-        self.spec, self.t0 = spec, time.monotonic()
+        self._start(spec)
         self.live = Live(self._render(), console=self.console, refresh_per_second=1, get_renderable=self._render)
         self.live.start()
 
     def step(self, record: Any, steps_complete: int) -> None:
-        self.last, self.steps_complete = step_summary(record), steps_complete
+        self.last, self.steps_complete = step_summary(record, self.filter_on), steps_complete
 
     def note(self, message: str) -> None:
         self.console.print(message, markup=False, highlight=False)
+
+    def guard(self, reading: "GuardReading") -> None:
+        self.reading = reading  # the panel shows it at its next refresh
 
     def finished(self, status: RunStatus) -> None:
         if self.live is not None:

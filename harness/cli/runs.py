@@ -210,7 +210,7 @@ def run(
     _, progress, stop = _session([plan], capture_dir)
     options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     with stop_on_signals(stop, progress.note):
-        result = run_planned(plan, options=options, progress=progress, stop=stop, on_wait=warn,
+        result = run_planned(plan, options=options, progress=progress, stop=stop, on_wait=warn, on_warning=warn,
                              mode="force" if force else "retry")
     if result.decision.action == "skip":
         raise HarnessError(f"run {plan.spec.run} not started: {result.decision.reason}")
@@ -268,7 +268,7 @@ def sweep(
     options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     with stop_on_signals(stop, progress.note):
         results = run_sweep(plans, mode=mode, fail_fast=fail_fast, options=options, progress=progress, stop=stop,
-                            on_decision=on_decision, on_wait=warn)
+                            on_decision=on_decision, on_wait=warn, on_warning=warn)
     _print_sweep(console, results)
     states = [r.status.state if r.status else "not run" for r in results]
     code = exit_code_for(states)
@@ -317,7 +317,7 @@ def print_sweep_plan(plans: Sequence, mode: str, *, as_json: bool) -> None:
                      "action": decision.action, "reason": decision.reason})
     if as_json:
         experiment = plans[0].spec.experiment if plans else None
-        typer.echo(json.dumps({"experiment": experiment, "mode": mode, "dry_run": True, "runs": rows}, indent=2))
+        typer.echo(json.dumps({"experiment": experiment, "mode": mode, "dry_run": True, "runs": rows}, indent=2, allow_nan=False))
         return
     table = Table(title=f"sweep plan ({mode}; dry run: nothing started)", title_justify="left")
     for column in ("run", "run id", "capture", "action", "reason"):
@@ -348,7 +348,7 @@ def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
     from harness.launch import docker_run_command
 
     if as_json:
-        typer.echo(json.dumps(spec.to_dict(), indent=2))
+        typer.echo(json.dumps(spec.to_dict(), indent=2, allow_nan=False))
         return
     console = stdout()
 

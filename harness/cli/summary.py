@@ -58,7 +58,7 @@ def summarize_command(
             "runs": sorted(document["runs"]),
             "comparisons": [c["run"] for c in document["comparisons"]],
             "skipped": document["skipped"],
-        }, indent=2))
+        }, indent=2, allow_nan=False))
         return
     _print_runs(document)
     console = stdout()
@@ -168,7 +168,7 @@ def plan_command(
     if json_:
         import json
 
-        typer.echo(json.dumps(result.to_dict(), indent=2))
+        typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
         return
     _print_plan(result)
 

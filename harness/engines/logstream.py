@@ -13,6 +13,8 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import Iterable, Iterator, Optional
 
+from harness.times import parse_time_ns
+
 
 def stamp_now() -> str:
     """Now as Docker's RFC3339Nano (always nine digits, `Z`)."""
@@ -23,9 +25,10 @@ def stamp_now() -> str:
 
 def stamp_to_ns(stamp: str) -> int:
     """`2026-11-29T08:02:04.891725514Z` (Docker trims trailing zeros) -> nanoseconds since the epoch."""
-    head, _, frac = stamp.rstrip("Z").partition(".")
-    seconds = int(datetime.strptime(head, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp())
-    return seconds * 1_000_000_000 + int((frac or "0").ljust(9, "0")[:9])
+    ns = parse_time_ns(stamp)
+    if ns is None:
+        raise ValueError(f"not an RFC 3339 time: {stamp!r}")
+    return ns
 
 
 # Docker's log copier cuts a line longer than its 16 KiB buffer into partial
@@ -117,7 +120,4 @@ class LogPosition:
 
 
 def _stamp_ns_or_none(stamp: str) -> Optional[int]:
-    try:
-        return stamp_to_ns(stamp)
-    except ValueError:
-        return None
+    return parse_time_ns(stamp)

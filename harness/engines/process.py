@@ -76,7 +76,7 @@ class ProcessEngine:
         directory.mkdir(parents=True)
         labels = {**spec.labels, **extra_labels}
         (directory / "run.json").write_text(json.dumps(
-            {"id": run_id, "labels": labels, "command": list(spec.command)}))
+            {"id": run_id, "labels": labels, "command": list(spec.command)}, allow_nan=False))
         failpoint("after-create")
         try:
             with open(directory / "shim.err", "wb") as errors:

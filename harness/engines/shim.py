@@ -49,7 +49,7 @@ def process_identity(pid: int) -> Optional[dict[str, Any]]:
 def write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
+        json.dump(data, handle, allow_nan=False)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)

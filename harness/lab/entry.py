@@ -100,7 +100,7 @@ def job_env(env: Mapping[str, str]) -> dict[str, str]:
 
 def job_submit_argv(words: Sequence[str], submission_id: str, env: Mapping[str, str]) -> list[str]:
     """`ray job submit ... -- python3 train.py WORDS`: Ray quotes each word for its shell."""
-    runtime_env = json.dumps({"env_vars": job_env(env)}, sort_keys=True)
+    runtime_env = json.dumps({"env_vars": job_env(env)}, sort_keys=True, allow_nan=False)
     return ["ray", "job", "submit", f"--address={RAY_ADDRESS}", f"--submission-id={submission_id}",
             f"--runtime-env-json={runtime_env}", "--", "python3", "train.py", *words]
 

@@ -11,8 +11,12 @@ module's docstring describes the shapes it reads. Entry points:
 - `StepRecord.to_json()`: the per-step shape of `harness parse-log --json`;
   `to_json(include_derived=False)` is a metrics.jsonl line.
 - `derive_step_values(metrics)`: dropped and zero-variance groups by kind.
+- `keys`: the Miles rules (metric names, which reward, the step-time
+  fallback, when the filter is on) that progress, `parse-log` and the
+  summary share.
 """
 
+from harness.mileslog import keys
 from harness.mileslog.derive import derive_step_values
 from harness.mileslog.parser import LogParser, parse_file, parse_lines
 from harness.mileslog.pyrepr import ReprError, parse_dict_repr, parse_repr
@@ -25,6 +29,7 @@ __all__ = [
     "ReprError",
     "StepRecord",
     "derive_step_values",
+    "keys",
     "parse_dict_repr",
     "parse_file",
     "parse_lines",

@@ -13,9 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-DROP_PREFIX = "rollout/dynamic_filter/drop_"
-ZERO_STD_DROP_PREFIX = DROP_PREFIX + "zero_std_"
-ZERO_STD_COUNT_PREFIX = "rollout/zero_std/count_"
+from harness.mileslog.keys import DROP_PREFIX, GROUP_KEY_PREFIXES, ZERO_STD_COUNT_PREFIX, ZERO_STD_DROP_PREFIX
 
 
 def _reward_suffix(suffix: str) -> float | None:
@@ -61,7 +59,7 @@ def derive_step_values(metrics: Mapping[str, Any]) -> dict[str, Any]:
     saw_zero_std = False
 
     for key, value in metrics.items():
-        if not isinstance(key, str):
+        if not isinstance(key, str) or not key.startswith(GROUP_KEY_PREFIXES):  # most keys: one test
             continue
         if key.startswith(DROP_PREFIX):
             count = whole_number(value)

@@ -13,10 +13,9 @@ linear time.
 
 from __future__ import annotations
 
-import functools
+import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from harness.mileslog.pyrepr import ReprError, parse_dict_repr
@@ -25,7 +24,6 @@ KINDS = ("perf", "rollout", "step", "eval", "multi_turn", "critic-step")
 
 _METRIC_HEAD = re.compile(r" - (perf|rollout|step|eval|multi_turn|critic-step) (-?\d{1,18}): \{")
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-_DOCKER_TS = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
 _RAY_PREFIX = re.compile(
     r"\(([^()\n]{0,200}?pid=\d{1,10}[^()\n]{0,120}|(?:raylet|gcs_server|autoscaler|monitor)[^()\n]{0,120})\) ?"
 )
@@ -41,35 +39,6 @@ class MetricLine:
     payload: dict[str, Any] | None  # None when it did not parse
     error: str | None  # why it did not parse
     trailing: str  # text after the dict other than a repeat suffix ("" normally)
-
-
-def split_docker_timestamp(line: str) -> tuple[str | None, str]:
-    """(`<RFC3339 UTC>` or None, rest of the line) for a `<RFC3339Nano> ` Docker prefix.
-
-    The time is normalised to UTC with microsecond precision and a `Z`
-    (`2026-11-29T07:52:40.814948Z`); nanoseconds are truncated, not rounded.
-    A prefix that is not a valid time is not a prefix.
-    """
-    if len(line) < 21 or line[10] != "T" or line[4] != "-":
-        return None, line
-    m = _DOCKER_TS.match(line)
-    if m is None:
-        return None, line
-    date, frac, zone = m.groups()
-    second = _utc_second(date, zone)
-    if second is None:
-        return None, line
-    return f"{second}.{((frac or '') + '000000')[:6]}Z", line[m.end():]
-
-
-@functools.lru_cache(maxsize=256)
-def _utc_second(date: str, zone: str) -> str | None:
-    """`YYYY-MM-DDTHH:MM:SS` in UTC, or None for an impossible time (cached: lines share seconds)."""
-    try:
-        moment = datetime.fromisoformat(date + ("+00:00" if zone == "Z" else zone))
-    except ValueError:
-        return None
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def strip_ansi(text: str) -> str:
@@ -161,13 +130,19 @@ def read_argument(text: str) -> tuple[str, Any] | None:
 
 
 def argument_value(text: str) -> Any:
-    """A dumped value: None/True/False, int, float, a list/dict/tuple literal, else the string itself."""
+    """A dumped value: None/True/False, int, float, a list/dict/tuple literal, else the string itself.
+
+    A value that would hold a non-finite number (`1e999`, `[nan]`) stays the
+    text Miles printed, as a bare `nan` or `inf` does: strict JSON has no
+    such numbers, and the text loses nothing.
+    """
     if text in ("None", "True", "False"):
         return {"None": None, "True": True, "False": False}[text]
     if _INT.fullmatch(text):
         return int(text)
     if _FLOAT.fullmatch(text) and any(c.isdigit() for c in text):
-        return float(text)
+        number = float(text)
+        return number if math.isfinite(number) else text
     if text[:1] in ("[", "{", "(") and text[-1:] in ("]", "}", ")"):
         from harness.mileslog.pyrepr import parse_repr
 
@@ -176,8 +151,18 @@ def argument_value(text: str) -> Any:
         except ReprError:
             return text
         if end == len(text):
-            return value
+            return value if _all_finite(value) else text
     return text
+
+
+def _all_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return all(_all_finite(item) for item in value)
+    if isinstance(value, dict):
+        return all(_all_finite(key) and _all_finite(item) for key, item in value.items())
+    return True
 
 
 # ---- the launch line and failures -------------------------------------------

@@ -7,6 +7,10 @@ a traceback. `feed_stream` reads a whole file (or stdin) in large chunks and
 jumps from marker to marker; it calls the same per-line code on the same
 lines, so it yields exactly what feeding every line would.
 
+Only the first launch line and the first argument dump are read: runs read
+together each bring theirs, and values of different runs must not mix (a
+later dump costs no more than noise, and a later launch line is not split).
+
 Lines are split on `\\n` only. A carriage return (tqdm progress bars) splits a
 line into segments that are each read as if they were a line of their own,
 with the same line number and Docker timestamp.
@@ -41,6 +45,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterable
 
 from harness.mileslog.derive import derive_step_values
+from harness.mileslog.keys import ends_step, is_rollout_side
 from harness.mileslog.lines import (
     LAUNCH_MARKER,
     TRACEBACK_MARKER,
@@ -53,11 +58,11 @@ from harness.mileslog.lines import (
     read_argument,
     read_launch,
     read_metric,
-    split_docker_timestamp,
     split_ray_prefix,
     strip_ansi,
 )
 from harness.mileslog.records import EvalRecord, ParsedLog, StepRecord
+from harness.times import format_time_us, split_time_prefix
 
 # A line holding none of these is noise unless an argument dump or a traceback is open.
 # `feed` tests them on the str; `_scan` finds them in the bytes (the first one as a
@@ -65,12 +70,13 @@ from harness.mileslog.records import EvalRecord, ParsedLog, StepRecord
 MARKERS = (": {", " arguments -", LAUNCH_MARKER, TRACEBACK_MARKER, "' failed")
 _OTHER_MARKERS = tuple(marker.encode() for marker in MARKERS[1:])
 
-ROLLOUT_SIDE_KEYS = ("perf/rollout_time",)
-STEP_END_KEYS = ("perf/step_time", "perf/train_time", "perf/total_train_time")
-
 # An argument dump or a traceback that goes this many lines without a line of
 # its own is taken as cut off and closed.
 STALE_LINES = 2000
+# A traceback whose exception line has been read waits only for what continues it
+# right away (a chained exception, a RayTaskError's frames): while it is open every
+# line is looked at, so it closes after this many lines without a line of its own.
+FINISHED_TRACEBACK_LINES = 50
 
 CHUNK_BYTES = 1 << 23
 
@@ -146,7 +152,7 @@ class LogParser:
 
     @property
     def args(self) -> dict[str, Any] | None:
-        """The argument dump: name -> value (None, bool, int, float, list/dict literal, else str)."""
+        """The first argument dump: name -> value (None, bool, int, float, list/dict literal, else str)."""
         return None if self._args is None else dict(self._args)
 
     @property
@@ -258,20 +264,7 @@ class LogParser:
         n = self._line_no
         while pos < end:
             if self._idle:
-                at = next_at[0]
-                if at < pos:
-                    at = find(b"{", pos, end)
-                    while at >= 0 and buf[at - 2 : at] != b": ":
-                        at = find(b"{", at + 1, end)
-                    next_at[0] = at = end if at < 0 else at
-                best = at
-                for i, marker in enumerate(_OTHER_MARKERS, 1):
-                    at = next_at[i]
-                    if at < pos:
-                        at = find(marker, pos, end)
-                        next_at[i] = at = end if at < 0 else at
-                    if at < best:
-                        best = at
+                best = _next_marker(buf, pos, end, next_at)
                 if best >= end:
                     n += count(b"\n", pos, end)
                     break
@@ -300,7 +293,8 @@ class LogParser:
         ):
             return []  # a dict that is not a metric (memory dumps): nothing else to look at
         out: list[StepRecord] = []
-        stamp, text = split_docker_timestamp(line.rstrip("\r\n"))
+        # The Docker time as integer nanoseconds; written out only for the metric lines that keep it.
+        stamp, text = split_time_prefix(line.rstrip("\r\n"))
         if "\x1b" in text:
             text = strip_ansi(text)
         if "\r" in text:
@@ -311,12 +305,13 @@ class LogParser:
         if self._args_source is not None and n - self._args_last > STALE_LINES:
             self._args_source = None
         if self._tracebacks:
-            for source in [s for s, tb in self._tracebacks.items() if n - tb.last_line > STALE_LINES]:
+            for source in [s for s, tb in self._tracebacks.items()
+                           if n - tb.last_line > (STALE_LINES if tb.in_frames else FINISHED_TRACEBACK_LINES)]:
                 del self._tracebacks[source]
         self._idle = self._args_source is None and not self._tracebacks
         return out
 
-    def _segment(self, segment: str, stamp: str | None, n: int, out: list[StepRecord]) -> None:
+    def _segment(self, segment: str, stamp: int | None, n: int, out: list[StepRecord]) -> None:
         head = find_metric(segment)
         source, body = split_ray_prefix(segment)
         if head is not None:
@@ -336,16 +331,16 @@ class LogParser:
                 self._args_last = n
                 return
         elif " arguments -" in body and argument_marker(body) == "start":
-            self._args_source = source
-            self._args_last = n
-            if self._args is None:
+            if self._args is None:  # the first dump only: a later one is another run's or a copy
+                self._args_source = source
+                self._args_last = n
                 self._args = {}
             return
         if LAUNCH_MARKER in body:
-            argv, problem = read_launch(body)
-            if problem:
-                self._problem(n, problem)
-            if argv is not None and self._launch is None:
+            if self._launch is None:  # only the first is kept, so only it is split (runs read together repeat it)
+                argv, problem = read_launch(body)
+                if problem:
+                    self._problem(n, problem)
                 self._launch = argv
             return
         if self._tracebacks or TRACEBACK_MARKER in body:
@@ -384,7 +379,7 @@ class LogParser:
 
     # ---- merging ----------------------------------------------------------------------
 
-    def _metric(self, line: MetricLine, stamp: str | None, n: int, out: list[StepRecord]) -> None:
+    def _metric(self, line: MetricLine, stamp_ns: int | None, n: int, out: list[StepRecord]) -> None:
         kind, ident = line.kind, line.id
         step_kind = kind in ("perf", "rollout", "multi_turn")
         if line.payload is None:
@@ -402,6 +397,7 @@ class LogParser:
             self._problem(n, f"{kind} {ident}: text after the payload ignored: {line.trailing[:80]!r}",
                           ident if step_kind else None)
         payload = line.payload
+        stamp = None if stamp_ns is None else format_time_us(stamp_ns // 1000)
         if kind == "step" or kind == "critic-step":
             self._sub_step(kind, ident, payload, n)
         elif kind == "eval":
@@ -428,10 +424,10 @@ class LogParser:
         self._merge_keys(step.metrics, payload, label, n, ident, step.key_lines, step.problems)
         if kind != "perf":
             return
-        if not step.saw_rollout_side and _is_rollout_side(payload):
+        if not step.saw_rollout_side and is_rollout_side(payload):
             step.saw_rollout_side = True
             step.t_rollout_end = stamp
-        if any(key in payload for key in STEP_END_KEYS):
+        if ends_step(payload):
             step.t_step_end = stamp
             self._attach_pending(step)
             del self._open[ident]
@@ -494,6 +490,11 @@ class LogParser:
     def _merge_keys(self, into: dict[str, Any], payload: dict[Any, Any], label: str, n: int,
                     ident: int | None, key_lines: dict[str, int] | None,
                     problems: list[dict[str, Any]] | None) -> None:
+        if into.keys().isdisjoint(payload) and _all_str(payload):  # every key new: nothing to compare
+            into.update(payload)
+            if key_lines is not None:
+                key_lines.update(dict.fromkeys(payload, n))
+            return
         for key, value in payload.items():
             if not isinstance(key, str):
                 key = repr(key)
@@ -521,10 +522,25 @@ class LogParser:
         self._problems.append(problem)
 
 
-def _is_rollout_side(payload: dict[str, Any]) -> bool:
-    return any(key in payload for key in ROLLOUT_SIDE_KEYS) or any(
-        isinstance(key, str) and key.startswith("rollout/") for key in payload
-    )
+def _next_marker(buf: bytes, pos: int, end: int, next_at: list[int]) -> int:
+    """Where the next marker is at or after pos (`end`: none); `next_at` remembers each one found,
+    so a buffer is searched once per marker."""
+    find = buf.find
+    at = next_at[0]
+    if at < pos:
+        at = find(b"{", pos, end)
+        while at >= 0 and buf[at - 2 : at] != b": ":
+            at = find(b"{", at + 1, end)
+        next_at[0] = at = end if at < 0 else at
+    best = at
+    for i, marker in enumerate(_OTHER_MARKERS, 1):
+        at = next_at[i]
+        if at < pos:
+            at = find(marker, pos, end)
+            next_at[i] = at = end if at < 0 else at
+        if at < best:
+            best = at
+    return best
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -532,8 +548,16 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _all_str(payload: dict[Any, Any]) -> bool:
+    """True when every key is a str (checked in C: the per-key loops are the parser's hot spots)."""
+    return set(map(type, payload)) <= _STR_ONLY
+
+
+_STR_ONLY = {str}
+
+
 def _string_keys(payload: dict[Any, Any]) -> dict[str, Any]:
-    if all(isinstance(key, str) for key in payload):
+    if _all_str(payload):
         return dict(payload)
     return {key if isinstance(key, str) else repr(key): value for key, value in payload.items()}
 
@@ -549,7 +573,12 @@ def _same(a: Any, b: Any) -> bool:
 
 def _same_payload(a: dict[str, Any], b: dict[Any, Any]) -> bool:
     b = _string_keys(b)
-    return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+    if a.keys() != b.keys():
+        return False
+    # Equal values of the same types: one C-level comparison (Megatron prints every step line twice).
+    if a == b and list(map(type, a.values())) == list(map(type, map(b.__getitem__, a))):
+        return True
+    return all(_same(a[key], b[key]) for key in a)
 
 
 def parse_lines(lines: Iterable[str]) -> ParsedLog:

@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.mileslog.keys import filter_setting, reward_key, step_reward
+
 
 @dataclass
 class StepRecord:
@@ -94,7 +96,12 @@ class EvalRecord:
     lines: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "t": self.t, "metrics": dict(self.metrics)}
+        """Strict JSON, as `StepRecord.to_json`: non-finite values null, listed under `non_finite`."""
+        metrics, non_finite = strict_json_metrics(self.metrics)
+        doc: dict[str, Any] = {"step": self.step, "t": self.t, "metrics": metrics}
+        if non_finite:
+            doc["non_finite"] = non_finite
+        return doc
 
 
 @dataclass
@@ -114,13 +121,26 @@ class ParsedLog:
     problems: list[dict[str, Any]]
     lines: int
 
+    def filter_setting(self) -> tuple[bool | None, str]:
+        """(filter on, where that was read): `keys.filter_setting` over the dump and the launch line."""
+        return filter_setting(self.args, self.launch)
+
     def to_json(self) -> dict[str, Any]:
+        """The `parse-log --json` document: each step with its reward by `keys.step_reward`."""
+        filter_on, _ = self.filter_setting()
+        steps = []
+        for record in self.steps:
+            doc = record.to_json()
+            doc["reward"] = step_reward(record.metrics, filter_on)
+            steps.append(doc)
         return {
-            "steps": [record.to_json() for record in self.steps],
+            "steps": steps,
             "args": None if self.args is None else dict(self.args),
             "launch": None if self.launch is None else list(self.launch),
             "failure": None if self.failure is None else dict(self.failure),
             "problems": [dict(problem) for problem in self.problems],
             "evals": [record.to_json() for record in self.evals],
             "lines": self.lines,
+            "filter": filter_on,
+            "reward_key": reward_key(filter_on),
         }

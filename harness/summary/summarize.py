@@ -31,16 +31,16 @@ for real runs; for simulated runs wall = trainer seconds x time_scale)
   are (timestamps), divided into seconds once.
 - `pause_total_s`: the length of the union of all the run's windows.
 
+Miles keys (which reward, the step-time fallback, the drop and zero-std
+keys, when the filter is on) are read by `harness.mileslog.keys`, the one
+place those rules live.
+
 Groups
-- dropped_*: from `derive_step_values` (every suffix form of the
-  zero-variance keys); null for a run without the filter (not applicable).
+- dropped_*: from `derive_step_values`; null for a run without the filter
+  (not applicable).
 - `batches` = ceil((B + dropped_groups) / O) for a filter run (kept = B):
   the prompt batches the rollout submitted. Null without the filter.
-
-Reward
-- `reward` = `rollout/raw_reward_unfiltered` for a filter run (its
-  `rollout/raw_reward` counts only kept groups), `rollout/raw_reward`
-  otherwise. A filter run without the unfiltered key gets null and a note.
+- A filter run without the unfiltered reward key gets null and a note.
 
 Aggregates
 - Over complete steps only: an incomplete step (the run ended between the
@@ -70,11 +70,12 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from harness.capture import write_text_atomic
 from harness.lab.milesargv import apply_overrides, flag_values, read_base_args
+from harness.mileslog import keys
 from harness.mileslog.derive import derive_step_values, whole_number
 from harness.summary import SCHEMA_ID
 from harness.summary.captures import STATES, RunCapture, Skipped, find_runs, read_capture
 from harness.times import US_PER_S, format_time_us, now_rfc3339, parse_time_us
-from harness.summary.verdict import FILTERED_KEY, UNFILTERED_KEY, RewardFacts, reward_verdict
+from harness.summary.verdict import RewardFacts, reward_verdict
 
 ROW_KEYS = (
     "step",
@@ -99,10 +100,8 @@ ROW_KEYS = (
     "zero_std_other",
 )
 
-ROLLOUT_TIME = "perf/rollout_time"
-STEP_TIME = "perf/step_time"
-STEP_TIME_OLD = "perf/total_train_time"  # older slime's name for the same timer
-TRUNCATED = "rollout/truncated_ratio"
+ROLLOUT_TIME = keys.ROLLOUT_TIME
+FILTERED_KEY, UNFILTERED_KEY = keys.RAW_REWARD, keys.RAW_REWARD_UNFILTERED
 FIRST_STEPS = 4
 
 
@@ -194,7 +193,7 @@ def resolve_config(capture: RunCapture, notes: list[str]) -> RunConfig:
     if filter_path is _ABSENT:
         filter_on = False if sources["filter"] != "none" else None
     else:
-        filter_on = _python_value(filter_path) not in (None, False)
+        filter_on = keys.filter_is_on(filter_path)
     batch = _as_int(raw["rollout_batch_size"]) if raw["rollout_batch_size"] is not _ABSENT else None
     over = raw["over_sampling_batch_size"]
     over_value = None if over is _ABSENT else _python_value(over)
@@ -223,16 +222,13 @@ def resolve_config(capture: RunCapture, notes: list[str]) -> RunConfig:
 # --------------------------------------------------------------------------- numbers
 
 
-_DERIVE_PREFIXES = ("rollout/dynamic_filter/", "rollout/zero_std/")
-
-
 def _derive(metrics: Mapping[str, Any], memo: dict[tuple, dict[str, Any]]) -> dict[str, Any]:
     """`derive_step_values` over the keys it reads, remembered per distinct set of counts.
 
     Only the drop and zero-std keys matter to it, and their values repeat a
     lot from step to step, so one run's steps share the results (read-only).
     """
-    relevant = {k: v for k, v in metrics.items() if k.startswith(_DERIVE_PREFIXES)}
+    relevant = {k: v for k, v in metrics.items() if k.startswith(keys.GROUP_KEY_PREFIXES)}
     try:
         key = tuple(relevant.items())
         derived = memo.get(key)
@@ -243,14 +239,7 @@ def _derive(metrics: Mapping[str, Any], memo: dict[tuple, dict[str, Any]]) -> di
     return derived
 
 
-def _number(value: Any) -> Optional[float]:
-    """A finite float, or None (bools, strings, NaN and infinities are not numbers here)."""
-    if type(value) is float:
-        return value if math.isfinite(value) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
+_number = keys.finite_number
 
 
 def _steps_text(steps: Sequence[int]) -> str:
@@ -415,7 +404,7 @@ def summarize_run(capture: RunCapture) -> RunSummary:
 
     rows: list[dict[str, Any]] = []
     derive_memo: dict[tuple, dict[str, Any]] = {}
-    reward_key = UNFILTERED_KEY if filter_on else FILTERED_KEY
+    reward_key = keys.reward_key(filter_on)
     no_reward = reward_key + " missing in {steps}: no reward there"
     any_reward = False
     for i, record in enumerate(records):
@@ -437,7 +426,7 @@ def summarize_run(capture: RunCapture) -> RunSummary:
         derived = _derive(metrics, derive_memo)
         for key in derived["unreadable_keys"]:
             problems.add(f"{key} is not a whole number in {{steps}}: left out of the counts", step)
-        rollout_side = ROLLOUT_TIME in metrics or any(k.startswith("rollout/dynamic_filter/") for k in metrics)
+        rollout_side = keys.rollout_side_logged(metrics)
         if filter_on and rollout_side:
             dropped = derived["dropped_groups"]
             dropped_right, dropped_wrong = derived["dropped_all_right"], derived["dropped_all_wrong"]
@@ -452,18 +441,17 @@ def summarize_run(capture: RunCapture) -> RunSummary:
 
         raw_reward = _number(metrics.get(FILTERED_KEY))
         raw_unfiltered = _number(metrics.get(UNFILTERED_KEY))
-        reward = raw_unfiltered if filter_on else raw_reward
+        reward = keys.step_reward(metrics, filter_on)
         if reward is not None:
             any_reward = True
         elif rollout_side or record.complete:
             problems.add(no_reward, step)
 
-        step_time = _number(metrics.get(STEP_TIME))
-        if step_time is None and _number(metrics.get(STEP_TIME_OLD)) is not None:
-            step_time = _number(metrics.get(STEP_TIME_OLD))
-            problems.add(STEP_TIME + " not logged in {steps}: " + STEP_TIME_OLD + " (older name) used", step)
+        step_time, step_time_key = keys.step_time(metrics)
+        if step_time_key == keys.STEP_TIME_OLD:
+            problems.add(keys.STEP_TIME + " not logged in {steps}: " + keys.STEP_TIME_OLD + " (older name) used", step)
         elif step_time is None and record.complete:
-            problems.add(STEP_TIME + " missing in complete {steps}", step)
+            problems.add(keys.STEP_TIME + " missing in complete {steps}", step)
         if not record.complete:
             problems.add("{steps} incomplete (the run ended before the step did): shown, left out of medians and means", step)
 
@@ -484,7 +472,7 @@ def summarize_run(capture: RunCapture) -> RunSummary:
                 "reward": reward,
                 "raw_reward": raw_reward,
                 "raw_reward_unfiltered": raw_unfiltered,
-                "truncated_ratio": _number(metrics.get(TRUNCATED)),
+                "truncated_ratio": _number(metrics.get(keys.TRUNCATED_RATIO)),
                 "step_time_s": step_time,
                 "dropped_other": dropped_other,
                 "zero_std_other": derived["zero_std_other"],
@@ -506,7 +494,9 @@ def summarize_run(capture: RunCapture) -> RunSummary:
     elif steps_expected is not None and complete_count < steps_expected:
         notes.append(f"{complete_count} complete step{'' if complete_count == 1 else 's'} of {steps_expected} expected")
 
+    _null_non_finite_rows(rows, notes)
     aggregates = _aggregates(rows, filter_on, union_length(starts, ends) / time_scale / US_PER_S, notes)
+    _null_non_finite(aggregates, "aggregates", notes)
     document = {
         "experiment": experiment.get("name") if isinstance(experiment.get("name"), str) else None,
         "seed": seed,
@@ -525,6 +515,27 @@ def summarize_run(capture: RunCapture) -> RunSummary:
     }
     compare = experiment.get("compare") if isinstance(experiment.get("compare"), dict) else None
     return RunSummary(capture.name, document, compare, reward_key if any_reward else None)
+
+
+def _null_non_finite_rows(rows: list[dict[str, Any]], notes: list[str]) -> None:
+    """Strict JSON has no NaN or infinity: such a row value (an overflow) becomes null, one note per key."""
+    found = _StepNotes()
+    for row in rows:
+        for key, value in row.items():
+            if type(value) is float and not math.isfinite(value):
+                row[key] = None
+                found.add(f"{key} is not a finite number ({value!r}) in {{steps}}: null", row["step"])
+    found.emit(notes)
+
+
+def _null_non_finite(document: dict[str, Any], where: str, notes: list[str]) -> None:
+    """As `_null_non_finite_rows`, for a nested dict (aggregates, a comparison): a note per value."""
+    for key, value in document.items():
+        if isinstance(value, dict):
+            _null_non_finite(value, f"{where}.{key}", notes)
+        elif type(value) is float and not math.isfinite(value):
+            document[key] = None
+            notes.append(f"{where}.{key} is not a finite number ({value!r}): null")
 
 
 def _aggregates(rows: list[dict[str, Any]], filter_on: bool, pause_total_s: float, notes: list[str]) -> dict[str, Any]:
@@ -681,6 +692,8 @@ def summarize_captures(
 
     runs = {c.name: summarize_run(c) for c in sorted(captures, key=lambda c: c.name)}
     comparisons = [c for c in (compare_run(r, runs) for r in runs.values()) if c is not None]
+    for comparison in comparisons:
+        _null_non_finite(comparison, "comparison", comparison["notes"])
     return {
         "schema": SCHEMA_ID,
         "generated_at": generated_at or now_rfc3339(),
@@ -726,7 +739,7 @@ def _dump(value: Any, level: int) -> str:
     pad, inner = "  " * level, "  " * (level + 1)
     if isinstance(value, dict) and value:
         items = [
-            f"{inner}{json.dumps(str(k))}: "
+            f"{inner}{json.dumps(str(k), allow_nan=False)}: "
             + (_dump_rows(v, level + 1) if k == "steps" and isinstance(v, list) else _dump(v, level + 1))
             for k, v in value.items()
         ]

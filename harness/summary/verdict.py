@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
-UNFILTERED_KEY = "rollout/raw_reward_unfiltered"
-FILTERED_KEY = "rollout/raw_reward"
+from harness.mileslog.keys import RAW_REWARD as FILTERED_KEY
+from harness.mileslog.keys import RAW_REWARD_UNFILTERED as UNFILTERED_KEY
 
 
 @dataclass(frozen=True)

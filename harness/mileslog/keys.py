@@ -1,0 +1,132 @@
+"""The Miles rules, once: metric names, which reward is the reward, the step-time fallback, the filter.
+
+The parser, live progress, `harness parse-log` and the summary all read their
+numbers through this module, so a rule changes in one place (docs/summary.md
+states each rule once):
+
+- **Filter.** The dynamic filter is on when `dynamic_sampling_filter_path`
+  is set (not absent, None, False or empty). Miles's argument dump is the
+  truth; the launch line's last `--dynamic-sampling-filter-path` answers
+  when the dump does not; a run where neither says is read as without the
+  filter.
+- **Reward.** With the filter on, the reward is `rollout/raw_reward_unfiltered`
+  (every finished answer, kept and dropped groups alike): the filter run's
+  `rollout/raw_reward` counts only the kept groups and is not comparable.
+  Without the filter it is `rollout/raw_reward`, as for the baselines. A
+  value that is missing or not a finite number is no reward (None).
+- **Step time.** `perf/step_time`; older slime's `perf/total_train_time`
+  where that is not a finite number.
+- **Train side.** A `perf N` line with a step-end key is the trainer's:
+  the step is complete when it is read. A `perf N` line with the rollout
+  time or a `rollout/` key is the rollout's.
+- **Groups.** Dropped groups are the `rollout/dynamic_filter/drop_<reason>`
+  keys (absent when none were dropped for that reason); zero-variance kept
+  groups the `rollout/zero_std/count_<reward>` keys (see `derive`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Optional, Sequence
+
+ROLLOUT_TIME = "perf/rollout_time"
+STEP_TIME = "perf/step_time"
+STEP_TIME_OLD = "perf/total_train_time"  # older slime's name for the same timer
+TRAIN_TIME = "perf/train_time"
+RAW_REWARD = "rollout/raw_reward"
+RAW_REWARD_UNFILTERED = "rollout/raw_reward_unfiltered"
+TRUNCATED_RATIO = "rollout/truncated_ratio"
+
+ROLLOUT_PREFIX = "rollout/"
+DYNAMIC_FILTER_PREFIX = "rollout/dynamic_filter/"
+ZERO_STD_PREFIX = "rollout/zero_std/"
+DROP_PREFIX = DYNAMIC_FILTER_PREFIX + "drop_"
+ZERO_STD_DROP_PREFIX = DROP_PREFIX + "zero_std_"
+ZERO_STD_COUNT_PREFIX = ZERO_STD_PREFIX + "count_"
+# Every key `derive.derive_step_values` may read: the drop reasons and the zero-std counts.
+GROUP_KEY_PREFIXES = (DYNAMIC_FILTER_PREFIX, ZERO_STD_PREFIX)
+
+ROLLOUT_SIDE_KEYS = (ROLLOUT_TIME,)
+STEP_END_KEYS = (STEP_TIME, TRAIN_TIME, STEP_TIME_OLD)
+STEP_TIME_KEYS = (STEP_TIME, STEP_TIME_OLD)
+
+FILTER_ARG = "dynamic_sampling_filter_path"
+FILTER_FLAG = "--dynamic-sampling-filter-path"
+
+
+def finite_number(value: Any) -> Optional[float]:
+    """A finite float, or None (bools, strings, NaN and infinities are not numbers here)."""
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond float range
+        return None
+    return value if math.isfinite(value) else None
+
+
+# ---- the filter ------------------------------------------------------------
+
+
+def filter_is_on(path: Any) -> bool:
+    """True when a `dynamic_sampling_filter_path` value sets a filter (a bare flag, True, counts)."""
+    if path is None or path is False:
+        return False
+    if isinstance(path, str):
+        return path.strip() not in ("", "None", "False")
+    return True
+
+
+def filter_setting(args: Optional[Mapping[str, Any]], argv: Optional[Sequence[str]]) -> tuple[Optional[bool], str]:
+    """(filter on, where that was read): the argument dump, else the launch argv, else (None, "none")."""
+    if args is not None and FILTER_ARG in args:
+        return filter_is_on(args[FILTER_ARG]), "argument dump"
+    if argv is not None:
+        from harness.lab.milesargv import flag_values
+
+        values = flag_values(list(argv)).get(FILTER_FLAG)
+        if values is None:
+            return False, "launch line"
+        return filter_is_on(values[-1] if values else True), "launch line"
+    return None, "none"
+
+
+# ---- per-step values -------------------------------------------------------
+
+
+def reward_key(filter_on: Optional[bool]) -> str:
+    """The Miles key that is the run's comparable reward (unknown filter: read as off)."""
+    return RAW_REWARD_UNFILTERED if filter_on else RAW_REWARD
+
+
+def step_reward(metrics: Mapping[str, Any], filter_on: Optional[bool]) -> Optional[float]:
+    """The step's reward by the rule above; None when the key is missing or not a finite number."""
+    return finite_number(metrics.get(reward_key(filter_on)))
+
+
+def step_time(metrics: Mapping[str, Any]) -> tuple[Optional[float], Optional[str]]:
+    """(seconds, the key they came from): `perf/step_time`, else `perf/total_train_time`; (None, None)."""
+    for key in STEP_TIME_KEYS:
+        value = finite_number(metrics.get(key))
+        if value is not None:
+            return value, key
+    return None, None
+
+
+def is_rollout_side(payload: Mapping[Any, Any]) -> bool:
+    """True for the rollout's `perf N` payload: the rollout time or any `rollout/` key."""
+    return any(key in payload for key in ROLLOUT_SIDE_KEYS) or any(
+        isinstance(key, str) and key.startswith(ROLLOUT_PREFIX) for key in payload
+    )
+
+
+def ends_step(payload: Mapping[Any, Any]) -> bool:
+    """True for the trainer's `perf N` payload, the last line of step N."""
+    return any(key in payload for key in STEP_END_KEYS)
+
+
+def rollout_side_logged(metrics: Mapping[str, Any]) -> bool:
+    """True when a merged step holds the rollout's line, so absent drop keys mean 0 dropped."""
+    return ROLLOUT_TIME in metrics or any(key.startswith(DYNAMIC_FILTER_PREFIX) for key in metrics)
