@@ -80,6 +80,7 @@ def run_at_once(
     stop: StopControl,
     on_decision: Callable[[Decision], None],
     on_wait: Callable[[str], None],
+    on_warning: Callable[[str], None],
     provenance: dict[str, Any],
 ) -> list[SweepResult]:
     """Every plan at once, each as `harness run` runs it; the results in the plans' order.
@@ -89,7 +90,7 @@ def run_at_once(
     """
     def one(plan: Planned) -> SweepResult:
         return run_planned(plan, options=options, progress=progress_for(plan), stop=stop, on_wait=on_wait,
-                           mode=mode, on_decision=on_decision, provenance=provenance)
+                           mode=mode, on_decision=on_decision, on_warning=on_warning, provenance=provenance)
 
     with ThreadPoolExecutor(max_workers=max(1, len(plans)), thread_name_prefix="demo-run") as pool:
         futures = [pool.submit(one, plan) for plan in plans]

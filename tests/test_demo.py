@@ -124,6 +124,11 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
 
     assert done.exit_code == 0, done.output
     check_demo_output(done.stdout, captures, 2)
+    filtered = json.loads((captures / "summary" / "miles-gb10-lab.json").read_text())["runs"]["e2b-dapo-filter"]
+    windows = [json.loads(line) for line in (captures / "e2b-dapo-filter" / "pauses.jsonl").read_text().splitlines()]
+    assert any(window["end"] is not None for window in windows)  # the guard really paused the run, and thawed it
+    assert filtered["aggregates"]["pause_total_s"] > 0 and filtered["time_scale"] == 0.002
+    assert "heat guard: " in done.stdout
     assert "simulator: the process engine" in done.stderr
     assert "demo: 6 runs at once" in done.stderr
     assert "e2b-dapo-filter: step 1 (2/2 complete)" in done.stdout  # live progress, one line per step when piped

@@ -99,22 +99,27 @@ class RunProgress:
     def __init__(self, board: DemoBoard, run: str) -> None:
         self.board = board
         self.run = run
+        self.filter_on: Optional[bool] = False
 
     def started(self, spec: Any) -> None:
+        from harness.mileslog import keys
+
+        self.filter_on, _ = keys.filter_setting(None, spec.trainer_argv)
         self.board.update(self.run, f"{self.run}: started ({spec.engine}, run id {spec.run_id})", state="running")
 
     def step(self, record: Any, steps_complete: int) -> None:
         from harness.cli.progress import describe_step, step_summary
 
-        summary = step_summary(record)
-        expected = self.board.rows[self.run]["expected"]
+        summary = step_summary(record, self.filter_on)
+        row = self.board.rows[self.run]
         label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
-        self.board.update(self.run, f"{self.run}: {label} ({steps_complete}/{expected} complete) | "
-                                    f"{describe_step(summary)}", steps=steps_complete, last=summary)
+        heat = "" if row["heat"] == "-" else f" | heat guard: {row['heat']}"  # piped: no line per pause
+        self.board.update(self.run, f"{self.run}: {label} ({steps_complete}/{row['expected']} complete) | "
+                                    f"{describe_step(summary)}{heat}", steps=steps_complete, last=summary)
 
     def guard(self, reading: Any) -> None:
         temp = "-" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
-        heat = f"{'PAUSED ' if reading.paused else ''}{temp}, {reading.pauses} pause{'s' * (reading.pauses != 1)}"
+        heat = f"{'PAUSED, ' if reading.paused else ''}{temp}, {reading.pauses} pause{'s' * (reading.pauses != 1)}"
         self.board.update(self.run, heat=heat)
 
     def note(self, message: str) -> None:
@@ -168,7 +173,7 @@ def demo(
     with board, stop_on_signals(stop, board.say):
         results = run_at_once(plans, mode="force" if force else "cached", options=RunOptions(),
                               progress_for=lambda plan: board.progress(plan.spec.run), stop=stop,
-                              on_decision=on_decision, on_wait=warn, provenance=provenance)
+                              on_decision=on_decision, on_wait=warn, on_warning=warn, provenance=provenance)
     ran_s = time.monotonic() - started
     states = [result.status.state if result.status else "not run" for result in results]
     for result, state in zip(results, states):
