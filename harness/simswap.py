@@ -90,7 +90,7 @@ def choose_target(requested: str, time_scale: float, python: str, api: Optional[
             return SimTarget("docker", time_scale, python, f"the Docker engine at {api.host}")
         reason = f"{SIM_IMAGE} is not on the Docker engine at {api.host}; `make sim-image` builds it"
     except DockerApiError as err:
-        reason = f"no Docker engine: {err}"
+        reason = str(err)
     return SimTarget("process", time_scale, python, reason)
 
 
