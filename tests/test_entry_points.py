@@ -229,6 +229,14 @@ def test_make_sweep_without_exp_sweeps_the_default_and_status_summarize_report_a
     assert (captures / "summary" / "report.md").is_file()
     assert not (clone / "capture" / "gpu").exists()
 
+    harness = [str(Path(sys.prefix) / "bin" / "harness")]
+    logs = subprocess.run([*harness, "logs", "e2b-dapo-filter-s2", "--sim"], cwd=clone, capture_output=True,
+                          text=True, timeout=60)
+    assert logs.returncode == 0 and "Job 'raysubmit_" in logs.stdout, logs.stderr
+    recover = subprocess.run([*harness, "recover", "--sim"], cwd=clone, capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "DOCKER_HOST": DEAD_DOCKER, "HARNESS_PROCESS_DIR": str(clone / ".p")})
+    assert recover.returncode == 0 and "nothing to recover" in recover.stdout, recover.stderr
+
 
 def test_make_sweep_without_exp_runs_harness_sweep_seeds_as_typed():
     done = subprocess.run(["make", "-n", "--no-print-directory", "sweep", "SEEDS=1 2 3"], cwd=REPO_ROOT,
