@@ -10,7 +10,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Union
+from typing import List, Optional, Sequence, Union
 
 import click
 import typer
@@ -31,7 +31,7 @@ from harness.cli.app import (
     warn,
 )
 from harness.cli.progress import progress_for
-from harness.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES
+from harness.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES, SimTarget, choose_target
 
 # The lab's default experiment: the write-up's next step is a second seed of the filter run.
 # `make run` and `make sweep` without EXP, and `run`/`sweep` without an experiment, take it.
@@ -51,7 +51,7 @@ def chosen_experiment(experiment: Optional[str], verb: str) -> str:
     return name
 
 
-def sim_target_from_cli(sim: bool, time_scale: Optional[float], sim_engine: str) -> Any:
+def sim_target_from_cli(sim: bool, time_scale: Optional[float], sim_engine: str) -> Optional[SimTarget]:
     """The simulator's engine and time scale for `--sim` (said in one line), or None for a real run."""
     from harness.errors import HarnessError
 
@@ -59,8 +59,6 @@ def sim_target_from_cli(sim: bool, time_scale: Optional[float], sim_engine: str)
         if time_scale is not None or sim_engine != "auto":
             raise HarnessError("--time-scale and --sim-engine are for runs on the simulator: add --sim")
         return None
-    from harness.simswap import choose_target
-
     target = choose_target(sim_engine, DEFAULT_TIME_SCALE if time_scale is None else time_scale, sys.executable)
     note(target.describe())
     return target
@@ -95,7 +93,7 @@ class SeedsCommand(TyperCommand):
 
 
 def plan_from_cli(name: str, experiments_dir: Path, capture_dir: Path, seeds: Sequence[int],
-                  overrides: Sequence[str], sim: Any = None) -> list:
+                  overrides: Sequence[str], sim: Optional[SimTarget] = None) -> list:
     """Plan the runs of `name` over `seeds` (a sweep file's own seeds when it is one); warnings are printed."""
     from harness.errors import HarnessError
     from harness.experiments import ExperimentStore
