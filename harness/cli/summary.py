@@ -8,7 +8,17 @@ from typing import Any, List, Optional
 import typer
 from typing_extensions import Annotated
 
-from harness.cli.app import DEFAULT_CAPTURE_DIR, CaptureDir, JsonOption, command, stdout, warn
+from harness.cli.app import (
+    DEFAULT_CAPTURE_DIR,
+    CaptureDir,
+    CaptureDirOrSim,
+    JsonOption,
+    SimCapturesOption,
+    capture_root,
+    command,
+    stdout,
+    warn,
+)
 
 
 def _fmt(value: Optional[float], digits: int) -> str:
@@ -17,7 +27,8 @@ def _fmt(value: Optional[float], digits: int) -> str:
 
 @command("summarize")
 def summarize_command(
-    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
     out: Annotated[
         Optional[Path],
         typer.Option("--out", help="Summary JSON to write [default: <capture dir>/summary/miles-gb10-lab.json]."),
@@ -28,6 +39,7 @@ def summarize_command(
     """Summarize every capture into the lab's JSON (schema miles-gb10-lab/1) and draw its figures beside it."""
     from harness.summary.publish import summarize_to_files
 
+    capture_dir = capture_root(capture_dir, sim)
     published = summarize_to_files(capture_dir, out, figures=not no_figures)
     document = published.document
     for skipped in document["skipped"]:
@@ -81,7 +93,8 @@ def _print_runs(document: dict[str, Any]) -> None:
 
 @command("report")
 def report_command(
-    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
     summary: Annotated[
         Optional[Path],
         typer.Option("--summary", help="Summary JSON to report on [default: <capture dir>/summary/miles-gb10-lab.json]."),
@@ -90,6 +103,7 @@ def report_command(
     """Write report.md (headline tables, verdicts, figures) and the figures beside the summary JSON."""
     from harness.summary.publish import default_summary_path, report_from_summary
 
+    capture_dir = capture_root(capture_dir, sim)
     published = report_from_summary(summary if summary is not None else default_summary_path(capture_dir))
     console = stdout()
     for path in published.figures:
