@@ -19,7 +19,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 def lab_figures(tmp_path_factory) -> tuple[dict, dict[str, ET.Element]]:
     out = tmp_path_factory.mktemp("figures")
     document = summarize(DATA / "lab")
-    paths = render_figures(document, out)
+    paths = render_figures(document, out).drawn
     return document, {p.name: ET.parse(p).getroot() for p in paths}
 
 
@@ -77,7 +77,7 @@ def test_reward_figure_title_band_and_series(lab_figures):
 
 def test_incomplete_steps_are_drawn_apart(tmp_path):
     document = summarize(DATA / "edge")
-    paths = {p.name: ET.parse(p).getroot() for p in render_figures(document, tmp_path)}
+    paths = {p.name: ET.parse(p).getroot() for p in render_figures(document, tmp_path).drawn}
     root = paths["rollout-time-old-filter.svg"]
     assert markers(group(root, "rollout-incomplete")) == 1
     assert markers(group(root, "rollout-batches-1")) == 1 and markers(group(root, "rollout-batches-2")) == 1
@@ -88,8 +88,8 @@ def test_incomplete_steps_are_drawn_apart(tmp_path):
 
 def test_figures_are_deterministic(tmp_path):
     document = summarize(DATA / "lab")
-    first = [p.read_bytes() for p in render_figures(document, tmp_path / "a")]
-    second = [p.read_bytes() for p in render_figures(document, tmp_path / "b")]
+    first = [p.read_bytes() for p in render_figures(document, tmp_path / "a").drawn]
+    second = [p.read_bytes() for p in render_figures(document, tmp_path / "b").drawn]
     assert first == second
 
 
@@ -106,5 +106,5 @@ def test_report_has_the_tables_the_verdict_and_the_figures(tmp_path):
 
 def test_report_without_comparisons_says_so():
     document = summarize(DATA / "lab")
-    document["comparisons"] = []
+    document.comparisons = []
     assert "no comparisons or figures" in render_report(document)

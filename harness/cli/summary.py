@@ -1,14 +1,17 @@
-"""`harness summarize`, `harness report` and `harness plan`: thin commands over harness.summary and harness.planner."""
+"""`harness summarize`, `report` and `plan`: thin commands over harness.summary and harness.planner."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 from typing_extensions import Annotated
 
 from harness.cli.app import DEFAULT_CAPTURE_DIR, CaptureDir, JsonOption, command, stdout, warn
+
+if TYPE_CHECKING:
+    from harness.summary.document import SummaryDocument
 
 
 def _fmt(value: Optional[float], digits: int) -> str:
@@ -30,51 +33,57 @@ def summarize_command(
 
     published = summarize_to_files(capture_dir, out, figures=not no_figures)
     document = published.document
-    for skipped in document["skipped"]:
-        warn(f"skipped {skipped['directory']}: {skipped['reason']}")
-    for name, run in document["runs"].items():
-        if run["state"] == "unknown":
-            warn(f"{name}: status.json unreadable, summarized with state unknown ({'; '.join(run['notes'][:1])})")
-    if not document["runs"]:
+    for warning in published.warnings:
+        warn(warning)
+    if not document.runs:
         warn(f"no runs under {capture_dir} (a run is a directory with status.json)")
     if json_:
         import json
 
         typer.echo(json.dumps({
             "summary": str(published.summary_path),
-            "figures": [str(p) for p in published.figures],
-            "runs": sorted(document["runs"]),
-            "comparisons": [c["run"] for c in document["comparisons"]],
-            "skipped": document["skipped"],
+            "figures": [str(p) for p in published.figures + published.figures_unchanged],
+            "figures_drawn": [str(p) for p in published.figures],
+            "runs": sorted(document.runs),
+            "comparisons": [c.run for c in document.comparisons],
+            "skipped": [s.to_dict() for s in document.skipped],
         }, indent=2, allow_nan=False))
         return
     _print_runs(document)
     console = stdout()
-    for comparison in document["comparisons"]:  # a paragraph: wrapped at words in a terminal, one line piped
-        console.print(f"[bold]{comparison['run']}[/bold] against {comparison['baseline']}: {comparison['reward']['verdict']}",
-                      soft_wrap=not console.is_terminal)
-    console.print(f"wrote {published.summary_path}")
+    for comparison in document.comparisons:  # a paragraph: wrapped at words in a terminal, one line piped
+        console.print(f"[bold]{escape(comparison.run)}[/bold] against {escape(comparison.baseline)}: "
+                      f"{escape(comparison.reward.verdict)}", soft_wrap=not console.is_terminal)
+    console.print(f"wrote {escape(str(published.summary_path))}")
     for path in published.figures:
-        console.print(f"wrote {path}")
+        console.print(f"wrote {escape(str(path))}")
+    if published.figures_unchanged:
+        console.print(f"{len(published.figures_unchanged)} figures unchanged (their inputs are the same)")
 
 
-def _print_runs(document: dict[str, Any]) -> None:
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def _print_runs(document: "SummaryDocument") -> None:
     from harness.cli.tables import Column, print_table
 
     columns = [Column("run"), Column("state"), Column("filter"), Column("steps", "right"), Column("clean", "right"),
                Column("rollout median s", "right", wrap=True), Column("dropped", "right"),
                Column("reward", "right"), Column("notes", "right", drop=1)]
     rows = []
-    for name, run in document["runs"].items():
-        agg = run["aggregates"]
+    for name, run in document.runs.items():
+        agg = run.aggregates
         dropped = "-"
-        if agg["dropped_groups_min"] is not None:
-            dropped = f"{agg['dropped_groups_min']}-{agg['dropped_groups_max']}"
-        expected = run.get("steps_expected")
+        if agg.dropped_groups_min is not None:
+            dropped = f"{agg.dropped_groups_min}-{agg.dropped_groups_max}"
+        expected = run.steps_expected
         rows.append((
-            name, run["state"], "on" if run["filter"] else "off",
-            f"{agg['steps']}" + (f"/{expected}" if expected is not None else ""), str(agg["clean_steps"]),
-            _fmt(agg["rollout_time_adjusted_median_s"], 1), dropped, _fmt(agg["reward_mean"], 3), str(len(run["notes"])),
+            name, run.state, "on" if run.filter else "off",
+            f"{agg.steps}" + (f"/{expected}" if expected is not None else ""), str(agg.clean_steps),
+            _fmt(agg.rollout_time_adjusted_median_s, 1), dropped, _fmt(agg.reward_mean, 3), str(len(run.notes)),
         ))
     print_table(stdout(), columns, rows)
 
@@ -93,8 +102,10 @@ def report_command(
     published = report_from_summary(summary if summary is not None else default_summary_path(capture_dir))
     console = stdout()
     for path in published.figures:
-        console.print(f"wrote {path}")
-    console.print(f"wrote {published.report}")
+        console.print(f"wrote {escape(str(path))}")
+    if published.figures_unchanged:
+        console.print(f"{len(published.figures_unchanged)} figures unchanged (their inputs are the same)")
+    console.print(f"wrote {escape(str(published.report))}")
 
 
 @command("plan")
@@ -169,7 +180,7 @@ def _summarized_runs(capture_dir: Path, names: List[str]) -> dict[str, Any]:
         path = Path(capture_dir) / name
         if not (path / "status.json").is_file():
             raise HarnessError(f"no capture of {name} under {capture_dir}", ExitCode.NOT_FOUND)
-        out[name] = summarize_run(read_capture(path)).document
+        out[name] = summarize_run(read_capture(path)).to_dict()
     return out
 
 

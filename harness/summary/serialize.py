@@ -1,0 +1,134 @@
+"""The summary document as JSON text, and back.
+
+The layout is for people as well as programs: two-space indents, each step
+row on one line. Every value is encoded by orjson, which only writes strict
+JSON; the row layout is built from the rows one by one, never by cutting
+encoded text apart, so it holds whatever a row or a note contains. A float
+that is not finite is refused, never written as null behind the reader's
+back (the summarizer has already turned each one into null with a note).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from harness.capture.reader import Skipped
+from harness.summary import SCHEMA_ID
+from harness.summary.document import StepTable, SummaryDocument
+
+MAX_SUMMARY_BYTES = 1 << 30
+_INDENT = b"  "
+
+
+def dumps_summary(document: SummaryDocument) -> bytes:
+    """The document as JSON (UTF-8): indented, one step row per line, strict."""
+    out: list[bytes] = []
+    _write(document, 0, out)
+    out.append(b"\n")
+    return b"".join(out)
+
+
+def _items(value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, dict):
+        return list(value.items())
+    if isinstance(value, Skipped):
+        return list(value.to_dict().items())
+    return [(spec.name, getattr(value, spec.name)) for spec in fields(value)]
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, dict) or hasattr(value, "__dataclass_fields__")
+
+
+def _scalar(value: Any) -> bytes:
+    if type(value) is float and not math.isfinite(value):
+        raise ValueError(f"not strict JSON: {value!r} (the summary nulls such values, with a note)")
+    return orjson.dumps(value)
+
+
+def _flat(value: Any) -> bool:
+    """A value written on one line inside a list: a scalar, or an object of scalars."""
+    if isinstance(value, StepTable) or isinstance(value, list):
+        return False
+    if _is_object(value):
+        return not any(_is_object(item) or isinstance(item, (list, StepTable)) for _, item in _items(value))
+    return True
+
+
+def _one_line(value: Any) -> bytes:
+    if _is_object(value):
+        return b"{" + b", ".join(orjson.dumps(str(key)) + b": " + _scalar(item) for key, item in _items(value)) + b"}"
+    return _scalar(value)
+
+
+def _write(value: Any, level: int, out: list[bytes]) -> None:
+    pad, inner = _INDENT * level, _INDENT * (level + 1)
+    if isinstance(value, StepTable):
+        rows = value.rows()
+        if not rows:
+            out.append(b"[]")
+            return
+        out += [b"[\n", inner, (b",\n" + inner).join(map(orjson.dumps, rows)), b"\n", pad, b"]"]
+        return
+    if _is_object(value):
+        items = _items(value)
+        if not items:
+            out.append(b"{}")
+            return
+        out.append(b"{\n")
+        for i, (key, item) in enumerate(items):
+            out += [inner, orjson.dumps(str(key)), b": "]
+            _write(item, level + 1, out)
+            out.append(b",\n" if i < len(items) - 1 else b"\n")
+        out += [pad, b"}"]
+        return
+    if isinstance(value, list):
+        if not value:
+            out.append(b"[]")
+        elif len(value) == 1 and not (_is_object(value[0]) or isinstance(value[0], list)):
+            out += [b"[", _scalar(value[0]), b"]"]
+        elif all(_flat(item) for item in value):
+            out += [b"[\n", inner, (b",\n" + inner).join(_one_line(item) for item in value), b"\n", pad, b"]"]
+        else:
+            out.append(b"[\n")
+            for i, item in enumerate(value):
+                out.append(inner)
+                _write(item, level + 1, out)
+                out.append(b",\n" if i < len(value) - 1 else b"\n")
+            out += [pad, b"]"]
+        return
+    out.append(_scalar(value))
+
+
+def write_summary(document: SummaryDocument, out: Path) -> Path:
+    """Write the document atomically (temporary file, then rename); returns the path."""
+    from harness.capture.files import write_bytes_atomic
+
+    out = Path(out)
+    write_bytes_atomic(out, dumps_summary(document))
+    return out
+
+
+def load_summary(path: Path) -> SummaryDocument:
+    """Read a summary back, typed; HarnessError (one line) when it is missing, unreadable or not this schema."""
+    from harness.capture.reader import Unreadable, read_bounded
+    from harness.errors import ExitCode, HarnessError
+
+    path = Path(path)
+    try:
+        data = orjson.loads(read_bounded(path, MAX_SUMMARY_BYTES))
+    except FileNotFoundError:
+        raise HarnessError(f"no summary at {path}: run `harness summarize` first", ExitCode.NOT_FOUND) from None
+    except (Unreadable, orjson.JSONDecodeError) as err:
+        raise HarnessError(f"cannot read the summary {path}: {err}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
+        raise HarnessError(f"{path} is not a {SCHEMA_ID} summary")
+    try:
+        return SummaryDocument.from_dict(data)
+    except ValueError as err:
+        raise HarnessError(f"{path} is not a readable {SCHEMA_ID} summary: {err}") from None
