@@ -14,11 +14,19 @@ over how many steps and seeds, axes carry units. Text stays text in the SVG
 (`svg.fonttype: none`) so it can be read and searched, and each series has a
 stable id (`gid`) so tests and readers can find it. Output is deterministic:
 no date in the metadata, a fixed hash salt.
+
+A figure is drawn again only when what it shows has changed: each SVG carries
+a fingerprint of its inputs (the comparison, the columns it plots of each run
+it names, and this module's code) as its Dublin Core identifier, and a figure
+whose file already has the same fingerprint is left as it is, without even
+loading matplotlib.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -220,7 +228,7 @@ def draw_reward(document: SummaryDocument, comparison: Comparison):  # noqa: ANN
     return figure
 
 
-def _save(figure, path: Path, title: str, caption: str) -> Path:  # noqa: ANN001
+def _save(figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:  # noqa: ANN001
     import io
 
     import matplotlib
@@ -228,7 +236,7 @@ def _save(figure, path: Path, title: str, caption: str) -> Path:  # noqa: ANN001
     from harness.capture import write_text_atomic
 
     svg = io.BytesIO()
-    metadata = {"Title": title, "Description": caption, "Date": None}
+    metadata = {"Title": title, "Description": caption, "Identifier": fingerprint, "Date": None}
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "miles-gb10-lab"}):
         figure.savefig(svg, format="svg", metadata=metadata)
     write_text_atomic(path, svg.getvalue().decode("utf-8"))  # whole or not at all, and the umask's mode
@@ -237,7 +245,7 @@ def _save(figure, path: Path, title: str, caption: str) -> Path:  # noqa: ANN001
 
 @dataclass
 class Rendered:
-    """The figures of a document: those drawn now (and those already up to date)."""
+    """The figures of a document: those drawn now and those already up to date."""
 
     drawn: list[Path] = field(default_factory=list)
     unchanged: list[Path] = field(default_factory=list)
@@ -247,19 +255,70 @@ class Rendered:
         return self.drawn + self.unchanged
 
 
-def render_figures(document: SummaryDocument, out_dir: Path) -> Rendered:
-    """Both figures of every comparison in `out_dir`."""
+_IDENTIFIER = re.compile(rb"<dc:identifier>([^<]*)</dc:identifier>")
+
+
+@functools.lru_cache(maxsize=1)
+def _code_stamp() -> str:
+    """What else decides a figure's look: this module's code and matplotlib's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        matplotlib_version = version("matplotlib")
+    except PackageNotFoundError:  # pragma: no cover - matplotlib is a dependency
+        matplotlib_version = "?"
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16] + "/" + matplotlib_version
+
+
+def fingerprint(document: SummaryDocument, comparison: Comparison) -> str:
+    """A hash of everything the two figures of one comparison show (see the module doc)."""
+    import orjson
+
+    from harness.summary.document import to_plain
+
+    def shown(name: str) -> Optional[list]:
+        run = document.runs.get(name)
+        if run is None:
+            return None
+        table = run.steps
+        return [name, run.seed, run.filter, run.rollout_batch_size, run.over_sampling_batch_size,
+                run.aggregates.steps, table.step, table.complete, table.rollout_time_adjusted_s, table.batches,
+                table.reward]
+
+    names = [comparison.run, comparison.baseline, *comparison.reward.baselines]
+    data = orjson.dumps([_code_stamp(), to_plain(comparison), [shown(name) for name in names]])
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _fingerprint_of(path: Path) -> Optional[bytes]:
+    """The fingerprint an existing SVG carries (None when there is no such file or none in it)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(16384)  # matplotlib writes the metadata at the top
+    except OSError:
+        return None
+    match = _IDENTIFIER.search(head)
+    return match.group(1) if match else None
+
+
+def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = False) -> Rendered:
+    """Both figures of every comparison in `out_dir`, drawing only those whose inputs changed (or all, `force`)."""
     out_dir = Path(out_dir)
     rendered = Rendered()
     for comparison in document.comparisons:
         if comparison.run not in document.runs:
             continue
         paths = figure_paths(out_dir, comparison.run)
+        stamp = fingerprint(document, comparison)
         for key, text, draw in (("rollout_time", rollout_time_text, draw_rollout_time),
                                 ("reward", reward_text, draw_reward)):
+            path = paths[key]
+            if not force and _fingerprint_of(path) == stamp.encode():
+                rendered.unchanged.append(path)
+                continue
             _use_agg()
             out_dir.mkdir(parents=True, exist_ok=True)
-            rendered.drawn.append(_save(draw(document, comparison), paths[key], *text(document, comparison)))
+            rendered.drawn.append(_save(draw(document, comparison), path, *text(document, comparison), stamp))
     return rendered
 
 
