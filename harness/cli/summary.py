@@ -1,4 +1,4 @@
-"""`harness summarize`, `report` and `plan`: thin commands over harness.summary and harness.planner."""
+"""`harness summarize`, `report`, `export` and `plan`: thin commands over harness.summary and harness.planner."""
 
 from __future__ import annotations
 
@@ -106,6 +106,47 @@ def report_command(
     if published.figures_unchanged:
         console.print(f"{len(published.figures_unchanged)} figures unchanged (their inputs are the same)")
     console.print(f"wrote {escape(str(published.report))}")
+
+
+@command("export")
+def export_command(
+    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    format_: Annotated[
+        str, typer.Option("--format", help="parquet (needs pyarrow, which make setup installs) or csv.")
+    ] = "parquet",
+    out: Annotated[
+        Optional[Path],
+        typer.Option("--out", help="Table to write [default: <capture dir>/summary/steps.<format>]."),
+    ] = None,
+    summary: Annotated[
+        Optional[Path],
+        typer.Option("--summary", help="Export a published summary JSON instead of summarizing the captures."),
+    ] = None,
+) -> None:
+    """Write every run's step rows as one tidy table: run, experiment, seed, step, then the row's columns.
+
+    Read it with pandas.read_parquet (or read_csv). The rows are the summary's
+    (docs/summary.md); the captures are summarized afresh unless --summary is given.
+    """
+    from harness.errors import HarnessError
+    from harness.summary.export import FORMATS, default_export_path, export_steps
+    from harness.summary.publish import default_summary_path, summarize_captures_in
+
+    if format_ not in FORMATS:
+        raise HarnessError(f"--format {format_!r}: one of {', '.join(FORMATS)}")
+    if summary is not None:
+        from harness.summary.serialize import load_summary
+
+        document = load_summary(summary)
+        where = summary.parent
+    else:
+        result = summarize_captures_in(capture_dir)
+        for warning in result.warnings:
+            warn(warning)
+        document, where = result.document, default_summary_path(capture_dir).parent
+    path = export_steps(document, out if out is not None else default_export_path(where, format_), format_)
+    rows = sum(len(run.steps) for run in document.runs.values())
+    stdout().print(f"wrote {escape(str(path))} ({rows} rows of {len(document.runs)} runs)")
 
 
 @command("plan")

@@ -1,7 +1,7 @@
-"""The one core behind `summarize_miles.py`, `harness summarize` and `harness report`.
+"""The one core behind `summarize_miles.py`, `harness summarize`, `harness report` and `harness export`.
 
 Compute, then render: `summarize` builds the document; this module writes it,
-the figures beside it and the report from it.
+the figures beside it, the report and the step table from it.
 """
 
 from __future__ import annotations
