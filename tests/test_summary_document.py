@@ -63,10 +63,24 @@ def test_the_writer_holds_any_text_and_puts_each_row_on_one_line(lab):
     assert len(row_lines) == sum(len(r.steps) for r in document.runs.values())
 
 
-@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
-def test_the_writer_refuses_a_number_that_is_not_finite(lab, value):
+def test_rows_are_laid_one_per_line_even_holding_what_their_types_forbid(lab):
     document = summarize(DATA / "lab")
-    document.runs["plain"].aggregates.reward_mean = value
+    steps = document.runs["plain"].steps
+    steps.dropped_groups[1] = '}, {"step": 9}, {'
+    steps.batches[2] = [{"a": 1}, {"b": 2}]
+    text = dumps_summary(document)
+    assert json.loads(text) == document.to_dict()
+    assert sum(line.lstrip().startswith('{"step":') for line in text.decode().splitlines()) == 4 + 4 * 4
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("where", ["aggregates", "row"])
+def test_the_writer_refuses_a_number_that_is_not_finite(lab, value, where):
+    document = summarize(DATA / "lab")
+    if where == "aggregates":
+        document.runs["plain"].aggregates.reward_mean = value
+    else:
+        document.runs["plain"].steps.rollout_time_adjusted_s[2] = value
     with pytest.raises(ValueError, match="not strict JSON"):
         dumps_summary(document)
 

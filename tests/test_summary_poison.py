@@ -117,7 +117,7 @@ def poisoned(tmp_path_factory) -> dict:
     root = good_captures(tmp_path_factory.mktemp("poisoned") / "gpu")
     poison(root)
     document, done = summarize_with_the_script(root, root / "summary" / "miles-gb10-lab.json")
-    return {"document": document, "done": done}
+    return {"document": document, "done": done, "root": root}
 
 
 @pytest.fixture(scope="module")
@@ -246,3 +246,15 @@ def test_a_compare_baseline_given_as_a_list_is_said(poisoned):
     notes = notes_of(poisoned, "p-compare-list")
     assert "manifest.json" in notes and "compare.baseline" in notes and "['plain']" in notes
     assert not [c for c in poisoned["document"]["comparisons"] if c["run"] == "p-compare-list"]
+
+
+def test_runs_summarized_in_several_processes_give_the_same_document(poisoned):
+    from harness.summary.summarize import summarize
+
+    def stable(workers: int) -> dict:
+        document = summarize(poisoned["root"], workers=workers, generated_at="2026-11-29T12:00:00Z").to_dict()
+        return {k: v for k, v in document.items() if k != "harness_version"}
+
+    assert stable(2) == stable(1)
+    assert {k: v for k, v in stable(1).items() if k != "generated_at"} == {
+        k: v for k, v in poisoned["document"].items() if k not in ("generated_at", "harness_version")}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture.metrics import loads_line, read_metrics_columns
+from harness.capture.columns import loads_line, read_metrics_columns, read_pause_windows
 from harness.capture.reader import iter_jsonl, loads_json, read_capture
 from harness.times import parse_time_us
 
@@ -110,6 +110,48 @@ def test_many_fixed_width_times_are_parsed_as_a_column_with_the_same_answers(tmp
     assert fast(path) == reference(path)
 
 
+def test_a_file_as_the_harness_writes_it_takes_the_column_path_with_the_same_answers(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    order = [3, 1, 2, 0, 5, 4] * 20
+    path.write_text("".join(line(n + 6 * (i // 6), f"2026-11-29T08:00:{i % 60:02d}.5Z") + "\n"
+                            for i, n in enumerate(order)))
+    got, got_notes = fast(path)
+    assert (got, got_notes) == reference(path)
+    assert [row[0] for row in got] == list(range(120)) and got_notes == []
+
+
+def reference_pauses(path: Path) -> tuple[list, list[str]]:
+    """pauses.jsonl read line by line with the stdlib (the reader as it was)."""
+    notes: list[str] = []
+    by_start: dict[int, tuple] = {}
+    for number, obj in iter_jsonl(path, notes, loads=loads_json):
+        start = parse_time_us(obj.get("start"))
+        if start is None:
+            notes.append(f"{path.name} line {number}: start {obj.get('start')!r} is not an RFC 3339 time: skipped")
+            continue
+        end_raw = obj.get("end")
+        end = parse_time_us(end_raw) if end_raw is not None else None
+        if end_raw is not None and end is None:
+            notes.append(f"{path.name} line {number}: end {end_raw!r} is not an RFC 3339 time: read as still open")
+        reason = obj.get("reason")
+        by_start[start] = (start, end, reason if isinstance(reason, str) else "", number)
+    return [by_start[start] for start in sorted(by_start)], notes
+
+
+def test_pause_windows_read_fast_equal_the_stdlib_read(tmp_path):
+    path = tmp_path / "pauses.jsonl"
+    windows = [json.dumps({"start": f"2026-11-29T07:{m:02d}:00Z", "end": None, "reason": "hot"}) for m in range(60)]
+    windows += [json.dumps({"start": f"2026-11-29T07:{m:02d}:00Z", "end": f"2026-11-29T07:{m:02d}:30.25Z",
+                            "reason": "hot", "peak_c": 86.0}) for m in range(0, 60, 2)]
+    windows += ['{"start": "soon", "end": null}', "{torn", '{"start": "2026-11-29T09:00:00Z", "end": 5, "reason": 7}',
+                '{"start": "2026-11-29T09:01:00Z", "end": NaN}']
+    path.write_text("\n".join(windows) + "\n")
+    notes: list[str] = []
+    got = [(w.start_us, w.end_us, w.reason, w.line) for w in read_pause_windows(path, notes)]
+    assert (got, notes) == reference_pauses(path)
+    assert len(got) == 62 and len(notes) == 4
+
+
 @pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": 1e400}', "[" * 2000 + "]" * 2000, '{"a": 1' + "0" * 400 + "}"])
 def test_a_line_orjson_refuses_is_read_by_the_stdlib_rules(text):
     try:
@@ -128,3 +170,16 @@ def test_read_capture_keeps_the_typed_records(tmp_path):
     capture = read_capture(run)
     assert [row.step for row in capture.records] == [0, 1] == capture.steps.step
     assert capture.records[0].metrics == {"perf/rollout_time": 1.5} and capture.records[0].line == 2
+
+
+def test_columns_of_several_keys_equal_one_key_at_a_time(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps({"step": i, "complete": True, "metrics": metrics}) + "\n" for i, metrics in
+                            enumerate([{"a": 1, "b": 2.0}, {"a": 3}, {"b": None, "c": [1]}, {"a": 4, "b": 5, "c": 6}])))
+    columns = read_metrics_columns(path, [])
+    missing = object()
+    for keys in (["a"], ["a", "b"], ["c", "zz", "a"], ["zz"], []):
+        assert columns.columns(keys, missing) == [columns.column(key, missing) for key in keys]
+    every = read_metrics_columns(path, [])
+    every.metrics = [m for m in every.metrics if "a" in m]
+    assert every.columns(["a"]) == [[1, 3, 4]]

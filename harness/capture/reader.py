@@ -20,7 +20,7 @@ reason). `summary/` and dot-names are never runs; other directories without
 Rules of the summary's read (`read_capture`):
 - `status.json` present but unreadable: the run is still read, with state
   `unknown` and a note (its steps are data; losing them would hide them).
-- `metrics.jsonl` (read as columns by `metrics.read_metrics_columns`): one
+- `metrics.jsonl` (read as columns by `columns.read_metrics_columns`): one
   record per rollout id; when a step appears twice, the last line wins
   (with a note). Records are sorted by step.
 - `pauses.jsonl`: a window is logged when it opens (end null) and again when
@@ -37,10 +37,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Optional
 
 from harness.capture.records import PauseWindow, RunStatus, StepRow
-from harness.times import parse_time_us
 
 if TYPE_CHECKING:
-    from harness.capture.metrics import MetricsColumns
+    from harness.capture.columns import MetricsColumns
 
 SUMMARY_DIR_NAME = "summary"
 STATUS_NAME = "status.json"
@@ -331,7 +330,7 @@ def read_capture(run_dir: Path) -> RunCapture:
     if args is not None and not isinstance(args, dict):
         notes.append("args.json is not a JSON object: ignored")
         args = None
-    from harness.capture.metrics import read_metrics_columns
+    from harness.capture.columns import read_metrics_columns
 
     steps = read_metrics_columns(run_dir / "metrics.jsonl", notes)
     pauses = read_pauses(run_dir / "pauses.jsonl", notes)
@@ -356,26 +355,16 @@ def _json_for_summary(path: Path, notes: list[str], *, required: bool, max_bytes
 
 
 def _read_metrics(path: Path, notes: list[str]) -> list[StepRow]:
-    from harness.capture.metrics import read_metrics_columns
+    from harness.capture.columns import read_metrics_columns
 
     return read_metrics_columns(path, notes).rows()
 
 
 def read_pauses(path: Path, notes: list[str]) -> list[PauseWindow]:
     """Pause windows by start time, the last line per start winning (open, then closed)."""
-    by_start: dict[int, PauseWindow] = {}
-    for number, obj in iter_jsonl(path, notes):
-        start = parse_time_us(obj.get("start"))
-        if start is None:
-            notes.append(f"{path.name} line {number}: start {obj.get('start')!r} is not an RFC 3339 time: skipped")
-            continue
-        end_raw = obj.get("end")
-        end = parse_time_us(end_raw) if end_raw is not None else None
-        if end_raw is not None and end is None:
-            notes.append(f"{path.name} line {number}: end {end_raw!r} is not an RFC 3339 time: read as still open")
-        reason = obj.get("reason")
-        by_start[start] = PauseWindow(start, end, reason if isinstance(reason, str) else "", number)
-    return [by_start[start] for start in sorted(by_start)]
+    from harness.capture.columns import read_pause_windows
+
+    return read_pause_windows(path, notes)
 
 
 def count_complete_steps(path: Path) -> int:

@@ -42,6 +42,8 @@ ROW_KEYS = (
     "zero_std_other",
 )
 _EXTRA_ROW_KEYS = ("dropped_other", "zero_std_other")
+FLOAT_ROW_KEYS = ("rollout_time_s", "pause_overlap_s", "rollout_time_adjusted_s", "reward", "raw_reward",
+                  "raw_reward_unfiltered", "truncated_ratio", "step_time_s")
 
 
 @dataclass
@@ -121,8 +123,7 @@ for _key in ROW_KEYS:
         _COLUMN_TYPES[_key], _COLUMN_KINDS[_key] = {bool}, "true or false"
     elif _key == "clean":
         _COLUMN_TYPES[_key], _COLUMN_KINDS[_key] = {bool, type(None)}, "true, false or null"
-    elif _key in ("rollout_time_s", "pause_overlap_s", "rollout_time_adjusted_s", "reward", "raw_reward",
-                  "raw_reward_unfiltered", "truncated_ratio", "step_time_s"):
+    elif _key in FLOAT_ROW_KEYS:
         _COLUMN_TYPES[_key], _COLUMN_KINDS[_key] = {float, int, type(None)}, "a number or null"
     else:
         _COLUMN_TYPES[_key], _COLUMN_KINDS[_key] = {int, type(None)}, "an integer or null"

@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.summary.document import ROW_KEYS, SummaryDocument
+from harness.summary.document import FLOAT_ROW_KEYS, ROW_KEYS, SummaryDocument
 
 FORMATS = ("parquet", "csv")
 RUN_COLUMNS = ("run", "experiment", "seed")
 COLUMNS = RUN_COLUMNS + ROW_KEYS
-FLOAT_COLUMNS = frozenset({"rollout_time_s", "pause_overlap_s", "rollout_time_adjusted_s", "reward", "raw_reward",
-                           "raw_reward_unfiltered", "truncated_ratio", "step_time_s"})
+FLOAT_COLUMNS = frozenset(FLOAT_ROW_KEYS)
 BOOL_COLUMNS = frozenset({"complete", "clean"})
 TEXT_COLUMNS = frozenset({"run", "experiment"})
 PYARROW_HINT = ("parquet needs pyarrow: `make setup` installs it (or pip install 'miles-gb10-lab[export]'); "

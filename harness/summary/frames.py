@@ -16,15 +16,17 @@ file, the key and the value (docs/summary.md, "Sanity rules").
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from harness.capture.metrics import MetricsColumns
+from harness.capture.columns import MetricsColumns
 from harness.capture.reader import RunCapture
 from harness.capture.records import STATES
 from harness.summary.notes import RunNotes, shown
 from harness.summary.run_config import RunConfig, resolve_config
 from harness.summary.sanity import (
+    MAX_EXACT_INT,
     Span,
     compare_problems,
     exact_int,
@@ -79,9 +81,8 @@ def read_frame(capture: RunCapture) -> RunFrame:
 
     span = _span(status, notes)
     steps = _steps_in_range(capture.steps, notes)
-    known = [t for column in (steps.t_rollout_end_us, steps.t_step_end_us) for t in column if t is not None]
-    known += [t for p in capture.pauses for t in (p.start_us, p.end_us) if t is not None]
-    known = [t for t in known if span.contains(t)]
+    known = _times_in_span(span, steps.t_rollout_end_us, steps.t_step_end_us,
+                           [t for p in capture.pauses for t in (p.start_us, p.end_us)])
     windows = _pause_windows(capture, span, known, notes)
     return RunFrame(
         name=capture.name,
@@ -157,16 +158,21 @@ def _span(status: dict[str, Any], notes: list[str]) -> Span:
     return Span(start, end)
 
 
-def _steps_in_range(steps: MetricsColumns, notes: list[str]) -> MetricsColumns:
+def _times_in_span(span: Span, *columns: list[Optional[int]]) -> list[int]:
+    """The times of the columns that lie in the span."""
+    low = span.start_us if span.start_us is not None else -math.inf
+    high = span.end_us if span.end_us is not None else math.inf
+    return [t for column in columns for t in column if t is not None and low <= t <= high]
+
+
+def _steps_in_range(steps: MetricsColumns, notes: RunNotes) -> MetricsColumns:
     """The step records whose step id is within +-2^53 (a note for each other one)."""
-    bad = [i for i, step in enumerate(steps.step) if exact_int(step) is None]
-    if not bad:
+    if not steps.step or (min(steps.step) >= -MAX_EXACT_INT and max(steps.step) <= MAX_EXACT_INT):
         return steps
+    bad = [i for i, step in enumerate(steps.step) if exact_int(step) is None]
     for i in bad:
         notes.flag(f"metrics.jsonl line {steps.line[i]}: step {shown(steps.step[i])} is beyond 2^53: skipped")
-    keep = [i for i in range(len(steps)) if exact_int(steps.step[i]) is not None]
-    return MetricsColumns(*([column[i] for i in keep] for column in (
-        steps.step, steps.complete, steps.t_rollout_end_us, steps.t_step_end_us, steps.metrics, steps.line)))
+    return steps.select([i for i in range(len(steps)) if exact_int(steps.step[i]) is not None])
 
 
 def _pause_windows(capture: RunCapture, span: Span, known: list[int], notes: list[str]) -> list[tuple[int, int]]:

@@ -21,22 +21,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from harness.mileslog import keys
 from harness.mileslog.derive import derive_step_values
 from harness.summary.document import StepTable
 from harness.summary.frames import RunFrame
 from harness.summary.notes import RunNotes, StepNotes
-from harness.summary.sanity import out_of_range_int
+from harness.summary.sanity import MAX_EXACT_INT, SPAN_SLACK_US
 from harness.times import US_PER_S, format_time_us
 
 METRICS = "metrics.jsonl"
 _ABSENT = object()
+_INF = math.inf
+_VALUE_KEYS = (keys.ROLLOUT_TIME, keys.RAW_REWARD, keys.RAW_REWARD_UNFILTERED, keys.TRUNCATED_RATIO,
+               *keys.STEP_TIME_KEYS)
 
 # The order of the checks within one step (see StepNotes): phase 0 reads the rollout
 # times, phase 1 the rest of the step; notes come out as if the steps were read one by one.
-_FLAGGED, _ROLLOUT, _ROLLOUT_END = 0, 1, 2
+_FLAGGED, _ROLLOUT, _ROLLOUT_END, _NON_FINITE = 0, 1, 2, 3
 _GROUPS, _DROPS, _REWARD, _STEP_TIME, _INCOMPLETE = 0, 1, 2, 3, 4
 
 
@@ -63,32 +66,29 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     filter_on, batch, over = config.filter, config.rollout_batch_size, config.over_sampling_batch_size
     time_scale = frame.time_scale
 
+    group_keys = sorted(key for key in columns.keys() if key.startswith(keys.GROUP_KEY_PREFIXES))
+    values = dict(zip(_VALUE_KEYS, columns.columns(_VALUE_KEYS)))
+    groups = columns.columns(group_keys, _ABSENT)
     flagged: dict[str, set[int]] = {}
-
-    def read(key: str) -> list[Any]:
-        """The key's column with integers beyond 2^53 flagged (one note) and read as missing."""
-        column = columns.column(key)
-        bad = [i for i, value in enumerate(column) if type(value) is int and out_of_range_int(value)]
+    for key, column in [*values.items(), *zip(group_keys, groups)]:
+        bad = _out_of_range(column)
         if bad:
             problems.add(f"{METRICS}: {key} is an integer beyond 2^53 ({{values}}) in {{steps}}: read as missing",
                          bad, [steps[i] for i in bad], [column[i] for i in bad], rank=(_FLAGGED, key), flag=True)
             flagged[key] = set(bad)
             for i in bad:
                 column[i] = None
-        return column
 
     # --- phase 0: rollout times and where they lie
-    rollout_raw = read(keys.ROLLOUT_TIME)
-    rollout = [keys.finite_number(value) for value in rollout_raw]
-    not_number, negative, missing = [], [], []
-    for i, (value, seconds) in enumerate(zip(rollout_raw, rollout)):
-        if value is not None and seconds is None:
-            not_number.append(i)
-        elif seconds is not None and seconds < 0:
-            negative.append(i)
-            rollout[i] = None
-        elif value is None and complete[i] and i not in flagged.get(keys.ROLLOUT_TIME, ()):
-            missing.append(i)
+    rollout_raw = values[keys.ROLLOUT_TIME]
+    rollout = finite_column(rollout_raw)
+    rollout_flagged = flagged.get(keys.ROLLOUT_TIME, set())
+    not_number = [i for i, (v, s) in enumerate(zip(rollout_raw, rollout)) if s is None and v is not None]
+    negative = [i for i, s in enumerate(rollout) if s is not None and s < 0]
+    missing = [i for i, (v, done) in enumerate(zip(rollout_raw, complete))
+               if v is None and done and i not in rollout_flagged]
+    for i in negative:
+        rollout[i] = None
     for problem, found in ((f"{keys.ROLLOUT_TIME} is not a finite number in {{steps}}: no rollout time there", not_number),
                            (f"{keys.ROLLOUT_TIME} is negative ({{values}}) in {{steps}}: no rollout time there", negative),
                            (f"{keys.ROLLOUT_TIME} missing in complete {{steps}}: no rollout time there", missing)):
@@ -99,32 +99,29 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     ends = columns.t_rollout_end_us
     starts, stops = merge_windows(frame.windows)
     origin = frame.first_time_us if frame.first_time_us is not None else 0
-
-    no_end, outside = [], []
-    rollout_s = np.full(count, np.nan)
-    end_rel = np.full(count, np.nan)
-    for i, seconds in enumerate(rollout):
-        if seconds is None:
-            continue
-        rollout_s[i] = seconds
-        end = ends[i]
-        if end is None:
-            no_end.append(i)
-        elif not span.contains(end):
-            outside.append(i)
-        else:
-            end_rel[i] = end - origin
-    problems.add("t_rollout_end missing in {steps}: pause overlap unknown there", no_end,
-                 [steps[i] for i in no_end], rank=_ROLLOUT_END)
+    # Times as floats: exact, as integers of microseconds below 2^53 (until the year 2255).
+    rollout_s = np.array(rollout, dtype=np.float64)
+    end_us = np.array(ends, dtype=np.float64)
+    has_rollout = ~np.isnan(rollout_s)
+    no_end = has_rollout & np.isnan(end_us)
+    low = -np.inf if span.start_us is None else span.start_us - SPAN_SLACK_US
+    high = np.inf if span.end_us is None else span.end_us + SPAN_SLACK_US
+    with np.errstate(invalid="ignore"):
+        outside = has_rollout & ((end_us < low) | (end_us > high))
+    found = np.flatnonzero(no_end).tolist()
+    problems.add("t_rollout_end missing in {steps}: pause overlap unknown there", found,
+                 [steps[i] for i in found], rank=_ROLLOUT_END)
+    found = np.flatnonzero(outside).tolist()
     problems.add(f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
-                 "pause overlap unknown, not counted clean", outside, [steps[i] for i in outside],
-                 [format_time_us(ends[i]) for i in outside], rank=_ROLLOUT_END, flag=True)
-    wall_us = rollout_s * (float(time_scale) * US_PER_S)
-    known = ~np.isnan(rollout_s) & ~np.isnan(end_rel)
-    hi = np.where(known, end_rel, 0.0)
-    lo = hi - np.where(known, wall_us, 0.0)
+                 "pause overlap unknown, not counted clean", found, [steps[i] for i in found],
+                 [format_time_us(ends[i]) for i in found], rank=_ROLLOUT_END, flag=True)
+    known = has_rollout & ~no_end & ~outside
+    with np.errstate(over="ignore", invalid="ignore"):  # a rollout time of 1e303 s: said below, not warned
+        wall_us = rollout_s * (float(time_scale) * US_PER_S)
+        hi = np.where(known, end_us - origin, 0.0)
+        lo = hi - np.where(known, wall_us, 0.0)
     if span.start_us is not None:
-        early = known & ~(lo >= span.start_us - origin)
+        early = known & ~(lo >= low - origin)
         found = np.flatnonzero(early).tolist()
         problems.add(f"{keys.ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
                      f"({format_time_us(span.start_us)}) in {{steps}}: pause overlap unknown, not counted clean",
@@ -134,23 +131,24 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
         lo = np.where(known, lo, 0.0)
     overlap_wall_us = overlap_lengths(starts - origin, stops - origin, lo, hi)
     overlap_trainer_us = overlap_wall_us / time_scale if time_scale != 1 else overlap_wall_us
-    with np.errstate(over="ignore", invalid="ignore"):
-        adjusted_s = (rollout_s * US_PER_S - overlap_trainer_us) / US_PER_S
     touched = overlap_wall_us != 0.0
-    overlap_column = _where_known(known, np.where(touched, overlap_trainer_us / US_PER_S, 0.0))
-    adjusted_column = _where_known(known, np.where(touched, adjusted_s, rollout_s))
+    with np.errstate(over="ignore", invalid="ignore"):
+        overlap = np.where(touched, overlap_trainer_us / US_PER_S, 0.0)
+        adjusted = np.where(touched, (rollout_s * US_PER_S - overlap_trainer_us) / US_PER_S, rollout_s)
+    for rank, (name, column) in enumerate((("pause_overlap_s", overlap), ("rollout_time_adjusted_s", adjusted))):
+        bad = known & ~np.isfinite(column)  # strict JSON: an overflow is null, with a note per value
+        for i in np.flatnonzero(bad).tolist():
+            problems.add(f"{name} is not a finite number ({float(column[i])!r}) in {{steps}}: null", [i],
+                         [steps[i]], rank=(_NON_FINITE, rank), flag=True)
+        known_here = known & ~bad
+        column[~known_here] = np.nan
+    overlap_column = _floats_or_none(overlap)
+    adjusted_column = _floats_or_none(adjusted)
     clean_column = [None if not k else not t for k, t in zip(known.tolist(), touched.tolist())]
 
     # --- phase 1: groups, reward, step time, completeness
-    group_keys = sorted(key for key in columns.keys() if key.startswith(keys.GROUP_KEY_PREFIXES))
-    group_columns = []
-    for key in group_keys:
-        column = read(key)
-        present = columns.column(key, _ABSENT)
-        group_columns.append([_ABSENT if p is _ABSENT else v for p, v in zip(present, column)])
-    derived = _derive_column(group_keys, group_columns, count)
+    derived = _derive_column(group_keys, groups, count)
     rollout_side = [keys.rollout_side_logged(m) for m in metrics]
-
     dropped: list[Optional[int]] = [None] * count
     dropped_right: list[Optional[int]] = [None] * count
     dropped_wrong: list[Optional[int]] = [None] * count
@@ -158,18 +156,18 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     batches: list[Optional[int]] = [None] * count
     unreadable: dict[str, list[int]] = {}
     no_rollout_side, drops_without_filter = [], []
-    for i, values in enumerate(derived):
-        for key in values["unreadable_keys"]:
+    for i, found_values in enumerate(derived):
+        for key in found_values["unreadable_keys"]:
             if i not in flagged.get(key, ()):
                 unreadable.setdefault(key, []).append(i)
         if filter_on and rollout_side[i]:
-            dropped[i] = values["dropped_groups"]
-            dropped_right[i], dropped_wrong[i] = values["dropped_all_right"], values["dropped_all_wrong"]
-            dropped_other[i] = sum(values["dropped_other"].values())
+            dropped[i] = found_values["dropped_groups"]
+            dropped_right[i], dropped_wrong[i] = found_values["dropped_all_right"], found_values["dropped_all_wrong"]
+            dropped_other[i] = sum(found_values["dropped_other"].values())
             batches[i] = -(-(batch + dropped[i]) // over) if batch is not None and over else None
         elif filter_on:
             no_rollout_side.append(i)
-        elif values["dropped_groups"]:
+        elif found_values["dropped_groups"]:
             drops_without_filter.append(i)
     for key, found in unreadable.items():
         problems.add(f"{key} is not a whole number in {{steps}}: left out of the counts", found,
@@ -179,32 +177,18 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     problems.add("drop keys logged without the filter in {steps}: not shown", drops_without_filter,
                  [steps[i] for i in drops_without_filter], phase=1, rank=_DROPS)
 
-    raw_reward = [keys.finite_number(v) for v in read(keys.RAW_REWARD)]
-    raw_unfiltered = [keys.finite_number(v) for v in read(keys.RAW_REWARD_UNFILTERED)]
+    raw_reward = finite_column(values[keys.RAW_REWARD])
+    raw_unfiltered = finite_column(values[keys.RAW_REWARD_UNFILTERED])
     reward_key = keys.reward_key(filter_on)
-    reward = raw_unfiltered if reward_key == keys.RAW_REWARD_UNFILTERED else raw_reward
+    reward = list(raw_unfiltered if reward_key == keys.RAW_REWARD_UNFILTERED else raw_reward)
     any_reward = any(value is not None for value in reward)
     no_reward = reward_key + " missing in {steps}: no reward there"
-    found = [i for i in range(count) if reward[i] is None and (rollout_side[i] or complete[i])
-             and i not in flagged.get(reward_key, ())]
+    reward_flagged = flagged.get(reward_key, set())
+    found = [i for i, (value, side, done) in enumerate(zip(reward, rollout_side, complete))
+             if value is None and (side or done) and i not in reward_flagged]
     problems.add(no_reward, found, [steps[i] for i in found], phase=1, rank=_REWARD)
 
-    for key in keys.STEP_TIME_KEYS:
-        read(key)  # flags what is out of range; the values are read by the rule below
-    step_time: list[Optional[float]] = [None] * count
-    old_name, step_time_missing, step_time_negative = [], [], []
-    for i, m in enumerate(metrics):
-        if _any_flagged(flagged, i):  # what is flagged is read as missing
-            m = {k: None if i in flagged.get(k, ()) else m.get(k) for k in keys.STEP_TIME_KEYS}
-        seconds, key = keys.step_time(m)
-        if seconds is not None and seconds < 0:
-            step_time_negative.append((i, key, seconds))
-            continue
-        step_time[i] = seconds
-        if key == keys.STEP_TIME_OLD:
-            old_name.append(i)
-        elif seconds is None and complete[i] and not _any_flagged(flagged, i):
-            step_time_missing.append(i)
+    step_time, old_name, step_time_missing, step_time_negative = _step_times(metrics, complete, flagged)
     problems.add(keys.STEP_TIME + " not logged in {steps}: " + keys.STEP_TIME_OLD + " (older name) used", old_name,
                  [steps[i] for i in old_name], phase=1, rank=_STEP_TIME)
     problems.add(keys.STEP_TIME + " missing in complete {steps}", step_time_missing,
@@ -215,7 +199,7 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
                      [steps[i] for i, _ in found], [seconds for _, seconds in found], phase=1, rank=_STEP_TIME,
                      flag=True)
 
-    incomplete = [i for i in range(count) if not complete[i]]
+    incomplete = [i for i, done in enumerate(complete) if not done]
     problems.add("{steps} incomplete (the run ended before the step did): shown, left out of medians and means",
                  incomplete, [steps[i] for i in incomplete], phase=1, rank=_INCOMPLETE)
 
@@ -247,63 +231,88 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
         dropped_all_right=dropped_right,
         dropped_all_wrong=dropped_wrong,
         batches=batches,
-        zero_std_all_right=[values["zero_std_all_right"] for values in derived],
-        zero_std_all_wrong=[values["zero_std_all_wrong"] for values in derived],
-        reward=list(reward),
+        zero_std_all_right=[found_values["zero_std_all_right"] for found_values in derived],
+        zero_std_all_wrong=[found_values["zero_std_all_wrong"] for found_values in derived],
+        reward=reward,
         raw_reward=raw_reward,
         raw_reward_unfiltered=raw_unfiltered,
-        truncated_ratio=[keys.finite_number(v) for v in read(keys.TRUNCATED_RATIO)],
+        truncated_ratio=finite_column(values[keys.TRUNCATED_RATIO]),
         step_time_s=step_time,
         dropped_other=dropped_other,
-        zero_std_other=[values["zero_std_other"] for values in derived],
+        zero_std_other=[found_values["zero_std_other"] for found_values in derived],
     )
-    _null_non_finite(table, notes)
     pause_total_s = union_length(starts, stops) / time_scale / US_PER_S
     return Rows(table, reward_key if any_reward else None, pause_total_s)
 
 
-def _where_known(known: Any, values: Any) -> list[Optional[float]]:
-    return [value if k else None for k, value in zip(known.tolist(), values.tolist())]
+def finite_column(column: Sequence[Any]) -> list[Optional[float]]:
+    """`keys.finite_number` of each value (the finite floats, the bulk of a column, pass straight through)."""
+    finite_number = keys.finite_number
+    return [v if type(v) is float and -_INF < v < _INF else None if v is None else finite_number(v) for v in column]
 
 
-def _any_flagged(flagged: dict[str, set[int]], i: int) -> bool:
-    return any(i in flagged.get(key, ()) for key in keys.STEP_TIME_KEYS)
+def _out_of_range(column: Sequence[Any]) -> list[int]:
+    """Positions of the integers beyond +-2^53."""
+    if int not in set(map(type, column)):
+        return []
+    return [i for i, v in enumerate(column) if type(v) is int and not -MAX_EXACT_INT <= v <= MAX_EXACT_INT]
+
+
+def _floats_or_none(values: Any) -> list[Optional[float]]:
+    """A float array as a list, NaN (unknown) as None."""
+    return [None if v != v else v for v in values.tolist()]
+
+
+def _step_times(metrics: Sequence[dict], complete: Sequence[bool], flagged: dict[str, set[int]],
+                ) -> tuple[list[Optional[float]], list[int], list[int], list[tuple[int, str, float]]]:
+    """(step times by the Miles rule, steps read from the older name, complete steps without one, negative ones)."""
+    times: list[Optional[float]] = []
+    old_name, missing, negative = [], [], []
+    flagged_steps = set().union(*(flagged.get(key, ()) for key in keys.STEP_TIME_KEYS))
+    newer = finite_column([m.get(keys.STEP_TIME) for m in metrics])
+    if not flagged_steps and None not in newer and all(seconds >= 0 for seconds in newer):
+        return newer, old_name, missing, negative  # every step has perf/step_time: the rule takes it
+    for i, m in enumerate(metrics):
+        if i in flagged_steps:  # what is flagged is read as missing
+            m = {k: None if i in flagged.get(k, ()) else m.get(k) for k in keys.STEP_TIME_KEYS}
+        seconds, key = keys.step_time(m)
+        if seconds is not None and seconds < 0:
+            negative.append((i, key, seconds))
+            seconds = None
+        elif key == keys.STEP_TIME_OLD:
+            old_name.append(i)
+        elif seconds is None and complete[i] and i not in flagged_steps:
+            missing.append(i)
+        times.append(seconds)
+    return times, old_name, missing, negative
+
+
+_DERIVED: dict[tuple, dict[str, Any]] = {}  # shared by all runs: derive_step_values is pure
+_DERIVED_LIMIT = 100_000
 
 
 def _derive_column(group_keys: list[str], group_columns: list[list[Any]], count: int) -> list[dict[str, Any]]:
     """`derive_step_values` for each step, computed once per distinct set of drop and count values.
 
     Only the drop and zero-std keys matter to it, and their values repeat a
-    lot from step to step, so steps share the results (read-only).
+    lot from step to step and from run to run, so steps share the results
+    (read-only).
     """
     if not group_keys:
         return [derive_step_values({})] * count
-    memo: dict[tuple, dict[str, Any]] = {}
+    if len(_DERIVED) > _DERIVED_LIMIT:
+        _DERIVED.clear()
+    names = tuple(group_keys)
     out = []
     for values in zip(*group_columns):
+        key = (names, values)
         try:
-            derived = memo.get(values)
+            derived = _DERIVED.get(key)
         except TypeError:  # an unhashable value (a list): nothing to remember
-            derived = None
-            values_key = None
-        else:
-            values_key = values
+            derived, key = None, None
         if derived is None:
             derived = derive_step_values({k: v for k, v in zip(group_keys, values) if v is not _ABSENT})
-            if values_key is not None:
-                memo[values_key] = derived
+            if key is not None:
+                _DERIVED[key] = derived
         out.append(derived)
     return out
-
-
-def _null_non_finite(table: StepTable, notes: RunNotes) -> None:
-    """Strict JSON has no NaN or infinity: such a computed value (an overflow) is null, one note per key and value."""
-    found = StepNotes()
-    for rank, column_name in enumerate(("pause_overlap_s", "rollout_time_adjusted_s")):
-        column = getattr(table, column_name)
-        for i, value in enumerate(column):
-            if value is not None and not math.isfinite(value):
-                column[i] = None
-                found.add(f"{column_name} is not a finite number ({value!r}) in {{steps}}: null", [i],
-                          [table.step[i]], rank=rank, flag=True)
-    found.emit(notes)

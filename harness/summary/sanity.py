@@ -10,7 +10,10 @@ and the value (docs/summary.md, "Sanity rules"):
   (a 400-digit integer is not a count, a step id or a rollout time);
 - `time_scale` lies between 1e-6 and 1e6;
 - times lie inside the run's span, from `started_at` to `ended_at`
-  (`Span`): pause windows are clipped to it, step times outside it are noted.
+  (`Span`): pause windows are clipped to it; a rollout that ends outside it,
+  or would start before it, is noted. Times are truncated to microseconds and
+  the harness's clock and the engine's are not one clock, so a step may reach
+  up to `SPAN_SLACK_US` (1 s) beyond the span.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from harness.times import format_time_us
 MAX_EXACT_INT = 2**53
 TIME_SCALE_MIN = 1e-6
 TIME_SCALE_MAX = 1e6
+SPAN_SLACK_US = 1_000_000
 
 
 def is_integer(value: Any) -> bool:
@@ -65,8 +69,10 @@ class Span:
     start_us: Optional[int]
     end_us: Optional[int]
 
-    def contains(self, micros: int) -> bool:
-        return (self.start_us is None or micros >= self.start_us) and (self.end_us is None or micros <= self.end_us)
+    def contains(self, micros: int, slack_us: int = 0) -> bool:
+        """Whether `micros` lies in the span (or within `slack_us` of it)."""
+        return ((self.start_us is None or micros >= self.start_us - slack_us)
+                and (self.end_us is None or micros <= self.end_us + slack_us))
 
     def clip(self, start: int, end: int) -> tuple[int, int]:
         """[start, end] cut to the span."""

@@ -2,10 +2,11 @@
 
 The layout is for people as well as programs: two-space indents, each step
 row on one line. Every value is encoded by orjson, which only writes strict
-JSON; the row layout is built from the rows one by one, never by cutting
-encoded text apart, so it holds whatever a row or a note contains. A float
-that is not finite is refused, never written as null behind the reader's
-back (the summarizer has already turned each one into null with a note).
+JSON; a run's rows are encoded at once and laid one per line only where the
+encoded text proves where each row ends (else row by row), so the layout
+holds whatever a row or a note contains. A float that is not finite is
+refused, never written as null behind the reader's back (the summarizer has
+already turned each one into null with a note).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import orjson
 
 from harness.capture.reader import Skipped
 from harness.summary import SCHEMA_ID
-from harness.summary.document import StepTable, SummaryDocument
+from harness.summary.document import FLOAT_ROW_KEYS, StepTable, SummaryDocument
 
 MAX_SUMMARY_BYTES = 1 << 30
 _INDENT = b"  "
@@ -73,7 +74,8 @@ def _write(value: Any, level: int, out: list[bytes]) -> None:
         if not rows:
             out.append(b"[]")
             return
-        out += [b"[\n", inner, (b",\n" + inner).join(map(orjson.dumps, rows)), b"\n", pad, b"]"]
+        _check_finite(value)
+        out += [b"[\n", inner, _rows_one_per_line(rows, inner), b"\n", pad, b"]"]
         return
     if _is_object(value):
         items = _items(value)
@@ -103,6 +105,35 @@ def _write(value: Any, level: int, out: list[bytes]) -> None:
             out += [pad, b"]"]
         return
     out.append(_scalar(value))
+
+
+def _rows_one_per_line(rows: list[dict[str, Any]], inner: bytes) -> bytes:
+    """The rows, comma-separated, one per line.
+
+    Encoded in one orjson call, whose compact output puts exactly `},{`
+    between two rows; the rows are cut there only when that is the only place
+    it occurs (a row holding such text, which the types do not allow, would
+    add more): otherwise row by row.
+    """
+    encoded = orjson.dumps(rows)
+    if encoded.count(b"},{") == len(rows) - 1:
+        return encoded[1:-1].replace(b"},{", b"},\n" + inner + b"{")
+    return (b",\n" + inner).join(map(orjson.dumps, rows))
+
+
+def _check_finite(table: StepTable) -> None:
+    """orjson would write NaN as null: refuse it instead (the summarizer has nulled such values, with a note)."""
+    import numpy as np
+
+    for key in FLOAT_ROW_KEYS:
+        column = getattr(table, key)
+        try:
+            values = np.array(column, dtype=np.float64)  # null -> NaN
+        except (TypeError, ValueError):
+            raise ValueError(f"a step row's {key} holds a value that is not a number") from None
+        if np.isinf(values).any() or int(np.isnan(values).sum()) != column.count(None):
+            raise ValueError(f"not strict JSON: a step row's {key} is not a finite number "
+                             "(the summary nulls such values, with a note)")
 
 
 def write_summary(document: SummaryDocument, out: Path) -> Path:

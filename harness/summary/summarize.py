@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 from harness.capture.reader import RunCapture, Skipped, find_runs, read_capture
 from harness.summary import SCHEMA_ID
@@ -33,8 +33,8 @@ from harness.summary.rows import build_rows
 from harness.summary.serialize import dumps_summary, load_summary, write_summary
 from harness.times import now_rfc3339
 
-__all__ = ["Summary", "dumps_summary", "load_summary", "summarize", "summarize_captures", "summarize_run",
-           "write_summary"]
+__all__ = ["Summary", "dumps_summary", "load_summary", "summarize", "summarize_captures", "summarize_directory",
+           "summarize_run", "summarize_with_warnings", "write_summary"]
 
 
 @dataclass
@@ -99,18 +99,84 @@ def _reward_key(filter_on: bool) -> str:
 def summarize_captures(captures: Sequence[RunCapture], *, skipped: Sequence[Skipped] = (),
                        generated_at: Optional[str] = None) -> Summary:
     """The document for already-read captures, with the warnings the commands print."""
+    return _document([_summarize_or_skip(c) for c in sorted(captures, key=lambda c: c.name)], skipped, generated_at)
+
+
+def summarize(capture_dir: Path, *, generated_at: Optional[str] = None, workers: Optional[int] = None,
+              ) -> SummaryDocument:
+    """Read every capture under `capture_dir` and return the summary document."""
+    return summarize_with_warnings(capture_dir, generated_at=generated_at, workers=workers).document
+
+
+def summarize_with_warnings(capture_dir: Path, *, generated_at: Optional[str] = None,
+                            workers: Optional[int] = None) -> Summary:
+    """`summarize`, with the warnings the commands print.
+
+    The runs are read and summarized in `workers` processes (default: one
+    per core, up to 8, when the captures are large enough to gain from it);
+    each run's result is the same either way.
+    """
+    run_dirs, skipped = find_runs(Path(capture_dir))
+    if workers is None:
+        workers = _default_workers(run_dirs)
+    if workers > 1 and len(run_dirs) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+        with ProcessPoolExecutor(min(workers, len(run_dirs)), mp_context=context) as pool:
+            outcomes = list(pool.map(summarize_directory, run_dirs, chunksize=max(1, len(run_dirs) // (4 * workers))))
+    else:
+        outcomes = [summarize_directory(d) for d in run_dirs]
+    return _document(outcomes, skipped, generated_at)
+
+
+PARALLEL_BYTES = 32 << 20  # below this much metrics.jsonl, starting processes costs more than it saves
+MAX_WORKERS = 8
+
+
+def _default_workers(run_dirs: Sequence[Path]) -> int:
+    import os
+
+    total = 0
+    for run_dir in run_dirs:
+        try:
+            total += os.stat(run_dir / "metrics.jsonl").st_size
+        except OSError:
+            continue
+    if total < PARALLEL_BYTES:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, MAX_WORKERS))
+
+
+def summarize_directory(run_dir: Path) -> Union[RunResult, Skipped]:
+    """One run directory read and summarized; a run that never started (or cannot be summarized) is Skipped."""
+    capture = read_capture(run_dir)
+    if (capture.status or {}).get("state") == "not_started":  # no run happened: nothing to summarize
+        return Skipped(capture.name, f"not_started: {(capture.status or {}).get('error')}")
+    return _summarize_or_skip(capture)
+
+
+def _summarize_or_skip(capture: RunCapture) -> Union[RunResult, Skipped]:
+    try:
+        return summarize_run(capture)
+    except Exception as err:  # a bug must not cost the other runs their summary: say it, go on
+        return Skipped(capture.name, f"could not be summarized ({type(err).__name__}: {err})")
+
+
+def _document(outcomes: Sequence[Union[RunResult, Skipped]], skipped: Sequence[Skipped],
+              generated_at: Optional[str]) -> Summary:
     from harness import __version__
 
     skipped = list(skipped)
-    warnings = [f"skipped {s.directory}: {s.reason}" for s in skipped]
     results: dict[str, RunResult] = {}
-    for capture in sorted(captures, key=lambda c: c.name):
-        try:
-            results[capture.name] = summarize_run(capture)
-        except Exception as err:  # a bug must not cost the other runs their summary: say it, go on
-            reason = f"could not be summarized ({type(err).__name__}: {err})"
-            skipped.append(Skipped(capture.name, reason))
-            warnings.append(f"skipped {capture.name}: {reason}")
+    for outcome in outcomes:
+        if isinstance(outcome, Skipped):
+            skipped.append(outcome)
+        else:
+            results[outcome.name] = outcome
+    warnings = [f"skipped {s.directory}: {s.reason}" for s in skipped]
     runs = {name: result.summary for name, result in results.items()}
     comparisons: list[Comparison] = []
     for name, result in results.items():
@@ -128,26 +194,3 @@ def summarize_captures(captures: Sequence[RunCapture], *, skipped: Sequence[Skip
             warnings.append(f"{name}: values out of range, flagged in its notes")
     document = SummaryDocument(SCHEMA_ID, generated_at or now_rfc3339(), __version__, runs, comparisons, skipped)
     return Summary(document, warnings)
-
-
-def read_captures(capture_dir: Path) -> tuple[list[RunCapture], list[Skipped]]:
-    """Every run's capture under `capture_dir`, and the directories that are not runs (or never started)."""
-    run_dirs, skipped = find_runs(Path(capture_dir))
-    captures = []
-    for capture in (read_capture(d) for d in run_dirs):
-        if (capture.status or {}).get("state") == "not_started":  # no run happened: nothing to summarize
-            skipped.append(Skipped(capture.name, f"not_started: {(capture.status or {}).get('error')}"))
-        else:
-            captures.append(capture)
-    return captures, skipped
-
-
-def summarize(capture_dir: Path, *, generated_at: Optional[str] = None) -> SummaryDocument:
-    """Read every capture under `capture_dir` and return the summary document."""
-    return summarize_with_warnings(capture_dir, generated_at=generated_at).document
-
-
-def summarize_with_warnings(capture_dir: Path, *, generated_at: Optional[str] = None) -> Summary:
-    """`summarize`, with the warnings the commands print."""
-    captures, skipped = read_captures(capture_dir)
-    return summarize_captures(captures, skipped=skipped, generated_at=generated_at)
