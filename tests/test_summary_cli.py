@@ -86,12 +86,12 @@ def test_the_script_and_the_command_write_the_same_document(tmp_path):
 
 
 def test_commands_have_help_and_load_no_heavy_module():
-    for name in ("summarize", "report", "plan"):
+    for name in ("summarize", "report", "export", "plan"):
         result = runner.invoke(app, [name, "--help"])
         assert result.exit_code == 0 and "Usage" in result.output
     probe = (
         "import sys, harness.cli.summary, harness.cli; "
-        "heavy = [m for m in ('pandas', 'matplotlib', 'numpy') if m in sys.modules]; print(heavy)"
+        "heavy = [m for m in ('pandas', 'matplotlib', 'numpy', 'pyarrow') if m in sys.modules]; print(heavy)"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr

@@ -145,3 +145,11 @@ def test_a_run_that_cannot_be_summarized_is_skipped_and_the_others_stay(tmp_path
     assert [s.to_dict() for s in result.document.skipped] == [
         {"directory": "bad", "reason": "could not be summarized (ZeroDivisionError: a bug)"}]
     assert "skipped bad: could not be summarized (ZeroDivisionError: a bug)" in result.warnings
+
+
+def test_a_count_of_true_is_not_read_as_1_even_after_a_1(tmp_path):
+    lines = [json.dumps({"step": i, "complete": True, "metrics": {"rollout/zero_std/count_1": value}})
+             for i, value in enumerate([1, True, 1.0])]
+    doc = run_of(write_run(tmp_path, lines=lines))
+    assert [row["zero_std_all_right"] for row in doc["steps"]] == [1, None, 1]
+    assert "rollout/zero_std/count_1 is not a whole number in step 1: left out of the counts" in doc["notes"]

@@ -305,7 +305,7 @@ def _derive_column(group_keys: list[str], group_columns: list[list[Any]], count:
     names = tuple(group_keys)
     out = []
     for values in zip(*group_columns):
-        key = (names, values)
+        key = (names, values, tuple(map(type, values)))  # True == 1 == 1.0, but only 1 and 1.0 are counts
         try:
             derived = _DERIVED.get(key)
         except TypeError:  # an unhashable value (a list): nothing to remember

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from harness.capture.reader import RunCapture, Skipped, find_runs, read_capture
+from harness.mileslog import keys
 from harness.summary import SCHEMA_ID
 from harness.summary.aggregates import aggregate, null_non_finite
 from harness.summary.comparisons import CompareBlock, compare_run
-from harness.summary.document import Comparison, RunSummary, SummaryDocument
+from harness.summary.document import Comparison, RunSummary, SummaryDocument, to_plain
 from harness.summary.frames import read_frame
 from harness.summary.rows import build_rows
 from harness.summary.serialize import dumps_summary, load_summary, write_summary
@@ -48,8 +49,6 @@ class RunResult:
 
     def to_dict(self) -> dict:
         """`runs.<run>` as the JSON holds it."""
-        from harness.summary.document import to_plain
-
         return to_plain(self.summary)
 
 
@@ -68,7 +67,7 @@ def summarize_run(capture: RunCapture) -> RunResult:
     rows = build_rows(frame, notes)
     config = frame.config
     aggregates = aggregate(rows.table, config.filter, rows.pause_total_s,
-                           rows.reward_key or _reward_key(config.filter), notes)
+                           rows.reward_key or keys.reward_key(config.filter), notes)
     null_non_finite(aggregates, notes)
     summary = RunSummary(
         experiment=frame.experiment,
@@ -88,12 +87,6 @@ def summarize_run(capture: RunCapture) -> RunResult:
     )
     compare = CompareBlock(frame.baseline, frame.baselines) if frame.baseline is not None else None
     return RunResult(capture.name, summary, compare, flagged=notes.flags > 0)
-
-
-def _reward_key(filter_on: bool) -> str:
-    from harness.mileslog import keys
-
-    return keys.reward_key(filter_on)
 
 
 def summarize_captures(captures: Sequence[RunCapture], *, skipped: Sequence[Skipped] = (),
