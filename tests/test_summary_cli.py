@@ -95,3 +95,18 @@ def test_commands_have_help_and_load_no_heavy_module():
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_a_summary_that_cannot_be_written_is_one_error_line(tmp_path):
+    captures = copy_case(tmp_path, "lab")
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    result = runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--out", str(blocked / "s.json")])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert result.output.startswith("error: ") and f"writing {blocked / 's.json'}\n" in result.output
+    done = subprocess.run([sys.executable, "summarize_miles.py", "--capture-dir", str(captures), "--out",
+                           str(blocked / "s.json")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and done.stderr.count("\n") == 1 and f"writing {blocked / 's.json'}" in done.stderr
+    result = runner.invoke(app, ["export", "--capture-dir", str(captures), "--format", "csv", "--out",
+                                 str(blocked / "t.csv")])
+    assert result.exit_code != 0 and f"writing {blocked / 't.csv'}" in result.output

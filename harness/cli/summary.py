@@ -130,7 +130,7 @@ def export_command(
     """
     from harness.errors import HarnessError
     from harness.summary.export import FORMATS, default_export_path, export_steps
-    from harness.summary.publish import default_summary_path, summarize_captures_in
+    from harness.summary.publish import default_summary_path, summarize_captures_in, writing
 
     if format_ not in FORMATS:
         raise HarnessError(f"--format {format_!r}: one of {', '.join(FORMATS)}")
@@ -144,7 +144,8 @@ def export_command(
         for warning in result.warnings:
             warn(warning)
         document, where = result.document, default_summary_path(capture_dir).parent
-    path = export_steps(document, out if out is not None else default_export_path(where, format_), format_)
+    path = out if out is not None else default_export_path(where, format_)
+    path = writing(path, lambda: export_steps(document, path, format_))
     rows = sum(len(run.steps) for run in document.runs.values())
     stdout().print(f"wrote {escape(str(path))} ({rows} rows of {len(document.runs)} runs)")
 

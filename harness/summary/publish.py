@@ -33,6 +33,16 @@ def default_summary_path(capture_dir: Path) -> Path:
     return Path(capture_dir) / SUMMARY_DIR_NAME / SUMMARY_FILE_NAME
 
 
+def writing(path: Path, write):  # noqa: ANN001, ANN201
+    """`write()`, an OSError (a full disk, no permission) becoming one line naming the file."""
+    from harness.capture.files import describe_os_error
+
+    try:
+        return write()
+    except OSError as err:
+        raise HarnessError(describe_os_error(err, str(path))) from None
+
+
 def summarize_captures_in(capture_dir: Path):  # noqa: ANN201 - harness.summary.summarize.Summary
     """The document of every capture under `capture_dir` (HarnessError when there is no such directory)."""
     from harness.summary.summarize import summarize_with_warnings
@@ -49,12 +59,12 @@ def summarize_to_files(capture_dir: Path, out: Optional[Path] = None, *, figures
 
     summary = summarize_captures_in(capture_dir)
     out = Path(out) if out is not None else default_summary_path(capture_dir)
-    path = write_summary(summary.document, out)
+    path = writing(out, lambda: write_summary(summary.document, out))
     published = Published(summary.document, path, warnings=summary.warnings)
     if figures:
         from harness.summary.figures import render_figures
 
-        rendered = render_figures(summary.document, path.parent)
+        rendered = writing(path.parent, lambda: render_figures(summary.document, path.parent))
         published.figures, published.figures_unchanged = rendered.drawn, rendered.unchanged
     return published
 
@@ -67,6 +77,6 @@ def report_from_summary(summary_path: Path) -> Published:
 
     summary_path = Path(summary_path)
     document = load_summary(summary_path)
-    rendered = render_figures(document, summary_path.parent)
-    report = write_report(document, summary_path.parent)
+    rendered = writing(summary_path.parent, lambda: render_figures(document, summary_path.parent))
+    report = writing(summary_path.parent, lambda: write_report(document, summary_path.parent))
     return Published(document, summary_path, rendered.drawn, rendered.unchanged, report)
