@@ -25,8 +25,10 @@ from typing import Any, Optional, Sequence
 
 from harness.mileslog import keys
 from harness.mileslog.derive import derive_step_values
+from harness.capture.columns import MetricsColumns
 from harness.summary.document import StepTable
 from harness.summary.frames import RunFrame
+from harness.summary.run_config import RunConfig
 from harness.summary.notes import RunNotes, StepNotes
 from harness.summary.sanity import MAX_EXACT_INT, SPAN_SLACK_US
 from harness.times import US_PER_S, format_time_us
@@ -52,20 +54,86 @@ class Rows:
     pause_total_s: float
 
 
+class _Found:
+    """The problems of one run's steps, by row position (the step ids are looked up here)."""
+
+    def __init__(self, steps: Sequence[int]) -> None:
+        self.steps = steps
+        self.notes = StepNotes()
+
+    def add(self, problem: str, positions: Sequence[int], values: Sequence[Any] = (), **order: Any) -> None:
+        self.notes.add(problem, positions, [self.steps[i] for i in positions], values, **order)
+
+
 def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     """The step rows of one run; `notes` gets one sentence per problem found."""
-    import numpy as np
-
-    from harness.summary.windows import merge_windows, overlap_lengths, union_length
-
     columns = frame.steps
-    count = len(columns)
-    steps, complete, metrics = columns.step, columns.complete, columns.metrics
-    problems = StepNotes()
+    complete = columns.complete
     config = frame.config
-    filter_on, batch, over = config.filter, config.rollout_batch_size, config.over_sampling_batch_size
-    time_scale = frame.time_scale
+    found = _Found(columns.step)
+    values, group_keys, groups, flagged = _read_columns(columns, found)
 
+    rollout = _rollout_times(values[keys.ROLLOUT_TIME], complete, flagged, found)
+    overlaps = _pause_overlaps(frame, rollout, found)
+
+    rollout_side = [keys.rollout_side_logged(m) for m in columns.metrics]
+    counts = _group_counts(config, group_keys, groups, rollout_side, flagged, found)
+
+    raw_reward = finite_column(values[keys.RAW_REWARD])
+    raw_unfiltered = finite_column(values[keys.RAW_REWARD_UNFILTERED])
+    reward_key = keys.reward_key(config.filter)
+    reward = list(raw_unfiltered if reward_key == keys.RAW_REWARD_UNFILTERED else raw_reward)
+    any_reward = any(value is not None for value in reward)
+    no_reward = reward_key + " missing in {steps}: no reward there"
+    reward_flagged = flagged.get(reward_key, set())
+    found.add(no_reward, [i for i, (value, side, done) in enumerate(zip(reward, rollout_side, complete))
+                          if value is None and (side or done) and i not in reward_flagged], phase=1, rank=_REWARD)
+
+    step_time = _step_times(columns.metrics, complete, flagged, found)
+    found.add("{steps} incomplete (the run ended before the step did): shown, left out of medians and means",
+              [i for i, done in enumerate(complete) if not done], phase=1, rank=_INCOMPLETE)
+
+    if config.filter and not any_reward and len(columns):
+        notes.append(
+            f"filter run without {keys.RAW_REWARD_UNFILTERED}: the Miles in the image is too old to log it, so reward "
+            f"is null ({keys.RAW_REWARD} counts only the kept groups and is not comparable)"
+        )
+        found.notes.discard(no_reward)  # said once for the whole run
+    if config.filter and (config.rollout_batch_size is None or not config.over_sampling_batch_size):
+        notes.append("B or O unknown: batches not computed")
+    found.notes.emit(notes)
+    complete_count = sum(complete)
+    if not len(columns):
+        notes.append("no step records (metrics.jsonl missing or empty)")
+    elif frame.steps_expected is not None and complete_count < frame.steps_expected:
+        notes.append(f"{complete_count} complete step{'' if complete_count == 1 else 's'} of "
+                     f"{frame.steps_expected} expected")
+
+    table = StepTable(
+        step=list(columns.step),
+        complete=list(complete),
+        rollout_time_s=rollout,
+        pause_overlap_s=overlaps.overlap,
+        rollout_time_adjusted_s=overlaps.adjusted,
+        clean=overlaps.clean,
+        reward=reward,
+        raw_reward=raw_reward,
+        raw_reward_unfiltered=raw_unfiltered,
+        truncated_ratio=finite_column(values[keys.TRUNCATED_RATIO]),
+        step_time_s=step_time,
+        **counts,
+    )
+    return Rows(table, reward_key if any_reward else None, overlaps.pause_total_s)
+
+
+def _read_columns(columns: MetricsColumns, found: _Found,
+                  ) -> tuple[dict[str, list[Any]], list[str], list[list[Any]], dict[str, set[int]]]:
+    """(the value keys' columns, the group keys, their columns, the positions flagged per key).
+
+    Absent values are None in the value columns, `_ABSENT` in the group
+    columns (for the drop keys absence means 0). An integer beyond 2^53 is
+    flagged (one note per key) and read as missing (None).
+    """
     group_keys = sorted(key for key in columns.keys() if key.startswith(keys.GROUP_KEY_PREFIXES))
     values = dict(zip(_VALUE_KEYS, columns.columns(_VALUE_KEYS)))
     groups = columns.columns(group_keys, _ABSENT)
@@ -73,30 +141,48 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     for key, column in [*values.items(), *zip(group_keys, groups)]:
         bad = _out_of_range(column)
         if bad:
-            problems.add(f"{METRICS}: {key} is an integer beyond 2^53 ({{values}}) in {{steps}}: read as missing",
-                         bad, [steps[i] for i in bad], [column[i] for i in bad], rank=(_FLAGGED, key), flag=True)
+            found.add(f"{METRICS}: {key} is an integer beyond 2^53 ({{values}}) in {{steps}}: read as missing",
+                      bad, [column[i] for i in bad], rank=(_FLAGGED, key), flag=True)
             flagged[key] = set(bad)
             for i in bad:
                 column[i] = None
+    return values, group_keys, groups, flagged
 
-    # --- phase 0: rollout times and where they lie
-    rollout_raw = values[keys.ROLLOUT_TIME]
-    rollout = finite_column(rollout_raw)
+
+def _rollout_times(raw: list[Any], complete: Sequence[bool], flagged: dict[str, set[int]],
+                   found: _Found) -> list[Optional[float]]:
+    """The rollout times in seconds: finite and not negative, else None (with a note)."""
+    rollout = finite_column(raw)
     rollout_flagged = flagged.get(keys.ROLLOUT_TIME, set())
-    not_number = [i for i, (v, s) in enumerate(zip(rollout_raw, rollout)) if s is None and v is not None]
+    not_number = [i for i, (v, s) in enumerate(zip(raw, rollout)) if s is None and v is not None]
     negative = [i for i, s in enumerate(rollout) if s is not None and s < 0]
-    missing = [i for i, (v, done) in enumerate(zip(rollout_raw, complete))
-               if v is None and done and i not in rollout_flagged]
+    missing = [i for i, (v, done) in enumerate(zip(raw, complete)) if v is None and done and i not in rollout_flagged]
     for i in negative:
         rollout[i] = None
-    for problem, found in ((f"{keys.ROLLOUT_TIME} is not a finite number in {{steps}}: no rollout time there", not_number),
-                           (f"{keys.ROLLOUT_TIME} is negative ({{values}}) in {{steps}}: no rollout time there", negative),
-                           (f"{keys.ROLLOUT_TIME} missing in complete {{steps}}: no rollout time there", missing)):
-        problems.add(problem, found, [steps[i] for i in found], [rollout_raw[i] for i in found], rank=_ROLLOUT,
-                     flag=found is negative)
+    for problem, positions in (
+            (f"{keys.ROLLOUT_TIME} is not a finite number in {{steps}}: no rollout time there", not_number),
+            (f"{keys.ROLLOUT_TIME} is negative ({{values}}) in {{steps}}: no rollout time there", negative),
+            (f"{keys.ROLLOUT_TIME} missing in complete {{steps}}: no rollout time there", missing)):
+        found.add(problem, positions, [raw[i] for i in positions], rank=_ROLLOUT, flag=positions is negative)
+    return rollout
 
-    span = frame.span
-    ends = columns.t_rollout_end_us
+
+@dataclass
+class _Overlaps:
+    overlap: list[Optional[float]]
+    adjusted: list[Optional[float]]
+    clean: list[Optional[bool]]
+    pause_total_s: float
+
+
+def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Found) -> _Overlaps:
+    """Each rollout's pause overlap, adjusted time and clean flag (None where unknown), and the pause total."""
+    import numpy as np
+
+    from harness.summary.windows import merge_windows, overlap_lengths, union_length
+
+    span, time_scale = frame.span, frame.time_scale
+    ends = frame.steps.t_rollout_end_us
     starts, stops = merge_windows(frame.windows)
     origin = frame.first_time_us if frame.first_time_us is not None else 0
     # Times as floats: exact, as integers of microseconds below 2^53 (until the year 2255).
@@ -108,13 +194,12 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     high = np.inf if span.end_us is None else span.end_us + SPAN_SLACK_US
     with np.errstate(invalid="ignore"):
         outside = has_rollout & ((end_us < low) | (end_us > high))
-    found = np.flatnonzero(no_end).tolist()
-    problems.add("t_rollout_end missing in {steps}: pause overlap unknown there", found,
-                 [steps[i] for i in found], rank=_ROLLOUT_END)
-    found = np.flatnonzero(outside).tolist()
-    problems.add(f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
-                 "pause overlap unknown, not counted clean", found, [steps[i] for i in found],
-                 [format_time_us(ends[i]) for i in found], rank=_ROLLOUT_END, flag=True)
+    found.add("t_rollout_end missing in {steps}: pause overlap unknown there", np.flatnonzero(no_end).tolist(),
+              rank=_ROLLOUT_END)
+    positions = np.flatnonzero(outside).tolist()
+    found.add(f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
+              "pause overlap unknown, not counted clean", positions, [format_time_us(ends[i]) for i in positions],
+              rank=_ROLLOUT_END, flag=True)
     known = has_rollout & ~no_end & ~outside
     with np.errstate(over="ignore", invalid="ignore"):  # a rollout time of 1e303 s: said below, not warned
         wall_us = rollout_s * (float(time_scale) * US_PER_S)
@@ -122,10 +207,10 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
         lo = hi - np.where(known, wall_us, 0.0)
     if span.start_us is not None:
         early = known & ~(lo >= low - origin)
-        found = np.flatnonzero(early).tolist()
-        problems.add(f"{keys.ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
-                     f"({format_time_us(span.start_us)}) in {{steps}}: pause overlap unknown, not counted clean",
-                     found, [steps[i] for i in found], [rollout[i] for i in found], rank=_ROLLOUT_END, flag=True)
+        positions = np.flatnonzero(early).tolist()
+        found.add(f"{keys.ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
+                  f"({format_time_us(span.start_us)}) in {{steps}}: pause overlap unknown, not counted clean",
+                  positions, [rollout[i] for i in positions], rank=_ROLLOUT_END, flag=True)
         known &= ~early
         hi = np.where(known, hi, 0.0)
         lo = np.where(known, lo, 0.0)
@@ -138,17 +223,23 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     for rank, (name, column) in enumerate((("pause_overlap_s", overlap), ("rollout_time_adjusted_s", adjusted))):
         bad = known & ~np.isfinite(column)  # strict JSON: an overflow is null, with a note per value
         for i in np.flatnonzero(bad).tolist():
-            problems.add(f"{name} is not a finite number ({float(column[i])!r}) in {{steps}}: null", [i],
-                         [steps[i]], rank=(_NON_FINITE, rank), flag=True)
-        known_here = known & ~bad
-        column[~known_here] = np.nan
-    overlap_column = _floats_or_none(overlap)
-    adjusted_column = _floats_or_none(adjusted)
-    clean_column = [None if not k else not t for k, t in zip(known.tolist(), touched.tolist())]
+            found.add(f"{name} is not a finite number ({float(column[i])!r}) in {{steps}}: null", [i],
+                      rank=(_NON_FINITE, rank), flag=True)
+        column[~(known & ~bad)] = np.nan
+    return _Overlaps(
+        overlap=_floats_or_none(overlap),
+        adjusted=_floats_or_none(adjusted),
+        clean=[None if not k else not t for k, t in zip(known.tolist(), touched.tolist())],
+        pause_total_s=union_length(starts, stops) / time_scale / US_PER_S,
+    )
 
-    # --- phase 1: groups, reward, step time, completeness
+
+def _group_counts(config: RunConfig, group_keys: list[str], groups: list[list[Any]], rollout_side: list[bool],
+                  flagged: dict[str, set[int]], found: _Found) -> dict[str, list[Optional[int]]]:
+    """The dropped and zero-variance group columns, and the batches of prompts (filter runs), by the Miles rules."""
+    count = len(rollout_side)
     derived = _derive_column(group_keys, groups, count)
-    rollout_side = [keys.rollout_side_logged(m) for m in metrics]
+    batch, over = config.rollout_batch_size, config.over_sampling_batch_size
     dropped: list[Optional[int]] = [None] * count
     dropped_right: list[Optional[int]] = [None] * count
     dropped_wrong: list[Optional[int]] = [None] * count
@@ -156,93 +247,35 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     batches: list[Optional[int]] = [None] * count
     unreadable: dict[str, list[int]] = {}
     no_rollout_side, drops_without_filter = [], []
-    for i, found_values in enumerate(derived):
-        for key in found_values["unreadable_keys"]:
+    for i, values in enumerate(derived):
+        for key in values["unreadable_keys"]:
             if i not in flagged.get(key, ()):
                 unreadable.setdefault(key, []).append(i)
-        if filter_on and rollout_side[i]:
-            dropped[i] = found_values["dropped_groups"]
-            dropped_right[i], dropped_wrong[i] = found_values["dropped_all_right"], found_values["dropped_all_wrong"]
-            dropped_other[i] = sum(found_values["dropped_other"].values())
+        if config.filter and rollout_side[i]:
+            dropped[i] = values["dropped_groups"]
+            dropped_right[i], dropped_wrong[i] = values["dropped_all_right"], values["dropped_all_wrong"]
+            dropped_other[i] = sum(values["dropped_other"].values())
             batches[i] = -(-(batch + dropped[i]) // over) if batch is not None and over else None
-        elif filter_on:
+        elif config.filter:
             no_rollout_side.append(i)
-        elif found_values["dropped_groups"]:
+        elif values["dropped_groups"]:
             drops_without_filter.append(i)
-    for key, found in unreadable.items():
-        problems.add(f"{key} is not a whole number in {{steps}}: left out of the counts", found,
-                     [steps[i] for i in found], phase=1, rank=(_GROUPS, key))
-    problems.add("no rollout-side keys in {steps}: dropped groups unknown there", no_rollout_side,
-                 [steps[i] for i in no_rollout_side], phase=1, rank=_DROPS)
-    problems.add("drop keys logged without the filter in {steps}: not shown", drops_without_filter,
-                 [steps[i] for i in drops_without_filter], phase=1, rank=_DROPS)
-
-    raw_reward = finite_column(values[keys.RAW_REWARD])
-    raw_unfiltered = finite_column(values[keys.RAW_REWARD_UNFILTERED])
-    reward_key = keys.reward_key(filter_on)
-    reward = list(raw_unfiltered if reward_key == keys.RAW_REWARD_UNFILTERED else raw_reward)
-    any_reward = any(value is not None for value in reward)
-    no_reward = reward_key + " missing in {steps}: no reward there"
-    reward_flagged = flagged.get(reward_key, set())
-    found = [i for i, (value, side, done) in enumerate(zip(reward, rollout_side, complete))
-             if value is None and (side or done) and i not in reward_flagged]
-    problems.add(no_reward, found, [steps[i] for i in found], phase=1, rank=_REWARD)
-
-    step_time, old_name, step_time_missing, step_time_negative = _step_times(metrics, complete, flagged)
-    problems.add(keys.STEP_TIME + " not logged in {steps}: " + keys.STEP_TIME_OLD + " (older name) used", old_name,
-                 [steps[i] for i in old_name], phase=1, rank=_STEP_TIME)
-    problems.add(keys.STEP_TIME + " missing in complete {steps}", step_time_missing,
-                 [steps[i] for i in step_time_missing], phase=1, rank=_STEP_TIME)
-    for key in keys.STEP_TIME_KEYS:
-        found = [(i, seconds) for i, k, seconds in step_time_negative if k == key]
-        problems.add(f"{key} is negative ({{values}}) in {{steps}}: no step time there", [i for i, _ in found],
-                     [steps[i] for i, _ in found], [seconds for _, seconds in found], phase=1, rank=_STEP_TIME,
-                     flag=True)
-
-    incomplete = [i for i, done in enumerate(complete) if not done]
-    problems.add("{steps} incomplete (the run ended before the step did): shown, left out of medians and means",
-                 incomplete, [steps[i] for i in incomplete], phase=1, rank=_INCOMPLETE)
-
-    if filter_on and not any_reward and count:
-        notes.append(
-            f"filter run without {keys.RAW_REWARD_UNFILTERED}: the Miles in the image is too old to log it, so reward "
-            f"is null ({keys.RAW_REWARD} counts only the kept groups and is not comparable)"
-        )
-        problems.discard(no_reward)  # said once for the whole run
-    if filter_on and (batch is None or not over):
-        notes.append("B or O unknown: batches not computed")
-    problems.emit(notes)
-
-    complete_count = sum(complete)
-    if not count:
-        notes.append("no step records (metrics.jsonl missing or empty)")
-    elif frame.steps_expected is not None and complete_count < frame.steps_expected:
-        notes.append(f"{complete_count} complete step{'' if complete_count == 1 else 's'} of "
-                     f"{frame.steps_expected} expected")
-
-    table = StepTable(
-        step=list(steps),
-        complete=list(complete),
-        rollout_time_s=rollout,
-        pause_overlap_s=overlap_column,
-        rollout_time_adjusted_s=adjusted_column,
-        clean=clean_column,
-        dropped_groups=dropped,
-        dropped_all_right=dropped_right,
-        dropped_all_wrong=dropped_wrong,
-        batches=batches,
-        zero_std_all_right=[found_values["zero_std_all_right"] for found_values in derived],
-        zero_std_all_wrong=[found_values["zero_std_all_wrong"] for found_values in derived],
-        reward=reward,
-        raw_reward=raw_reward,
-        raw_reward_unfiltered=raw_unfiltered,
-        truncated_ratio=finite_column(values[keys.TRUNCATED_RATIO]),
-        step_time_s=step_time,
-        dropped_other=dropped_other,
-        zero_std_other=[found_values["zero_std_other"] for found_values in derived],
-    )
-    pause_total_s = union_length(starts, stops) / time_scale / US_PER_S
-    return Rows(table, reward_key if any_reward else None, pause_total_s)
+    for key, positions in unreadable.items():
+        found.add(f"{key} is not a whole number in {{steps}}: left out of the counts", positions, phase=1,
+                  rank=(_GROUPS, key))
+    found.add("no rollout-side keys in {steps}: dropped groups unknown there", no_rollout_side, phase=1, rank=_DROPS)
+    found.add("drop keys logged without the filter in {steps}: not shown", drops_without_filter, phase=1,
+              rank=_DROPS)
+    return {
+        "dropped_groups": dropped,
+        "dropped_all_right": dropped_right,
+        "dropped_all_wrong": dropped_wrong,
+        "batches": batches,
+        "zero_std_all_right": [values["zero_std_all_right"] for values in derived],
+        "zero_std_all_wrong": [values["zero_std_all_wrong"] for values in derived],
+        "dropped_other": dropped_other,
+        "zero_std_other": [values["zero_std_other"] for values in derived],
+    }
 
 
 def finite_column(column: Sequence[Any]) -> list[Optional[float]]:
@@ -264,27 +297,35 @@ def _floats_or_none(values: Any) -> list[Optional[float]]:
 
 
 def _step_times(metrics: Sequence[dict], complete: Sequence[bool], flagged: dict[str, set[int]],
-                ) -> tuple[list[Optional[float]], list[int], list[int], list[tuple[int, str, float]]]:
-    """(step times by the Miles rule, steps read from the older name, complete steps without one, negative ones)."""
-    times: list[Optional[float]] = []
-    old_name, missing, negative = [], [], []
+                found: _Found) -> list[Optional[float]]:
+    """The step times by the Miles rule (`keys.step_time`), not negative; notes for the older name and the gaps."""
     flagged_steps = set().union(*(flagged.get(key, ()) for key in keys.STEP_TIME_KEYS))
     newer = finite_column([m.get(keys.STEP_TIME) for m in metrics])
     if not flagged_steps and None not in newer and all(seconds >= 0 for seconds in newer):
-        return newer, old_name, missing, negative  # every step has perf/step_time: the rule takes it
+        return newer  # every step has perf/step_time: the rule takes it
+    times: list[Optional[float]] = []
+    old_name, missing = [], []
+    negative: dict[str, list[tuple[int, float]]] = {}
     for i, m in enumerate(metrics):
         if i in flagged_steps:  # what is flagged is read as missing
             m = {k: None if i in flagged.get(k, ()) else m.get(k) for k in keys.STEP_TIME_KEYS}
         seconds, key = keys.step_time(m)
         if seconds is not None and seconds < 0:
-            negative.append((i, key, seconds))
+            negative.setdefault(key, []).append((i, seconds))
             seconds = None
         elif key == keys.STEP_TIME_OLD:
             old_name.append(i)
         elif seconds is None and complete[i] and i not in flagged_steps:
             missing.append(i)
         times.append(seconds)
-    return times, old_name, missing, negative
+    found.add(keys.STEP_TIME + " not logged in {steps}: " + keys.STEP_TIME_OLD + " (older name) used", old_name,
+              phase=1, rank=_STEP_TIME)
+    found.add(keys.STEP_TIME + " missing in complete {steps}", missing, phase=1, rank=_STEP_TIME)
+    for key in keys.STEP_TIME_KEYS:
+        found.add(f"{key} is negative ({{values}}) in {{steps}}: no step time there",
+                  [i for i, _ in negative.get(key, [])], [seconds for _, seconds in negative.get(key, [])],
+                  phase=1, rank=_STEP_TIME, flag=True)
+    return times
 
 
 _DERIVED: dict[tuple, dict[str, Any]] = {}  # shared by all runs: derive_step_values is pure
