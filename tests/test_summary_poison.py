@@ -258,3 +258,12 @@ def test_runs_summarized_in_several_processes_give_the_same_document(poisoned):
     assert stable(2) == stable(1)
     assert {k: v for k, v in stable(1).items() if k != "generated_at"} == {
         k: v for k, v in poisoned["document"].items() if k not in ("generated_at", "harness_version")}
+
+
+def test_rows_encoded_where_they_are_computed_are_written_as_the_writer_would(poisoned):
+    from harness.summary.serialize import dumps_summary
+    from harness.summary.summarize import summarize_with_warnings
+
+    summary = summarize_with_warnings(poisoned["root"], workers=2, encode=True)
+    assert set(summary.encoded_rows) == {name for name, run in summary.document.runs.items() if len(run.steps)}
+    assert dumps_summary(summary.document, summary.encoded_rows) == dumps_summary(summary.document)

@@ -43,23 +43,23 @@ def writing(path: Path, write):  # noqa: ANN001, ANN201
         raise HarnessError(describe_os_error(err, str(path))) from None
 
 
-def summarize_captures_in(capture_dir: Path):  # noqa: ANN201 - harness.summary.summarize.Summary
+def summarize_captures_in(capture_dir: Path, *, encode: bool = False):  # noqa: ANN201 - summarize.Summary
     """The document of every capture under `capture_dir` (HarnessError when there is no such directory)."""
     from harness.summary.summarize import summarize_with_warnings
 
     capture_dir = Path(capture_dir)
     if not capture_dir.is_dir():
         raise HarnessError(f"no capture directory {capture_dir}", ExitCode.NOT_FOUND)
-    return summarize_with_warnings(capture_dir)
+    return summarize_with_warnings(capture_dir, encode=encode)
 
 
 def summarize_to_files(capture_dir: Path, out: Optional[Path] = None, *, figures: bool = True) -> Published:
     """Summarize every capture, write the JSON (and the figures next to it, those whose inputs changed)."""
     from harness.summary.serialize import write_summary
 
-    summary = summarize_captures_in(capture_dir)
+    summary = summarize_captures_in(capture_dir, encode=True)
     out = Path(out) if out is not None else default_summary_path(capture_dir)
-    path = writing(out, lambda: write_summary(summary.document, out))
+    path = writing(out, lambda: write_summary(summary.document, out, summary.encoded_rows))
     published = Published(summary.document, path, warnings=summary.warnings)
     if figures:
         from harness.summary.figures import render_figures

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Optional
 
 import orjson
 
@@ -26,12 +26,27 @@ MAX_SUMMARY_BYTES = 1 << 30
 _INDENT = b"  "
 
 
-def dumps_summary(document: SummaryDocument) -> bytes:
-    """The document as JSON (UTF-8): indented, one step row per line, strict."""
+ROWS_LEVEL = 3  # document > runs > <run> > steps
+
+
+def dumps_summary(document: SummaryDocument, encoded_rows: Optional[Mapping[str, bytes]] = None) -> bytes:
+    """The document as JSON (UTF-8): indented, one step row per line, strict.
+
+    `encoded_rows`: runs whose rows `encode_rows` has already encoded (where
+    they were computed, in parallel), by run name; the others are encoded here.
+    """
     out: list[bytes] = []
-    _write(document, 0, out)
+    ready = {id(document.runs[name].steps): data for name, data in (encoded_rows or {}).items()
+             if name in document.runs}
+    _write(document, 0, out, ready)
     out.append(b"\n")
     return b"".join(out)
+
+
+def encode_rows(table: StepTable) -> bytes:
+    """A run's step rows as `dumps_summary` writes them (between the brackets), checked strict."""
+    _check_finite(table)
+    return _rows_one_per_line(table.rows(), _INDENT * (ROWS_LEVEL + 1))
 
 
 def _items(value: Any) -> list[tuple[str, Any]]:
@@ -67,15 +82,17 @@ def _one_line(value: Any) -> bytes:
     return _scalar(value)
 
 
-def _write(value: Any, level: int, out: list[bytes]) -> None:
+def _write(value: Any, level: int, out: list[bytes], ready: Mapping[int, bytes]) -> None:
     pad, inner = _INDENT * level, _INDENT * (level + 1)
     if isinstance(value, StepTable):
-        rows = value.rows()
-        if not rows:
+        if not len(value):
             out.append(b"[]")
             return
-        _check_finite(value)
-        out += [b"[\n", inner, _rows_one_per_line(rows, inner), b"\n", pad, b"]"]
+        encoded = ready.get(id(value)) if level == ROWS_LEVEL else None
+        if encoded is None:
+            _check_finite(value)
+            encoded = _rows_one_per_line(value.rows(), inner)
+        out += [b"[\n", inner, encoded, b"\n", pad, b"]"]
         return
     if _is_object(value):
         items = _items(value)
@@ -85,7 +102,7 @@ def _write(value: Any, level: int, out: list[bytes]) -> None:
         out.append(b"{\n")
         for i, (key, item) in enumerate(items):
             out += [inner, orjson.dumps(str(key)), b": "]
-            _write(item, level + 1, out)
+            _write(item, level + 1, out, ready)
             out.append(b",\n" if i < len(items) - 1 else b"\n")
         out += [pad, b"}"]
         return
@@ -100,7 +117,7 @@ def _write(value: Any, level: int, out: list[bytes]) -> None:
             out.append(b"[\n")
             for i, item in enumerate(value):
                 out.append(inner)
-                _write(item, level + 1, out)
+                _write(item, level + 1, out, ready)
                 out.append(b",\n" if i < len(value) - 1 else b"\n")
             out += [pad, b"]"]
         return
@@ -136,12 +153,12 @@ def _check_finite(table: StepTable) -> None:
                              "(the summary nulls such values, with a note)")
 
 
-def write_summary(document: SummaryDocument, out: Path) -> Path:
+def write_summary(document: SummaryDocument, out: Path, encoded_rows: Optional[Mapping[str, bytes]] = None) -> Path:
     """Write the document atomically (temporary file, then rename); returns the path."""
     from harness.capture.files import write_bytes_atomic
 
     out = Path(out)
-    write_bytes_atomic(out, dumps_summary(document))
+    write_bytes_atomic(out, dumps_summary(document, encoded_rows))
     return out
 
 

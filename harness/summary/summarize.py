@@ -31,7 +31,7 @@ from harness.summary.comparisons import CompareBlock, compare_run
 from harness.summary.document import Comparison, RunSummary, SummaryDocument, to_plain
 from harness.summary.frames import read_frame
 from harness.summary.rows import build_rows
-from harness.summary.serialize import dumps_summary, load_summary, write_summary
+from harness.summary.serialize import dumps_summary, encode_rows, load_summary, write_summary
 from harness.times import now_rfc3339
 
 __all__ = ["Summary", "dumps_summary", "load_summary", "summarize", "summarize_captures", "summarize_directory",
@@ -46,6 +46,7 @@ class RunResult:
     summary: RunSummary
     compare: Optional[CompareBlock]
     flagged: bool = False  # a value of the run was out of range (its notes say which)
+    rows_json: Optional[bytes] = None  # its rows encoded (serialize.encode_rows), where they were computed
 
     def to_dict(self) -> dict:
         """`runs.<run>` as the JSON holds it."""
@@ -58,6 +59,7 @@ class Summary:
 
     document: SummaryDocument
     warnings: list[str] = field(default_factory=list)
+    encoded_rows: dict[str, bytes] = field(default_factory=dict)  # for write_summary: rows already encoded
 
 
 def summarize_run(capture: RunCapture) -> RunResult:
@@ -102,12 +104,13 @@ def summarize(capture_dir: Path, *, generated_at: Optional[str] = None, workers:
 
 
 def summarize_with_warnings(capture_dir: Path, *, generated_at: Optional[str] = None,
-                            workers: Optional[int] = None) -> Summary:
+                            workers: Optional[int] = None, encode: bool = False) -> Summary:
     """`summarize`, with the warnings the commands print.
 
     The runs are read and summarized in `workers` processes (default: one
     per core, up to 8, when the captures are large enough to gain from it);
-    each run's result is the same either way.
+    each run's result is the same either way. `encode`: also encode each
+    run's rows for the JSON where they are computed (`Summary.encoded_rows`).
     """
     run_dirs, skipped = find_runs(Path(capture_dir))
     if workers is None:
@@ -118,9 +121,10 @@ def summarize_with_warnings(capture_dir: Path, *, generated_at: Optional[str] = 
 
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         with ProcessPoolExecutor(min(workers, len(run_dirs)), mp_context=context) as pool:
-            outcomes = list(pool.map(summarize_directory, run_dirs, chunksize=max(1, len(run_dirs) // (4 * workers))))
+            outcomes = list(pool.map(summarize_directory, run_dirs, [encode] * len(run_dirs),
+                                     chunksize=max(1, len(run_dirs) // (4 * workers))))
     else:
-        outcomes = [summarize_directory(d) for d in run_dirs]
+        outcomes = [summarize_directory(d, encode) for d in run_dirs]
     return _document(outcomes, skipped, generated_at)
 
 
@@ -143,12 +147,21 @@ def _default_workers(run_dirs: Sequence[Path]) -> int:
     return max(1, min(cores, MAX_WORKERS))
 
 
-def summarize_directory(run_dir: Path) -> Union[RunResult, Skipped]:
-    """One run directory read and summarized; a run that never started (or cannot be summarized) is Skipped."""
+def summarize_directory(run_dir: Path, encode: bool = False) -> Union[RunResult, Skipped]:
+    """One run directory read and summarized; a run that never started (or cannot be summarized) is Skipped.
+
+    `encode`: with its rows encoded for the JSON (`RunResult.rows_json`).
+    """
     capture = read_capture(run_dir)
     if (capture.status or {}).get("state") == "not_started":  # no run happened: nothing to summarize
         return Skipped(capture.name, f"not_started: {(capture.status or {}).get('error')}")
-    return _summarize_or_skip(capture)
+    result = _summarize_or_skip(capture)
+    if encode and isinstance(result, RunResult):  # here, so that runs summarized in parallel are encoded in parallel
+        try:
+            result.rows_json = encode_rows(result.summary.steps)
+        except ValueError:
+            pass  # not strict JSON: the writer says so, where it is written
+    return result
 
 
 def _summarize_or_skip(capture: RunCapture) -> Union[RunResult, Skipped]:
@@ -186,4 +199,5 @@ def _document(outcomes: Sequence[Union[RunResult, Skipped]], skipped: Sequence[S
         if result.flagged:
             warnings.append(f"{name}: values out of range, flagged in its notes")
     document = SummaryDocument(SCHEMA_ID, generated_at or now_rfc3339(), __version__, runs, comparisons, skipped)
-    return Summary(document, warnings)
+    encoded = {name: result.rows_json for name, result in results.items() if result.rows_json is not None}
+    return Summary(document, warnings, encoded)
