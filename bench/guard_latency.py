@@ -1,15 +1,20 @@
 """How fast the heat guard freezes a run, and what it costs while it only watches.
 
-1. Drill latency: a process group runs under the guard (`poll_s` 0.2, file
-   sensor); the sensor file is flipped to a hot reading, and the time until
-   every process of the group shows state T (stopped) in /proc is measured.
-   Median and max over 20 drills. Goal: median under 0.3 s.
-2. Idle cost: the guard polls a cool sensor every 1 s for a while; the CPU
+1. Docker drill latency: a container (busybox, sleeping) runs under the guard
+   (`poll_s` 0.2, file sensor) through the Docker engine's handle; the sensor
+   file is flipped to a hot reading, and the time until Docker reports the
+   container paused (`docker inspect`: State.Paused) is measured. Median and
+   max over 20 drills. Goal: median under 0.3 s. Skipped, saying so, where no
+   Docker engine answers or the image is missing.
+2. Process drill latency: the same with a process group, until every process
+   of the group shows state T (stopped) in /proc. Same goal.
+3. Idle cost: the guard polls a cool sensor every 1 s for a while; the CPU
    this process spends, as a share of one core. Goal: under 0.5%.
 
-The Docker variant of the first figure (time to `docker inspect` showing the
-container paused) comes with the guard's wiring into the runner.
+Each drill starts at a random point of the poll period, so the figures include
+the wait for the next poll (on average half a period).
 Usage: python bench/guard_latency.py [--drills 20] [--idle-seconds 60] [--sensor file|sysfs|nvml|sim]
+       [--image miles-gb10-lab/busybox:stable]
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Optional
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -71,30 +76,61 @@ def start_group() -> ProcessRun:
     return ProcessRun(process)
 
 
-def drills(count: int, poll_s: float, workdir: Path) -> list[float]:
-    """Seconds from the file turning hot to the group stopped, per drill."""
+def drills(count: int, poll_s: float, workdir: Path, handle: Any, frozen: Callable[[], bool]) -> list[float]:
+    """Seconds from the file turning hot until `frozen()` says the engine reports it paused, per drill."""
+    workdir.mkdir(parents=True, exist_ok=True)
     reading = workdir / "temp"
     write_reading(reading, "60")
-    handle = start_group()
     config = GuardConfig(sensor=f"file:{reading}", poll_s=poll_s, min_pause_s=0.0)
     latencies = []
+    with GuardLoop(handle, FileSensor(reading), config, pauses_path=workdir / "pauses.jsonl",
+                   samples_path=workdir / "guard.jsonl") as guard:
+        for _ in range(count):
+            write_reading(reading, "60")
+            if not wait_until(lambda: not guard.reading.paused and not frozen()):
+                raise SystemExit("the guard did not resume the run within 10 s")
+            time.sleep(random.uniform(0.05, 0.05 + poll_s))  # land anywhere in the poll period
+            write_reading(reading, "95")
+            hot_at = time.monotonic()
+            if not wait_until(frozen):
+                raise SystemExit("the guard did not freeze the run within 10 s")
+            latencies.append(time.monotonic() - hot_at)
+    return latencies
+
+
+def process_drills(count: int, poll_s: float, workdir: Path) -> list[float]:
+    """Drills on a process group: until /proc shows every process stopped."""
+    handle = start_group()
     try:
-        with GuardLoop(handle, FileSensor(reading), config, pauses_path=workdir / "pauses.jsonl",
-                       samples_path=workdir / "guard.jsonl") as guard:
-            for _ in range(count):
-                write_reading(reading, "60")
-                if not wait_until(lambda: not guard.reading.paused and not group_stopped(handle.process.pid)):
-                    raise SystemExit("the guard did not resume the group within 10 s")
-                time.sleep(random.uniform(0.05, 0.05 + poll_s))  # land anywhere in the poll period
-                write_reading(reading, "95")
-                hot_at = time.monotonic()
-                if not wait_until(lambda: group_stopped(handle.process.pid)):
-                    raise SystemExit("the guard did not stop the group within 10 s")
-                latencies.append(time.monotonic() - hot_at)
+        return drills(count, poll_s, workdir, handle, lambda: group_stopped(handle.process.pid))
     finally:
         handle.kill()
         handle.process.wait()
-    return latencies
+
+
+def docker_drills(count: int, poll_s: float, workdir: Path, image: str) -> Optional[list[float]]:
+    """Drills on a container through the Docker engine's handle: until `docker inspect` says Paused.
+
+    None (with the reason printed) where no engine answers or the image is missing.
+    """
+    try:
+        import docker
+
+        client = docker.from_env(timeout=30)
+        client.ping()
+        client.images.get(image)
+    except Exception as err:  # noqa: BLE001 - a benchmark says why it skips and goes on
+        print(f"docker drill latency: skipped ({type(err).__name__}: {err})")
+        return None
+    from harness.engines.docker import DockerEngine
+
+    container = client.containers.run(image, ["sleep", "3600"], detach=True, labels={"guard-latency-bench": "1"})
+    try:
+        handle = DockerEngine(client).attach(container.id)
+        return drills(count, poll_s, workdir, handle,
+                      lambda: bool(client.api.inspect_container(container.id)["State"]["Paused"]))
+    finally:
+        container.remove(force=True)
 
 
 def idle_cost(seconds: float, sensor: Sensor, workdir: Path) -> float:
@@ -131,15 +167,25 @@ def main() -> int:
     parser.add_argument("--idle-seconds", type=float, default=60.0)
     parser.add_argument("--sensor", choices=["file", "sysfs", "nvml", "sim"], default="file",
                         help="sensor for the idle-cost figure (the drills use the file sensor)")
+    parser.add_argument("--image", default="miles-gb10-lab/busybox:stable",
+                        help="image of the Docker drills' container (`make offline-images` builds it)")
     args = parser.parse_args()
 
+    met = True
     with tempfile.TemporaryDirectory(prefix="guard-bench-") as tmp:
         workdir = Path(tmp)
-        latencies = drills(args.drills, args.poll_s, workdir)
-        median = statistics.median(latencies)
-        print(f"drill latency (file sensor hot -> process group stopped), poll_s {args.poll_s:g}, "
-              f"{len(latencies)} drills: median {median:.3f} s, max {max(latencies):.3f} s "
-              f"(goal: median < 0.3 s) {'OK' if median < 0.3 else 'MISSED'}")
+        for what, latencies in (
+            ("docker drill latency (file sensor hot -> docker inspect: Paused)",
+             docker_drills(args.drills, args.poll_s, workdir / "docker", args.image)),
+            ("process drill latency (file sensor hot -> every process of the group stopped)",
+             process_drills(args.drills, args.poll_s, workdir / "process")),
+        ):
+            if latencies is None:
+                continue
+            median = statistics.median(latencies)
+            met = met and median < 0.3
+            print(f"{what}, poll_s {args.poll_s:g}, {len(latencies)} drills: median {median:.3f} s, "
+                  f"max {max(latencies):.3f} s (goal: median < 0.3 s) {'OK' if median < 0.3 else 'MISSED'}")
         sensor = idle_sensor(args.sensor, workdir)
         try:
             share = idle_cost(args.idle_seconds, sensor, workdir)
@@ -147,7 +193,7 @@ def main() -> int:
             sensor.close()
         print(f"idle cost ({args.sensor} sensor, poll_s 1, {args.idle_seconds:g} s): {100 * share:.3f}% of a core "
               f"(goal: < 0.5%) {'OK' if share < 0.005 else 'MISSED'}")
-        return 0 if median < 0.3 and share < 0.005 else 1
+        return 0 if met and share < 0.005 else 1
 
 
 if __name__ == "__main__":

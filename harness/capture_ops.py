@@ -16,10 +16,11 @@ from typing import Callable, Iterator
 
 from harness.capture import Capture, RunState, RunStatus, this_host, utc_now, write_json_atomic
 from harness.capture.lock import in_use
-from harness.capture.reader import Unreadable, open_regular, read_pauses
+from harness.capture.records import PauseWindow
+from harness.capture.reader import Unreadable, last_jsonl, open_regular, read_pauses
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
-from harness.times import US_PER_S, parse_time_us
+from harness.times import US_PER_S, format_time_us, parse_time_us
 
 FOLLOW_POLL_S = 0.5
 
@@ -35,6 +36,7 @@ class CaptureRow:
     exit_code: str
     started: str
     duration: str
+    guard: str = "-"
 
 
 def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
@@ -47,14 +49,16 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
                                    "-"))
             continue
         status = found.status
+        windows = read_pauses(capture.pauses_path, [])
         rows.append(CaptureRow(
             run=capture.run,
             state=_state_text(capture, status),
             steps=f"{status.steps_complete}/{status.steps_expected}",
-            pauses=_pauses(capture, status),
+            pauses=_pauses(windows, status),
             exit_code="-" if status.exit_code is None else str(status.exit_code),
             started=status.started_at[:19].replace("T", " "),
             duration=_duration(status),
+            guard=_guard(capture, status, windows),
         ))
     return rows
 
@@ -78,17 +82,43 @@ def _state_text(capture: Capture, status: RunStatus) -> str:
     return state
 
 
-def _pauses(capture: Capture, status: RunStatus) -> str:
+def _pauses(windows: list[PauseWindow], status: RunStatus) -> str:
     """`N (S s)`: pause windows and the length of their union (an open one ends now, or at the run's end)."""
     from harness.summary.windows import merge_windows, union_length
 
-    windows = read_pauses(capture.pauses_path, [])
     if not windows:
         return "0"
     until = parse_time_us(status.ended_at or utc_now())
     spans = [(w.start_us, w.end_us or until) for w in windows]
     total_us = union_length(*merge_windows((s, e) for s, e in spans if e is not None))
     return f"{len(windows)} ({total_us / US_PER_S:.0f} s)"
+
+
+def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> str:
+    """The heat guard now: `PAUSED since 12:03:04, 88.0 C` while a window is open, else the last temperature.
+
+    Only the tail of guard.jsonl is read. An open window whose harness is gone
+    (or whose status is final) is a run left frozen: `harness recover` thaws it.
+    """
+    last = last_jsonl(capture.guard_path, [])
+    temp = last.get("temp_c") if last is not None else None
+    if not isinstance(temp, (int, float)) or isinstance(temp, bool):
+        temp = None
+    open_windows = [window for window in windows if window.end_us is None]
+    if open_windows:
+        window = open_windows[-1]
+        sampled_at = parse_time_us(last.get("t")) if last is not None else None
+        if window.peak_c is not None and (temp is None or sampled_at is None or sampled_at < window.start_us):
+            temp = window.peak_c  # the reading that opened it, when no later sample was written
+        text = f"PAUSED since {format_time_us(window.start_us)[11:19]}" + (f", {temp:.1f} C" if temp is not None
+                                                                              else "")
+        if status.is_final or harness_gone(capture, status):
+            text += " (left frozen? harness recover thaws it)"
+        return text
+    if temp is not None:
+        return f"{temp:.1f} C"
+    guard = (capture.read_manifest() or {}).get("guard")
+    return "off" if isinstance(guard, dict) and guard.get("guarded") is False else "-"
 
 
 def _duration(status: RunStatus) -> str:

@@ -92,14 +92,20 @@ def run_planned(
     on_wait: Callable[[str], None],
     mode: Mode = "retry",
     on_decision: Callable[[Decision], None] = lambda decision: None,
+    on_warning: Callable[[str], None] = lambda message: None,
     engine: Any = None,
     provenance: Optional[dict[str, Any]] = None,
 ) -> SweepResult:
-    """Take the capture's lock, decide, check, take the GPU, run; both locks are held to the last write.
+    """Take the capture's lock, decide, check, take the GPU, open the guard's sensor, run; both locks are held
+    to the last write.
 
     A capture left `running` by a dead harness is settled first (if nothing
-    of it still runs). Pre-flight problems fail here, before a capture is made.
+    of it still runs). Pre-flight problems, and a sensor the experiment names
+    that cannot read here, fail here, before a capture is made: nothing is
+    written and an earlier capture is left as it was (`not_started` is for a
+    run that failed after its capture was made).
     """
+    from harness.guard.session import GuardSession
     from harness.engines import engine_for
     from harness.mileslog import LogParser
     from harness.provenance import git_facts, harness_facts, nvml_probe
@@ -129,18 +135,29 @@ def run_planned(
         with GpuLock(plan.experiment.container.gpus, owner) as gpu_lock:
             gpu_lock.acquire(wait=options.wait_for_gpu, on_wait=on_wait, cancelled=lambda: stop.state is not None,
                              poll_s=0.5)
-            status = execute(
-                spec,
-                plan.experiment.to_dict(),
-                engine=engine,
-                parser=LogParser(),
-                progress=progress,
-                stop=stop,
-                provenance=provenance,
-                grace_s=options.grace_s,
-                keep=options.keep,
-                keep_old=decision.keep_old,
-            )
+            # Opened once the GPU is ours: the simulated sensor's model starts with the run, not with the wait.
+            try:
+                guard = GuardSession.open(plan.experiment.guard)
+            except HarnessError as err:
+                raise HarnessError(f"run {spec.run} not started: {err.message}", err.exit_code) from None
+            try:
+                for message in guard.warnings:
+                    on_warning(f"{spec.run}: {message}")
+                status = execute(
+                    spec,
+                    plan.experiment.to_dict(),
+                    engine=engine,
+                    parser=LogParser(),
+                    progress=progress,
+                    stop=stop,
+                    provenance=provenance,
+                    guard=guard,
+                    grace_s=options.grace_s,
+                    keep=options.keep,
+                    keep_old=decision.keep_old,
+                )
+            finally:
+                guard.close()
     return SweepResult(decision, status)
 
 
@@ -154,6 +171,7 @@ def run_sweep(
     stop: StopControl,
     on_decision: Callable[[Decision], None],
     on_wait: Callable[[str], None],
+    on_warning: Callable[[str], None] = lambda message: None,
     engine: Any = None,
 ) -> list[SweepResult]:
     """Runs one after another; a failure stops the rest only with `fail_fast`, an interrupt always."""
@@ -163,7 +181,7 @@ def run_sweep(
             results.append(SweepResult(Decision(plan.spec.run, "skip", "the sweep was interrupted"), None))
             continue
         result = run_planned(plan, options=options, progress=progress, stop=stop, on_wait=on_wait, mode=mode,
-                             on_decision=on_decision, engine=engine)
+                             on_decision=on_decision, on_warning=on_warning, engine=engine)
         results.append(result)
         status = result.status
         if result.decision.action == "run" and status is not None and (

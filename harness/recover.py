@@ -12,6 +12,11 @@ no harness holds its lock, and then:
 - final but `capture_complete: false` (the disk filled up, the engine went
   away): save the rest and record how the trainer ended, keeping the state
   and the reason the harness recorded;
+- in both: a pause window the heat guard left open (its harness died, or
+  its engine went away, while the run was frozen) is closed at the time
+  recover found it, once the run is thawed: the closing line is appended
+  with the same start (the last line per start is the truth), and a note
+  says so;
 - final: never rewritten. An exited container its harness did not get to
   remove is removed (unless kept with `--keep`).
 
@@ -27,13 +32,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
-from harness.capture import Capture, RunState, RunStatus, cut_torn_tail, this_host, utc_now, write_json_atomic
+from harness.capture import (
+    Capture,
+    RunState,
+    RunStatus,
+    append_jsonl,
+    cut_torn_tail,
+    this_host,
+    utc_now,
+    write_json_atomic,
+)
 from harness.capture.lock import CaptureLock, holder, in_use
 from harness.capture.reader import StatusRead, find_runs, iter_jsonl, not_regular, read_status
 from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, EngineUnavailable, RunHandle
 from harness.engines.logstream import LogPosition, stamp_to_ns
 from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
 from harness.runner import DEFAULT_GRACE_S, LABEL_KEEP, decide_outcome
+from harness.times import parse_time_us
 
 Action = Literal["settle", "complete", "remove", "leave"]
 CAPTURE_FILES = ("container.log", "metrics.jsonl", "args.json", "pauses.jsonl")  # what recover reads or appends to
@@ -208,6 +223,7 @@ class Result:
     status: Optional[RunStatus]
     lines_saved: int = 0
     container: str = "-"  # stopped, left running, removed, kept, gone
+    windows_closed: int = 0  # pause windows the heat guard left open
     skipped: Optional[str] = None  # why nothing was done after all (its harness came back)
     notes: list[str] = field(default_factory=list)
 
@@ -246,6 +262,7 @@ def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Resu
         return result
     if obj is None:  # settle a running capture whose thing is not there (never started, or removed)
         _settle_without_object(capture, status)
+        result.windows_closed = _close_windows(capture, status)
         result.container = "none"
         return _written(capture, status, result)
     handle = obj.handle
@@ -258,6 +275,7 @@ def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Resu
         return _written(capture, status, result)
     if state == PAUSED:
         handle.resume()
+    result.windows_closed = _close_windows(capture, status)  # once it runs again: that ends the freeze
     stopped = False
     if state not in (EXITED, GONE, CREATED) and not leave_running:
         handle.stop(grace_s)
@@ -308,6 +326,35 @@ def _settle_without_object(capture: Capture, status: RunStatus) -> None:
         status.state = RunState.INTERRUPTED
         status.error = f"{gone}, and the engine no longer has {status.container[:12]}; the capture keeps what it saved"
     status.ended_at = status.ended_at or utc_now()
+
+
+def _close_windows(capture: Capture, status: RunStatus) -> int:
+    """Close the open pause windows now, with a note in the status; how many."""
+    found_at = utc_now()
+    closed = close_open_windows(capture.pauses_path, found_at)
+    if closed:
+        status.notes.append(f"harness recover closed {closed} open pause window{'s' if closed != 1 else ''} at "
+                            f"{found_at}, when it found the run (the harness that paused it was gone)")
+    return closed
+
+
+def close_open_windows(pauses_path: Path, end: str) -> int:
+    """Append a closing line (same start, end `end`) for each window whose last line is still open; how many.
+
+    A torn last line is cut first, so the closing line starts a line of its own.
+    """
+    if not pauses_path.exists():
+        return 0
+    cut_torn_tail(pauses_path)
+    last: dict[int, dict[str, Any]] = {}
+    for _, obj in iter_jsonl(pauses_path, []):
+        start = parse_time_us(obj.get("start"))
+        if start is not None:
+            last[start] = obj
+    still_open = [window for _, window in sorted(last.items()) if window.get("end") is None]
+    for window in still_open:
+        append_jsonl(pauses_path, {**window, "end": end})
+    return len(still_open)
 
 
 def _remove(handle: RunHandle, keep: bool) -> str:

@@ -5,6 +5,14 @@ after its log, its metrics and its status are on disk; the state comes from
 the engine's exit code and the steps actually seen, never from hope. The
 caller holds the capture's lock (and the GPU's) for the whole of `execute`.
 
+The heat guard (harness.guard) watches the run from the moment its handle
+exists: its sensor was opened before the start and its facts are in the
+manifest; it is stopped (the run thawed, the open pause window closed) on
+every exit path the harness can catch: the end, a failure, Ctrl-C or
+SIGTERM, the time limit, `harness stop`, the engine lost (then the window is
+left open for `harness recover`), a full disk. `on_max_pause: stop` ends
+the run `stopped` with the guard's reason; its notes become status notes.
+
 Two things may fail under a running trainer, and neither loses data:
 - the capture (a full or unwritable disk): writing stops at the last whole
   line, the trainer goes on, and the run ends `failed` with the reason and
@@ -24,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
 
 from harness.capture import (
     Capture,
@@ -41,6 +49,10 @@ from harness.engines import Engine, EngineUnavailable, RunHandle
 from harness.errors import HarnessError
 from harness.failpoints import failpoint
 from harness.launch import LABEL_PREFIX, LaunchSpec, redact_manifest
+
+if TYPE_CHECKING:
+    from harness.guard import GuardLoop, GuardReading
+    from harness.guard.session import GuardSession
 
 LABEL_HARNESS_PID = f"{LABEL_PREFIX}.harness-pid"
 LABEL_HARNESS_HOST = f"{LABEL_PREFIX}.harness-host"
@@ -61,6 +73,8 @@ class Progress(Protocol):
 
     def note(self, message: str) -> None: ...
 
+    def guard(self, reading: "GuardReading") -> None: ...
+
     def finished(self, status: RunStatus) -> None: ...
 
 
@@ -74,6 +88,9 @@ class NullProgress:
         pass
 
     def note(self, message: str) -> None:
+        pass
+
+    def guard(self, reading: "GuardReading") -> None:
         pass
 
     def finished(self, status: RunStatus) -> None:
@@ -275,8 +292,9 @@ def build_manifest(
     time_scale: float,
     engine_facts: dict[str, Any],
     provenance: dict[str, Any],
+    guard_facts: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:
-    """manifest.json: what ran, from which code, on what (secrets as ***)."""
+    """manifest.json: what ran, from which code, on what, under which heat guard (secrets as ***)."""
     return redact_manifest({
         "run": spec.run,
         "run_id": spec.run_id,
@@ -287,6 +305,7 @@ def build_manifest(
         "env": spec.display_env(),
         "launch_spec": spec.to_dict(),
         "engine": engine_facts,
+        "guard": guard_facts,
         **provenance,
         "created_at": utc_now(),
     }, spec)
@@ -301,6 +320,7 @@ def execute(
     progress: Progress,
     stop: StopControl,
     provenance: dict[str, Any],
+    guard: "GuardSession",
     grace_s: float = DEFAULT_GRACE_S,
     keep: bool = False,
     time_scale: float = 1.0,
@@ -310,6 +330,7 @@ def execute(
     """Run `spec` to its end and return the final status (also on disk). The caller holds the capture lock.
 
     `keep_old`: an earlier capture is moved under .replaced/ (else deleted: it held no run).
+    `guard`: the experiment's heat guard, its sensor opened (the caller closes it).
     A run that never started is recorded `not_started` and raised as a HarnessError.
     """
     capture = Capture(Path(spec.capture_dir))
@@ -330,7 +351,7 @@ def execute(
     labels = {LABEL_HARNESS_PID: str(os.getpid()), LABEL_HARNESS_HOST: this_host(), **({LABEL_KEEP: "1"} if keep else {})}
     try:
         manifest = build_manifest(spec, experiment, time_scale=time_scale, engine_facts=engine.facts(),
-                                  provenance=provenance)
+                                  provenance=provenance, guard_facts=guard.facts())
         write_json_atomic(capture.manifest_path, manifest)
         failpoint("before-container")
         handle = engine.start(spec, labels)
@@ -342,37 +363,45 @@ def execute(
         _record_not_started(capture, status, message)
         raise HarnessError(f"run {spec.run} did not start: {message}") from None
     failpoint("after-start")
-
-    writes = CaptureWrites(capture, engine.name, progress)
-    status.container = handle.id
-    identity = getattr(handle, "identity", lambda: None)()
-    status.process = identity.to_dict() if identity is not None else None
-    writes.attempt(capture.status_path.name, lambda: capture.write_status(status))
-    manifest["handle"] = handle.facts()
-    writes.attempt(capture.manifest_path.name, lambda: write_json_atomic(capture.manifest_path, manifest))
     progress.started(spec)
-
-    pump = LogPump(handle, capture, parser, progress, writes)
-    pump.start()
+    loop = guard.start(
+        handle, pauses_path=capture.pauses_path, samples_path=capture.guard_path,
+        on_note=lambda message: progress.note(f"{spec.run}: heat guard: {message}"),
+        on_stop=lambda reason: stop.request("stopped", f"heat guard: {reason}"),
+        on_reading=progress.guard,
+    )
     exit_code: Optional[int] = None
     engine_error: Optional[str] = None
+    writes = CaptureWrites(capture, engine.name, progress)
+    pump = LogPump(handle, capture, parser, progress, writes)
     try:
-        exit_code = _supervise(handle, spec, stop, capture, grace_s, clock, progress)
+        status.container = handle.id
+        identity = getattr(handle, "identity", lambda: None)()
+        status.process = identity.to_dict() if identity is not None else None
+        writes.attempt(capture.status_path.name, lambda: capture.write_status(status))
+        manifest["handle"] = handle.facts()
+        writes.attempt(capture.manifest_path.name, lambda: write_json_atomic(capture.manifest_path, manifest))
+        pump.start()
+        exit_code = _supervise(handle, spec, stop, capture, grace_s, clock, progress, loop)
     except EngineUnavailable as err:
         engine_error = err.message
     finally:
+        if loop is not None:  # first: a frozen trainer can act on nothing, and the window must close
+            loop.stop(thaw=engine_error is None)
         if engine_error is None:
             _never_leave_frozen(handle)
             if exit_code is None:  # the harness itself is going down: stop the trainer before recording
                 exit_code = _kill_and_wait(handle)
-        pump.join(PUMP_DRAIN_TIMEOUT_S if engine_error is None else 5)
+        if pump.ident is not None:  # started
+            pump.join(PUMP_DRAIN_TIMEOUT_S if engine_error is None else 5)
         if pump.is_alive() and engine_error is None:
             pump.error = pump.error or f"the log stream did not end within {PUMP_DRAIN_TIMEOUT_S:g} s of the exit"
         if writes.error is None and not pump.is_alive():
             pump.finish()
         failpoint("at-exit")
         outcome = _record_end(capture, status, parser, pump, writes, exit_code, stop,
-                              engine_error or pump.engine_error, getattr(handle, "outages", ()))
+                              engine_error or pump.engine_error, getattr(handle, "outages", ()),
+                              loop.notes if loop is not None else ())
         progress.finished(status)
     failpoint("before-remove")
     if not keep and outcome.capture_complete:
@@ -391,6 +420,7 @@ def _supervise(
     grace_s: float,
     clock: Callable[[], float],
     progress: Progress,
+    guard: Optional["GuardLoop"] = None,
 ) -> int:
     """Wait for the exit; meanwhile act on stop requests and the time limit. Returns the exit code."""
     deadline = clock() + spec.max_minutes * 60 if spec.max_minutes else None
@@ -406,6 +436,8 @@ def _supervise(
             elif capture.stop_request_path.exists():
                 stop.request("stopped", _stop_request_reason(capture))
         if stop.state is not None and stopper is None:
+            if guard is not None:
+                guard.stop()  # thawed, its window closed, and no new pause while the trainer shuts down
             progress.note(f"stopping {spec.run} ({stop.reason}): SIGTERM, then SIGKILL after {grace_s:g} s")
             stopper = threading.Thread(target=_quietly, args=(handle.stop, grace_s), name="stopper", daemon=True)
             stopper.start()
@@ -462,6 +494,7 @@ def _record_end(
     stop: StopControl,
     engine_error: Optional[str],
     outages: Sequence[str],
+    guard_notes: Sequence[str] = (),
 ) -> Outcome:
     if parser.args is not None:
         writes.attempt(capture.args_path.name, lambda: write_json_atomic(capture.args_path, parser.args))
@@ -481,6 +514,8 @@ def _record_end(
     status.exit_code = exit_code
     status.ended_at = utc_now()
     status.steps_complete = pump.steps_complete
+    status.stop_reason = stop.reason if stop.state is not None else None
+    status.notes.extend(f"heat guard: {note}" for note in guard_notes)
     if parser.problems:
         status.notes.append(f"{len(parser.problems)} log line(s) could not be read; see harness parse-log")
     if outages and outcome.state == RunState.SUCCEEDED:

@@ -101,3 +101,49 @@ def test_a_restarted_engine_that_killed_the_container_is_failed_with_both_reason
     assert status["state"] == "failed" and status["exit_code"] == 137 and status["capture_complete"] is True
     assert "exit code 137" in status["error"] and "the Docker engine went away while" in status["error"]
     assert lab.objects() == []
+
+
+def test_an_engine_lost_while_the_guard_holds_the_run_frozen_leaves_the_window_for_recover(
+        proxied: Any, monkeypatch: Any, tmp_path: Path) -> None:
+    import json
+
+    from harness.capture.reader import read_pauses
+    from harness.engines import docker as docker_engine
+
+    lab, proxy = proxied
+    monkeypatch.setattr(docker_engine, "ENGINE_PATIENCE_S", 3.0)
+    temp = tmp_path / "temp"
+    temp.write_text("60")
+    run = lab.experiment("lost-frozen", scenario="hang",
+                         guard={"sensor": f"file:{temp}", "poll_s": 0.1, "min_pause_s": 0})
+    client = docker_client(lab.engine_host)
+
+    def freeze_then_cut() -> None:
+        lab.wait_for(lambda: lab.metrics(run), what="the first step")
+        temp.write_text("92")
+        lab.wait_for(lambda: client.containers.list(filters={"label": f"org.miles-gb10-lab.run={run}",
+                                                             "status": "paused"}), what="the guard's pause")
+        proxy.stop()
+
+    threading.Thread(target=freeze_then_cut, daemon=True).start()
+    result = lab.cli("run", run, "--grace-s", "2")
+    assert result.exit_code == 1, result.output
+    status = lab.status(run)
+    assert status["state"] == "failed" and status["capture_complete"] is False
+    assert "heat guard: the run may still be frozen: its pause window stays open until `harness recover` thaws " \
+           "it and closes the window" in status["notes"]
+    [opened] = [json.loads(line) for line in (lab.captures / run / "pauses.jsonl").read_text().splitlines()]
+    assert opened["end"] is None  # the harness could not thaw it, so the record does not say it did
+
+    proxy.start()
+    (container,) = [c for c in client.containers.list(all=True) if c.id == status["container"]]
+    assert container.status == "paused"  # still frozen, as the record says
+    recovered = lab.capture_cli("recover", "--keep", "--grace-s", "2")
+    assert recovered.exit_code == 0, recovered.output
+    assert "1 open pause window closed" in recovered.output
+    after = lab.status(run)
+    assert after["state"] == "failed" and after["error"] == status["error"]  # a final status is never rewritten
+    assert after["capture_complete"] is True and after["exit_code"] == 143  # thawed, so it acted on SIGTERM
+    [window] = read_pauses(lab.captures / run / "pauses.jsonl", [])
+    assert window.end_us is not None
+    assert any(note.startswith("harness recover closed 1 open pause window") for note in after["notes"])

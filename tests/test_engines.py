@@ -140,3 +140,34 @@ def test_every_file_of_a_run_and_its_summary_follows_the_umask(tmp_path: Path) -
     assert {"status.json", "manifest.json", "args.json", "container.log", "metrics.jsonl",
             "miles-gb10-lab.json", "report.md"} <= names
     assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in written} == {p.name: "0o640" for p in written}
+
+
+@pytest.mark.docker
+def test_docker_list_skips_a_container_removed_between_the_listing_and_its_lookup(
+        monkeypatch: pytest.MonkeyPatch, busybox_image: str) -> None:
+    import docker
+
+    from harness.engines.docker import DockerEngine
+
+    client = docker.from_env()
+    label = "org.miles-gb10-lab.test-list-race"
+    kept = client.containers.create(busybox_image, ["true"], labels={label: "1"})
+    gone = client.containers.create(busybox_image, ["true"], labels={label: "1"})
+    from docker.models.containers import ContainerCollection
+
+    original = ContainerCollection.get
+
+    def get_after_removal(self: ContainerCollection, container_id: str) -> object:
+        if container_id == gone.id:
+            gone.remove(force=True)  # removed by someone else just after the listing
+        return original(self, container_id)
+
+    monkeypatch.setattr(ContainerCollection, "get", get_after_removal)
+    try:
+        assert [handle.id for handle in DockerEngine(client).list({label: None})] == [kept.id]
+    finally:
+        kept.remove(force=True)
+        try:
+            gone.remove(force=True)
+        except docker.errors.NotFound:
+            pass

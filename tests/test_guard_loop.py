@@ -6,7 +6,6 @@ call `poll()` with an injected clock and never sleep.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -21,7 +20,8 @@ from harness.engines.process import ProcessRun
 from harness.experiments import GuardConfig, SimSensorConfig
 from harness.guard import Action, GuardLoop
 from harness.guard.sensors import FileSensor, Sample, SimSensor
-from harness.times import parse_time_us
+from harness.times import format_time_us, parse_time_us
+from drills import jsonl, write_temp
 
 # A trainer stand-in: a process group of two (a child that sleeps), printing a counter every 10 ms.
 TICKER = """
@@ -96,17 +96,6 @@ def ticker() -> Iterator[ProcessRun]:
     handle.kill()
     process.wait(10)
     handle.remove()
-
-
-def write_temp(path: Path, text: str) -> None:
-    """Replace the sensor file in one step, as a drill script should."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
-def jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def loop_for(handle, sensor, tmp_path: Path, **config) -> GuardLoop:
@@ -324,3 +313,91 @@ def test_records_that_cannot_be_written_never_stop_a_pause(ticker: ProcessRun, t
     guard.stop()
     assert notes == [f"could not write {tmp_path / 'gone' / 'pauses.jsonl'}: No such file or directory",
                      f"could not write {tmp_path / 'gone' / 'guard.jsonl'}: No such file or directory"]
+
+
+class Sticky:
+    """A handle whose thaw fails while `broken` (an engine that went away); it stays frozen until one works."""
+
+    def __init__(self, knows: bool = True) -> None:
+        self.frozen = False
+        self.broken = True
+        self.knows = knows  # False: is_paused cannot answer either
+        self.resumes = 0
+
+    def pause(self) -> None:
+        self.frozen = True
+
+    def resume(self) -> None:
+        self.resumes += 1
+        if self.broken:
+            raise ConnectionError("engine gone")
+        self.frozen = False
+
+    def is_paused(self) -> bool:
+        if not self.knows:
+            raise ConnectionError("engine gone")
+        return self.frozen
+
+
+def test_a_thaw_that_fails_keeps_the_window_open_and_is_retried_at_the_next_poll(tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    clock, notes = FakeClock(), []
+    handle = Sticky()
+    guard = synchronous(handle, FileSensor(temp, clock.wall_us), tmp_path, clock, notes)
+    write_temp(temp, "90")
+    assert guard.poll().action is Action.PAUSE and handle.frozen
+    write_temp(temp, "60")
+    clock.now = 1.0
+    assert guard.poll().action is Action.RESUME
+    assert handle.frozen and guard.reading.paused  # the record says what is true: still frozen
+    [opened] = jsonl(tmp_path / "pauses.jsonl")
+    assert opened["end"] is None
+    handle.broken = False
+    clock.now = 2.0
+    assert guard.poll().action is Action.RESUME  # retried
+    assert not handle.frozen and not guard.reading.paused and guard.reading.pauses == 1
+    opened, closed = jsonl(tmp_path / "pauses.jsonl")
+    assert closed["start"] == opened["start"] and closed["end"] == format_time_us(clock.wall_us())
+    assert notes == ["could not resume the run (cooled to 60.0 C): ConnectionError: engine gone"]
+    guard.stop()
+    assert len(jsonl(tmp_path / "pauses.jsonl")) == 2
+
+
+@pytest.mark.parametrize(("thaw", "resumes", "note"), [
+    (False, 0, "the run may still be frozen: its pause window stays open until `harness recover` thaws it and "
+               "closes the window"),
+    (True, 1, "could not resume the run (guard stopped): ConnectionError: engine gone"),
+], ids=["without-thaw", "thaw-fails"])
+def test_stop_leaves_the_window_open_while_the_run_may_still_be_frozen(tmp_path: Path, thaw: bool, resumes: int,
+                                                                       note: str) -> None:
+    temp = tmp_path / "temp"
+    clock, notes = FakeClock(), []
+    handle = Sticky(knows=False)  # an engine gone: it can neither thaw nor say whether it is frozen
+    guard = synchronous(handle, FileSensor(temp, clock.wall_us), tmp_path, clock, notes)
+    write_temp(temp, "90")
+    guard.poll()
+    guard.stop(thaw=thaw)
+    assert handle.resumes == resumes and handle.frozen
+    [opened] = jsonl(tmp_path / "pauses.jsonl")
+    assert opened["end"] is None
+    assert notes[-1] == note
+
+
+def test_a_max_pause_stop_whose_thaw_failed_is_thawed_and_closed_by_stop(tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    clock, asked = FakeClock(), []
+    handle = Sticky()
+    guard = GuardLoop(handle, FileSensor(temp, clock.wall_us),
+                      GuardConfig(min_pause_s=0.0, max_pause_s=5.0, on_max_pause="stop"),
+                      pauses_path=tmp_path / "pauses.jsonl", samples_path=tmp_path / "guard.jsonl",
+                      clock=clock, wall_us=clock.wall_us, on_stop=asked.append)
+    write_temp(temp, "95")
+    guard.poll()
+    clock.now = 6.0
+    assert guard.poll().action is Action.STOP and asked and handle.frozen
+    handle.broken = False
+    clock.now = 7.0
+    guard.stop()
+    assert not handle.frozen
+    opened, closed = jsonl(tmp_path / "pauses.jsonl")
+    assert closed["end"] == format_time_us(clock.wall_us()) and closed["peak_c"] == 95.0

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from runlab import Lab, fake_trainer, lab  # noqa: F401  (fixtures)
+
 REPO = Path(__file__).resolve().parent.parent
 FAKE_NVML_SOURCE = REPO / "tests" / "fake_nvml" / "fake_nvml.c"
 
@@ -52,14 +54,20 @@ class FakeGpu:
         self.set(temperature_c=52)
 
     def set(self, **values: Any) -> None:
-        """Replace the state file; `temperature_c__1=88` is the line `temperature_c.1=88` (GPU 1 only)."""
-        self.state.write_text("".join(f"{key.replace('__', '.')}={value}\n" for key, value in values.items()))
+        """Replace the state file in one step; `temperature_c__1=88` is the line `temperature_c.1=88` (GPU 1 only)."""
+        tmp = self.state.with_suffix(".tmp")
+        tmp.write_text("".join(f"{key.replace('__', '.')}={value}\n" for key, value in values.items()))
+        tmp.replace(self.state)
 
     def calls(self) -> list[str]:
         return self.calls_path.read_text().split() if self.calls_path.exists() else []
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "LD_LIBRARY_PATH": str(self.lib), "FAKE_NVML_STATE": str(self.state),
+        return {**os.environ, **self.library_env()}
+
+    def library_env(self) -> dict[str, str]:
+        """What makes a process started now use the fake library."""
+        return {"LD_LIBRARY_PATH": str(self.lib), "FAKE_NVML_STATE": str(self.state),
                 "FAKE_NVML_CALLS": str(self.calls_path)}
 
     def python(self, code: str) -> Any:
@@ -330,6 +338,52 @@ def test_nvml_temperature_drill_pauses_and_resumes_a_process_group(gpu: FakeGpu,
     assert [(w["end"] is None, w["peak_c"]) for w in windows] == [(True, 88.0), (False, 88.0), (True, 60.0),
                                                                  (False, 60.0)]
     assert windows[0]["reason"] == "temperature 88.0 C >= pause_at_c 85 C"
+
+
+def test_nvml_a_temperature_drill_pauses_a_run_through_harness_run(gpu: FakeGpu, lab: Lab) -> None:
+    from harness.capture.reader import read_pauses
+    from harness.engines import PAUSED, RUNNING
+
+    gpu.set(temperature_c=60)
+    run = lab.experiment("nvml-drill", scenario="ticks", steps=1, env={"FAKE_TICKS": "150", "FAKE_TICK_S": "0.02"},
+                         guard={"sensor": "nvml", "poll_s": 0.1, "min_pause_s": 0})
+    harness = lab.spawn("run", run, env=gpu.library_env())
+
+    def state_is(state: str) -> bool:
+        return bool(lab.objects()) and lab.objects()[0].describe().state == state
+
+    try:
+        lab.wait_for(lambda: len(lab.log(run)) > 20 and lab.objects(), 60, "the first lines")
+        gpu.set(temperature_c=90)
+        lab.wait_for(lambda: state_is(PAUSED), 10, "the pause at 90 C")
+        gpu.set(temperature_c=70)
+        lab.wait_for(lambda: state_is(RUNNING), 10, "the resume at 70 C")
+        gpu.set(temperature_c=60, reasons="0x40")
+        lab.wait_for(lambda: state_is(PAUSED), 10, "the pause on HW thermal slowdown")
+        gpu.set(temperature_c=60)
+        out, _ = harness.communicate(timeout=120)
+    finally:
+        harness.kill()
+    assert harness.returncode == 0, out
+    windows = read_pauses(lab.captures / run / "pauses.jsonl", [])
+    assert [w.reason for w in windows] == ["temperature 90.0 C >= pause_at_c 85 C", "clock event HwThermalSlowdown"]
+    assert all(w.end_us is not None for w in windows)
+    guard = json.loads((lab.captures / run / "manifest.json").read_text())["guard"]
+    assert guard["guarded"] is True and guard["picked"] == "nvml" and guard["requested"] == "nvml"
+    assert guard["devices"][0]["name"] == "NVIDIA GB10"
+    assert guard["unsupported"] == ["margin_temperature", "threshold_gpu_max", "threshold_shutdown",
+                                    "threshold_slowdown"]
+    assert not [c for c in gpu.calls() if "MemoryInfo" in c]
+
+
+def test_nvml_named_without_a_driver_stops_the_run_before_anything_starts(gpu: FakeGpu, lab: Lab) -> None:
+    gpu.set(driver="missing")
+    run = lab.experiment("nvml-blind", guard={"sensor": "nvml"})
+    harness = lab.spawn("run", run, env=gpu.library_env())
+    out, _ = harness.communicate(timeout=60)
+    assert harness.returncode == 2
+    assert out.splitlines() == [f"error: run {run} not started: guard.sensor nvml: NVML: Driver Not Loaded"]
+    assert not (lab.captures / run).exists() and lab.objects() == []
 
 
 def real_nvml(code: str) -> Any:

@@ -143,3 +143,15 @@ def test_open_sensor_sysfs_named_but_absent_is_one_line_error(tmp_path: Path) ->
     choice = open_sensor(GuardConfig(sensor="sysfs"), thermal_root=zones(tmp_path / "z", 50000))
     assert choice.sensor is not None and choice.facts["picked"] == "sysfs"
 
+
+
+def test_open_sensor_file_that_cannot_be_read_is_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError) as err:
+        open_sensor(GuardConfig(sensor=f"file:{tmp_path / 'absent'}"))
+    assert str(err.value) == (f"guard.sensor file:{tmp_path / 'absent'}: cannot read {tmp_path / 'absent'}: "
+                              "No such file or directory")
+    (tmp_path / "junk").write_text("hot\n")
+    with pytest.raises(HarnessError) as err:
+        open_sensor(GuardConfig(sensor=f"file:{tmp_path / 'junk'}"))
+    assert str(err.value) == (f"guard.sensor file:{tmp_path / 'junk'}: {tmp_path / 'junk'} does not start with a "
+                              "temperature in C ('hot')")

@@ -134,7 +134,9 @@ def reference_pauses(path: Path) -> tuple[list, list[str]]:
         if end_raw is not None and end is None:
             notes.append(f"{path.name} line {number}: end {end_raw!r} is not an RFC 3339 time: read as still open")
         reason = obj.get("reason")
-        by_start[start] = (start, end, reason if isinstance(reason, str) else "", number)
+        peak = obj.get("peak_c")
+        peak_c = float(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) else None
+        by_start[start] = (start, end, reason if isinstance(reason, str) else "", number, peak_c)
     return [by_start[start] for start in sorted(by_start)], notes
 
 
@@ -147,7 +149,7 @@ def test_pause_windows_read_fast_equal_the_stdlib_read(tmp_path):
                 '{"start": "2026-11-29T09:01:00Z", "end": NaN}']
     path.write_text("\n".join(windows) + "\n")
     notes: list[str] = []
-    got = [(w.start_us, w.end_us, w.reason, w.line) for w in read_pause_windows(path, notes)]
+    got = [(w.start_us, w.end_us, w.reason, w.line, w.peak_c) for w in read_pause_windows(path, notes)]
     assert (got, notes) == reference_pauses(path)
     assert len(got) == 62 and len(notes) == 4
 

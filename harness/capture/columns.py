@@ -22,6 +22,7 @@ Only faster:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -266,6 +267,18 @@ def read_pause_windows(path: Path, notes: list[str]) -> list[PauseWindow]:
         if raw_ends[i] is not None and end is None:
             notes.append(f"{name} line {number}: end {raw_ends[i]!r} is not an RFC 3339 time: read as still open")
         reason = obj.get("reason")
-        by_start[start] = PauseWindow(start, end, reason if isinstance(reason, str) else "", number)
+        by_start[start] = PauseWindow(start, end, reason if isinstance(reason, str) else "", number,
+                                      _peak_c(obj.get("peak_c")))
     notes.extend(lines.bad_notes[said:])
     return [by_start[start] for start in sorted(by_start)]
+
+
+def _peak_c(value: Any) -> Optional[float]:
+    """A window's peak temperature as the guard recorded it: a finite number, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        peak = float(value)
+    except OverflowError:  # an integer beyond float range
+        return None
+    return peak if math.isfinite(peak) else None

@@ -49,6 +49,7 @@ MAX_JSON_BYTES = 64 << 20  # manifest.json, args.json
 MAX_JSONL_BYTES = 1 << 30  # metrics.jsonl of a very long run; lines past the cap are noted, not read
 MAX_LINE_BYTES = 16 << 20
 READ_CHUNK = 1 << 20
+TAIL_BYTES = 64 << 10  # `last_jsonl`: a guard.jsonl of a week's run is never read whole for its last sample
 
 
 class Unreadable(Exception):
@@ -207,6 +208,41 @@ def iter_jsonl(path: Path, notes: list[str], *, max_bytes: int = MAX_JSONL_BYTES
         return
     except Unreadable as err:
         notes.append(str(err))
+
+
+def last_jsonl(path: Path, notes: list[str], *, tail_bytes: int = TAIL_BYTES) -> Optional[dict[str, Any]]:
+    """The last whole JSON object line of a JSONL file, reading only its last `tail_bytes` (None if none there).
+
+    A torn last line (the writer stopped mid-line) and lines that are not
+    JSON objects are passed over for the line before them.
+    """
+    try:
+        fd = _open_regular(path)
+    except FileNotFoundError:
+        return None
+    except Unreadable as err:
+        notes.append(str(err))
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - tail_bytes)
+        data = os.pread(fd, size - start, start)
+    except OSError as err:
+        notes.append(f"{path.name} unreadable: {err.strerror or err}")
+        return None
+    finally:
+        os.close(fd)
+    lines = data.split(b"\n")[:-1]  # what follows the last newline is torn (or nothing)
+    if start > 0:
+        lines = lines[1:]  # the first piece may be the end of a longer line
+    for raw in reversed(lines):
+        try:
+            obj = loads_json(raw)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:

@@ -202,6 +202,7 @@ class PauseWindow:
     end_us: Optional[int]
     reason: str
     line: int
+    peak_c: Optional[float] = None  # the hottest reading of the window, as the guard recorded it
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,11 @@ RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under th
 
 @command("status")
 def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
-    """Show every capture: state, steps, pauses, exit code, start and duration."""
+    """Show every capture: state, steps, pauses, exit code, start, duration, and the heat guard now.
+
+    The guard column is the last temperature recorded, or `PAUSED since ...`
+    while a pause window is open.
+    """
     from rich.text import Text
 
     from harness.capture import list_captures
@@ -24,10 +28,12 @@ def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
         stdout().print(Text(f"no captures in {capture_dir}"))
         return
     columns = [Column("run"), Column("state", wrap=True), Column("steps", "right"), Column("pauses", drop=3),
-               Column("exit code", "right"), Column("started", drop=1), Column("duration", "right", drop=2)]
+               Column("exit code", "right"), Column("started", drop=1), Column("duration", "right", drop=2),
+               Column("guard", wrap=True)]
     # plain Text: a run name or a reason with [brackets] is shown, never read as markup
     print_table(stdout(), columns, [tuple(Text(cell) for cell in (row.run, row.state, row.steps, row.pauses,
-                                                                   row.exit_code, row.started, row.duration))
+                                                                   row.exit_code, row.started, row.duration,
+                                                                   row.guard))
                                     for row in rows], title=f"captures in {capture_dir}")
 
 
@@ -75,6 +81,7 @@ def recover(
 ) -> None:
     """Settle runs whose harness is gone: thaw, save their logs and steps, stop them, record how they ended.
 
+    A pause window the heat guard left open is closed when the run is thawed.
     Only a trainer whose run id is its capture's current one is touched, and a
     final status is never rewritten.
     """
@@ -97,7 +104,9 @@ def recover(
             continue
         final = result.status
         assert final is not None
+        closed = (f", {result.windows_closed} open pause window{'s' if result.windows_closed != 1 else ''} closed"
+                  if result.windows_closed else "")
         console.print(
             f"{plan.run}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
-            f"{result.lines_saved} log line(s) added, container {result.container}", markup=False,
+            f"{result.lines_saved} log line(s) added, container {result.container}{closed}", markup=False,
         )

@@ -1,23 +1,168 @@
-"""`harness guard ...`: the heat guard's commands (`probe`: what this machine's sensors support)."""
+"""`harness guard ...`: guard any container or process (`--container`, `--pid`); `probe`: what the sensors support."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import typer
 from typing_extensions import Annotated
 
-from harness.cli.app import JsonOption, app, command, fail, stdout
+from harness.cli.app import JsonOption, app, command, fail, stdout, warn
+from harness.errors import ExitCode, HarnessError
 
 guard_app = typer.Typer(
     name="guard",
-    help="The heat guard's tools: what this machine's sensors support.",
+    help="The heat guard's tools: guard any container or process (--container, --pid), or probe the sensors.",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
 )
 app.add_typer(guard_app, name="guard")
+
+# Option name for each guard key a message may name.
+OPTION_FOR = {"sensor": "--sensor", "pause_at_c": "--pause-at", "resume_at_c": "--resume-at", "poll_s": "--poll-s",
+              "min_pause_s": "--min-pause-s", "max_pause_s": "--max-pause-s", "on_max_pause": "--on-max-pause"}
+
+
+@guard_app.callback(invoke_without_command=True)
+def guard_target(
+    ctx: typer.Context,
+    container: Annotated[Optional[str], typer.Option("--container", help="Guard this Docker container (id or name).")] = None,
+    pid: Annotated[Optional[int], typer.Option("--pid", min=1, help="Guard this process's group (only the process, if it shares this shell's group).")] = None,
+    record: Annotated[Optional[Path], typer.Option("--record", help="Directory for pauses.jsonl and guard.jsonl (made if absent; appended to).")] = None,
+    sensor: Annotated[Optional[str], typer.Option("--sensor", help="auto, nvml, sysfs, sim or file:PATH.")] = None,
+    pause_at: Annotated[Optional[float], typer.Option("--pause-at", help="Pause at this temperature in C.")] = None,
+    resume_at: Annotated[Optional[float], typer.Option("--resume-at", help="Resume at or below this temperature in C.")] = None,
+    poll_s: Annotated[Optional[float], typer.Option("--poll-s", help="Seconds between readings.")] = None,
+    min_pause_s: Annotated[Optional[float], typer.Option("--min-pause-s", help="Shortest pause in s.")] = None,
+    max_pause_s: Annotated[Optional[float], typer.Option("--max-pause-s", help="Longest pause in s.")] = None,
+    on_max_pause: Annotated[Optional[str], typer.Option("--on-max-pause", help="resume, or stop the target.")] = None,
+    grace_s: Annotated[float, typer.Option("--grace-s", min=0, help="With --on-max-pause stop: seconds between SIGTERM and SIGKILL.")] = 60.0,
+) -> None:
+    """Guard any container or process: freeze it while the GPU is too hot, thaw it once cool, record the windows.
+
+    `harness guard --container ID --record DIR` (or `--pid PID`) guards until
+    the target exits or Ctrl-C, and always thaws it on the way out. Options
+    left out take the defaults of an experiment's guard block (docs/guard.md).
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    settings = {"sensor": sensor, "pause_at_c": pause_at, "resume_at_c": resume_at, "poll_s": poll_s,
+                "min_pause_s": min_pause_s, "max_pause_s": max_pause_s, "on_max_pause": on_max_pause}
+    try:
+        code = guard_command(container, pid, record, {k: v for k, v in settings.items() if v is not None}, grace_s)
+    except HarnessError as err:
+        fail(err.message, err.exit_code)
+    raise typer.Exit(code)
+
+
+def guard_command(container: Optional[str], pid: Optional[int], record: Optional[Path], settings: dict[str, Any],
+                  grace_s: float) -> int:
+    """Attach, open the sensor, guard until the end; the exit code (1 when the guard had to stop the target)."""
+    import os
+
+    from harness.cli.progress import describe_guard
+    from harness.guard.session import GuardSession
+
+    if (container is None) == (pid is None):
+        raise HarnessError("give the target: --container ID or --pid PID (one of them)")
+    if record is None:
+        raise HarnessError("--record DIR is needed: the directory pauses.jsonl and guard.jsonl are written to")
+    if pid is not None and pid == os.getpid():
+        raise HarnessError("--pid: that is this harness itself")
+    config = _guard_config(settings)
+    handle, what = _attach(container, pid)
+    state = handle.describe().state
+    if state not in ("running", "paused"):
+        raise HarnessError(f"{what} is not running (it is {state})", ExitCode.NOT_FOUND)
+    session = GuardSession.open(config)
+    try:
+        end = _guard_until_exit(handle, what, session, record, grace_s)
+    finally:
+        session.close()
+    if end.stop_reason is not None:
+        how = f"stopped by the heat guard ({end.stop_reason})"
+    elif end.exit_code is not None:
+        how = "ended" + (f" (exit code {end.exit_code})" if end.exit_code >= 0 else "")
+    else:
+        how = "left running: guarding ended"
+    stdout().print(f"{what}: {how}; {describe_guard(end.reading)}", markup=False)
+    return 1 if end.stop_reason is not None else 0
+
+
+def _guard_until_exit(handle: Any, what: str, session: Any, record: Path, grace_s: float) -> Any:
+    """Say what is guarded, then guard it until it exits or Ctrl-C/SIGTERM (which only end the guarding)."""
+    import signal
+    import threading
+
+    from harness.guard.session import guard_until_exit
+
+    if not session.guarded:
+        raise HarnessError(session.warnings[0] if session.warnings else "--sensor none: nothing would guard it")
+    for message in session.warnings:
+        warn(message)
+    try:
+        record.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise HarnessError(f"--record {record}: {err.strerror or err}") from None
+    config = session.config
+    console = stdout()
+    console.print(f"guarding {what} with the {session.facts().get('picked')} sensor: pause at {config.pause_at_c:g} "
+                  f"C, resume at {config.resume_at_c:g} C, a reading every {config.poll_s:g} s; recording into "
+                  f"{record}. Ctrl-C ends (the target is thawed first).", markup=False)
+    stopped = threading.Event()
+    previous = {sig: signal.signal(sig, lambda signum, frame: stopped.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return guard_until_exit(handle, session, record, stopped=stopped, on_reading=_printer(console, what),
+                                on_note=lambda message: warn(f"heat guard: {message}"), grace_s=grace_s)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _guard_config(settings: dict[str, Any]) -> Any:
+    """A GuardConfig from the options; a bad value is one line naming the option."""
+    from pydantic import ValidationError
+
+    from harness.experiments import GuardConfig
+
+    try:
+        return GuardConfig(**settings)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ", ".join(OPTION_FOR.get(str(part), str(part)) for part in first.get("loc", ()))
+        message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        for key, option in OPTION_FOR.items():
+            message = message.replace(key, option)
+        raise HarnessError(f"{where + ': ' if where else ''}{message}") from None
+
+
+def _attach(container: Optional[str], pid: Optional[int]) -> tuple[Any, str]:
+    """The engine's handle on the target, and how to name it."""
+    if container is not None:
+        from harness.engines.docker import DockerEngine
+
+        return DockerEngine().attach(container), f"container {container}"
+    from harness.engines.process import ProcessEngine
+
+    return ProcessEngine().attach(str(pid)), f"process {pid}"
+
+
+def _printer(console: Any, what: str) -> Any:
+    """A line per pause and resume."""
+    from harness.cli.progress import guard_change
+    from harness.times import now_rfc3339
+
+    last: list[Any] = [None]
+
+    def show(reading: Any) -> None:
+        change = guard_change(last[0], reading)
+        last[0] = reading
+        if change:
+            console.print(f"{now_rfc3339()[11:19]} {what}: {change}", markup=False)
+
+    return show
 
 STATUS_STYLE = {"OK": "green", "NOT_SUPPORTED": "yellow"}
 

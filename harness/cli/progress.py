@@ -11,6 +11,7 @@ from harness.mileslog import keys
 
 if TYPE_CHECKING:  # annotations only: `harness parse-log` and `--help` need not import the launch planner
     from harness.capture import RunStatus
+    from harness.guard import GuardReading
     from harness.launch import LaunchSpec
 
 
@@ -45,6 +46,35 @@ def describe_step(summary: dict[str, Any]) -> str:
     return " | ".join(parts)
 
 
+def describe_guard(reading: "GuardReading", now_us: Optional[int] = None) -> str:
+    """`72.0 C`, or `PAUSED since 12:03:04 (temperature 86.0 C >= pause_at_c 85 C), 81.5 C`; then `2 pauses, 62 s paused`."""
+    from harness.times import parse_time_us
+
+    temp = "- C" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
+    paused_s = reading.paused_s
+    if reading.paused:
+        since = reading.paused_since or ""
+        start_us = parse_time_us(since)
+        if start_us is not None:
+            paused_s += max(0, (now_us if now_us is not None else time.time_ns() // 1000) - start_us) / 1e6
+        text = f"PAUSED since {since[11:19] or '?'} ({reading.reason or '?'}), {temp}"
+    else:
+        text = temp
+    if reading.pauses:
+        text += f"; {reading.pauses} pause{'s' if reading.pauses != 1 else ''}, {paused_s:.0f} s paused"
+    return text
+
+
+def guard_change(previous: Optional["GuardReading"], reading: "GuardReading") -> Optional[str]:
+    """`PAUSED by the heat guard: <why>` or `resumed by the heat guard: <now>` when that changed, else None."""
+    was_paused = previous is not None and previous.paused
+    if reading.paused and (not was_paused or previous.paused_since != reading.paused_since):
+        return f"PAUSED by the heat guard: {reading.reason}"
+    if was_paused and not reading.paused:
+        return f"resumed by the heat guard: {describe_guard(reading)}"
+    return None
+
+
 def _elapsed(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
@@ -59,6 +89,7 @@ class PlainProgress:
         self.spec: Optional[LaunchSpec] = None
         self.filter_on: Optional[bool] = False
         self.t0 = time.monotonic()
+        self.reading: Optional["GuardReading"] = None  # the heat guard's, while the run is guarded
         self._lock = threading.Lock()
 
     def _say(self, text: str) -> None:
@@ -80,10 +111,20 @@ class PlainProgress:
         expected = self.spec.steps_expected if self.spec else "?"
         label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
         self._say(f"{run}: {label} ({steps_complete}/{expected} complete) | {describe_step(summary)} | "
-                  f"{_elapsed(time.monotonic() - self.t0)} elapsed")
+                  f"{_elapsed(time.monotonic() - self.t0)} elapsed" + self._guard_suffix())
+
+    def _guard_suffix(self) -> str:
+        return "" if self.reading is None else f" | {describe_guard(self.reading)}"
 
     def note(self, message: str) -> None:
         self._say(message)
+
+    def guard(self, reading: "GuardReading") -> None:
+        """A line when the heat guard pauses or resumes the run; the temperature rides on the step lines."""
+        previous, self.reading = self.reading, reading
+        change = guard_change(previous, reading)
+        if change:
+            self._say(f"{self.spec.run if self.spec else 'run'}: {change}")
 
     def finished(self, status: RunStatus) -> None:
         pass
@@ -101,6 +142,7 @@ class RichProgress(PlainProgress):
 
     def _render(self) -> Any:
         from rich.table import Table
+        from rich.text import Text
 
         table = Table.grid(padding=(0, 2))
         spec = self.spec
@@ -108,6 +150,9 @@ class RichProgress(PlainProgress):
         table.add_row("[bold]run[/bold]", f"{spec.run if spec else '-'}  ({spec.run_id if spec else ''})")
         table.add_row("[bold]steps[/bold]", f"{self.steps_complete}/{expected} complete")
         table.add_row("[bold]last step[/bold]", describe_step(self.last) if self.last else "waiting for the first step")
+        if self.reading is not None:
+            style = "bold red" if self.reading.paused else "green"
+            table.add_row("[bold]heat guard[/bold]", Text(describe_guard(self.reading), style=style))
         table.add_row("[bold]elapsed[/bold]", _elapsed(time.monotonic() - self.t0))
         return table
 
@@ -123,6 +168,9 @@ class RichProgress(PlainProgress):
 
     def note(self, message: str) -> None:
         self.console.print(message, markup=False, highlight=False)
+
+    def guard(self, reading: "GuardReading") -> None:
+        self.reading = reading  # the panel shows it at its next refresh
 
     def finished(self, status: RunStatus) -> None:
         if self.live is not None:

@@ -92,7 +92,7 @@ def run(
     _, progress, stop = _session([plan], capture_dir)
     options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     with stop_on_signals(stop, progress.note):
-        result = run_planned(plan, options=options, progress=progress, stop=stop, on_wait=warn,
+        result = run_planned(plan, options=options, progress=progress, stop=stop, on_wait=warn, on_warning=warn,
                              mode="force" if force else "retry")
     if result.decision.action == "skip":
         raise HarnessError(f"run {plan.spec.run} not started: {result.decision.reason}")
@@ -144,7 +144,7 @@ def sweep(
     options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     with stop_on_signals(stop, progress.note):
         results = run_sweep(plans, mode=mode, fail_fast=fail_fast, options=options, progress=progress, stop=stop,
-                            on_decision=on_decision, on_wait=warn)
+                            on_decision=on_decision, on_wait=warn, on_warning=warn)
     _print_sweep(console, results)
     states = [r.status.state if r.status else "not run" for r in results]
     code = exit_code_for(states)

@@ -188,10 +188,19 @@ class DockerEngine:
 
     def list(self, labels: Mapping[str, Optional[str]]) -> list["DockerRun"]:
         """Every container, running or not, that carries these labels."""
+        import docker
+
         wanted = [name if value is None else f"{name}={value}" for name, value in labels.items()]
-        found = _engine_call("listing containers",
-                             lambda: self.client.containers.list(all=True, filters={"label": wanted}))
-        return [DockerRun(self.client, container) for container in found]
+        listed = _engine_call("listing containers",
+                              lambda: self.client.containers.list(all=True, filters={"label": wanted}, sparse=True))
+        found = []
+        for entry in listed:
+            try:
+                container = _engine_call(f"looking up {entry.id[:12]}", lambda: self.client.containers.get(entry.id))
+            except docker.errors.NotFound:
+                continue  # removed since it was listed (another harness finished with it)
+            found.append(DockerRun(self.client, container))
+        return found
 
     def facts(self) -> dict[str, Any]:
         """Docker host, versions and GPU runtimes, for the manifest."""

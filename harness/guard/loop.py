@@ -12,6 +12,9 @@ line by line, so a hard power-off keeps what was written):
   every poll while hot or paused, one every `record_every_s` otherwise.
 
 `stop()` thaws the handle whatever happened before, and closes the open window.
+A window is closed only once the run is known to run again: a thaw that fails
+while the run still looks frozen (or cannot be asked) leaves it open, retried
+at the next poll, and `harness recover` closes what a stopped guard could not.
 """
 
 from __future__ import annotations
@@ -56,7 +59,12 @@ class GuardReading:
 
 
 class GuardLoop:
-    """Guards one handle with one sensor; `start()` runs it in a thread, `stop()` ends it and thaws the run."""
+    """Guards one handle with one sensor; `start()` runs it in a thread, `stop()` ends it and thaws the run.
+
+    Callbacks run in the guard's thread and must not block: `on_note` gets
+    each problem once, `on_stop` the reason of a max-pause stop, `on_reading`
+    the reading after every poll (live progress).
+    """
 
     def __init__(
         self,
@@ -70,6 +78,7 @@ class GuardLoop:
         wall_us: WallClock = wall_clock_us,
         on_note: Optional[Callable[[str], None]] = None,
         on_stop: Optional[Callable[[str], None]] = None,
+        on_reading: Optional[Callable[[GuardReading], None]] = None,
     ) -> None:
         self.handle = handle
         self.sensor = sensor
@@ -81,9 +90,11 @@ class GuardLoop:
         self._wall_us = wall_us
         self._on_note = on_note
         self._on_stop = on_stop
+        self._on_reading = on_reading
         self._state = GuardState()
         self._window: Optional[dict[str, Any]] = None  # the open pause window, as written
         self._window_start_us = 0
+        self._window_peak_c: Optional[float] = None  # the peak of a window whose thaw failed
         self._last_recorded: Optional[float] = None
         self._reading = GuardReading()
         self._lock = threading.Lock()
@@ -101,17 +112,28 @@ class GuardLoop:
         self._thread.start()
         return self
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """End the polling, then thaw the run and close its open window. Safe to call twice."""
+    def stop(self, timeout_s: float = 10.0, *, thaw: bool = True) -> None:
+        """End the polling, then thaw the run and close its open window. Safe to call twice.
+
+        `thaw=False` (the engine is gone, so asking it could hang): the run and
+        its open window are left as they are, for `harness recover`.
+        """
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(max(timeout_s, 2 * self.config.poll_s))
         locked = self._lock.acquire(timeout=timeout_s)
+        before = self._reading
         try:
-            self._thaw()
+            if thaw:
+                self._thaw()
+            elif self._window is not None:
+                self._note("the run may still be frozen: its pause window stays open until `harness recover` "
+                           "thaws it and closes the window")
         finally:
             if locked:
                 self._lock.release()
+        if self._reading != before and self._on_reading is not None:
+            self._on_reading(self._reading)
 
     def __enter__(self) -> "GuardLoop":
         return self.start()
@@ -147,12 +169,16 @@ class GuardLoop:
             if decision.action is Action.PAUSE and not self._pause(decision):
                 state = replace(state, paused=False, paused_at=None, reason=None, peak_c=None)
             elif decision.action in (Action.RESUME, Action.STOP):
-                self._resume(decision.peak_c, decision.reason)
+                thawed = self._resume(decision.peak_c, decision.reason)
+                if not thawed and decision.action is Action.RESUME:
+                    state = replace(self._state, peak_c=decision.peak_c)  # still frozen: resume again next poll
             self._state = state
             self._record(sample, decision)
             self._publish(sample.temp_c if sample is not None else None, decision)
+        if self._on_reading is not None:
+            self._on_reading(self._reading)
         if decision.action is Action.STOP:
-            self._note(f"guard: {decision.reason}")
+            self._note(decision.reason or "max_pause_s reached; stopping the run")
             if self._on_stop is not None:
                 self._on_stop(decision.reason or "max_pause_s")
         return decision
@@ -180,12 +206,19 @@ class GuardLoop:
         self._tell_sensor(True)
         return True
 
-    def _resume(self, peak_c: Optional[float], why: Optional[str]) -> None:
-        """Thaw the run, then close the open window at the moment it is running again."""
+    def _resume(self, peak_c: Optional[float], why: Optional[str]) -> bool:
+        """Thaw the run, then close the open window at the moment it is running again.
+
+        False when the thaw failed and the run still looks frozen (or cannot be
+        asked): the window stays open, since the freeze has not ended.
+        """
         try:
             self.handle.resume()
-        except Exception as err:  # noqa: BLE001 - still close the window: the record must not stay open
+        except Exception as err:  # noqa: BLE001 - the run may have exited, or the engine gone away
             self._note(f"could not resume the run ({why}): {type(err).__name__}: {err}")
+            if self._still_frozen():
+                self._window_peak_c = peak_c
+                return False
         end_us = self._wall_us()
         self._tell_sensor(False)
         if self._window is not None:
@@ -193,12 +226,20 @@ class GuardLoop:
             held_s = (end_us - self._window_start_us) / 1e6
             self._reading = replace(self._reading, paused_s=self._reading.paused_s + held_s)
             self._window = None
+        return True
+
+    def _still_frozen(self) -> bool:
+        try:
+            return self.handle.is_paused()
+        except Exception:  # noqa: BLE001 - cannot tell: never record a thaw that may not have happened
+            return True
 
     def _thaw(self) -> None:
-        if self._state.paused:
-            self._resume(self._state.peak_c, "guard stopped")
-            self._state = replace(self._state, paused=False, paused_at=None, reason=None, peak_c=None)
-            self._publish(self._reading.temp_c, Decision())
+        if self._window is not None:  # our own freeze (or a max-pause stop whose thaw failed)
+            peak_c = self._state.peak_c if self._state.paused else self._window_peak_c
+            if self._resume(peak_c, "guard stopped"):
+                self._state = replace(self._state, paused=False, paused_at=None, reason=None, peak_c=None)
+                self._publish(self._reading.temp_c, Decision())
             return
         try:
             if self.handle.is_paused():  # never leave a run frozen, whoever froze it

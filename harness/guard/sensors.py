@@ -99,11 +99,25 @@ class FileSensor:
 
     def read(self) -> Optional[Sample]:
         try:
+            return self._parse()
+        except SensorUnavailable:
+            return None
+
+    def check(self) -> None:
+        """SensorUnavailable (saying why) unless the file holds a reading now."""
+        self._parse()
+
+    def _parse(self) -> Sample:
+        try:
             words = self.path.read_text().split()
+        except (OSError, UnicodeDecodeError) as err:
+            raise SensorUnavailable(f"cannot read {self.path}: {getattr(err, 'strerror', None) or err}") from None
+        try:
             temp = finite(float(words[0]))
             reasons = int(words[1], 0) if len(words) > 1 else None
-        except (OSError, ValueError, IndexError):
-            return None
+        except (ValueError, IndexError):
+            first = words[0][:20] if words else ""
+            raise SensorUnavailable(f"{self.path} does not start with a temperature in C ({first!r})") from None
         return Sample(self._wall_us(), temp_c=temp, reasons=reasons)
 
     def facts(self) -> dict[str, Any]:
@@ -245,7 +259,12 @@ def open_sensor(
     if requested == "none":
         return SensorChoice(None, {"requested": "none", "picked": None})
     if requested.startswith("file:"):
-        return _chosen(requested, FileSensor(Path(requested[len("file:"):]), wall_us), {})
+        sensor = FileSensor(Path(requested[len("file:"):]), wall_us)
+        try:
+            sensor.check()
+        except SensorUnavailable as err:
+            raise HarnessError(f"guard.sensor {requested}: {err}") from None
+        return _chosen(requested, sensor, {})
     if requested == "sim":
         return _chosen(requested, SimSensor(config.sim, clock, wall_us), {})
     tried: dict[str, str] = {}

@@ -3,7 +3,8 @@
 Follows the lab entry protocol: the flags come in MILES_ARGS and
 MILES_EXTRA_ARGS; the number of steps is --num-rollout. FAKE_SCENARIO picks
 the behaviour: steps (default), oom, no_metrics, hang (after step 0 and the
-first line of step 1), burst.
+first line of step 1), burst, ticks (FAKE_TICKS numbered lines `tick N`, one
+every FAKE_TICK_S, then the steps: the guard's tests count them across a pause).
 """
 
 import os
@@ -90,6 +91,10 @@ if SCENARIO == "burst":
         if i == lines // 2:
             sys.stdout.write("BIG " + "x" * (1024 * 1024) + " END\n")
     sys.stdout.flush()
+if SCENARIO == "ticks":
+    for i in range(int(os.environ.get("FAKE_TICKS", "100"))):
+        say(f"tick {i}")
+        time.sleep(float(os.environ.get("FAKE_TICK_S", "0.02")))
 for n in range(STEPS):
     say(f"INFO noise line before step {n}")
     step(n)

@@ -1,0 +1,115 @@
+"""The guard of one run, or of anything `harness guard` is pointed at: the sensor opened once, a loop per handle.
+
+    session = GuardSession.open(experiment.guard)    # before the run starts; a named sensor that cannot read raises
+    manifest["guard"] = session.facts()              # once: requested, picked, tried, unsupported, guarded
+    loop = session.start(handle, pauses_path=..., samples_path=..., on_note=..., on_stop=...)  # None: unguarded
+    ...
+    loop.stop()                                      # on every exit path: thaws, closes the open window
+    session.close()
+
+`guard_until_exit` is the whole of `harness guard --container/--pid`: it
+guards a handle until the target exits or the caller says stop.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from harness.experiments import GuardConfig
+from harness.guard.loop import GuardLoop, GuardReading
+from harness.guard.sensors import SensorChoice, open_sensor
+
+WAIT_S = 0.25  # how often `guard_until_exit` looks whether the target exited or a stop was asked for
+
+
+@dataclass
+class GuardSession:
+    """A guard block with its sensor opened (or none: the run goes unguarded)."""
+
+    config: GuardConfig
+    choice: SensorChoice
+
+    @classmethod
+    def open(cls, config: GuardConfig, **sensor_options: Any) -> "GuardSession":
+        """Open the sensor `config.sensor` names: HarnessError when a named one cannot read here."""
+        return cls(config, open_sensor(config, **sensor_options))
+
+    @property
+    def guarded(self) -> bool:
+        return self.choice.sensor is not None
+
+    @property
+    def warnings(self) -> list[str]:
+        """What to show once before the run (the guard is off, a threshold below pause_at_c)."""
+        return list(self.choice.warnings)
+
+    def facts(self) -> dict[str, Any]:
+        """For the manifest: whether the run is guarded, what was asked, picked, tried and is unsupported."""
+        facts: dict[str, Any] = {"guarded": self.guarded, **self.choice.facts}
+        if self.choice.warnings:
+            facts["warnings"] = list(self.choice.warnings)
+        return facts
+
+    def start(self, handle: Any, *, pauses_path: Path, samples_path: Path,
+              on_note: Optional[Callable[[str], None]] = None,
+              on_stop: Optional[Callable[[str], None]] = None,
+              on_reading: Optional[Callable[[GuardReading], None]] = None) -> Optional[GuardLoop]:
+        """Start guarding `handle` (None when unguarded). The callbacks run in the guard's thread: never block."""
+        if self.choice.sensor is None:
+            return None
+        loop = GuardLoop(handle, self.choice.sensor, self.config, pauses_path=pauses_path,
+                         samples_path=samples_path, on_note=on_note, on_stop=on_stop, on_reading=on_reading)
+        return loop.start()
+
+    def close(self) -> None:
+        if self.choice.sensor is not None:
+            self.choice.sensor.close()
+
+
+@dataclass
+class GuardEnd:
+    """How `guard_until_exit` ended: the target's exit, the caller's stop, or the guard's max-pause stop."""
+
+    exit_code: Optional[int]  # the target's, when it exited
+    stop_reason: Optional[str]  # on_max_pause: stop fired (the target was stopped)
+    reading: GuardReading
+    notes: list[str] = field(default_factory=list)
+
+
+def guard_until_exit(
+    handle: Any,
+    session: GuardSession,
+    record_dir: Path,
+    *,
+    stopped: threading.Event,
+    on_reading: Optional[Callable[[GuardReading], None]] = None,
+    on_note: Optional[Callable[[str], None]] = None,
+    grace_s: float = 60.0,
+) -> GuardEnd:
+    """Guard `handle`, recording into `record_dir`, until it exits or `stopped` is set; always thaws on the way out.
+
+    `on_max_pause: stop` stops the target (SIGTERM, then SIGKILL after `grace_s`).
+    """
+    record_dir.mkdir(parents=True, exist_ok=True)
+    stop_reasons: list[str] = []
+
+    def max_pause_stop(reason: str) -> None:
+        stop_reasons.append(reason)
+        stopped.set()
+
+    loop = session.start(handle, pauses_path=record_dir / "pauses.jsonl", samples_path=record_dir / "guard.jsonl",
+                         on_note=on_note, on_stop=max_pause_stop, on_reading=on_reading)
+    assert loop is not None, "guard_until_exit needs a sensor"
+    exit_code: Optional[int] = None
+    try:
+        while exit_code is None and not stopped.is_set():
+            exit_code = handle.wait(timeout=WAIT_S)
+    finally:
+        loop.stop()
+    if stop_reasons and exit_code is None:
+        handle.stop(grace_s)
+        exit_code = handle.wait(timeout=0)
+    return GuardEnd(exit_code, stop_reasons[0] if stop_reasons else None, loop.reading, list(loop.notes))

@@ -1,0 +1,288 @@
+"""The heat guard in real runs, on both engines: the file sensor drills a run, the engine says what happened.
+
+Each test runs the real harness (`harness run` in a subprocess, as a user
+does) on a stand-in trainer that prints numbered lines, flips the sensor
+file, and checks the pause windows against what the engine itself showed
+(docker inspect's State.Paused, or the process group's state in /proc),
+sampled every few milliseconds by a watcher thread.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+
+from harness.capture.reader import read_pauses
+from harness.engines import PAUSED, RUNNING
+from harness.times import parse_time_us
+from drills import jsonl, write_temp
+from runlab import Lab, fake_trainer, lab  # noqa: F401  (fixtures)
+
+POLL_S = 0.1
+# How late a pause may be recorded after the crossing: one poll, plus a loaded machine's scheduling.
+ONE_POLL_SLACK_S = POLL_S + 0.3
+# How far the engine's view may trail the record (docker pause/unpause take tens of ms; the watcher samples).
+ENGINE_SLACK_S = 1.0
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def ticking(lab: Lab, name: str, guard: dict, ticks: int = 150) -> str:
+    """A run that prints `tick 0` ... `tick N-1`, one every 20 ms, then one step."""
+    return lab.experiment(name, scenario="ticks", steps=1, guard=guard,
+                          env={"FAKE_TICKS": str(ticks), "FAKE_TICK_S": "0.02"})
+
+
+def file_guard(temp: Path, **more: Any) -> dict:
+    return {"sensor": f"file:{temp}", "poll_s": POLL_S, "min_pause_s": 0, "record_every_s": 0.5, **more}
+
+
+class EngineWatch:
+    """Samples the engine's view of a run (paused or not) every few ms, with wall-clock times."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.samples: list[tuple[int, bool]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                state = self.handle.describe().state
+            except Exception:
+                return
+            self.samples.append((now_us(), state == PAUSED))
+            time.sleep(0.005)
+
+    def stop(self) -> list[tuple[int, int]]:
+        """The paused intervals the engine showed: (first paused sample, last paused sample)."""
+        self._stop.set()
+        self._thread.join(10)
+        intervals: list[list[int]] = []
+        previous = False
+        for t, paused in self.samples:
+            if paused and not previous:
+                intervals.append([t, t])
+            elif paused:
+                intervals[-1][1] = t
+            previous = paused
+        return [(a, b) for a, b in intervals]
+
+
+def ticks_in_log(lab: Lab, run: str) -> list[tuple[int, int]]:
+    """(receive stamp in us, tick number) of every tick line in container.log."""
+    found = []
+    for line in lab.log(run):
+        stamp, _, text = line.partition(" ")
+        if text.startswith("tick "):
+            found.append((parse_time_us(stamp), int(text.split()[1])))
+    return found
+
+
+def wait_for_ticks(lab: Lab, run: str, count: int = 5) -> Any:
+    lab.wait_for(lambda: len(ticks_in_log(lab, run)) >= count and lab.objects(), 60, "the first ticks")
+    return lab.objects()[0]
+
+
+def status_row(lab: Lab, run: str) -> list[str]:
+    """The cells of `harness status`'s row for `run` (piped: columns two spaces apart; guard is the last)."""
+    shown = lab.capture_cli("status")
+    assert shown.exit_code == 0, shown.output
+    return next(cells for cells in (re.split(r"\s{2,}", line) for line in shown.output.splitlines())
+                if cells[0] == run)
+
+
+def wait_state(handle: Any, state: str, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while handle.describe().state != state:
+        assert time.monotonic() < deadline, f"never {state}"
+        time.sleep(0.005)
+
+
+def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_engine(lab: Lab,
+                                                                                      tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    write_temp(temp, "60")
+    run = ticking(lab, "drill", file_guard(temp))
+    harness = lab.spawn("run", run)
+    try:
+        handle = wait_for_ticks(lab, run)
+        watch = EngineWatch(handle)
+        hot_at = now_us()
+        write_temp(temp, "90")
+        wait_state(handle, PAUSED)
+        row = status_row(lab, run)
+        assert row[-1].startswith("PAUSED since ") and row[-1].endswith(", 90.0 C"), row
+        time.sleep(1.5)
+        cool_at = now_us()
+        write_temp(temp, "60")
+        wait_state(handle, RUNNING)
+        out, _ = harness.communicate(timeout=120)
+    finally:
+        harness.kill()
+    seen = watch.stop()
+    assert harness.returncode == 0, out
+    assert lab.status(run)["state"] == "succeeded"
+
+    opened, closed = jsonl(lab.captures / run / "pauses.jsonl")
+    assert opened["end"] is None and closed["start"] == opened["start"]
+    assert opened["reason"] == closed["reason"] == "temperature 90.0 C >= pause_at_c 85 C"
+    assert closed["peak_c"] == 90.0
+    [window] = read_pauses(lab.captures / run / "pauses.jsonl", [])
+    assert 0 <= window.start_us - hot_at <= ONE_POLL_SLACK_S * 1e6  # within one poll of the crossing
+    assert 0 <= window.end_us - cool_at <= ONE_POLL_SLACK_S * 1e6 + 0.5e6
+    # What the engine showed: one paused interval, inside the recorded window and close to its edges.
+    [(first_paused, last_paused)] = seen
+    assert window.start_us <= first_paused and last_paused <= window.end_us
+    assert first_paused - window.start_us <= ENGINE_SLACK_S * 1e6
+    assert window.end_us - last_paused <= ENGINE_SLACK_S * 1e6
+
+    ticks = ticks_in_log(lab, run)
+    assert [n for _, n in ticks] == list(range(150))  # no line lost (or doubled) across the pause
+    inside = [n for stamp, n in ticks if first_paused + 200_000 < stamp < last_paused - 200_000]
+    assert inside == []  # frozen: nothing printed
+    samples = jsonl(lab.captures / run / "guard.jsonl")
+    assert [s["temp_c"] for s in samples if s["paused"]] and all(s["temp_c"] == 90.0 for s in samples if s["paused"])
+    guard = json.loads((lab.captures / run / "manifest.json").read_text())["guard"]
+    assert guard == {"guarded": True, "requested": f"file:{temp}", "picked": "file", "path": str(temp),
+                     "readable": True}
+    assert f"{run}: PAUSED by the heat guard: temperature 90.0 C >= pause_at_c 85 C" in out
+    assert f"{run}: resumed by the heat guard: 60.0 C; 1 pause, " in out
+
+
+def test_a_harness_killed_while_the_run_is_frozen_is_thawed_by_recover_which_closes_the_window(
+        lab: Lab, tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    write_temp(temp, "60")
+    run = ticking(lab, "frozen", file_guard(temp), ticks=100_000)
+    harness = lab.spawn("run", run)
+    handle = wait_for_ticks(lab, run)
+    write_temp(temp, "95")
+    wait_state(handle, PAUSED)
+    lab.wait_for(lambda: jsonl(lab.captures / run / "pauses.jsonl"), 10, "the open window")
+    harness.send_signal(signal.SIGKILL)
+    harness.wait(30)
+    time.sleep(0.5)
+    assert handle.describe().state == PAUSED, (lab.status(run), lab.log(run)[-5:], lab.engine_lines(handle)[-5:])  # nobody thawed it
+    [opened] = jsonl(lab.captures / run / "pauses.jsonl")
+    assert opened["end"] is None
+    row = status_row(lab, run)
+    assert "its harness is gone" in row[1] and row[-1].startswith("PAUSED since ")
+    assert row[-1].endswith("95.0 C (left frozen? harness recover thaws it)")
+
+    before = now_us()
+    result = lab.capture_cli("recover", "--leave-running")
+    after = now_us()
+    assert result.exit_code == 0, result.output
+    assert f"{run}: interrupted" in result.output and "1 open pause window closed" in result.output
+    assert handle.describe().state == RUNNING  # thawed through the engine
+    printed = len(lab.engine_lines(handle))
+    lab.wait_for(lambda: len(lab.engine_lines(handle)) > printed + 5, 10, "ticks after the thaw")
+    opened, closed = jsonl(lab.captures / run / "pauses.jsonl")
+    assert closed == {**opened, "end": closed["end"]} and before <= parse_time_us(closed["end"]) <= after
+    [window] = read_pauses(lab.captures / run / "pauses.jsonl", [])  # the last line per start is the truth
+    assert window.end_us == parse_time_us(closed["end"])
+    status = lab.status(run)
+    assert any(note.startswith("harness recover closed 1 open pause window at ") for note in status["notes"])
+    again = lab.capture_cli("recover")
+    assert len(jsonl(lab.captures / run / "pauses.jsonl")) == 2  # a closed window is never closed twice
+    assert again.exit_code == 0
+
+
+def test_on_max_pause_stop_ends_the_run_stopped_with_the_guards_reason(lab: Lab, tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    write_temp(temp, "95")
+    run = ticking(lab, "too-hot", file_guard(temp, max_pause_s=0.5, on_max_pause="stop"), ticks=100_000)
+    result = lab.cli("run", run, "--grace-s", "5")
+    assert result.exit_code == 1, result.output
+    status = lab.status(run)
+    reason = "heat guard: not cooled to resume_at_c within max_pause_s 0.5 s; stopping the run"
+    assert status["state"] == "stopped" and status["error"] == reason and status["stop_reason"] == reason
+    assert status["exit_code"] == 143  # it was thawed, so it acted on SIGTERM
+    assert reason in status["notes"]
+    [window] = read_pauses(lab.captures / run / "pauses.jsonl", [])
+    assert window.end_us - window.start_us >= 500_000  # closed once the run was thawed, after max_pause_s
+    assert lab.objects() == []
+
+
+def test_the_sim_sensor_heats_the_run_into_real_pauses_and_cools_it_out_of_them(lab: Lab) -> None:
+    model = {"start_c": 84, "idle_c": 40, "hot_c": 95, "heat_tau_s": 2, "cool_tau_s": 0.5, "throttle_at_c": 200}
+    run = ticking(lab, "sim", {"sensor": "sim", "poll_s": 0.05, "min_pause_s": 0.3, "record_every_s": 0.2,
+                               "sim": model})
+    harness = lab.spawn("run", run)
+    try:
+        handle = wait_for_ticks(lab, run, 1)
+        watch = EngineWatch(handle)
+        out, _ = harness.communicate(timeout=120)
+    finally:
+        harness.kill()
+    seen = watch.stop()
+    assert harness.returncode == 0, out
+    windows = read_pauses(lab.captures / run / "pauses.jsonl", [])
+    assert len(windows) >= 2 and all(w.end_us - w.start_us >= 300_000 for w in windows)
+    assert seen  # the engine really froze it (the watcher may start after the first pause)...
+    for first, last in seen:  # ...each time inside a recorded window
+        assert any(w.start_us <= first and last <= w.end_us for w in windows)
+    temps = [s["temp_c"] for s in jsonl(lab.captures / run / "guard.jsonl")]
+    assert max(temps) >= 85 and min(temps[temps.index(max(temps)):]) <= 78  # heated into a pause, cooled out
+    assert json.loads((lab.captures / run / "manifest.json").read_text())["guard"]["picked"] == "sim"
+
+
+def test_a_named_sensor_that_cannot_read_stops_the_run_before_anything_starts(lab: Lab, tmp_path: Path) -> None:
+    run = ticking(lab, "blind", file_guard(tmp_path / "absent"))
+    result = lab.cli("run", run)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"error: run {run} not started: guard.sensor file:{tmp_path / 'absent'}: cannot read "
+        f"{tmp_path / 'absent'}: No such file or directory"]
+    assert not (lab.captures / run).exists() and lab.objects() == []
+
+
+def test_sensor_none_runs_unguarded_and_says_so_in_the_manifest(lab: Lab) -> None:
+    run = lab.experiment("bare", steps=1)
+    result = lab.cli("run", run)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((lab.captures / run / "manifest.json").read_text())
+    assert manifest["guard"] == {"guarded": False, "requested": "none", "picked": None}
+    assert not (lab.captures / run / "pauses.jsonl").exists() and not (lab.captures / run / "guard.jsonl").exists()
+
+
+def test_sigterm_to_the_harness_thaws_a_frozen_run_so_it_can_shut_down(lab: Lab, tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    write_temp(temp, "60")
+    run = ticking(lab, "term", file_guard(temp), ticks=100_000)
+    harness = lab.spawn("run", run, "--grace-s", "10")
+    handle = wait_for_ticks(lab, run)
+    write_temp(temp, "95")
+    wait_state(handle, PAUSED)
+    harness.send_signal(signal.SIGTERM)
+    out, _ = harness.communicate(timeout=60)
+    assert harness.returncode == 130, out
+    status = lab.status(run)
+    assert status["state"] == "interrupted" and status["exit_code"] == 143  # thawed first, then it shut down
+    assert lab.log(run)[-1].endswith("fake trainer: SIGTERM, shutting down")
+    opened, closed = jsonl(lab.captures / run / "pauses.jsonl")
+    assert closed["start"] == opened["start"] and closed["end"] is not None
+
+
+def test_the_time_limit_reached_while_frozen_thaws_and_stops_the_run(lab: Lab, tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    write_temp(temp, "95")  # frozen from the first poll to the end
+    run = ticking(lab, "late", file_guard(temp), ticks=100_000)
+    result = lab.cli("run", run, "--max-minutes", "0.05", "--grace-s", "5")
+    assert result.exit_code == 1, result.output
+    status = lab.status(run)
+    assert status["state"] == "stopped" and status["error"].startswith("time limit of 0.05 min reached")
+    assert status["exit_code"] == 143
+    [window] = read_pauses(lab.captures / run / "pauses.jsonl", [])
+    assert window.end_us is not None and window.end_us - window.start_us >= 2_000_000

@@ -1,0 +1,177 @@
+"""What a person sees of the heat guard: live progress (plain lines, the rich panel) and `harness status`;
+and the records `harness recover` completes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+from pathlib import Path
+
+from rich.console import Console
+from typer.testing import CliRunner
+
+from harness.capture import Capture, RunState, RunStatus
+from harness.capture.reader import last_jsonl, read_pauses
+from harness.cli import app
+from harness.cli.progress import PlainProgress, RichProgress, describe_guard
+from harness.guard import GuardReading
+from harness.launch import LaunchSpec
+from harness.recover import close_open_windows
+from harness.times import parse_time_us
+
+SPEC = LaunchSpec(run="e2b", run_id="e2b-1234", experiment="e2b", seed=1, engine="docker", image="i", command=None,
+                  container_name="c", trainer_argv=(), env={}, labels={}, mounts=(), device_requests=(),
+                  shm_size="1g", ipc_mode="host", init=True, ulimits={}, capture_dir="/c", steps_expected=12,
+                  max_minutes=None)
+SINCE = "2026-03-01T12:03:04.000000Z"
+HOT = GuardReading(temp_c=86.5, paused=True, paused_since=SINCE, reason="temperature 86.5 C >= pause_at_c 85 C",
+                   pauses=3, paused_s=60.0)
+
+
+def record():
+    """One complete step record, as the parser makes it."""
+    from harness.mileslog import LogParser
+
+    parser = LogParser()
+    lines = ["x.py:1 - perf 0: {'perf/rollout_time': 88.74}", "x.py:2 - rollout 0: {'rollout/raw_reward': 0.7}",
+             "x.py:3 - perf 0: {'perf/step_time': 100.0}"]
+    return [r for line in lines for r in parser.feed(line)][0]
+
+
+def test_describe_guard_shows_the_temperature_and_while_paused_since_when_why_and_the_time_so_far() -> None:
+    assert describe_guard(GuardReading(temp_c=71.25)) == "71.2 C"
+    assert describe_guard(GuardReading()) == "- C"
+    now = parse_time_us(SINCE) + 30_000_000
+    assert describe_guard(HOT, now) == ("PAUSED since 12:03:04 (temperature 86.5 C >= pause_at_c 85 C), 86.5 C; "
+                                        "3 pauses, 90 s paused")
+    assert describe_guard(GuardReading(temp_c=70.0, pauses=1, paused_s=31.4)) == "70.0 C; 1 pause, 31 s paused"
+
+
+def test_plain_progress_says_each_pause_and_resume_once_and_puts_the_temperature_on_step_lines() -> None:
+    out = io.StringIO()
+    progress = PlainProgress(out)
+    progress.started(SPEC)
+    progress.guard(GuardReading(temp_c=80.0))
+    progress.guard(GuardReading(temp_c=84.0))
+    progress.guard(HOT)
+    progress.guard(GuardReading(temp_c=88.0, paused=True, paused_since=SINCE, reason=HOT.reason, pauses=3,
+                                paused_s=60.0))
+    progress.guard(GuardReading(temp_c=77.0, pauses=3, paused_s=95.0))
+    progress.step(record(), 1)
+    lines = out.getvalue().splitlines()[1:]
+    assert lines[:2] == ["e2b: PAUSED by the heat guard: temperature 86.5 C >= pause_at_c 85 C",
+                         "e2b: resumed by the heat guard: 77.0 C; 3 pauses, 95 s paused"]
+    assert lines[2].startswith("e2b: step 0 (1/12 complete) | ") and lines[2].endswith(" | 77.0 C; 3 pauses, 95 s paused")
+    assert len(lines) == 3
+
+
+def test_plain_step_lines_of_an_unguarded_run_are_unchanged() -> None:
+    out = io.StringIO()
+    progress = PlainProgress(out)
+    progress.started(SPEC)
+    progress.step(record(), 1)
+    assert out.getvalue().splitlines()[-1].endswith(" elapsed")
+
+
+def test_the_live_panel_shows_the_heat_guard_row() -> None:
+    progress = RichProgress(Console(file=io.StringIO(), force_terminal=True, width=160))
+    progress.started(SPEC)
+    rendered = io.StringIO()
+    Console(file=rendered, width=160).print(progress._render())
+    assert "heat guard" not in rendered.getvalue()  # nothing read yet (or unguarded)
+    progress.guard(HOT)
+    rendered = io.StringIO()
+    Console(file=rendered, width=160).print(progress._render())
+    progress.finished(None)
+    assert "heat guard  PAUSED since 12:03:04 (temperature 86.5 C >= pause_at_c 85 C), 86.5 C; 3 pauses" in \
+        rendered.getvalue()
+
+
+# --------------------------------------------------------------------------- harness status
+
+
+def capture_with(root: Path, run: str, state: RunState = RunState.SUCCEEDED, **files: str) -> Capture:
+    capture = Capture(root / run)
+    capture.directory.mkdir(parents=True)
+    capture.write_status(RunStatus(run=run, run_id=f"{run}-1", state=state, exit_code=0, started_at=SINCE,
+                                   ended_at=None if state == RunState.RUNNING else "2026-03-01T13:00:00Z",
+                                   steps_expected=1, steps_complete=1, error=None, harness_host="elsewhere"))
+    for name, text in files.items():
+        (capture.directory / name.replace("_", ".")).write_text(text)
+    return capture
+
+
+def guard_column(root: Path) -> dict[str, str]:
+    """Run name -> the guard cell of `harness status` (piped: plain lines, columns two spaces apart)."""
+    shown = CliRunner().invoke(app, ["status", "--capture-dir", str(root)])
+    assert shown.exit_code == 0, shown.output
+    title, header, *rows = shown.output.splitlines()
+    assert re.split(r"\s{2,}", header)[-1] == "guard"
+    return {cells[0]: cells[-1] for cells in (re.split(r"\s{2,}", row) for row in rows)}
+
+
+def sample(temp: float, paused: bool = False) -> str:
+    return json.dumps({"t": SINCE, "temp_c": temp, "reasons": 0, "power_w": None, "paused": paused}) + "\n"
+
+
+def test_status_shows_the_last_temperature_and_an_open_window_as_paused_now(tmp_path: Path) -> None:
+    opened = json.dumps({"start": SINCE, "end": None, "reason": "hot", "peak_c": 88.0}) + "\n"
+    closed = json.dumps({"start": SINCE, "end": "2026-03-01T12:04:00Z", "reason": "hot", "peak_c": 88.0}) + "\n"
+    capture_with(tmp_path, "cool", guard_jsonl=sample(80.0) + sample(72.5) + '{"t": "torn')
+    capture_with(tmp_path, "frozen", RunState.RUNNING, guard_jsonl=sample(88.0, True), pauses_jsonl=opened)
+    capture_with(tmp_path, "thawed", guard_jsonl=sample(76.0), pauses_jsonl=opened + closed)
+    capture_with(tmp_path, "left", RunState.FAILED, pauses_jsonl=opened)
+    capture_with(tmp_path, "bare", manifest_json=json.dumps({"guard": {"guarded": False, "requested": "none"}}))
+    capture_with(tmp_path, "old")
+    column = guard_column(tmp_path)
+    assert column["cool"] == "72.5 C"  # the last whole line; the torn one is passed over
+    assert column["frozen"] == "PAUSED since 12:03:04, 88.0 C"
+    assert column["thawed"] == "76.0 C"
+    assert column["left"] == "PAUSED since 12:03:04, 88.0 C (left frozen? harness recover thaws it)"  # its peak
+    assert column["bare"] == "off" and column["old"] == "-"
+
+
+def test_status_reads_only_the_tail_of_a_huge_guard_record(tmp_path: Path) -> None:
+    capture = capture_with(tmp_path, "long")
+    path = capture.guard_path
+    with path.open("wb") as handle:  # 2 GiB of nothing (sparse), over the whole-file reader's 1 GiB cap
+        handle.truncate(2 << 30)
+    with path.open("a") as handle:
+        handle.write("\n" + sample(83.25))
+    assert os.path.getsize(path) > 2 << 30
+    assert last_jsonl(path, []) == json.loads(sample(83.25))
+    assert guard_column(tmp_path)["long"] == "83.2 C"
+
+
+def test_last_jsonl_of_nothing_useful_is_none(tmp_path: Path) -> None:
+    notes: list[str] = []
+    assert last_jsonl(tmp_path / "absent", notes) is None and notes == []
+    (tmp_path / "junk").write_text("not json\n[1, 2]\n")
+    assert last_jsonl(tmp_path / "junk", notes) is None
+    os.mkfifo(tmp_path / "fifo")
+    assert last_jsonl(tmp_path / "fifo", notes) is None and notes == ["fifo is not a regular file (it is a FIFO)"]
+
+
+# --------------------------------------------------------------------------- recover's closing lines
+
+
+def test_close_open_windows_appends_a_closing_line_with_the_same_start_for_each_open_one(tmp_path: Path) -> None:
+    path = tmp_path / "pauses.jsonl"
+    lines = [
+        {"start": "2026-03-01T12:00:00.000000Z", "end": None, "reason": "a", "peak_c": 86.0},
+        {"start": "2026-03-01T12:00:00.000000Z", "end": "2026-03-01T12:00:40.000000Z", "reason": "a", "peak_c": 87.0},
+        {"start": "2026-03-01T12:05:00.000000Z", "end": None, "reason": "clock event SwThermalSlowdown",
+         "peak_c": 84.0},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"start": "2026-03-01T12:09')  # torn
+    assert close_open_windows(path, "2026-03-01T12:10:00.000000Z") == 1
+    written = [json.loads(line) for line in path.read_text().splitlines()]
+    assert written == lines + [{**lines[2], "end": "2026-03-01T12:10:00.000000Z"}]
+    windows = read_pauses(path, [])
+    assert [(w.end_us is not None) for w in windows] == [True, True]
+    assert close_open_windows(path, "2026-03-01T12:11:00.000000Z") == 0  # nothing open: nothing written
+    assert len(path.read_text().splitlines()) == 4
+    assert close_open_windows(tmp_path / "none.jsonl", "2026-03-01T12:10:00Z") == 0
+    assert not (tmp_path / "none.jsonl").exists()
