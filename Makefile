@@ -51,7 +51,7 @@ demo: ## the whole pipeline on the simulator: 6 runs with heat pauses, summary, 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,export]'
 	@touch $@
 
 # Said on `make setup` and `make test`, the README's first steps; other targets stay quiet.
