@@ -19,13 +19,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from harness.experiments import ExperimentStore, GuardConfig
 from harness.lifecycle import Planned, RunOptions, SweepResult, plan_runs, run_planned
 from harness.runner import Progress, StopControl
 from harness.simswap import SimTarget
 from harness.sweep import Decision, Mode
+
+if TYPE_CHECKING:
+    from harness.summary.document import Comparison, SummaryDocument
 
 FILTER_RUN = "e2b-dapo-filter"
 BASELINE_RUN = "plain"
@@ -130,12 +133,12 @@ def _num(value: Any, fmt: str, suffix: str = "") -> str:
     return "-" if not isinstance(value, (int, float)) else f"{value:{fmt}}{suffix}"
 
 
-def _batches(comparison: Optional[dict[str, Any]], key: str, steps: Optional[int]) -> str:
-    group = ((comparison or {}).get("by_batches") or {}).get(key)
-    if not group:
+def _batches(comparison: Optional["Comparison"], key: str, steps: Optional[int]) -> str:
+    group = comparison.by_batches.get(key) if comparison is not None else None
+    if group is None:
         return f"0 of {_num(steps, 'd')}"
-    return (f"{group['steps']} of {_num(steps, 'd')}: {_num(group['rollout_time_adjusted_median_s'], '.1f', ' s')}, "
-            f"{_num(group['ratio'], '.2f', 'x')}")
+    return (f"{group.steps} of {_num(steps, 'd')}: {_num(group.rollout_time_adjusted_median_s, '.1f', ' s')}, "
+            f"{_num(group.ratio, '.2f', 'x')}")
 
 
 def _share(part: Any, whole: Any) -> str:
@@ -144,50 +147,62 @@ def _share(part: Any, whole: Any) -> str:
     return f"{100 * part / whole:.0f}%"
 
 
-def headline(document: dict[str, Any]) -> list[HeadlineRow]:
+def headline(document: "SummaryDocument") -> list[HeadlineRow]:
     """The write-up's headline figures, read from a summary document (pure; "-" where a run is missing)."""
-    runs = document.get("runs", {})
-    plain = (runs.get(BASELINE_RUN) or {}).get("aggregates") or {}
-    filtered_run = runs.get(FILTER_RUN) or {}
-    filtered = filtered_run.get("aggregates") or {}
-    comparison = next((c for c in document.get("comparisons", []) if c.get("run") == FILTER_RUN), None)
-    reward = (comparison or {}).get("reward") or {}
-    batch = (runs.get(BASELINE_RUN) or {}).get("rollout_batch_size")
+    plain_run = document.runs.get(BASELINE_RUN)
+    filtered_run = document.runs.get(FILTER_RUN)
+    plain = plain_run.aggregates if plain_run is not None else None
+    filtered = filtered_run.aggregates if filtered_run is not None else None
+    comparison = next((c for c in document.comparisons if c.run == FILTER_RUN), None)
+    reward = comparison.reward if comparison is not None else None
+    batch = plain_run.rollout_batch_size if plain_run is not None else None
 
-    right, wrong = plain.get("zero_std_all_right_total"), plain.get("zero_std_all_wrong_total")
     zero_std = "-"
-    if isinstance(right, int) and isinstance(wrong, int) and plain.get("steps") and batch:
-        zero_std = (f"{_share(right + wrong, plain['steps'] * batch)} of groups "
-                    f"({right / plain['steps']:.1f} all right, {wrong / plain['steps']:.1f} all wrong per step)")
-    dropped_right, dropped_wrong = filtered.get("dropped_all_right_total"), filtered.get("dropped_all_wrong_total")
-    dropped_total = (dropped_right + dropped_wrong
-                     if isinstance(dropped_right, int) and isinstance(dropped_wrong, int) else None)
-    steps = filtered.get("steps")
-    overlapped = steps - filtered["clean_steps"] if isinstance(steps, int) and "clean_steps" in filtered else None
+    if plain is not None and plain.zero_std_all_right_total is not None and plain.zero_std_all_wrong_total is not None \
+            and plain.steps and batch:
+        right, wrong = plain.zero_std_all_right_total, plain.zero_std_all_wrong_total
+        zero_std = (f"{_share(right + wrong, plain.steps * batch)} of groups "
+                    f"({right / plain.steps:.1f} all right, {wrong / plain.steps:.1f} all wrong per step)")
+    dropped_right = filtered.dropped_all_right_total if filtered is not None else None
+    dropped_wrong = filtered.dropped_all_wrong_total if filtered is not None else None
+    dropped_total = dropped_right + dropped_wrong if dropped_right is not None and dropped_wrong is not None else None
+    steps = filtered.steps if filtered is not None else None
+    overlapped = filtered.steps - filtered.clean_steps if filtered is not None else None
     sums = "-"
-    if isinstance(filtered.get("step_time_sum_s"), (int, float)) and isinstance(plain.get("step_time_sum_s"), (int, float)):
-        sums = f"{filtered['step_time_sum_s'] / 60:.0f} vs {plain['step_time_sum_s'] / 60:.0f} min"
+    if filtered is not None and plain is not None and filtered.step_time_sum_s is not None \
+            and plain.step_time_sum_s is not None:
+        sums = f"{filtered.step_time_sum_s / 60:.0f} vs {plain.step_time_sum_s / 60:.0f} min"
+
+    def plain_value(name: str) -> Any:
+        return getattr(plain, name) if plain is not None else None
+
+    def filtered_value(name: str) -> Any:
+        return getattr(filtered, name) if filtered is not None else None
+
+    def reward_value(name: str) -> Any:
+        return getattr(reward, name) if reward is not None else None
+
     return [
         HeadlineRow("plain: zero-variance groups", zero_std, WRITE_UP["plain_zero_std"]),
-        HeadlineRow("plain: median rollout, pauses out", _num(plain.get("rollout_time_adjusted_median_s"), ".1f", " s"),
+        HeadlineRow("plain: median rollout, pauses out", _num(plain_value("rollout_time_adjusted_median_s"), ".1f", " s"),
                     WRITE_UP["plain_median"]),
         HeadlineRow("filter: dropped groups per step",
-                    f"{_num(filtered.get('dropped_groups_min'), 'd')}-{_num(filtered.get('dropped_groups_max'), 'd')}, "
-                    f"median {_num(filtered.get('dropped_groups_median'), 'g')}", WRITE_UP["dropped"]),
+                    f"{_num(filtered_value('dropped_groups_min'), 'd')}-{_num(filtered_value('dropped_groups_max'), 'd')}, "
+                    f"median {_num(filtered_value('dropped_groups_median'), 'g')}", WRITE_UP["dropped"]),
         HeadlineRow("filter: dropped groups all right", _share(dropped_right, dropped_total), WRITE_UP["dropped_right"]),
         HeadlineRow("filter: one-batch steps, x plain", _batches(comparison, "1", steps), WRITE_UP["one_batch"]),
         HeadlineRow("filter: two-batch steps, x plain", _batches(comparison, "2", steps), WRITE_UP["two_batch"]),
         HeadlineRow("reward: filter (unfiltered) vs plain",
-                    f"{_num(reward.get('run_mean'), '.3f')} vs {_num(reward.get('baseline_mean'), '.3f')}",
+                    f"{_num(reward_value('run_mean'), '.3f')} vs {_num(reward_value('baseline_mean'), '.3f')}",
                     WRITE_UP["reward"]),
         HeadlineRow("reward: the baselines' spread",
-                    f"{_num(reward.get('spread_min'), '.3f')}-{_num(reward.get('spread_max'), '.3f')}",
+                    f"{_num(reward_value('spread_min'), '.3f')}-{_num(reward_value('spread_max'), '.3f')}",
                     WRITE_UP["baselines"]),
         HeadlineRow("reward: first four steps",
-                    f"{_num(reward.get('run_mean_first4'), '.3f')} vs {_num(reward.get('baseline_mean_first4'), '.3f')}",
+                    f"{_num(reward_value('run_mean_first4'), '.3f')} vs {_num(reward_value('baseline_mean_first4'), '.3f')}",
                     WRITE_UP["first4"]),
         HeadlineRow("filter: heat pauses",
                     f"{_num(overlapped, 'd')} of {_num(steps, 'd')} rollouts overlapped one; "
-                    f"{_num(filtered.get('pause_total_s'), '.0f', ' s')} paused", WRITE_UP["pauses"]),
+                    f"{_num(filtered_value('pause_total_s'), '.0f', ' s')} paused", WRITE_UP["pauses"]),
         HeadlineRow("sum of step times, filter vs plain", sums, WRITE_UP["step_sums"]),
     ]

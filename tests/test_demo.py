@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from harness.summary.document import SummaryDocument
 from harness.cli import app
 from harness.demo import DEMO_RUNS, MIN_POLL_S, WRITE_UP, guard_overrides, headline, plan_demo
 from harness.experiments import ExperimentStore, GuardConfig
@@ -85,7 +86,8 @@ def test_the_headline_reads_the_summary_and_sets_the_write_up_beside_it():
 
 
 def test_the_headline_of_an_empty_summary_is_dashes_not_an_error():
-    rows = headline({"runs": {}, "comparisons": []})
+    rows = headline(SummaryDocument.from_dict({"schema": "miles-gb10-lab/1", "generated_at": "2026-11-30T00:00:00Z",
+                                                  "harness_version": "0", "runs": {}, "comparisons": []}))
 
     assert len(rows) == 11
     assert rows[1].demo == "-" and rows[4].demo == "0 of -"

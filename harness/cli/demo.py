@@ -201,8 +201,8 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float) -> N
     console.print()
     print_table(console, [Column("figure", wrap=True), Column("demo (simulator)", wrap=True),
                           Column("write-up (GB10)", wrap=True)], rows, title="headline numbers")
-    for comparison in document["comparisons"]:
-        console.print(Text(f"{comparison['run']} against {comparison['baseline']}: {comparison['reward']['verdict']}"),
+    for comparison in document.comparisons:
+        console.print(Text(f"{comparison.run} against {comparison.baseline}: {comparison.reward.verdict}"),
                       soft_wrap=not console.is_terminal)
     console.print()
     console.print(Text(f"summary JSON  {published.summary_path}"))
