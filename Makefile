@@ -4,8 +4,18 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 HARNESS := $(BIN)/harness
-EXP ?= e2b-dapo-filter
+# No EXP: the harness takes the lab's default experiment (HARNESS_EXPERIMENT, else
+# e2b-dapo-filter) and says so; `make run` and `harness sweep --seeds 1 2 3` agree.
+EXP ?=
 SEEDS ?= 1 2 3
+# SIM=1: run, sweep and smoke on the simulator (the sim image, or the process engine
+# where Docker does not answer); captures under capture/sim. SIM_TIME_SCALE: wall
+# seconds per simulated second (empty: the harness's default, 0.01).
+SIM ?=
+SIM_TIME_SCALE ?=
+sim_on := $(filter-out 0 no false,$(SIM))
+SIM_FLAGS = $(if $(sim_on),--sim $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_SCALE)))
+CAPTURE_ROOT = $(or $(HARNESS_CAPTURE_DIR),$(if $(sim_on),capture/sim,capture/gpu))
 # The lab image. MILES_BASE and MILES_COMMIT default to the Dockerfile's ARGs;
 # set them to override (an empty MILES_BASE is ignored; MILES_COMMIT= keeps the
 # base's Miles).
@@ -18,7 +28,7 @@ export MILES_LAB_DATA ?= data
 MODEL_REPO ?= Qwen/Qwen3-0.6B
 DATASET_REPO ?= zhuzilin/gsm8k
 
-.PHONY: help setup test offline-images image data run sweep status smoke summarize report
+.PHONY: help setup demo test offline-images sim-image sim-ready image data run sweep status smoke summarize report
 
 # Targets are grouped by `##@` lines, in the order a newcomer meets them;
 # a target's `## text` is its line in `make help`.
@@ -28,10 +38,20 @@ help: ## list the targets
 
 ##@ First steps (any Debian-like machine; Docker optional)
 
+# Set-up and the image build run at once (the one waits on the network and pip, the
+# other on Docker), then the demo's six runs run at once too: each mostly sleeps.
+ifneq ($(filter demo,$(MAKECMDGOALS)),)
+demo_started := $(shell date +%s)
+endif
+demo: ## the whole pipeline on the simulator: 6 runs with heat pauses, summary, figures, report
+	@$(MAKE) --no-print-directory -j2 setup sim-ready
+	$(HARNESS) demo $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_SCALE)) $(DEMO_FLAGS)
+	@echo "make demo: done in $$(( $$(date +%s) - $(demo_started) )) s, set-up included"
+
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,cluster]'
+	$(BIN)/pip install -q -e '.[dev,export,cluster]'
 	@touch $@
 
 # Said on `make setup` and `make test`, the README's first steps; other targets stay quiet.
@@ -44,6 +64,14 @@ test: setup ## run the test suite (the Docker tests run where an engine answers)
 
 offline-images: ## build the busybox and python base images without a registry, from what this machine has
 	bash scripts/offline-images.sh
+
+sim-image: ## build the simulator's image (Dockerfile.sim) on Docker, without a registry
+	bash scripts/sim-image.sh
+
+# What SIM=1 targets and the demo need: the sim image where Docker answers, else one line
+# saying the process engine runs the simulator instead.
+sim-ready:
+	@bash scripts/sim-image.sh --best-effort
 
 ##@ On the GB10
 
@@ -59,23 +87,23 @@ data: setup ## download the model and the data set into data/ (or MILES_LAB_DATA
 		|| { echo "make data: no config.json or train.parquet after the download, see above" >&2; exit 1; }
 	@echo "data ready in $(MILES_LAB_DATA)/: mount it at /data"
 
-run: setup ## run one experiment on the GPU: make run EXP=e2b-dapo-filter
-	$(HARNESS) run $(EXP)
+run: setup $(if $(sim_on),sim-ready) ## run one experiment on the GPU: make run EXP=e2b-dapo-filter (SIM=1: on the simulator)
+	$(HARNESS) run $(EXP) $(SIM_FLAGS)
 
-sweep: setup ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3"
-	$(HARNESS) sweep $(EXP) --seeds $(SEEDS)
+sweep: setup $(if $(sim_on),sim-ready) ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3" (SIM=1)
+	$(HARNESS) sweep $(EXP) --seeds $(SEEDS) $(SIM_FLAGS)
 
-status: setup ## every capture: state, steps, pauses, exit code
-	$(HARNESS) status
+status: setup ## every capture: state, steps, pauses, exit code (SIM=1: the simulator's)
+	$(HARNESS) status $(if $(sim_on),--sim)
 
-smoke: setup image ## GPU smoke test: build the image, run 2 tiny steps, check they completed
-	$(HARNESS) run smoke --force
-	$(BIN)/python scripts/check-capture.py capture/gpu/smoke --state succeeded --complete-steps 2
+smoke: setup $(if $(sim_on),sim-ready,image) ## smoke test: build the image, run 2 tiny steps, check they completed (SIM=1)
+	$(HARNESS) run smoke --force $(SIM_FLAGS)
+	$(BIN)/python scripts/check-capture.py $(CAPTURE_ROOT)/smoke --state succeeded --complete-steps 2
 
 ##@ Results
 
-summarize: setup ## captures -> capture/gpu/summary/miles-gb10-lab.json and its SVG figures
-	$(HARNESS) summarize
+summarize: setup ## captures -> capture/gpu/summary/miles-gb10-lab.json and its SVG figures (SIM=1: capture/sim)
+	$(HARNESS) summarize $(if $(sim_on),--sim)
 
 report: summarize ## report.md (tables, verdicts, figures) beside the summary JSON
-	$(HARNESS) report
+	$(HARNESS) report $(if $(sim_on),--sim)

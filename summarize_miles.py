@@ -36,20 +36,30 @@ def main(argv: list[str] | None = None) -> int:
         except HarnessError as err:
             print(f"error: {err.message}", file=sys.stderr)
             return int(err.exit_code)
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            return 130
+        except ModuleNotFoundError:
+            raise  # said below: a Python without the harness's packages
+        except Exception as err:  # a bug: still one line, unless asked for more (as the harness commands do)
+            if os.environ.get("HARNESS_DEBUG"):
+                raise
+            print(f"error: internal error: {type(err).__name__}: {err} (HARNESS_DEBUG=1 shows the traceback)",
+                  file=sys.stderr)
+            return 70
     except ModuleNotFoundError as err:  # a Python without the harness's packages: say where they are
         print(f"error: this Python lacks {err.name} (outside the venv?): run `make summarize`, "
               "or `make setup` once and then `.venv/bin/python summarize_miles.py`", file=sys.stderr)
         return 1
-    for skipped in published.document["skipped"]:
-        print(f"warning: skipped {skipped['directory']}: {skipped['reason']}", file=sys.stderr)
-    for name, run in published.document["runs"].items():
-        if run["state"] == "unknown":
-            print(f"warning: {name}: status.json unreadable, summarized with state unknown", file=sys.stderr)
-    runs = published.document["runs"]
-    print(f"{len(runs)} runs, {len(published.document['comparisons'])} comparisons")
+    for warning in published.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    document = published.document
+    print(f"{len(document.runs)} runs, {len(document.comparisons)} comparisons")
     print(f"wrote {published.summary_path}")
     for path in published.figures:
         print(f"wrote {path}")
+    if published.figures_unchanged:
+        print(f"{len(published.figures_unchanged)} figures unchanged (their inputs are the same)")
     return 0
 
 

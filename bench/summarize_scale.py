@@ -1,25 +1,40 @@
 #!/usr/bin/env python3
 """How the summarizer scales: synthetic captures of 10 and 100 runs x 100 and 1,000 steps.
 
-Goal: 100 runs x 1,000 steps (100,000 step rows) summarized in under 5 s,
-growing about linearly. Prints one table; nothing is asserted (see the test
-suite for correctness). Run from the repository root:
+Goal: `python summarize_miles.py` on 100 runs x 1,000 steps (100,000 step
+rows) in at most 2 s end to end on 2 cores, growing about linearly. Prints
+one table; nothing is asserted (the test suite checks correctness). Run from
+the repository root:
 
-    .venv/bin/python bench/summarize_scale.py [--cli] [--repeat N]
+    .venv/bin/python bench/summarize_scale.py [--repeat N] [--sizes 100x1000,...] [--figures]
 
-Each run gets Miles-shaped metrics (about 30 keys a step: timers, throughput,
-response lengths, the filter's drop keys or the zero-variance counts) and a
-pause window every tenth step, half of them cutting a rollout, some touching or
-overlapping. `summarize` is the core (read every capture, rows, aggregates,
-comparisons); `write` is the JSON file; `--cli` also times `harness summarize
---no-figures` end to end in a fresh process.
+Each run gets Miles-shaped metrics (about 30 keys a step: timers,
+throughput, response lengths, the filter's drop keys or the zero-variance
+counts) and a pause window every tenth step, half of them cutting a rollout,
+some touching or overlapping; every other run is a filter run compared with
+three baselines.
+
+Columns (best of --repeat; seconds of wall time unless said):
+- `read`: every capture read (`read_capture`: metrics.jsonl as columns);
+- `summarize`: frames, rows, aggregates and comparisons, in this process;
+- `serialize`, `write`: the JSON text, and the file written atomically;
+- `e2e`: `python summarize_miles.py --no-figures` as a new process, start-up
+  and the JSON file included (runs summarized in parallel where large);
+  `e2e cpu`: the CPU seconds that process used (all its processes);
+- with --figures, for the largest size: the script with figures, first
+  drawing them all, then again with nothing changed (every figure kept).
+
+The machine's load is printed first: the figures are only as quiet as it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +44,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.summary.summarize import summarize, write_summary  # noqa: E402
+from harness.capture.files import write_bytes_atomic  # noqa: E402
+from harness.capture.reader import find_runs, read_capture  # noqa: E402
+from harness.summary.serialize import dumps_summary  # noqa: E402
+from harness.summary.summarize import summarize_captures  # noqa: E402
 from harness.times import format_time_us, parse_time_us  # noqa: E402
 
 T0 = parse_time_us("2026-11-29T08:00:00Z")
@@ -57,7 +75,7 @@ def make_run(root: Path, index: int, steps: int, rng: random.Random) -> None:
         "dynamic_sampling_filter_path": "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
         if filtered else None,
     }))
-    t = 0.0
+    t = 5.0  # the container starts a few seconds after the harness wrote started_at
     lines, pauses = [], []
     for step in range(steps):
         rollout = rng.uniform(50, 170)
@@ -97,6 +115,13 @@ def make_run(root: Path, index: int, steps: int, rng: random.Random) -> None:
     }))
 
 
+def make_captures(root: Path, runs: int, steps: int) -> None:
+    root.mkdir(parents=True)
+    rng = random.Random(runs * 100_003 + steps)
+    for i in range(runs):
+        make_run(root, i, steps, rng)
+
+
 def best_of(repeat: int, fn):  # noqa: ANN001, ANN201
     times, value = [], None
     for _ in range(repeat):
@@ -106,36 +131,52 @@ def best_of(repeat: int, fn):  # noqa: ANN001, ANN201
     return min(times), value
 
 
+def script(root: Path, *extra: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of it and its children) of summarize_miles.py in a new process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, str(REPO / "summarize_miles.py"), "--capture-dir", str(root), *extra],
+                   check=True, capture_output=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cli", action="store_true", help="also time `harness summarize --no-figures` in a new process")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best is shown")
+    parser.add_argument("--sizes", default=",".join(f"{r}x{s}" for r, s in SIZES),
+                        help="runs x steps to measure, e.g. 100x1000 (default: all four)")
+    parser.add_argument("--figures", action="store_true",
+                        help="also time the script with figures on the largest size (first draw, then unchanged)")
     args = parser.parse_args()
+    sizes = [tuple(int(n) for n in size.split("x")) for size in args.sizes.split(",")]
 
-    header = f"{'runs':>5} {'steps':>6} {'rows':>8} {'summarize s':>12} {'us/row':>7} {'write s':>8} {'MB':>6}"
-    if args.cli:
-        header += f" {'cli s':>7}"
-    print(header)
-    for runs, steps in SIZES:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"{cores} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; best of {args.repeat}")
+    print(f"{'runs':>5} {'steps':>6} {'rows':>8} {'read s':>7} {'summarize s':>12} {'serialize s':>12} "
+          f"{'write s':>8} {'MB':>6} {'e2e s':>7} {'e2e cpu s':>10}")
+    for runs, steps in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "gpu"
-            root.mkdir()
-            rng = random.Random(runs * 100_003 + steps)
-            for i in range(runs):
-                make_run(root, i, steps, rng)
-            seconds, document = best_of(args.repeat, lambda: summarize(root))
-            rows = sum(len(r["steps"]) for r in document["runs"].values())
-            out = root / "summary" / "miles-gb10-lab.json"
-            write_seconds, _ = best_of(args.repeat, lambda: write_summary(document, out))
-            line = (f"{runs:>5} {steps:>6} {rows:>8} {seconds:>12.3f} {seconds / rows * 1e6:>7.1f} "
-                    f"{write_seconds:>8.3f} {out.stat().st_size / 1e6:>6.1f}")
-            if args.cli:
-                harness = Path(sys.executable).with_name("harness")
-                start = time.perf_counter()
-                subprocess.run([str(harness), "summarize", "--capture-dir", str(root), "--no-figures", "--json"],
-                               check=True, capture_output=True)
-                line += f" {time.perf_counter() - start:>7.3f}"
-            print(line, flush=True)
+            make_captures(root, runs, steps)
+            run_dirs, _ = find_runs(root)
+            read_s, captures = best_of(args.repeat, lambda: [read_capture(d) for d in run_dirs])
+            summarize_s, summary = best_of(args.repeat, lambda: summarize_captures(captures))
+            serialize_s, data = best_of(args.repeat, lambda: dumps_summary(summary.document))
+            out = root / "summary" / "bench.json"
+            write_s, _ = best_of(args.repeat, lambda: write_bytes_atomic(out, data))
+            rows = sum(len(r.steps) for r in summary.document.runs.values())
+            e2e = min((script(root, "--no-figures") for _ in range(args.repeat)), key=lambda t: t[0])
+            print(f"{runs:>5} {steps:>6} {rows:>8} {read_s:>7.3f} {summarize_s:>12.3f} {serialize_s:>12.3f} "
+                  f"{write_s:>8.3f} {len(data) / 1e6:>6.1f} {e2e[0]:>7.3f} {e2e[1]:>10.3f}", flush=True)
+            if args.figures and (runs, steps) == sizes[-1]:
+                comparisons = len(summary.document.comparisons)
+                first = script(root)
+                again = min((script(root) for _ in range(args.repeat)), key=lambda t: t[0])
+                print(f"with figures ({2 * comparisons} SVGs): first {first[0]:.3f} s, then unchanged "
+                      f"{again[0]:.3f} s (cpu {again[1]:.3f} s)")
+                shutil.rmtree(root / "summary")
     return 0
 
 

@@ -19,6 +19,7 @@ from harness.experiments import Experiment, ExperimentStore
 from harness.gpulock import GpuLock
 from harness.launch import LaunchSpec, plan_launch
 from harness.runner import DEFAULT_GRACE_S, Progress, StopControl, execute
+from harness.simswap import SimTarget, simulated
 from harness.sweep import Decision, Mode, decide
 
 
@@ -38,6 +39,12 @@ class Planned:
     experiment: Experiment
     spec: LaunchSpec
     warnings: tuple[str, ...] = ()
+    sim: Optional[SimTarget] = None  # on the simulator (harness.simswap), at its time scale
+
+    @property
+    def time_scale(self) -> float:
+        """Wall seconds per trainer second: 1 for a real run."""
+        return self.sim.time_scale if self.sim is not None else 1.0
 
 
 def plan_runs(
@@ -47,16 +54,18 @@ def plan_runs(
     overrides: Sequence[str],
     capture_root: Path,
     environ: dict[str, str],
+    sim: Optional[SimTarget] = None,
 ) -> list[Planned]:
-    """Every run of experiment `name` over `seeds` (the file's own seed when none)."""
+    """Every run of experiment `name` over `seeds` (the file's own seed when none); on the simulator with `sim`."""
     plans = []
     for seed in seeds or [None]:
         loaded = store.load(name, seed=seed, overrides=overrides)
-        spec = plan_launch(loaded.experiment, base_args=store.base_args, capture_root=str(capture_root),
+        experiment = loaded.experiment if sim is None else simulated(loaded.experiment, sim)
+        spec = plan_launch(experiment, base_args=store.base_args, capture_root=str(capture_root),
                            project_root=str(Path.cwd()), environ=environ)
         missing = tuple(f"{env} is listed in container.pass_env but not set in this environment; the container "
                         "gets none" for env in spec.missing_env)
-        plans.append(Planned(loaded.experiment, spec, loaded.warnings + missing))
+        plans.append(Planned(experiment, spec, loaded.warnings + missing, sim))
     return plans
 
 
@@ -155,6 +164,7 @@ def run_planned(
                     guard=guard,
                     grace_s=options.grace_s,
                     keep=options.keep,
+                    time_scale=plan.time_scale,
                     keep_old=decision.keep_old,
                     forward=forward,
                 )

@@ -202,7 +202,7 @@ def test_the_summary_skips_a_run_that_never_started(tmp_path: Path) -> None:
     write_json_atomic(root / "never" / "status.json",
                       good_status("never", state="not_started", error="image 'x' not found", exit_code=None,
                                   steps_complete=0))
-    document = summarize(root)
+    document = summarize(root).to_dict()
     assert "never" not in document["runs"]
     assert document["skipped"] == [{"directory": "never", "reason": "not_started: image 'x' not found"}]
 

@@ -68,7 +68,7 @@ def summary_rewards(log: Path, root: Path) -> tuple[dict[int, float | None], dic
     write_json_atomic(run / "args.json", parsed.args)
     for record in parsed.steps:
         append_jsonl(run / "metrics.jsonl", record.to_json(include_derived=False))
-    document = summarize(root)["runs"]["r"]
+    document = summarize(root).to_dict()["runs"]["r"]
     return {row["step"]: row["reward"] for row in document["steps"]}, document
 
 

@@ -119,7 +119,7 @@ def test_monte_carlo_of_the_rollout_rule_agrees_with_the_formula():
 def test_keep_rate_from_a_filter_run_and_from_plain_runs():
     from harness.summary.summarize import summarize
 
-    runs = summarize(DATA / "lab")["runs"]
+    runs = summarize(DATA / "lab").to_dict()["runs"]
     measured = planner.keep_rate_from_runs({"e2b-dapo-filter": runs["e2b-dapo-filter"]})
     # kept 4 x 32 = 128 of 128 + (16 + 36 + 17 + 16) = 213 judged
     assert (measured.kept, measured.judged, measured.steps) == (128, 213, 4)

@@ -44,7 +44,8 @@ def test_the_scan_finds_the_calls() -> None:
 def test_a_summary_value_that_overflows_is_null_and_noted(tmp_path: Path) -> None:
     import json
 
-    from harness.summary.summarize import dumps_summary, summarize
+    from harness.summary.serialize import dumps_summary
+    from harness.summary.summarize import summarize
     from harness.times import format_time_us, parse_time_us
 
     t0 = parse_time_us("2026-11-29T08:00:00Z")

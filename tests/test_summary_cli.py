@@ -86,12 +86,27 @@ def test_the_script_and_the_command_write_the_same_document(tmp_path):
 
 
 def test_commands_have_help_and_load_no_heavy_module():
-    for name in ("summarize", "report", "plan"):
+    for name in ("summarize", "report", "export", "plan"):
         result = runner.invoke(app, [name, "--help"])
         assert result.exit_code == 0 and "Usage" in result.output
     probe = (
         "import sys, harness.cli.summary, harness.cli; "
-        "heavy = [m for m in ('pandas', 'matplotlib', 'numpy') if m in sys.modules]; print(heavy)"
+        "heavy = [m for m in ('pandas', 'matplotlib', 'numpy', 'pyarrow') if m in sys.modules]; print(heavy)"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_a_summary_that_cannot_be_written_is_one_error_line(tmp_path):
+    captures = copy_case(tmp_path, "lab")
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    result = runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--out", str(blocked / "s.json")])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert result.output.startswith("error: ") and f"writing {blocked / 's.json'}\n" in result.output
+    done = subprocess.run([sys.executable, "summarize_miles.py", "--capture-dir", str(captures), "--out",
+                           str(blocked / "s.json")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and done.stderr.count("\n") == 1 and f"writing {blocked / 's.json'}" in done.stderr
+    result = runner.invoke(app, ["export", "--capture-dir", str(captures), "--format", "csv", "--out",
+                                 str(blocked / "t.csv")])
+    assert result.exit_code != 0 and f"writing {blocked / 't.csv'}" in result.output

@@ -19,7 +19,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 def lab_figures(tmp_path_factory) -> tuple[dict, dict[str, ET.Element]]:
     out = tmp_path_factory.mktemp("figures")
     document = summarize(DATA / "lab")
-    paths = render_figures(document, out)
+    paths = render_figures(document, out).drawn
     return document, {p.name: ET.parse(p).getroot() for p in paths}
 
 
@@ -77,7 +77,7 @@ def test_reward_figure_title_band_and_series(lab_figures):
 
 def test_incomplete_steps_are_drawn_apart(tmp_path):
     document = summarize(DATA / "edge")
-    paths = {p.name: ET.parse(p).getroot() for p in render_figures(document, tmp_path)}
+    paths = {p.name: ET.parse(p).getroot() for p in render_figures(document, tmp_path).drawn}
     root = paths["rollout-time-old-filter.svg"]
     assert markers(group(root, "rollout-incomplete")) == 1
     assert markers(group(root, "rollout-batches-1")) == 1 and markers(group(root, "rollout-batches-2")) == 1
@@ -88,8 +88,8 @@ def test_incomplete_steps_are_drawn_apart(tmp_path):
 
 def test_figures_are_deterministic(tmp_path):
     document = summarize(DATA / "lab")
-    first = [p.read_bytes() for p in render_figures(document, tmp_path / "a")]
-    second = [p.read_bytes() for p in render_figures(document, tmp_path / "b")]
+    first = [p.read_bytes() for p in render_figures(document, tmp_path / "a").drawn]
+    second = [p.read_bytes() for p in render_figures(document, tmp_path / "b").drawn]
     assert first == second
 
 
@@ -106,5 +106,44 @@ def test_report_has_the_tables_the_verdict_and_the_figures(tmp_path):
 
 def test_report_without_comparisons_says_so():
     document = summarize(DATA / "lab")
-    document["comparisons"] = []
+    document.comparisons = []
     assert "no comparisons or figures" in render_report(document)
+
+
+def test_figures_are_drawn_again_only_when_what_they_show_changes(tmp_path):
+    import shutil
+
+    from harness.summary.publish import summarize_to_files
+
+    captures = tmp_path / "gpu"
+    shutil.copytree(DATA / "lab", captures)
+    first = summarize_to_files(captures)
+    assert len(first.figures) == 2 and first.figures_unchanged == []
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in first.figures}
+
+    again = summarize_to_files(captures)
+    assert again.figures == [] and sorted(again.figures_unchanged) == sorted(first.figures)
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in first.figures} == before
+
+    shutil.copytree(captures / "e6a-base", captures / "unrelated")  # a run no comparison names
+    assert summarize_to_files(captures).figures == []
+
+    metrics = captures / "plain" / "metrics.jsonl"  # the baseline: what both figures show
+    metrics.write_text(metrics.read_text().replace('"rollout/raw_reward": 0.60', '"rollout/raw_reward": 0.61', 1))
+    redrawn = summarize_to_files(captures)
+    assert sorted(redrawn.figures) == sorted(first.figures)
+    assert all(p.read_bytes() != before[p][0] for p in redrawn.figures)
+
+
+def test_up_to_date_figures_do_not_load_matplotlib(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    captures = tmp_path / "gpu"
+    shutil.copytree(DATA / "lab", captures)
+    probe = ("import sys; from harness.summary.publish import summarize_to_files; "
+             f"p = summarize_to_files({str(captures)!r}); "
+             "print(len(p.figures), len(p.figures_unchanged), 'matplotlib' in sys.modules)")
+    runs = [subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120) for _ in range(2)]
+    assert [r.stdout.split() for r in runs] == [["2", "0", "True"], ["0", "2", "False"]], runs[-1].stderr

@@ -97,7 +97,7 @@ PLAIN_ARGS = {"rollout_batch_size": "32", "over_sampling_batch_size": "None", "n
 
 
 def summary_of(run_dir: Path) -> dict:
-    return summarize_run(read_capture(run_dir)).document
+    return summarize_run(read_capture(run_dir)).to_dict()
 
 
 # --------------------------------------------------------------------------- config
@@ -287,7 +287,7 @@ def test_a_run_listed_among_its_own_baselines_is_left_out_of_the_spread(tmp_path
                   args=PLAIN_ARGS, experiment={"name": "base", "seed": 1, "steps": 1, "compare": None})
     write_capture(tmp_path, "mine", [step(0, 100, {"perf/rollout_time": 1.0, "rollout/raw_reward": 0.6})],
                   args=PLAIN_ARGS, experiment={"name": "mine", "seed": 1, "steps": 1, "compare": compare})
-    (comparison,) = summarize(tmp_path)["comparisons"]
+    (comparison,) = summarize(tmp_path).to_dict()["comparisons"]
     assert comparison["reward"]["baselines"] == {"base": 0.5}
     assert comparison["reward"]["above_all_baselines"] is True
     assert comparison["by_batches"] == {}

@@ -28,12 +28,17 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write to a temporary file, fsync it, rename it over `path`, fsync the directory: all or nothing."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """`write_text_atomic` for bytes already encoded."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp, fd = _create_temporary(path)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

@@ -20,8 +20,9 @@ reason). `summary/` and dot-names are never runs; other directories without
 Rules of the summary's read (`read_capture`):
 - `status.json` present but unreadable: the run is still read, with state
   `unknown` and a note (its steps are data; losing them would hide them).
-- `metrics.jsonl`: one record per rollout id; when a step appears twice, the
-  last line wins (with a note). Records are sorted by step.
+- `metrics.jsonl` (read as columns by `columns.read_metrics_columns`): one
+  record per rollout id; when a step appears twice, the last line wins
+  (with a note). Records are sorted by step.
 - `pauses.jsonl`: a window is logged when it opens (end null) and again when
   it closes (same start): the last line per start is the truth.
 """
@@ -33,10 +34,12 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Optional
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Optional
 
 from harness.capture.records import PauseWindow, RunStatus, StepRow
-from harness.times import parse_time_us
+
+if TYPE_CHECKING:
+    from harness.capture.columns import MetricsColumns
 
 SUMMARY_DIR_NAME = "summary"
 STATUS_NAME = "status.json"
@@ -173,8 +176,13 @@ def iter_lines(path: Path, *, max_bytes: int = MAX_JSONL_BYTES,
         os.close(fd)
 
 
-def iter_jsonl(path: Path, notes: list[str], *, max_bytes: int = MAX_JSONL_BYTES) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for each good line of a JSONL file; a note for each bad one."""
+def iter_jsonl(path: Path, notes: list[str], *, max_bytes: int = MAX_JSONL_BYTES,
+               loads: Optional[Callable[[bytes], Any]] = None) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each good line of a JSONL file; a note for each bad one.
+
+    `loads` decodes a line (default `loads_json`; ValueError for a bad line).
+    """
+    loads = loads or loads_json
     try:
         lines = iter_lines(path, max_bytes=max_bytes)
         for number, raw, torn in lines:
@@ -187,7 +195,7 @@ def iter_jsonl(path: Path, notes: list[str], *, max_bytes: int = MAX_JSONL_BYTES
             if not raw.strip():
                 continue
             try:
-                obj = loads_json(raw)
+                obj = loads(raw)
             except ValueError as err:
                 why = "cut short (the writer stopped mid-line)" if torn else f"not JSON ({err})"
                 notes.append(f"{path.name} line {number}: {why}: skipped")
@@ -291,9 +299,14 @@ class RunCapture:
     status: Optional[dict[str, Any]]  # None: missing or unreadable (state "unknown")
     manifest: Optional[dict[str, Any]]
     args: Optional[dict[str, Any]]  # None: no args.json
-    records: list[StepRow]
+    steps: "MetricsColumns"  # metrics.jsonl, one entry per step, as columns
     pauses: list[PauseWindow]
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[StepRow]:
+        """The step records as typed rows, sorted by step."""
+        return self.steps.rows()
 
     @property
     def experiment(self) -> dict[str, Any]:
@@ -353,9 +366,11 @@ def read_capture(run_dir: Path) -> RunCapture:
     if args is not None and not isinstance(args, dict):
         notes.append("args.json is not a JSON object: ignored")
         args = None
-    records = _read_metrics(run_dir / "metrics.jsonl", notes)
+    from harness.capture.columns import read_metrics_columns
+
+    steps = read_metrics_columns(run_dir / "metrics.jsonl", notes)
     pauses = read_pauses(run_dir / "pauses.jsonl", notes)
-    return RunCapture(run_dir.name, status, manifest, args, records, pauses, notes)
+    return RunCapture(run_dir.name, status, manifest, args, steps, pauses, notes)
 
 
 def _json_for_summary(path: Path, notes: list[str], *, required: bool, max_bytes: int = MAX_JSON_BYTES) -> Any:
@@ -376,63 +391,16 @@ def _json_for_summary(path: Path, notes: list[str], *, required: bool, max_bytes
 
 
 def _read_metrics(path: Path, notes: list[str]) -> list[StepRow]:
-    by_step: dict[int, StepRow] = {}
-    non_finite: dict[str, list[int]] = {}  # "key (nan)" -> steps: the parser wrote null where the log said nan/inf
-    for number, obj in iter_jsonl(path, notes):
-        step = obj.get("step")
-        if isinstance(step, bool) or not isinstance(step, int):
-            notes.append(f"{path.name} line {number}: no integer step: skipped")
-            continue
-        metrics = obj.get("metrics")
-        if not isinstance(metrics, dict):
-            notes.append(f"{path.name} line {number}: step {step} has no metrics object: read as empty")
-            metrics = {}
-        t_rollout_end = _time(obj, "t_rollout_end", path.name, number, notes)
-        t_step_end = _time(obj, "t_step_end", path.name, number, notes)
-        complete = obj.get("complete")
-        if not isinstance(complete, bool):
-            notes.append(f"{path.name} line {number}: step {step} has no boolean 'complete': read as incomplete")
-            complete = False
-        said = obj.get("non_finite")
-        if isinstance(said, dict):
-            for key, what in said.items():
-                non_finite.setdefault(f"{key} ({what})", []).append(step)
-        if step in by_step:
-            notes.append(f"{path.name}: step {step} on lines {by_step[step].line} and {number}: the last is used")
-        by_step[step] = StepRow(step, complete, t_rollout_end, t_step_end, metrics, number)
-    for what, steps in non_finite.items():
-        shown = ", ".join(str(s) for s in steps[:10]) + (f" and {len(steps) - 10} more" if len(steps) > 10 else "")
-        notes.append(f"{path.name}: {what} in the log at step {shown}: read as null")
-    return [by_step[step] for step in sorted(by_step)]
+    from harness.capture.columns import read_metrics_columns
 
-
-def _time(obj: dict[str, Any], key: str, file: str, number: int, notes: list[str]) -> Optional[int]:
-    value = obj.get(key)
-    if value is None:
-        return None
-    micros = parse_time_us(value)
-    if micros is None:
-        notes.append(f"{file} line {number}: {key} {value!r} is not an RFC 3339 time: ignored")
-    return micros
+    return read_metrics_columns(path, notes).rows()
 
 
 def read_pauses(path: Path, notes: list[str]) -> list[PauseWindow]:
     """Pause windows by start time, the last line per start winning (open, then closed)."""
-    by_start: dict[int, PauseWindow] = {}
-    for number, obj in iter_jsonl(path, notes):
-        start = parse_time_us(obj.get("start"))
-        if start is None:
-            notes.append(f"{path.name} line {number}: start {obj.get('start')!r} is not an RFC 3339 time: skipped")
-            continue
-        end_raw = obj.get("end")
-        end = parse_time_us(end_raw) if end_raw is not None else None
-        if end_raw is not None and end is None:
-            notes.append(f"{path.name} line {number}: end {end_raw!r} is not an RFC 3339 time: read as still open")
-        reason = obj.get("reason")
-        peak = obj.get("peak_c")
-        peak_c = float(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) else None
-        by_start[start] = PauseWindow(start, end, reason if isinstance(reason, str) else "", number, peak_c)
-    return [by_start[start] for start in sorted(by_start)]
+    from harness.capture.columns import read_pause_windows
+
+    return read_pause_windows(path, notes)
 
 
 def count_complete_steps(path: Path) -> int:

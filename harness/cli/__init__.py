@@ -6,6 +6,6 @@ so `harness --help` stays fast.
 """
 
 from harness.cli.app import app, main
-from harness.cli import experiments, runs, captures, logs, summary, guard, sim  # noqa: F401,I001  (registers commands)
+from harness.cli import experiments, runs, captures, logs, summary, guard, sim, demo  # noqa: F401,I001  (registers commands)
 
 __all__ = ["app", "main"]

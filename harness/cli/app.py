@@ -50,6 +50,28 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON documen
 
 DEFAULT_EXPERIMENTS_DIR = Path("experiments")
 DEFAULT_CAPTURE_DIR = Path("capture/gpu")
+# Simulated runs (--sim, make demo) are captured apart, so their numbers never mix into a lab's real summary.
+SIM_CAPTURE_DIR = Path("capture/sim")
+
+CaptureDirOrSim = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--capture-dir",
+        envvar="HARNESS_CAPTURE_DIR",
+        show_default=False,
+        help=f"Directory that holds one capture per run [default: {DEFAULT_CAPTURE_DIR}; {SIM_CAPTURE_DIR} with --sim].",
+    ),
+]
+SimCapturesOption = Annotated[
+    bool, typer.Option("--sim", help=f"The simulator's captures: {SIM_CAPTURE_DIR} instead of {DEFAULT_CAPTURE_DIR}.")
+]
+
+
+def capture_root(capture_dir: Optional[Path], sim: bool) -> Path:
+    """The capture directory given (or HARNESS_CAPTURE_DIR), else capture/sim for simulated runs, capture/gpu for real."""
+    if capture_dir is not None:
+        return capture_dir
+    return SIM_CAPTURE_DIR if sim else DEFAULT_CAPTURE_DIR
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -92,6 +114,13 @@ def fail(message: str, exit_code: int) -> None:
 
     Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(int(exit_code))
+
+
+def note(message: str) -> None:
+    """Print one line for the user on stderr (what was chosen for them), leaving stdout to the results."""
+    from rich.console import Console
+
+    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(message, markup=False)
 
 
 def warn(message: str) -> None:

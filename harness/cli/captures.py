@@ -5,14 +5,21 @@ from __future__ import annotations
 import typer
 from typing_extensions import Annotated
 
-from harness.cli.app import DEFAULT_CAPTURE_DIR, CaptureDir, command, stdout, warn
+from harness.cli.app import (
+    CaptureDirOrSim,
+    SimCapturesOption,
+    capture_root,
+    command,
+    stdout,
+    warn,
+)
 from harness.cli.cluster import RecoverRayOption
 
 RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under the capture dir).")]
 
 
 @command("status")
-def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
+def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) -> None:
     """Show every capture: state, steps, pauses, exit code, start, duration, and the heat guard now.
 
     Where Ray placed runs (--ray), a last column names the host each ran on.
@@ -26,6 +33,7 @@ def status(capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR) -> None:
     from harness.capture_ops import capture_rows
     from harness.cli.tables import Column, print_table
 
+    capture_dir = capture_root(capture_dir, sim)
     rows = capture_rows(list_captures(capture_dir))
     if not rows:
         stdout().print(Text(f"no captures in {capture_dir}"))
@@ -48,7 +56,8 @@ def logs(
     run: RunArgument,
     follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing new lines while the run is running.")] = False,
     timestamps: Annotated[bool, typer.Option("--timestamps", help="Keep each line's receive-time prefix.")] = False,
-    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
 ) -> None:
     """Print a run's container.log (the trainer's output as the harness received it)."""
     import sys
@@ -56,7 +65,7 @@ def logs(
     from harness.capture import find_capture
     from harness.capture_ops import follow_log
 
-    capture = find_capture(capture_dir, run)
+    capture = find_capture(capture_root(capture_dir, sim), run)
     for line in follow_log(capture, follow=follow):
         sys.stdout.write((line if timestamps else line.split(" ", 1)[-1]) + "\n")
         sys.stdout.flush()
@@ -67,13 +76,14 @@ def stop(
     run: RunArgument,
     reason: Annotated[str, typer.Option("--reason", help="Why; recorded in status.json.")] = "stopped with harness stop",
     timeout_s: Annotated[float, typer.Option("--timeout-s", help="How long to wait for the run to end.")] = 180.0,
-    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
 ) -> None:
     """Stop a running run gracefully; its harness records it as stopped with the reason."""
     from harness.capture import find_capture
     from harness.capture_ops import request_stop
 
-    final = request_stop(find_capture(capture_dir, run), reason, timeout_s=timeout_s, note=warn)
+    final = request_stop(find_capture(capture_root(capture_dir, sim), run), reason, timeout_s=timeout_s, note=warn)
     stdout().print(f"{run}: {final.state} ({final.error})", markup=False)
 
 
@@ -83,7 +93,8 @@ def recover(
     leave_running: Annotated[bool, typer.Option("--leave-running", help="Thaw and save, but leave the trainers running.")] = False,
     keep: Annotated[bool, typer.Option("--keep", help="Do not remove stopped containers.")] = False,
     grace_s: Annotated[float, typer.Option("--grace-s", min=0, help="Seconds between SIGTERM and SIGKILL.")] = 60.0,
-    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
     ray: RecoverRayOption = None,
 ) -> None:
     """Settle runs whose harness is gone: thaw, save their logs and steps, stop them, record how they ended.
@@ -99,11 +110,12 @@ def recover(
     if ray:
         from harness.cli.cluster import recover_on_ray
 
-        results, notes = recover_on_ray(ray, capture_dir, all_=all_, leave_running=leave_running, keep=keep,
-                                        grace_s=grace_s)
+        results, notes = recover_on_ray(ray, capture_root(capture_dir, sim), all_=all_, leave_running=leave_running,
+                                        keep=keep, grace_s=grace_s)
     else:
         notes = []
-        plans = plan_all(capture_dir, [engine_named(name) for name in ENGINE_NAMES], notes, other_hosts=all_)
+        plans = plan_all(capture_root(capture_dir, sim), [engine_named(name) for name in ENGINE_NAMES], notes,
+                         other_hosts=all_)
         results = [(plan, carry_out(plan, leave_running=leave_running, keep=keep, grace_s=grace_s))
                    for plan in plans]
     for message in notes:

@@ -1,34 +1,101 @@
-"""`harness run`: plan one run from an experiment and start it (or print the plan)."""
+"""`harness run` and `harness sweep`: plan runs from an experiment and start them (or print the plan).
+
+Both run on the GPU, or with `--sim` on the simulator (harness.simswap);
+with no experiment named they take the lab's default one.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+import sys
 from pathlib import Path
 from typing import List, Optional, Sequence, Union
 
+import click
 import typer
+from typer.core import TyperCommand
 from typing_extensions import Annotated
 
 from harness.cli.app import (
-    DEFAULT_CAPTURE_DIR,
     DEFAULT_EXPERIMENTS_DIR,
-    CaptureDir,
+    CaptureDirOrSim,
     ExperimentsDir,
     JsonOption,
     SeedOption,
     SetOption,
+    capture_root,
     command,
+    note,
     stdout,
     warn,
 )
 from harness.cli.cluster import NodesOption, RayOption
 from harness.cli.progress import progress_for
+from harness.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES, SimTarget, choose_target
+
+# The lab's default experiment: the write-up's next step is a second seed of the filter run.
+# `make run` and `make sweep` without EXP, and `run`/`sweep` without an experiment, take it.
+DEFAULT_EXPERIMENT = "e2b-dapo-filter"
+EXPERIMENT_ENV = "HARNESS_EXPERIMENT"
+_NUMBER = re.compile(r"[0-9]+")
+
+
+def chosen_experiment(experiment: Optional[str], verb: str) -> str:
+    """The experiment named, else HARNESS_EXPERIMENT, else the lab's default; says which when it chose."""
+    if experiment:
+        return experiment
+    from_env = os.environ.get(EXPERIMENT_ENV, "").strip()
+    name = from_env or DEFAULT_EXPERIMENT
+    source = f"from {EXPERIMENT_ENV}" if from_env else f"the lab's default; {EXPERIMENT_ENV} or an argument names another"
+    note(f"no experiment named: {verb} {name} ({source})")
+    return name
+
+
+def sim_target_from_cli(sim: bool, time_scale: Optional[float], sim_engine: str) -> Optional[SimTarget]:
+    """The simulator's engine and time scale for `--sim` (said in one line), or None for a real run."""
+    from harness.errors import HarnessError
+
+    if not sim:
+        if time_scale is not None or sim_engine != "auto":
+            raise HarnessError("--time-scale and --sim-engine are for runs on the simulator: add --sim")
+        return None
+    target = choose_target(sim_engine, DEFAULT_TIME_SCALE if time_scale is None else time_scale, sys.executable)
+    note(target.describe())
+    return target
+
+
+def spread_seeds(args: Sequence[str]) -> list[str]:
+    """`--seeds 1 2 3` as click reads it: `--seeds 1 --seeds 2 --seeds 3` (every number after the option)."""
+    spread: list[str] = []
+    words = list(args)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            return [*spread, *words[i:]]
+        spread.append(word)
+        if word == "--seeds" or word.startswith("--seeds="):
+            if word == "--seeds" and i + 1 < len(words):
+                spread.append(words[i + 1])  # its first value, whatever it is: click checks it
+                i += 1
+            while i + 1 < len(words) and _NUMBER.fullmatch(words[i + 1]):
+                spread += ["--seeds", words[i + 1]]
+                i += 1
+        i += 1
+    return spread
+
+
+class SeedsCommand(TyperCommand):
+    """A command whose `--seeds` takes every number that follows it, wherever it stands."""
+
+    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        return super().parse_args(ctx, spread_seeds(args))
 
 
 def plan_from_cli(name: str, experiments_dir: Path, capture_dir: Path, seeds: Sequence[int],
-                  overrides: Sequence[str]) -> list:
+                  overrides: Sequence[str], sim: Optional[SimTarget] = None) -> list:
     """Plan the runs of `name` over `seeds` (a sweep file's own seeds when it is one); warnings are printed."""
-    import os
-
     from harness.errors import HarnessError
     from harness.experiments import ExperimentStore
     from harness.lifecycle import plan_runs
@@ -39,7 +106,7 @@ def plan_from_cli(name: str, experiments_dir: Path, capture_dir: Path, seeds: Se
         name, seeds = sweep_file.sweep, list(seeds) or sweep_file.seeds
     if len(set(seeds)) != len(seeds):
         raise HarnessError(f"--seeds: each seed once, got {list(seeds)}")
-    plans = plan_runs(store, name, seeds, overrides, capture_dir, dict(os.environ))
+    plans = plan_runs(store, name, seeds, overrides, capture_dir, dict(os.environ), sim=sim)
     for message in dict.fromkeys(m for plan in plans for m in plan.warnings):  # once, not once per seed
         warn(message)
     return plans
@@ -59,11 +126,56 @@ def _session(plans: list, capture_dir: Path) -> tuple:
 GraceOption = Annotated[float, typer.Option("--grace-s", min=0, help="Seconds between SIGTERM and SIGKILL when stopping.")]
 KeepOption = Annotated[bool, typer.Option("--keep", help="Keep the container after the run (it is removed once logs and status are saved).")]
 NoWaitOption = Annotated[bool, typer.Option("--no-wait", help="Fail at once if another run holds the GPU.")]
+SimOption = Annotated[bool, typer.Option(
+    "--sim", help="On the simulator, not the GPU: the sim image on Docker, else the process engine (no GPU, no "
+                  "data); same experiment files and captures, under capture/sim.")]
+TimeScaleOption = Annotated[Optional[float], typer.Option(
+    "--time-scale", show_default=False,
+    help=f"With --sim: wall seconds per simulated second [default: {DEFAULT_TIME_SCALE:g}, a 12-step run in about "
+         "half a minute].")]
+SimEngineOption = Annotated[str, typer.Option(
+    "--sim-engine", metavar="|".join(SIM_ENGINE_CHOICES),
+    help="With --sim: auto (Docker where the sim image is built, else a process), docker or process.")]
+ExperimentArgument = Annotated[Optional[str], typer.Argument(
+    show_default=False,
+    help=f"Experiment name (file stem in the experiments directory) [default: ${EXPERIMENT_ENV}, else "
+         f"{DEFAULT_EXPERIMENT}].")]
+
+RUN_HELP = f"""Run one experiment in a container on the GPU, capture it, and exit 0 only if it succeeded.
+
+\b
+Examples:
+  make run EXP=e2b-dapo-filter              (= harness run e2b-dapo-filter)
+  harness run e2b-dapo-filter --dry-run     (what would start; starts nothing)
+  make run EXP=e2b-dapo-filter SIM=1        (= harness run e2b-dapo-filter --sim)
+  make smoke                                (the GPU smoke test: harness run smoke --force)
+  make smoke SIM=1                          (the same on the simulator, as CI runs it)
+
+Without an experiment: ${EXPERIMENT_ENV}, else {DEFAULT_EXPERIMENT}. With --sim
+the simulated trainer runs instead of Miles (docs/simulator.md); its
+capture goes under capture/sim.
+"""
+
+SWEEP_HELP = f"""Run an experiment over seeds, one after another; succeeded runs are skipped unless --force.
+
+\b
+Examples:
+  harness sweep --seeds 1 2 3               (the lab's default experiment, {DEFAULT_EXPERIMENT})
+  harness sweep plain-48 --seeds 1 2 3
+  harness sweep --seeds 1 2 3 plain-48
+  harness sweep seeds                       (a sweep file: plain-48 over seeds 1 2 3)
+  make sweep SEEDS="1 2 3"                  (EXP=plain-48 names another experiment)
+  make sweep SIM=1                          (= harness sweep --seeds 1 2 3 --sim)
+  harness sweep plain-48 --seeds 1 2 3 4 --ray auto   (side by side on a Ray cluster's GPUs: docs/cluster.md)
+
+--seeds takes every number that follows it. Without an experiment:
+${EXPERIMENT_ENV}, else {DEFAULT_EXPERIMENT}; the choice is printed first.
+"""
 
 
-@command("run")
+@command("run", help=RUN_HELP)
 def run(
-    experiment: Annotated[str, typer.Argument(help="Experiment name (file stem in the experiments directory).")],
+    experiment: ExperimentArgument = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the launch spec and start nothing.")] = False,
     json_: JsonOption = False,
     force: Annotated[bool, typer.Option("--force", help="Rerun even if the capture succeeded (the old one is kept under .replaced/).")] = False,
@@ -71,19 +183,24 @@ def run(
     no_wait: NoWaitOption = False,
     keep: KeepOption = False,
     grace_s: GraceOption = 60.0,
+    sim: SimOption = False,
+    time_scale: TimeScaleOption = None,
+    sim_engine: SimEngineOption = "auto",
     experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR,
-    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    capture_dir: CaptureDirOrSim = None,
     seed: SeedOption = None,
     set_: SetOption = None,
     ray: RayOption = None,
     nodes: NodesOption = 1,
 ) -> None:
-    """Run one experiment in a container on the GPU, capture it, and exit 0 only if it succeeded."""
     from harness.errors import HarnessError
     from harness.lifecycle import RunOptions, exit_code_for, run_planned, stop_on_signals
 
+    experiment = chosen_experiment(experiment, "running")
+    target = sim_target_from_cli(sim, time_scale, sim_engine)
+    capture_dir = capture_root(capture_dir, sim)
     overrides = [*(set_ or ()), *([f"limits.max_minutes={max_minutes}"] if max_minutes else [])]
-    plans = plan_from_cli(experiment, experiments_dir, capture_dir, [seed] if seed else [], overrides)
+    plans = plan_from_cli(experiment, experiments_dir, capture_dir, [seed] if seed else [], overrides, target)
     if len(plans) != 1:
         raise HarnessError(f"{experiment} is a sweep file: run it with `harness sweep {experiment}`")
     (plan,) = plans
@@ -111,11 +228,14 @@ def run(
         raise typer.Exit(int(code))
 
 
-@command("sweep")
+@command("sweep", cls=SeedsCommand, help=SWEEP_HELP)
 def sweep(
-    experiment: Annotated[str, typer.Argument(help="An experiment (with --seeds) or a sweep file such as `seeds`.")],
-    seeds: Annotated[Optional[List[int]], typer.Option("--seeds", min=1, help="Seeds to run: --seeds 1 2 3.")] = None,
-    more_seeds: Annotated[Optional[List[int]], typer.Argument(hidden=True, min=1)] = None,
+    experiment: Annotated[Optional[str], typer.Argument(
+        show_default=False,
+        help=f"An experiment (with --seeds) or a sweep file such as `seeds` [default: ${EXPERIMENT_ENV}, else "
+             f"{DEFAULT_EXPERIMENT}].")] = None,
+    seeds: Annotated[Optional[List[int]], typer.Option(
+        "--seeds", min=1, metavar="N...", help="Seeds to run: --seeds 1 2 3 (every number after it).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List each run, its run id and capture, and whether it would be skipped; start nothing.")] = False,
     json_: JsonOption = False,
     retry: Annotated[bool, typer.Option("--retry", help="Also rerun failed, no_metrics, interrupted and stopped runs.")] = False,
@@ -124,23 +244,25 @@ def sweep(
     no_wait: NoWaitOption = False,
     keep: KeepOption = False,
     grace_s: GraceOption = 60.0,
+    sim: SimOption = False,
+    time_scale: TimeScaleOption = None,
+    sim_engine: SimEngineOption = "auto",
     experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR,
-    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    capture_dir: CaptureDirOrSim = None,
     set_: SetOption = None,
     ray: RayOption = None,
 ) -> None:
-    """Run an experiment over seeds, one after another (with --ray, side by side on the cluster's GPUs); succeeded
-    runs are skipped unless --force."""
     from harness.errors import HarnessError
     from harness.lifecycle import RunOptions, exit_code_for, run_sweep, stop_on_signals
 
-    if more_seeds and not seeds:
-        raise HarnessError(f"seeds {more_seeds} given without --seeds")
     if retry and force:
         raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
     if json_ and not dry_run:
         raise HarnessError("--json prints the plan of --dry-run; a sweep that runs prints its progress")
-    plans = plan_from_cli(experiment, experiments_dir, capture_dir, [*(seeds or ()), *(more_seeds or ())], set_ or ())
+    experiment = chosen_experiment(experiment, "sweeping")
+    target = sim_target_from_cli(sim, time_scale, sim_engine)
+    capture_dir = capture_root(capture_dir, sim)
+    plans = plan_from_cli(experiment, experiments_dir, capture_dir, list(seeds or ()), set_ or (), target)
     mode = "force" if force else "retry" if retry else "cached"
     if dry_run:
         print_sweep_plan(plans, mode, as_json=json_)
@@ -247,6 +369,7 @@ def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
         console.print(Text.assemble(*parts), soft_wrap=True)
 
     out(("run", "bold"), f" {spec.run}   ", ("run id", "bold"), f" {spec.run_id}   (dry run: nothing started)")
+    out("engine          ", spec.engine + (f": {shlex.join(spec.command)}" if spec.command else ""))
     out("image           ", spec.image)
     out("container       ", spec.container_name)
     out("capture         ", spec.capture_dir)

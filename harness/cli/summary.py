@@ -1,14 +1,27 @@
-"""`harness summarize`, `harness report` and `harness plan`: thin commands over harness.summary and harness.planner."""
+"""`harness summarize`, `report`, `export` and `plan`: thin commands over harness.summary and harness.planner."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 from typing_extensions import Annotated
 
-from harness.cli.app import DEFAULT_CAPTURE_DIR, CaptureDir, JsonOption, command, stdout, warn
+from harness.cli.app import (
+    DEFAULT_CAPTURE_DIR,
+    CaptureDir,
+    CaptureDirOrSim,
+    JsonOption,
+    SimCapturesOption,
+    capture_root,
+    command,
+    stdout,
+    warn,
+)
+
+if TYPE_CHECKING:
+    from harness.summary.document import SummaryDocument
 
 
 def _fmt(value: Optional[float], digits: int) -> str:
@@ -17,7 +30,8 @@ def _fmt(value: Optional[float], digits: int) -> str:
 
 @command("summarize")
 def summarize_command(
-    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
     out: Annotated[
         Optional[Path],
         typer.Option("--out", help="Summary JSON to write [default: <capture dir>/summary/miles-gb10-lab.json]."),
@@ -28,60 +42,68 @@ def summarize_command(
     """Summarize every capture into the lab's JSON (schema miles-gb10-lab/1) and draw its figures beside it."""
     from harness.summary.publish import summarize_to_files
 
+    capture_dir = capture_root(capture_dir, sim)
     published = summarize_to_files(capture_dir, out, figures=not no_figures)
     document = published.document
-    for skipped in document["skipped"]:
-        warn(f"skipped {skipped['directory']}: {skipped['reason']}")
-    for name, run in document["runs"].items():
-        if run["state"] == "unknown":
-            warn(f"{name}: status.json unreadable, summarized with state unknown ({'; '.join(run['notes'][:1])})")
-    if not document["runs"]:
+    for warning in published.warnings:
+        warn(warning)
+    if not document.runs:
         warn(f"no runs under {capture_dir} (a run is a directory with status.json)")
     if json_:
         import json
 
         typer.echo(json.dumps({
             "summary": str(published.summary_path),
-            "figures": [str(p) for p in published.figures],
-            "runs": sorted(document["runs"]),
-            "comparisons": [c["run"] for c in document["comparisons"]],
-            "skipped": document["skipped"],
+            "figures": [str(p) for p in published.figures + published.figures_unchanged],
+            "figures_drawn": [str(p) for p in published.figures],
+            "runs": sorted(document.runs),
+            "comparisons": [c.run for c in document.comparisons],
+            "skipped": [s.to_dict() for s in document.skipped],
         }, indent=2, allow_nan=False))
         return
     _print_runs(document)
     console = stdout()
-    for comparison in document["comparisons"]:  # a paragraph: wrapped at words in a terminal, one line piped
-        console.print(f"[bold]{comparison['run']}[/bold] against {comparison['baseline']}: {comparison['reward']['verdict']}",
-                      soft_wrap=not console.is_terminal)
-    console.print(f"wrote {published.summary_path}")
+    for comparison in document.comparisons:  # a paragraph: wrapped at words in a terminal, one line piped
+        console.print(f"[bold]{escape(comparison.run)}[/bold] against {escape(comparison.baseline)}: "
+                      f"{escape(comparison.reward.verdict)}", soft_wrap=not console.is_terminal)
+    console.print(f"wrote {escape(str(published.summary_path))}")
     for path in published.figures:
-        console.print(f"wrote {path}")
+        console.print(f"wrote {escape(str(path))}")
+    if published.figures_unchanged:
+        console.print(f"{len(published.figures_unchanged)} figures unchanged (their inputs are the same)")
 
 
-def _print_runs(document: dict[str, Any]) -> None:
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def _print_runs(document: "SummaryDocument") -> None:
     from harness.cli.tables import Column, print_table
 
     columns = [Column("run"), Column("state"), Column("filter"), Column("steps", "right"), Column("clean", "right"),
                Column("rollout median s", "right", wrap=True), Column("dropped", "right"),
                Column("reward", "right"), Column("notes", "right", drop=1)]
     rows = []
-    for name, run in document["runs"].items():
-        agg = run["aggregates"]
+    for name, run in document.runs.items():
+        agg = run.aggregates
         dropped = "-"
-        if agg["dropped_groups_min"] is not None:
-            dropped = f"{agg['dropped_groups_min']}-{agg['dropped_groups_max']}"
-        expected = run.get("steps_expected")
+        if agg.dropped_groups_min is not None:
+            dropped = f"{agg.dropped_groups_min}-{agg.dropped_groups_max}"
+        expected = run.steps_expected
         rows.append((
-            name, run["state"], "on" if run["filter"] else "off",
-            f"{agg['steps']}" + (f"/{expected}" if expected is not None else ""), str(agg["clean_steps"]),
-            _fmt(agg["rollout_time_adjusted_median_s"], 1), dropped, _fmt(agg["reward_mean"], 3), str(len(run["notes"])),
+            name, run.state, "on" if run.filter else "off",
+            f"{agg.steps}" + (f"/{expected}" if expected is not None else ""), str(agg.clean_steps),
+            _fmt(agg.rollout_time_adjusted_median_s, 1), dropped, _fmt(agg.reward_mean, 3), str(len(run.notes)),
         ))
     print_table(stdout(), columns, rows)
 
 
 @command("report")
 def report_command(
-    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
     summary: Annotated[
         Optional[Path],
         typer.Option("--summary", help="Summary JSON to report on [default: <capture dir>/summary/miles-gb10-lab.json]."),
@@ -90,11 +112,56 @@ def report_command(
     """Write report.md (headline tables, verdicts, figures) and the figures beside the summary JSON."""
     from harness.summary.publish import default_summary_path, report_from_summary
 
+    capture_dir = capture_root(capture_dir, sim)
     published = report_from_summary(summary if summary is not None else default_summary_path(capture_dir))
     console = stdout()
     for path in published.figures:
-        console.print(f"wrote {path}")
-    console.print(f"wrote {published.report}")
+        console.print(f"wrote {escape(str(path))}")
+    if published.figures_unchanged:
+        console.print(f"{len(published.figures_unchanged)} figures unchanged (their inputs are the same)")
+    console.print(f"wrote {escape(str(published.report))}")
+
+
+@command("export")
+def export_command(
+    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    format_: Annotated[
+        str, typer.Option("--format", help="parquet (needs pyarrow, which make setup installs) or csv.")
+    ] = "parquet",
+    out: Annotated[
+        Optional[Path],
+        typer.Option("--out", help="Table to write [default: <capture dir>/summary/steps.<format>]."),
+    ] = None,
+    summary: Annotated[
+        Optional[Path],
+        typer.Option("--summary", help="Export a published summary JSON instead of summarizing the captures."),
+    ] = None,
+) -> None:
+    """Write every run's step rows as one tidy table: run, experiment, seed, step, then the row's columns.
+
+    Read it with pandas.read_parquet (or read_csv). The rows are the summary's
+    (docs/summary.md); the captures are summarized afresh unless --summary is given.
+    """
+    from harness.errors import HarnessError
+    from harness.summary.export import FORMATS, default_export_path, export_steps
+    from harness.summary.publish import default_summary_path, summarize_captures_in, writing
+
+    if format_ not in FORMATS:
+        raise HarnessError(f"--format {format_!r}: one of {', '.join(FORMATS)}")
+    if summary is not None:
+        from harness.summary.serialize import load_summary
+
+        document = load_summary(summary)
+        where = summary.parent
+    else:
+        result = summarize_captures_in(capture_dir)
+        for warning in result.warnings:
+            warn(warning)
+        document, where = result.document, default_summary_path(capture_dir).parent
+    path = out if out is not None else default_export_path(where, format_)
+    path = writing(path, lambda: export_steps(document, path, format_))
+    rows = sum(len(run.steps) for run in document.runs.values())
+    stdout().print(f"wrote {escape(str(path))} ({rows} rows of {len(document.runs)} runs)")
 
 
 @command("plan")
@@ -169,7 +236,7 @@ def _summarized_runs(capture_dir: Path, names: List[str]) -> dict[str, Any]:
         path = Path(capture_dir) / name
         if not (path / "status.json").is_file():
             raise HarnessError(f"no capture of {name} under {capture_dir}", ExitCode.NOT_FOUND)
-        out[name] = summarize_run(read_capture(path)).document
+        out[name] = summarize_run(read_capture(path)).to_dict()
     return out
 
 

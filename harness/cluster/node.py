@@ -92,7 +92,7 @@ class _ForwardProgress:
 
 def run_task(plan: Any, options: Any, provenance: dict[str, Any], control: Any) -> Iterator[list]:
     """The run of `plan` on this node, as batches of events (see the module's docstring)."""
-    from harness.lifecycle import Planned, run_planned
+    from harness.lifecycle import run_planned
     from harness.provenance import nvml_probe
     from harness.runner import StopControl
 
@@ -101,7 +101,7 @@ def run_task(plan: Any, options: Any, provenance: dict[str, Any], control: Any) 
     events: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
     stop = StopControl()
     node_dir = node_capture_root() / plan.spec.run
-    local = Planned(plan.experiment, replace(plan.spec, capture_dir=str(node_dir)), plan.warnings)
+    local = replace(plan, spec=replace(plan.spec, capture_dir=str(node_dir)))
     node_provenance = {**provenance, "host": facts["hostname"], "driver_host": provenance.get("host"),
                        "nvml": nvml_probe(), "ray": facts}
     ending: list[tuple] = []

@@ -1,17 +1,18 @@
-"""Captures -> the lab's numbers: summary JSON, comparisons, figures, report.
+"""Captures -> the lab's numbers: summary JSON, comparisons, figures, report, the step table.
 
-The pieces, each usable alone (see docs/summary.md for the rules):
+One module per job (docs/summary.md, "How it is built"):
 
-- `times`: RFC 3339 timestamps -> integer microseconds (pure).
-- `windows`: union of pause windows and their overlap with rollouts (pure, numpy).
-- `captures`: read one capture directory tolerantly, with notes.
-- `summarize`: captures -> the `miles-gb10-lab/1` document (a dict); writes it.
-- `verdict`: the reward verdict sentence (pure).
-- `figures`: the two SVG figures, from the document alone.
-- `report`: report.md, from the document alone.
+- `frames` (with `run_config`): one capture -> the run's checked facts, span, pause windows;
+- `rows`: the step rows, a column at a time (`windows`: pause overlap, numpy);
+- `aggregates`, `comparisons` (`verdict`: the reward sentence);
+- `document` (the typed document) and `serialize` (its JSON);
+- `summarize`: all of it for a capture directory, each run on its own;
+- `figures`, `report`, `export`: drawn from the typed document alone;
+- `publish`: what the commands call; `sanity` and `notes`: the rules for values
+  out of range and the sentences that say so.
 
-Nothing here is imported by `harness --help`; pandas, numpy and matplotlib
-are loaded only by the modules that compute or draw.
+Nothing here is imported by `harness --help`; numpy and matplotlib are loaded
+only by the functions that compute or draw.
 """
 
 from pathlib import Path

@@ -14,12 +14,24 @@ over how many steps and seeds, axes carry units. Text stays text in the SVG
 (`svg.fonttype: none`) so it can be read and searched, and each series has a
 stable id (`gid`) so tests and readers can find it. Output is deterministic:
 no date in the metadata, a fixed hash salt.
+
+A figure is drawn again only when what it shows has changed: each SVG carries
+a fingerprint of its inputs (the comparison, the columns it plots of each run
+it names, and this module's code) as its Dublin Core identifier, and a figure
+whose file already has the same fingerprint is left as it is, without even
+loading matplotlib.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Optional
+
+from harness.summary.document import Comparison, RunSummary, SummaryDocument
 
 STEP_LABEL = "step (Miles rollout id)"
 ROLLOUT_LABEL = "rollout time, pause time taken out (s)"
@@ -41,20 +53,20 @@ def _batches(n: int) -> str:
     return f"{_word(n)} batch" if n == 1 else f"{_word(n)} batches"
 
 
-def _seed_text(run_doc: Mapping[str, Any]) -> str:
-    steps = run_doc["aggregates"]["steps"]
-    seed = run_doc.get("seed")
+def _seed_text(run_doc: RunSummary) -> str:
+    steps = run_doc.aggregates.steps
+    seed = run_doc.seed
     return f"{steps} steps" + (f" with seed {seed}" if seed is not None else "")
 
 
-def rollout_time_text(document: Mapping[str, Any], comparison: Mapping[str, Any]) -> tuple[str, str]:
+def rollout_time_text(document: SummaryDocument, comparison: Comparison) -> tuple[str, str]:
     """(title, caption) of the rollout-time figure: the claim the ratios support."""
-    run = comparison["run"]
-    baseline = comparison["baseline"]
-    run_doc = document["runs"][run]
-    base_doc = document["runs"].get(baseline)
-    groups = comparison["by_batches"]
-    ratios = [(int(k), v["ratio"]) for k, v in groups.items() if v["ratio"] is not None]
+    run = comparison.run
+    baseline = comparison.baseline
+    run_doc = document.runs[run]
+    base_doc = document.runs.get(baseline)
+    groups = comparison.by_batches
+    ratios = [(int(k), v.ratio) for k, v in groups.items() if v.ratio is not None]
     if ratios and len(ratios) == 1:
         (k, ratio), = ratios
         title = f"Every step needed {_batches(k)} of prompts and took {ratio:.1f}x the rollout time without the filter"
@@ -68,13 +80,13 @@ def rollout_time_text(document: Mapping[str, Any], comparison: Mapping[str, Any]
     else:
         title = f"Rollout time per step of {run} against {baseline}"
     caption = f"Rollout seconds per step with the pause time taken out, {_seed_text(run_doc)}: {run}"
-    over, batch = run_doc.get("over_sampling_batch_size"), run_doc.get("rollout_batch_size")
+    over, batch = run_doc.over_sampling_batch_size, run_doc.rollout_batch_size
     if groups and over and batch:
         caption += (
             f", marked by the batches of {over} prompts each step needed (a step that dropped more than "
             f"{over - batch} groups needed a second batch)"
         )
-    base_median = comparison.get("baseline_rollout_time_adjusted_median_s")
+    base_median = comparison.baseline_rollout_time_adjusted_median_s
     if base_doc is not None:
         median = f", median {base_median:.1f} s" if base_median is not None else ""
         caption += f"; against {baseline} ({_seed_text(base_doc)}{median})."
@@ -83,13 +95,13 @@ def rollout_time_text(document: Mapping[str, Any], comparison: Mapping[str, Any]
     return title, caption
 
 
-def reward_text(document: Mapping[str, Any], comparison: Mapping[str, Any]) -> tuple[str, str]:
+def reward_text(document: SummaryDocument, comparison: Comparison) -> tuple[str, str]:
     """(title, caption) of the reward figure."""
-    run = comparison["run"]
-    run_doc = document["runs"][run]
-    reward = comparison["reward"]
-    mean, low, high = reward["run_mean"], reward["spread_min"], reward["spread_max"]
-    subject = "The mean reward before the filter" if run_doc["filter"] else f"The mean reward of {run}"
+    run = comparison.run
+    run_doc = document.runs[run]
+    reward = comparison.reward
+    mean, low, high = reward.run_mean, reward.spread_min, reward.spread_max
+    subject = "The mean reward before the filter" if run_doc.filter else f"The mean reward of {run}"
     if mean is None:
         title = f"No comparable reward: {run} did not log the reward before the filter"
     elif low is None:
@@ -100,21 +112,26 @@ def reward_text(document: Mapping[str, Any], comparison: Mapping[str, Any]) -> t
         title = f"{subject} read lower than every baseline run"
     else:
         title = f"{subject} read within the spread of the baseline runs"
-    what = "over every finished answer" if run_doc["filter"] else "over the answers used for training"
-    caption = f"Mean reward per step {what}, {_seed_text(run_doc)}: {run} against {comparison['baseline']}"
-    found = [name for name, value in reward["baselines"].items() if value is not None]
+    what = "over every finished answer" if run_doc.filter else "over the answers used for training"
+    caption = f"Mean reward per step {what}, {_seed_text(run_doc)}: {run} against {comparison.baseline}"
+    found = [name for name, value in reward.baselines.items() if value is not None]
     if len(found) >= 2:
         caption += f"; band: lowest to highest of {len(found)} baseline runs at each step ({', '.join(found)})"
-    if reward["steps_compared"]:
-        caption += f"; higher in {reward['steps_higher']} of {reward['steps_compared']} steps"
+    if reward.steps_compared:
+        caption += f"; higher in {reward.steps_higher} of {reward.steps_compared} steps"
     return title, caption + "."
 
 
-def _series(run_doc: Optional[Mapping[str, Any]], key: str, *, complete: bool = True) -> tuple[list, list]:
+def _adjusted(run_doc: Optional[RunSummary], *, complete: bool = True) -> tuple[list, list]:
     if run_doc is None:
         return [], []
-    rows = [r for r in run_doc["steps"] if r["complete"] == complete and r[key] is not None]
-    return [r["step"] for r in rows], [r[key] for r in rows]
+    return run_doc.steps.pick(run_doc.steps.rollout_time_adjusted_s, complete=complete)
+
+
+def _rewards(run_doc: Optional[RunSummary], *, complete: bool = True) -> tuple[list, list]:
+    if run_doc is None:
+        return [], []
+    return run_doc.steps.pick(run_doc.steps.reward, complete=complete)
 
 
 def _new_figure(title: str, caption: str):  # noqa: ANN202
@@ -132,36 +149,39 @@ def _new_figure(title: str, caption: str):  # noqa: ANN202
     return figure, axes
 
 
-def draw_rollout_time(document: Mapping[str, Any], comparison: Mapping[str, Any]):  # noqa: ANN201
+def draw_rollout_time(document: SummaryDocument, comparison: Comparison):  # noqa: ANN201
     """The rollout-time figure (a matplotlib Figure) of one comparison."""
-    run, baseline = comparison["run"], comparison["baseline"]
-    run_doc = document["runs"][run]
-    base_doc = document["runs"].get(baseline)
+    run, baseline = comparison.run, comparison.baseline
+    run_doc = document.runs[run]
+    base_doc = document.runs.get(baseline)
     title, caption = rollout_time_text(document, comparison)
     figure, axes = _new_figure(title, caption)
 
-    xs, ys = _series(base_doc, "rollout_time_adjusted_s")
+    xs, ys = _adjusted(base_doc)
     if xs:
         axes.plot(xs, ys, "-", color="0.45", marker=".", label=f"{baseline}", gid="rollout-baseline")
-    base_median = comparison.get("baseline_rollout_time_adjusted_median_s")
+    base_median = comparison.baseline_rollout_time_adjusted_median_s
     if base_median is not None:
         axes.axhline(base_median, color="0.45", ls="--", lw=1,
                      label=f"{baseline} median {base_median:.1f} s", gid="rollout-baseline-median")
 
-    rows = [r for r in run_doc["steps"] if r["complete"] and r["rollout_time_adjusted_s"] is not None]
-    groups = sorted({r["batches"] for r in rows if r["batches"] is not None})
+    table = run_doc.steps
+    rows = [(step, batches, adjusted) for step, done, batches, adjusted
+            in zip(table.step, table.complete, table.batches, table.rollout_time_adjusted_s)
+            if done and adjusted is not None]
+    groups = sorted({batches for _, batches, _ in rows if batches is not None})
     for i, k in enumerate(groups):
-        chosen = [r for r in rows if r["batches"] == k]
-        stats = comparison["by_batches"].get(str(k), {})
-        ratio = f", {stats['ratio']:.1f}x" if stats.get("ratio") is not None else ""
-        axes.plot([r["step"] for r in chosen], [r["rollout_time_adjusted_s"] for r in chosen], ls="none",
+        chosen = [(step, adjusted) for step, batches, adjusted in rows if batches == k]
+        stats = comparison.by_batches.get(str(k))
+        ratio = f", {stats.ratio:.1f}x" if stats is not None and stats.ratio is not None else ""
+        axes.plot([step for step, _ in chosen], [adjusted for _, adjusted in chosen], ls="none",
                   marker=_MARKERS[i % len(_MARKERS)], ms=8, color=f"C{i}",
                   label=f"{run}: {_batches(k)} ({len(chosen)} steps{ratio})", gid=f"rollout-batches-{k}")
-    rest = [r for r in rows if r["batches"] is None]
+    rest = [(step, adjusted) for step, batches, adjusted in rows if batches is None]
     if rest:
-        axes.plot([r["step"] for r in rest], [r["rollout_time_adjusted_s"] for r in rest], ls="none", marker="o",
+        axes.plot([step for step, _ in rest], [adjusted for _, adjusted in rest], ls="none", marker="o",
                   ms=7, color="C3", label=f"{run}", gid="rollout-run")
-    xs, ys = _series(run_doc, "rollout_time_adjusted_s", complete=False)
+    xs, ys = _adjusted(run_doc, complete=False)
     if xs:
         axes.plot(xs, ys, ls="none", marker="o", ms=8, mfc="none", color="C7",
                   label="incomplete step (not in medians)", gid="rollout-incomplete")
@@ -172,18 +192,18 @@ def draw_rollout_time(document: Mapping[str, Any], comparison: Mapping[str, Any]
     return figure
 
 
-def draw_reward(document: Mapping[str, Any], comparison: Mapping[str, Any]):  # noqa: ANN201
+def draw_reward(document: SummaryDocument, comparison: Comparison):  # noqa: ANN201
     """The reward figure (a matplotlib Figure) of one comparison."""
-    run, baseline = comparison["run"], comparison["baseline"]
-    run_doc = document["runs"][run]
-    base_doc = document["runs"].get(baseline)
+    run, baseline = comparison.run, comparison.baseline
+    run_doc = document.runs[run]
+    base_doc = document.runs.get(baseline)
     title, caption = reward_text(document, comparison)
     figure, axes = _new_figure(title, caption)
 
     per_step: dict[int, list[float]] = {}
-    found = [name for name, value in comparison["reward"]["baselines"].items() if value is not None]
+    found = [name for name, value in comparison.reward.baselines.items() if value is not None]
     for name in found:
-        xs, ys = _series(document["runs"].get(name), "reward")
+        xs, ys = _rewards(document.runs.get(name))
         for x, y in zip(xs, ys):
             per_step.setdefault(x, []).append(y)
     if len(found) >= 2 and per_step:
@@ -191,14 +211,14 @@ def draw_reward(document: Mapping[str, Any], comparison: Mapping[str, Any]):  # 
         axes.fill_between(steps, [min(per_step[s]) for s in steps], [max(per_step[s]) for s in steps],
                           color="0.8", alpha=0.7, lw=0, label=f"baselines ({len(found)} runs): lowest to highest",
                           gid="reward-band")
-    xs, ys = _series(base_doc, "reward")
+    xs, ys = _rewards(base_doc)
     if xs:
         axes.plot(xs, ys, "-", color="0.35", marker=".", label=f"{baseline}", gid="reward-baseline")
-    label = f"{run}: reward before the filter" if run_doc["filter"] else run
-    xs, ys = _series(run_doc, "reward")
+    label = f"{run}: reward before the filter" if run_doc.filter else run
+    xs, ys = _rewards(run_doc)
     if xs:
         axes.plot(xs, ys, "-", color="C0", marker="o", label=label, gid="reward-run")
-    xs, ys = _series(run_doc, "reward", complete=False)
+    xs, ys = _rewards(run_doc, complete=False)
     if xs:
         axes.plot(xs, ys, ls="none", marker="o", mfc="none", color="C7",
                   label="incomplete step (not in means)", gid="reward-run-incomplete")
@@ -208,34 +228,102 @@ def draw_reward(document: Mapping[str, Any], comparison: Mapping[str, Any]):  # 
     return figure
 
 
-def _save(figure, path: Path, title: str, caption: str) -> Path:  # noqa: ANN001
-    import matplotlib
-
+def _save(figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:  # noqa: ANN001
     import io
+
+    import matplotlib
 
     from harness.capture import write_text_atomic
 
     svg = io.BytesIO()
+    metadata = {"Title": title, "Description": caption, "Identifier": fingerprint, "Date": None}
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "miles-gb10-lab"}):
-        figure.savefig(svg, format="svg", metadata={"Title": title, "Description": caption, "Date": None})
+        figure.savefig(svg, format="svg", metadata=metadata)
     write_text_atomic(path, svg.getvalue().decode("utf-8"))  # whole or not at all, and the umask's mode
     return path
 
 
-def render_figures(document: Mapping[str, Any], out_dir: Path) -> list[Path]:
-    """Write both figures for every comparison into `out_dir`; returns the paths written."""
+@dataclass
+class Rendered:
+    """The figures of a document: those drawn now and those already up to date."""
+
+    drawn: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
+
+    @property
+    def paths(self) -> list[Path]:
+        return self.drawn + self.unchanged
+
+
+_IDENTIFIER = re.compile(rb"<dc:identifier>([^<]*)</dc:identifier>")
+
+
+@functools.lru_cache(maxsize=1)
+def _code_stamp() -> str:
+    """What else decides a figure's look: this module's code and matplotlib's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        matplotlib_version = version("matplotlib")
+    except PackageNotFoundError:  # pragma: no cover - matplotlib is a dependency
+        matplotlib_version = "?"
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16] + "/" + matplotlib_version
+
+
+def fingerprint(document: SummaryDocument, comparison: Comparison) -> str:
+    """A hash of everything the two figures of one comparison show (see the module doc)."""
+    import orjson
+
+    from harness.summary.document import to_plain
+
+    def shown(name: str) -> Optional[list]:
+        run = document.runs.get(name)
+        if run is None:
+            return None
+        table = run.steps
+        return [name, run.seed, run.filter, run.rollout_batch_size, run.over_sampling_batch_size,
+                run.aggregates.steps, table.step, table.complete, table.rollout_time_adjusted_s, table.batches,
+                table.reward]
+
+    names = [comparison.run, comparison.baseline, *comparison.reward.baselines]
+    data = orjson.dumps([_code_stamp(), to_plain(comparison), [shown(name) for name in names]])
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _fingerprint_of(path: Path) -> Optional[bytes]:
+    """The fingerprint an existing SVG carries (None when there is no such file or none in it)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(16384)  # matplotlib writes the metadata at the top
+    except OSError:
+        return None
+    match = _IDENTIFIER.search(head)
+    return match.group(1) if match else None
+
+
+def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = False) -> Rendered:
+    """Both figures of every comparison in `out_dir`, drawing only those whose inputs changed (or all, `force`)."""
+    out_dir = Path(out_dir)
+    rendered = Rendered()
+    for comparison in document.comparisons:
+        if comparison.run not in document.runs:
+            continue
+        paths = figure_paths(out_dir, comparison.run)
+        stamp = fingerprint(document, comparison)
+        for key, text, draw in (("rollout_time", rollout_time_text, draw_rollout_time),
+                                ("reward", reward_text, draw_reward)):
+            path = paths[key]
+            if not force and _fingerprint_of(path) == stamp.encode():
+                rendered.unchanged.append(path)
+                continue
+            _use_agg()
+            out_dir.mkdir(parents=True, exist_ok=True)
+            rendered.drawn.append(_save(draw(document, comparison), path, *text(document, comparison), stamp))
+    return rendered
+
+
+@functools.lru_cache(maxsize=1)
+def _use_agg() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for comparison in document["comparisons"]:
-        if comparison["run"] not in document["runs"]:
-            continue
-        paths = figure_paths(out_dir, comparison["run"])
-        figure = draw_rollout_time(document, comparison)
-        written.append(_save(figure, paths["rollout_time"], *rollout_time_text(document, comparison)))
-        figure = draw_reward(document, comparison)
-        written.append(_save(figure, paths["reward"], *reward_text(document, comparison)))
-    return written

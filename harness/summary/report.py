@@ -9,9 +9,10 @@ means null in the JSON (not logged or not applicable).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Optional, Sequence
 
 from harness.capture import write_text_atomic
+from harness.summary.document import SummaryDocument
 from harness.summary.figures import figure_paths, reward_text, rollout_time_text
 
 REPORT_FILE_NAME = "report.md"
@@ -34,13 +35,13 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def render_report(document: Mapping[str, Any], figure_dir: Optional[Path] = None) -> str:
+def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) -> str:
     """The report as Markdown text; figures are linked by file name (they sit beside it)."""
-    runs = document["runs"]
+    runs = document.runs
     out: list[str] = ["# miles-gb10-lab: summary", ""]
     out.append(
-        f"{len(runs)} runs, generated {document['generated_at']} by harness {document['harness_version']} "
-        f"(schema {document['schema']}). Rollout times have the heat-guard pause time taken out; "
+        f"{len(runs)} runs, generated {document.generated_at} by harness {document.harness_version} "
+        f"(schema {document.schema}). Rollout times have the heat-guard pause time taken out; "
         "medians and means are over complete steps."
     )
     out.append("")
@@ -48,17 +49,17 @@ def render_report(document: Mapping[str, Any], figure_dir: Optional[Path] = None
     out += ["## Runs", ""]
     rows = []
     for name, run in runs.items():
-        agg = run["aggregates"]
-        expected = run.get("steps_expected")
-        steps = f"{agg['steps']}" + (f" of {expected}" if expected is not None else "")
-        step_sum = agg["step_time_sum_s"]
+        agg = run.aggregates
+        expected = run.steps_expected
+        steps = f"{agg.steps}" + (f" of {expected}" if expected is not None else "")
+        step_sum = agg.step_time_sum_s
         rows.append([
-            name, run["state"], "on" if run["filter"] else "off",
-            _int(run["rollout_batch_size"]), _int(run["over_sampling_batch_size"]), _int(run["n_samples_per_prompt"]),
-            steps, str(agg["clean_steps"]),
-            _num(agg["rollout_time_adjusted_median_s"], 1), _num(agg["rollout_time_clean_median_s"], 1),
-            _num(agg["reward_mean"], 3), _num(agg["reward_mean_first4"], 3),
-            _num(step_sum / 60 if step_sum is not None else None, 1), _num(agg["pause_total_s"], 1),
+            name, run.state, "on" if run.filter else "off",
+            _int(run.rollout_batch_size), _int(run.over_sampling_batch_size), _int(run.n_samples_per_prompt),
+            steps, str(agg.clean_steps),
+            _num(agg.rollout_time_adjusted_median_s, 1), _num(agg.rollout_time_clean_median_s, 1),
+            _num(agg.reward_mean, 3), _num(agg.reward_mean_first4, 3),
+            _num(step_sum / 60 if step_sum is not None else None, 1), _num(agg.pause_total_s, 1),
         ])
     out += _table(
         ["run", "state", "filter", "B", "O", "n", "steps", "clean", "rollout median (s)", "clean median (s)",
@@ -67,53 +68,52 @@ def render_report(document: Mapping[str, Any], figure_dir: Optional[Path] = None
     )
     out.append("")
 
-    filtered = [(n, r) for n, r in runs.items() if r["filter"]]
+    filtered = [(n, r.aggregates) for n, r in runs.items() if r.filter]
     if filtered:
         out += ["## Dropped groups per step (filter runs)", ""]
         out += _table(
             ["run", "min", "median", "max", "all right (total)", "all wrong (total)"],
-            [[n, _int(r["aggregates"]["dropped_groups_min"]), _int(r["aggregates"]["dropped_groups_median"]),
-              _int(r["aggregates"]["dropped_groups_max"]), _int(r["aggregates"]["dropped_all_right_total"]),
-              _int(r["aggregates"]["dropped_all_wrong_total"])] for n, r in filtered],
+            [[n, _int(agg.dropped_groups_min), _int(agg.dropped_groups_median), _int(agg.dropped_groups_max),
+              _int(agg.dropped_all_right_total), _int(agg.dropped_all_wrong_total)] for n, agg in filtered],
         )
         out.append("")
-    plain = [(n, r) for n, r in runs.items() if not r["filter"] and r["aggregates"]["zero_std_all_right_total"] is not None]
+    plain = [(n, r) for n, r in runs.items() if not r.filter and r.aggregates.zero_std_all_right_total is not None]
     if plain:
         out += ["## Kept groups that taught nothing (runs without the filter)", ""]
         out += _table(
             ["run", "all right (total)", "all wrong (total)", "groups trained on"],
-            [[n, _int(r["aggregates"]["zero_std_all_right_total"]), _int(r["aggregates"]["zero_std_all_wrong_total"]),
-              _int(r["rollout_batch_size"] * r["aggregates"]["steps"]) if r["rollout_batch_size"] else DASH]
+            [[n, _int(r.aggregates.zero_std_all_right_total), _int(r.aggregates.zero_std_all_wrong_total),
+              _int(r.rollout_batch_size * r.aggregates.steps) if r.rollout_batch_size else DASH]
              for n, r in plain],
         )
         out.append("")
 
-    for comparison in document["comparisons"]:
-        run, baseline = comparison["run"], comparison["baseline"]
+    for comparison in document.comparisons:
+        run, baseline = comparison.run, comparison.baseline
         out += [f"## {run} against {baseline}", ""]
-        base_median = comparison.get("baseline_rollout_time_adjusted_median_s")
-        if comparison["by_batches"]:
+        base_median = comparison.baseline_rollout_time_adjusted_median_s
+        if comparison.by_batches:
             out.append(f"Rollout time by batches of prompts needed ({baseline}: median {_num(base_median, 1, ' s')}):")
             out.append("")
             out += _table(
                 ["batches", "steps", "median (s)", f"ratio to {baseline}"],
-                [[k, str(v["steps"]), _num(v["rollout_time_adjusted_median_s"], 1), _num(v["ratio"], 2, "x")]
-                 for k, v in comparison["by_batches"].items()],
+                [[k, str(v.steps), _num(v.rollout_time_adjusted_median_s, 1), _num(v.ratio, 2, "x")]
+                 for k, v in comparison.by_batches.items()],
             )
             out.append("")
-        reward = comparison["reward"]
+        reward = comparison.reward
         out += _table(
             ["reward", "mean", "first 4 steps"],
-            [[run, _num(reward["run_mean"], 3), _num(reward.get("run_mean_first4"), 3)],
-             [baseline, _num(reward["baseline_mean"], 3), _num(reward.get("baseline_mean_first4"), 3)],
-             [f"baselines ({len([v for v in reward['baselines'].values() if v is not None])} runs)",
-              f"{_num(reward['spread_min'], 3)} to {_num(reward['spread_max'], 3)}", DASH]],
+            [[run, _num(reward.run_mean, 3), _num(reward.run_mean_first4, 3)],
+             [baseline, _num(reward.baseline_mean, 3), _num(reward.baseline_mean_first4, 3)],
+             [f"baselines ({len([v for v in reward.baselines.values() if v is not None])} runs)",
+              f"{_num(reward.spread_min, 3)} to {_num(reward.spread_max, 3)}", DASH]],
         )
         out.append("")
-        out += [f"**Verdict.** {reward['verdict']}", ""]
-        for note in comparison.get("notes", []):
+        out += [f"**Verdict.** {reward.verdict}", ""]
+        for note in comparison.notes:
             out.append(f"- {note}")
-        if comparison.get("notes"):
+        if comparison.notes:
             out.append("")
         paths = figure_paths(Path("."), run)
         for key, text in (("rollout_time", rollout_time_text), ("reward", reward_text)):
@@ -121,21 +121,21 @@ def render_report(document: Mapping[str, Any], figure_dir: Optional[Path] = None
             name = paths[key].name
             if figure_dir is None or (Path(figure_dir) / name).exists():
                 out += [f"![{title}]({name})", "", f"*{title}.* {caption}", ""]
-    if not document["comparisons"]:
+    if not document.comparisons:
         out += ["No run has a `compare` block, so there are no comparisons or figures.", ""]
 
-    noted = [(n, r["notes"]) for n, r in runs.items() if r["notes"]]
-    if noted or document.get("skipped"):
+    noted = [(n, r.notes) for n, r in runs.items() if r.notes]
+    if noted or document.skipped:
         out += ["## Notes", ""]
         for name, notes in noted:
             out += [f"- **{name}**: {note}" for note in notes]
-        for skipped in document.get("skipped", []):
-            out.append(f"- skipped `{skipped['directory']}`: {skipped['reason']}")
+        for skipped in document.skipped:
+            out.append(f"- skipped `{skipped.directory}`: {skipped.reason}")
         out.append("")
     return "\n".join(out)
 
 
-def write_report(document: Mapping[str, Any], out_dir: Path) -> Path:
+def write_report(document: SummaryDocument, out_dir: Path) -> Path:
     """Write report.md into `out_dir` (next to the JSON and the figures); returns its path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

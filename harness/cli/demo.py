@@ -1,0 +1,213 @@
+"""`harness demo` (`make demo`): the write-up's runs on the simulator at once, live, then summary, figures, report."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from typing_extensions import Annotated
+
+from harness.cli.app import DEFAULT_EXPERIMENTS_DIR, SIM_CAPTURE_DIR, ExperimentsDir, command, note, stdout, warn
+from harness.cli.runs import SimEngineOption, sim_target_from_cli
+from harness.simswap import DEMO_TIME_SCALE
+
+DEMO_HELP = """The lab's whole pipeline on the simulator, on any machine: no GPU, Docker optional.
+
+Runs plain, plain-48 (seeds 1-3), e6a-base and e2b-dapo-filter from the lab's
+experiment files on the simulated trainer, all at once, with the heat guard
+on the simulated GB10 (the `sim` sensor) so it really pauses them; then
+summarizes the captures, draws the figures, writes the report, and prints
+the headline numbers beside the write-up's. Runs that already succeeded are
+reused (--force reruns them). `make demo` sets up the venv and the sim
+image first.
+
+\b
+Examples:
+  make demo
+  harness demo --steps 3 --time-scale 0.002     (a quick look; the write-up's figures need 12 steps)
+"""
+
+
+class DemoBoard:
+    """Live progress of runs that go at once: one table on a terminal, one line per event elsewhere."""
+
+    def __init__(self, console: Any, runs: list[str], steps: dict[str, int]) -> None:
+        self.console = console
+        self.rows: dict[str, dict[str, Any]] = {
+            run: {"state": "waiting", "steps": 0, "expected": steps[run], "last": None, "heat": "-", "t0": None}
+            for run in runs}
+        self.t0 = time.monotonic()
+        self._lock = threading.Lock()
+        self.live: Any = None
+
+    # --- what the runs report ------------------------------------------------------------------
+
+    def progress(self, run: str) -> "RunProgress":
+        return RunProgress(self, run)
+
+    def update(self, run: str, line: Optional[str] = None, **changes: Any) -> None:
+        with self._lock:
+            self.rows[run].update(changes)
+        if line is not None and self.live is None:
+            self.say(line)
+
+    def say(self, line: str) -> None:
+        """A line above the table (or on its own, piped)."""
+        with self._lock:
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    # --- showing them ----------------------------------------------------------------------------
+
+    def __enter__(self) -> "DemoBoard":
+        if self.console.is_terminal:
+            from rich.live import Live
+
+            self.live = Live(console=self.console, refresh_per_second=4, get_renderable=self.render, transient=False)
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def render(self) -> Any:
+        from rich.table import Table
+        from rich.text import Text
+
+        from harness.cli.progress import describe_step
+
+        table = Table(title=f"demo: {len(self.rows)} runs on the simulator, {_elapsed(time.monotonic() - self.t0)}",
+                      title_justify="left", box=None, pad_edge=False)
+        for name, justify in (("run", "left"), ("state", "left"), ("steps", "right"), ("last step", "left"),
+                              ("heat guard", "left")):
+            table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+        with self._lock:
+            for run, row in self.rows.items():
+                last = describe_step(row["last"]) if row["last"] else "-"
+                table.add_row(Text(run), Text(row["state"]), f"{row['steps']}/{row['expected']}", Text(last),
+                              Text(row["heat"]))
+        return table
+
+
+class RunProgress:
+    """One run's progress, reported to the board (the runner's Progress protocol)."""
+
+    def __init__(self, board: DemoBoard, run: str) -> None:
+        self.board = board
+        self.run = run
+        self.filter_on: Optional[bool] = False
+
+    def started(self, spec: Any) -> None:
+        from harness.mileslog import keys
+
+        self.filter_on, _ = keys.filter_setting(None, spec.trainer_argv)
+        self.board.update(self.run, f"{self.run}: started ({spec.engine}, run id {spec.run_id})", state="running")
+
+    def step(self, record: Any, steps_complete: int) -> None:
+        from harness.cli.progress import describe_step, step_summary
+
+        summary = step_summary(record, self.filter_on)
+        row = self.board.rows[self.run]
+        label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
+        heat = "" if row["heat"] == "-" else f" | heat guard: {row['heat']}"  # piped: no line per pause
+        self.board.update(self.run, f"{self.run}: {label} ({steps_complete}/{row['expected']} complete) | "
+                                    f"{describe_step(summary)}{heat}", steps=steps_complete, last=summary)
+
+    def guard(self, reading: Any) -> None:
+        temp = "-" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
+        heat = f"{'PAUSED, ' if reading.paused else ''}{temp}, {reading.pauses} pause{'s' * (reading.pauses != 1)}"
+        self.board.update(self.run, heat=heat)
+
+    def note(self, message: str) -> None:
+        self.board.say(message)
+
+    def finished(self, status: Any) -> None:
+        self.board.update(self.run, f"{self.run}: {status.state}, {status.steps_complete}/{status.steps_expected} "
+                                    "steps complete", state=status.state, steps=status.steps_complete)
+
+
+def _elapsed(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}:{secs:02d}"
+
+
+@command("demo", help=DEMO_HELP)
+def demo(
+    time_scale: Annotated[float, typer.Option(
+        "--time-scale", help="Wall seconds per simulated second (smaller: faster, and pauses weigh more).")] = DEMO_TIME_SCALE,
+    sim_engine: SimEngineOption = "auto",
+    steps: Annotated[Optional[int], typer.Option(
+        "--steps", min=1, help="Steps per run [default: each experiment's, 12]; fewer for a quick look.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Rerun runs that already succeeded.")] = False,
+    experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR,
+    capture_dir: Annotated[Path, typer.Option(
+        "--capture-dir", help="Where the demo's captures and summary go (never a lab's capture/gpu).")] = SIM_CAPTURE_DIR,
+) -> None:
+    from harness.demo import plan_demo, run_at_once
+    from harness.experiments import ExperimentStore
+    from harness.lifecycle import RunOptions, exit_code_for, leftover_warnings, stop_on_signals
+    from harness.provenance import git_facts, harness_facts, nvml_probe
+    from harness.runner import StopControl
+
+    started = time.monotonic()
+    target = sim_target_from_cli(True, time_scale, sim_engine)
+    plans = plan_demo(ExperimentStore(experiments_dir), capture_dir, target, steps=steps)
+    for message in dict.fromkeys(m for plan in plans for m in plan.warnings):
+        warn(message)
+    for message in leftover_warnings(capture_dir, [target.engine]):
+        warn(message)
+    note(f"demo: {len(plans)} runs at once ({', '.join(plan.spec.run for plan in plans)}); captures in {capture_dir}")
+    console = stdout()
+    board = DemoBoard(console, [plan.spec.run for plan in plans], {p.spec.run: p.spec.steps_expected for p in plans})
+    stop = StopControl()
+
+    def on_decision(decision: Any) -> None:
+        if decision.action == "skip":
+            board.update(decision.run, f"{decision.run}: skipped: {decision.reason}", state="reused")
+
+    provenance = {**harness_facts(), **git_facts(Path.cwd()), "nvml": nvml_probe()}
+    with board, stop_on_signals(stop, board.say):
+        results = run_at_once(plans, mode="force" if force else "cached", options=RunOptions(),
+                              progress_for=lambda plan: board.progress(plan.spec.run), stop=stop,
+                              on_decision=on_decision, on_wait=warn, on_warning=warn, provenance=provenance)
+    ran_s = time.monotonic() - started
+    states = [result.status.state if result.status else "not run" for result in results]
+    for result, state in zip(results, states):
+        if state != "succeeded":
+            warn(f"{result.decision.run}: {state}" + (f" ({result.status.error})" if result.status else ""))
+    if stop.state is None:
+        _publish(console, capture_dir, ran_s, started)
+    code = exit_code_for(states)
+    if code:
+        raise typer.Exit(int(code))
+
+
+def _publish(console: Any, capture_dir: Path, ran_s: float, started: float) -> None:
+    """Summary, figures, report; where they are; the headline numbers beside the write-up's."""
+    from rich.text import Text
+
+    from harness.cli.tables import Column, print_table
+    from harness.demo import headline
+    from harness.summary.publish import report_from_summary, summarize_to_files
+
+    published = summarize_to_files(capture_dir)
+    report = report_from_summary(published.summary_path)
+    document = published.document
+    rows = [tuple(Text(cell) for cell in (row.figure, row.demo, row.write_up)) for row in headline(document)]
+    console.print()
+    print_table(console, [Column("figure", wrap=True), Column("demo (simulator)", wrap=True),
+                          Column("write-up (GB10)", wrap=True)], rows, title="headline numbers")
+    for comparison in document.comparisons:
+        console.print(Text(f"{comparison.run} against {comparison.baseline}: {comparison.reward.verdict}"),
+                      soft_wrap=not console.is_terminal)
+    console.print()
+    console.print(Text(f"summary JSON  {published.summary_path}"))
+    for path in published.figures:
+        console.print(Text(f"figure        {path}"))
+    console.print(Text(f"report        {report.report}"))
+    console.print(Text(f"runs {ran_s:.0f} s, summary and report {time.monotonic() - started - ran_s:.0f} s; "
+                       f"`harness status --sim` lists the captures"))

@@ -1,0 +1,208 @@
+"""`make demo`: the lab's whole pipeline on the simulator, on any machine.
+
+The write-up's six runs (plain, plain-48 over seeds 1-3, e6a-base,
+e2b-dapo-filter) from the lab's own experiment files, on the simulator
+(harness.simswap) with the heat guard on the simulated GB10 (the `sim`
+sensor), then the summary, its figures and the report, and the headline
+numbers beside the write-up's.
+
+The runs go at once: on the simulator each mostly sleeps (it needs no GPU,
+so there is no GPU lock to wait for), and the slowest run sets the time.
+Deciding is pure here (`guard_overrides`, `headline`); `run_at_once` acts
+through the same `run_planned` a `harness run` uses.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+from harness.experiments import ExperimentStore, GuardConfig
+from harness.lifecycle import Planned, RunOptions, SweepResult, plan_runs, run_planned
+from harness.runner import Progress, StopControl
+from harness.simswap import SimTarget
+from harness.sweep import Decision, Mode
+
+if TYPE_CHECKING:
+    from harness.summary.document import Comparison, SummaryDocument
+
+FILTER_RUN = "e2b-dapo-filter"
+BASELINE_RUN = "plain"
+# (experiment, seeds): the filter run, its baseline, and the five baselines whose spread frames the reward.
+DEMO_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (
+    (FILTER_RUN, (1,)),
+    (BASELINE_RUN, (1,)),
+    ("plain-48", (1, 2, 3)),
+    ("e6a-base", (1,)),
+)
+# The guard's poll in wall seconds, at least: the sensor is a formula, but each poll takes the harness's time.
+MIN_POLL_S = 0.05
+
+
+def guard_overrides(guard: GuardConfig, time_scale: float) -> list[str]:
+    """`--set`s that put an experiment's own guard on the simulated GB10: the `sim` sensor, every time in it
+    on the simulator's clock (trainer seconds x time scale), so pauses fall as they would on a GB10."""
+
+    def wall(seconds: float, floor: float = 0.0) -> str:
+        return f"{max(seconds * time_scale, floor):.9f}"  # fixed point: YAML reads 1e-05 as a string
+
+    return [
+        "guard.sensor=sim",
+        f"guard.poll_s={wall(guard.poll_s, MIN_POLL_S)}",
+        f"guard.min_pause_s={wall(guard.min_pause_s)}",
+        f"guard.max_pause_s={wall(guard.max_pause_s)}",
+        f"guard.record_every_s={wall(guard.record_every_s)}",
+        f"guard.sim.heat_tau_s={wall(guard.sim.heat_tau_s)}",
+        f"guard.sim.cool_tau_s={wall(guard.sim.cool_tau_s)}",
+    ]
+
+
+def plan_demo(store: ExperimentStore, capture_root: Path, target: SimTarget, *, steps: Optional[int] = None,
+              environ: Optional[dict[str, str]] = None) -> list[Planned]:
+    """The demo's runs on the simulator, each experiment's guard on simulated heat (`steps`: fewer, for a quick look)."""
+    plans: list[Planned] = []
+    for name, seeds in DEMO_RUNS:
+        overrides = guard_overrides(store.load(name).experiment.guard, target.time_scale)
+        if steps is not None:
+            overrides.append(f"steps={steps}")
+        plans += plan_runs(store, name, seeds, overrides, capture_root, dict(os.environ if environ is None else environ),
+                           sim=target)
+    return plans
+
+
+def run_at_once(
+    plans: Sequence[Planned],
+    *,
+    mode: Mode,
+    options: RunOptions,
+    progress_for: Callable[[Planned], Progress],
+    stop: StopControl,
+    on_decision: Callable[[Decision], None],
+    on_wait: Callable[[str], None],
+    on_warning: Callable[[str], None],
+    provenance: dict[str, Any],
+) -> list[SweepResult]:
+    """Every plan at once, each as `harness run` runs it; the results in the plans' order.
+
+    Call from the main thread: it waits in short joins, so Ctrl-C reaches the
+    signal handler (which asks `stop` to stop every run).
+    """
+    def one(plan: Planned) -> SweepResult:
+        return run_planned(plan, options=options, progress=progress_for(plan), stop=stop, on_wait=on_wait,
+                           mode=mode, on_decision=on_decision, on_warning=on_warning, provenance=provenance)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(plans)), thread_name_prefix="demo-run") as pool:
+        futures = [pool.submit(one, plan) for plan in plans]
+        while not all(future.done() for future in futures):
+            time.sleep(0.2)
+        return [future.result() for future in futures]
+
+
+# --- the headline numbers beside the write-up's ------------------------------------------------
+
+# The lab write-up's figures (DAPO-filter section: 12 steps, seed 1, on a GB10).
+WRITE_UP = {
+    "plain_zero_std": "about half, mostly all right",
+    "plain_median": "58.0 s",
+    "dropped": "16-48, median 36",
+    "dropped_right": "most",
+    "one_batch": "3 of 12: 88.7 s, 1.5x",
+    "two_batch": "9 of 12: 164.4 s, 2.8x",
+    "reward": "0.686 vs 0.657",
+    "baselines": "0.638-0.660",
+    "first4": "0.672 vs 0.625",
+    "pauses": "every rollout overlapped one",
+    "step_sums": "113 vs 60 min",
+}
+
+
+@dataclass(frozen=True)
+class HeadlineRow:
+    """One figure: what it is, the demo's value, the write-up's."""
+
+    figure: str
+    demo: str
+    write_up: str
+
+
+def _num(value: Any, fmt: str, suffix: str = "") -> str:
+    return "-" if not isinstance(value, (int, float)) else f"{value:{fmt}}{suffix}"
+
+
+def _batches(comparison: Optional["Comparison"], key: str, steps: Optional[int]) -> str:
+    group = comparison.by_batches.get(key) if comparison is not None else None
+    if group is None:
+        return f"0 of {_num(steps, 'd')}"
+    return (f"{group.steps} of {_num(steps, 'd')}: {_num(group.rollout_time_adjusted_median_s, '.1f', ' s')}, "
+            f"{_num(group.ratio, '.2f', 'x')}")
+
+
+def _share(part: Any, whole: Any) -> str:
+    if not isinstance(part, (int, float)) or not isinstance(whole, (int, float)) or not whole:
+        return "-"
+    return f"{100 * part / whole:.0f}%"
+
+
+def headline(document: "SummaryDocument") -> list[HeadlineRow]:
+    """The write-up's headline figures, read from a summary document (pure; "-" where a run is missing)."""
+    plain_run = document.runs.get(BASELINE_RUN)
+    filtered_run = document.runs.get(FILTER_RUN)
+    plain = plain_run.aggregates if plain_run is not None else None
+    filtered = filtered_run.aggregates if filtered_run is not None else None
+    comparison = next((c for c in document.comparisons if c.run == FILTER_RUN), None)
+    reward = comparison.reward if comparison is not None else None
+    batch = plain_run.rollout_batch_size if plain_run is not None else None
+
+    zero_std = "-"
+    if plain is not None and plain.zero_std_all_right_total is not None and plain.zero_std_all_wrong_total is not None \
+            and plain.steps and batch:
+        right, wrong = plain.zero_std_all_right_total, plain.zero_std_all_wrong_total
+        zero_std = (f"{_share(right + wrong, plain.steps * batch)} of groups "
+                    f"({right / plain.steps:.1f} all right, {wrong / plain.steps:.1f} all wrong per step)")
+    dropped_right = filtered.dropped_all_right_total if filtered is not None else None
+    dropped_wrong = filtered.dropped_all_wrong_total if filtered is not None else None
+    dropped_total = dropped_right + dropped_wrong if dropped_right is not None and dropped_wrong is not None else None
+    steps = filtered.steps if filtered is not None else None
+    overlapped = filtered.steps - filtered.clean_steps if filtered is not None else None
+    sums = "-"
+    if filtered is not None and plain is not None and filtered.step_time_sum_s is not None \
+            and plain.step_time_sum_s is not None:
+        sums = f"{filtered.step_time_sum_s / 60:.0f} vs {plain.step_time_sum_s / 60:.0f} min"
+
+    def plain_value(name: str) -> Any:
+        return getattr(plain, name) if plain is not None else None
+
+    def filtered_value(name: str) -> Any:
+        return getattr(filtered, name) if filtered is not None else None
+
+    def reward_value(name: str) -> Any:
+        return getattr(reward, name) if reward is not None else None
+
+    return [
+        HeadlineRow("plain: zero-variance groups", zero_std, WRITE_UP["plain_zero_std"]),
+        HeadlineRow("plain: median rollout, pauses out", _num(plain_value("rollout_time_adjusted_median_s"), ".1f", " s"),
+                    WRITE_UP["plain_median"]),
+        HeadlineRow("filter: dropped groups per step",
+                    f"{_num(filtered_value('dropped_groups_min'), 'd')}-{_num(filtered_value('dropped_groups_max'), 'd')}, "
+                    f"median {_num(filtered_value('dropped_groups_median'), 'g')}", WRITE_UP["dropped"]),
+        HeadlineRow("filter: dropped groups all right", _share(dropped_right, dropped_total), WRITE_UP["dropped_right"]),
+        HeadlineRow("filter: one-batch steps, x plain", _batches(comparison, "1", steps), WRITE_UP["one_batch"]),
+        HeadlineRow("filter: two-batch steps, x plain", _batches(comparison, "2", steps), WRITE_UP["two_batch"]),
+        HeadlineRow("reward: filter (unfiltered) vs plain",
+                    f"{_num(reward_value('run_mean'), '.3f')} vs {_num(reward_value('baseline_mean'), '.3f')}",
+                    WRITE_UP["reward"]),
+        HeadlineRow("reward: the baselines' spread",
+                    f"{_num(reward_value('spread_min'), '.3f')}-{_num(reward_value('spread_max'), '.3f')}",
+                    WRITE_UP["baselines"]),
+        HeadlineRow("reward: first four steps",
+                    f"{_num(reward_value('run_mean_first4'), '.3f')} vs {_num(reward_value('baseline_mean_first4'), '.3f')}",
+                    WRITE_UP["first4"]),
+        HeadlineRow("filter: heat pauses",
+                    f"{_num(overlapped, 'd')} of {_num(steps, 'd')} rollouts overlapped one; "
+                    f"{_num(filtered_value('pause_total_s'), '.0f', ' s')} paused", WRITE_UP["pauses"]),
+        HeadlineRow("sum of step times, filter vs plain", sums, WRITE_UP["step_sums"]),
+    ]

@@ -1,0 +1,111 @@
+"""Runs on the simulator: the same experiment, with the simulated trainer where Miles would run.
+
+`run --sim` and `sweep --sim` load, validate and plan an experiment exactly
+as a real run does, then swap what only a GB10 has:
+
+- the trainer: the sim image (Dockerfile.sim, the lab entry's protocol with
+  the simulator in place of Ray and Miles), or, where no Docker engine
+  answers or the image is not built, the same entry as a supervised process
+  (`python3 -m harness.sim.entry`, reading the same MILES_ARGS and
+  MILES_EXTRA_ARGS);
+- no GPU request (so no GPU lock either), no bind mounts (the simulator reads
+  no model and no data set) and no raised ulimits (it pins no memory);
+- HARNESS_SIM_TIME_SCALE in the environment, and the same time scale in the
+  manifest, so the summary converts pause windows to the trainer's seconds.
+
+Everything else (flags, seeds, run names, guard, compare, limits, the
+capture format, the summary) is the experiment's own. `simulated` is pure;
+`choose_target` asks the Docker engine one question.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Optional
+
+from harness.errors import HarnessError
+
+if TYPE_CHECKING:  # imported where used: the CLI reads this module's constants at startup
+    from harness.engines.dockerapi import DockerApi
+    from harness.experiments import Experiment
+
+SIM_IMAGE = "miles-gb10-lab/sim:latest"
+SIM_ENTRY_MODULE = "harness.sim.entry"
+# Wall seconds per simulated second: a 12-step filter run (about 38 simulated minutes) in about 25 s.
+DEFAULT_TIME_SCALE = 0.01
+# The demo's (harness.demo), with the heat guard pausing every run: each pause window spans the freeze by
+# the time `docker pause` and `docker unpause` take (about 20 ms each), which reads as about a second of
+# the trainer's time per pause at 0.02, so pause-free rollout times read a few percent short on Docker
+# (less as a process); at 0.01, twice that. At 0.02 the slowest run (the filter's) takes about 75 s.
+DEMO_TIME_SCALE = 0.02
+
+SimEngine = Literal["docker", "process"]
+SIM_ENGINE_CHOICES = ("auto", "docker", "process")
+
+
+@dataclass(frozen=True)
+class SimTarget:
+    """Where simulated runs go: which engine (and why), at which time scale."""
+
+    engine: SimEngine
+    time_scale: float
+    python: str  # the interpreter the process engine runs the simulator's entry with
+    reason: str
+    image: str = SIM_IMAGE
+
+    @property
+    def command(self) -> list[str]:
+        """The process engine's command: the sim image's entry, run by this harness's Python."""
+        return [self.python, "-m", SIM_ENTRY_MODULE]
+
+    def describe(self) -> str:
+        """One line: what runs the simulator, why, and at which time scale."""
+        where = (f"the sim image {self.image} on Docker" if self.engine == "docker"
+                 else f"the process engine ({' '.join(self.command)})")
+        return f"simulator: {where}, time scale {self.time_scale:g} ({self.reason}); no GPU, no GPU lock, no data mount"
+
+
+def check_time_scale(time_scale: float) -> float:
+    """A run's time scale: finite and above 0 (pause windows are wall time, converted with it)."""
+    if not (math.isfinite(time_scale) and time_scale > 0):
+        raise HarnessError(f"--time-scale {time_scale:g}: a simulated run needs a time scale above 0 (wall seconds "
+                           "per simulated second; its pauses are converted with it); `harness sim --time-scale 0` "
+                           "prints a log as fast as it can")
+    return time_scale
+
+
+def choose_target(requested: str, time_scale: float, python: str, api: Optional["DockerApi"] = None) -> SimTarget:
+    """The engine for simulated runs: `docker`, `process`, or `auto` (Docker where the sim image is there)."""
+    from harness.engines.dockerapi import DockerApi, DockerApiError
+
+    check_time_scale(time_scale)
+    if requested == "docker" or requested == "process":
+        return SimTarget(requested, time_scale, python, f"--sim-engine {requested}")
+    if requested != "auto":
+        raise HarnessError(f"--sim-engine {requested!r}: choose one of {', '.join(SIM_ENGINE_CHOICES)}")
+    api = api or DockerApi()
+    try:
+        if api.image_exists(SIM_IMAGE):
+            return SimTarget("docker", time_scale, python, f"the Docker engine at {api.host}")
+        reason = f"{SIM_IMAGE} is not on the Docker engine at {api.host}; `make sim-image` builds it"
+    except DockerApiError as err:
+        reason = str(err)
+    return SimTarget("process", time_scale, python, reason)
+
+
+def simulated(experiment: "Experiment", target: SimTarget) -> "Experiment":
+    """`experiment` with the simulator as its trainer (pure; validated again, so the result is a real Experiment)."""
+    from harness.experiments import Experiment
+    from harness.sim.config import TIME_SCALE_ENV
+
+    data = experiment.to_dict()
+    container = data["container"]
+    container.update(gpus="none", volumes=[], ulimits={},
+                     env={**container["env"], TIME_SCALE_ENV: repr(float(target.time_scale))})
+    data["image"] = target.image
+    if target.engine == "docker":
+        data.update(engine="docker", command=None)
+    else:
+        data.update(engine="process", command=target.command)
+    return Experiment.model_validate(data)

@@ -1,0 +1,304 @@
+"""The summary document, typed: what `miles-gb10-lab/1` holds (harness/schema/miles-gb10-lab-1.schema.json).
+
+The summarizer builds these types; figures, report, export and the CLI read
+them; `serialize` writes and reads them as JSON. Field order is the JSON's
+key order. Fields with a default are the schema's extras: a summary written
+before them still loads.
+
+A run's step rows are a `StepTable`: one list per row key (the rows of a long
+run are 100,000 small records, and columns are what the figures, the
+aggregates and the export take). Its numbers are finite by construction (the
+summarizer nulls the rest, with a note; JSON read back cannot hold NaN).
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Mapping, Optional, Sequence
+
+from harness.capture.reader import Skipped
+
+ROW_KEYS = (
+    "step",
+    "complete",
+    "rollout_time_s",
+    "pause_overlap_s",
+    "rollout_time_adjusted_s",
+    "clean",
+    "dropped_groups",
+    "dropped_all_right",
+    "dropped_all_wrong",
+    "batches",
+    "zero_std_all_right",
+    "zero_std_all_wrong",
+    "reward",
+    "raw_reward",
+    "raw_reward_unfiltered",
+    "truncated_ratio",
+    "step_time_s",
+    # beyond the contract: what the split leaves over
+    "dropped_other",
+    "zero_std_other",
+)
+_EXTRA_ROW_KEYS = ("dropped_other", "zero_std_other")
+FLOAT_ROW_KEYS = ("rollout_time_s", "pause_overlap_s", "rollout_time_adjusted_s", "reward", "raw_reward",
+                  "raw_reward_unfiltered", "truncated_ratio", "step_time_s")
+
+
+@dataclass
+class StepTable:
+    """A run's step rows as columns, sorted by step (docs/summary.md, "The rules")."""
+
+    step: list[int] = field(default_factory=list)
+    complete: list[bool] = field(default_factory=list)
+    rollout_time_s: list[Optional[float]] = field(default_factory=list)
+    pause_overlap_s: list[Optional[float]] = field(default_factory=list)
+    rollout_time_adjusted_s: list[Optional[float]] = field(default_factory=list)
+    clean: list[Optional[bool]] = field(default_factory=list)
+    dropped_groups: list[Optional[int]] = field(default_factory=list)
+    dropped_all_right: list[Optional[int]] = field(default_factory=list)
+    dropped_all_wrong: list[Optional[int]] = field(default_factory=list)
+    batches: list[Optional[int]] = field(default_factory=list)
+    zero_std_all_right: list[Optional[int]] = field(default_factory=list)
+    zero_std_all_wrong: list[Optional[int]] = field(default_factory=list)
+    reward: list[Optional[float]] = field(default_factory=list)
+    raw_reward: list[Optional[float]] = field(default_factory=list)
+    raw_reward_unfiltered: list[Optional[float]] = field(default_factory=list)
+    truncated_ratio: list[Optional[float]] = field(default_factory=list)
+    step_time_s: list[Optional[float]] = field(default_factory=list)
+    dropped_other: list[Optional[int]] = field(default_factory=list)
+    zero_std_other: list[Optional[int]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def columns(self) -> tuple[list, ...]:
+        """The columns in ROW_KEYS order."""
+        return tuple(getattr(self, key) for key in ROW_KEYS)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows as the JSON writes them: one dict per step, keys in ROW_KEYS order."""
+        return [dict(zip(ROW_KEYS, values)) for values in zip(*self.columns())]
+
+    def pick(self, column: Sequence[Any], *, complete: bool = True) -> tuple[list[int], list[Any]]:
+        """(steps, values) of one column, over the complete (or the incomplete) steps that have a value."""
+        pairs = [(step, value) for step, done, value in zip(self.step, self.complete, column)
+                 if done is complete and value is not None]
+        return [step for step, _ in pairs], [value for _, value in pairs]
+
+    def complete_positions(self) -> list[int]:
+        """Positions of the complete steps, in row order."""
+        return [i for i, done in enumerate(self.complete) if done]
+
+    @classmethod
+    def from_rows(cls, rows: Any, where: str) -> "StepTable":
+        """Columns from the JSON's rows; ValueError naming the row and the key when one does not fit."""
+        if not isinstance(rows, list):
+            raise ValueError(f"{where} is not a list of rows")
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise ValueError(f"{where}[{i}] is not an object")
+        columns = []
+        for key in ROW_KEYS:
+            try:
+                column = [row[key] for row in rows] if key not in _EXTRA_ROW_KEYS else [row.get(key) for row in rows]
+            except KeyError:
+                i = next(i for i, row in enumerate(rows) if key not in row)
+                raise ValueError(f"{where}[{i}] has no {key!r}") from None
+            allowed = _COLUMN_TYPES[key]
+            if not set(map(type, column)) <= allowed:
+                i = next(i for i, value in enumerate(column) if type(value) not in allowed)
+                raise ValueError(f"{where}[{i}].{key} is {column[i]!r}: not {_COLUMN_KINDS[key]}")
+            columns.append(column)
+        return cls(*columns)
+
+
+_COLUMN_TYPES: dict[str, set[type]] = {}
+_COLUMN_KINDS: dict[str, str] = {}
+for _key in ROW_KEYS:
+    if _key == "step":
+        _COLUMN_TYPES[_key], _COLUMN_KINDS[_key] = {int}, "an integer"
+    elif _key == "complete":
+        _COLUMN_TYPES[_key], _COLUMN_KINDS[_key] = {bool}, "true or false"
+    elif _key == "clean":
+        _COLUMN_TYPES[_key], _COLUMN_KINDS[_key] = {bool, type(None)}, "true, false or null"
+    elif _key in FLOAT_ROW_KEYS:
+        _COLUMN_TYPES[_key], _COLUMN_KINDS[_key] = {float, int, type(None)}, "a number or null"
+    else:
+        _COLUMN_TYPES[_key], _COLUMN_KINDS[_key] = {int, type(None)}, "an integer or null"
+
+
+@dataclass
+class Aggregates:
+    """A run's numbers over its complete steps."""
+
+    steps: int
+    clean_steps: int
+    rollout_time_adjusted_median_s: Optional[float]
+    rollout_time_clean_median_s: Optional[float]
+    dropped_groups_min: Optional[int]
+    dropped_groups_median: Optional[float]
+    dropped_groups_max: Optional[int]
+    reward_mean: Optional[float]
+    reward_mean_first4: Optional[float]
+    step_time_sum_s: Optional[float]
+    pause_total_s: float
+    incomplete_steps: int = 0
+    dropped_all_right_total: Optional[int] = None
+    dropped_all_wrong_total: Optional[int] = None
+    zero_std_all_right_total: Optional[int] = None
+    zero_std_all_wrong_total: Optional[int] = None
+
+
+@dataclass
+class RunSummary:
+    """`runs.<run>`: the run's facts, its step rows, aggregates and notes."""
+
+    experiment: Optional[str]
+    seed: Optional[int]
+    state: str
+    filter: bool
+    rollout_batch_size: Optional[int]
+    over_sampling_batch_size: Optional[int]
+    n_samples_per_prompt: Optional[int]
+    steps: StepTable
+    aggregates: Aggregates
+    notes: list[str]
+    time_scale: float = 1
+    steps_expected: Optional[int] = None
+    reward_key: Optional[str] = None
+    config_sources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class BatchGroup:
+    """The complete steps of a filter run that needed the same number of prompt batches."""
+
+    steps: int
+    rollout_time_adjusted_median_s: Optional[float]
+    ratio: Optional[float]
+
+
+@dataclass
+class RewardComparison:
+    """A run's reward against its baseline and the spread of its baselines, with the verdict."""
+
+    run_mean: Optional[float]
+    baseline_mean: Optional[float]
+    baselines: dict[str, Optional[float]]
+    spread_min: Optional[float]
+    spread_max: Optional[float]
+    above_all_baselines: Optional[bool]
+    steps_higher: int
+    steps_compared: int
+    verdict: str
+    run_mean_first4: Optional[float] = None
+    baseline_mean_first4: Optional[float] = None
+    baselines_missing: list[str] = field(default_factory=list)
+    seeds_captured: int = 1
+
+
+@dataclass
+class Comparison:
+    """`comparisons[]`: one run against its `compare` block."""
+
+    run: str
+    baseline: str
+    by_batches: dict[str, BatchGroup]
+    reward: RewardComparison
+    baseline_rollout_time_adjusted_median_s: Optional[float] = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SummaryDocument:
+    """The whole `miles-gb10-lab/1` document."""
+
+    schema: str
+    generated_at: str
+    harness_version: str
+    runs: dict[str, RunSummary]
+    comparisons: list[Comparison]
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document as the JSON holds it (plain dicts and lists)."""
+        return to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "SummaryDocument":
+        """The typed document from parsed JSON; ValueError naming the first key that does not fit."""
+        return _from_plain(cls, data, "the document")
+
+
+# --------------------------------------------------------------------------- plain <-> typed
+
+
+def to_plain(value: Any) -> Any:
+    if isinstance(value, StepTable):
+        return value.rows()
+    if isinstance(value, Skipped):
+        return value.to_dict()
+    if hasattr(value, "__dataclass_fields__"):
+        return {f.name: to_plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, dict):
+        return {key: to_plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [to_plain(item) for item in value]
+    return value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _from_plain(kind: Any, value: Any, where: str) -> Any:
+    """`value` checked against the annotation `kind` (and built, for dataclasses)."""
+    if kind is StepTable:
+        return StepTable.from_rows(value, where)
+    if kind is Skipped:
+        if not isinstance(value, Mapping) or not all(isinstance(value.get(k), str) for k in ("directory", "reason")):
+            raise ValueError(f"{where} is not an object with a directory and a reason")
+        return Skipped(value["directory"], value["reason"])
+    if isinstance(kind, type) and hasattr(kind, "__dataclass_fields__"):
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{where} is not an object")
+        hints = _hints(kind)
+        values = {}
+        for spec in fields(kind):
+            if spec.name in value:
+                values[spec.name] = _from_plain(hints[spec.name], value[spec.name], f"{where}.{spec.name}")
+            elif spec.default is MISSING and spec.default_factory is MISSING:  # a contract key
+                raise ValueError(f"{where} has no {spec.name!r}")
+        return kind(**values)
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is typing.Union:  # Optional[X]
+        if value is None:
+            return None
+        return _from_plain(next(a for a in args if a is not type(None)), value, where)
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{where} is not an object")
+        return {key: _from_plain(args[1], item, f"{where}.{key}") for key, item in value.items()}
+    if origin is list:
+        if not isinstance(value, list):
+            raise ValueError(f"{where} is not a list")
+        return [_from_plain(args[0], item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, kind)
+    if not ok:
+        raise ValueError(f"{where} is {value!r}: not {_KIND_WORDS.get(kind, kind.__name__)}")
+    return value
+
+
+_KIND_WORDS = {float: "a number", int: "an integer", bool: "true or false", str: "a string"}

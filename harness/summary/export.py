@@ -1,0 +1,91 @@
+"""Every run's step rows as one tidy table: `run`, `experiment`, `seed`, `step`, then the row's columns.
+
+One row per step of every run, the columns of the summary's step rows
+(docs/summary.md) with their JSON names; null stays null (an empty cell in
+CSV). Parquet keeps the types (integers that may be null are nullable
+int64, `clean` a nullable boolean) and needs pyarrow (`make setup` installs
+it, as the `export` extra); CSV needs nothing more. Both are written whole or
+not at all.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.summary.document import FLOAT_ROW_KEYS, ROW_KEYS, SummaryDocument
+
+FORMATS = ("parquet", "csv")
+RUN_COLUMNS = ("run", "experiment", "seed")
+COLUMNS = RUN_COLUMNS + ROW_KEYS
+FLOAT_COLUMNS = frozenset(FLOAT_ROW_KEYS)
+BOOL_COLUMNS = frozenset({"complete", "clean"})
+TEXT_COLUMNS = frozenset({"run", "experiment"})
+PYARROW_HINT = ("parquet needs pyarrow: `make setup` installs it (or pip install 'miles-gb10-lab[export]'); "
+                "--format csv needs nothing more")
+
+
+def default_export_path(summary_dir: Path, fmt: str) -> Path:
+    """`<summary dir>/steps.<format>`."""
+    return Path(summary_dir) / f"steps.{fmt}"
+
+
+def tidy_columns(document: SummaryDocument) -> dict[str, list[Any]]:
+    """The table as columns: every run's rows one after the other, runs in the document's order."""
+    out: dict[str, list[Any]] = {name: [] for name in COLUMNS}
+    for name, run in document.runs.items():
+        count = len(run.steps)
+        out["run"] += [name] * count
+        out["experiment"] += [run.experiment] * count
+        out["seed"] += [run.seed] * count
+        for key, column in zip(ROW_KEYS, run.steps.columns()):
+            out[key] += column
+    return out
+
+
+def export_steps(document: SummaryDocument, path: Path, fmt: str) -> Path:
+    """Write the table as `fmt` (parquet or csv) to `path`; returns the path."""
+    from harness.capture.files import write_bytes_atomic
+
+    if fmt not in FORMATS:
+        raise HarnessError(f"unknown export format {fmt!r}: one of {', '.join(FORMATS)}")
+    columns = tidy_columns(document)
+    data = _parquet(columns) if fmt == "parquet" else _csv(columns)
+    path = Path(path)
+    write_bytes_atomic(path, data)
+    return path
+
+
+def _parquet(columns: dict[str, list[Any]]) -> bytes:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise HarnessError(PYARROW_HINT) from None
+
+    def kind(name: str) -> Any:
+        if name in TEXT_COLUMNS:
+            return pa.string()
+        if name in BOOL_COLUMNS:
+            return pa.bool_()
+        if name in FLOAT_COLUMNS:
+            return pa.float64()
+        return pa.int64()
+
+    schema = pa.schema([pa.field(name, kind(name), nullable=name not in ("run", "step", "complete"))
+                        for name in COLUMNS])
+    table = pa.Table.from_pydict(columns, schema=schema)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def _csv(columns: dict[str, list[Any]]) -> bytes:
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    writer.writerows(("" if value is None else value for value in row) for row in zip(*columns.values()))
+    return text.getvalue().encode("utf-8")

@@ -1,0 +1,359 @@
+"""Step rows: one run's frame -> its `StepTable` (docs/summary.md, "The rules" and "Sanity rules").
+
+Computed a column at a time, Miles's keys read by `harness.mileslog.keys`:
+
+- The rollout of step N occupies [t_rollout_end - rollout_time x time_scale,
+  t_rollout_end] (wall clock, microseconds relative to the run's first time,
+  so float64 holds them to well under a microsecond). Its pause overlap is the
+  length of the merged windows inside it, divided by time_scale; adjusted =
+  rollout - overlap; clean = no overlap. Unknown (null) where the rollout time
+  or t_rollout_end is missing, where t_rollout_end lies outside the run's
+  span, or where the rollout would start before the run did.
+- Dropped groups and batches (filter runs), zero-variance counts, the reward
+  and the step time, by the Miles rules.
+- An integer beyond 2^53 in a key the summary reads is flagged and read as
+  missing; a negative rollout or step time is flagged and left out; a
+  computed value that is not finite is null. Each is one note naming
+  metrics.jsonl, the key, the values and the steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from harness.mileslog import keys
+from harness.mileslog.derive import derive_step_values
+from harness.capture.columns import MetricsColumns
+from harness.summary.document import StepTable
+from harness.summary.frames import RunFrame
+from harness.summary.run_config import RunConfig
+from harness.summary.notes import RunNotes, StepNotes
+from harness.summary.sanity import MAX_EXACT_INT, SPAN_SLACK_US
+from harness.times import US_PER_S, format_time_us
+
+METRICS = "metrics.jsonl"
+_ABSENT = object()
+_INF = math.inf
+_VALUE_KEYS = (keys.ROLLOUT_TIME, keys.RAW_REWARD, keys.RAW_REWARD_UNFILTERED, keys.TRUNCATED_RATIO,
+               *keys.STEP_TIME_KEYS)
+
+# The order of the checks within one step (see StepNotes): phase 0 reads the rollout
+# times, phase 1 the rest of the step; notes come out as if the steps were read one by one.
+_FLAGGED, _ROLLOUT, _ROLLOUT_END, _NON_FINITE = 0, 1, 2, 3
+_GROUPS, _DROPS, _REWARD, _STEP_TIME, _INCOMPLETE = 0, 1, 2, 3, 4
+
+
+@dataclass
+class Rows:
+    """A run's step rows and what the rest of its summary needs from them."""
+
+    table: StepTable
+    reward_key: Optional[str]  # the Miles key of the reward; None when no step has one
+    pause_total_s: float
+
+
+class _Found:
+    """The problems of one run's steps, by row position (the step ids are looked up here)."""
+
+    def __init__(self, steps: Sequence[int]) -> None:
+        self.steps = steps
+        self.notes = StepNotes()
+
+    def add(self, problem: str, positions: Sequence[int], values: Sequence[Any] = (), **order: Any) -> None:
+        self.notes.add(problem, positions, [self.steps[i] for i in positions], values, **order)
+
+
+def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
+    """The step rows of one run; `notes` gets one sentence per problem found."""
+    columns = frame.steps
+    complete = columns.complete
+    config = frame.config
+    found = _Found(columns.step)
+    values, group_keys, groups, flagged = _read_columns(columns, found)
+
+    rollout = _rollout_times(values[keys.ROLLOUT_TIME], complete, flagged, found)
+    overlaps = _pause_overlaps(frame, rollout, found)
+
+    rollout_side = [keys.rollout_side_logged(m) for m in columns.metrics]
+    counts = _group_counts(config, group_keys, groups, rollout_side, flagged, found)
+
+    raw_reward = finite_column(values[keys.RAW_REWARD])
+    raw_unfiltered = finite_column(values[keys.RAW_REWARD_UNFILTERED])
+    reward_key = keys.reward_key(config.filter)
+    reward = list(raw_unfiltered if reward_key == keys.RAW_REWARD_UNFILTERED else raw_reward)
+    any_reward = any(value is not None for value in reward)
+    no_reward = reward_key + " missing in {steps}: no reward there"
+    reward_flagged = flagged.get(reward_key, set())
+    found.add(no_reward, [i for i, (value, side, done) in enumerate(zip(reward, rollout_side, complete))
+                          if value is None and (side or done) and i not in reward_flagged], phase=1, rank=_REWARD)
+
+    step_time = _step_times(columns.metrics, complete, flagged, found)
+    found.add("{steps} incomplete (the run ended before the step did): shown, left out of medians and means",
+              [i for i, done in enumerate(complete) if not done], phase=1, rank=_INCOMPLETE)
+
+    if config.filter and not any_reward and len(columns):
+        notes.append(
+            f"filter run without {keys.RAW_REWARD_UNFILTERED}: the Miles in the image is too old to log it, so reward "
+            f"is null ({keys.RAW_REWARD} counts only the kept groups and is not comparable)"
+        )
+        found.notes.discard(no_reward)  # said once for the whole run
+    if config.filter and (config.rollout_batch_size is None or not config.over_sampling_batch_size):
+        notes.append("B or O unknown: batches not computed")
+    found.notes.emit(notes)
+    complete_count = sum(complete)
+    if not len(columns):
+        notes.append("no step records (metrics.jsonl missing or empty)")
+    elif frame.steps_expected is not None and complete_count < frame.steps_expected:
+        notes.append(f"{complete_count} complete step{'' if complete_count == 1 else 's'} of "
+                     f"{frame.steps_expected} expected")
+
+    table = StepTable(
+        step=list(columns.step),
+        complete=list(complete),
+        rollout_time_s=rollout,
+        pause_overlap_s=overlaps.overlap,
+        rollout_time_adjusted_s=overlaps.adjusted,
+        clean=overlaps.clean,
+        reward=reward,
+        raw_reward=raw_reward,
+        raw_reward_unfiltered=raw_unfiltered,
+        truncated_ratio=finite_column(values[keys.TRUNCATED_RATIO]),
+        step_time_s=step_time,
+        **counts,
+    )
+    return Rows(table, reward_key if any_reward else None, overlaps.pause_total_s)
+
+
+def _read_columns(columns: MetricsColumns, found: _Found,
+                  ) -> tuple[dict[str, list[Any]], list[str], list[list[Any]], dict[str, set[int]]]:
+    """(the value keys' columns, the group keys, their columns, the positions flagged per key).
+
+    Absent values are None in the value columns, `_ABSENT` in the group
+    columns (for the drop keys absence means 0). An integer beyond 2^53 is
+    flagged (one note per key) and read as missing (None).
+    """
+    group_keys = sorted(key for key in columns.keys() if key.startswith(keys.GROUP_KEY_PREFIXES))
+    values = dict(zip(_VALUE_KEYS, columns.columns(_VALUE_KEYS)))
+    groups = columns.columns(group_keys, _ABSENT)
+    flagged: dict[str, set[int]] = {}
+    for key, column in [*values.items(), *zip(group_keys, groups)]:
+        bad = _out_of_range(column)
+        if bad:
+            found.add(f"{METRICS}: {key} is an integer beyond 2^53 ({{values}}) in {{steps}}: read as missing",
+                      bad, [column[i] for i in bad], rank=(_FLAGGED, key), flag=True)
+            flagged[key] = set(bad)
+            for i in bad:
+                column[i] = None
+    return values, group_keys, groups, flagged
+
+
+def _rollout_times(raw: list[Any], complete: Sequence[bool], flagged: dict[str, set[int]],
+                   found: _Found) -> list[Optional[float]]:
+    """The rollout times in seconds: finite and not negative, else None (with a note)."""
+    rollout = finite_column(raw)
+    rollout_flagged = flagged.get(keys.ROLLOUT_TIME, set())
+    not_number = [i for i, (v, s) in enumerate(zip(raw, rollout)) if s is None and v is not None]
+    negative = [i for i, s in enumerate(rollout) if s is not None and s < 0]
+    missing = [i for i, (v, done) in enumerate(zip(raw, complete)) if v is None and done and i not in rollout_flagged]
+    for i in negative:
+        rollout[i] = None
+    for problem, positions in (
+            (f"{keys.ROLLOUT_TIME} is not a finite number in {{steps}}: no rollout time there", not_number),
+            (f"{keys.ROLLOUT_TIME} is negative ({{values}}) in {{steps}}: no rollout time there", negative),
+            (f"{keys.ROLLOUT_TIME} missing in complete {{steps}}: no rollout time there", missing)):
+        found.add(problem, positions, [raw[i] for i in positions], rank=_ROLLOUT, flag=positions is negative)
+    return rollout
+
+
+@dataclass
+class _Overlaps:
+    overlap: list[Optional[float]]
+    adjusted: list[Optional[float]]
+    clean: list[Optional[bool]]
+    pause_total_s: float
+
+
+def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Found) -> _Overlaps:
+    """Each rollout's pause overlap, adjusted time and clean flag (None where unknown), and the pause total."""
+    import numpy as np
+
+    from harness.summary.windows import merge_windows, overlap_lengths, union_length
+
+    span, time_scale = frame.span, frame.time_scale
+    ends = frame.steps.t_rollout_end_us
+    starts, stops = merge_windows(frame.windows)
+    origin = frame.first_time_us if frame.first_time_us is not None else 0
+    # Times as floats: exact, as integers of microseconds below 2^53 (until the year 2255).
+    rollout_s = np.array(rollout, dtype=np.float64)
+    end_us = np.array(ends, dtype=np.float64)
+    has_rollout = ~np.isnan(rollout_s)
+    no_end = has_rollout & np.isnan(end_us)
+    low = -np.inf if span.start_us is None else span.start_us - SPAN_SLACK_US
+    high = np.inf if span.end_us is None else span.end_us + SPAN_SLACK_US
+    with np.errstate(invalid="ignore"):
+        outside = has_rollout & ((end_us < low) | (end_us > high))
+    found.add("t_rollout_end missing in {steps}: pause overlap unknown there", np.flatnonzero(no_end).tolist(),
+              rank=_ROLLOUT_END)
+    positions = np.flatnonzero(outside).tolist()
+    found.add(f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
+              "pause overlap unknown, not counted clean", positions, [format_time_us(ends[i]) for i in positions],
+              rank=_ROLLOUT_END, flag=True)
+    known = has_rollout & ~no_end & ~outside
+    with np.errstate(over="ignore", invalid="ignore"):  # a rollout time of 1e303 s: said below, not warned
+        wall_us = rollout_s * (float(time_scale) * US_PER_S)
+        hi = np.where(known, end_us - origin, 0.0)
+        lo = hi - np.where(known, wall_us, 0.0)
+    if span.start_us is not None:
+        early = known & ~(lo >= low - origin)
+        positions = np.flatnonzero(early).tolist()
+        found.add(f"{keys.ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
+                  f"({format_time_us(span.start_us)}) in {{steps}}: pause overlap unknown, not counted clean",
+                  positions, [rollout[i] for i in positions], rank=_ROLLOUT_END, flag=True)
+        known &= ~early
+        hi = np.where(known, hi, 0.0)
+        lo = np.where(known, lo, 0.0)
+    overlap_wall_us = overlap_lengths(starts - origin, stops - origin, lo, hi)
+    overlap_trainer_us = overlap_wall_us / time_scale if time_scale != 1 else overlap_wall_us
+    touched = overlap_wall_us != 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        overlap = np.where(touched, overlap_trainer_us / US_PER_S, 0.0)
+        adjusted = np.where(touched, (rollout_s * US_PER_S - overlap_trainer_us) / US_PER_S, rollout_s)
+    for rank, (name, column) in enumerate((("pause_overlap_s", overlap), ("rollout_time_adjusted_s", adjusted))):
+        bad = known & ~np.isfinite(column)  # strict JSON: an overflow is null, with a note per value
+        for i in np.flatnonzero(bad).tolist():
+            found.add(f"{name} is not a finite number ({float(column[i])!r}) in {{steps}}: null", [i],
+                      rank=(_NON_FINITE, rank), flag=True)
+        column[~(known & ~bad)] = np.nan
+    return _Overlaps(
+        overlap=_floats_or_none(overlap),
+        adjusted=_floats_or_none(adjusted),
+        clean=[None if not k else not t for k, t in zip(known.tolist(), touched.tolist())],
+        pause_total_s=union_length(starts, stops) / time_scale / US_PER_S,
+    )
+
+
+def _group_counts(config: RunConfig, group_keys: list[str], groups: list[list[Any]], rollout_side: list[bool],
+                  flagged: dict[str, set[int]], found: _Found) -> dict[str, list[Optional[int]]]:
+    """The dropped and zero-variance group columns, and the batches of prompts (filter runs), by the Miles rules."""
+    count = len(rollout_side)
+    derived = _derive_column(group_keys, groups, count)
+    batch, over = config.rollout_batch_size, config.over_sampling_batch_size
+    dropped: list[Optional[int]] = [None] * count
+    dropped_right: list[Optional[int]] = [None] * count
+    dropped_wrong: list[Optional[int]] = [None] * count
+    dropped_other: list[Optional[int]] = [None] * count
+    batches: list[Optional[int]] = [None] * count
+    unreadable: dict[str, list[int]] = {}
+    no_rollout_side, drops_without_filter = [], []
+    for i, values in enumerate(derived):
+        for key in values["unreadable_keys"]:
+            if i not in flagged.get(key, ()):
+                unreadable.setdefault(key, []).append(i)
+        if config.filter and rollout_side[i]:
+            dropped[i] = values["dropped_groups"]
+            dropped_right[i], dropped_wrong[i] = values["dropped_all_right"], values["dropped_all_wrong"]
+            dropped_other[i] = sum(values["dropped_other"].values())
+            batches[i] = -(-(batch + dropped[i]) // over) if batch is not None and over else None
+        elif config.filter:
+            no_rollout_side.append(i)
+        elif values["dropped_groups"]:
+            drops_without_filter.append(i)
+    for key, positions in unreadable.items():
+        found.add(f"{key} is not a whole number in {{steps}}: left out of the counts", positions, phase=1,
+                  rank=(_GROUPS, key))
+    found.add("no rollout-side keys in {steps}: dropped groups unknown there", no_rollout_side, phase=1, rank=_DROPS)
+    found.add("drop keys logged without the filter in {steps}: not shown", drops_without_filter, phase=1,
+              rank=_DROPS)
+    return {
+        "dropped_groups": dropped,
+        "dropped_all_right": dropped_right,
+        "dropped_all_wrong": dropped_wrong,
+        "batches": batches,
+        "zero_std_all_right": [values["zero_std_all_right"] for values in derived],
+        "zero_std_all_wrong": [values["zero_std_all_wrong"] for values in derived],
+        "dropped_other": dropped_other,
+        "zero_std_other": [values["zero_std_other"] for values in derived],
+    }
+
+
+def finite_column(column: Sequence[Any]) -> list[Optional[float]]:
+    """`keys.finite_number` of each value (the finite floats, the bulk of a column, pass straight through)."""
+    finite_number = keys.finite_number
+    return [v if type(v) is float and -_INF < v < _INF else None if v is None else finite_number(v) for v in column]
+
+
+def _out_of_range(column: Sequence[Any]) -> list[int]:
+    """Positions of the integers beyond +-2^53."""
+    if int not in set(map(type, column)):
+        return []
+    return [i for i, v in enumerate(column) if type(v) is int and not -MAX_EXACT_INT <= v <= MAX_EXACT_INT]
+
+
+def _floats_or_none(values: Any) -> list[Optional[float]]:
+    """A float array as a list, NaN (unknown) as None."""
+    return [None if v != v else v for v in values.tolist()]
+
+
+def _step_times(metrics: Sequence[dict], complete: Sequence[bool], flagged: dict[str, set[int]],
+                found: _Found) -> list[Optional[float]]:
+    """The step times by the Miles rule (`keys.step_time`), not negative; notes for the older name and the gaps."""
+    flagged_steps = set().union(*(flagged.get(key, ()) for key in keys.STEP_TIME_KEYS))
+    newer = finite_column([m.get(keys.STEP_TIME) for m in metrics])
+    if not flagged_steps and None not in newer and all(seconds >= 0 for seconds in newer):
+        return newer  # every step has perf/step_time: the rule takes it
+    times: list[Optional[float]] = []
+    old_name, missing = [], []
+    negative: dict[str, list[tuple[int, float]]] = {}
+    for i, m in enumerate(metrics):
+        if i in flagged_steps:  # what is flagged is read as missing
+            m = {k: None if i in flagged.get(k, ()) else m.get(k) for k in keys.STEP_TIME_KEYS}
+        seconds, key = keys.step_time(m)
+        if seconds is not None and seconds < 0:
+            negative.setdefault(key, []).append((i, seconds))
+            seconds = None
+        elif key == keys.STEP_TIME_OLD:
+            old_name.append(i)
+        elif seconds is None and complete[i] and i not in flagged_steps:
+            missing.append(i)
+        times.append(seconds)
+    found.add(keys.STEP_TIME + " not logged in {steps}: " + keys.STEP_TIME_OLD + " (older name) used", old_name,
+              phase=1, rank=_STEP_TIME)
+    found.add(keys.STEP_TIME + " missing in complete {steps}", missing, phase=1, rank=_STEP_TIME)
+    for key in keys.STEP_TIME_KEYS:
+        found.add(f"{key} is negative ({{values}}) in {{steps}}: no step time there",
+                  [i for i, _ in negative.get(key, [])], [seconds for _, seconds in negative.get(key, [])],
+                  phase=1, rank=_STEP_TIME, flag=True)
+    return times
+
+
+_DERIVED: dict[tuple, dict[str, Any]] = {}  # shared by all runs: derive_step_values is pure
+_DERIVED_LIMIT = 100_000
+
+
+def _derive_column(group_keys: list[str], group_columns: list[list[Any]], count: int) -> list[dict[str, Any]]:
+    """`derive_step_values` for each step, computed once per distinct set of drop and count values.
+
+    Only the drop and zero-std keys matter to it, and their values repeat a
+    lot from step to step and from run to run, so steps share the results
+    (read-only).
+    """
+    if not group_keys:
+        return [derive_step_values({})] * count
+    if len(_DERIVED) > _DERIVED_LIMIT:
+        _DERIVED.clear()
+    names = tuple(group_keys)
+    out = []
+    for values in zip(*group_columns):
+        key = (names, values, tuple(map(type, values)))  # True == 1 == 1.0, but only 1 and 1.0 are counts
+        try:
+            derived = _DERIVED.get(key)
+        except TypeError:  # an unhashable value (a list): nothing to remember
+            derived, key = None, None
+        if derived is None:
+            derived = derive_step_values({k: v for k, v in zip(group_keys, values) if v is not _ABSENT})
+            if key is not None:
+                _DERIVED[key] = derived
+        out.append(derived)
+    return out

@@ -1,0 +1,145 @@
+"""What the trainer ran with: filter, B, O and n, and where each fact came from (docs/summary.md, "Run facts").
+
+args.json (Miles's own dump: the truth about what ran; raw strings such as
+`'None'` and `'32'` are read as the values they print); where it lacks a fact,
+the manifest's `trainer_argv` (the last occurrence of a flag wins, as in
+argparse); where that is missing too, the experiment over the base-run args.
+The filter is on by the Miles rule (`harness.mileslog.keys.filter_is_on`); O
+None or absent is Miles's default, B. A size beyond 2^53 or below 1 is out of
+range: unknown, with a note.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from harness.capture.reader import RunCapture
+from harness.lab.milesargv import apply_overrides, flag_values, read_base_args
+from harness.mileslog import keys
+from harness.mileslog.derive import whole_number
+from harness.summary.notes import RunNotes, shown
+from harness.summary.sanity import out_of_range_int
+
+
+@dataclass
+class RunConfig:
+    """What the trainer ran with, and where each fact came from."""
+
+    filter: bool  # False also when nothing says (with a note)
+    rollout_batch_size: Optional[int]
+    over_sampling_batch_size: Optional[int]
+    n_samples_per_prompt: Optional[int]
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+_CONFIG_KEYS = {
+    "filter": (keys.FILTER_ARG, keys.FILTER_FLAG),
+    "rollout_batch_size": ("rollout_batch_size", "--rollout-batch-size"),
+    "over_sampling_batch_size": ("over_sampling_batch_size", "--over-sampling-batch-size"),
+    "n_samples_per_prompt": ("n_samples_per_prompt", "--n-samples-per-prompt"),
+}
+_ABSENT = object()
+_SOURCE_FILES = {"args.json": "args.json", "trainer_argv": "manifest.json trainer_argv",
+                 "experiment": "the experiment"}
+
+
+def python_value(value: Any) -> Any:
+    """A dump value as Python: `'None'` -> None, `'32'` -> 32, `'True'` -> True; others as they are."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text in ("None", ""):
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _experiment_words(experiment: Mapping[str, Any]) -> Optional[list[str]]:
+    miles = experiment.get("miles")
+    if not isinstance(miles, Mapping):
+        return None
+    args = miles.get("args") if isinstance(miles.get("args"), Mapping) else {}
+    extra = miles.get("extra_args") if isinstance(miles.get("extra_args"), str) else ""
+    try:
+        return apply_overrides(read_base_args(), args) + shlex.split(extra)
+    except (OSError, ValueError):
+        return None
+
+
+def resolve_config(capture: RunCapture, notes: RunNotes) -> RunConfig:
+    """The run's filter, B, O and n: args.json, else trainer_argv, else the experiment (see the module doc)."""
+    argv = (capture.manifest or {}).get("trainer_argv")
+    argv_flags = flag_values(argv) if isinstance(argv, list) and all(isinstance(w, str) for w in argv) else None
+    experiment_flags: Optional[dict[str, list[str]]] = None
+    raw: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for fact, (name, flag) in _CONFIG_KEYS.items():
+        if capture.args is not None and name in capture.args:
+            raw[fact], sources[fact] = capture.args[name], "args.json"
+            continue
+        if argv_flags is not None:
+            values = argv_flags.get(flag, _ABSENT)
+            sources[fact] = "trainer_argv"
+        else:
+            if experiment_flags is None:
+                words = _experiment_words(capture.experiment)
+                experiment_flags = flag_values(words) if words is not None else {}
+            values = experiment_flags.get(flag, _ABSENT) if experiment_flags else _ABSENT
+            sources[fact] = "experiment" if experiment_flags else "none"
+        if values is _ABSENT:
+            raw[fact] = _ABSENT
+        else:
+            raw[fact] = values[-1] if values else True
+
+    refused: set[str] = set()
+
+    def whole(fact: str, value: Any) -> Optional[int]:
+        number = whole_number(python_value(value))
+        where = _SOURCE_FILES.get(sources[fact], sources[fact])
+        if out_of_range_int(number) or (number is not None and number < 1):
+            why = "is beyond 2^53" if out_of_range_int(number) else "is not a positive number"
+            notes.flag(f"{where} {_CONFIG_KEYS[fact][0]} {shown(number)} {why}: unknown")
+            refused.add(fact)
+            return None
+        return number
+
+    filter_path = raw["filter"]
+    filter_on: Optional[bool]
+    if filter_path is _ABSENT:
+        filter_on = False if sources["filter"] != "none" else None
+    else:
+        filter_on = keys.filter_is_on(filter_path)
+    batch = whole("rollout_batch_size", raw["rollout_batch_size"]) if raw["rollout_batch_size"] is not _ABSENT else None
+    over = raw["over_sampling_batch_size"]
+    over_value = None if over is _ABSENT else python_value(over)
+    over_int = batch if over_value is None else whole("over_sampling_batch_size", over_value)
+    samples = (whole("n_samples_per_prompt", raw["n_samples_per_prompt"])
+               if raw["n_samples_per_prompt"] is not _ABSENT else None)
+
+    used = sorted({source for source in sources.values() if source != "args.json"})
+    if used == ["none"]:
+        notes.append("no args.json, trainer_argv or experiment: filter, B, O and n unknown (filter taken as off)")
+    elif used:
+        where = {
+            "trainer_argv": "the manifest's trainer_argv",
+            "experiment": "the experiment over the current base-run args",
+        }
+        facts = ", ".join(fact for fact in _CONFIG_KEYS if sources[fact] != "args.json")
+        lead = f"args.json missing: {facts}" if capture.args is None else f"args.json has no {facts}:"
+        notes.append(f"{lead} read from {' and '.join(where[s] for s in used if s in where)}")
+    for fact, value in (("rollout_batch_size", batch), ("n_samples_per_prompt", samples)):
+        if value is None and fact not in refused:
+            notes.append(f"{fact} unknown: not found or not a whole number")
+    if over_int is None and over_value is not None and "over_sampling_batch_size" not in refused:
+        notes.append(f"over_sampling_batch_size {over_value!r} is not a whole number: unknown")
+    return RunConfig(bool(filter_on), batch, over_int, samples, sources)

@@ -1,0 +1,170 @@
+"""`make demo` / `harness demo`: the write-up's runs on the simulator with simulated heat, summary, figures, report."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.summary.document import SummaryDocument
+from harness.cli import app
+from harness.demo import DEMO_RUNS, MIN_POLL_S, WRITE_UP, guard_overrides, headline, plan_demo
+from harness.experiments import ExperimentStore, GuardConfig
+from harness.simswap import DEMO_TIME_SCALE, SimTarget
+from harness.summary.summarize import summarize
+from test_entry_points import fresh_clone, make
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STORE = ExperimentStore(REPO_ROOT / "experiments")
+LAB_CAPTURES = REPO_ROOT / "tests" / "data" / "captures" / "lab"
+WRITE_UPS_RUNS = ["e2b-dapo-filter", "plain", "plain-48", "plain-48-s2", "plain-48-s3", "e6a-base"]
+
+
+def target(time_scale: float = 0.02) -> SimTarget:
+    return SimTarget("process", time_scale, sys.executable, "a test")
+
+
+# --- what the demo runs -------------------------------------------------------------------------
+
+
+def test_the_demo_runs_the_write_up_s_six_runs_the_filter_run_against_all_five_baselines():
+    plans = plan_demo(STORE, Path("capture/sim"), target(), environ={})
+
+    assert [plan.spec.run for plan in plans] == WRITE_UPS_RUNS
+    compare = next(plan.experiment.compare for plan in plans if plan.spec.run == "e2b-dapo-filter")
+    assert compare is not None and compare.baseline == "plain"
+    assert sorted(compare.baselines) == sorted(run for run in WRITE_UPS_RUNS if run != "e2b-dapo-filter")
+    assert {name for name, _ in DEMO_RUNS} == {"e2b-dapo-filter", "plain", "plain-48", "e6a-base"}
+    assert all(plan.sim is not None and plan.time_scale == 0.02 for plan in plans)
+    assert all(plan.spec.steps_expected == 12 and plan.spec.device_requests == () for plan in plans)
+
+
+def test_each_run_s_own_guard_runs_on_simulated_heat_in_the_simulator_s_time():
+    own = STORE.load("plain").experiment.guard
+    plans = plan_demo(STORE, Path("capture/sim"), target(0.02), environ={})
+
+    for plan in plans:
+        guard = plan.experiment.guard
+        assert guard.sensor == "sim"
+        assert (guard.pause_at_c, guard.resume_at_c, guard.on_max_pause) == (own.pause_at_c, own.resume_at_c,
+                                                                             own.on_max_pause)
+        assert guard.min_pause_s == pytest.approx(own.min_pause_s * 0.02)
+        assert guard.max_pause_s == pytest.approx(own.max_pause_s * 0.02)
+        assert guard.poll_s == pytest.approx(max(own.poll_s * 0.02, MIN_POLL_S))
+        assert guard.sim.heat_tau_s == pytest.approx(own.sim.heat_tau_s * 0.02)
+        assert guard.sim.cool_tau_s == pytest.approx(own.sim.cool_tau_s * 0.02)
+        assert guard.sim.hot_c > guard.pause_at_c  # a running simulation always heats into a pause
+
+
+def test_tiny_time_scales_still_make_a_valid_guard():
+    overrides = guard_overrides(GuardConfig(), 1e-5)
+
+    assert all("e-" not in value for value in overrides)  # YAML would read 1e-05 as a string
+    plan = plan_demo(STORE, Path("capture/sim"), target(1e-5), steps=2, environ={})[0]
+    assert plan.experiment.guard.poll_s == MIN_POLL_S and plan.experiment.guard.min_pause_s == pytest.approx(3e-4)
+    assert plan.spec.steps_expected == 2
+
+
+# --- the headline table -------------------------------------------------------------------------
+
+
+def test_the_headline_reads_the_summary_and_sets_the_write_up_beside_it():
+    rows = {row.figure: row for row in headline(summarize(LAB_CAPTURES))}
+
+    assert rows["plain: median rollout, pauses out"].demo == "58.0 s"
+    assert rows["plain: median rollout, pauses out"].write_up == "58.0 s" == WRITE_UP["plain_median"]
+    assert rows["filter: one-batch steps, x plain"].demo == "2 of 4: 69.1 s, 1.19x"
+    assert rows["filter: two-batch steps, x plain"].demo == "2 of 4: 120.0 s, 2.07x"
+    assert rows["reward: filter (unfiltered) vs plain"].demo == "0.705 vs 0.655"
+    assert rows["reward: the baselines' spread"].demo == "0.640-0.660"
+    assert rows["filter: dropped groups per step"].write_up == "16-48, median 36"
+    assert rows["reward: first four steps"].write_up == "0.672 vs 0.625"
+
+
+def test_the_headline_of_an_empty_summary_is_dashes_not_an_error():
+    rows = headline(SummaryDocument.from_dict({"schema": "miles-gb10-lab/1", "generated_at": "2026-11-30T00:00:00Z",
+                                                  "harness_version": "0", "runs": {}, "comparisons": []}))
+
+    assert len(rows) == 11
+    assert rows[1].demo == "-" and rows[4].demo == "0 of -"
+
+
+# --- end to end -------------------------------------------------------------------------------
+
+
+def check_demo_output(output: str, captures: Path, steps: int, shown: Path | None = None) -> None:
+    """Every run succeeded with its steps on simulated heat; summary, figures, report written and where they are said."""
+    for run in WRITE_UPS_RUNS:
+        status = json.loads((captures / run / "status.json").read_text())
+        assert (status["state"], status["steps_complete"]) == ("succeeded", steps), run
+        manifest = json.loads((captures / run / "manifest.json").read_text())
+        assert manifest["experiment"]["guard"]["sensor"] == "sim"
+        assert manifest["experiment"]["container"]["gpus"] == "none"
+    summary = json.loads((captures / "summary" / "miles-gb10-lab.json").read_text())
+    assert sorted(summary["runs"]) == sorted(WRITE_UPS_RUNS)
+    assert [c["run"] for c in summary["comparisons"]] == ["e2b-dapo-filter"]
+    assert (captures / "summary" / "report.md").is_file()
+    figures = sorted(p.name for p in (captures / "summary").glob("*.svg"))
+    assert figures == ["reward-e2b-dapo-filter.svg", "rollout-time-e2b-dapo-filter.svg"]
+    assert "headline numbers" in output and "write-up (GB10)" in output
+    shown = shown or captures
+    assert f"summary JSON  {shown / 'summary' / 'miles-gb10-lab.json'}" in output
+    assert f"report        {shown / 'summary' / 'report.md'}" in output
+    assert "e2b-dapo-filter against plain:" in output
+
+
+def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
+    captures = tmp_path / "capture-sim"
+    env = {"DOCKER_HOST": "unix:///nonexistent.sock", "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
+           "HARNESS_PROCESS_DIR": str(tmp_path / "processes"), "COLUMNS": "200"}
+    done = CliRunner().invoke(app, ["demo", "--steps", "2", "--time-scale", "0.002", "--capture-dir", str(captures)],
+                              env=env)
+
+    assert done.exit_code == 0, done.output
+    check_demo_output(done.stdout, captures, 2)
+    filtered = json.loads((captures / "summary" / "miles-gb10-lab.json").read_text())["runs"]["e2b-dapo-filter"]
+    windows = [json.loads(line) for line in (captures / "e2b-dapo-filter" / "pauses.jsonl").read_text().splitlines()]
+    assert any(window["end"] is not None for window in windows)  # the guard really paused the run, and thawed it
+    assert filtered["aggregates"]["pause_total_s"] > 0 and filtered["time_scale"] == 0.002
+    assert "heat guard: " in done.stdout
+    assert "simulator: the process engine" in done.stderr
+    assert "demo: 6 runs at once" in done.stderr
+    assert "e2b-dapo-filter: step 1 (2/2 complete)" in done.stdout  # live progress, one line per step when piped
+
+    again = CliRunner().invoke(app, ["demo", "--steps", "2", "--time-scale", "0.002", "--capture-dir", str(captures)],
+                               env=env)
+
+    assert again.exit_code == 0, again.output
+    assert again.stdout.count("skipped: succeeded") == 6
+    check_demo_output(again.stdout, captures, 2)
+
+
+def test_make_demo_from_a_fresh_clone_without_docker(tmp_path):
+    clone = fresh_clone(tmp_path / "clone")
+    done = make(clone, "demo", "DEMO_FLAGS=--steps 2", "SIM_TIME_SCALE=0.002", docker_host="unix:///nonexistent.sock")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    check_demo_output(done.stdout, clone / "capture" / "sim", 2, shown=Path("capture/sim"))
+    assert "simulated runs use the process engine instead" in done.stdout
+    assert "make demo: done in" in done.stdout and "set-up included" in done.stdout
+    assert not (clone / "capture" / "gpu").exists()
+
+
+def test_the_demo_s_default_time_scale_is_the_one_documented():
+    text = (REPO_ROOT / "docs" / "demo.md").read_text()
+
+    assert f"--time-scale {DEMO_TIME_SCALE:g}" in text or f"time scale {DEMO_TIME_SCALE:g}" in text
+    assert os.path.exists(REPO_ROOT / "Dockerfile.sim")
+
+
+def test_the_readme_s_quick_start_is_make_demo_then_make_test():
+    readme = (REPO_ROOT / "README.md").read_text()
+    quick = readme[readme.index("## Quick start"):readme.index("## Tests")]
+    commands = [line.split("#")[0].strip() for line in quick.splitlines() if line.startswith("    ")]
+
+    assert commands[:2] == ["make demo", "make test"]
+    assert "capture/sim/summary/miles-gb10-lab.json" in quick

@@ -1,0 +1,232 @@
+"""`harness run/sweep --sim`: the same experiment on the simulator, through the same engines, captures and summary."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.engines.dockerapi import DockerApiError
+from harness.errors import HarnessError
+from harness.experiments import ExperimentStore
+from harness.launch import plan_launch
+from harness.lifecycle import plan_runs
+from simimage import sim_image  # noqa: F401  (the fixture)
+from harness.simswap import DEFAULT_TIME_SCALE, SIM_IMAGE, SimTarget, check_time_scale, choose_target, simulated
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXPERIMENTS = REPO_ROOT / "experiments"
+STORE = ExperimentStore(EXPERIMENTS)
+
+
+def target(engine: str = "docker", time_scale: float = 0.01) -> SimTarget:
+    return SimTarget(engine, time_scale, "/opt/py/bin/python3", "a test")  # type: ignore[arg-type]
+
+
+class FakeApi:
+    """DockerApi's two questions, answered from a set of images (or not at all)."""
+
+    host = "unix:///fake.sock"
+
+    def __init__(self, images: set[str], answers: bool = True) -> None:
+        self.images, self.answers = images, answers
+
+    def image_exists(self, image: str) -> bool:
+        if not self.answers:
+            raise DockerApiError("the Docker engine at unix:///fake.sock does not answer: refused")
+        return image in self.images
+
+
+# --- the swap (pure) ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["docker", "process"], ids=["image", "process"])  # not the `docker` keyword
+def test_the_swap_drops_the_gpu_the_mounts_and_the_ulimits_and_keeps_the_rest(engine):
+    real = STORE.load("e2b-dapo-filter").experiment
+
+    sim = simulated(real, target(engine, 0.02))
+
+    assert sim.container.gpus == "none" and sim.container.volumes == [] and sim.container.ulimits == {}
+    assert sim.container.env == {**real.container.env, "HARNESS_SIM_TIME_SCALE": "0.02"}
+    assert sim.image == SIM_IMAGE
+    assert sim.engine == engine
+    assert sim.command == (None if engine == "docker" else ["/opt/py/bin/python3", "-m", "harness.sim.entry"])
+    kept = ("name", "seed", "steps", "miles", "guard", "compare", "limits", "description")
+    assert {key: getattr(sim, key) for key in kept} == {key: getattr(real, key) for key in kept}
+    assert (sim.container.shm_size, sim.container.ipc, sim.container.init) == (
+        real.container.shm_size, real.container.ipc, real.container.init)
+
+
+def test_the_simulated_spec_asks_for_no_gpu_mounts_nothing_and_has_its_own_run_id():
+    real = STORE.load("plain").experiment
+    plan = dict(base_args=STORE.base_args, capture_root="capture/sim", project_root="/lab", environ={})
+
+    real_spec = plan_launch(real, **plan)
+    sim_spec = plan_launch(simulated(real, target()), **plan)
+
+    assert real_spec.device_requests and real_spec.mounts
+    assert sim_spec.device_requests == () and sim_spec.mounts == ()
+    assert sim_spec.trainer_argv == real_spec.trainer_argv
+    assert sim_spec.run == real_spec.run and sim_spec.run_id != real_spec.run_id
+    assert sim_spec.capture_dir == "/lab/capture/sim/plain"
+
+
+def test_a_time_scale_is_written_exactly_as_the_manifest_records_it():
+    scale = 0.0123456789012
+
+    sim = simulated(STORE.load("plain").experiment, target(time_scale=scale))
+
+    assert float(sim.container.env["HARNESS_SIM_TIME_SCALE"]) == scale
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.01, math.inf, math.nan])
+def test_a_run_needs_a_time_scale_above_zero(bad):
+    with pytest.raises(HarnessError, match="time scale above 0"):
+        check_time_scale(bad)
+
+
+def test_plans_on_the_simulator_carry_its_time_scale():
+    plans = plan_runs(STORE, "plain-48", [1, 2], [], Path("capture/sim"), {}, sim=target(time_scale=0.05))
+
+    assert [plan.time_scale for plan in plans] == [0.05, 0.05]
+    assert [plan.spec.run for plan in plans] == ["plain-48", "plain-48-s2"]
+    assert all(plan.experiment.container.gpus == "none" for plan in plans)
+    assert plan_runs(STORE, "plain", [], [], Path("capture/gpu"), {})[0].time_scale == 1.0
+
+
+# --- which engine -------------------------------------------------------------------------------
+
+
+def test_auto_takes_docker_where_the_sim_image_is_there():
+    chosen = choose_target("auto", 0.01, "/py", FakeApi({SIM_IMAGE}))
+
+    assert chosen.engine == "docker" and "unix:///fake.sock" in chosen.reason
+
+
+def test_auto_takes_the_process_engine_without_the_image_and_says_how_to_build_it():
+    chosen = choose_target("auto", 0.01, "/py", FakeApi(set()))
+
+    assert chosen.engine == "process"
+    assert "make sim-image" in chosen.reason and SIM_IMAGE in chosen.reason
+    assert "the process engine (/py -m harness.sim.entry)" in chosen.describe()
+
+
+def test_auto_takes_the_process_engine_where_no_docker_answers():
+    chosen = choose_target("auto", 0.01, "/py", FakeApi(set(), answers=False))
+
+    assert chosen.engine == "process" and "does not answer" in chosen.reason
+
+
+@pytest.mark.parametrize("engine", ["docker", "process"], ids=["image", "process"])
+def test_an_engine_asked_for_is_taken_without_asking_docker(engine):
+    chosen = choose_target(engine, 0.01, "/py", FakeApi(set(), answers=False))
+
+    assert chosen.engine == engine
+
+
+# --- the CLI -------------------------------------------------------------------------------------
+
+
+def cli(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(app, list(args), env={"DOCKER_HOST": "unix:///nonexistent.sock", **(env or {})})
+
+
+def test_run_sim_dry_run_says_what_runs_the_simulator_and_checks_no_data(tmp_path):
+    done = cli("run", "e2b-dapo-filter", "--sim", "--dry-run", "--capture-dir", str(tmp_path),
+               env={"MILES_LAB_DATA": str(tmp_path / "no-data-here")})
+
+    assert done.exit_code == 0, done.output
+    assert "simulator: the process engine" in done.output
+    assert f"time scale {DEFAULT_TIME_SCALE:g}" in done.output and "no GPU, no GPU lock, no data mount" in done.output
+    assert "gpu request     none" in done.output
+    assert "pre-flight" not in done.output
+    assert "harness.sim.entry" in done.output
+
+
+def test_run_sim_dry_run_json_is_the_simulated_spec(tmp_path):
+    done = CliRunner().invoke(
+        app, ["run", "plain", "--sim", "--sim-engine", "docker", "--time-scale", "0.5", "--dry-run", "--json"],
+        env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+
+    assert done.exit_code == 0, done.stderr
+    spec = json.loads(done.stdout)
+    assert spec["image"] == SIM_IMAGE and spec["engine"] == "docker"
+    assert spec["device_requests"] == [] and spec["mounts"] == [] and spec["ulimits"] == {}
+    assert spec["env"]["HARNESS_SIM_TIME_SCALE"] == "0.5"
+    assert spec["capture_dir"].endswith("capture/sim/plain")
+    assert "simulator: the sim image" in done.stderr
+
+
+@pytest.mark.parametrize("args", [["--time-scale", "0.1"], ["--sim-engine", "process"]])
+def test_sim_options_without_sim_are_one_line_errors(args):
+    done = cli("run", "plain", "--dry-run", *args)
+
+    assert done.exit_code == 2
+    assert done.output.strip().splitlines() == ["error: --time-scale and --sim-engine are for runs on the simulator: "
+                                                "add --sim"]
+
+
+def test_a_zero_time_scale_is_refused_in_one_line():
+    done = cli("run", "plain", "--sim", "--time-scale", "0", "--dry-run")
+
+    assert done.exit_code == 2
+    assert len(done.output.strip().splitlines()) == 1 and "time scale above 0" in done.output
+
+
+def test_an_unknown_sim_engine_is_refused_in_one_line():
+    done = cli("run", "plain", "--sim", "--sim-engine", "kubernetes", "--dry-run")
+
+    assert done.exit_code == 2
+    assert "--sim-engine 'kubernetes'" in done.output and "auto, docker, process" in done.output
+
+
+# --- runs end to end ----------------------------------------------------------------------------
+
+
+def run_on_the_simulator(engine: str, tmp_path: Path, *extra: str):
+    captures = tmp_path / "capture"
+    done = CliRunner().invoke(app, ["run", "e2b-dapo-filter", "--sim", "--sim-engine", engine, "--time-scale",
+                                    "0.001", "--capture-dir", str(captures), *extra],
+                              env={"HARNESS_LOCK_DIR": str(tmp_path / "locks"),
+                                   "HARNESS_PROCESS_DIR": str(tmp_path / "processes")})
+    return done, captures / "e2b-dapo-filter"
+
+
+def check_simulated_capture(capture: Path, engine: str) -> dict:
+    status = json.loads((capture / "status.json").read_text())
+    manifest = json.loads((capture / "manifest.json").read_text())
+    rows = [json.loads(line) for line in (capture / "metrics.jsonl").read_text().splitlines()]
+    assert status["state"] == "succeeded" and status["exit_code"] == 0
+    assert status["steps_complete"] == 12 and [row["step"] for row in rows if row["complete"]] == list(range(12))
+    assert manifest["time_scale"] == 0.001
+    assert manifest["experiment"]["engine"] == engine
+    assert manifest["experiment"]["container"]["gpus"] == "none"
+    assert manifest["launch_spec"]["device_requests"] == [] and manifest["launch_spec"]["mounts"] == []
+    assert all("rollout/dynamic_filter/drop_zero_std_1" in row["metrics"] or
+               "rollout/dynamic_filter/drop_zero_std_0" in row["metrics"] for row in rows)
+    return manifest
+
+
+def test_a_process_engine_sim_run_succeeds_with_every_step(tmp_path):
+    done, capture = run_on_the_simulator("process", tmp_path)
+
+    assert done.exit_code == 0, done.output
+    manifest = check_simulated_capture(capture, "process")
+    assert manifest["experiment"]["command"] == [sys.executable, "-m", "harness.sim.entry"]
+    assert "e2b-dapo-filter: succeeded, 12/12 steps complete" in done.output
+
+
+@pytest.mark.docker
+def test_a_sim_container_runs_end_to_end_through_the_docker_engine(tmp_path, sim_image):
+    done, capture = run_on_the_simulator("docker", tmp_path)
+
+    assert done.exit_code == 0, done.output
+    manifest = check_simulated_capture(capture, "docker")
+    assert manifest["image"] == sim_image and manifest["handle"]["image_labels"]["org.miles-gb10-lab.sim"] == "1"
+    log = (capture / "container.log").read_text()
+    assert "harness sim: the simulated Miles trainer; time scale 0.001" in log

@@ -1,0 +1,86 @@
+"""`harness export`: every run's step rows as one tidy table, read back with pandas."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.summary.document import ROW_KEYS
+from harness.summary.summarize import summarize
+
+DATA = Path(__file__).resolve().parent / "data" / "captures"
+runner = CliRunner()
+
+
+@pytest.fixture()
+def captures(tmp_path: Path) -> Path:
+    target = tmp_path / "gpu"
+    shutil.copytree(DATA / "edge", target)  # failed, running, simulated and unreadable runs: nulls of every kind
+    return target
+
+
+def same(a: object, b: object) -> bool:
+    missing = lambda v: v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA  # noqa: E731
+    if missing(a) or missing(b):
+        return missing(a) and missing(b)
+    return a == b
+
+
+def expected_rows(capture_dir: Path) -> list[dict]:
+    document = summarize(capture_dir)
+    return [{"run": name, "experiment": run.experiment, "seed": run.seed, **row}
+            for name, run in document.runs.items() for row in run.steps.rows()]
+
+
+@pytest.mark.parametrize("fmt, read", [("parquet", pd.read_parquet), ("csv", pd.read_csv)])
+def test_export_writes_one_tidy_table_that_pandas_reads_back(captures, fmt, read):
+    result = runner.invoke(app, ["export", "--capture-dir", str(captures), "--format", fmt])
+    assert result.exit_code == 0, result.output
+    path = captures / "summary" / f"steps.{fmt}"
+    assert f"wrote {path}" in result.output
+    table = read(path)
+    assert list(table.columns) == ["run", "experiment", "seed", *ROW_KEYS]
+    rows = expected_rows(captures)
+    assert len(table) == len(rows) == 8
+    for got, want in zip(table.to_dict("records"), rows):
+        assert all(same(got[key], want[key]) for key in want), (got, want)
+
+
+def test_parquet_keeps_the_types(captures):
+    path = captures / "steps.parquet"
+    assert runner.invoke(app, ["export", "--capture-dir", str(captures), "--out", str(path)]).exit_code == 0
+    table = pd.read_parquet(path, dtype_backend="numpy_nullable")
+    assert str(table["step"].dtype) == "Int64" and str(table["batches"].dtype) == "Int64"
+    assert str(table["reward"].dtype) == "Float64" and str(table["clean"].dtype) == "boolean"
+    old_filter = table[table["run"] == "old-filter"]
+    assert old_filter["batches"].tolist() == [1, 2, 1]
+    assert old_filter["reward"].isna().all()
+
+
+def test_export_from_a_published_summary(captures, tmp_path):
+    summary = tmp_path / "published" / "s.json"
+    assert runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--out", str(summary),
+                               "--no-figures"]).exit_code == 0
+    shutil.rmtree(captures)
+    result = runner.invoke(app, ["export", "--summary", str(summary), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    assert len(pd.read_csv(summary.parent / "steps.csv")) == 8
+
+
+def test_without_pyarrow_parquet_says_how_to_get_it_in_one_line(captures, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)  # `import pyarrow` now fails
+    result = runner.invoke(app, ["export", "--capture-dir", str(captures)])
+    assert result.exit_code != 0
+    assert "pyarrow" in result.output and "make setup" in result.output and "--format csv" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1 + 2  # 2 warnings
+
+
+def test_an_unknown_format_is_one_error_line(captures):
+    result = runner.invoke(app, ["export", "--capture-dir", str(captures), "--format", "xlsx"])
+    assert result.exit_code != 0 and "one of parquet, csv" in result.output

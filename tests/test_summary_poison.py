@@ -1,0 +1,269 @@
+"""One bad capture never changes or stops the others: the poison list, all in one capture set beside good runs.
+
+Each poisoned run carries one finding of the review. The summary of the whole
+set must be written (exit 0, warnings, no traceback), every good run's part of
+it must equal the summary of the good runs alone, and each poisoned run must be
+flagged with a note naming the file, the key and the value (docs/summary.md,
+"Sanity rules").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LAB = REPO / "tests" / "data" / "captures" / "lab"
+GOOD = ["e2b-dapo-filter", "e6a-base", "plain", "plain-48", "plain-48-s2"]
+T0 = "2026-11-29T12:00:00Z"
+HUGE = int("9" * 400)  # a 400-digit integer
+
+
+def at(seconds: float) -> str:
+    from harness.times import format_time_us, parse_time_us
+
+    return format_time_us(parse_time_us(T0) + round(seconds * 1_000_000))
+
+
+def metrics(rollout: float, reward: float = 0.6, **extra: object) -> dict:
+    return {"perf/rollout_time": rollout, "rollout/zero_std/count_0": 3, "rollout/zero_std/count_1": 12,
+            "rollout/raw_reward": reward, "rollout/truncated_ratio": 0.05, "perf/step_time": 100.0, **extra}
+
+
+def steps(**changes: dict) -> list[dict]:
+    """Four complete steps, rollouts of 50 s ending at 100, 300, 500 and 700 s; `s1={...}` changes step 1."""
+    out = []
+    for n, end in enumerate((100, 300, 500, 700)):
+        line = {"step": n, "complete": True, "t_rollout_end": at(end), "t_step_end": at(end + 50),
+                "metrics": metrics(50.0)}
+        change = dict(changes.get(f"s{n}", {}))
+        line["metrics"].update(change.pop("metrics", {}))
+        line.update(change)
+        out.append(line)
+    return out
+
+
+def write_run(root: Path, name: str, *, lines: list | None = None, pauses: list | None = None,
+              time_scale: object = 1, compare: object = None) -> Path:
+    """A plain run of four steps (started at 0 s, ended at 1,000 s) with a pause window [250, 260]."""
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "status.json").write_text(json.dumps({
+        "run": name, "run_id": f"{name}-0", "state": "succeeded", "exit_code": 0, "started_at": at(0),
+        "ended_at": at(1000), "steps_expected": 4, "steps_complete": 4, "error": None}))
+    (run / "manifest.json").write_text(json.dumps({
+        "run": name, "run_id": f"{name}-0", "time_scale": time_scale,
+        "experiment": {"name": name, "seed": 1, "steps": 4, "compare": compare}}))
+    (run / "args.json").write_text(json.dumps({"rollout_batch_size": 32, "over_sampling_batch_size": None,
+                                               "n_samples_per_prompt": 8, "dynamic_sampling_filter_path": None}))
+    text = [line if isinstance(line, str) else json.dumps(line) for line in (lines if lines is not None else steps())]
+    (run / "metrics.jsonl").write_text("\n".join(text) + "\n")
+    windows = pauses if pauses is not None else [{"start": at(250), "end": at(260), "reason": "hot", "peak_c": 86.0}]
+    (run / "pauses.jsonl").write_text("".join(json.dumps(p) + "\n" for p in windows))
+    return run
+
+
+def poison(root: Path) -> None:
+    """Every poisoned run of the review, each named after its finding."""
+    write_run(root, "p-reward-1e308", lines=steps(**{f"s{n}": {"metrics": {"rollout/raw_reward": 1e308}}
+                                                    for n in range(4)}))
+    write_run(root, "p-rollout-1e303", lines=steps(s1={"metrics": {"perf/rollout_time": 1e303}}))
+    write_run(root, "p-huge-int", lines=steps(s0={"metrics": {"rollout/zero_std/count_1": HUGE}},
+                                              s2={"metrics": {"perf/rollout_time": HUGE}}))
+    deep = steps()
+    deep.insert(1, "[" * 100_000)
+    write_run(root, "p-deep-metrics", lines=deep)
+    (write_run(root, "p-deep-status") / "status.json").write_text("[" * 100_000)
+    args = write_run(root, "p-dev-zero") / "args.json"
+    args.unlink()
+    os.symlink("/dev/zero", args)
+    write_run(root, "p-time-scale", time_scale=1e-300)
+    write_run(root, "p-pause-forever", pauses=[{"start": "0001-01-01T00:00:00Z", "end": "9999-12-31T23:59:59Z",
+                                                "reason": "hot", "peak_c": 86.0}])
+    write_run(root, "p-end-9999", lines=steps(s2={"t_rollout_end": "9999-12-31T23:59:59Z"}))
+    write_run(root, "p-end-0001", lines=steps(s2={"t_rollout_end": "0001-01-01T00:00:00Z"}))
+    write_run(root, "p-negative", lines=steps(s1={"metrics": {"perf/rollout_time": -5.0}},
+                                              s2={"metrics": {"perf/step_time": -3.0}}))
+    write_run(root, "p-compare-list", compare={"baseline": ["plain"], "baselines": ["plain"]})
+
+
+def good_captures(root: Path) -> Path:
+    root.mkdir(parents=True)
+    for name in GOOD:
+        shutil.copytree(LAB / name, root / name)
+    return root
+
+
+def summarize_with_the_script(root: Path, out: Path, *extra: str) -> tuple[dict, subprocess.CompletedProcess]:
+    done = subprocess.run([sys.executable, "summarize_miles.py", "--capture-dir", str(root), "--out", str(out), *extra],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    document = json.loads(out.read_text(), parse_constant=refuse) if out.exists() else {}
+    return document, done
+
+
+def refuse(constant: str) -> None:
+    raise AssertionError(f"not strict JSON: bare {constant}")
+
+
+@pytest.fixture(scope="module")
+def poisoned(tmp_path_factory) -> dict:
+    """The summary of the good runs and the poisoned ones together, as the script writes it."""
+    root = good_captures(tmp_path_factory.mktemp("poisoned") / "gpu")
+    poison(root)
+    document, done = summarize_with_the_script(root, root / "summary" / "miles-gb10-lab.json")
+    return {"document": document, "done": done, "root": root}
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory) -> dict:
+    root = good_captures(tmp_path_factory.mktemp("good") / "gpu")
+    document, done = summarize_with_the_script(root, root / "summary" / "miles-gb10-lab.json", "--no-figures")
+    assert done.returncode == 0, done.stderr
+    return document
+
+
+def run_of(poisoned: dict, name: str) -> dict:
+    runs = poisoned["document"].get("runs", {})
+    assert name in runs, f"{name} is not summarized: {poisoned['done'].stderr[-2000:]}"
+    return runs[name]
+
+
+def notes_of(poisoned: dict, name: str) -> str:
+    return "\n".join(run_of(poisoned, name)["notes"])
+
+
+def test_the_script_writes_the_json_with_warnings_and_no_traceback(poisoned):
+    done = poisoned["done"]
+    assert "Traceback" not in done.stderr + done.stdout
+    assert done.returncode == 0, done.stderr
+    assert poisoned["document"]["schema"] == "miles-gb10-lab/1"
+    assert "warning: p-reward-1e308: values out of range, flagged in its notes" in done.stderr
+    assert "warning: p-deep-status: status.json unreadable, summarized with state unknown" in done.stderr
+
+
+def test_the_document_is_valid_against_the_schema(poisoned):
+    import jsonschema
+
+    from harness.summary import SCHEMA_FILE
+
+    jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text())).validate(poisoned["document"])
+
+
+def test_good_runs_keep_exactly_their_numbers(poisoned, good):
+    document = poisoned["document"]
+    for name in GOOD:
+        assert document["runs"][name] == good["runs"][name], name
+    assert document["comparisons"] == good["comparisons"]
+
+
+def test_rewards_of_1e308_give_a_null_mean_with_a_note(poisoned):
+    run = run_of(poisoned, "p-reward-1e308")
+    assert [row["reward"] for row in run["steps"]] == [1e308] * 4  # each value is a finite number
+    assert run["aggregates"]["reward_mean"] is None and run["aggregates"]["reward_mean_first4"] is None
+    notes = notes_of(poisoned, "p-reward-1e308")
+    assert "rollout/raw_reward" in notes and "1e+308" in notes and "metrics.jsonl" in notes
+
+
+def test_a_rollout_time_of_1e303_over_a_pause_is_flagged_not_counted(poisoned):
+    run = run_of(poisoned, "p-rollout-1e303")
+    row = run["steps"][1]
+    assert row["rollout_time_s"] == 1e303
+    assert (row["pause_overlap_s"], row["rollout_time_adjusted_s"], row["clean"]) == (None, None, None)
+    assert run["aggregates"]["rollout_time_adjusted_median_s"] == 50.0  # the three other steps
+    notes = notes_of(poisoned, "p-rollout-1e303")
+    assert "perf/rollout_time" in notes and "1e+303" in notes and "step 1" in notes
+
+
+def test_a_400_digit_integer_metric_is_flagged_and_never_written(poisoned):
+    run = run_of(poisoned, "p-huge-int")
+    notes = notes_of(poisoned, "p-huge-int")
+    assert "rollout/zero_std/count_1" in notes and "perf/rollout_time" in notes and "400 digits" in notes
+    assert run["steps"][2]["rollout_time_s"] is None
+    assert "9" * 30 not in json.dumps(run)
+    assert run["aggregates"]["zero_std_all_right_total"] < 100
+
+
+def test_a_line_nested_100000_deep_in_metrics_jsonl_is_a_bad_line(poisoned):
+    run = run_of(poisoned, "p-deep-metrics")
+    assert [row["step"] for row in run["steps"]] == [0, 1, 2, 3]
+    assert "metrics.jsonl line 2" in notes_of(poisoned, "p-deep-metrics")
+
+
+def test_a_status_json_nested_100000_deep_leaves_the_state_unknown(poisoned):
+    run = run_of(poisoned, "p-deep-status")
+    assert run["state"] == "unknown"
+    assert len(run["steps"]) == 4
+    assert "status.json" in notes_of(poisoned, "p-deep-status")
+
+
+def test_args_json_linked_to_dev_zero_is_not_read(poisoned):
+    run = run_of(poisoned, "p-dev-zero")
+    assert "args.json is not a regular file" in notes_of(poisoned, "p-dev-zero")
+    assert run["rollout_batch_size"] is None  # nothing else says B: the experiment has no miles block
+
+
+def test_a_time_scale_of_1e_300_is_refused_with_a_note(poisoned):
+    run = run_of(poisoned, "p-time-scale")
+    assert run["time_scale"] == 1
+    notes = notes_of(poisoned, "p-time-scale")
+    assert "manifest.json" in notes and "time_scale" in notes and "1e-300" in notes
+    assert run["steps"][1]["pause_overlap_s"] == 10.0  # read as wall seconds, as said
+
+
+def test_a_pause_window_from_year_1_to_9999_is_clipped_to_the_run(poisoned):
+    run = run_of(poisoned, "p-pause-forever")
+    assert run["aggregates"]["pause_total_s"] == 1000.0  # the run's span, started_at to ended_at
+    notes = notes_of(poisoned, "p-pause-forever")
+    assert "pauses.jsonl line 1" in notes and "0001-01-01T00:00:00" in notes and "clipped" in notes
+
+
+@pytest.mark.parametrize("name, stamp", [("p-end-9999", "9999-12-31T23:59:59"), ("p-end-0001", "0001-01-01T00:00:00")])
+def test_a_rollout_end_outside_the_run_is_noted_and_not_counted_clean(poisoned, name, stamp):
+    run = run_of(poisoned, name)
+    row = run["steps"][2]
+    assert (row["pause_overlap_s"], row["rollout_time_adjusted_s"], row["clean"]) == (None, None, None)
+    assert run["aggregates"]["clean_steps"] == 2  # steps 0 and 3; step 1 overlaps the pause
+    notes = notes_of(poisoned, name)
+    assert "t_rollout_end" in notes and stamp in notes and "step 2" in notes and "outside the run" in notes
+
+
+def test_negative_durations_are_flagged(poisoned):
+    run = run_of(poisoned, "p-negative")
+    assert run["steps"][1]["rollout_time_s"] is None and run["steps"][2]["step_time_s"] is None
+    assert run["aggregates"]["step_time_sum_s"] is None
+    notes = notes_of(poisoned, "p-negative")
+    assert "perf/rollout_time is negative (-5.0) in step 1" in notes
+    assert "perf/step_time is negative (-3.0) in step 2" in notes
+
+
+def test_a_compare_baseline_given_as_a_list_is_said(poisoned):
+    notes = notes_of(poisoned, "p-compare-list")
+    assert "manifest.json" in notes and "compare.baseline" in notes and "['plain']" in notes
+    assert not [c for c in poisoned["document"]["comparisons"] if c["run"] == "p-compare-list"]
+
+
+def test_runs_summarized_in_several_processes_give_the_same_document(poisoned):
+    from harness.summary.summarize import summarize
+
+    def stable(workers: int) -> dict:
+        document = summarize(poisoned["root"], workers=workers, generated_at="2026-11-29T12:00:00Z").to_dict()
+        return {k: v for k, v in document.items() if k != "harness_version"}
+
+    assert stable(2) == stable(1)
+    assert {k: v for k, v in stable(1).items() if k != "generated_at"} == {
+        k: v for k, v in poisoned["document"].items() if k not in ("generated_at", "harness_version")}
+
+
+def test_rows_encoded_where_they_are_computed_are_written_as_the_writer_would(poisoned):
+    from harness.summary.serialize import dumps_summary
+    from harness.summary.summarize import summarize_with_warnings
+
+    summary = summarize_with_warnings(poisoned["root"], workers=2, encode=True)
+    assert set(summary.encoded_rows) == {name for name, run in summary.document.runs.items() if len(run.steps)}
+    assert dumps_summary(summary.document, summary.encoded_rows) == dumps_summary(summary.document)
