@@ -114,7 +114,7 @@ def ray_sweep(root: Path, experiments: Path, nodes: int, seeds: list[int], delay
     return elapsed, runs
 
 
-def runner_seconds(runs: Any, root: Path, nodes: int) -> float:
+def runner_seconds(root: Path, nodes: int) -> float:
     """The runners' own time on the nodes (their copies' status: made to final)."""
     from harness.times import parse_time_us
 
@@ -141,7 +141,7 @@ def main() -> None:
         delays: list[float] = []
         one_s, _ = ray_sweep(root, experiments, 1, seeds, delays)
         two_s, two_runs = ray_sweep(root, experiments, 2, seeds, delays)
-        runner_s = runner_seconds(None, root, 1)
+        runner_s = runner_seconds(root, 1)
     n = len(seeds)
     delays.sort()
     hosts = {}
