@@ -51,12 +51,12 @@ demo: ## the whole pipeline on the simulator: 6 runs with heat pauses, summary, 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,export]'
+	$(BIN)/pip install -q -e '.[dev,export,cluster]'
 	@touch $@
 
 # Said on `make setup` and `make test`, the README's first steps; other targets stay quiet.
 VENV_HINT := harness is installed in $(VENV): run $(BIN)/harness, or 'source $(VENV)/bin/activate' to put harness on PATH
-setup: $(BIN)/harness ## create .venv and install the harness with its test tools
+setup: $(BIN)/harness ## create .venv and install the harness with its test tools and Ray (for --ray)
 	@$(if $(filter setup test,$(MAKECMDGOALS)),echo "$(VENV_HINT)",:)
 
 test: setup ## run the test suite (the Docker tests run where an engine answers)

@@ -37,6 +37,7 @@ class CaptureRow:
     started: str
     duration: str
     guard: str = "-"
+    host: str = ""  # the Ray node's host name for a run Ray placed (docs/cluster.md); "" for a local run
 
 
 def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
@@ -59,8 +60,17 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
             started=status.started_at[:19].replace("T", " "),
             duration=_duration(status),
             guard=_guard(capture, status, windows),
+            host=_host(capture),
         ))
     return rows
+
+
+def _host(capture: Capture) -> str:
+    """The host a run Ray placed ran on (`manifest.ray.hostname`); "" for a local run."""
+    ray = (capture.read_manifest() or {}).get("ray")
+    if isinstance(ray, dict) and isinstance(ray.get("hostname"), str):
+        return ray["hostname"]
+    return ""
 
 
 def harness_gone(capture: Capture, status: RunStatus) -> bool:

@@ -273,6 +273,33 @@ class CompareConfig(_Strict):
     baselines: List[RunName] = Field(default_factory=list)
 
 
+RESOURCE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,63}$")
+# Ray's own resources, which the run's task asks for through other keys (or not at all).
+RAY_RESERVED_RESOURCES = {"GPU": "every run asks for one GPU", "CPU": "set cluster.num_cpus",
+                          "memory": "Ray's memory resource is not used", "object_store_memory": "not a task resource"}
+
+
+class ClusterConfig(_Strict):
+    """How a run is placed under `--ray` (docs/cluster.md): always one GPU, plus these Ray resources."""
+
+    resources: Dict[str, float] = Field(default_factory=dict)  # custom Ray resources, e.g. {spark: 1}
+    num_cpus: float = Field(default=0, ge=0)  # the run's task itself idles; the trainer uses the GPU's host
+    env: Dict[EnvName, Word] = Field(default_factory=dict)  # NCCL/RoCE settings of a run over several hosts
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, resources: Dict[str, float]) -> Dict[str, float]:
+        for name, amount in resources.items():
+            if name in RAY_RESERVED_RESOURCES:
+                raise ValueError(f"{name!r} is Ray's own resource: {RAY_RESERVED_RESOURCES[name]}")
+            if not RESOURCE_NAME.match(name):
+                raise ValueError(f"{shown(name)} is not a Ray resource name (a letter or '_', then letters, digits, "
+                                 "'_', '.', ':', '/', '-')")
+            if not amount > 0:
+                raise ValueError(f"{name}: {amount} is not a positive amount")
+        return resources
+
+
 class LimitsConfig(_Strict):
     """The run's time limit; reaching it stops the run gracefully."""
 
@@ -295,6 +322,7 @@ class Experiment(_Strict):
     guard: GuardConfig = Field(default_factory=GuardConfig)
     compare: Optional[CompareConfig] = None
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
 
     @model_validator(mode="after")
     def _engine_command(self) -> "Experiment":

@@ -27,8 +27,9 @@ ENV_EXTRA_ARGS = "MILES_EXTRA_ARGS"
 TRAINER_COMMAND = ("python3", "train.py")
 
 # Keys of the resolved experiment that do not change what a run measures (the
-# guard decides when the run is frozen, and its pauses are taken out of the times).
-_NOT_IN_RUN_ID = ("description", "compare", "limits", "extends", "guard")
+# guard decides when the run is frozen, and its pauses are taken out of the times;
+# `cluster` only says where Ray places the run).
+_NOT_IN_RUN_ID = ("description", "compare", "limits", "extends", "guard", "cluster")
 
 
 @dataclass(frozen=True)

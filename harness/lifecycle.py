@@ -104,6 +104,7 @@ def run_planned(
     on_warning: Callable[[str], None] = lambda message: None,
     engine: Any = None,
     provenance: Optional[dict[str, Any]] = None,
+    forward: Optional[Callable[[Any], None]] = None,
 ) -> SweepResult:
     """Take the capture's lock, decide, check, take the GPU, open the guard's sensor, run; both locks are held
     to the last write.
@@ -112,7 +113,7 @@ def run_planned(
     of it still runs). Pre-flight problems, and a sensor the experiment names
     that cannot read here, fail here, before a capture is made: nothing is
     written and an earlier capture is left as it was (`not_started` is for a
-    run that failed after its capture was made).
+    run that failed after its capture was made). `forward`: see `execute`.
     """
     from harness.guard.session import GuardSession
     from harness.engines import engine_for
@@ -165,6 +166,7 @@ def run_planned(
                     keep=options.keep,
                     time_scale=plan.time_scale,
                     keep_old=decision.keep_old,
+                    forward=forward,
                 )
             finally:
                 guard.close()

@@ -38,13 +38,12 @@ from harness.capture import (
     Capture,
     RunState,
     RunStatus,
-    append_jsonl,
     describe_os_error,
     this_host,
     utc_now,
-    write_json_atomic,
 )
 from harness.capture.files import NO_SPACE
+from harness.capture.writer import CaptureWriter, Forward
 from harness.engines import Engine, EngineUnavailable, RunHandle
 from harness.errors import HarnessError
 from harness.failpoints import failpoint
@@ -181,8 +180,9 @@ def _exit_reason(exit_code: Optional[int]) -> str:
 class CaptureWrites:
     """The capture's writes after the trainer started: the first failure stops them all, and is said once."""
 
-    def __init__(self, capture: Capture, engine: str, progress: Progress) -> None:
+    def __init__(self, capture: Capture, engine: str, progress: Progress, writer: Optional[CaptureWriter] = None) -> None:
         self.capture = capture
+        self.writer = writer or CaptureWriter(capture)
         self.engine = engine
         self.progress = progress
         self.error: Optional[str] = None
@@ -256,6 +256,7 @@ class LogPump(threading.Thread):
                 return
             good += len(data)
             self.lines += 1
+            self.writes.writer.log_line(line)
             for record in self.parser.feed(line, self.lines):
                 if not self._save(record):
                     return
@@ -277,7 +278,7 @@ class LogPump(threading.Thread):
     def _save(self, record: Any) -> bool:
         row = record.to_json(include_derived=False)
         if not self.writes.attempt(self.capture.metrics_path.name,
-                                   lambda: append_jsonl(self.capture.metrics_path, row)):
+                                   lambda: self.writes.writer.jsonl(self.capture.metrics_path, row)):
             return False
         if record.complete:
             self.steps_complete += 1
@@ -326,11 +327,13 @@ def execute(
     time_scale: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
     keep_old: bool = True,
+    forward: Optional[Forward] = None,
 ) -> RunStatus:
     """Run `spec` to its end and return the final status (also on disk). The caller holds the capture lock.
 
     `keep_old`: an earlier capture is moved under .replaced/ (else deleted: it held no run).
     `guard`: the experiment's heat guard, its sensor opened (the caller closes it).
+    `forward`: every capture write, once on disk, is also passed on (a run Ray placed streams it to its driver).
     A run that never started is recorded `not_started` and raised as a HarnessError.
     """
     capture = Capture(Path(spec.capture_dir))
@@ -346,21 +349,22 @@ def execute(
         ended_at=None, steps_expected=spec.steps_expected, steps_complete=0, error=None,
         harness_pid=os.getpid(), harness_host=this_host(), engine=engine.name,
     )
-    capture.write_status(status)
+    writer = CaptureWriter(capture, forward)
+    writer.status(status)
 
     labels = {LABEL_HARNESS_PID: str(os.getpid()), LABEL_HARNESS_HOST: this_host(), **({LABEL_KEEP: "1"} if keep else {})}
     try:
         manifest = build_manifest(spec, experiment, time_scale=time_scale, engine_facts=engine.facts(),
                                   provenance=provenance, guard_facts=guard.facts())
-        write_json_atomic(capture.manifest_path, manifest)
+        writer.json(capture.manifest_path, manifest)
         failpoint("before-container")
         handle = engine.start(spec, labels)
     except HarnessError as err:
-        _record_not_started(capture, status, err.message)
+        _record_not_started(writer, status, err.message)
         raise HarnessError(f"run {spec.run} did not start: {err.message}", err.exit_code) from None
     except OSError as err:
         message = describe_os_error(err, capture.manifest_path.name)
-        _record_not_started(capture, status, message)
+        _record_not_started(writer, status, message)
         raise HarnessError(f"run {spec.run} did not start: {message}") from None
     failpoint("after-start")
     progress.started(spec)
@@ -368,19 +372,19 @@ def execute(
         handle, pauses_path=capture.pauses_path, samples_path=capture.guard_path,
         on_note=lambda message: progress.note(f"{spec.run}: heat guard: {message}"),
         on_stop=lambda reason: stop.request("stopped", f"heat guard: {reason}"),
-        on_reading=progress.guard,
+        on_reading=progress.guard, append=writer.jsonl,
     )
     exit_code: Optional[int] = None
     engine_error: Optional[str] = None
-    writes = CaptureWrites(capture, engine.name, progress)
+    writes = CaptureWrites(capture, engine.name, progress, writer)
     pump = LogPump(handle, capture, parser, progress, writes)
     try:
         status.container = handle.id
         identity = getattr(handle, "identity", lambda: None)()
         status.process = identity.to_dict() if identity is not None else None
-        writes.attempt(capture.status_path.name, lambda: capture.write_status(status))
+        writes.attempt(capture.status_path.name, lambda: writer.status(status))
         manifest["handle"] = handle.facts()
-        writes.attempt(capture.manifest_path.name, lambda: write_json_atomic(capture.manifest_path, manifest))
+        writes.attempt(capture.manifest_path.name, lambda: writer.json(capture.manifest_path, manifest))
         pump.start()
         exit_code = _supervise(handle, spec, stop, capture, grace_s, clock, progress, loop)
     except EngineUnavailable as err:
@@ -478,10 +482,10 @@ def _never_leave_frozen(handle: RunHandle) -> None:
         pass  # the container may be gone already; nothing left to thaw
 
 
-def _record_not_started(capture: Capture, status: RunStatus, reason: str) -> None:
+def _record_not_started(writer: CaptureWriter, status: RunStatus, reason: str) -> None:
     status.state, status.error, status.ended_at = RunState.NOT_STARTED, reason, utc_now()
-    capture.write_status(status)
-    capture.drop_reserve()
+    writer.status(status)
+    writer.capture.drop_reserve()
 
 
 def _record_end(
@@ -497,7 +501,7 @@ def _record_end(
     guard_notes: Sequence[str] = (),
 ) -> Outcome:
     if parser.args is not None:
-        writes.attempt(capture.args_path.name, lambda: write_json_atomic(capture.args_path, parser.args))
+        writes.attempt(capture.args_path.name, lambda: writes.writer.json(capture.args_path, parser.args))
     outcome = decide_outcome(
         exit_code=exit_code,
         steps_complete=pump.steps_complete,
@@ -520,7 +524,7 @@ def _record_end(
         status.notes.append(f"{len(parser.problems)} log line(s) could not be read; see harness parse-log")
     if outages and outcome.state == RunState.SUCCEEDED:
         status.notes.extend(outages)
-    capture.write_status(status)
+    writes.writer.status(status)
     try:
         capture.stop_request_path.unlink(missing_ok=True)
     except OSError:

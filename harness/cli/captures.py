@@ -13,6 +13,7 @@ from harness.cli.app import (
     stdout,
     warn,
 )
+from harness.cli.cluster import RecoverRayOption
 
 RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under the capture dir).")]
 
@@ -20,6 +21,8 @@ RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under th
 @command("status")
 def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) -> None:
     """Show every capture: state, steps, pauses, exit code, start, duration, and the heat guard now.
+
+    Where Ray placed runs (--ray), a last column names the host each ran on.
 
     The guard column is the last temperature recorded, or `PAUSED since ...`
     while a pause window is open.
@@ -38,10 +41,13 @@ def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) 
     columns = [Column("run"), Column("state", wrap=True), Column("steps", "right"), Column("pauses", drop=3),
                Column("exit code", "right"), Column("started", drop=1), Column("duration", "right", drop=2),
                Column("guard", wrap=True)]
+    hosts = any(row.host for row in rows)  # runs Ray placed: the host each ran on
+    if hosts:
+        columns.append(Column("host", drop=4))
     # plain Text: a run name or a reason with [brackets] is shown, never read as markup
     print_table(stdout(), columns, [tuple(Text(cell) for cell in (row.run, row.state, row.steps, row.pauses,
                                                                    row.exit_code, row.started, row.duration,
-                                                                   row.guard))
+                                                                   row.guard, *([row.host or "here"] if hosts else [])))
                                     for row in rows], title=f"captures in {capture_dir}")
 
 
@@ -89,25 +95,35 @@ def recover(
     grace_s: Annotated[float, typer.Option("--grace-s", min=0, help="Seconds between SIGTERM and SIGKILL.")] = 60.0,
     capture_dir: CaptureDirOrSim = None,
     sim: SimCapturesOption = False,
+    ray: RecoverRayOption = None,
 ) -> None:
     """Settle runs whose harness is gone: thaw, save their logs and steps, stop them, record how they ended.
 
     A pause window the heat guard left open is closed when the run is thawed.
     Only a trainer whose run id is its capture's current one is touched, and a
-    final status is never rewritten.
+    final status is never rewritten. With --ray, the trainers are looked for on
+    every node of the cluster (a small task per node asks its engines).
     """
     from harness.engines import ENGINE_NAMES, engine_named
     from harness.recover import carry_out, plan_all
 
-    notes: list[str] = []
-    plans = plan_all(capture_root(capture_dir, sim), [engine_named(name) for name in ENGINE_NAMES], notes, other_hosts=all_)
+    if ray:
+        from harness.cli.cluster import recover_on_ray
+
+        results, notes = recover_on_ray(ray, capture_root(capture_dir, sim), all_=all_, leave_running=leave_running,
+                                        keep=keep, grace_s=grace_s)
+    else:
+        notes = []
+        plans = plan_all(capture_root(capture_dir, sim), [engine_named(name) for name in ENGINE_NAMES], notes,
+                         other_hosts=all_)
+        results = [(plan, carry_out(plan, leave_running=leave_running, keep=keep, grace_s=grace_s))
+                   for plan in plans]
     for message in notes:
         warn(f"cannot ask the {message}")
     console = stdout()
-    if not any(plan.action != "leave" for plan in plans):
+    if not any(plan.action != "leave" for plan, _ in results):
         console.print("nothing to recover: no run has lost its harness", markup=False)
-    for plan in plans:
-        result = carry_out(plan, leave_running=leave_running, keep=keep, grace_s=grace_s)
+    for plan, result in results:
         for stranger, why in plan.strangers:
             console.print(f"{plan.run}: {stranger.name} left alone: {why}", markup=False)
         if result.skipped is not None:

@@ -30,6 +30,7 @@ from harness.cli.app import (
     stdout,
     warn,
 )
+from harness.cli.cluster import NodesOption, RayOption
 from harness.cli.progress import progress_for
 from harness.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES, SimTarget, choose_target
 
@@ -165,6 +166,7 @@ Examples:
   harness sweep seeds                       (a sweep file: plain-48 over seeds 1 2 3)
   make sweep SEEDS="1 2 3"                  (EXP=plain-48 names another experiment)
   make sweep SIM=1                          (= harness sweep --seeds 1 2 3 --sim)
+  harness sweep plain-48 --seeds 1 2 3 4 --ray auto   (side by side on a Ray cluster's GPUs: docs/cluster.md)
 
 --seeds takes every number that follows it. Without an experiment:
 ${EXPERIMENT_ENV}, else {DEFAULT_EXPERIMENT}; the choice is printed first.
@@ -188,6 +190,8 @@ def run(
     capture_dir: CaptureDirOrSim = None,
     seed: SeedOption = None,
     set_: SetOption = None,
+    ray: RayOption = None,
+    nodes: NodesOption = 1,
 ) -> None:
     from harness.errors import HarnessError
     from harness.lifecycle import RunOptions, exit_code_for, run_planned, stop_on_signals
@@ -200,6 +204,11 @@ def run(
     if len(plans) != 1:
         raise HarnessError(f"{experiment} is a sweep file: run it with `harness sweep {experiment}`")
     (plan,) = plans
+    if ray or nodes > 1:
+        from harness.cli.cluster import run_command_on_ray
+
+        return run_command_on_ray(plan, address=ray, nodes=nodes, dry_run=dry_run, as_json=json_, force=force,
+                                  options=RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s))
     if dry_run:
         for problem in _preflight(plan.spec):
             warn(f"pre-flight: {problem}")
@@ -241,6 +250,7 @@ def sweep(
     experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR,
     capture_dir: CaptureDirOrSim = None,
     set_: SetOption = None,
+    ray: RayOption = None,
 ) -> None:
     from harness.errors import HarnessError
     from harness.lifecycle import RunOptions, exit_code_for, run_sweep, stop_on_signals
@@ -257,13 +267,17 @@ def sweep(
     if dry_run:
         print_sweep_plan(plans, mode, as_json=json_)
         return
+    options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
+    if ray:
+        from harness.cli.cluster import run_on_ray
+
+        return run_on_ray(plans, address=ray, mode=mode, fail_fast=fail_fast, options=options, single=False)
     console, progress, stop = _session(plans, capture_dir)
 
     def on_decision(decision) -> None:  # noqa: ANN001
         verb = "running" if decision.action == "run" else "skipping"
         progress.note(f"{decision.run}: {verb}: {decision.reason}")
 
-    options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     with stop_on_signals(stop, progress.note):
         results = run_sweep(plans, mode=mode, fail_fast=fail_fast, options=options, progress=progress, stop=stop,
                             on_decision=on_decision, on_wait=warn, on_warning=warn)

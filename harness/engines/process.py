@@ -81,7 +81,7 @@ class ProcessEngine:
         try:
             with open(directory / "shim.err", "wb") as errors:
                 shim = subprocess.Popen(
-                    [sys.executable, "-m", "harness.engines.shim", str(directory)],
+                    [sys.executable, "-m", "harness.engines.shim", "--detach", str(directory)],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors,
                     env={**_inherited_env(), **spec.env}, start_new_session=True,
                 )

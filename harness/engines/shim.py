@@ -1,10 +1,11 @@
 """The process engine's supervisor: what containerd's shim is to a container, for one trainer process.
 
-`python -m harness.engines.shim RUN_DIR` starts the command of RUN_DIR/run.json
-in a process group of its own, stamps every line it prints in Docker's format
-into RUN_DIR/output.log, and writes RUN_DIR/exit.json when it ends. It runs in
-a session of its own, so the trainer and its log outlive a harness that dies:
-`harness recover` finds them again, as Docker keeps a container and its log.
+`python -m harness.engines.shim [--detach] RUN_DIR` starts the command of
+RUN_DIR/run.json in a process group of its own, stamps every line it prints in
+Docker's format into RUN_DIR/output.log, and writes RUN_DIR/exit.json when it
+ends. It runs in a session of its own (with `--detach`, as a child of init),
+so the trainer and its log outlive a harness that dies: `harness recover`
+finds them again, as Docker keeps a container and its log.
 
 Files (all written here, read by harness.engines.process):
     state.json        the trainer's pid, process group, start time (written once it runs)
@@ -24,6 +25,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -91,10 +93,34 @@ def main(run_dir: Path) -> int:
     return 0
 
 
+def detach(run_dir: Path) -> int:
+    """Run the supervisor in a child that outlives this launcher; return once the trainer started (or could not).
+
+    The launcher exits then, so the supervisor's parent is init: a harness
+    that dies, and whatever kills a dying process's children with it (a Ray
+    worker's raylet does), leave the trainer and its log running.
+    """
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            code = main(run_dir)
+        finally:
+            os._exit(code)
+    while not ((run_dir / "state.json").exists() or (run_dir / "start-error.json").exists()):
+        ended, _ = os.waitpid(child, os.WNOHANG)
+        if ended:
+            return 1  # the supervisor ended without a word: the engine reports it
+        time.sleep(0.002)
+    return 0
+
+
 def _default_signals() -> None:
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_DFL)
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--detach":
+        sys.exit(detach(Path(sys.argv[2])))
     sys.exit(main(Path(sys.argv[1])))

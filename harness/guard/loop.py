@@ -79,6 +79,7 @@ class GuardLoop:
         on_note: Optional[Callable[[str], None]] = None,
         on_stop: Optional[Callable[[str], None]] = None,
         on_reading: Optional[Callable[[GuardReading], None]] = None,
+        append: Callable[[Path, Any], None] = append_jsonl,
     ) -> None:
         self.handle = handle
         self.sensor = sensor
@@ -91,6 +92,7 @@ class GuardLoop:
         self._on_note = on_note
         self._on_stop = on_stop
         self._on_reading = on_reading
+        self._append_record = append  # the capture's writer: a run on a Ray node also streams it to the driver
         self._state = GuardState()
         self._window: Optional[dict[str, Any]] = None  # the open pause window, as written
         self._window_start_us = 0
@@ -280,7 +282,7 @@ class GuardLoop:
     def _append(self, path: Path, record: dict[str, Any]) -> None:
         """Append a record; a record that cannot be written is noted, and never stops a pause or a thaw."""
         try:
-            append_jsonl(path, record)
+            self._append_record(path, record)
         except OSError as err:
             self._note(f"could not write {path}: {err.strerror or err}")
 

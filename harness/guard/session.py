@@ -56,12 +56,14 @@ class GuardSession:
     def start(self, handle: Any, *, pauses_path: Path, samples_path: Path,
               on_note: Optional[Callable[[str], None]] = None,
               on_stop: Optional[Callable[[str], None]] = None,
-              on_reading: Optional[Callable[[GuardReading], None]] = None) -> Optional[GuardLoop]:
+              on_reading: Optional[Callable[[GuardReading], None]] = None,
+              append: Optional[Callable[[Path, Any], None]] = None) -> Optional[GuardLoop]:
         """Start guarding `handle` (None when unguarded). The callbacks run in the guard's thread: never block."""
         if self.choice.sensor is None:
             return None
         loop = GuardLoop(handle, self.choice.sensor, self.config, pauses_path=pauses_path,
-                         samples_path=samples_path, on_note=on_note, on_stop=on_stop, on_reading=on_reading)
+                         samples_path=samples_path, on_note=on_note, on_stop=on_stop, on_reading=on_reading,
+                         **({"append": append} if append is not None else {}))
         return loop.start()
 
     def close(self) -> None:

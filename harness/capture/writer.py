@@ -1,0 +1,113 @@
+"""The runner's writes to a capture, behind one small interface: the local files, and what was written, passed on.
+
+A local run writes its capture and nothing more. A run that Ray placed on
+another host writes the host's own copy the same way and passes every write
+on (`forward`) to the driver, which applies it to its capture with
+`apply_event`: one runner, two destinations, and the driver's capture is
+written by the same functions as a local one.
+
+An event is `(kind, file name, payload)`:
+
+    ("status", "status.json", RunStatus.to_dict())
+    ("json", "manifest.json" | "args.json", data)
+    ("jsonl", "metrics.jsonl" | "pauses.jsonl" | "guard.jsonl", row)
+    ("log", "container.log", "<RFC3339Nano> <text>")       # one whole line, already stamped
+
+It is forwarded only once the local write succeeded, so the driver never
+holds a line the host's copy lacks.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional, Tuple
+
+from harness.capture.files import append_jsonl, write_json_atomic
+from harness.capture.layout import Capture
+from harness.capture.records import RunStatus
+
+Event = Tuple[str, str, Any]
+Forward = Callable[[Event], None]
+
+JSON_FILES = frozenset({"manifest.json", "args.json"})
+JSONL_FILES = frozenset({"metrics.jsonl", "pauses.jsonl", "guard.jsonl"})
+
+
+class CaptureWriter:
+    """Writes one capture's files; each write, once on disk, also goes to `forward` when there is one."""
+
+    def __init__(self, capture: Capture, forward: Optional[Forward] = None) -> None:
+        self.capture = capture
+        self.forward = forward
+
+    def status(self, status: RunStatus) -> None:
+        self.capture.write_status(status)
+        self._send("status", self.capture.status_path.name, status.to_dict())
+
+    def json(self, path: Path, data: Any) -> None:
+        write_json_atomic(path, data)
+        self._send("json", Path(path).name, data)
+
+    def jsonl(self, path: Path, row: Any) -> None:
+        append_jsonl(path, row)
+        self._send("jsonl", Path(path).name, row)
+
+    def log_line(self, line: str) -> None:
+        """A line the log pump has written to container.log (it writes the bytes itself, for speed)."""
+        self._send("log", self.capture.log_path.name, line)
+
+    def _send(self, kind: str, name: str, payload: Any) -> None:
+        if self.forward is not None:
+            self.forward((kind, name, payload))
+
+
+class EventSink:
+    """Applies forwarded events to a capture on this machine (a Ray driver's copy of a run on another host).
+
+    `on_status` may change a status before it is written (the driver records
+    itself as the run's harness). Log lines are appended to an open file and
+    fsynced by `flush`, once per batch of events.
+    """
+
+    def __init__(self, capture: Capture, on_status: Callable[[RunStatus], RunStatus] = lambda status: status) -> None:
+        self.capture = capture
+        self.on_status = on_status
+        self.lines = 0
+        self.last_status: Optional[RunStatus] = None
+        self._log_fd: Optional[int] = None
+
+    def apply(self, event: Event) -> None:
+        """Write one event (OSError when the disk refuses it; a malformed event is a ValueError)."""
+        kind, name, payload = event
+        if kind == "status":
+            status = self.on_status(RunStatus.from_dict(payload))
+            self.capture.write_status(status)
+            self.last_status = status
+        elif kind == "json" and name in JSON_FILES:
+            write_json_atomic(self.capture.directory / name, payload)
+        elif kind == "jsonl" and name in JSONL_FILES:
+            append_jsonl(self.capture.directory / name, payload)
+        elif kind == "log" and isinstance(payload, str):
+            if self._log_fd is None:
+                self._log_fd = os.open(self.capture.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                                       0o666)
+            data = payload.encode("utf-8", "replace") + b"\n"
+            if os.write(self._log_fd, data) != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.capture.log_path))
+            self.lines += 1
+        else:
+            raise ValueError(f"not a capture event: {kind!r} for {name!r}")
+
+    def flush(self) -> None:
+        if self._log_fd is not None:
+            os.fsync(self._log_fd)
+
+    def close(self) -> None:
+        if self._log_fd is not None:
+            try:
+                os.fsync(self._log_fd)
+            finally:
+                os.close(self._log_fd)
+                self._log_fd = None

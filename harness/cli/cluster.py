@@ -1,0 +1,197 @@
+"""`--ray ADDRESS` on run and sweep, `harness recover --ray`, `run --nodes N --dry-run`: the CLI side of harness.cluster.
+
+Ray is imported only here, and only when `--ray` is given.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import typer
+from typing_extensions import Annotated
+
+from harness.cli.app import stdout, warn
+
+RayOption = Annotated[Optional[str], typer.Option(
+    "--ray", envvar="RAY_ADDRESS", metavar="ADDRESS",
+    help="Place each run on the Ray cluster at ADDRESS (auto, HOST:PORT, ray://HOST:10001): one GPU per run, "
+         "the rest queued (docs/cluster.md). Also RAY_ADDRESS.")]
+RecoverRayOption = Annotated[Optional[str], typer.Option(
+    "--ray", envvar="RAY_ADDRESS", metavar="ADDRESS",
+    help="Look for the runs on every node of the Ray cluster at ADDRESS (a small task per node asks its engines). "
+         "Also RAY_ADDRESS.")]
+NodesOption = Annotated[int, typer.Option(
+    "--nodes", min=1, help="Hosts one run spans, with --ray (over 1: --dry-run only; docs/scale-out.md).")]
+
+
+class BoardView:
+    """Live progress of runs on several hosts: a table with one line per run on a terminal, a line per change elsewhere."""
+
+    def __init__(self, console: Any) -> None:
+        from harness.cluster.board import Board
+
+        self.console = console
+        self.board = Board(self.changed)
+        self.live: Any = None
+
+    def _render(self) -> Any:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(box=None, pad_edge=False, title="runs on the cluster", title_justify="left")
+        for column in ("run", "host", "state", "step", "heat guard"):
+            table.add_column(column)
+        for line in self.board.lines():
+            style = "bold red" if line.paused_since else ""
+            table.add_row(Text(line.run), Text(line.host), Text(line.state),
+                          f"{line.steps_complete}/{line.steps_expected}", Text(line.pause_text, style=style))
+        return table
+
+    def __enter__(self) -> "BoardView":
+        if self.console.is_terminal:
+            from rich.live import Live
+
+            self.live = Live(self._render(), console=self.console, refresh_per_second=2, get_renderable=self._render)
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def changed(self, line: Any, what: str) -> None:
+        if self.live is None:
+            self.console.print(line.describe(), markup=False, highlight=False)
+
+    def note(self, message: str) -> None:
+        self.console.print(message, markup=False, highlight=False)
+
+
+def run_command_on_ray(plan: Any, *, address: Optional[str], nodes: int, dry_run: bool, as_json: bool,
+                       force: bool, options: Any) -> None:
+    """`harness run EXP --ray ADDRESS [--nodes N] [--dry-run]`."""
+    from harness.cli.runs import print_spec
+    from harness.errors import HarnessError
+
+    if address is None:
+        raise HarnessError(f"--nodes {nodes} needs --ray ADDRESS: a run over several hosts is placed by Ray")
+    if nodes > 1:
+        if not dry_run:
+            raise HarnessError(f"--nodes {nodes}: a run over several hosts is designed (docs/scale-out.md) but only "
+                               "its --dry-run is implemented: add --dry-run to see what each host would start")
+        return dry_run_over_hosts(plan, address=address, nodes=nodes, as_json=as_json)
+    if dry_run:  # where it runs is Ray's choice; what it runs is the same spec
+        print_spec(plan.spec, as_json=as_json)
+        return
+    run_on_ray([plan], address=address, mode="force" if force else "retry", fail_fast=False, options=options,
+               single=True)
+
+
+def run_on_ray(plans: Sequence[Any], *, address: str, mode: str, fail_fast: bool, options: Any,
+               single: bool) -> None:
+    """Run `plans` on the Ray cluster at `address`; exit 0 only when every run succeeded."""
+    from harness.cli.runs import report_status
+    from harness.cluster.connect import connect, disconnect
+    from harness.cluster.driver import RaySweep, sweep_exit_code
+    from harness.errors import HarnessError
+    from harness.lifecycle import stop_on_signals
+    from harness.provenance import git_facts, harness_facts
+    from harness.runner import StopControl
+
+    ray = connect(address)
+    console = stdout()
+    view = BoardView(console)
+    stop = StopControl()
+
+    def on_decision(decision: Any) -> None:
+        if not single or decision.action == "skip":
+            verb = "running" if decision.action == "run" else "skipping"
+            view.note(f"{decision.run}: {verb}: {decision.reason}")
+
+    sweep = RaySweep(ray, address, mode=mode, fail_fast=fail_fast, options=options, stop=stop,
+                     on_decision=on_decision, on_note=view.note, on_wait=warn, board=view.board,
+                     provenance={**harness_facts(), **git_facts(Path.cwd())})
+    try:
+        with stop_on_signals(stop, view.note), view:
+            runs = sweep.run(plans)
+    finally:
+        disconnect()
+    if single:
+        (run,) = runs
+        if run.decision.action == "skip":
+            raise HarnessError(f"run {run.run} not started: {run.decision.reason}")
+        if run.error and (run.status is None or run.status.state == "running" or run.sink is None):
+            raise HarnessError(f"run {run.run} not started: {run.error}", run.error_code)
+        report_status(run.status)
+    else:
+        _print_results(console, runs)
+    code = sweep_exit_code(runs, stop)
+    if code:
+        raise typer.Exit(int(code))
+
+
+def _print_results(console: Any, runs: Sequence[Any]) -> None:
+    from rich.text import Text
+
+    from harness.cli.tables import Column, print_table
+
+    rows = []
+    for run in runs:
+        status = run.status
+        steps = f"{status.steps_complete}/{status.steps_expected}" if status else "-"
+        reason = run.error or (status.error if run.decision.action == "run" and status and status.error else None) \
+            or run.decision.reason
+        cells = (run.run, run.node.hostname if run.node else "-", run.decision.action, run.state, steps, reason)
+        rows.append(tuple(Text(cell) for cell in cells))
+    columns = [Column("run"), Column("host"), Column("action"), Column("state"), Column("steps", "right"),
+               Column("reason", wrap=True)]
+    print_table(console, columns, rows, title="sweep on the cluster")
+
+
+def dry_run_over_hosts(plan: Any, *, address: str, nodes: int, as_json: bool) -> None:
+    """What each host would start for one run over `nodes` hosts, and the job; starts nothing."""
+    from harness.cluster.connect import alive_nodes, connect, disconnect, nodes_for, run_request
+    from harness.cluster.scaleout import describe_plan, metadata_for, pick_hosts, plan_scale_out
+    from harness.errors import HarnessError
+    from harness.provenance import git_facts, harness_facts
+
+    ray = connect(address)
+    try:
+        able = nodes_for(alive_nodes(ray), run_request(plan.experiment.cluster))
+    finally:
+        disconnect()
+    try:
+        hosts = pick_hosts(able, nodes, address)
+    except ValueError as err:
+        raise HarnessError(f"run {plan.spec.run}: {err}") from None
+    provenance = {**harness_facts(), **git_facts(Path.cwd())}
+    scale = plan_scale_out(plan.spec, hosts, cluster_env=plan.experiment.cluster.env,
+                           metadata=metadata_for(plan.spec, provenance, nodes, hosts=hosts))
+    if as_json:
+        typer.echo(json.dumps(scale.to_dict(), indent=2, allow_nan=False))
+        return
+    console = stdout()
+    for line in describe_plan(scale, plan.spec.secret_values()):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def recover_on_ray(address: str, capture_dir: Path, *, all_: bool, leave_running: bool, keep: bool,
+                   grace_s: float) -> tuple[list, list[str]]:
+    """Plans for the captures whose runs the cluster's nodes still hold (or whose harness is gone), carried out."""
+    from harness.cluster.connect import alive_nodes, connect, disconnect
+    from harness.cluster.remote import node_engines
+    from harness.engines import ENGINE_NAMES
+    from harness.recover import carry_out, plan_all
+
+    ray = connect(address)
+    try:
+        notes: list[str] = []
+        engines = node_engines(ray, alive_nodes(ray), tuple(ENGINE_NAMES))
+        plans = plan_all(capture_dir, engines, notes, other_hosts=all_)
+        results = [(plan, carry_out(plan, leave_running=leave_running, keep=keep, grace_s=grace_s)) for plan in plans]
+    finally:
+        disconnect()
+    return results, notes

@@ -1,0 +1,93 @@
+"""Joining a Ray cluster as its driver, and the nodes in it that can take a run."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from harness.cluster import import_ray
+from harness.errors import ExitCode, HarnessError
+
+CONNECT_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """One Ray node as the manifest records it (`manifest.ray`)."""
+
+    node_id: str
+    node_ip: str
+    hostname: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"node_id": self.node_id, "node_ip": self.node_ip, "hostname": self.hostname}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "NodeFacts":
+        return cls(str(data.get("node_id") or "?"), str(data.get("node_ip") or "?"), str(data.get("hostname") or "?"))
+
+    @property
+    def name(self) -> str:
+        """`spark-2 (10.0.0.2, node 5f3a9c1e0b7d)`: how messages name a node."""
+        return f"{self.hostname} ({self.node_ip}, node {self.node_id[:12]})"
+
+
+@dataclass(frozen=True)
+class Node:
+    """An alive node and what it offers."""
+
+    facts: NodeFacts
+    resources: Mapping[str, float]
+
+    def can_take(self, request: Mapping[str, float]) -> bool:
+        """Whether this node has (in total, busy or not) every resource a run's task asks for."""
+        return all(self.resources.get(name, 0) >= amount for name, amount in request.items())
+
+
+def connect(address: str) -> Any:
+    """Join the cluster at `address` (anything `ray.init` takes) as a driver; a one-line error if it cannot."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return ray
+    try:
+        # Workers' output stays on their hosts (the runs stream what matters), and Ray's INFO lines stay quiet.
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=True,
+                 namespace="miles-gb10-lab")
+    except Exception as err:  # ConnectionError, ValueError, RuntimeError: Ray's reasons vary by version
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise HarnessError(f"cannot join the Ray cluster at {address!r}: {first}", ExitCode.ENGINE_UNAVAILABLE) \
+            from None
+    return ray
+
+
+def disconnect() -> None:
+    ray = import_ray()
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def alive_nodes(ray: Any) -> list[Node]:
+    """Every alive node, in a stable order (by host name, then id)."""
+    nodes = []
+    for entry in ray.nodes():
+        if not entry.get("Alive"):
+            continue
+        facts = NodeFacts(entry["NodeID"], entry.get("NodeManagerAddress") or "?",
+                          entry.get("NodeManagerHostname") or "?")
+        nodes.append(Node(facts, dict(entry.get("Resources") or {})))
+    return sorted(nodes, key=lambda node: (node.facts.hostname, node.facts.node_id))
+
+
+def run_request(cluster: Any) -> dict[str, float]:
+    """The resources one run's task asks for: one GPU, and the experiment's `cluster.resources`."""
+    return {"GPU": 1.0, **({"CPU": float(cluster.num_cpus)} if cluster.num_cpus else {}), **cluster.resources}
+
+
+def nodes_for(nodes: list[Node], request: Mapping[str, float]) -> list[Node]:
+    """The nodes that can take a run asking for `request`."""
+    return [node for node in nodes if node.can_take(request)]
+
+
+def find_node(nodes: list[Node], node_id: Optional[str]) -> Optional[Node]:
+    return next((node for node in nodes if node.facts.node_id == node_id), None)

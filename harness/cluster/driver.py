@@ -1,0 +1,383 @@
+"""A sweep over a Ray cluster, on the driver: check every node, decide each run under its capture's lock, submit,
+and write each run's capture from the events its node streams back.
+
+Every run is one task asking for one GPU (and the experiment's
+`cluster.resources`), submitted at once in the sweep's order: Ray places at
+most one run per GPU and queues the rest. A thread per run applies its
+stream to the capture with `EventSink`, the same writes a local run makes;
+the driver holds each capture's lock from the decision to the last write,
+and records itself as the run's harness, so `status`, `stop`, `summary` and
+`recover` read the capture as they read a local one.
+
+A node lost mid-run (its raylet died, the host went away) ends only its run:
+`interrupted`, with a reason naming the node, and its capture marked
+incomplete (the host may still hold the trainer and the rest of its log:
+`harness recover --ray` stops it and saves them once the host is back).
+The other runs go on; `--retry` reruns the lost one.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from harness.capture import Capture, CaptureLock, RunState, RunStatus, describe_os_error, this_host, utc_now
+from harness.capture.writer import EventSink
+from harness.cluster.connect import Node, NodeFacts, alive_nodes, nodes_for, run_request
+from harness.errors import ExitCode, HarnessError
+from harness.lifecycle import Planned, RunOptions
+from harness.runner import StopControl, _stop_request_reason as stop_request_reason  # `harness stop`'s reason
+from harness.sweep import Decision, Mode, decide
+
+WATCH_S = 0.2
+CHECK_TIMEOUT_S = 120
+
+
+@dataclass
+class RayRun:
+    """One run of the sweep, as the driver follows it."""
+
+    plan: Planned
+    decision: Decision
+    status: Optional[RunStatus] = None  # as found before the run; then as written by the stream
+    node: Optional[NodeFacts] = None
+    error: Optional[str] = None  # why the node could not run it (said in one line)
+    error_code: int = int(ExitCode.RUN_FAILED)
+    lost: bool = False  # its node (or its Ray worker) was lost mid-run
+    cancelled: bool = False  # never placed: the sweep stopped first
+    lines: int = 0  # log lines written to the driver's capture
+    generator: Any = None
+    lock: Optional[CaptureLock] = None
+    sink: Optional[EventSink] = None
+    write_error: Optional[str] = None
+    stop_forwarded: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def run(self) -> str:
+        return self.plan.spec.run
+
+    @property
+    def capture(self) -> Capture:
+        return Capture(Path(self.plan.spec.capture_dir))
+
+    @property
+    def state(self) -> str:
+        """The run's state for the exit code and the table: its status, or `not run`."""
+        if self.decision.action == "run" and (self.cancelled or self.status is None
+                                               or self.status.state == RunState.RUNNING and self.error):
+            return "not run"
+        return str(self.status.state) if self.status is not None else "not run"
+
+
+def check_nodes(ray: Any, plans: Sequence[Planned], nodes: Sequence[Node], address: str) -> None:
+    """Before anything starts: a task on every node that could take the runs checks its engine (the image is there,
+    the mounts, the GPU runtime); a refusal is one line naming the node and what it lacks."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from harness.cluster.node import check_task
+
+    specs = {}
+    for plan in plans:  # one check per distinct image or command and resource request
+        request = run_request(plan.experiment.cluster)
+        specs.setdefault((plan.spec.engine, plan.spec.image, plan.spec.command, tuple(sorted(request.items()))),
+                         (plan, request))
+    pending = []
+    for plan, request in specs.values():
+        able = nodes_for(list(nodes), request)
+        if not able:
+            offered = "; ".join(f"{node.facts.hostname}: {_resources(node.resources)}" for node in nodes) or "none"
+            raise HarnessError(f"run {plan.spec.run} not started: no node of the Ray cluster at {address} offers "
+                               f"{_resources(request)} (nodes: {offered})", ExitCode.ENGINE_UNAVAILABLE)
+        task = ray.remote(check_task)
+        for node in able:
+            strategy = NodeAffinitySchedulingStrategy(node.facts.node_id, soft=False)
+            pending.append((node, plan, task.options(num_cpus=0, scheduling_strategy=strategy, max_retries=0)
+                            .remote(plan.spec)))
+    refusals = []
+    for node, plan, ref in pending:
+        try:
+            _, problems = ray.get(ref, timeout=CHECK_TIMEOUT_S)
+        except Exception as err:  # the node died or hangs: it cannot be trusted with a run either
+            problems = [f"its check did not answer ({type(err).__name__})"]
+        refusals += [f"node {node.facts.name}: {problem}" for problem in problems]
+    if refusals:
+        raise HarnessError("not started: " + "; ".join(dict.fromkeys(refusals)) + " (each host needs its own copy: "
+                           "README, Several GPU hosts)", ExitCode.ENGINE_UNAVAILABLE)
+
+
+def _resources(resources: Any) -> str:
+    return ", ".join(f"{name} {amount:g}" for name, amount in sorted(resources.items())
+                     if not name.startswith("node:") and name not in ("memory", "object_store_memory")) or "nothing"
+
+
+@dataclass
+class RaySweep:
+    """Runs plans on the cluster `ray` is connected to; `run()` returns when every run has ended."""
+
+    ray: Any
+    address: str
+    mode: Mode
+    fail_fast: bool
+    options: RunOptions
+    stop: StopControl
+    on_decision: Callable[[Decision], None]
+    on_note: Callable[[str], None]
+    on_wait: Callable[[str], None]
+    board: Any
+    provenance: dict[str, Any]
+    failed_fast: bool = field(default=False, init=False)
+    control: Any = field(default=None, init=False)
+    _stop_sent: bool = field(default=False, init=False)
+    _kill_sent: bool = field(default=False, init=False)
+
+    @property
+    def owner(self) -> dict[str, Any]:
+        """Who holds the captures' locks, as `harness status` and recover name it."""
+        return {"pid": os.getpid(), "host": this_host(), "ray": self.address}
+
+    def run(self, plans: Sequence[Planned]) -> list[RayRun]:
+        from harness.cluster.node import SweepControl
+
+        check_nodes(self.ray, [plan for plan in plans if self._would_run(plan)], alive_nodes(self.ray), self.address)
+        self.control = self.ray.remote(SweepControl).options(num_cpus=0).remote()
+        runs: list[RayRun] = []
+        try:
+            for plan in plans:
+                runs.append(self._start(plan))
+            while not all(run.done.wait(WATCH_S) for run in runs):
+                self._watch(runs)
+        finally:
+            self._watch(runs)
+            for run in runs:
+                if not run.done.is_set():  # the driver is going down (an exception): nothing more is written
+                    self._release(run)
+        return runs
+
+    def _would_run(self, plan: Planned) -> bool:
+        """Whether the run would start as its capture is now (decided again, under its lock, before it does)."""
+        found = Capture(Path(plan.spec.capture_dir)).status_read()
+        return decide(plan.spec.run, plan.spec.run_id, found.status, self.mode, found.broken).action == "run"
+
+    # --- one run ----------------------------------------------------------------------------------
+
+    def _start(self, plan: Planned) -> RayRun:
+        """Take the capture's lock, decide, and submit the run's task (or skip it)."""
+        spec = plan.spec
+        capture = Capture(Path(spec.capture_dir))
+        lock = CaptureLock(capture.directory, {**self.owner, "run": spec.run, "run_id": spec.run_id,
+                                               "since": utc_now()})
+        if self.stop.state is not None or self.failed_fast:
+            run = RayRun(plan, Decision(spec.run, "skip", self._why_not_started()))
+            return self._skipped(run)
+        try:
+            lock.acquire(wait=self.options.wait_for_gpu, on_wait=self.on_wait,
+                         cancelled=lambda: self.stop.state is not None)
+        except HarnessError as err:  # busy with --no-wait, or Ctrl-C while waiting: this run only
+            run = RayRun(plan, Decision(spec.run, "skip", err.message))
+            self.on_decision(run.decision)
+            return self._skipped(run)
+        found = capture.status_read()
+        decision = decide(spec.run, spec.run_id, found.status, self.mode, found.broken)
+        run = RayRun(plan, decision, status=found.status, lock=lock)
+        self.on_decision(decision)
+        self.board.add(spec.run, spec.steps_expected)
+        if decision.action == "skip":
+            self.board.settled(spec.run, "skipped")
+            return self._skipped(run)
+        from harness.cluster.node import run_task
+
+        cluster = plan.experiment.cluster
+        task = self.ray.remote(run_task).options(
+            num_gpus=1, num_cpus=cluster.num_cpus, resources=dict(cluster.resources) or None, max_retries=0,
+            num_returns="streaming", name=f"harness run {spec.run}")
+        run.generator = task.remote(plan, self.options, self.provenance, self.control)
+        threading.Thread(target=self._follow, args=(run,), name=f"follow-{spec.run}", daemon=True).start()
+        return run
+
+    def _skipped(self, run: RayRun) -> RayRun:
+        self._release(run)
+        run.done.set()
+        return run
+
+    def _why_not_started(self) -> str:
+        if self.failed_fast:
+            return "not started: an earlier run did not succeed (--fail-fast)"
+        return "the sweep was interrupted"
+
+    def _follow(self, run: RayRun) -> None:
+        """Apply the run's stream to its capture until the run ends, its node is lost, or it is cancelled."""
+        from ray.exceptions import RayError, TaskCancelledError
+
+        try:
+            for ref in run.generator:
+                self._apply(run, self.ray.get(ref))
+        except TaskCancelledError:
+            if run.node is None:
+                run.cancelled = True
+                self.board.settled(run.run, "not run")
+            else:
+                self._lost(run, "it was cancelled as it started")
+        except RayError as err:
+            self._lost(run, _loss_reason(err))
+        except Exception as err:  # a bug on this side: the run is stopped, the capture keeps what it has
+            reason = f"the driver failed while following it: {type(err).__name__}: {err}"
+            self._ask_stop(run, reason)
+            self._lost(run, reason, on_node=False)
+        finally:
+            self._release(run)
+            if run.decision.action == "run" and run.state != "succeeded":
+                self.failed_fast = self.failed_fast or self.fail_fast
+            run.done.set()
+
+    def _apply(self, run: RayRun, batch: list) -> None:
+        for event in batch:
+            kind, _, payload = event
+            if kind == "placed":
+                run.node = NodeFacts.from_dict(payload)
+                self.board.placed(run.run, run.node.hostname)
+            elif kind == "note":
+                self.on_note(f"[{run.node.hostname if run.node else '?'}] {payload}")
+            elif kind == "end":
+                pass
+            elif kind == "error":
+                run.error, run.error_code = str(payload.get("message")), int(payload.get("exit_code") or 1)
+                self.board.settled(run.run, "not started" if run.sink is None else self.board.line(run.run).state)
+            else:
+                self._write(run, event)
+                self.board.event(run.run, event)
+        if run.sink is not None and run.write_error is None:
+            try:
+                run.sink.flush()
+            except OSError as err:
+                self._write_failed(run, err)
+
+    def _write(self, run: RayRun, event: Any) -> None:
+        if run.write_error is not None:
+            return
+        try:
+            if run.sink is None:  # the run's first write: now the capture is made, as a local run makes it
+                run.capture.start_fresh(keep_old=run.decision.keep_old)
+                run.capture.make_reserve()
+                run.sink = EventSink(run.capture, on_status=self._as_harness)
+            run.sink.apply(event)
+        except OSError as err:
+            self._write_failed(run, err)
+            return
+        except HarnessError as err:  # no space for the reserve: nothing of this run can be written here
+            run.write_error = err.message
+            self._ask_stop(run, f"the driver cannot write the capture: {err.message}")
+            return
+        if event[0] == "status":
+            run.status = run.sink.last_status
+            if run.status is not None and run.status.is_final and run.status.capture_complete:
+                run.capture.drop_reserve()
+
+    def _as_harness(self, status: RunStatus) -> RunStatus:
+        """The driver is the run's harness: its pid and host are the ones a capture's lock and recover check."""
+        status.harness_pid, status.harness_host = os.getpid(), this_host()
+        return status
+
+    def _write_failed(self, run: RayRun, err: OSError) -> None:
+        run.write_error = describe_os_error(err, f"the driver's capture of {run.run}")
+        self.on_note(f"{run.run}: {run.write_error}: the run is stopped; the host's own copy keeps it all")
+        self._ask_stop(run, f"the driver could not write the capture ({run.write_error})")
+
+    def _lost(self, run: RayRun, reason: str, *, on_node: bool = True) -> None:
+        """Record a run whose node (or Ray worker) was lost: interrupted, naming the node."""
+        run.lost = True
+        where = run.node.name if run.node is not None else "its node"
+        message = f"lost on node {where}: {reason}" if on_node else reason
+        self.on_note(f"{run.run}: {message}")
+        self.board.settled(run.run, "lost")
+        status = run.status if run.sink is not None else None
+        if status is None or status.is_final:
+            run.error = run.error or message
+            return
+        status.state, status.error, status.ended_at = RunState.INTERRUPTED, message, utc_now()
+        status.capture_complete = False
+        status.notes.append(f"the host may still hold the trainer and the rest of its log: once it is back in the "
+                            f"cluster, `harness recover --ray {self.address}` stops what is left and saves them")
+        self._final_write(run, status)
+
+    def _final_write(self, run: RayRun, status: RunStatus) -> None:
+        try:
+            run.capture.write_status(status)
+        except OSError as err:
+            self.on_note(f"{run.run}: {describe_os_error(err, 'status.json')}")
+        run.status = status
+
+    def _release(self, run: RayRun) -> None:
+        if run.sink is not None:
+            try:
+                run.sink.close()
+            except OSError:
+                pass
+            run.lines = run.sink.lines
+        status = run.status
+        if run.write_error and run.sink is not None and status is not None:
+            status.state = RunState.FAILED if status.state in (RunState.RUNNING, RunState.SUCCEEDED) else status.state
+            status.error = f"{run.write_error}: the driver's capture stops there; the host's own copy has the rest"
+            status.capture_complete = False
+            status.ended_at = status.ended_at or utc_now()
+            self._final_write(run, status)
+        if run.sink is not None:
+            try:
+                run.capture.stop_request_path.unlink(missing_ok=True)
+            except OSError:
+                pass
+        if run.lock is not None:
+            run.lock.release()
+            run.lock = None
+
+    # --- the sweep ----------------------------------------------------------------------------------
+
+    def _watch(self, runs: Sequence[RayRun]) -> None:
+        """Pass Ctrl-C, `harness stop` and --fail-fast on to the runs."""
+        stopping = self.stop.state is not None or self.failed_fast
+        if self.stop.state is not None and self.control is not None and not self._stop_sent:
+            self._stop_sent = True
+            self.control.stop_all.remote(self.stop.state, self.stop.reason or self.stop.state)
+        if self.stop.kill_requested and self.control is not None and not self._kill_sent:
+            self._kill_sent = True
+            self.control.kill_all.remote()
+        for run in runs:
+            if run.done.is_set() or run.generator is None:
+                continue
+            if stopping and run.node is None and not run.cancelled:
+                run.cancelled = True
+                self.ray.cancel(run.generator)
+            elif run.node is not None and not run.stop_forwarded and run.capture.stop_request_path.exists():
+                self._ask_stop(run, stop_request_reason(run.capture))
+
+    def _ask_stop(self, run: RayRun, reason: str) -> None:
+        if not run.stop_forwarded and self.control is not None:
+            run.stop_forwarded = True
+            self.control.stop_run.remote(run.run, reason)
+
+
+def _loss_reason(err: Exception) -> str:
+    from ray.exceptions import NodeDiedError, WorkerCrashedError
+
+    if isinstance(err, NodeDiedError):
+        return "the node died or went away (NodeDiedError)"
+    if isinstance(err, WorkerCrashedError):
+        return "the Ray worker running it died (WorkerCrashedError)"
+    return f"Ray lost the task ({type(err).__name__})"
+
+
+def sweep_exit_code(runs: Sequence[RayRun], stop: StopControl) -> ExitCode:
+    """0 only when every run succeeded or was skipped as done; 130 when the user interrupted; 1 otherwise."""
+    if stop.state == "interrupted":
+        return ExitCode.INTERRUPTED
+    for run in runs:
+        if run.decision.action == "skip":
+            if run.status is None or run.status.state != RunState.SUCCEEDED:
+                return ExitCode.RUN_FAILED
+        elif run.state != "succeeded":
+            return ExitCode.RUN_FAILED
+    return ExitCode.OK

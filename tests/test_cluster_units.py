@@ -1,0 +1,220 @@
+"""The parts of `--ray` that need no Ray cluster: the capture stream, the `cluster:` key, the plan of a run over
+several hosts, the progress board, and Ray imported only when `--ray` is used."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.capture import Capture
+from harness.capture.writer import EventSink
+from harness.cluster.board import Board
+from harness.cluster.connect import Node, NodeFacts, run_request
+from harness.cluster.scaleout import GCS_PORT, plan_scale_out
+from harness.errors import HarnessError
+from harness.experiments import ExperimentStore
+from harness.launch import plan_launch
+
+REPO = Path(__file__).resolve().parent.parent
+SPARKS = (NodeFacts("a" * 56, "10.0.0.1", "spark-1"), NodeFacts("b" * 56, "10.0.0.2", "spark-2"))
+
+
+def write_experiment(directory: Path, **data: object) -> ExperimentStore:
+    directory.mkdir(exist_ok=True)
+    (directory / f"{data['name']}.yaml").write_text(json.dumps(data))
+    return ExperimentStore(directory)
+
+
+# --- the capture stream ------------------------------------------------------------------------
+
+
+def test_a_run_forwarded_through_the_writer_gives_the_same_capture_elsewhere(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner's writes, applied by EventSink to another directory, are the local capture file for file."""
+    from harness.lifecycle import RunOptions, plan_runs, run_planned
+    from harness.runner import NullProgress, StopControl
+
+    monkeypatch.setenv("HARNESS_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setenv("HARNESS_PROCESS_DIR", str(tmp_path / "processes"))
+    store = write_experiment(
+        tmp_path / "experiments", name="sim", steps=2, engine="process",
+        command=[sys.executable, "-m", "harness.sim", "--num-rollout", "2", "--rollout-batch-size", "8",
+                 "--n-samples-per-prompt", "4"],
+        container={"gpus": "none"},
+        guard={"sensor": "sim", "poll_s": 0.05, "record_every_s": 0.05, "min_pause_s": 0, "pause_at_c": 46,
+               "resume_at_c": 45.5, "sim": {"heat_tau_s": 0.2, "cool_tau_s": 0.05}})
+    (plan,) = plan_runs(store, "sim", [], [], tmp_path / "local", {})
+    elsewhere = Capture(tmp_path / "elsewhere" / "sim")
+    elsewhere.directory.mkdir(parents=True)
+    sink = EventSink(elsewhere)
+    kinds: set[str] = set()
+
+    def forward(event: tuple) -> None:
+        kinds.add(event[1])
+        sink.apply(copy.deepcopy(event))
+
+    result = run_planned(plan, options=RunOptions(), progress=NullProgress(), stop=StopControl(),
+                         on_wait=lambda message: None, forward=forward)
+    sink.close()
+    assert result.status is not None and result.status.state == "succeeded"
+    local = Path(plan.spec.capture_dir)
+    names = ("status.json", "manifest.json", "args.json", "container.log", "metrics.jsonl", "pauses.jsonl",
+             "guard.jsonl")
+    assert kinds == set(names)
+    for name in names:
+        assert (elsewhere.directory / name).read_bytes() == (local / name).read_bytes(), name
+    assert sink.lines == len((local / "container.log").read_text().splitlines())
+
+
+def test_the_sink_refuses_what_is_not_a_capture_write(tmp_path: Path) -> None:
+    sink = EventSink(Capture(tmp_path))
+    for event in [("json", "../escape.json", {}), ("jsonl", "status.json", {}), ("shell", "x", "rm -rf /")]:
+        with pytest.raises(ValueError):
+            sink.apply(event)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- the cluster: key ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cluster, fragment", [
+    ({"resources": {"GPU": 2}}, "every run asks for one GPU"),
+    ({"resources": {"spark": 0}}, "not a positive amount"),
+    ({"resources": {"9 lives": 1}}, "not a Ray resource name"),
+    ({"nodes": 2}, "unknown key"),
+    ({"num_cpus": -1}, "greater than or equal to 0"),
+])
+def test_the_cluster_key_is_validated_like_every_key(tmp_path: Path, cluster: dict, fragment: str) -> None:
+    store = write_experiment(tmp_path, name="x", steps=1, cluster=cluster)
+    with pytest.raises(HarnessError) as error:
+        store.load("x")
+    assert "x.yaml: cluster" in error.value.message and fragment in error.value.message
+
+
+def test_the_cluster_key_asks_for_resources_beside_one_gpu_and_leaves_the_run_id_alone(tmp_path: Path) -> None:
+    plain = write_experiment(tmp_path / "a", name="x", steps=1).load("x").experiment
+    placed = write_experiment(tmp_path / "b", name="x", steps=1,
+                              cluster={"resources": {"spark": 1}, "num_cpus": 2}).load("x").experiment
+    assert run_request(placed.cluster) == {"GPU": 1.0, "CPU": 2.0, "spark": 1.0}
+    assert run_request(plain.cluster) == {"GPU": 1.0}
+    specs = [plan_launch(e, base_args=[], capture_root="c", project_root="/p", environ={}) for e in (plain, placed)]
+    assert specs[0].run_id == specs[1].run_id  # where a run is placed does not change what it measures
+    node = Node(SPARKS[0], {"GPU": 1.0, "CPU": 20.0, "spark": 1.0})
+    assert node.can_take(run_request(placed.cluster)) and not Node(SPARKS[1], {"GPU": 1.0}).can_take(
+        run_request(placed.cluster))
+
+
+# --- one run over several hosts -------------------------------------------------------------------
+
+
+def e2b_spec():  # noqa: ANN201
+    store = ExperimentStore(REPO / "experiments")
+    loaded = store.load("e2b-dapo-filter")
+    spec = plan_launch(loaded.experiment, base_args=store.base_args, capture_root="capture/gpu",
+                       project_root="/srv/lab", environ={"MILES_LAB_DATA": "/srv/data"})
+    return loaded.experiment, spec
+
+
+def test_a_run_over_two_sparks_starts_a_ray_head_and_a_worker_of_the_lab_image_and_submits_the_job() -> None:
+    experiment, spec = e2b_spec()
+    before = copy.deepcopy(spec.to_dict())
+    plan = plan_scale_out(spec, SPARKS, cluster_env={"NCCL_SOCKET_IFNAME": "enp1s0f1np1"},
+                          metadata={"run": spec.run, "run_id": spec.run_id, "git_sha": None})
+    assert spec.to_dict() == before  # planning changes nothing
+    head, worker = plan.hosts
+    assert (head.role, worker.role) == ("head", "worker") and head.host == SPARKS[0]
+    for launch in plan.hosts:
+        argv = list(launch.argv)
+        assert argv[:2] == ["docker", "run"] and argv[argv.index("--network") + 1] == "host"
+        assert "--device" in argv and "/dev/infiniband" in argv and "memlock=-1" in argv
+        assert "NCCL_SOCKET_IFNAME=enp1s0f1np1" in argv and "NCCL_IB_DISABLE=0" in argv
+        assert argv[argv.index("--entrypoint") + 1:argv.index("--entrypoint") + 3] == ["ray", spec.image]
+        assert "/srv/data:/data:ro" in argv and f"org.miles-gb10-lab.run-id={spec.run_id}" in argv
+        assert argv[argv.index("--node-ip-address") + 1] == launch.host.node_ip
+    assert "--head" in head.argv and "--address" not in head.argv
+    assert worker.argv[list(worker.argv).index("--address") + 1] == f"10.0.0.1:{GCS_PORT}"
+    job = plan.job
+    assert job.submission_id == spec.run_id and job.address == "http://10.0.0.1:8266"
+    assert job.metadata == {"run": spec.run, "run_id": spec.run_id}  # values as strings, None left out
+    assert "--actor-num-nodes 2" in job.entrypoint and "--rollout-num-gpus 2" in job.entrypoint
+    assert "--over-sampling-batch-size 48" in job.entrypoint and job.entrypoint.startswith("python3 train.py ")
+    assert plan.warnings == ("GLOO_SOCKET_IFNAME is not set in cluster.env: NCCL and Gloo pick an interface "
+                             "themselves, maybe not the fast port",)
+    assert json.loads(json.dumps(plan.to_dict()))["nodes"] == 2
+
+
+def test_a_secret_reaches_the_hosts_containers_by_name_only() -> None:
+    store = ExperimentStore(REPO / "experiments")
+    experiment = store.load("plain", overrides=["container.env.HF_TOKEN=hf_abc123"]).experiment
+    spec = plan_launch(experiment, base_args=store.base_args, capture_root="c", project_root="/p", environ={})
+    plan = plan_scale_out(spec, SPARKS, cluster_env={}, metadata={})
+    text = json.dumps(plan.to_dict())
+    assert "hf_abc123" not in text and "HF_TOKEN" in text
+
+
+# --- the board ----------------------------------------------------------------------------------
+
+
+def test_the_board_says_each_run_its_host_step_and_pause_state() -> None:
+    changes: list[str] = []
+    board = Board(lambda line, what: changes.append(line.describe()))
+    board.add("plain-48-s2", 12)
+    board.placed("plain-48-s2", "spark-2")
+    board.event("plain-48-s2", ("status", "status.json", {"state": "running", "steps_expected": 12}))
+    board.event("plain-48-s2", ("jsonl", "metrics.jsonl", {"step": 0, "complete": True}))
+    board.event("plain-48-s2", ("jsonl", "guard.jsonl", {"temp_c": 86.5}))
+    board.event("plain-48-s2", ("jsonl", "pauses.jsonl", {"start": "2026-11-30T12:03:04Z", "end": None,
+                                                           "peak_c": 86.5}))
+    board.event("plain-48-s2", ("jsonl", "metrics.jsonl", {"step": 1, "complete": False}))
+    board.event("plain-48-s2", ("jsonl", "pauses.jsonl", {"start": "2026-11-30T12:03:04Z",
+                                                           "end": "2026-11-30T12:03:40Z"}))
+    assert changes == [
+        "plain-48-s2 on spark-2: starting, step 0/12, -",
+        "plain-48-s2 on spark-2: running, step 0/12, -",
+        "plain-48-s2 on spark-2: running, step 1/12, -",
+        "plain-48-s2 on spark-2: running, step 1/12, PAUSED since 12:03:04, 86.5 C",
+        "plain-48-s2 on spark-2: running, step 1/12, 86.5 C",
+    ]
+
+
+# --- Ray only when --ray is used ----------------------------------------------------------------
+
+PROBE = """
+import sys
+{block}
+from harness.cli import app
+try:
+    app({args!r}, standalone_mode=False)
+except SystemExit:
+    pass
+print("RAY:" + str("ray" in sys.modules))
+"""
+
+
+def probe(args: list[str], block: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", PROBE.format(args=args, block=block)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "RAY_ADDRESS": ""})
+
+
+@pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["sweep", "--help"], ["status"],
+                                  ["run", "e2b-dapo-filter", "--dry-run"], ["sweep", "seeds", "--dry-run"]])
+def test_ray_is_imported_only_when_ray_is_used(args: list[str]) -> None:
+    out = probe(args)
+    assert out.stdout.strip().splitlines()[-1] == "RAY:False", out.stdout[-500:] + out.stderr[-500:]
+
+
+@pytest.mark.parametrize("args", [["run", "plain", "--ray", "auto"], ["sweep", "seeds", "--ray", "auto"],
+                                  ["recover", "--ray", "auto"]])
+def test_without_ray_installed_ray_fails_in_one_line_saying_how_to_install_it(args: list[str]) -> None:
+    out = subprocess.run([sys.executable, "-c", "import sys; sys.modules['ray'] = None\n"
+                          "from harness.cli import main; main()", *args], cwd=REPO, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install '.[cluster]'" in lines[0] and "Traceback" not in out.stderr, lines
