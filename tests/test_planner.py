@@ -270,4 +270,4 @@ def test_plan_sim_reads_the_simulators_capture_root(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["measured"]["steps"] == 4
     result = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "--json"])
-    assert result.exit_code != 0 and "no capture of e2b-dapo-filter under capture/gpu" in result.output
+    assert result.exit_code != 0 and "no capture of e2b-dapo-filter under capture/gpu; did you mean --sim" in result.output

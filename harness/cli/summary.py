@@ -223,7 +223,8 @@ def plan_command(
     if from_run:
         if not runs:
             raise HarnessError("--from-run needs at least one run name")
-        measured = planner.keep_rate_from_runs(_summarized_runs(capture_root(capture_dir, sim), runs))
+        root = capture_root(capture_dir, sim)
+        measured = planner.keep_rate_from_runs(_summarized_runs(root, runs, _sim_hint(root, sim)))
         keep_rate = measured.keep_rate
         if rollout_batch_size is None:
             if len(measured.rollout_batch_sizes) != 1:
@@ -254,7 +255,7 @@ def plan_command(
     _print_plan(result)
 
 
-def _summarized_runs(capture_dir: Path, names: List[str]) -> dict[str, Any]:
+def _summarized_runs(capture_dir: Path, names: List[str], hint: str = "") -> dict[str, Any]:
     from harness.errors import ExitCode, HarnessError
     from harness.summary.captures import read_capture
     from harness.summary.summarize import summarize_run
@@ -263,7 +264,7 @@ def _summarized_runs(capture_dir: Path, names: List[str]) -> dict[str, Any]:
     for name in names:
         path = Path(capture_dir) / name
         if not (path / "status.json").is_file():
-            raise HarnessError(f"no capture of {name} under {capture_dir}", ExitCode.NOT_FOUND)
+            raise HarnessError(f"no capture of {name} under {capture_dir}{hint}", ExitCode.NOT_FOUND)
         out[name] = summarize_run(read_capture(path)).to_dict()
     return out
 
