@@ -203,6 +203,7 @@ class Measured:
     runs: Mapping[str, str]  # run -> how it was measured
     rollout_batch_sizes: Sequence[int] = ()
     step_keep_rates: Sequence[float] = ()  # each complete step's, in the order read: the mixture's components
+    one_batch_seen: Mapping[int, tuple[int, int]] = field(default_factory=dict)  # filter runs' O -> (one-batch steps, steps)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -215,6 +216,24 @@ class Measured:
             "model": "per-step mixture",
             "step_keep_rates": list(self.step_keep_rates),
             "runs": dict(self.runs),
+        }
+
+
+@dataclass(frozen=True)
+class OneBatchCheck:
+    """The model against the runs: at an O the filter runs used, the share of their steps that needed one batch."""
+
+    over_sampling_batch_size: int
+    steps: int
+    one_batch_steps: int
+    p_one_batch: float  # the model's, at that O
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "over_sampling_batch_size": self.over_sampling_batch_size,
+            "steps": self.steps,
+            "one_batch_steps": self.one_batch_steps,
+            "p_one_batch": self.p_one_batch,
         }
 
 
@@ -249,6 +268,7 @@ class Plan:
     candidates: Sequence[Candidate]
     measured: Optional[Measured] = None
     simulated: Sequence[Simulated] = field(default_factory=tuple)
+    checks: Sequence[OneBatchCheck] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
         """The `--json` document: the contract keys, plus `measured`/`simulated` when asked for."""
@@ -259,6 +279,8 @@ class Plan:
         }
         if self.measured is not None:
             out["measured"] = self.measured.to_dict()
+            if self.checks:
+                out["measured"]["one_batch_observed"] = [c.to_dict() for c in self.checks]
         if self.simulated:
             out["simulated"] = [s.to_dict() for s in self.simulated]
         return out
@@ -276,8 +298,18 @@ def plan_from_steps(rollout_batch_size: int, measured: Measured, target: float =
         raise HarnessError("no measured step kept a group: no keep rate to plan with")
     result = _plan(rollout_batch_size, rates, target, measured.keep_rate,
                    f"over the {len(rates)} measured steps' keep rates")
+    checks = tuple(
+        OneBatchCheck(over, steps, one_batch, mixture_p_one_batch(over, rollout_batch_size, rates))
+        for over, (one_batch, steps) in sorted(measured.one_batch_seen.items()) if over >= rollout_batch_size
+    )
     return Plan(result.rollout_batch_size, result.keep_rate, target, result.recommended, result.candidates,
-                measured=measured)
+                measured=measured, checks=checks)
+
+
+def mixture_p_one_batch(over_sampling: int, batch: int, keep_rates: Sequence[float]) -> float:
+    """(1/N) sum_i P(Binomial(O, k_i) >= B): P(one batch) under the mixture of the steps' keep rates."""
+    return math.fsum(p_at_least(over_sampling, batch, rate) if rate > 0.0 else 0.0
+                     for rate in keep_rates) / len(keep_rates)
 
 
 def _plan(batch: int, keep_rates: Sequence[float], target: float, keep_rate: float, how: str) -> Plan:
@@ -324,6 +356,7 @@ def keep_rate_from_runs(runs: Mapping[str, Mapping[str, Any]]) -> Measured:
     per_step: list[float] = []
     how: dict[str, str] = {}
     sizes: set[int] = set()
+    seen: dict[int, list[int]] = {}
     for name, run in runs.items():
         batch = run.get("rollout_batch_size")
         if not batch:
@@ -336,6 +369,11 @@ def keep_rate_from_runs(runs: Mapping[str, Mapping[str, Any]]) -> Measured:
                 if row["dropped_groups"] is None:
                     continue
                 kept, judged = batch, batch + row["dropped_groups"]
+                over = run.get("over_sampling_batch_size")
+                if over and row.get("batches") is not None:
+                    counts = seen.setdefault(int(over), [0, 0])
+                    counts[0] += row["batches"] == 1
+                    counts[1] += 1
             else:
                 counts = [row["zero_std_all_right"], row["zero_std_all_wrong"], row.get("zero_std_other")]
                 if row["zero_std_all_right"] is None:
@@ -365,6 +403,7 @@ def keep_rate_from_runs(runs: Mapping[str, Mapping[str, Any]]) -> Measured:
         runs=how,
         rollout_batch_sizes=tuple(sorted(sizes)),
         step_keep_rates=tuple(per_step),
+        one_batch_seen={over: (one, steps) for over, (one, steps) in seen.items()},
     )
 
 

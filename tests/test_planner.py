@@ -271,3 +271,15 @@ def test_plan_sim_reads_the_simulators_capture_root(tmp_path, monkeypatch):
     assert json.loads(result.output)["measured"]["steps"] == 4
     result = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "--json"])
     assert result.exit_code != 0 and "no capture of e2b-dapo-filter under capture/gpu; did you mean --sim" in result.output
+
+
+def test_plan_from_a_filter_run_checks_the_model_against_its_one_batch_steps():
+    # e2b-dapo-filter at O = 48: batches 1, 2, 2, 1 -> 2 of 4 steps needed one batch
+    rates = [Fraction(32, 48), Fraction(32, 68), Fraction(32, 49), Fraction(32, 48)]
+    result = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "--capture-dir", str(DATA / "lab"), "--json"])
+    (check,) = json.loads(result.output)["measured"]["one_batch_observed"]
+    assert (check["over_sampling_batch_size"], check["steps"], check["one_batch_steps"]) == (48, 4, 2)
+    assert check["p_one_batch"] == pytest.approx(float(exact_mixture_p_one_batch(48, 32, rates)), rel=1e-12)
+    table = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "--capture-dir", str(DATA / "lab")]).output
+    assert f"at O = 48: 2 of 4 filter steps needed one batch; the model says P(one batch) {check['p_one_batch']:.4f}" \
+        in " ".join(table.split())

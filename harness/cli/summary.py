@@ -285,6 +285,9 @@ def _print_plan(result: Any) -> None:
             console.print(f"  {name}: {how}")
         console.print(f"model: the mixture of the {m.steps} steps' keep rates, each weighted 1/{m.steps} "
                       "(plan --help)")
+        for check in result.checks:
+            console.print(f"at O = {check.over_sampling_batch_size}: {check.one_batch_steps} of {check.steps} "
+                          f"filter steps needed one batch; the model says P(one batch) {check.p_one_batch:.4f}")
     else:
         console.print(f"keep rate {k:.3f} (drop rate {1 - k:.3f})")
     console.print(f"B = {b} groups kept per step; target P(one batch) >= {result.target:g}")
