@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.summary.conditions import condition_notes, read_conditions
 from harness.summary.report import render_report
-from harness.summary.summarize import summarize
+from harness.summary.summarize import summarize, summarize_with_warnings
 
 DATA = Path(__file__).resolve().parent / "data" / "captures"
 
@@ -61,6 +61,8 @@ def test_guard_time_scale_and_simulator_differences_are_named_in_the_comparison_
     assert "heat guard" not in against_e6a and "time scale" in against_e6a
     report = render_report(document)
     assert against_plain[0] in report
+    warned = summarize_with_warnings(captures).warnings
+    assert against_plain[0] in warned and against_48[0] in warned
 
 
 def test_read_conditions_without_a_manifest_says_nothing_differs():

@@ -193,8 +193,9 @@ def _document(outcomes: Sequence[Union[RunResult, Skipped]], skipped: Sequence[S
             continue
         try:
             comparison = compare_run(name, result.compare, runs)
-            comparison.notes.extend(condition_notes(name, [result.compare.baseline, *result.compare.baselines],
-                                                    conditions))
+            differ = condition_notes(name, [result.compare.baseline, *result.compare.baselines], conditions)
+            comparison.notes.extend(differ)
+            warnings.extend(differ)  # not silent: the commands say it too
             comparisons.append(comparison)
         except Exception as err:  # as above: one comparison, not the document
             warnings.append(f"{name}: no comparison ({type(err).__name__}: {err})")
