@@ -9,12 +9,11 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from harness.capture import append_jsonl, write_json_atomic
 from harness.cli import app
-from harness.mileslog import parse_file
 from harness.runner import decide_outcome
 from harness.summary.report import render_report
 from harness.summary.summarize import summarize
+from test_mileslog_rules import summary_rewards
 
 DATA = Path(__file__).resolve().parent / "data" / "captures"
 LOGS = Path(__file__).resolve().parent / "data" / "logs"
@@ -77,18 +76,7 @@ def test_a_run_that_succeeded_with_every_step_has_usable_steps():
 
 def summary_of_log(log: Path, root: Path) -> dict:
     """The summary of a capture made from the log the way the runner writes one."""
-    parsed = parse_file(log)
-    run = root / "r"
-    run.mkdir(parents=True)
-    write_json_atomic(run / "status.json", {"run": "r", "run_id": "r-1", "state": "succeeded", "exit_code": 0,
-                                            "steps_expected": len(parsed.steps)})
-    write_json_atomic(run / "manifest.json", {"run": "r", "run_id": "r-1", "time_scale": 1,
-                                              "experiment": {"name": "r", "seed": 1, "steps": len(parsed.steps)},
-                                              "trainer_argv": parsed.launch})
-    write_json_atomic(run / "args.json", parsed.args)
-    for record in parsed.steps:
-        append_jsonl(run / "metrics.jsonl", record.to_json(include_derived=False))
-    return summarize(root).to_dict()["runs"]["r"]
+    return summary_rewards(log, root)[1]
 
 
 def dropped_cells(output: str) -> dict[int, tuple[str, str]]:
