@@ -39,6 +39,7 @@ the GB10 (it knows nothing of times, lengths or learning).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
@@ -314,24 +315,21 @@ def mixture_p_one_batch(over_sampling: int, batch: int, keep_rates: Sequence[flo
 
 def _plan(batch: int, keep_rates: Sequence[float], target: float, keep_rate: float, how: str) -> Plan:
     """The candidates for the mixture of `keep_rates`, each weighted equally (one rate: the plain binomial)."""
+    _check(batch, batch, keep_rate)
     for rate in keep_rates:
         if rate != 0.0:  # a step that kept nothing is a component that never fills a batch in one go
             _check(batch, batch, rate)
-    if batch < 1:
-        _check(batch, batch, keep_rate)
     if not 0.0 < target < 1.0:
         raise HarnessError(f"target must be between 0 and 1 (exclusive), not {target}")
     limit = batch * MAX_OVER_SAMPLING_FACTOR
-    weights: dict[float, int] = {}
-    for rate in keep_rates:
-        weights[rate] = weights.get(rate, 0) + 1
+    weights = Counter(keep_rates)  # steps with the same rate share one table of D
     total = len(keep_rates)
 
     def mixed(values: dict[float, float]) -> float:
         return math.fsum(values[rate] * count for rate, count in weights.items()) / total
 
     # P(one batch) grows with O, so the largest O allowed is the best: if it falls short, none reaches the target.
-    best = mixed({rate: p_one_batch(limit, batch, rate) if rate > 0.0 else 0.0 for rate in weights})
+    best = mixture_p_one_batch(limit, batch, keep_rates)
     if best < target:
         raise HarnessError(
             f"no over-sampling batch size up to {limit} ({MAX_OVER_SAMPLING_FACTOR} x {batch}) reaches "

@@ -166,8 +166,8 @@ def export_command(
             warn(warning)
         document, where = result.document, default_summary_path(capture_dir).parent
     if not document.runs:
-        where = f"in {summary}" if summary is not None else f"under {capture_dir}"
-        raise HarnessError("nothing to export: " + no_runs_message(where, document.skipped, _sim_hint(capture_dir, sim)),
+        looked = f"in {summary}" if summary is not None else f"under {capture_dir}"
+        raise HarnessError("nothing to export: " + no_runs_message(looked, document.skipped, _sim_hint(capture_dir, sim)),
                            ExitCode.NOT_FOUND)
     path = out if out is not None else default_export_path(where, format_)
     path = writing(path, lambda: export_steps(document, path, format_))
@@ -210,7 +210,7 @@ def plan_command(
     filter, the groups of B not zero-variance), and the plan averages over
     those steps: P(one batch) = mean over i of P(Binomial(O, k_i) >= B), and
     E[batches] likewise, so a few hard steps count as they did in the runs
-    instead of vanishing into one pooled rate (docs/summary.md, "Planner").
+    instead of vanishing into one pooled rate (docs/summary.md, "The planner").
     """
     from harness import planner
     from harness.errors import HarnessError
