@@ -87,7 +87,7 @@ def _state_text(capture: Capture, status: RunStatus) -> str:
         state += f" ({status.error})" if status.error else ""
     elif not status.capture_complete:
         state += " (capture incomplete: harness recover)"
-    if status.steps_usable:
+    if status.steps_usable and status.state != RunState.SUCCEEDED:  # said where it is news
         state += " (steps usable)"
     return state
 

@@ -14,10 +14,22 @@ the same formula the summary applies to measured steps.
 - Expected prompts submitted = O x E[batches].
 
 `plan` recommends the smallest O >= B whose one-batch probability reaches
-the target. `keep_rate_from_runs` measures k from summarized runs: for a
-filter run each step judged B + dropped groups and kept B; for a run without
-the filter each step kept B groups of which the zero-variance ones would
-have been dropped. The pooled rate is kept / judged over all those steps.
+the target.
+
+From measured runs (`keep_rate_from_runs`, then `plan_from_steps`) k is not
+one number: it moves from step to step with the prompts drawn and with
+learning, and a pooled rate hides the hard steps that need a second batch.
+Each complete step i of the runs gives its own keep rate k_i (a filter run's
+step judged B + dropped groups and kept B; a step of a run without the
+filter kept B groups, of which the zero-variance ones would have been
+dropped). The plan is the empirical mixture over those steps: a step is
+like one of the observed steps, each with weight 1/N, so
+
+- P(one batch) = (1/N) sum_i P(Binomial(O, k_i) >= B),
+- E[batches]   = (1/N) sum_i E[batches | k_i].
+
+The pooled rate (kept / judged over all steps) is still reported as
+`keep_rate`.
 
 `simulate` is a Monte Carlo of the same rule, submission by submission and
 group by group, seeded: a cross-check of the algebra above, not a model of
@@ -27,6 +39,7 @@ the GB10 (it knows nothing of times, lengths or learning).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
@@ -173,7 +186,8 @@ class Candidate:
         return {
             "over_sampling_batch_size": self.over_sampling_batch_size,
             "p_one_batch": self.p_one_batch,
-            "expected_batches": self.expected_batches,
+            # infinite when a measured step kept nothing: strict JSON has no infinity
+            "expected_batches": self.expected_batches if math.isfinite(self.expected_batches) else None,
         }
 
 
@@ -189,6 +203,8 @@ class Measured:
     step_keep_max: float
     runs: Mapping[str, str]  # run -> how it was measured
     rollout_batch_sizes: Sequence[int] = ()
+    step_keep_rates: Sequence[float] = ()  # each complete step's, in the order read: the mixture's components
+    one_batch_seen: Mapping[int, tuple[int, int]] = field(default_factory=dict)  # filter runs' O -> (one-batch steps, steps)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -198,7 +214,27 @@ class Measured:
             "steps": self.steps,
             "step_keep_rate_min": self.step_keep_min,
             "step_keep_rate_max": self.step_keep_max,
+            "model": "per-step mixture",
+            "step_keep_rates": list(self.step_keep_rates),
             "runs": dict(self.runs),
+        }
+
+
+@dataclass(frozen=True)
+class OneBatchCheck:
+    """The model against the runs: at an O the filter runs used, the share of their steps that needed one batch."""
+
+    over_sampling_batch_size: int
+    steps: int
+    one_batch_steps: int
+    p_one_batch: float  # the model's, at that O
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "over_sampling_batch_size": self.over_sampling_batch_size,
+            "steps": self.steps,
+            "one_batch_steps": self.one_batch_steps,
+            "p_one_batch": self.p_one_batch,
         }
 
 
@@ -233,6 +269,7 @@ class Plan:
     candidates: Sequence[Candidate]
     measured: Optional[Measured] = None
     simulated: Sequence[Simulated] = field(default_factory=tuple)
+    checks: Sequence[OneBatchCheck] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
         """The `--json` document: the contract keys, plus `measured`/`simulated` when asked for."""
@@ -243,6 +280,8 @@ class Plan:
         }
         if self.measured is not None:
             out["measured"] = self.measured.to_dict()
+            if self.checks:
+                out["measured"]["one_batch_observed"] = [c.to_dict() for c in self.checks]
         if self.simulated:
             out["simulated"] = [s.to_dict() for s in self.simulated]
         return out
@@ -250,24 +289,60 @@ class Plan:
 
 def plan(rollout_batch_size: int, keep_rate: float, target: float = DEFAULT_TARGET) -> Plan:
     """Candidates O = B, B+1, ... up to the smallest whose P(one batch) >= target, which is recommended."""
-    batch = rollout_batch_size
+    return _plan(rollout_batch_size, [keep_rate], target, keep_rate, f"at keep rate {keep_rate:.4g}")
+
+
+def plan_from_steps(rollout_batch_size: int, measured: Measured, target: float = DEFAULT_TARGET) -> Plan:
+    """`plan` over the empirical mixture of the measured steps' keep rates (see the module doc)."""
+    rates = list(measured.step_keep_rates) or [measured.keep_rate]
+    if not any(rate > 0.0 for rate in rates):
+        raise HarnessError("no measured step kept a group: no keep rate to plan with")
+    result = _plan(rollout_batch_size, rates, target, measured.keep_rate,
+                   f"over the {len(rates)} measured steps' keep rates")
+    checks = tuple(
+        OneBatchCheck(over, steps, one_batch, mixture_p_one_batch(over, rollout_batch_size, rates))
+        for over, (one_batch, steps) in sorted(measured.one_batch_seen.items()) if over >= rollout_batch_size
+    )
+    return Plan(result.rollout_batch_size, result.keep_rate, target, result.recommended, result.candidates,
+                measured=measured, checks=checks)
+
+
+def mixture_p_one_batch(over_sampling: int, batch: int, keep_rates: Sequence[float]) -> float:
+    """(1/N) sum_i P(Binomial(O, k_i) >= B): P(one batch) under the mixture of the steps' keep rates."""
+    return math.fsum(p_at_least(over_sampling, batch, rate) if rate > 0.0 else 0.0
+                     for rate in keep_rates) / len(keep_rates)
+
+
+def _plan(batch: int, keep_rates: Sequence[float], target: float, keep_rate: float, how: str) -> Plan:
+    """The candidates for the mixture of `keep_rates`, each weighted equally (one rate: the plain binomial)."""
     _check(batch, batch, keep_rate)
+    for rate in keep_rates:
+        if rate != 0.0:  # a step that kept nothing is a component that never fills a batch in one go
+            _check(batch, batch, rate)
     if not 0.0 < target < 1.0:
         raise HarnessError(f"target must be between 0 and 1 (exclusive), not {target}")
     limit = batch * MAX_OVER_SAMPLING_FACTOR
+    weights = Counter(keep_rates)  # steps with the same rate share one table of D
+    total = len(keep_rates)
+
+    def mixed(values: dict[float, float]) -> float:
+        return math.fsum(values[rate] * count for rate, count in weights.items()) / total
+
     # P(one batch) grows with O, so the largest O allowed is the best: if it falls short, none reaches the target.
-    best = p_one_batch(limit, batch, keep_rate)
+    best = mixture_p_one_batch(limit, batch, keep_rates)
     if best < target:
         raise HarnessError(
             f"no over-sampling batch size up to {limit} ({MAX_OVER_SAMPLING_FACTOR} x {batch}) reaches "
-            f"P(one batch) >= {target} at keep rate {keep_rate:.4g}: the best is --over-sampling-batch-size "
+            f"P(one batch) >= {target} {how}: the best is --over-sampling-batch-size "
             f"{limit}, with P(one batch) {best:.3g}; lower the target or the drop rate"
         )
-    drops = Drops(batch, keep_rate)
+    drops = {rate: Drops(batch, rate) for rate in weights if rate > 0.0}
     candidates: list[Candidate] = []
     for over in range(batch, limit + 1):
-        p = drops.p_one_batch(over)
-        candidates.append(Candidate(over, p, drops.expected_batches(over)))
+        p = mixed({rate: drops[rate].p_one_batch(over) if rate in drops else 0.0 for rate in weights})
+        expected = (mixed({rate: drops[rate].expected_batches(over) for rate in weights})
+                    if len(drops) == len(weights) else math.inf)
+        candidates.append(Candidate(over, p, expected))
         if p >= target:
             break
     return Plan(batch, keep_rate, target, candidates[-1].over_sampling_batch_size, candidates)
@@ -279,6 +354,7 @@ def keep_rate_from_runs(runs: Mapping[str, Mapping[str, Any]]) -> Measured:
     per_step: list[float] = []
     how: dict[str, str] = {}
     sizes: set[int] = set()
+    seen: dict[int, list[int]] = {}
     for name, run in runs.items():
         batch = run.get("rollout_batch_size")
         if not batch:
@@ -291,6 +367,11 @@ def keep_rate_from_runs(runs: Mapping[str, Mapping[str, Any]]) -> Measured:
                 if row["dropped_groups"] is None:
                     continue
                 kept, judged = batch, batch + row["dropped_groups"]
+                over = run.get("over_sampling_batch_size")
+                if over and row.get("batches") is not None:
+                    counts = seen.setdefault(int(over), [0, 0])
+                    counts[0] += row["batches"] == 1
+                    counts[1] += 1
             else:
                 counts = [row["zero_std_all_right"], row["zero_std_all_wrong"], row.get("zero_std_other")]
                 if row["zero_std_all_right"] is None:
@@ -319,21 +400,29 @@ def keep_rate_from_runs(runs: Mapping[str, Mapping[str, Any]]) -> Measured:
         step_keep_max=max(per_step),
         runs=how,
         rollout_batch_sizes=tuple(sorted(sizes)),
+        step_keep_rates=tuple(per_step),
+        one_batch_seen={over: (one, steps) for over, (one, steps) in seen.items()},
     )
 
 
-def simulate(over_sampling: int, batch: int, keep_rate: float, *, trials: int = 20_000, seed: int = 1) -> Simulated:
+def simulate(over_sampling: int, batch: int, keep_rate: float, *, trials: int = 20_000, seed: int = 1,
+             step_keep_rates: Sequence[float] = ()) -> Simulated:
     """Monte Carlo of the rollout rule: the share of one-batch steps and the mean batches over `trials` steps.
 
     Each trial runs the rule literally: while kept + running < B, submit O
     more prompts; then one running group finishes (groups are exchangeable,
     so which one does not matter) and is kept with probability k; stop at B
-    kept. All trials advance together (numpy), seeded.
+    kept. All trials advance together (numpy), seeded. With `step_keep_rates`
+    each trial draws its k from them, uniformly (the mixture `plan_from_steps` models).
     """
     import numpy as np
 
     _check(batch, over_sampling, keep_rate)
+    if any(not 0.0 < rate <= 1.0 for rate in step_keep_rates):
+        raise HarnessError("a measured step kept no group: the Monte Carlo of such a step would never end")
     rng = np.random.default_rng(seed)
+    rates = np.asarray(step_keep_rates, dtype=float)[rng.integers(0, len(step_keep_rates), trials)] \
+        if len(step_keep_rates) else np.full(trials, keep_rate)
     kept = np.zeros(trials, dtype=np.int64)
     running = np.zeros(trials, dtype=np.int64)
     batches = np.zeros(trials, dtype=np.int64)
@@ -344,7 +433,7 @@ def simulate(over_sampling: int, batch: int, keep_rate: float, *, trials: int = 
         batches[submit] += 1
         finish = active & (running > 0)
         running[finish] -= 1
-        keep = finish & (rng.random(trials) < keep_rate)
+        keep = finish & (rng.random(trials) < rates)
         kept[keep] += 1
         active &= kept < batch
     return Simulated(over_sampling, trials, seed, float(np.mean(batches == 1)), float(np.mean(batches)))

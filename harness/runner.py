@@ -159,8 +159,8 @@ def decide_outcome(
             error += f"; all {steps_expected} steps had completed, so the steps are usable"
         return Outcome(RunState(stop_state), error, all_steps)
     if exit_code == 0:
-        if all_steps:
-            return Outcome(RunState.SUCCEEDED, None, False)
+        if all_steps:  # every step completed: usable, as for a run stopped after its last step
+            return Outcome(RunState.SUCCEEDED, None, True)
         return Outcome(RunState.NO_METRICS, f"exited 0 after {steps_complete} of {steps_expected} complete steps"
                        + lost, False)
     reason = failure["line"] if failure else _exit_reason(exit_code)

@@ -154,7 +154,7 @@ def test_plan_from_run_takes_the_keep_rate_and_b_from_the_capture():
     assert document["keep_rate"] == 128 / 213
     assert document["measured"]["steps"] == 4
     assert document["candidates"][0]["over_sampling_batch_size"] == 32
-    assert document["recommended_over_sampling_batch_size"] == 61
+    assert document["recommended_over_sampling_batch_size"] == 70  # the per-step mixture (61 for the pooled rate)
 
 
 def test_plan_table_shows_the_spread_and_the_recommendation():
@@ -190,3 +190,96 @@ def test_plan_errors_are_one_line(args, message):
     assert result.exit_code != 0
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+# --------------------------------------------------------------------------- the per-step mixture
+
+
+def exact_mixture_p_one_batch(o: int, b: int, rates: list[Fraction]) -> Fraction:
+    """(1/N) sum_i P(Binomial(O, k_i) >= B), in exact rational arithmetic."""
+    total = Fraction(0)
+    for k in rates:
+        a, d = k.numerator, k.denominator
+        below = Fraction(sum(math.comb(o, j) * a**j * (d - a) ** (o - j) for j in range(b)), d**o)
+        total += 1 - below
+    return total / len(rates)
+
+
+def test_plan_from_a_run_uses_the_mixture_of_its_steps_keep_rates_exactly():
+    # e2b-dapo-filter (tests/data/captures/README.md): B = 32, dropped 16, 36, 17, 16 -> k_i = 32/48, 32/68, 32/49, 32/48
+    rates = [Fraction(32, 48), Fraction(32, 68), Fraction(32, 49), Fraction(32, 48)]
+    result = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "--capture-dir", str(DATA / "lab"), "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["keep_rate"] == 128 / 213  # still the pooled rate, as the contract names it
+    assert document["measured"]["model"] == "per-step mixture"
+    assert document["measured"]["step_keep_rates"] == [float(k) for k in rates]
+    by_o = {c["over_sampling_batch_size"]: c for c in document["candidates"]}
+    for o in (32, 48, 60, 61, 70, document["recommended_over_sampling_batch_size"]):
+        if o in by_o:
+            assert by_o[o]["p_one_batch"] == pytest.approx(float(exact_mixture_p_one_batch(o, 32, rates)), rel=1e-12)
+    exact = {o: exact_mixture_p_one_batch(o, 32, rates) for o in range(32, 200)}
+    recommended = min(o for o, p in exact.items() if p >= Fraction(9, 10))
+    assert document["recommended_over_sampling_batch_size"] == recommended
+    # the hard step (k = 32/68) needs far more prompts than the pooled rate suggests
+    assert recommended > 61 == planner.plan(32, 128 / 213, 0.9).recommended
+    # E[batches] is the mean of the per-step expectations
+    o = recommended
+    assert by_o[o]["expected_batches"] == pytest.approx(
+        sum(exact_expected_batches(o, 32, float(k), terms=400) for k in rates) / 4, rel=1e-12)
+
+
+def test_the_pooled_rate_understates_one_batch_steps_the_mixture_does_not():
+    # 3 of 12 steps kept every group judged in one batch (k = 1), 9 steps kept half: pooled k = 0.6 or so
+    measured = planner.Measured(keep_rate=0.6, kept=0, judged=0, steps=12, step_keep_min=0.5, step_keep_max=1.0,
+                                runs={}, step_keep_rates=(1.0,) * 3 + (0.5,) * 9)
+    mixture = planner.plan_from_steps(32, measured, 0.9)
+    at_32 = mixture.candidates[0]
+    assert at_32.over_sampling_batch_size == 32
+    assert at_32.p_one_batch == pytest.approx((3 * 1.0 + 9 * float(exact_p_at_least(32, 32, 0.5))) / 12, rel=1e-12)
+    assert at_32.p_one_batch >= 0.25 > planner.p_one_batch(32, 32, 0.6)
+
+
+def test_monte_carlo_of_the_mixture_agrees_with_it():
+    rates = (32 / 48, 32 / 68, 32 / 49, 32 / 48)
+    measured = planner.Measured(0.6, 0, 0, 4, min(rates), max(rates), {}, step_keep_rates=rates)
+    candidate = planner.plan_from_steps(32, measured, 0.9).candidates[-1]
+    sim = planner.simulate(candidate.over_sampling_batch_size, 32, 0.6, trials=20_000, seed=3, step_keep_rates=rates)
+    p = candidate.p_one_batch
+    assert abs(sim.p_one_batch - p) < 5 * math.sqrt(p * (1 - p) / sim.trials)
+
+
+def test_monte_carlo_is_the_option_name_and_simulate_a_hidden_alias():
+    help_text = runner.invoke(app, ["plan", "--help"]).output
+    assert "--monte-carlo" in help_text and "--simulate" not in help_text
+    assert "mean over i of P(Binomial(O, k_i) >= B)" in " ".join(help_text.split())
+    for flag in ("--monte-carlo", "--simulate"):
+        result = runner.invoke(app, ["plan", "--drop-rate", "0.5", "--rollout-batch-size", "8", flag,
+                                     "--trials", "500", "--json"])
+        assert result.exit_code == 0, result.output
+        assert len(json.loads(result.output)["simulated"]) == 2
+
+
+def test_plan_sim_reads_the_simulators_capture_root(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARNESS_CAPTURE_DIR", raising=False)
+    shutil.copytree(DATA / "lab" / "e2b-dapo-filter", tmp_path / "capture" / "sim" / "e2b-dapo-filter")
+    result = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "--sim", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["measured"]["steps"] == 4
+    result = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "--json"])
+    assert result.exit_code != 0 and "no capture of e2b-dapo-filter under capture/gpu; did you mean --sim" in result.output
+
+
+def test_plan_from_a_filter_run_checks_the_model_against_its_one_batch_steps():
+    # e2b-dapo-filter at O = 48: batches 1, 2, 2, 1 -> 2 of 4 steps needed one batch
+    rates = [Fraction(32, 48), Fraction(32, 68), Fraction(32, 49), Fraction(32, 48)]
+    result = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "--capture-dir", str(DATA / "lab"), "--json"])
+    (check,) = json.loads(result.output)["measured"]["one_batch_observed"]
+    assert (check["over_sampling_batch_size"], check["steps"], check["one_batch_steps"]) == (48, 4, 2)
+    assert check["p_one_batch"] == pytest.approx(float(exact_mixture_p_one_batch(48, 32, rates)), rel=1e-12)
+    table = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "--capture-dir", str(DATA / "lab")]).output
+    assert f"at O = 48: 2 of 4 filter steps needed one batch; the model says P(one batch) {check['p_one_batch']:.4f}" \
+        in " ".join(table.split())

@@ -47,12 +47,13 @@ def render_parsed_log(parsed: Any) -> None:
         table.add_column(header, justify="left" if header == "complete" else "right", no_wrap=True)
     for record in parsed.steps:
         metrics, derived = record.metrics, record.derived
+        drops = keys.drops_known(filter_on, metrics)  # as the summary: "-" (null) without the filter, never 0
         table.add_row(
             str(record.step),
             "yes" if record.complete else "[yellow]no[/yellow]",
             _number(metrics.get(keys.ROLLOUT_TIME), "{:.1f}"),
-            _number(derived["dropped_all_right"], "{}"),
-            _number(derived["dropped_all_wrong"], "{}"),
+            _number(derived["dropped_all_right"] if drops else None, "{}"),
+            _number(derived["dropped_all_wrong"] if drops else None, "{}"),
             _number(derived["zero_std_all_right"], "{}"),
             _number(derived["zero_std_all_wrong"], "{}"),
             _number(keys.step_reward(metrics, filter_on), "{:.3f}"),

@@ -9,8 +9,7 @@ import typer
 from typing_extensions import Annotated
 
 from harness.cli.app import (
-    DEFAULT_CAPTURE_DIR,
-    CaptureDir,
+    SIM_CAPTURE_DIR,
     CaptureDirOrSim,
     JsonOption,
     SimCapturesOption,
@@ -43,12 +42,10 @@ def summarize_command(
     from harness.summary.publish import summarize_to_files
 
     capture_dir = capture_root(capture_dir, sim)
-    published = summarize_to_files(capture_dir, out, figures=not no_figures)
+    published = summarize_to_files(capture_dir, out, figures=not no_figures, hint=_sim_hint(capture_dir, sim))
     document = published.document
     for warning in published.warnings:
         warn(warning)
-    if not document.runs:
-        warn(f"no runs under {capture_dir} (a run is a directory with status.json)")
     if json_:
         import json
 
@@ -71,6 +68,13 @@ def summarize_command(
         console.print(f"wrote {escape(str(path))}")
     if published.figures_unchanged:
         console.print(f"{len(published.figures_unchanged)} figures unchanged (their inputs are the same)")
+
+
+def _sim_hint(capture_dir: Path, sim: bool) -> str:
+    """Where simulated runs are, when the user looked among the real ones."""
+    if sim or Path(capture_dir) == SIM_CAPTURE_DIR:
+        return ""
+    return f"; did you mean --sim ({SIM_CAPTURE_DIR}, where simulated runs are captured)?"
 
 
 def escape(text: str) -> str:
@@ -113,7 +117,8 @@ def report_command(
     from harness.summary.publish import default_summary_path, report_from_summary
 
     capture_dir = capture_root(capture_dir, sim)
-    published = report_from_summary(summary if summary is not None else default_summary_path(capture_dir))
+    published = report_from_summary(summary if summary is not None else default_summary_path(capture_dir),
+                                    hint=_sim_hint(capture_dir, sim))
     console = stdout()
     for path in published.figures:
         console.print(f"wrote {escape(str(path))}")
@@ -124,7 +129,8 @@ def report_command(
 
 @command("export")
 def export_command(
-    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
     format_: Annotated[
         str, typer.Option("--format", help="parquet (needs pyarrow, which make setup installs) or csv.")
     ] = "parquet",
@@ -142,22 +148,27 @@ def export_command(
     Read it with pandas.read_parquet (or read_csv). The rows are the summary's
     (docs/summary.md); the captures are summarized afresh unless --summary is given.
     """
-    from harness.errors import HarnessError
+    from harness.errors import ExitCode, HarnessError
     from harness.summary.export import FORMATS, default_export_path, export_steps
-    from harness.summary.publish import default_summary_path, summarize_captures_in, writing
+    from harness.summary.publish import default_summary_path, no_runs_message, summarize_captures_in, writing
 
     if format_ not in FORMATS:
         raise HarnessError(f"--format {format_!r}: one of {', '.join(FORMATS)}")
+    capture_dir = capture_root(capture_dir, sim)
     if summary is not None:
         from harness.summary.serialize import load_summary
 
         document = load_summary(summary)
         where = summary.parent
     else:
-        result = summarize_captures_in(capture_dir)
+        result = summarize_captures_in(capture_dir, hint=_sim_hint(capture_dir, sim))
         for warning in result.warnings:
             warn(warning)
         document, where = result.document, default_summary_path(capture_dir).parent
+    if not document.runs:
+        looked = f"in {summary}" if summary is not None else f"under {capture_dir}"
+        raise HarnessError("nothing to export: " + no_runs_message(looked, document.skipped, _sim_hint(capture_dir, sim)),
+                           ExitCode.NOT_FOUND)
     path = out if out is not None else default_export_path(where, format_)
     path = writing(path, lambda: export_steps(document, path, format_))
     rows = sum(len(run.steps) for run in document.runs.values())
@@ -176,18 +187,30 @@ def plan_command(
         typer.Option("--rollout-batch-size", min=1, help="B, groups kept per step [default with --from-run: the runs' B]."),
     ] = None,
     target: Annotated[float, typer.Option("--target", help="Wanted probability that one batch of O prompts suffices.")] = 0.9,
-    simulate: Annotated[
-        bool, typer.Option("--simulate", help="Cross-check with a Monte Carlo of Miles's submission rule.")
+    monte_carlo: Annotated[
+        bool, typer.Option("--monte-carlo", help="Cross-check with a Monte Carlo of Miles's submission rule.")
     ] = False,
-    trials: Annotated[int, typer.Option("--trials", min=100, help="Monte Carlo steps per O (with --simulate).")] = 20_000,
-    seed: Annotated[int, typer.Option("--seed", help="Monte Carlo seed (with --simulate).")] = 1,
-    capture_dir: CaptureDir = DEFAULT_CAPTURE_DIR,
+    simulate: Annotated[bool, typer.Option("--simulate", hidden=True, help="Old name of --monte-carlo.")] = False,
+    trials: Annotated[int, typer.Option("--trials", min=100, help="Monte Carlo steps per O (with --monte-carlo).")] = 20_000,
+    seed: Annotated[int, typer.Option("--seed", help="Monte Carlo seed (with --monte-carlo).")] = 1,
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
     json_: JsonOption = False,
 ) -> None:
     """Recommend --over-sampling-batch-size: the smallest O whose chance of needing one batch reaches the target.
 
     Usage: harness plan --drop-rate 0.5 --rollout-batch-size 32, or
     harness plan --from-run e2b-dapo-filter [RUN...].
+
+    The model: groups are kept independently with probability k, and one
+    batch of O prompts suffices when at least B of them are kept, so
+    P(one batch) = P(Binomial(O, k) >= B). With --drop-rate, k = 1 - R.
+    With --from-run, each complete step of the runs has its own keep rate
+    k_i (a filter step kept B of B + dropped groups; a step without the
+    filter, the groups of B not zero-variance), and the plan averages over
+    those steps: P(one batch) = mean over i of P(Binomial(O, k_i) >= B), and
+    E[batches] likewise, so a few hard steps count as they did in the runs
+    instead of vanishing into one pooled rate (docs/summary.md, "The planner").
     """
     from harness import planner
     from harness.errors import HarnessError
@@ -200,7 +223,8 @@ def plan_command(
     if from_run:
         if not runs:
             raise HarnessError("--from-run needs at least one run name")
-        measured = planner.keep_rate_from_runs(_summarized_runs(capture_dir, runs))
+        root = capture_root(capture_dir, sim)
+        measured = planner.keep_rate_from_runs(_summarized_runs(root, runs, _sim_hint(root, sim)))
         keep_rate = measured.keep_rate
         if rollout_batch_size is None:
             if len(measured.rollout_batch_sizes) != 1:
@@ -210,14 +234,19 @@ def plan_command(
         keep_rate = 1.0 - float(drop_rate)
         if rollout_batch_size is None:
             raise HarnessError("--rollout-batch-size is needed with --drop-rate")
-    result = planner.plan(rollout_batch_size, keep_rate, target)
+    if measured is not None:
+        result = planner.plan_from_steps(rollout_batch_size, measured, target)
+    else:
+        result = planner.plan(rollout_batch_size, keep_rate, target)
     simulated = ()
-    if simulate:
+    if monte_carlo or simulate:
         chosen = [c.over_sampling_batch_size for c in result.candidates[-2:]]
-        simulated = tuple(planner.simulate(o, rollout_batch_size, keep_rate, trials=trials, seed=seed) for o in chosen)
+        rates = measured.step_keep_rates if measured is not None else ()
+        simulated = tuple(planner.simulate(o, rollout_batch_size, keep_rate, trials=trials, seed=seed,
+                                           step_keep_rates=rates) for o in chosen)
     from dataclasses import replace
 
-    result = replace(result, measured=measured, simulated=simulated)
+    result = replace(result, simulated=simulated)
     if json_:
         import json
 
@@ -226,7 +255,7 @@ def plan_command(
     _print_plan(result)
 
 
-def _summarized_runs(capture_dir: Path, names: List[str]) -> dict[str, Any]:
+def _summarized_runs(capture_dir: Path, names: List[str], hint: str = "") -> dict[str, Any]:
     from harness.errors import ExitCode, HarnessError
     from harness.summary.captures import read_capture
     from harness.summary.summarize import summarize_run
@@ -235,7 +264,7 @@ def _summarized_runs(capture_dir: Path, names: List[str]) -> dict[str, Any]:
     for name in names:
         path = Path(capture_dir) / name
         if not (path / "status.json").is_file():
-            raise HarnessError(f"no capture of {name} under {capture_dir}", ExitCode.NOT_FOUND)
+            raise HarnessError(f"no capture of {name} under {capture_dir}{hint}", ExitCode.NOT_FOUND)
         out[name] = summarize_run(read_capture(path)).to_dict()
     return out
 
@@ -254,6 +283,11 @@ def _print_plan(result: Any) -> None:
         )
         for name, how in m.runs.items():
             console.print(f"  {name}: {how}")
+        console.print(f"model: the mixture of the {m.steps} steps' keep rates, each weighted 1/{m.steps} "
+                      "(plan --help)")
+        for check in result.checks:
+            console.print(f"at O = {check.over_sampling_batch_size}: {check.one_batch_steps} of {check.steps} "
+                          f"filter steps needed one batch; the model says P(one batch) {check.p_one_batch:.4f}")
     else:
         console.print(f"keep rate {k:.3f} (drop rate {1 - k:.3f})")
     console.print(f"B = {b} groups kept per step; target P(one batch) >= {result.target:g}")

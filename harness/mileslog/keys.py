@@ -130,3 +130,11 @@ def ends_step(payload: Mapping[Any, Any]) -> bool:
 def rollout_side_logged(metrics: Mapping[str, Any]) -> bool:
     """True when a merged step holds the rollout's line, so absent drop keys mean 0 dropped."""
     return ROLLOUT_TIME in metrics or any(key.startswith(DYNAMIC_FILTER_PREFIX) for key in metrics)
+
+
+def drops_known(filter_on: Optional[bool], metrics: Mapping[str, Any]) -> bool:
+    """True when a step's dropped groups are a count: the filter is on and the rollout's line was logged.
+
+    Otherwise they are null, never 0: not applicable without the filter, unknown without the rollout's line.
+    """
+    return bool(filter_on) and rollout_side_logged(metrics)

@@ -23,6 +23,7 @@ from typing import Any, Optional
 from harness.capture.columns import MetricsColumns
 from harness.capture.reader import RunCapture
 from harness.capture.records import STATES
+from harness.summary.conditions import RunConditions, read_conditions
 from harness.summary.notes import RunNotes, shown
 from harness.summary.run_config import RunConfig, resolve_config
 from harness.summary.sanity import (
@@ -55,6 +56,7 @@ class RunFrame:
     baseline: Optional[str] = None  # the compare block, checked
     baselines: list[str] = field(default_factory=list)
     notes: RunNotes = field(default_factory=RunNotes)
+    conditions: Optional[RunConditions] = None  # simulator or real, time scale, heat guard
 
 
 def read_frame(capture: RunCapture) -> RunFrame:
@@ -99,6 +101,7 @@ def read_frame(capture: RunCapture) -> RunFrame:
         baseline=baseline,
         baselines=baselines,
         notes=notes,
+        conditions=read_conditions(capture.manifest, time_scale),
     )
 
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from harness.errors import ExitCode, HarnessError
 from harness.summary import SUMMARY_FILE_NAME
 from harness.summary.captures import SUMMARY_DIR_NAME
 from harness.summary.document import SummaryDocument
+
+if TYPE_CHECKING:
+    from harness.capture.reader import Skipped
 
 
 @dataclass
@@ -43,21 +46,39 @@ def writing(path: Path, write):  # noqa: ANN001, ANN201
         raise HarnessError(describe_os_error(err, str(path))) from None
 
 
-def summarize_captures_in(capture_dir: Path, *, encode: bool = False):  # noqa: ANN201 - summarize.Summary
-    """The document of every capture under `capture_dir` (HarnessError when there is no such directory)."""
+def summarize_captures_in(capture_dir: Path, *, encode: bool = False, hint: str = ""):  # noqa: ANN201
+    """The document (a summarize.Summary) of every capture under `capture_dir`.
+
+    No such directory is a HarnessError (`hint` ends its line).
+    """
     from harness.summary.summarize import summarize_with_warnings
 
     capture_dir = Path(capture_dir)
     if not capture_dir.is_dir():
-        raise HarnessError(f"no capture directory {capture_dir}", ExitCode.NOT_FOUND)
+        raise HarnessError(f"no capture directory {capture_dir}{hint}", ExitCode.NOT_FOUND)
     return summarize_with_warnings(capture_dir, encode=encode)
 
 
-def summarize_to_files(capture_dir: Path, out: Optional[Path] = None, *, figures: bool = True) -> Published:
-    """Summarize every capture, write the JSON (and the figures next to it, those whose inputs changed)."""
+def no_runs_message(where: str, skipped: Sequence[Skipped] = (), hint: str = "") -> str:
+    """One line: nothing to summarize `where`, the directories skipped (the first one's reason), and `hint`."""
+    text = f"no captures found {where} (a run is a directory with status.json)"
+    if skipped:
+        text += f"; {len(skipped)} skipped, first {skipped[0].directory}: {skipped[0].reason}"
+    return text + hint
+
+
+def summarize_to_files(capture_dir: Path, out: Optional[Path] = None, *, figures: bool = True,
+                       hint: str = "") -> Published:
+    """Summarize every capture, write the JSON (and the figures next to it, those whose inputs changed).
+
+    No run at all is an error (`hint` ends its line), and no JSON is written:
+    an empty summary is never published in place of a forgotten capture root.
+    """
     from harness.summary.serialize import write_summary
 
-    summary = summarize_captures_in(capture_dir, encode=True)
+    summary = summarize_captures_in(capture_dir, encode=True, hint=hint)
+    if not summary.document.runs:
+        raise HarnessError(no_runs_message(f"under {capture_dir}", summary.document.skipped, hint), ExitCode.NOT_FOUND)
     out = Path(out) if out is not None else default_summary_path(capture_dir)
     path = writing(out, lambda: write_summary(summary.document, out, summary.encoded_rows))
     published = Published(summary.document, path, warnings=summary.warnings)
@@ -69,14 +90,19 @@ def summarize_to_files(capture_dir: Path, out: Optional[Path] = None, *, figures
     return published
 
 
-def report_from_summary(summary_path: Path) -> Published:
-    """Read a summary JSON, draw its figures beside it (those out of date) and write report.md there."""
+def report_from_summary(summary_path: Path, hint: str = "") -> Published:
+    """Read a summary JSON, draw its figures beside it (those out of date) and write report.md there.
+
+    A summary without a single run is an error (`hint` ends its line).
+    """
     from harness.summary.figures import render_figures
     from harness.summary.report import write_report
     from harness.summary.serialize import load_summary
 
     summary_path = Path(summary_path)
     document = load_summary(summary_path)
+    if not document.runs:
+        raise HarnessError(no_runs_message(f"in {summary_path}", document.skipped, hint), ExitCode.NOT_FOUND)
     rendered = writing(summary_path.parent, lambda: render_figures(document, summary_path.parent))
     report = writing(summary_path.parent, lambda: write_report(document, summary_path.parent))
     return Published(document, summary_path, rendered.drawn, rendered.unchanged, report)

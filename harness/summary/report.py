@@ -16,6 +16,10 @@ from harness.summary.document import SummaryDocument
 from harness.summary.figures import figure_paths, reward_text, rollout_time_text
 
 REPORT_FILE_NAME = "report.md"
+CLEAN_DEFINITION = (
+    "A step is *clean* when no heat-guard pause overlaps its rollout, so its rollout time needs no correction; "
+    "the clean median is the raw rollout time's median over the clean complete steps (docs/summary.md, \"The rules\")."
+)
 DASH = "-"
 
 
@@ -45,6 +49,18 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         "medians and means are over complete steps."
     )
     out.append("")
+    out.append(CLEAN_DEFINITION)
+    out.append("")
+    scaled = sorted(n for n, r in runs.items() if r.time_scale != 1)
+    unit = "trainer s" if scaled else "s"
+    if scaled:
+        out.append(
+            "Seconds are the trainer's (*trainer s*): for a simulated run, wall seconds = trainer seconds x its "
+            f"time scale, which is not 1 for {', '.join(scaled)}; the pause columns give both."
+        )
+    else:
+        out.append("Seconds are wall seconds: every run here has time scale 1, so the trainer's seconds are the wall's.")
+    out.append("")
 
     out += ["## Runs", ""]
     rows = []
@@ -61,9 +77,14 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             _num(agg.reward_mean, 3), _num(agg.reward_mean_first4, 3),
             _num(step_sum / 60 if step_sum is not None else None, 1), _num(agg.pause_total_s, 1),
         ])
+        if scaled:
+            pauses = agg.pause_total_s
+            rows[-1].append(_num(pauses * run.time_scale if pauses is not None else None, 1))
+    minutes = "trainer min" if scaled else "min"
     out += _table(
-        ["run", "state", "filter", "B", "O", "n", "steps", "clean", "rollout median (s)", "clean median (s)",
-         "reward mean", "first 4", "step time sum (min)", "pauses (s)"],
+        ["run", "state", "filter", "B", "O", "n", "steps", "clean", f"rollout median ({unit})",
+         f"clean median ({unit})", "reward mean", "first 4", f"step time sum ({minutes})", f"pauses ({unit})"]
+        + (["pauses (wall s)"] if scaled else []),
         rows,
     )
     out.append("")
@@ -93,10 +114,10 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         out += [f"## {run} against {baseline}", ""]
         base_median = comparison.baseline_rollout_time_adjusted_median_s
         if comparison.by_batches:
-            out.append(f"Rollout time by batches of prompts needed ({baseline}: median {_num(base_median, 1, ' s')}):")
+            out.append(f"Rollout time by batches of prompts needed ({baseline}: median {_num(base_median, 1, ' ' + unit)}):")
             out.append("")
             out += _table(
-                ["batches", "steps", "median (s)", f"ratio to {baseline}"],
+                ["batches", "steps", f"median ({unit})", f"ratio to {baseline}"],
                 [[k, str(v.steps), _num(v.rollout_time_adjusted_median_s, 1), _num(v.ratio, 2, "x")]
                  for k, v in comparison.by_batches.items()],
             )

@@ -251,7 +251,7 @@ def _group_counts(config: RunConfig, group_keys: list[str], groups: list[list[An
         for key in values["unreadable_keys"]:
             if i not in flagged.get(key, ()):
                 unreadable.setdefault(key, []).append(i)
-        if config.filter and rollout_side[i]:
+        if config.filter and rollout_side[i]:  # keys.drops_known, with rollout_side computed once per step
             dropped[i] = values["dropped_groups"]
             dropped_right[i], dropped_wrong[i] = values["dropped_all_right"], values["dropped_all_wrong"]
             dropped_other[i] = sum(values["dropped_other"].values())

@@ -28,6 +28,7 @@ from harness.mileslog import keys
 from harness.summary import SCHEMA_ID
 from harness.summary.aggregates import aggregate, null_non_finite
 from harness.summary.comparisons import CompareBlock, compare_run
+from harness.summary.conditions import RunConditions, condition_notes
 from harness.summary.document import Comparison, RunSummary, SummaryDocument, to_plain
 from harness.summary.frames import read_frame
 from harness.summary.rows import build_rows
@@ -47,6 +48,7 @@ class RunResult:
     compare: Optional[CompareBlock]
     flagged: bool = False  # a value of the run was out of range (its notes say which)
     rows_json: Optional[bytes] = None  # its rows encoded (serialize.encode_rows), where they were computed
+    conditions: Optional[RunConditions] = None  # what the JSON does not carry either: said in comparison notes
 
     def to_dict(self) -> dict:
         """`runs.<run>` as the JSON holds it."""
@@ -88,7 +90,7 @@ def summarize_run(capture: RunCapture) -> RunResult:
         config_sources=config.sources,
     )
     compare = CompareBlock(frame.baseline, frame.baselines) if frame.baseline is not None else None
-    return RunResult(capture.name, summary, compare, flagged=notes.flags > 0)
+    return RunResult(capture.name, summary, compare, flagged=notes.flags > 0, conditions=frame.conditions)
 
 
 def summarize_captures(captures: Sequence[RunCapture], *, skipped: Sequence[Skipped] = (),
@@ -184,12 +186,17 @@ def _document(outcomes: Sequence[Union[RunResult, Skipped]], skipped: Sequence[S
             results[outcome.name] = outcome
     warnings = [f"skipped {s.directory}: {s.reason}" for s in skipped]
     runs = {name: result.summary for name, result in results.items()}
+    conditions = {name: result.conditions for name, result in results.items() if result.conditions is not None}
     comparisons: list[Comparison] = []
     for name, result in results.items():
         if result.compare is None:
             continue
         try:
-            comparisons.append(compare_run(name, result.compare, runs))
+            comparison = compare_run(name, result.compare, runs)
+            differ = condition_notes(name, [result.compare.baseline, *result.compare.baselines], conditions)
+            comparison.notes.extend(differ)
+            warnings.extend(differ)  # not silent: the commands say it too
+            comparisons.append(comparison)
         except Exception as err:  # as above: one comparison, not the document
             warnings.append(f"{name}: no comparison ({type(err).__name__}: {err})")
     for name, result in results.items():
