@@ -27,7 +27,7 @@ class Decision:
 
     def not_started(self) -> str:
         """One line for a refusal: which run, and why (the reason says what to do)."""
-        return f"{self.run} not started: {self.reason}"
+        return f"run {self.run} not started: {self.reason}"
 
 
 def decide(run: str, run_id: str, status: Optional[RunStatus], mode: Mode, broken: Optional[str] = None,

@@ -157,7 +157,7 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
     fewer = CliRunner().invoke(app, ["demo", "--steps", "1", "--time-scale", "0.002", "--capture-dir", str(captures)],
                                env=env)
     assert fewer.exit_code == 2  # another configuration: never summarized as if it were the run asked for
-    assert fewer.output.strip().splitlines()[-1].startswith("error: e2b-dapo-filter not started: its capture "
+    assert fewer.output.strip().splitlines()[-1].startswith("error: run e2b-dapo-filter not started: its capture "
                                                             "succeeded at ")
     assert "steps 2 -> 1" in fewer.output and "(and 5 more, above)" in fewer.output
 

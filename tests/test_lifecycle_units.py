@@ -90,7 +90,7 @@ def test_a_succeeded_capture_of_another_configuration_is_refused_naming_what_cha
 
     assert decision.action == "skip" and decision.refused
     assert decision.not_started() == (
-        "r not started: its capture succeeded at 2026-01-01T01:00:00Z with another configuration (time scale "
+        "run r not started: its capture succeeded at 2026-01-01T01:00:00Z with another configuration (time scale "
         "0.02 -> 0.01; run id r-1, now r-2); --force (make: FORCE=1) reruns it, keeping the old capture under "
         ".replaced/")
     assert not decide("r", "r-1", status("succeeded"), mode).refused  # the same run: reused

@@ -47,7 +47,7 @@ def test_run_sim_reuses_its_own_capture_and_refuses_another_time_scale_naming_it
 
     assert again.exit_code == 2
     (line,) = error_lines(again.output)
-    assert line.startswith("error: plain not started: its capture succeeded at ")
+    assert line.startswith("error: run plain not started: its capture succeeded at ")
     assert "with another configuration (time scale 0.002 -> 0.001, guard.max_pause_s 0.6 -> 0.3, " in line
     assert "; run id plain-" in line
     assert line.endswith("--force (make: FORCE=1) reruns it, keeping the old capture under .replaced/")
@@ -66,7 +66,7 @@ def test_a_cached_sweep_refuses_a_changed_succeeded_run_like_run_and_starts_noth
 
     assert changed.exit_code == 2, changed.output
     (line,) = error_lines(changed.output)
-    assert line.startswith("error: plain-48 not started: its capture succeeded at ") and "steps 1 -> 2" in line
+    assert line.startswith("error: run plain-48 not started: its capture succeeded at ") and "steps 1 -> 2" in line
     assert not (captures / "plain-48-s2").exists()  # refused before anything started
     for flag in ("--retry", "--dry-run"):
         assert sim_run(env, captures, "--seeds", "1", "--time-scale", "0.002", "--set", "steps=2", flag,
@@ -133,3 +133,13 @@ def test_make_smoke_captures_under_its_own_root(sim, root):
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert f"--capture-dir {root}" in done.stdout and f"check-capture.py {root}/smoke " in done.stdout
+
+
+def test_a_run_that_did_not_succeed_says_so_in_one_line_with_where_its_log_is(env, tmp_path):
+    captures = tmp_path / "capture"
+    done = sim_run(env, captures, "--time-scale", "0.05", "--max-minutes", "0.01")
+
+    assert done.exit_code == 1, done.output
+    (line,) = [line for line in done.output.splitlines() if line.startswith("warning: run plain")]
+    assert line.startswith("warning: run plain stopped with 0/1 steps complete (time limit")
+    assert line.endswith(f"`harness logs plain --capture-dir {captures}` shows its log")

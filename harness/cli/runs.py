@@ -238,7 +238,7 @@ def run(
     if result.decision.action == "skip":
         raise HarnessError(result.decision.not_started())
     status = result.status
-    report_status(status)
+    report_status(status, capture_dir)
     code = exit_code_for([status.state])
     if code:
         raise typer.Exit(int(code))
@@ -364,14 +364,16 @@ def print_sweep_plan(plans: Sequence, decisions: Sequence, mode: str, *, as_json
     print_table(stdout(), columns, cells, title=f"sweep plan ({mode} mode, dry run: nothing started)")
 
 
-def report_status(status) -> None:  # noqa: ANN001
-    """One line: the run's final state; an error line if it did not succeed."""
-    line = (f"{status.run}: {status.state}, {status.steps_complete}/{status.steps_expected} steps complete, "
-            f"exit code {status.exit_code}")
+def report_status(status, capture_dir: Optional[Path] = None) -> None:  # noqa: ANN001
+    """One line: the run's final state; a warning that says why, and where to look, if it did not succeed."""
     if status.state == "succeeded":
-        stdout().print(line, markup=False)
+        stdout().print(f"{status.run}: succeeded, {status.steps_complete}/{status.steps_expected} steps complete, "
+                       f"exit code {status.exit_code}", markup=False)
     else:
-        warn(f"{line}: {status.error}")
+        where = ("" if capture_dir in (None, DEFAULT_CAPTURE_DIR) else " --sim" if capture_dir == SIM_CAPTURE_DIR
+                 else f" --capture-dir {capture_dir}")
+        warn(f"run {status.run} {status.state} with {status.steps_complete}/{status.steps_expected} steps complete "
+             f"({status.error or f'exit code {status.exit_code}'}); `harness logs {status.run}{where}` shows its log")
 
 
 def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
