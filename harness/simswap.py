@@ -39,8 +39,8 @@ SIM_ENTRY_MODULE = "harness.sim.entry"
 # the capture `run --sim` would make, and each reuses the other's). With the heat guard pausing every run, each
 # pause window spans the freeze by the time `docker pause` and `docker unpause` take (about 20 ms each), which
 # reads as about a second of the trainer's time per pause at 0.02, so pause-free rollout times read a few percent
-# short on Docker (less as a process); at 0.01, twice that. At 0.02 a plain 12-step run takes about 35 s, the
-# filter's (about 38 simulated minutes, pauses included) about 75 s.
+# short on Docker (less as a process); at 0.01, twice that. At 0.02 a plain 12-step run (about 38 simulated minutes,
+# pauses included) takes about 45 s, the filter's (about 58) about 75 s.
 DEFAULT_TIME_SCALE = 0.02
 # The guard's poll in wall seconds, at least: the sensor is a formula, but each poll takes the harness's time.
 MIN_POLL_S = 0.05

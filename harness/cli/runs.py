@@ -147,8 +147,8 @@ SimOption = Annotated[bool, typer.Option(
                   "data); same experiment files and captures, under capture/sim.")]
 TimeScaleOption = Annotated[Optional[float], typer.Option(
     "--time-scale", show_default=False,
-    help=f"With --sim: wall seconds per simulated second [default: {DEFAULT_TIME_SCALE:g}, a 12-step run in about "
-         "half a minute].")]
+    help=f"With --sim: wall seconds per simulated second [default: {DEFAULT_TIME_SCALE:g}, the demo's: a 12-step run "
+         "in about a minute].")]
 SimEngineOption = Annotated[str, typer.Option(
     "--sim-engine", metavar="|".join(SIM_ENGINE_CHOICES),
     help="With --sim: auto (Docker where the sim image is built, else a process), docker or process.")]
@@ -164,12 +164,15 @@ Examples:
   make run EXP=e2b-dapo-filter              (= harness run e2b-dapo-filter)
   harness run e2b-dapo-filter --dry-run     (what would start; starts nothing)
   make run EXP=e2b-dapo-filter SIM=1        (= harness run e2b-dapo-filter --sim)
+  make run EXP=plain FORCE=1 ARGS="--set steps=4"   (= harness run plain --force --set steps=4)
   make smoke                                (the GPU smoke test: harness run smoke --force)
   make smoke SIM=1                          (the same on the simulator, as CI runs it)
 
 Without an experiment: ${EXPERIMENT_ENV}, else {DEFAULT_EXPERIMENT}. With --sim
-the simulated trainer runs instead of Miles (docs/simulator.md); its
-capture goes under capture/sim.
+the simulated trainer runs instead of Miles (docs/simulator.md), guarded
+on simulated heat: the run `make demo` makes, under capture/sim. A capture
+that succeeded with another configuration is refused, naming what changed
+(--force reruns it). The smoke run's captures go under capture/smoke.
 """
 
 SWEEP_HELP = f"""Run an experiment over seeds, one after another; succeeded runs are skipped unless --force.
@@ -186,6 +189,8 @@ Examples:
 
 --seeds takes every number that follows it. Without an experiment:
 ${EXPERIMENT_ENV}, else {DEFAULT_EXPERIMENT}; the choice is printed first.
+A run whose capture succeeded with another configuration is refused before
+any starts (exit 2, naming what changed), unless --force.
 """
 
 
