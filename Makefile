@@ -15,11 +15,12 @@ SIM ?=
 SIM_TIME_SCALE ?=
 sim_on := $(filter-out 0 no false,$(SIM))
 SIM_FLAGS = $(if $(sim_on),--sim $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_SCALE)))
-# run and sweep: FORCE=1 reruns a run whose capture succeeded (--force); ARGS= passes
-# more harness flags, e.g. ARGS="--max-minutes 30 --set steps=4".
+# run, sweep and demo: FORCE=1 reruns a run whose capture succeeded (--force); ARGS=
+# passes more flags to run and sweep, e.g. ARGS="--max-minutes 30 --set steps=4".
 FORCE ?=
 ARGS ?=
-RUN_FLAGS = $(SIM_FLAGS) $(if $(filter-out 0 no false,$(FORCE)),--force) $(ARGS)
+force_on := $(filter-out 0 no false,$(FORCE))
+RUN_FLAGS = $(SIM_FLAGS) $(if $(force_on),--force) $(ARGS)
 # The smoke run's captures stay apart from the lab's, so no summary of capture/gpu or
 # capture/sim ever counts one; real and simulated smoke runs apart from each other too.
 SMOKE_CAPTURE_ROOT = capture/smoke/$(if $(sim_on),sim,gpu)
@@ -52,7 +53,7 @@ demo_started := $(shell date +%s)
 endif
 demo: ## the whole pipeline on the simulator: 6 runs with heat pauses, summary, figures, report
 	@$(MAKE) --no-print-directory -j2 setup sim-ready
-	$(HARNESS) demo $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_SCALE)) $(DEMO_FLAGS)
+	$(HARNESS) demo $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_SCALE)) $(if $(force_on),--force) $(DEMO_FLAGS)
 	@echo "make demo: done in $$(( $$(date +%s) - $(demo_started) )) s, set-up included"
 
 $(BIN)/harness: pyproject.toml

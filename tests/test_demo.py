@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -153,6 +154,10 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
     check_demo_output(again.stdout, captures, 2)  # the same end results, figures included
     assert "6 of 6 runs reused" in again.stdout and "runs reused" not in done.stdout
     assert f"`harness status --capture-dir {captures}` lists the captures" in again.stdout
+    on_a_terminal = CliRunner().invoke(app, ["demo", "--steps", "2", "--time-scale", "0.002", "--capture-dir",
+                                             str(captures)], env={**env, "TTY_COMPATIBLE": "1", "COLUMNS": "100"})
+    table = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", on_a_terminal.stdout)  # the live table, colours out
+    assert on_a_terminal.exit_code == 0 and re.search(r"plain-48-s2 +reused +2/2 ", table), table
 
     fewer = CliRunner().invoke(app, ["demo", "--steps", "1", "--time-scale", "0.002", "--capture-dir", str(captures)],
                                env=env)

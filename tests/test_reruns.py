@@ -125,6 +125,7 @@ def test_make_run_and_sweep_take_force_and_args():
     assert make_n("sweep", "EXP=plain-48", "SEEDS=1 2", "SIM=1", "FORCE=1", "ARGS=--fail-fast") == [
         ["sweep", "plain-48", "--seeds", "1", "2", "--sim", "--force", "--fail-fast"]]
     assert make_n("run", "EXP=plain") == [["run", "plain"]]
+    assert make_n("demo", "FORCE=1")[-1] == ["demo", "--force"]
 
 
 @pytest.mark.parametrize("sim, root", [("", "capture/smoke/gpu"), ("1", "capture/smoke/sim")])
