@@ -159,6 +159,11 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
     table = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", on_a_terminal.stdout)  # the live table, colours out
     assert on_a_terminal.exit_code == 0 and re.search(r"plain-48-s2 +reused +2/2 ", table), table
 
+    same = CliRunner().invoke(app, ["run", "e2b-dapo-filter", "--sim", "--time-scale", "0.002", "--set", "steps=2",
+                                     "--capture-dir", str(captures)], env=env)
+    assert same.exit_code == 2  # the demo's run is the run `run --sim` makes: not another configuration
+    assert "succeeded at" in same.output and "another configuration" not in same.output
+
     fewer = CliRunner().invoke(app, ["demo", "--steps", "1", "--time-scale", "0.002", "--capture-dir", str(captures)],
                                env=env)
     assert fewer.exit_code == 2  # another configuration: never summarized as if it were the run asked for
