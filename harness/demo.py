@@ -2,14 +2,14 @@
 
 The write-up's six runs (plain, plain-48 over seeds 1-3, e6a-base,
 e2b-dapo-filter) from the lab's own experiment files, on the simulator
-(harness.simswap, as `harness run --sim` runs each: the heat guard on the
-simulated GB10, the same time scale), then the summary, its figures and the report, and the headline
-numbers beside the write-up's.
+(harness.simswap), each as `harness run --sim` runs it: the heat guard on
+the simulated GB10, the same time scale. Then the summary, its figures and
+the report, and the headline numbers beside the write-up's.
 
 The runs go at once: on the simulator each mostly sleeps (it needs no GPU,
 so there is no GPU lock to wait for), and the slowest run sets the time.
-Deciding is pure here (`headline`); `run_at_once` acts
-through the same `run_planned` a `harness run` uses.
+Deciding is pure here (`headline`); `run_at_once` acts through the same
+`run_planned` a `harness run` uses.
 """
 
 from __future__ import annotations

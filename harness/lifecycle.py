@@ -69,11 +69,6 @@ def plan_runs(
     return plans
 
 
-def existing_status(spec: LaunchSpec) -> Optional[RunStatus]:
-    """The status of the capture this run would write to, if there is one (a broken one is an error)."""
-    return Capture(Path(spec.capture_dir)).read_status()
-
-
 def decide_on_capture(plan: Planned, mode: Mode, found: Any = None) -> Decision:
     """Whether `plan` should start given its capture as it is now (`found`: its status read, else read here);
     a changed configuration is named from the capture's manifest."""

@@ -14,6 +14,13 @@ from harness.capture import RERUN_ON_RETRY, RunState, RunStatus
 
 Mode = Literal["cached", "retry", "force"]
 
+# What a refusal shows of a changed configuration: a few keys, short values, so it stays one line.
+MAX_CHANGES_SHOWN = 6
+MAX_VALUE_SHOWN = 40
+# Keys of the experiment that say nothing about the run's numbers.
+_NOT_COMPARED = ("description", "extends")
+_ABSENT = object()
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -53,14 +60,16 @@ def decide(run: str, run_id: str, status: Optional[RunStatus], mode: Mode, broke
     if status.state == RunState.RUNNING:
         return Decision(run, "skip", f"its capture says running (harness pid {status.harness_pid} on "
                                      f"{status.harness_host}); if that harness is gone, `harness recover` settles it")
-    changed = "" if status.run_id == run_id else f" with another configuration ({_changed(status.run_id, run_id, changes)})"
+    changed = ("" if status.run_id == run_id
+               else f" with another configuration ({_changed(status.run_id, run_id, changes)})")
     if mode == "force":
         return Decision(run, "run", f"--force reruns the {status.state} capture{changed}; the old one is kept under "
                                     ".replaced/")
     if status.state == RunState.SUCCEEDED:
         if changed:
-            return Decision(run, "skip", f"its capture succeeded at {status.ended_at}{changed}; --force (make: FORCE=1) "
-                                         "reruns it, keeping the old capture under .replaced/", refused=True)
+            return Decision(run, "skip", f"its capture succeeded at {status.ended_at}{changed}; --force "
+                                         "(make: FORCE=1) reruns it, keeping the old capture under .replaced/",
+                            refused=True)
         return Decision(run, "skip", f"succeeded at {status.ended_at}; --force reruns it")
     if status.state in RERUN_ON_RETRY:
         if mode == "retry":
@@ -74,12 +83,6 @@ def _changed(old_run_id: str, run_id: str, changes: Sequence[str]) -> str:
     what = ", ".join(changes[:MAX_CHANGES_SHOWN]) + (f" and {len(changes) - MAX_CHANGES_SHOWN} more"
                                                       if len(changes) > MAX_CHANGES_SHOWN else "")
     return f"{what}; run id {old_run_id}, now {run_id}" if what else f"run id {old_run_id}, now {run_id}"
-
-
-MAX_CHANGES_SHOWN = 6
-MAX_VALUE_SHOWN = 40  # a longer value is named, not shown: the line stays one line
-# Keys of the experiment that say nothing about the run's numbers, or are said once elsewhere.
-_NOT_COMPARED = ("description", "extends")
 
 
 def configuration_changes(manifest: Optional[Mapping[str, Any]], experiment: Mapping[str, Any],
@@ -111,8 +114,6 @@ def configuration_changes(manifest: Optional[Mapping[str, Any]], experiment: Map
         changes.append(_change("image", manifest.get("image", _ABSENT), image))
     return changes
 
-
-_ABSENT = object()
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
