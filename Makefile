@@ -10,12 +10,20 @@ EXP ?=
 SEEDS ?= 1 2 3
 # SIM=1: run, sweep and smoke on the simulator (the sim image, or the process engine
 # where Docker does not answer); captures under capture/sim. SIM_TIME_SCALE: wall
-# seconds per simulated second (empty: the harness's default, 0.01).
+# seconds per simulated second (empty: the harness's default, 0.02, the demo's).
 SIM ?=
 SIM_TIME_SCALE ?=
 sim_on := $(filter-out 0 no false,$(SIM))
 SIM_FLAGS = $(if $(sim_on),--sim $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_SCALE)))
-CAPTURE_ROOT = $(or $(HARNESS_CAPTURE_DIR),$(if $(sim_on),capture/sim,capture/gpu))
+# run, sweep and demo: FORCE=1 reruns a run whose capture succeeded (--force); ARGS=
+# passes more flags to run and sweep, e.g. ARGS="--max-minutes 30 --set steps=4".
+FORCE ?=
+ARGS ?=
+force_on := $(filter-out 0 no false,$(FORCE))
+RUN_FLAGS = $(SIM_FLAGS) $(if $(force_on),--force) $(ARGS)
+# The smoke run's captures stay apart from the lab's, so no summary of capture/gpu or
+# capture/sim ever counts one; real and simulated smoke runs apart from each other too.
+SMOKE_CAPTURE_ROOT = capture/smoke/$(if $(sim_on),sim,gpu)
 # The lab image. MILES_BASE and MILES_COMMIT default to the Dockerfile's ARGs;
 # set them to override (an empty MILES_BASE is ignored; MILES_COMMIT= keeps the
 # base's Miles).
@@ -45,7 +53,7 @@ demo_started := $(shell date +%s)
 endif
 demo: ## the whole pipeline on the simulator: 6 runs with heat pauses, summary, figures, report
 	@$(MAKE) --no-print-directory -j2 setup sim-ready
-	$(HARNESS) demo $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_SCALE)) $(DEMO_FLAGS)
+	$(HARNESS) demo $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_SCALE)) $(if $(force_on),--force) $(DEMO_FLAGS)
 	@echo "make demo: done in $$(( $$(date +%s) - $(demo_started) )) s, set-up included"
 
 $(BIN)/harness: pyproject.toml
@@ -87,18 +95,18 @@ data: setup ## download the model and the data set into data/ (or MILES_LAB_DATA
 		|| { echo "make data: no config.json or train.parquet after the download, see above" >&2; exit 1; }
 	@echo "data ready in $(MILES_LAB_DATA)/: mount it at /data"
 
-run: setup $(if $(sim_on),sim-ready) ## run one experiment on the GPU: make run EXP=e2b-dapo-filter (SIM=1: on the simulator)
-	$(HARNESS) run $(EXP) $(SIM_FLAGS)
+run: setup $(if $(sim_on),sim-ready) ## run one experiment on the GPU: make run EXP=e2b-dapo-filter (SIM=1, FORCE=1, ARGS=...)
+	$(HARNESS) run $(EXP) $(RUN_FLAGS)
 
-sweep: setup $(if $(sim_on),sim-ready) ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3" (SIM=1)
-	$(HARNESS) sweep $(EXP) --seeds $(SEEDS) $(SIM_FLAGS)
+sweep: setup $(if $(sim_on),sim-ready) ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3" (SIM=1, FORCE=1, ARGS=...)
+	$(HARNESS) sweep $(EXP) --seeds $(SEEDS) $(RUN_FLAGS)
 
 status: setup ## every capture: state, steps, pauses, exit code (SIM=1: the simulator's)
 	$(HARNESS) status $(if $(sim_on),--sim)
 
-smoke: setup $(if $(sim_on),sim-ready,image) ## smoke test: build the image, run 2 tiny steps, check they completed (SIM=1)
-	$(HARNESS) run smoke --force $(SIM_FLAGS)
-	$(BIN)/python scripts/check-capture.py $(CAPTURE_ROOT)/smoke --state succeeded --complete-steps 2
+smoke: setup $(if $(sim_on),sim-ready,image) ## smoke test: build the image, run 2 tiny steps under capture/smoke, check them (SIM=1)
+	$(HARNESS) run smoke --force $(SIM_FLAGS) --capture-dir $(SMOKE_CAPTURE_ROOT)
+	$(BIN)/python scripts/check-capture.py $(SMOKE_CAPTURE_ROOT)/smoke --state succeeded --complete-steps 2
 
 ##@ Results
 

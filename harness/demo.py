@@ -2,14 +2,14 @@
 
 The write-up's six runs (plain, plain-48 over seeds 1-3, e6a-base,
 e2b-dapo-filter) from the lab's own experiment files, on the simulator
-(harness.simswap) with the heat guard on the simulated GB10 (the `sim`
-sensor), then the summary, its figures and the report, and the headline
-numbers beside the write-up's.
+(harness.simswap), each as `harness run --sim` runs it: the heat guard on
+the simulated GB10, the same time scale. Then the summary, its figures and
+the report, and the headline numbers beside the write-up's.
 
 The runs go at once: on the simulator each mostly sleeps (it needs no GPU,
 so there is no GPU lock to wait for), and the slowest run sets the time.
-Deciding is pure here (`guard_overrides`, `headline`); `run_at_once` acts
-through the same `run_planned` a `harness run` uses.
+Deciding is pure here (`headline`); `run_at_once` acts through the same
+`run_planned` a `harness run` uses.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from harness.experiments import ExperimentStore, GuardConfig
+from harness.experiments import ExperimentStore
 from harness.lifecycle import Planned, RunOptions, SweepResult, plan_runs, run_planned
 from harness.runner import Progress, StopControl
 from harness.simswap import SimTarget
@@ -39,36 +39,12 @@ DEMO_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("plain-48", (1, 2, 3)),
     ("e6a-base", (1,)),
 )
-# The guard's poll in wall seconds, at least: the sensor is a formula, but each poll takes the harness's time.
-MIN_POLL_S = 0.05
-
-
-def guard_overrides(guard: GuardConfig, time_scale: float) -> list[str]:
-    """`--set`s that put an experiment's own guard on the simulated GB10: the `sim` sensor, every time in it
-    on the simulator's clock (trainer seconds x time scale), so pauses fall as they would on a GB10."""
-
-    def wall(seconds: float, floor: float = 0.0) -> str:
-        return f"{max(seconds * time_scale, floor):.9f}"  # fixed point: YAML reads 1e-05 as a string
-
-    return [
-        "guard.sensor=sim",
-        f"guard.poll_s={wall(guard.poll_s, MIN_POLL_S)}",
-        f"guard.min_pause_s={wall(guard.min_pause_s)}",
-        f"guard.max_pause_s={wall(guard.max_pause_s)}",
-        f"guard.record_every_s={wall(guard.record_every_s)}",
-        f"guard.sim.heat_tau_s={wall(guard.sim.heat_tau_s)}",
-        f"guard.sim.cool_tau_s={wall(guard.sim.cool_tau_s)}",
-    ]
-
-
 def plan_demo(store: ExperimentStore, capture_root: Path, target: SimTarget, *, steps: Optional[int] = None,
               environ: Optional[dict[str, str]] = None) -> list[Planned]:
-    """The demo's runs on the simulator, each experiment's guard on simulated heat (`steps`: fewer, for a quick look)."""
+    """The demo's runs on the simulator, as `run --sim` plans them (`steps`: fewer, for a quick look)."""
     plans: list[Planned] = []
     for name, seeds in DEMO_RUNS:
-        overrides = guard_overrides(store.load(name).experiment.guard, target.time_scale)
-        if steps is not None:
-            overrides.append(f"steps={steps}")
+        overrides = [] if steps is None else [f"steps={steps}"]
         plans += plan_runs(store, name, seeds, overrides, capture_root, dict(os.environ if environ is None else environ),
                            sim=target)
     return plans

@@ -17,10 +17,10 @@ from harness.capture import Capture, CaptureLock, RunState, RunStatus, this_host
 from harness.errors import ExitCode, HarnessError
 from harness.experiments import Experiment, ExperimentStore
 from harness.gpulock import GpuLock
-from harness.launch import LaunchSpec, plan_launch
+from harness.launch import LaunchSpec, plan_launch, redacted_experiment
 from harness.runner import DEFAULT_GRACE_S, Progress, StopControl, execute
 from harness.simswap import SimTarget, simulated
-from harness.sweep import Decision, Mode, decide
+from harness.sweep import Decision, Mode, configuration_changes, decide
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,16 @@ def plan_runs(
     return plans
 
 
-def existing_status(spec: LaunchSpec) -> Optional[RunStatus]:
-    """The status of the capture this run would write to, if there is one (a broken one is an error)."""
-    return Capture(Path(spec.capture_dir)).read_status()
+def decide_on_capture(plan: Planned, mode: Mode, found: Any = None) -> Decision:
+    """Whether `plan` should start given its capture as it is now (`found`: its status read, else read here);
+    a changed configuration is named from the capture's manifest."""
+    capture = Capture(Path(plan.spec.capture_dir))
+    found = found or capture.status_read()
+    changes: list[str] = []
+    if found.status is not None and found.status.run_id != plan.spec.run_id:
+        changes = configuration_changes(capture.read_manifest(), redacted_experiment(plan.experiment),
+                                        plan.spec.trainer_argv, plan.spec.image, plan.time_scale)
+    return decide(plan.spec.run, plan.spec.run_id, found.status, mode, found.broken, changes)
 
 
 def leftover_warnings(capture_root: Path, engine_names: Sequence[str]) -> list[str]:
@@ -132,7 +139,7 @@ def run_planned(
         if refusal is not None:
             decision = Decision(spec.run, "skip", refusal)
         else:
-            decision = decide(spec.run, spec.run_id, found.status, mode, found.broken)
+            decision = decide_on_capture(plan, mode, found)
         on_decision(decision)
         if decision.action == "skip" or stop.state is not None:
             return SweepResult(decision, found.status)

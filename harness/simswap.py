@@ -11,10 +11,13 @@ as a real run does, then swap what only a GB10 has:
 - no GPU request (so no GPU lock either), no bind mounts (the simulator reads
   no model and no data set) and no raised ulimits (it pins no memory);
 - HARNESS_SIM_TIME_SCALE in the environment, and the same time scale in the
-  manifest, so the summary converts pause windows to the trainer's seconds.
+  manifest, so the summary converts pause windows to the trainer's seconds;
+- the experiment's own heat guard on the simulated GB10: the `sim` sensor,
+  every time in it on the simulator's clock (trainer seconds x time scale),
+  so pauses fall as they would on a GB10 (a GB10's sensor reads nothing here).
 
-Everything else (flags, seeds, run names, guard, compare, limits, the
-capture format, the summary) is the experiment's own. `simulated` is pure;
+Everything else (flags, seeds, run names, guard thresholds, compare,
+limits, the capture format, the summary) is the experiment's own. `simulated` is pure;
 `choose_target` asks the Docker engine one question.
 """
 
@@ -32,13 +35,15 @@ if TYPE_CHECKING:  # imported where used: the CLI reads this module's constants 
 
 SIM_IMAGE = "miles-gb10-lab/sim:latest"
 SIM_ENTRY_MODULE = "harness.sim.entry"
-# Wall seconds per simulated second: a 12-step filter run (about 38 simulated minutes) in about 25 s.
-DEFAULT_TIME_SCALE = 0.01
-# The demo's (harness.demo), with the heat guard pausing every run: each pause window spans the freeze by
-# the time `docker pause` and `docker unpause` take (about 20 ms each), which reads as about a second of
-# the trainer's time per pause at 0.02, so pause-free rollout times read a few percent short on Docker
-# (less as a process); at 0.01, twice that. At 0.02 the slowest run (the filter's) takes about 75 s.
-DEMO_TIME_SCALE = 0.02
+# Wall seconds per simulated second, for `run --sim`, `sweep --sim` and the demo alike (so a demo's capture is
+# the capture `run --sim` would make, and each reuses the other's). With the heat guard pausing every run, each
+# pause window spans the freeze by the time `docker pause` and `docker unpause` take (about 20 ms each), which
+# reads as about a second of the trainer's time per pause at 0.02, so pause-free rollout times read a few percent
+# short on Docker (less as a process); at 0.01, twice that. At 0.02 a plain 12-step run (about 38 simulated minutes,
+# pauses included) takes about 45 s, the filter's (about 58) about 75 s.
+DEFAULT_TIME_SCALE = 0.02
+# The guard's poll in wall seconds, at least: the sensor is a formula, but each poll takes the harness's time.
+MIN_POLL_S = 0.05
 
 SimEngine = Literal["docker", "process"]
 SIM_ENGINE_CHOICES = ("auto", "docker", "process")
@@ -103,9 +108,27 @@ def simulated(experiment: "Experiment", target: SimTarget) -> "Experiment":
     container = data["container"]
     container.update(gpus="none", volumes=[], ulimits={},
                      env={**container["env"], TIME_SCALE_ENV: repr(float(target.time_scale))})
+    data["guard"] = simulated_guard(experiment.guard.model_dump(mode="json"), target.time_scale)
     data["image"] = target.image
     if target.engine == "docker":
         data.update(engine="docker", command=None)
     else:
         data.update(engine="process", command=target.command)
     return Experiment.model_validate(data)
+
+
+def simulated_guard(guard: dict, time_scale: float) -> dict:
+    """A guard (as the YAML writes it) on the simulated GB10: the `sim` sensor, its times in wall seconds (pure)."""
+    def wall(seconds: float, floor: float = 0.0) -> float:
+        return max(seconds * time_scale, floor)
+
+    return {
+        **guard,
+        "sensor": "sim",
+        "poll_s": wall(guard["poll_s"], MIN_POLL_S),
+        "min_pause_s": wall(guard["min_pause_s"]),
+        "max_pause_s": wall(guard["max_pause_s"]),
+        "record_every_s": wall(guard["record_every_s"]),
+        "sim": {**guard["sim"], "heat_tau_s": wall(guard["sim"]["heat_tau_s"]),
+                "cool_tau_s": wall(guard["sim"]["cool_tau_s"])},
+    }

@@ -8,11 +8,18 @@ between deciding and acting.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Any, Literal, Mapping, Optional, Sequence
 
 from harness.capture import RERUN_ON_RETRY, RunState, RunStatus
 
 Mode = Literal["cached", "retry", "force"]
+
+# What a refusal shows of a changed configuration: a few keys, short values, so it stays one line.
+MAX_CHANGES_SHOWN = 6
+MAX_VALUE_SHOWN = 40
+# Keys of the experiment that say nothing about the run's numbers.
+_NOT_COMPARED = ("description", "extends")
+_ABSENT = object()
 
 
 @dataclass(frozen=True)
@@ -23,18 +30,27 @@ class Decision:
     action: Literal["run", "skip"]
     reason: str
     keep_old: bool = True
+    refused: bool = False  # a skip that fails the command: the run asked for cannot be had as it was asked
+
+    def not_started(self) -> str:
+        """One line for a refusal: which run, and why (the reason says what to do)."""
+        return f"run {self.run} not started: {self.reason}"
 
 
-def decide(run: str, run_id: str, status: Optional[RunStatus], mode: Mode, broken: Optional[str] = None) -> Decision:
+def decide(run: str, run_id: str, status: Optional[RunStatus], mode: Mode, broken: Optional[str] = None,
+           changes: Sequence[str] = ()) -> Decision:
     """Whether `run` should start given its existing capture (if any) and the rerun mode.
 
     A capture that never started (`not_started`) counts as no capture: it is
-    run again in every mode, and replaced rather than kept.
+    run again in every mode, and replaced rather than kept. A capture that
+    succeeded with another configuration (another run id; `changes` names
+    what differs) is refused unless `force`: reusing it would report numbers
+    of a run that was not asked for.
     """
     if broken is not None:
         if mode == "force":
-            return Decision(run, "run", f"--force: replaces a capture whose status is broken ({broken}; kept "
-                                        "under .replaced/)")
+            return Decision(run, "run", f"--force replaces a capture whose status is broken ({broken}); the old "
+                                        "one is kept under .replaced/")
         return Decision(run, "skip", f"its status is broken ({broken}); --force replaces it (kept under .replaced/)")
     if status is None:
         return Decision(run, "run", "no capture yet")
@@ -44,13 +60,74 @@ def decide(run: str, run_id: str, status: Optional[RunStatus], mode: Mode, broke
     if status.state == RunState.RUNNING:
         return Decision(run, "skip", f"its capture says running (harness pid {status.harness_pid} on "
                                      f"{status.harness_host}); if that harness is gone, `harness recover` settles it")
-    changed = "" if status.run_id == run_id else f" with another configuration (run id {status.run_id}, now {run_id})"
+    changed = ("" if status.run_id == run_id
+               else f" with another configuration ({_changed(status.run_id, run_id, changes)})")
     if mode == "force":
-        return Decision(run, "run", f"--force: reruns the {status.state} capture{changed} (kept under .replaced/)")
+        return Decision(run, "run", f"--force reruns the {status.state} capture{changed}; the old one is kept under "
+                                    ".replaced/")
     if status.state == RunState.SUCCEEDED:
-        return Decision(run, "skip", f"succeeded{changed} at {status.ended_at}; --force reruns it")
+        if changed:
+            return Decision(run, "skip", f"its capture succeeded at {status.ended_at}{changed}; --force "
+                                         "(make: FORCE=1) reruns it, keeping the old capture under .replaced/",
+                            refused=True)
+        return Decision(run, "skip", f"succeeded at {status.ended_at}; --force reruns it")
     if status.state in RERUN_ON_RETRY:
         if mode == "retry":
-            return Decision(run, "run", f"--retry: was {status.state} ({status.error or 'no reason recorded'})")
+            return Decision(run, "run", f"--retry reruns it: it was {status.state} "
+                                        f"({status.error or 'no reason recorded'})")
         return Decision(run, "skip", f"was {status.state} ({status.error or 'no reason recorded'}); --retry reruns it")
     return Decision(run, "skip", f"unknown state {status.state!r} in its status.json")
+
+
+def _changed(old_run_id: str, run_id: str, changes: Sequence[str]) -> str:
+    what = ", ".join(changes[:MAX_CHANGES_SHOWN]) + (f" and {len(changes) - MAX_CHANGES_SHOWN} more"
+                                                      if len(changes) > MAX_CHANGES_SHOWN else "")
+    return f"{what}; run id {old_run_id}, now {run_id}" if what else f"run id {old_run_id}, now {run_id}"
+
+
+def configuration_changes(manifest: Optional[Mapping[str, Any]], experiment: Mapping[str, Any],
+                          trainer_argv: Sequence[str], image: str, time_scale: float) -> list[str]:
+    """What differs between an old capture's manifest and a launch now, as `key old -> new` (pure).
+
+    Compared: the time scale (its environment variable is the same fact, said
+    once), every experiment key (dotted, secrets as *** on both sides), the
+    trainer argv where no `miles` key explains it, and the image.
+    """
+    from harness.sim.config import TIME_SCALE_ENV
+
+    if not manifest:
+        return ["its manifest.json is missing or unreadable"]
+    old_experiment = manifest.get("experiment") if isinstance(manifest.get("experiment"), dict) else {}
+    old_flat, new_flat = _flatten(old_experiment), _flatten(experiment)
+    changes = []
+    if manifest.get("time_scale", 1.0) != time_scale:  # first: the guard's times follow it
+        changes.append(_change("time scale", manifest.get("time_scale", _ABSENT), time_scale))
+    for key in sorted(old_flat.keys() | new_flat.keys()):
+        if key.split(".")[0] in _NOT_COMPARED or key == f"container.env.{TIME_SCALE_ENV}":
+            continue
+        if old_flat.get(key, _ABSENT) != new_flat.get(key, _ABSENT):
+            changes.append(_change(key, old_flat.get(key, _ABSENT), new_flat.get(key, _ABSENT)))
+    if list(manifest.get("trainer_argv") or ()) != list(trainer_argv) and not any(
+            change.startswith("miles.") for change in changes):
+        changes.append("trainer argv")
+    if manifest.get("image") != image and not any(change.startswith("image ") for change in changes):
+        changes.append(_change("image", manifest.get("image", _ABSENT), image))
+    return changes
+
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping) and value:
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: value}
+
+
+def _change(key: str, old: Any, new: Any) -> str:
+    shown = [("absent" if value is _ABSENT else f"{value:g}" if isinstance(value, float) else str(value))
+             for value in (old, new)]
+    if any(len(value) > MAX_VALUE_SHOWN for value in shown):
+        return key
+    return f"{key} {shown[0]} -> {shown[1]}"

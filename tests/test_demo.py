@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -12,9 +13,10 @@ from typer.testing import CliRunner
 
 from harness.summary.document import SummaryDocument
 from harness.cli import app
-from harness.demo import DEMO_RUNS, MIN_POLL_S, WRITE_UP, guard_overrides, headline, plan_demo
-from harness.experiments import ExperimentStore, GuardConfig
-from harness.simswap import DEMO_TIME_SCALE, SimTarget
+from harness.demo import DEMO_RUNS, WRITE_UP, headline, plan_demo
+from harness.experiments import ExperimentStore
+from harness.lifecycle import plan_runs
+from harness.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SimTarget
 from harness.summary.summarize import summarize
 from test_entry_points import fresh_clone, make
 
@@ -24,7 +26,7 @@ LAB_CAPTURES = REPO_ROOT / "tests" / "data" / "captures" / "lab"
 WRITE_UPS_RUNS = ["e2b-dapo-filter", "plain", "plain-48", "plain-48-s2", "plain-48-s3", "e6a-base"]
 
 
-def target(time_scale: float = 0.02) -> SimTarget:
+def target(time_scale: float = DEFAULT_TIME_SCALE) -> SimTarget:
     return SimTarget("process", time_scale, sys.executable, "a test")
 
 
@@ -60,10 +62,17 @@ def test_each_run_s_own_guard_runs_on_simulated_heat_in_the_simulator_s_time():
         assert guard.sim.hot_c > guard.pause_at_c  # a running simulation always heats into a pause
 
 
-def test_tiny_time_scales_still_make_a_valid_guard():
-    overrides = guard_overrides(GuardConfig(), 1e-5)
+def test_the_demo_makes_the_runs_run_sim_makes_so_each_reuses_the_other_s_captures():
+    demo = plan_demo(STORE, Path("capture/sim"), target(), environ={})
+    by_hand = [plan for name, seeds in DEMO_RUNS
+               for plan in plan_runs(STORE, name, seeds, [], Path("capture/sim"), {}, sim=target())]
 
-    assert all("e-" not in value for value in overrides)  # YAML would read 1e-05 as a string
+    assert DEFAULT_TIME_SCALE == 0.02
+    assert [plan.spec.run_id for plan in demo] == [plan.spec.run_id for plan in by_hand]
+    assert [plan.experiment.guard for plan in demo] == [plan.experiment.guard for plan in by_hand]
+
+
+def test_tiny_time_scales_still_make_a_valid_guard():
     plan = plan_demo(STORE, Path("capture/sim"), target(1e-5), steps=2, environ={})[0]
     assert plan.experiment.guard.poll_s == MIN_POLL_S and plan.experiment.guard.min_pause_s == pytest.approx(3e-4)
     assert plan.spec.steps_expected == 2
@@ -114,6 +123,8 @@ def check_demo_output(output: str, captures: Path, steps: int, shown: Path | Non
     shown = shown or captures
     assert f"summary JSON  {shown / 'summary' / 'miles-gb10-lab.json'}" in output
     assert f"report        {shown / 'summary' / 'report.md'}" in output
+    for figure in figures:
+        assert f"figure        {shown / 'summary' / figure}" in output
     assert "e2b-dapo-filter against plain:" in output
 
 
@@ -139,8 +150,34 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
                                env=env)
 
     assert again.exit_code == 0, again.output
-    assert again.stdout.count("skipped: succeeded") == 6
-    check_demo_output(again.stdout, captures, 2)
+    assert again.stdout.count(" reused: succeeded at ") == 6
+    check_demo_output(again.stdout, captures, 2)  # the same end results, figures included
+    assert "6 of 6 runs reused" in again.stdout and "runs reused" not in done.stdout
+    assert f"`harness status --capture-dir {captures}` lists the captures" in again.stdout
+    on_a_terminal = CliRunner().invoke(app, ["demo", "--steps", "2", "--time-scale", "0.002", "--capture-dir",
+                                             str(captures)], env={**env, "TTY_COMPATIBLE": "1", "COLUMNS": "100"})
+    table = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", on_a_terminal.stdout)  # the live table, colours out
+    assert on_a_terminal.exit_code == 0 and re.search(r"plain-48-s2 +reused +2/2 ", table), table
+
+    same = CliRunner().invoke(app, ["run", "e2b-dapo-filter", "--sim", "--time-scale", "0.002", "--set", "steps=2",
+                                     "--capture-dir", str(captures)], env=env)
+    assert same.exit_code == 2  # the demo's run is the run `run --sim` makes: not another configuration
+    assert "succeeded at" in same.output and "another configuration" not in same.output
+
+    fewer = CliRunner().invoke(app, ["demo", "--steps", "1", "--time-scale", "0.002", "--capture-dir", str(captures)],
+                               env=env)
+    assert fewer.exit_code == 2  # another configuration: never summarized as if it were the run asked for
+    assert fewer.output.strip().splitlines()[-1].startswith("error: run e2b-dapo-filter not started: its capture "
+                                                            "succeeded at ")
+    assert "steps 2 -> 1" in fewer.output and "(and 5 more, above)" in fewer.output
+
+
+def test_the_demo_s_help_speaks_of_the_demo_not_of_an_option_it_does_not_have():
+    done = CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "200"})
+
+    assert done.exit_code == 0
+    assert "With --sim" not in done.output and "--sim " not in done.output
+    assert "harness run EXP --sim" in done.output  # what each of its runs is
 
 
 def test_make_demo_from_a_fresh_clone_without_docker(tmp_path):
@@ -157,7 +194,7 @@ def test_make_demo_from_a_fresh_clone_without_docker(tmp_path):
 def test_the_demo_s_default_time_scale_is_the_one_documented():
     text = (REPO_ROOT / "docs" / "demo.md").read_text()
 
-    assert f"--time-scale {DEMO_TIME_SCALE:g}" in text or f"time scale {DEMO_TIME_SCALE:g}" in text
+    assert f"--time-scale {DEFAULT_TIME_SCALE:g}" in text or f"time scale {DEFAULT_TIME_SCALE:g}" in text
     assert os.path.exists(REPO_ROOT / "Dockerfile.sim")
 
 

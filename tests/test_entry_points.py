@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.cli.app import DEFAULT_CAPTURE_DIR, SIM_CAPTURE_DIR, capture_root
 from harness.cli.runs import DEFAULT_EXPERIMENT, spread_seeds
+from harness.simswap import DEFAULT_TIME_SCALE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
@@ -58,7 +59,7 @@ def test_sweep_with_an_experiment_in_each_position(args, tmp_path):
     runs, said = sweep_plan(*args, tmp_path=tmp_path)
 
     assert runs == ["plain-48", "plain-48-s2", "plain-48-s3"]
-    assert "no experiment named" not in said
+    assert "the lab's default" not in said
 
 
 def test_sweep_seeds_1_2_3_as_typed_sweeps_the_lab_s_default_and_says_so_first(tmp_path):
@@ -66,15 +67,15 @@ def test_sweep_seeds_1_2_3_as_typed_sweeps_the_lab_s_default_and_says_so_first(t
 
     assert DEFAULT_EXPERIMENT == "e2b-dapo-filter"
     assert runs == ["e2b-dapo-filter", "e2b-dapo-filter-s2", "e2b-dapo-filter-s3"]
-    assert said.splitlines()[0] == ("no experiment named: sweeping e2b-dapo-filter (the lab's default; "
-                                    "HARNESS_EXPERIMENT or an argument names another)")
+    assert said.splitlines()[0] == ("experiment e2b-dapo-filter, the lab's default (HARNESS_EXPERIMENT or an "
+                                    "argument names another)")
 
 
 def test_harness_experiment_names_the_default(tmp_path):
     runs, said = sweep_plan("--seeds", "1", "2", env={"HARNESS_EXPERIMENT": "plain"}, tmp_path=tmp_path)
 
     assert runs == ["plain", "plain-s2"]
-    assert "sweeping plain (from HARNESS_EXPERIMENT)" in said
+    assert "experiment plain, as HARNESS_EXPERIMENT says" in said
 
 
 def test_sweep_as_typed_through_the_installed_command(tmp_path):
@@ -105,7 +106,7 @@ def test_run_without_an_experiment_takes_the_same_default(tmp_path):
 
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["run"] == "e2b-dapo-filter"
-    assert "no experiment named: running e2b-dapo-filter" in done.stderr
+    assert "experiment e2b-dapo-filter, the lab's default" in done.stderr
 
 
 @pytest.mark.parametrize("command, forms", [
@@ -182,10 +183,9 @@ def test_make_smoke_sim_from_a_fresh_clone(clone, engine, request):
     done = make(clone, "smoke", "SIM=1", docker_host=docker_host() if engine == "docker" else DEAD_DOCKER)
 
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"check-capture: {clone / 'capture/sim/smoke'}: succeeded, 2 complete steps" in done.stdout \
-        or "check-capture: capture/sim/smoke: succeeded, 2 complete steps" in done.stdout
-    assert capture_state(clone / "capture" / "sim" / "smoke") == ("succeeded", 2, 0.01, engine)
-    assert not (clone / "capture" / "gpu").exists()
+    assert "check-capture: capture/smoke/sim/smoke: succeeded, 2 complete steps" in done.stdout
+    assert capture_state(clone / "capture" / "smoke" / "sim" / "smoke") == ("succeeded", 2, DEFAULT_TIME_SCALE, engine)
+    assert not (clone / "capture" / "gpu").exists() and not (clone / "capture" / "sim").exists()  # the lab's roots
     if engine == "process":
         assert "sim-image: no Docker engine answers" in done.stdout
         assert "simulated runs use the process engine instead" in done.stdout
@@ -211,7 +211,7 @@ def test_make_sweep_without_exp_sweeps_the_default_and_status_summarize_report_a
     done = make(clone, "sweep", "SEEDS=1 2", "SIM=1", "SIM_TIME_SCALE=0.001", docker_host=DEAD_DOCKER)
 
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "no experiment named: sweeping e2b-dapo-filter" in done.stderr
+    assert "experiment e2b-dapo-filter, the lab's default" in done.stderr
     captures = clone / "capture" / "sim"
     for run in ("e2b-dapo-filter", "e2b-dapo-filter-s2"):
         assert capture_state(captures / run)[:2] == ("succeeded", 12)
@@ -269,4 +269,12 @@ def test_the_gpu_workflow_still_runs_make_smoke_on_the_gpu_runner_and_keeps_its_
     assert "gpu" in job["runs-on"] and "self-hosted" in job["runs-on"]
     assert any(step.get("run", "").strip() == "make smoke" for step in steps)
     upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@"))
-    assert upload["with"]["path"].rstrip("/") == "capture/gpu/smoke" and upload.get("if") == "always()"
+    assert upload["with"]["path"].rstrip("/") == "capture/smoke/gpu/smoke" and upload.get("if") == "always()"
+    assert any("harness recover --capture-dir capture/smoke/gpu" in step.get("run", "") for step in steps)
+
+
+def test_the_hosted_workflow_keeps_the_simulated_smoke_capture_from_its_own_root():
+    steps = list(workflow("ci.yml")["jobs"].values())[0]["steps"]
+    upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@"))
+
+    assert upload["with"]["path"].rstrip("/") == "capture/smoke/sim/smoke"

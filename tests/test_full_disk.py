@@ -52,7 +52,7 @@ def test_a_full_disk_mid_run_loses_nothing(lab: Lab, small_disk: SmallDisk) -> N
     status = lab.status(run)
     assert status["state"] == "failed" and status["capture_complete"] is False
     assert status["error"].startswith("no space left on device writing container.log")
-    final_line = [line for line in result.stderr.splitlines() if line.startswith("warning: burst: failed")]
+    final_line = [line for line in result.stderr.splitlines() if line.startswith("warning: run burst failed")]
     assert len(final_line) == 1 and "free space, then run `harness recover`" in final_line[0]
     raw = (lab.captures / run / "container.log").read_bytes()
     assert raw.endswith(b"\n")  # no torn line

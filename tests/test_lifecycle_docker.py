@@ -240,12 +240,12 @@ def test_sweep_skips_succeeded_and_retries_only_failures(lab: Lab) -> None:
         json.dumps({**lab.status("sw-s2"), "state": "failed", "error": "made up for the test"}))
     cached = lab.cli("sweep", "sw", "--seeds", "1", "2")
     assert cached.exit_code == 1
-    assert "sw: skipping: succeeded" in cached.output
-    assert "sw-s2: skipping: was failed (made up for the test); --retry reruns it" in cached.output
+    assert "sw skipped: succeeded at " in cached.output
+    assert "sw-s2 skipped: was failed (made up for the test); --retry reruns it" in cached.output
     started_1 = lab.status("sw")["started_at"]
     retried = lab.cli("sweep", "sw", "--seeds", "1", "2", "--retry")
     assert retried.exit_code == 0, retried.output
-    assert "sw-s2: running: --retry: was failed" in retried.output
+    assert "--retry reruns it: it was failed (made up for the test)" in retried.output
     assert lab.status("sw")["started_at"] == started_1
     assert lab.status("sw-s2")["state"] == "succeeded"
     replaced = list((lab.captures / ".replaced").iterdir())

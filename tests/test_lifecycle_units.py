@@ -13,7 +13,7 @@ from harness.engines.logstream import LogPosition, join_partials, split_lines, s
 from harness.errors import HarnessError
 from harness.gpulock import GpuLock
 from harness.runner import decide_outcome
-from harness.sweep import decide
+from harness.sweep import configuration_changes, decide
 
 # --- outcome ------------------------------------------------------------------------------
 
@@ -82,6 +82,36 @@ def test_rerun_modes(state: str | None, mode: str, action: str) -> None:
 def test_a_changed_configuration_is_said() -> None:
     decision = decide("r", "r-2", status("succeeded", run_id="r-1"), "cached")
     assert decision.action == "skip" and "another configuration (run id r-1, now r-2)" in decision.reason
+
+
+@pytest.mark.parametrize("mode", ["cached", "retry"])
+def test_a_succeeded_capture_of_another_configuration_is_refused_naming_what_changed(mode: str) -> None:
+    decision = decide("r", "r-2", status("succeeded", run_id="r-1"), mode, changes=["time scale 0.02 -> 0.01"])
+
+    assert decision.action == "skip" and decision.refused
+    assert decision.not_started() == (
+        "run r not started: its capture succeeded at 2026-01-01T01:00:00Z with another configuration (time scale "
+        "0.02 -> 0.01; run id r-1, now r-2); --force (make: FORCE=1) reruns it, keeping the old capture under "
+        ".replaced/")
+    assert not decide("r", "r-1", status("succeeded"), mode).refused  # the same run: reused
+    assert decide("r", "r-2", status("succeeded", run_id="r-1"), "force").action == "run"
+
+
+def test_the_changes_name_experiment_keys_argv_image_and_time_scale() -> None:
+    old = {"experiment": {"steps": 12, "guard": {"sensor": "auto"}, "description": "old words",
+                          "miles": {"args": {"seed": 1}}, "container": {"env": {"HARNESS_SIM_TIME_SCALE": "0.02"}}},
+           "trainer_argv": ["train.py", "--seed", "1"], "image": "lab:1", "time_scale": 0.02}
+    new = {"steps": 4, "guard": {"sensor": "sim"}, "description": "new words", "miles": {"args": {"seed": 1}},
+           "container": {"env": {"HARNESS_SIM_TIME_SCALE": "0.01"}}}
+
+    changes = configuration_changes(old, new, ["train.py", "--seed", "1", "--x"], "lab:2", 0.01)
+
+    assert changes == ["time scale 0.02 -> 0.01", "guard.sensor auto -> sim", "steps 12 -> 4", "trainer argv",
+                       "image lab:1 -> lab:2"]
+    assert configuration_changes(None, new, [], "lab:2", 0.01) == ["its manifest.json is missing or unreadable"]
+    long = configuration_changes({**old, "experiment": {"miles": {"extra_args": "x" * 80}}},
+                                 {"miles": {"extra_args": "y" * 80}}, old["trainer_argv"], "lab:1", 0.02)
+    assert long == ["miles.extra_args"]  # a long value is named, not shown
 
 
 # --- log streams --------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from harness.experiments import ExperimentStore
 from harness.launch import plan_launch
 from harness.lifecycle import plan_runs
 from simimage import sim_image  # noqa: F401  (the fixture)
-from harness.simswap import DEFAULT_TIME_SCALE, SIM_IMAGE, SimTarget, check_time_scale, choose_target, simulated
+from harness.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SIM_IMAGE, SimTarget, check_time_scale, choose_target, simulated
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS = REPO_ROOT / "experiments"
@@ -56,8 +56,9 @@ def test_the_swap_drops_the_gpu_the_mounts_and_the_ulimits_and_keeps_the_rest(en
     assert sim.image == SIM_IMAGE
     assert sim.engine == engine
     assert sim.command == (None if engine == "docker" else ["/opt/py/bin/python3", "-m", "harness.sim.entry"])
-    kept = ("name", "seed", "steps", "miles", "guard", "compare", "limits", "description")
+    kept = ("name", "seed", "steps", "miles", "compare", "limits", "description")
     assert {key: getattr(sim, key) for key in kept} == {key: getattr(real, key) for key in kept}
+    assert (sim.guard.pause_at_c, sim.guard.resume_at_c) == (real.guard.pause_at_c, real.guard.resume_at_c)
     assert (sim.container.shm_size, sim.container.ipc, sim.container.init) == (
         real.container.shm_size, real.container.ipc, real.container.init)
 
@@ -74,6 +75,22 @@ def test_the_simulated_spec_asks_for_no_gpu_mounts_nothing_and_has_its_own_run_i
     assert sim_spec.trainer_argv == real_spec.trainer_argv
     assert sim_spec.run == real_spec.run and sim_spec.run_id != real_spec.run_id
     assert sim_spec.capture_dir == "/lab/capture/sim/plain"
+
+
+def test_a_sim_run_is_guarded_on_simulated_heat_in_the_simulator_s_time():
+    real = STORE.load("plain").experiment
+    assert real.guard.sensor == "auto"  # off on a machine with no GPU: the run would be unguarded
+
+    guard = simulated(real, target(time_scale=0.02)).guard
+
+    assert guard.sensor == "sim"
+    assert guard.min_pause_s == pytest.approx(real.guard.min_pause_s * 0.02)
+    assert guard.max_pause_s == pytest.approx(real.guard.max_pause_s * 0.02)
+    assert guard.record_every_s == pytest.approx(real.guard.record_every_s * 0.02)
+    assert guard.poll_s == pytest.approx(max(real.guard.poll_s * 0.02, MIN_POLL_S))
+    assert guard.sim.heat_tau_s == pytest.approx(real.guard.sim.heat_tau_s * 0.02)
+    assert guard.sim.cool_tau_s == pytest.approx(real.guard.sim.cool_tau_s * 0.02)
+    assert (guard.sim.hot_c, guard.on_max_pause) == (real.guard.sim.hot_c, real.guard.on_max_pause)
 
 
 def test_a_time_scale_is_written_exactly_as_the_manifest_records_it():

@@ -11,18 +11,18 @@ import typer
 from typing_extensions import Annotated
 
 from harness.cli.app import DEFAULT_EXPERIMENTS_DIR, SIM_CAPTURE_DIR, ExperimentsDir, command, note, stdout, warn
-from harness.cli.runs import SimEngineOption, sim_target_from_cli
-from harness.simswap import DEMO_TIME_SCALE
+from harness.cli.runs import check_capture_root, sim_target_from_cli
+from harness.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES
 
 DEMO_HELP = """The lab's whole pipeline on the simulator, on any machine: no GPU, Docker optional.
 
 Runs plain, plain-48 (seeds 1-3), e6a-base and e2b-dapo-filter from the lab's
 experiment files on the simulated trainer, all at once, with the heat guard
-on the simulated GB10 (the `sim` sensor) so it really pauses them; then
-summarizes the captures, draws the figures, writes the report, and prints
-the headline numbers beside the write-up's. Runs that already succeeded are
-reused (--force reruns them). `make demo` sets up the venv and the sim
-image first.
+on the simulated GB10 (the `sim` sensor) so it really pauses them, each
+exactly as `harness run EXP --sim` runs it; then summarizes the captures,
+draws the figures, writes the report, and prints the headline numbers
+beside the write-up's. Runs that already succeeded are reused (--force
+reruns them). `make demo` sets up the venv and the sim image first.
 
 \b
 Examples:
@@ -138,22 +138,30 @@ def _elapsed(seconds: float) -> str:
 @command("demo", help=DEMO_HELP)
 def demo(
     time_scale: Annotated[float, typer.Option(
-        "--time-scale", help="Wall seconds per simulated second (smaller: faster, and pauses weigh more).")] = DEMO_TIME_SCALE,
-    sim_engine: SimEngineOption = "auto",
+        "--time-scale", help="Wall seconds per simulated second, as `run --sim` takes it (smaller: faster, and pauses "
+                             "weigh more).")] = DEFAULT_TIME_SCALE,
+    sim_engine: Annotated[str, typer.Option(
+        "--sim-engine", metavar="|".join(SIM_ENGINE_CHOICES),
+        help="What runs the simulator: auto (Docker where the sim image is built, else a process), docker or "
+             "process.")] = "auto",
     steps: Annotated[Optional[int], typer.Option(
         "--steps", min=1, help="Steps per run [default: each experiment's, 12]; fewer for a quick look.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Rerun runs that already succeeded.")] = False,
     experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR,
     capture_dir: Annotated[Path, typer.Option(
-        "--capture-dir", help="Where the demo's captures and summary go (never a lab's capture/gpu).")] = SIM_CAPTURE_DIR,
+        "--capture-dir", help="Where the demo's captures and summary go; never a lab's capture/gpu, so simulated "
+                              "numbers never mix with real ones.")] = SIM_CAPTURE_DIR,
 ) -> None:
+    from harness.capture import Capture
     from harness.demo import plan_demo, run_at_once
+    from harness.errors import HarnessError
     from harness.experiments import ExperimentStore
     from harness.lifecycle import RunOptions, exit_code_for, leftover_warnings, stop_on_signals
     from harness.provenance import git_facts, harness_facts, nvml_probe
     from harness.runner import StopControl
 
     started = time.monotonic()
+    check_capture_root(capture_dir, sim=True)
     target = sim_target_from_cli(True, time_scale, sim_engine)
     plans = plan_demo(ExperimentStore(experiments_dir), capture_dir, target, steps=steps)
     for message in dict.fromkeys(m for plan in plans for m in plan.warnings):
@@ -163,11 +171,15 @@ def demo(
     note(f"demo: {len(plans)} runs at once ({', '.join(plan.spec.run for plan in plans)}); captures in {capture_dir}")
     console = stdout()
     board = DemoBoard(console, [plan.spec.run for plan in plans], {p.spec.run: p.spec.steps_expected for p in plans})
+    specs = {plan.spec.run: plan.spec for plan in plans}
     stop = StopControl()
 
     def on_decision(decision: Any) -> None:
         if decision.action == "skip":
-            board.update(decision.run, f"{decision.run}: skipped: {decision.reason}", state="reused")
+            found = Capture(Path(specs[decision.run].capture_dir)).status_read().status
+            done = found.steps_complete if found is not None else 0
+            state = "refused" if decision.refused else "reused"
+            board.update(decision.run, f"{decision.run} {state}: {decision.reason}", state=state, steps=done)
 
     provenance = {**harness_facts(), **git_facts(Path.cwd()), "nvml": nvml_probe()}
     with board, stop_on_signals(stop, board.say):
@@ -175,18 +187,23 @@ def demo(
                               progress_for=lambda plan: board.progress(plan.spec.run), stop=stop,
                               on_decision=on_decision, on_wait=warn, on_warning=warn, provenance=provenance)
     ran_s = time.monotonic() - started
+    refused = [result.decision for result in results if result.decision.refused]
+    if refused:  # its old capture would go into the summary as if it were the run asked for
+        more = f" (and {len(refused) - 1} more, above)" if len(refused) > 1 else ""
+        raise HarnessError(refused[0].not_started() + more)
     states = [result.status.state if result.status else "not run" for result in results]
     for result, state in zip(results, states):
         if state != "succeeded":
-            warn(f"{result.decision.run}: {state}" + (f" ({result.status.error})" if result.status else ""))
+            warn(f"{result.decision.run} {state}" + (f": {result.status.error}" if result.status else ""))
     if stop.state is None:
-        _publish(console, capture_dir, ran_s, started)
+        _publish(console, capture_dir, ran_s, started, reused=sum(r.decision.action == "skip" for r in results),
+                 runs=len(results))
     code = exit_code_for(states)
     if code:
         raise typer.Exit(int(code))
 
 
-def _publish(console: Any, capture_dir: Path, ran_s: float, started: float) -> None:
+def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, reused: int, runs: int) -> None:
     """Summary, figures, report; where they are; the headline numbers beside the write-up's."""
     from rich.text import Text
 
@@ -206,8 +223,10 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float) -> N
                       soft_wrap=not console.is_terminal)
     console.print()
     console.print(Text(f"summary JSON  {published.summary_path}"))
-    for path in published.figures:
+    for path in sorted([*published.figures, *published.figures_unchanged]):  # unchanged ones are results too
         console.print(Text(f"figure        {path}"))
     console.print(Text(f"report        {report.report}"))
-    console.print(Text(f"runs {ran_s:.0f} s, summary and report {time.monotonic() - started - ran_s:.0f} s; "
-                       f"`harness status --sim` lists the captures"))
+    status = "harness status --sim" if capture_dir == SIM_CAPTURE_DIR else f"harness status --capture-dir {capture_dir}"
+    ran = f"{reused} of {runs} runs reused, " if reused else ""
+    console.print(Text(f"{ran}runs {ran_s:.0f} s, summary and report {time.monotonic() - started - ran_s:.0f} s; "
+                       f"`{status}` lists the captures"))

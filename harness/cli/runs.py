@@ -18,7 +18,9 @@ from typer.core import TyperCommand
 from typing_extensions import Annotated
 
 from harness.cli.app import (
+    DEFAULT_CAPTURE_DIR,
     DEFAULT_EXPERIMENTS_DIR,
+    SIM_CAPTURE_DIR,
     CaptureDirOrSim,
     ExperimentsDir,
     JsonOption,
@@ -41,14 +43,15 @@ EXPERIMENT_ENV = "HARNESS_EXPERIMENT"
 _NUMBER = re.compile(r"[0-9]+")
 
 
-def chosen_experiment(experiment: Optional[str], verb: str) -> str:
+def chosen_experiment(experiment: Optional[str]) -> str:
     """The experiment named, else HARNESS_EXPERIMENT, else the lab's default; says which when it chose."""
     if experiment:
         return experiment
     from_env = os.environ.get(EXPERIMENT_ENV, "").strip()
     name = from_env or DEFAULT_EXPERIMENT
-    source = f"from {EXPERIMENT_ENV}" if from_env else f"the lab's default; {EXPERIMENT_ENV} or an argument names another"
-    note(f"no experiment named: {verb} {name} ({source})")
+    source = (f"as {EXPERIMENT_ENV} says" if from_env
+              else f"the lab's default ({EXPERIMENT_ENV} or an argument names another)")
+    note(f"experiment {name}, {source}")
     return name
 
 
@@ -63,6 +66,19 @@ def sim_target_from_cli(sim: bool, time_scale: Optional[float], sim_engine: str)
     target = choose_target(sim_engine, DEFAULT_TIME_SCALE if time_scale is None else time_scale, sys.executable)
     note(target.describe())
     return target
+
+
+def check_capture_root(capture_dir: Path, *, sim: bool) -> Path:
+    """`capture_dir`, unless it is the other kind's default: one summary would mix simulated and real numbers."""
+    from harness.errors import HarnessError
+
+    other = DEFAULT_CAPTURE_DIR if sim else SIM_CAPTURE_DIR
+    if capture_dir.resolve() == other.resolve():
+        kind, other_kind = ("simulated", "real") if sim else ("real", "simulated")
+        raise HarnessError(f"--capture-dir {capture_dir}: the lab's {other_kind} captures are there, and one summary "
+                           f"would mix {kind} numbers with them; give another directory (default "
+                           f"{SIM_CAPTURE_DIR if sim else DEFAULT_CAPTURE_DIR})")
+    return capture_dir
 
 
 def spread_seeds(args: Sequence[str]) -> list[str]:
@@ -131,8 +147,8 @@ SimOption = Annotated[bool, typer.Option(
                   "data); same experiment files and captures, under capture/sim.")]
 TimeScaleOption = Annotated[Optional[float], typer.Option(
     "--time-scale", show_default=False,
-    help=f"With --sim: wall seconds per simulated second [default: {DEFAULT_TIME_SCALE:g}, a 12-step run in about "
-         "half a minute].")]
+    help=f"With --sim: wall seconds per simulated second [default: {DEFAULT_TIME_SCALE:g}, the demo's: a 12-step run "
+         "in about a minute].")]
 SimEngineOption = Annotated[str, typer.Option(
     "--sim-engine", metavar="|".join(SIM_ENGINE_CHOICES),
     help="With --sim: auto (Docker where the sim image is built, else a process), docker or process.")]
@@ -148,12 +164,15 @@ Examples:
   make run EXP=e2b-dapo-filter              (= harness run e2b-dapo-filter)
   harness run e2b-dapo-filter --dry-run     (what would start; starts nothing)
   make run EXP=e2b-dapo-filter SIM=1        (= harness run e2b-dapo-filter --sim)
+  make run EXP=plain FORCE=1 ARGS="--set steps=4"   (= harness run plain --force --set steps=4)
   make smoke                                (the GPU smoke test: harness run smoke --force)
   make smoke SIM=1                          (the same on the simulator, as CI runs it)
 
 Without an experiment: ${EXPERIMENT_ENV}, else {DEFAULT_EXPERIMENT}. With --sim
-the simulated trainer runs instead of Miles (docs/simulator.md); its
-capture goes under capture/sim.
+the simulated trainer runs instead of Miles (docs/simulator.md), guarded
+on simulated heat: the run `make demo` makes, under capture/sim. A capture
+that succeeded with another configuration is refused, naming what changed
+(--force reruns it). The smoke run's captures go under capture/smoke.
 """
 
 SWEEP_HELP = f"""Run an experiment over seeds, one after another; succeeded runs are skipped unless --force.
@@ -170,6 +189,8 @@ Examples:
 
 --seeds takes every number that follows it. Without an experiment:
 ${EXPERIMENT_ENV}, else {DEFAULT_EXPERIMENT}; the choice is printed first.
+A run whose capture succeeded with another configuration is refused before
+any starts (exit 2, naming what changed), unless --force.
 """
 
 
@@ -196,9 +217,9 @@ def run(
     from harness.errors import HarnessError
     from harness.lifecycle import RunOptions, exit_code_for, run_planned, stop_on_signals
 
-    experiment = chosen_experiment(experiment, "running")
+    experiment = chosen_experiment(experiment)
+    capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
-    capture_dir = capture_root(capture_dir, sim)
     overrides = [*(set_ or ()), *([f"limits.max_minutes={max_minutes}"] if max_minutes else [])]
     plans = plan_from_cli(experiment, experiments_dir, capture_dir, [seed] if seed else [], overrides, target)
     if len(plans) != 1:
@@ -220,9 +241,9 @@ def run(
         result = run_planned(plan, options=options, progress=progress, stop=stop, on_wait=warn, on_warning=warn,
                              mode="force" if force else "retry")
     if result.decision.action == "skip":
-        raise HarnessError(f"run {plan.spec.run} not started: {result.decision.reason}")
+        raise HarnessError(result.decision.not_started())
     status = result.status
-    report_status(status)
+    report_status(status, capture_dir)
     code = exit_code_for([status.state])
     if code:
         raise typer.Exit(int(code))
@@ -253,20 +274,22 @@ def sweep(
     ray: RayOption = None,
 ) -> None:
     from harness.errors import HarnessError
-    from harness.lifecycle import RunOptions, exit_code_for, run_sweep, stop_on_signals
+    from harness.lifecycle import RunOptions, decide_on_capture, exit_code_for, run_sweep, stop_on_signals
 
     if retry and force:
         raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
     if json_ and not dry_run:
         raise HarnessError("--json prints the plan of --dry-run; a sweep that runs prints its progress")
-    experiment = chosen_experiment(experiment, "sweeping")
+    experiment = chosen_experiment(experiment)
+    capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
-    capture_dir = capture_root(capture_dir, sim)
     plans = plan_from_cli(experiment, experiments_dir, capture_dir, list(seeds or ()), set_ or (), target)
     mode = "force" if force else "retry" if retry else "cached"
+    decisions = [decide_on_capture(plan, mode) for plan in plans]
     if dry_run:
-        print_sweep_plan(plans, mode, as_json=json_)
+        print_sweep_plan(plans, decisions, mode, as_json=json_)
         return
+    refuse_before_starting(decisions)
     options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     if ray:
         from harness.cli.cluster import run_on_ray
@@ -275,17 +298,28 @@ def sweep(
     console, progress, stop = _session(plans, capture_dir)
 
     def on_decision(decision) -> None:  # noqa: ANN001
-        verb = "running" if decision.action == "run" else "skipping"
-        progress.note(f"{decision.run}: {verb}: {decision.reason}")
+        if decision.action == "skip":  # a run that starts says so itself, once its pre-flight checks passed
+            progress.note(f"{decision.run} skipped: {decision.reason}")
 
     with stop_on_signals(stop, progress.note):
         results = run_sweep(plans, mode=mode, fail_fast=fail_fast, options=options, progress=progress, stop=stop,
                             on_decision=on_decision, on_wait=warn, on_warning=warn)
     _print_sweep(console, results)
+    refuse_before_starting([result.decision for result in results])  # a capture that changed while the sweep ran
     states = [r.status.state if r.status else "not run" for r in results]
     code = exit_code_for(states)
     if code:
         raise typer.Exit(int(code))
+
+
+def refuse_before_starting(decisions: Sequence) -> None:
+    """Exit 2 naming the first run refused (a succeeded capture of another configuration), as `run` does."""
+    from harness.errors import HarnessError
+
+    refused = [decision for decision in decisions if decision.refused]
+    if refused:
+        more = f" (and {len(refused) - 1} more: --dry-run lists them)" if len(refused) > 1 else ""
+        raise HarnessError(refused[0].not_started() + more)
 
 
 def _preflight(spec) -> list[str]:  # noqa: ANN001
@@ -311,43 +345,40 @@ def _print_sweep(console, results) -> None:  # noqa: ANN001
     print_table(console, columns, rows, title="sweep")
 
 
-def print_sweep_plan(plans: Sequence, mode: str, *, as_json: bool) -> None:
-    """What a sweep would do, run by run: run id, capture, run or skip and why. Starts nothing."""
+def print_sweep_plan(plans: Sequence, decisions: Sequence, mode: str, *, as_json: bool) -> None:
+    """What a sweep would do, run by run: run id, capture, run, skip or refuse and why. Starts nothing."""
     import json
 
-    from rich.table import Table
     from rich.text import Text
 
-    from harness.lifecycle import existing_status
-    from harness.sweep import decide
+    from harness.cli.tables import Column, print_table
 
     rows = []
-    for plan in plans:
+    for plan, decision in zip(plans, decisions):
         spec = plan.spec
-        decision = decide(spec.run, spec.run_id, existing_status(spec), mode)
+        action = "refuse" if decision.refused else decision.action
         rows.append({"run": spec.run, "run_id": spec.run_id, "seed": spec.seed, "capture_dir": spec.capture_dir,
-                     "action": decision.action, "reason": decision.reason})
+                     "action": action, "reason": decision.reason})
     if as_json:
         experiment = plans[0].spec.experiment if plans else None
         typer.echo(json.dumps({"experiment": experiment, "mode": mode, "dry_run": True, "runs": rows}, indent=2, allow_nan=False))
         return
-    table = Table(title=f"sweep plan ({mode}; dry run: nothing started)", title_justify="left")
-    for column in ("run", "run id", "capture", "action", "reason"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        cells = (row["run"], row["run_id"], row["capture_dir"], row["action"], row["reason"])
-        table.add_row(*(Text(cell) for cell in cells))
-    stdout().print(table)
+    columns = [Column("run"), Column("run id", drop=2), Column("capture", drop=1), Column("action"),
+               Column("reason", wrap=True)]
+    cells = [tuple(Text(row[key]) for key in ("run", "run_id", "capture_dir", "action", "reason")) for row in rows]
+    print_table(stdout(), columns, cells, title=f"sweep plan ({mode} mode, dry run: nothing started)")
 
 
-def report_status(status) -> None:  # noqa: ANN001
-    """One line: the run's final state; an error line if it did not succeed."""
-    line = (f"{status.run}: {status.state}, {status.steps_complete}/{status.steps_expected} steps complete, "
-            f"exit code {status.exit_code}")
+def report_status(status, capture_dir: Optional[Path] = None) -> None:  # noqa: ANN001
+    """One line: the run's final state; a warning that says why, and where to look, if it did not succeed."""
     if status.state == "succeeded":
-        stdout().print(line, markup=False)
+        stdout().print(f"{status.run}: succeeded, {status.steps_complete}/{status.steps_expected} steps complete, "
+                       f"exit code {status.exit_code}", markup=False)
     else:
-        warn(f"{line}: {status.error}")
+        where = ("" if capture_dir in (None, DEFAULT_CAPTURE_DIR) else " --sim" if capture_dir == SIM_CAPTURE_DIR
+                 else f" --capture-dir {capture_dir}")
+        warn(f"run {status.run} {status.state} with {status.steps_complete}/{status.steps_expected} steps complete "
+             f"({status.error or f'exit code {status.exit_code}'}); `harness logs {status.run}{where}` shows its log")
 
 
 def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
