@@ -10,7 +10,7 @@ EXP ?=
 SEEDS ?= 1 2 3
 # SIM=1: run, sweep and smoke on the simulator (the sim image, or the process engine
 # where Docker does not answer); captures under capture/sim. SIM_TIME_SCALE: wall
-# seconds per simulated second (empty: the harness's default, 0.02, the demo's).
+# seconds per simulated second (empty: the harness's default, 0.01, the demo's).
 SIM ?=
 SIM_TIME_SCALE ?=
 sim_on := $(filter-out 0 no false,$(SIM))

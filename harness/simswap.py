@@ -38,10 +38,11 @@ SIM_ENTRY_MODULE = "harness.sim.entry"
 # Wall seconds per simulated second, for `run --sim`, `sweep --sim` and the demo alike (so a demo's capture is
 # the capture `run --sim` would make, and each reuses the other's). With the heat guard pausing every run, each
 # pause window spans the freeze by the time `docker pause` and `docker unpause` take (about 20 ms each), which
-# reads as about a second of the trainer's time per pause at 0.02, so pause-free rollout times read a few percent
-# short on Docker (less as a process); at 0.01, twice that. At 0.02 a plain 12-step run (about 38 simulated minutes,
-# pauses included) takes about 45 s, the filter's (about 58) about 75 s.
-DEFAULT_TIME_SCALE = 0.02
+# reads as about two seconds of the trainer's time per pause at 0.01, so pause-free rollout times read about 5%
+# short on Docker (less as a process); at 0.02, half that. At 0.01 a plain 12-step run (about 38 simulated minutes,
+# pauses included) takes about 25 s and the filter's (about 58) about 40 s: "well under a minute" for any entry
+# point on the simulator; `--time-scale 0.02` (SIM_TIME_SCALE=0.02) halves the bias for twice the time.
+DEFAULT_TIME_SCALE = 0.01
 # The guard's poll in wall seconds, at least: the sensor is a formula, but each poll takes the harness's time.
 MIN_POLL_S = 0.05
 
