@@ -295,8 +295,9 @@ def test_a_run_that_has_ended_is_not_paused_and_gets_no_window_and_no_note(lab: 
     run = lab.experiment("ended", steps=1)
     done = lab.cli("run", run, "--keep")
     assert done.exit_code == 0, done.output
-    [handle] = lab.objects()
-    assert handle.wait(10) == 0
+    [handle] = lab.objects()  # a handle of its own, as `harness guard --container` has: nothing waited on it yet
+    [other] = lab.objects()
+    assert other.wait(10) == 0
     temp = tmp_path / "temp"
     write_temp(temp, "95")  # hot from the first poll: the guard would pause a live run at once
     session = GuardSession.open(GuardConfig(sensor=f"file:{temp}", poll_s=0.05, min_pause_s=0))

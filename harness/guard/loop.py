@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
 from harness.capture import append_jsonl
+from harness.engines import EXITED, GONE
 from harness.experiments import GuardConfig
 from harness.guard.policy import Action, Decision, GuardState, decide, is_hot
 from harness.guard.sensors import Clock, PauseAware, Sample, Sensor, WallClock, wall_clock_us
@@ -259,12 +260,12 @@ class GuardLoop:
         return True
 
     def _ended(self, wait_s: float) -> bool:
-        """Whether the engine says the run has exited (within `wait_s`); False when it cannot tell."""
-        wait = getattr(self.handle, "wait", None)
-        if wait is None:
-            return False
+        """Whether the engine says the run has exited (now, or within `wait_s`); False when it cannot tell."""
+        describe, wait = getattr(self.handle, "describe", None), getattr(self.handle, "wait", None)
         try:
-            return wait(wait_s) is not None
+            if describe is not None and describe().state in (EXITED, GONE):
+                return True
+            return wait is not None and wait(wait_s) is not None
         except Exception:  # noqa: BLE001 - the engine cannot tell: treat the run as still there
             return False
 
