@@ -28,6 +28,7 @@ SMOKE_CAPTURE_ROOT = capture/smoke/$(if $(sim_on),sim,gpu)
 # set them to override (an empty MILES_BASE is ignored; MILES_COMMIT= keeps the
 # base's Miles).
 LAB_IMAGE ?= miles-gb10-lab:latest
+DEFAULT_MILES_BASE := $(shell sed -n 's/^ARG MILES_BASE=//p' Dockerfile)
 BUILD_ARGS = $(if $(MILES_BASE),--build-arg 'MILES_BASE=$(MILES_BASE)') \
 	$(if $(filter undefined,$(origin MILES_COMMIT)),,--build-arg 'MILES_COMMIT=$(MILES_COMMIT)')
 # The model and data set (mounted at /data in the container); the experiments
@@ -84,15 +85,16 @@ sim-ready:
 ##@ On the GB10
 
 image: ## build the lab image (MILES_BASE=<Miles base for your GPU> MILES_COMMIT=<sha, empty keeps the base's>)
+	@$(if $(MILES_BASE),:,! docker version >/dev/null 2>&1 || docker image inspect '$(DEFAULT_MILES_BASE)' >/dev/null 2>&1 \
+		|| { echo "make image: set MILES_BASE, the Miles image built for your GPU that the lab image builds on (the default, $(DEFAULT_MILES_BASE), is not on this Docker engine), e.g. make image MILES_BASE=miles-gb10-base:latest (docs/lab-image.md)" >&2; exit 1; })
 	docker build $(BUILD_ARGS) --tag $(LAB_IMAGE) .
 
 data: setup ## download the model and the data set into data/ (or MILES_LAB_DATA=<dir>; needs internet)
-	$(BIN)/pip install -q 'huggingface_hub>=0.23'
-	$(BIN)/python -c 'import sys; from huggingface_hub import snapshot_download as get; \
-		get(sys.argv[1], local_dir=sys.argv[2]); get(sys.argv[3], repo_type="dataset", local_dir=sys.argv[4])' \
-		'$(MODEL_REPO)' '$(MILES_LAB_DATA)/models/$(notdir $(MODEL_REPO))' '$(DATASET_REPO)' '$(MILES_LAB_DATA)/$(notdir $(DATASET_REPO))'
-	@test -f '$(MILES_LAB_DATA)/models/$(notdir $(MODEL_REPO))/config.json' && test -f '$(MILES_LAB_DATA)/$(notdir $(DATASET_REPO))/train.parquet' \
-		|| { echo "make data: no config.json or train.parquet after the download, see above" >&2; exit 1; }
+	@test -f '$(MILES_LAB_DATA)/models/$(notdir $(MODEL_REPO))/config.json' -a -f '$(MILES_LAB_DATA)/$(notdir $(DATASET_REPO))/train.parquet' \
+		|| $(BIN)/python -c 'import huggingface_hub' 2>/dev/null || $(BIN)/pip install -q 'huggingface_hub>=0.23' >/dev/null 2>&1 \
+		|| { echo "make data: cannot install huggingface_hub: it needs internet, or MILES_LAB_DATA pointing at a prepared directory" >&2; exit 1; }
+	@$(BIN)/python scripts/fetch-data.py '$(MODEL_REPO)' '$(MILES_LAB_DATA)/models/$(notdir $(MODEL_REPO))' \
+		'$(DATASET_REPO)' '$(MILES_LAB_DATA)/$(notdir $(DATASET_REPO))'
 	@echo "data ready in $(MILES_LAB_DATA)/: mount it at /data"
 
 run: setup $(if $(sim_on),sim-ready) ## run one experiment on the GPU: make run EXP=e2b-dapo-filter (SIM=1, FORCE=1, ARGS=...)

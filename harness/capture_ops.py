@@ -37,7 +37,8 @@ class CaptureRow:
     started: str
     duration: str
     guard: str = "-"
-    host: str = ""  # the Ray node's host name for a run Ray placed (docs/cluster.md); "" for a local run
+    host: str = ""  # the Ray node's host name for a run Ray placed (docs/cluster.md), else its harness's host
+    placed_by_ray: bool = False
 
 
 def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
@@ -60,7 +61,8 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
             started=status.started_at[:19].replace("T", " "),
             duration=_duration(status),
             guard=_guard(capture, status, windows),
-            host=_host(capture),
+            host=_host(capture) or status.harness_host or "",
+            placed_by_ray=bool(_host(capture)),
         ))
     return rows
 
@@ -215,13 +217,14 @@ def _engine_handle(capture: Capture):  # noqa: ANN202
 # --------------------------------------------------------------------------- stop
 
 
-def request_stop(capture: Capture, reason: str, *, timeout_s: float, note: Callable[[str], None]) -> RunStatus:
-    """Ask the run's harness to stop it; if that harness is gone, recover the run through its engine."""
+def request_stop(capture: Capture, reason: str, *, timeout_s: float, note: Callable[[str], None],
+                 warn: Callable[[str], None]) -> RunStatus:
+    """Ask the run's harness to stop it (`note`); if that harness is gone, recover the run through its engine (`warn`)."""
     status = capture.read_status()
     if status is None:
         raise HarnessError(f"run {capture.run} has no status", ExitCode.NOT_FOUND)
     if harness_gone(capture, status) or (status.is_final and not status.capture_complete):
-        return _recover_orphan(capture, note)
+        return _recover_orphan(capture, warn)
     if status.state != RunState.RUNNING:
         raise HarnessError(f"run {capture.run} is not running (it is {status.state})", ExitCode.NOT_FOUND)
     write_json_atomic(capture.stop_request_path, {"reason": reason, "requested_at": utc_now()})

@@ -23,20 +23,37 @@ OFFLINE_IMAGES_UNAVAILABLE = 69  # the script's exit code for "cannot be built o
 RAN_WITH_DOCKER = "ran with Docker"  # the summary line's count: "... 27 ran with Docker in 60.0s"
 
 
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+
+
 @functools.lru_cache(maxsize=None)
 def docker_unavailable() -> Optional[str]:
     """Why Docker tests cannot run here, naming the command that enables them; None when an engine answers."""
+    return docker_problem(os.environ.get("DOCKER_HOST") or None)
+
+
+def docker_problem(host: Optional[str]) -> Optional[str]:
+    """Why no Docker engine answers at `host` (None: the default one), naming the address tried and the fix."""
     if not shutil.which("docker"):
         return "no docker command: install Docker with `sudo apt-get install docker.io`"
+    env = {name: value for name, value in os.environ.items() if name != "DOCKER_HOST"}
+    if host:
+        env["DOCKER_HOST"] = host
+    where = f"DOCKER_HOST={host}" if host else f"the default address, {DEFAULT_DOCKER_HOST}"
     try:
-        info = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=20)
+        info = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=20, env=env)
     except subprocess.TimeoutExpired:
-        return "`docker info` did not answer within 20 s: check the engine with `docker info`"
+        return f"`docker info` did not answer within 20 s at {where}: check the engine with `docker info`"
     if info.returncode == 0:
         return None
     if "permission denied" in info.stderr.lower():
-        return "this user may not use the Docker engine: `sudo usermod -aG docker $USER`, then log in again"
-    return "no Docker engine answers: start one with `sudo systemctl start docker` (or `sudo .ci/run`)"
+        return (f"this user may not use the Docker engine at {where}: `sudo usermod -aG docker $USER`, "
+                "then log in again")
+    if host:
+        socket = host.removeprefix("unix://") if host.startswith("unix://") else None
+        missing = " (no such socket)" if socket is not None and not os.path.exists(socket) else ""
+        return f"no Docker engine answers at {where}{missing}: start that engine, or unset DOCKER_HOST for the default one"
+    return f"no Docker engine answers at {where}: start one with `sudo systemctl start docker` (or `sudo .ci/run`)"
 
 
 @functools.lru_cache(maxsize=None)

@@ -164,10 +164,11 @@ def test_a_secret_reaches_the_hosts_containers_by_name_only() -> None:
 def test_the_board_says_each_run_its_host_step_and_pause_state() -> None:
     changes: list[str] = []
     board = Board(lambda line, what: changes.append(line.describe()))
-    board.add("plain-48-s2", 12)
+    board.add("plain-48-s2", 12, filter_on=True)
     board.placed("plain-48-s2", "spark-2")
     board.event("plain-48-s2", ("status", "status.json", {"state": "running", "steps_expected": 12}))
-    board.event("plain-48-s2", ("jsonl", "metrics.jsonl", {"step": 0, "complete": True}))
+    board.event("plain-48-s2", ("jsonl", "metrics.jsonl", {"step": 0, "complete": True, "metrics": {
+        "perf/rollout_time": 88.74, "rollout/raw_reward": 0.7, "rollout/raw_reward_unfiltered": 0.672}}))
     board.event("plain-48-s2", ("jsonl", "guard.jsonl", {"temp_c": 86.5}))
     board.event("plain-48-s2", ("jsonl", "pauses.jsonl", {"start": "2026-11-30T12:03:04Z", "end": None,
                                                            "peak_c": 86.5}))
@@ -177,9 +178,10 @@ def test_the_board_says_each_run_its_host_step_and_pause_state() -> None:
     assert changes == [
         "plain-48-s2 on spark-2: starting, step 0/12, -",
         "plain-48-s2 on spark-2: running, step 0/12, -",
-        "plain-48-s2 on spark-2: running, step 1/12, -",
-        "plain-48-s2 on spark-2: running, step 1/12, PAUSED since 12:03:04, 86.5 C",
-        "plain-48-s2 on spark-2: running, step 1/12, 86.5 C",
+        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 s (incl. pauses), reward 0.672, -",
+        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 s (incl. pauses), reward 0.672, "
+        "PAUSED since 12:03:04, 86.5 C",
+        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 s (incl. pauses), reward 0.672, 86.5 C",
     ]
 
 
@@ -218,3 +220,25 @@ def test_without_ray_installed_ray_fails_in_one_line_saying_how_to_install_it(ar
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "pip install '.[cluster]'" in lines[0] and "Traceback" not in out.stderr, lines
+
+
+# Ray's own words when `auto` finds no cluster (ray.init raises ConnectionError with them).
+RAY_NO_CLUSTER = ("Could not find any running Ray instance. Please specify the one to connect to by setting "
+                  "`--address` flag or `RAY_ADDRESS` environment variable.")
+
+
+def test_with_no_cluster_running_the_error_names_our_flag_not_rays(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A real `auto` lookup would find any cluster on this machine (Ray scans the processes), so Ray's refusal is
+    # raised at its entry point; the harness's handling of it runs for real.
+    from harness.cluster import connect as joining
+
+    ray = joining.import_ray()
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+
+    def refuse(**kwargs: object) -> None:
+        raise ConnectionError(RAY_NO_CLUSTER)
+
+    monkeypatch.setattr(ray, "init", refuse)
+    with pytest.raises(HarnessError) as err:
+        joining.connect("auto")
+    assert "--ray HOST:PORT" in err.value.message and "--address" not in err.value.message, err.value.message

@@ -79,7 +79,7 @@ def test_guard_pid_pauses_and_resumes_a_process_group_and_thaws_it_on_ctrl_c(sle
     assert lines[0].startswith(f"guarding process {sleeper.pid} with the file sensor: pause at 85 C, resume at 78 C")
     assert [line.split(" ", 1)[1] for line in lines[1:4]] == [
         f"process {sleeper.pid}: PAUSED by the heat guard: temperature 88.0 C >= pause_at_c 85 C",
-        f"process {sleeper.pid}: resumed by the heat guard: 70.0 C; 1 pause, 0 s paused",
+        f"process {sleeper.pid}: resumed by the heat guard: 70.0 C; 1 pause, 0 wall s paused",
         f"process {sleeper.pid}: PAUSED by the heat guard: temperature 91.0 C >= pause_at_c 85 C",
     ]
     assert lines[-1].startswith(f"process {sleeper.pid}: left running: guarding ended; ") and "2 pauses" in lines[-1]
@@ -155,7 +155,7 @@ def test_guard_container_pauses_and_resumes_a_container_and_ends_with_it(tmp_pat
         harness.kill()
         container.remove(force=True)
     assert harness.returncode == 0, err
-    assert out.splitlines()[-1] == f"container {container.name}: ended (exit code 137); 60.0 C; 1 pause, 0 s paused"
+    assert out.splitlines()[-1] == f"container {container.name}: ended (exit code 137); 60.0 C; 1 pause, 0 wall s paused"
     opened, closed = jsonl(record / "pauses.jsonl")
     assert closed["start"] == opened["start"] and closed["end"] is not None
 

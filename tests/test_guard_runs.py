@@ -22,7 +22,7 @@ from harness.capture.reader import read_pauses
 from harness.engines import PAUSED, RUNNING
 from harness.times import parse_time_us
 from drills import jsonl, write_temp
-from runlab import Lab, fake_trainer, lab  # noqa: F401  (fixtures)
+from runlab import Lab, eventually, fake_trainer, lab  # noqa: F401  (fixtures)
 
 POLL_S = 0.1
 # How late a pause may be recorded after the crossing: one poll, plus a loaded machine's scheduling.
@@ -286,3 +286,29 @@ def test_the_time_limit_reached_while_frozen_thaws_and_stops_the_run(lab: Lab, t
     assert status["exit_code"] == 143
     [window] = read_pauses(lab.captures / run / "pauses.jsonl", [])
     assert window.end_us is not None and window.end_us - window.start_us >= 2_000_000
+
+
+def test_a_run_that_has_ended_is_not_paused_and_gets_no_window_and_no_note(lab: Lab, tmp_path: Path) -> None:
+    from harness.experiments import GuardConfig
+    from harness.guard import GuardSession
+
+    run = lab.experiment("ended", steps=1)
+    done = lab.cli("run", run, "--keep")
+    assert done.exit_code == 0, done.output
+    [handle] = lab.objects()  # a handle of its own, as `harness guard --container` has: nothing waited on it yet
+    [other] = lab.objects()
+    assert other.wait(10) == 0
+    temp = tmp_path / "temp"
+    write_temp(temp, "95")  # hot from the first poll: the guard would pause a live run at once
+    session = GuardSession.open(GuardConfig(sensor=f"file:{temp}", poll_s=0.05, min_pause_s=0))
+    record = tmp_path / "record"
+    record.mkdir()
+    loop = session.start(handle, pauses_path=record / "pauses.jsonl", samples_path=record / "guard.jsonl")
+    try:
+        assert eventually(lambda: not loop._thread.is_alive(), 10)  # it stopped guarding on its own
+    finally:
+        loop.stop()
+        session.close()
+    assert jsonl(record / "pauses.jsonl") == []
+    assert loop.notes == []
+    assert loop.reading.pauses == 0 and loop.reading.paused_s == 0

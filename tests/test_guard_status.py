@@ -45,8 +45,8 @@ def test_describe_guard_shows_the_temperature_and_while_paused_since_when_why_an
     assert describe_guard(GuardReading()) == "- C"
     now = parse_time_us(SINCE) + 30_000_000
     assert describe_guard(HOT, now) == ("PAUSED since 12:03:04 (temperature 86.5 C >= pause_at_c 85 C), 86.5 C; "
-                                        "3 pauses, 90 s paused")
-    assert describe_guard(GuardReading(temp_c=70.0, pauses=1, paused_s=31.4)) == "70.0 C; 1 pause, 31 s paused"
+                                        "3 pauses, 90 wall s paused")
+    assert describe_guard(GuardReading(temp_c=70.0, pauses=1, paused_s=31.4)) == "70.0 C; 1 pause, 31 wall s paused"
 
 
 def test_plain_progress_says_each_pause_and_resume_once_and_puts_the_temperature_on_step_lines() -> None:
@@ -62,8 +62,8 @@ def test_plain_progress_says_each_pause_and_resume_once_and_puts_the_temperature
     progress.step(record(), 1)
     lines = out.getvalue().splitlines()[1:]
     assert lines[:2] == ["e2b: PAUSED by the heat guard: temperature 86.5 C >= pause_at_c 85 C",
-                         "e2b: resumed by the heat guard: 77.0 C; 3 pauses, 95 s paused"]
-    assert lines[2].startswith("e2b: step 0 (1/12 complete) | ") and lines[2].endswith(" | 77.0 C; 3 pauses, 95 s paused")
+                         "e2b: resumed by the heat guard: 77.0 C; 3 pauses, 95 wall s paused"]
+    assert lines[2].startswith("e2b: step 0 (1/12 complete) | ") and lines[2].endswith(" | 77.0 C; 3 pauses, 95 wall s paused")
     assert len(lines) == 3
 
 
@@ -175,3 +175,28 @@ def test_close_open_windows_appends_a_closing_line_with_the_same_start_for_each_
     assert len(path.read_text().splitlines()) == 4
     assert close_open_windows(tmp_path / "none.jsonl", "2026-03-01T12:10:00Z") == 0
     assert not (tmp_path / "none.jsonl").exists()
+
+
+def status_table(root: Path) -> tuple[list[str], dict[str, list[str]]]:
+    """`harness status` piped: the header's cells and each run's cells."""
+    shown = CliRunner().invoke(app, ["status", "--capture-dir", str(root)])
+    assert shown.exit_code == 0, shown.output
+    title, header, *rows = shown.output.splitlines()
+    return re.split(r"\s{2,}", header), {cells[0]: cells for cells in (re.split(r"\s{2,}", row) for row in rows)}
+
+
+def test_status_says_its_pauses_are_wall_seconds(tmp_path: Path) -> None:
+    opened = json.dumps({"start": SINCE, "end": None, "reason": "hot", "peak_c": 88.0}) + "\n"
+    closed = json.dumps({"start": SINCE, "end": "2026-03-01T12:04:00Z", "reason": "hot", "peak_c": 88.0}) + "\n"
+    capture_with(tmp_path, "thawed", pauses_jsonl=opened + closed)
+    header, rows = status_table(tmp_path)
+    assert header[3] == "pauses (wall s)" and rows["thawed"][3] == "1 (56 s)"
+
+
+def test_status_names_every_runs_host_the_same_way_ray_placed_or_not(tmp_path: Path) -> None:
+    capture_with(tmp_path, "placed", manifest_json=json.dumps({"ray": {"hostname": "spark-2", "node_ip": "10.0.0.2",
+                                                                       "node_id": "5f3a"}}))
+    capture_with(tmp_path, "local")  # its harness ran on the host `elsewhere`
+    header, rows = status_table(tmp_path)
+    assert header[-1] == "host"
+    assert rows["placed"][-1] == "spark-2" and rows["local"][-1] == "elsewhere"

@@ -113,7 +113,7 @@ def test_sigkilled_harness_then_recover_leaves_nothing_running(lab: Lab, client:
     container = containers_of(client, lab)[0]
     container.pause()  # a harness killed during a heat pause leaves the container frozen
     time.sleep(1)
-    result = CliRunner().invoke(app, ["recover", "--grace-s", "5"])
+    result = lab.capture_cli("recover", "--grace-s", "5")  # its own captures: never another test's leftovers
     assert result.exit_code == 0, result.output
     assert f"{run}: interrupted" in result.output
     assert containers_of(client, lab) == []
@@ -269,7 +269,7 @@ def test_recover_leave_running_thaws_and_saves_but_does_not_stop(lab: Lab, clien
     harness.wait(30)
     container = containers_of(client, lab)[0]
     container.pause()
-    result = CliRunner().invoke(app, ["recover", "--leave-running"])
+    result = lab.capture_cli("recover", "--leave-running")  # its own captures: never another test's leftovers
     assert result.exit_code == 0, result.output
     container.reload()
     assert container.status == "running"

@@ -151,6 +151,8 @@ def test_logs_follow_prints_lines_as_the_run_writes_them(lab: Lab) -> None:
         assert lab.status("live")["state"] == "running"
         stop = CliRunner().invoke(app, ["stop", "live", "--capture-dir", str(lab.captures)])
         assert stop.exit_code == 0, stop.output
+        # the normal way a stop goes is said plainly: a warning is for a real problem only
+        assert "asked the harness of live" in stop.output and "warning" not in stop.output, stop.output
         rest, _ = follower.communicate(timeout=30)  # ends once the status is final
         assert follower.returncode == 0 and rest.rstrip().endswith("fake trainer: SIGTERM, shutting down")
     finally:

@@ -10,6 +10,7 @@ from harness.cli.app import (
     SimCapturesOption,
     capture_root,
     command,
+    note,
     stdout,
     warn,
 )
@@ -24,8 +25,9 @@ def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) 
 
     Where Ray placed runs (--ray), a last column names the host each ran on.
 
-    The guard column is the last temperature recorded, or `PAUSED since ...`
-    while a pause window is open.
+    Pauses are `N (S s)`: the windows and the wall seconds they cover (the
+    summary's rollout times are the trainer's seconds). The guard column is the
+    last temperature recorded, or `PAUSED since ...` while a pause window is open.
     """
     from rich.text import Text
 
@@ -38,16 +40,16 @@ def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) 
     if not rows:
         stdout().print(Text(f"no captures in {capture_dir}"))
         return
-    columns = [Column("run"), Column("state", wrap=True), Column("steps", "right"), Column("pauses", drop=3),
+    columns = [Column("run"), Column("state", wrap=True), Column("steps", "right"), Column("pauses (wall s)", drop=3),
                Column("exit code", "right"), Column("started", drop=1), Column("duration", "right", drop=2),
                Column("guard", wrap=True)]
-    hosts = any(row.host for row in rows)  # runs Ray placed: the host each ran on
+    hosts = any(row.placed_by_ray for row in rows)  # the host each ran on, its harness's for a local run
     if hosts:
         columns.append(Column("host", drop=4))
     # plain Text: a run name or a reason with [brackets] is shown, never read as markup
     print_table(stdout(), columns, [tuple(Text(cell) for cell in (row.run, row.state, row.steps, row.pauses,
                                                                    row.exit_code, row.started, row.duration,
-                                                                   row.guard, *([row.host or "here"] if hosts else [])))
+                                                                   row.guard, *([row.host or "-"] if hosts else [])))
                                     for row in rows], title=f"captures in {capture_dir}")
 
 
@@ -83,7 +85,8 @@ def stop(
     from harness.capture import find_capture
     from harness.capture_ops import request_stop
 
-    final = request_stop(find_capture(capture_root(capture_dir, sim), run), reason, timeout_s=timeout_s, note=warn)
+    final = request_stop(find_capture(capture_root(capture_dir, sim), run), reason, timeout_s=timeout_s,
+                         note=note, warn=warn)
     stdout().print(f"{run}: {final.state} ({final.error})", markup=False)
 
 

@@ -41,12 +41,13 @@ class BoardView:
         from rich.text import Text
 
         table = Table(box=None, pad_edge=False, title="runs on the cluster", title_justify="left")
-        for column in ("run", "host", "state", "step", "heat guard"):
+        for column in ("run", "host", "state", "step", "rollout s (incl. pauses)", "reward", "heat guard"):
             table.add_column(column)
         for line in self.board.lines():
             style = "bold red" if line.paused_since else ""
             table.add_row(Text(line.run), Text(line.host), Text(line.state),
-                          f"{line.steps_complete}/{line.steps_expected}", Text(line.pause_text, style=style))
+                          f"{line.steps_complete}/{line.steps_expected}", line.rollout_text, line.reward_text,
+                          Text(line.pause_text, style=style))
         return table
 
     def __enter__(self) -> "BoardView":

@@ -36,8 +36,9 @@ def _num(value: Any, fmt: str) -> str:
 
 
 def describe_step(summary: dict[str, Any]) -> str:
-    """`rollout 88.7 s | dropped 20 (right 18, wrong 2) | reward 0.672` (or zero-variance groups without the filter)."""
-    parts = [f"rollout {_num(summary['rollout_s'], '.1f')} s"]
+    """`rollout 88.7 s (incl. pauses) | dropped 20 (right 18, wrong 2) | reward 0.672` (or zero-variance groups
+    without the filter). The rollout time is the trainer's own, so a heat pause inside the rollout is in it."""
+    parts = [f"rollout {_num(summary['rollout_s'], '.1f')} s (incl. pauses)"]
     if summary["dropped"]:
         parts.append(f"dropped {summary['dropped']} (right {summary['dropped_right']}, wrong {summary['dropped_wrong']})")
     elif summary["zero_std_right"] is not None:
@@ -47,7 +48,7 @@ def describe_step(summary: dict[str, Any]) -> str:
 
 
 def describe_guard(reading: "GuardReading", now_us: Optional[int] = None) -> str:
-    """`72.0 C`, or `PAUSED since 12:03:04 (temperature 86.0 C >= pause_at_c 85 C), 81.5 C`; then `2 pauses, 62 s paused`."""
+    """`72.0 C`, or `PAUSED since 12:03:04 (temperature 86.0 C >= pause_at_c 85 C), 81.5 C`; then `2 pauses, 62 wall s paused`."""
     from harness.times import parse_time_us
 
     temp = "- C" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
@@ -61,7 +62,7 @@ def describe_guard(reading: "GuardReading", now_us: Optional[int] = None) -> str
     else:
         text = temp
     if reading.pauses:
-        text += f"; {reading.pauses} pause{'s' if reading.pauses != 1 else ''}, {paused_s:.0f} s paused"
+        text += f"; {reading.pauses} pause{'s' if reading.pauses != 1 else ''}, {paused_s:.0f} wall s paused"
     return text
 
 

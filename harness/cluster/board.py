@@ -1,4 +1,4 @@
-"""Live progress of a sweep over several hosts: one line per run with its host, step and pause state.
+"""Live progress of a sweep over several hosts: one line per run with its host, step, last step's numbers, pause state.
 
 The board is fed the events the runs stream to the driver (from several
 threads) and says what changed; the CLI renders it (a live table on a
@@ -12,6 +12,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 
+CLEARABLE = ("paused_since", "rollout_s", "reward")  # None is news for these: no open window, a step without the key
+
+
 @dataclass(frozen=True)
 class RunLine:
     """One run as the board shows it."""
@@ -23,6 +26,9 @@ class RunLine:
     steps_complete: int = 0
     paused_since: Optional[str] = None  # RFC 3339 start of the open pause window
     temp_c: Optional[float] = None
+    filter_on: Optional[bool] = False  # which reward key is the step's (harness.mileslog.keys.step_reward)
+    rollout_s: Optional[float] = None  # the last complete step's rollout time: the trainer's, pauses included
+    reward: Optional[float] = None  # the last complete step's reward
 
     @property
     def pause_text(self) -> str:
@@ -31,10 +37,20 @@ class RunLine:
             return f"PAUSED since {self.paused_since[11:19]}" + (f", {temp}" if temp else "")
         return temp or "-"
 
+    @property
+    def rollout_text(self) -> str:
+        return "-" if self.rollout_s is None else f"{self.rollout_s:.1f}"
+
+    @property
+    def reward_text(self) -> str:
+        return "-" if self.reward is None else f"{self.reward:.3f}"
+
     def describe(self) -> str:
-        """`plain-48-s2 on spark-2: running, step 3/12, PAUSED since 12:03:04, 88.0 C`."""
-        return (f"{self.run} on {self.host}: {self.state}, step {self.steps_complete}/{self.steps_expected}, "
-                f"{self.pause_text}")
+        """`plain-48-s2 on spark-2: running, step 3/12, rollout 88.7 s (incl. pauses), reward 0.672, 88.0 C`."""
+        numbers = (f", rollout {self.rollout_text} s (incl. pauses), reward {self.reward_text}"
+                   if self.steps_complete else "")
+        return (f"{self.run} on {self.host}: {self.state}, step {self.steps_complete}/{self.steps_expected}"
+                f"{numbers}, {self.pause_text}")
 
 
 class Board:
@@ -45,9 +61,9 @@ class Board:
         self._lock = threading.Lock()
         self.on_change = on_change
 
-    def add(self, run: str, steps_expected: int) -> None:
+    def add(self, run: str, steps_expected: int, filter_on: Optional[bool] = False) -> None:
         with self._lock:
-            self._lines[run] = RunLine(run, steps_expected)
+            self._lines[run] = RunLine(run, steps_expected, filter_on=filter_on)
 
     def lines(self) -> list[RunLine]:
         with self._lock:
@@ -69,9 +85,14 @@ class Board:
         if kind == "status":
             self._update(run, "state", state=str(payload.get("state")), steps_expected=payload.get("steps_expected"))
         elif kind == "jsonl" and name == "metrics.jsonl" and payload.get("complete"):
+            from harness.mileslog import keys
+
+            metrics = payload.get("metrics") if isinstance(payload.get("metrics"), dict) else {}
             with self._lock:
-                count = self._lines[run].steps_complete + 1
-            self._update(run, "step", steps_complete=count)
+                line = self._lines[run]
+            self._update(run, "step", steps_complete=line.steps_complete + 1,
+                         rollout_s=keys.finite_number(metrics.get(keys.ROLLOUT_TIME)),
+                         reward=keys.step_reward(metrics, line.filter_on))
         elif kind == "jsonl" and name == "pauses.jsonl":
             if payload.get("end") is None:
                 self._update(run, "paused", paused_since=payload.get("start"), temp_c=payload.get("peak_c"))
@@ -81,7 +102,7 @@ class Board:
             self._update(run, "", temp_c=float(payload["temp_c"]))  # shown with the next change, not a line of its own
 
     def _update(self, run: str, what: str, **changes: Any) -> None:
-        changes = {key: value for key, value in changes.items() if value is not None or key == "paused_since"}
+        changes = {key: value for key, value in changes.items() if value is not None or key in CLEARABLE}
         with self._lock:
             before = self._lines[run]
             after = replace(before, **changes)

@@ -55,10 +55,18 @@ def connect(address: str) -> Any:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=True,
                  namespace="miles-gb10-lab")
     except Exception as err:  # ConnectionError, ValueError, RuntimeError: Ray's reasons vary by version
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise HarnessError(f"cannot join the Ray cluster at {address!r}: {first}", ExitCode.ENGINE_UNAVAILABLE) \
-            from None
+        raise HarnessError(f"cannot join the Ray cluster at {address!r}: {_reason(err)}",
+                           ExitCode.ENGINE_UNAVAILABLE) from None
     return ray
+
+
+def _reason(err: Exception) -> str:
+    """Ray's first line, in the harness's words where Ray names its own flags (`--address`) rather than ours."""
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if "Could not find any running Ray instance" in first:
+        return ("no Ray cluster is running there; start one (`ray start --head`) or give its address "
+                "with --ray HOST:PORT (or RAY_ADDRESS)")
+    return first
 
 
 def disconnect() -> None:

@@ -185,7 +185,9 @@ class RaySweep:
         decision = decide(spec.run, spec.run_id, found.status, self.mode, found.broken)
         run = RayRun(plan, decision, status=found.status, lock=lock)
         self.on_decision(decision)
-        self.board.add(spec.run, spec.steps_expected)
+        from harness.mileslog import keys
+
+        self.board.add(spec.run, spec.steps_expected, keys.filter_setting(None, spec.trainer_argv)[0])
         if decision.action == "skip":
             self.board.settled(spec.run, "skipped")
             return self._skipped(run)

@@ -15,6 +15,11 @@ line by line, so a hard power-off keeps what was written):
 A window is closed only once the run is known to run again: a thaw that fails
 while the run still looks frozen (or cannot be asked) leaves it open, retried
 at the next poll, and `harness recover` closes what a stopped guard could not.
+
+A run that has ended needs no guard: no window is opened for it, and a pause or
+a thaw that fails because it ended stops the guard without a note. Only a run
+that ends in the instant between that check and the freeze leaves a window
+closed at its own start (a failed freeze: nothing was paused).
 """
 
 from __future__ import annotations
@@ -26,10 +31,13 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
 from harness.capture import append_jsonl
+from harness.engines import EXITED, GONE
 from harness.experiments import GuardConfig
 from harness.guard.policy import Action, Decision, GuardState, decide, is_hot
 from harness.guard.sensors import Clock, PauseAware, Sample, Sensor, WallClock, wall_clock_us
 from harness.times import format_time_us
+
+ENDED_WAIT_S = 1.0  # after a failed pause or thaw: how long to wait for the engine to say the run ended
 
 
 class Pausable(Protocol):
@@ -193,7 +201,13 @@ class GuardLoop:
             return None
 
     def _pause(self, decision: Decision) -> bool:
-        """Write the open window, then freeze the run; a failed freeze closes the window empty."""
+        """Write the open window, then freeze the run; a failed freeze closes the window empty.
+
+        A run that has ended gets no window, and stops the guard without a note.
+        """
+        if self._ended(wait_s=0):
+            self._stop.set()
+            return False
         self._window_start_us = self._wall_us()
         self._window = {"start": format_time_us(self._window_start_us), "end": None,
                         "reason": decision.reason, "peak_c": decision.peak_c}
@@ -201,12 +215,24 @@ class GuardLoop:
         try:
             self.handle.pause()
         except Exception as err:  # noqa: BLE001 - e.g. the run just exited; retried at the next hot poll
-            self._note(f"could not pause the run: {type(err).__name__}: {err}")
-            self._append(self.pauses_path, {**self._window, "end": self._window["start"]})
-            self._window = None
-            return False
+            if self._ended(wait_s=ENDED_WAIT_S):
+                self._stop.set()
+            else:
+                self._note(f"could not pause the run: {type(err).__name__}: {err}")
+            return self._void_window()
+        # A signal to a process that has just exited freezes nothing, and raises nothing.
+        if not self._still_frozen() and self._ended(wait_s=ENDED_WAIT_S):
+            self._stop.set()
+            return self._void_window()
         self._tell_sensor(True)
         return True
+
+    def _void_window(self) -> bool:
+        """Close the window a failed freeze opened, at its start: nothing was paused. False."""
+        if self._window is not None:
+            self._append(self.pauses_path, {**self._window, "end": self._window["start"]})
+            self._window = None
+        return False
 
     def _resume(self, peak_c: Optional[float], why: Optional[str]) -> bool:
         """Thaw the run, then close the open window at the moment it is running again.
@@ -217,10 +243,13 @@ class GuardLoop:
         try:
             self.handle.resume()
         except Exception as err:  # noqa: BLE001 - the run may have exited, or the engine gone away
-            self._note(f"could not resume the run ({why}): {type(err).__name__}: {err}")
-            if self._still_frozen():
-                self._window_peak_c = peak_c
-                return False
+            if self._ended(wait_s=ENDED_WAIT_S):  # its freeze ended with it: close the window, stop guarding
+                self._stop.set()
+            else:
+                self._note(f"could not resume the run ({why}): {type(err).__name__}: {err}")
+                if self._still_frozen():
+                    self._window_peak_c = peak_c
+                    return False
         end_us = self._wall_us()
         self._tell_sensor(False)
         if self._window is not None:
@@ -229,6 +258,16 @@ class GuardLoop:
             self._reading = replace(self._reading, paused_s=self._reading.paused_s + held_s)
             self._window = None
         return True
+
+    def _ended(self, wait_s: float) -> bool:
+        """Whether the engine says the run has exited (now, or within `wait_s`); False when it cannot tell."""
+        describe, wait = getattr(self.handle, "describe", None), getattr(self.handle, "wait", None)
+        try:
+            if describe is not None and describe().state in (EXITED, GONE):
+                return True
+            return wait is not None and wait(wait_s) is not None
+        except Exception:  # noqa: BLE001 - the engine cannot tell: treat the run as still there
+            return False
 
     def _still_frozen(self) -> bool:
         try:
