@@ -83,7 +83,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     """One line on the Docker tests, and their count in the final summary line."""
     stats = terminalreporter.stats
     reports = [r for key in ("passed", "failed", "skipped", "error") for r in stats.get(key, [])
-               if "docker" in r.keywords]
+               if "docker" in getattr(r, "keywords", ())]  # a CollectReport (a file that failed to import) has none
     tests = {r.nodeid for r in reports}
     ran = [r for r in reports if r.when == "call" and not r.skipped]
     if not tests:
