@@ -30,6 +30,20 @@ def median(values: Sequence[float]) -> Optional[float]:
     return (float(ordered[middle - 1]) + float(ordered[middle])) / 2
 
 
+def run_median(values: Sequence[float], steps: int, what: str, notes: RunNotes) -> Optional[float]:
+    """The median of a run's values over its `steps` complete steps; None (and a note) when fewer than half have one.
+
+    The steps that lack a value are not a random few (their rollout met a
+    pause window left open, a clock gone wrong, a scale unknown...), so the
+    median of a minority is not the run's median.
+    """
+    if len(values) * 2 >= steps or not values:  # none: the notes of the steps say why
+        return median(values)
+    notes.append(f"{what} is null: only {len(values)} of {steps} complete steps have a value "
+                 f"(the median of those is {median(values)!r})")
+    return None
+
+
 def mean(values: Sequence[float], what: str, notes: RunNotes) -> Optional[float]:
     """The mean with a correctly rounded sum; None (and a note) when the sum overflows."""
     if not values:
@@ -84,10 +98,11 @@ def aggregate(table: StepTable, filter_on: bool, pause_total_s: float, reward_ke
     return Aggregates(
         steps=len(done),
         clean_steps=len(clean),
-        rollout_time_adjusted_median_s=median(adjusted),
+        rollout_time_adjusted_median_s=run_median(adjusted, len(done), "rollout_time_adjusted_median_s", notes),
         rollout_time_clean_median_s=median(clean),
         dropped_groups_min=min(dropped) if filter_on and dropped else None,
-        dropped_groups_median=median(dropped) if filter_on and dropped else None,
+        dropped_groups_median=(run_median(dropped, len(done), "dropped_groups_median", notes)
+                               if filter_on and dropped else None),
         dropped_groups_max=max(dropped) if filter_on and dropped else None,
         reward_mean=mean(rewards, f"reward_mean ({source})", notes),
         reward_mean_first4=(mean(first_rewards, f"reward_mean_first4 ({source})", notes)

@@ -183,7 +183,8 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
 
     from harness.summary.windows import merge_windows, overlap_lengths, union_length
 
-    span, time_scale = frame.span, frame.time_scale
+    span = frame.span
+    time_scale = frame.time_scale if frame.time_scale is not None else 1  # unknown: see below
     ends = frame.steps.t_rollout_end_us
     starts, stops = merge_windows(frame.windows)
     origin = frame.first_time_us if frame.first_time_us is not None else 0
@@ -195,19 +196,22 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
     low = -np.inf if span.start_us is None else span.start_us - SPAN_SLACK_US
     high = np.inf if span.end_us is None else span.end_us + SPAN_SLACK_US
     with np.errstate(invalid="ignore"):
-        outside = has_rollout & ((end_us < low) | (end_us > high))
+        outside = (end_us < low) | (end_us > high)
     found.add("t_rollout_end missing in {steps}: pause overlap unknown there", np.flatnonzero(no_end).tolist(),
               rank=_ROLLOUT_END)
-    positions = np.flatnonzero(outside).tolist()
+    positions = np.flatnonzero(has_rollout & outside).tolist()
     found.add(f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
               "pause overlap unknown, not counted clean", positions, [format_time_us(ends[i]) for i in positions],
               rank=_ROLLOUT_END, flag=True)
     known = has_rollout & ~no_end & ~outside
+    known &= ~_back_in_time(ends, end_us, outside, bool(starts.size), found)
+    if frame.time_scale is None and starts.size:  # where the rollouts lie against the windows is unknown (a note)
+        known[:] = False
     with np.errstate(over="ignore", invalid="ignore"):  # a rollout time of 1e303 s: said below, not warned
         wall_us = rollout_s * (float(time_scale) * US_PER_S)
         hi = np.where(known, end_us - origin, 0.0)
         lo = hi - np.where(known, wall_us, 0.0)
-    if span.start_us is not None:
+    if span.start_us is not None and frame.time_scale is not None:
         early = known & ~(lo >= low - origin)
         positions = np.flatnonzero(early).tolist()
         found.add(f"{keys.ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
@@ -222,18 +226,51 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
     with np.errstate(over="ignore", invalid="ignore"):
         overlap = np.where(touched, overlap_trainer_us / US_PER_S, 0.0)
         adjusted = np.where(touched, (rollout_s * US_PER_S - overlap_trainer_us) / US_PER_S, rollout_s)
+        # Times are whole microseconds: less than one left of the rollout is nothing left (0, -0.0, 3e-14).
+        nothing_left = known & (wall_us - overlap_wall_us < 1.0)
     for rank, (name, column) in enumerate((("pause_overlap_s", overlap), ("rollout_time_adjusted_s", adjusted))):
         bad = known & ~np.isfinite(column)  # strict JSON: an overflow is null, with a note per value
         for i in np.flatnonzero(bad).tolist():
             found.add(f"{name} is not a finite number ({float(column[i])!r}) in {{steps}}: null", [i],
                       rank=(_NON_FINITE, rank), flag=True)
         column[~(known & ~bad)] = np.nan
+    covered = nothing_left & touched
+    found.add("the pause windows cover the whole rollout in {steps}: rollout_time_adjusted_s null (nothing of it "
+              "is left once the pauses are taken out)", np.flatnonzero(covered).tolist(), rank=_ROLLOUT_END,
+              flag=True)
+    positions = np.flatnonzero(nothing_left & ~touched).tolist()
+    found.add(f"{keys.ROLLOUT_TIME} is {{values}} in {{steps}}: under a microsecond, rollout_time_adjusted_s null",
+              positions, [rollout[i] for i in positions], rank=_ROLLOUT_END, flag=True)
+    adjusted[nothing_left] = np.nan
     return _Overlaps(
         overlap=_floats_or_none(overlap),
         adjusted=_floats_or_none(adjusted),
         clean=[None if not k else not t for k, t in zip(known.tolist(), touched.tolist())],
         pause_total_s=union_length(starts, stops) / time_scale / US_PER_S,
     )
+
+
+def _back_in_time(ends: Sequence[Optional[int]], end_us: Any, outside: Any, has_windows: bool,
+                  found: _Found) -> Any:
+    """The steps whose t_rollout_end goes back in time from the step before (both of each pair), noted.
+
+    Rollouts end in the order of their steps, so one of the two times is
+    wrong, and which one cannot be told: where the run has pause windows,
+    neither step's pause overlap is known. Without windows nothing depends on
+    the times (no pause can overlap), so the note is all.
+    """
+    import numpy as np
+
+    timed = np.flatnonzero(~np.isnan(end_us) & ~outside)
+    suspect = np.zeros(end_us.shape, dtype=bool)
+    for k in np.flatnonzero(end_us[timed][1:] < end_us[timed][:-1]).tolist():
+        before, after = int(timed[k]), int(timed[k + 1])
+        unknown = ": pause overlap unknown in both, not counted clean" if has_windows else ""
+        found.add(f"t_rollout_end goes back in time from step {found.steps[before]} "
+                  f"({format_time_us(ends[before])}) to step {found.steps[after]} ({format_time_us(ends[after])})"
+                  + unknown, [before, after], rank=_ROLLOUT_END, flag=True)
+        suspect[[before, after]] = has_windows
+    return suspect
 
 
 def _group_counts(config: RunConfig, group_keys: list[str], groups: list[list[Any]], rollout_side: list[bool],
