@@ -471,7 +471,9 @@ def test_a_sim_run_without_a_valid_time_scale_takes_the_one_its_log_prints(poiso
     assert column(run, "rollout_time_adjusted_s") == [50.0] * 4
     assert run["aggregates"]["pause_total_s"] == pytest.approx(100.0)  # 10 wall s / 0.1
     notes = notes_of(poisoned, name)
-    assert "container.log" in notes and "time scale 0.1" in notes
+    assert "container.log line 1" in notes and "the time scale the simulator printed, 0.1" in notes
+    flagged = f"warning: {name}: values out of range, flagged in its notes" in poisoned["done"].stderr
+    assert flagged == (label not in ("no-key", "no-manifest"))  # a bad value is flagged, a missing one is not
 
 
 def test_a_run_whose_time_scale_is_unknown_publishes_no_adjusted_numbers(poisoned):

@@ -130,12 +130,14 @@ def _state(capture: RunCapture, notes: list[str]) -> str:
 
 def _time_scale(capture: RunCapture, manifest: dict[str, Any], notes: RunNotes) -> Optional[float]:
     """The manifest's time scale; else the simulator's, from its first line; else None (unknown), said."""
+    say = notes.append  # a value out of range is flagged; a missing one is not a value
     if capture.manifest is None:
         notes.append("without manifest.json: experiment, seed and compare unknown")
-        why = "manifest.json missing"
+        why = "no manifest.json"
     elif "time_scale" not in manifest:
         why = "manifest.json has no time_scale"
     else:
+        say = notes.flag
         time_scale = manifest["time_scale"]
         problem = time_scale_problem(time_scale)
         if problem is None:
@@ -147,10 +149,10 @@ def _time_scale(capture: RunCapture, manifest: dict[str, Any], notes: RunNotes) 
         scale = _number(text)
         problem = time_scale_problem(scale) if scale is not None else "is not a number"
         if problem is None:
-            notes.append(f"{why}: the simulator's own, time scale {text} ({LOG_NAME} line {line}), used")
+            say(f"{why}: the time scale the simulator printed, {text} ({LOG_NAME} line {line}), is used")
             return scale
-        why += f", and the simulator's time scale {text} ({LOG_NAME} line {line}) {problem}"
-    say = notes.flag if capture.manifest is not None and "time_scale" in manifest else notes.append
+        why += f", and the time scale the simulator printed, {text} ({LOG_NAME} line {line}), {problem}"
+        say = notes.flag
     say(f"{why}: time scale unknown, so no pause overlap and no adjusted rollout time where the run has pause "
         "windows (time_scale 1 written: pause_total_s in wall seconds)")
     return None

@@ -6,13 +6,17 @@ Computed a column at a time, Miles's keys read by `harness.mileslog.keys`:
   t_rollout_end] (wall clock, microseconds relative to the run's first time,
   so float64 holds them to well under a microsecond). Its pause overlap is the
   length of the merged windows inside it, divided by time_scale; adjusted =
-  rollout - overlap; clean = no overlap. Unknown (null) where the rollout time
-  or t_rollout_end is missing, where t_rollout_end lies outside the run's
-  span, or where the rollout would start before the run did.
+  rollout - overlap, never 0 or below (null where less than a microsecond is
+  left); clean = no overlap. Unknown (null) where the rollout time or
+  t_rollout_end is missing, where t_rollout_end lies outside the run's span
+  or goes back in time from the step before (in a run with pause windows),
+  where the rollout would start before the run did, or, in a run with pause
+  windows, where the time scale is unknown.
 - Dropped groups and batches (filter runs), zero-variance counts, the reward
-  and the step time, by the Miles rules.
+  and the step time, by the Miles rules; a count is an integer from 0 to 2^53.
 - An integer beyond 2^53 in a key the summary reads is flagged and read as
-  missing; a negative rollout or step time is flagged and left out; a
+  missing; a group key whose value is not a count leaves the fields it counts
+  in null; a negative rollout or step time is flagged and left out; a
   computed value that is not finite is null. Each is one note naming
   metrics.jsonl, the key, the values and the steps.
 """
