@@ -65,3 +65,43 @@ def test_the_first_line_stamped_after_each_time(tmp_path):
     found = first_stamps_after(log, [us(0), us(1), us(5), us(5, 1), us(9)], [])
     assert found == {us(0): (us(1), 1), us(1): (us(5, 1), 3), us(5): (us(5, 1), 3), us(5, 1): (us(9), 4)}
     assert first_stamps_after(tmp_path / "absent.log", [us(0)], []) == {}
+
+
+def test_a_simulated_run_whose_manifest_lost_its_time_scale_is_summarized_as_with_it(tmp_path):
+    """A real process-engine simulator run: its numbers with the manifest's time scale, without it, and without both."""
+    import json
+
+    from harness.summary.summarize import summarize
+    from harness.times import format_time_us
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    captures = tmp_path / "capture"
+    done = CliRunner().invoke(app, ["run", "e2b-dapo-filter", "--sim", "--sim-engine", "process", "--time-scale",
+                                    "0.001", "--capture-dir", str(captures)],
+                              env={"HARNESS_LOCK_DIR": str(tmp_path / "locks"),
+                                   "HARNESS_PROCESS_DIR": str(tmp_path / "processes")})
+    assert done.exit_code == 0, done.output
+    run = captures / "e2b-dapo-filter"
+    step = json.loads((run / "metrics.jsonl").read_text().splitlines()[3])
+    end = parse_time_us(step["t_rollout_end"])
+    half = int(step["metrics"]["perf/rollout_time"] * 0.001 * 1e6 / 2)  # half the rollout, in wall microseconds
+    (run / "pauses.jsonl").write_text(json.dumps({"start": format_time_us(end - half), "end": format_time_us(end),
+                                                  "reason": "hot", "peak_c": 87.0}) + "\n")
+
+    def summary() -> dict:
+        return summarize(captures).to_dict()["runs"]["e2b-dapo-filter"]
+
+    truth = summary()
+    assert truth["time_scale"] == 0.001 and truth["steps"][3]["pause_overlap_s"] > 0
+    manifest = json.loads((run / "manifest.json").read_text())
+    for broken in (0, None, "abc"):
+        (run / "manifest.json").write_text(json.dumps({**manifest, "time_scale": broken}))
+        got = summary()
+        assert (got["time_scale"], got["steps"], got["aggregates"]) == (0.001, truth["steps"], truth["aggregates"])
+    (run / "container.log").write_text("".join((run / "container.log").read_text().splitlines(True)[1:]))
+    unknown = summary()
+    assert [row["rollout_time_adjusted_s"] for row in unknown["steps"]] == [None] * 12
+    assert unknown["aggregates"]["rollout_time_adjusted_median_s"] is None
