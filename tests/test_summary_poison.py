@@ -150,6 +150,7 @@ def poison_pauses(root: Path) -> None:
                    (400, "a line")])
     write_run(root, "p-pause-covers-rollout",
               pauses=[{"start": at(240), "end": at(310), "reason": "hot", "peak_c": 86.0}])
+    write_run(root, "p-rollout-zero", lines=steps(s2={"metrics": {"perf/rollout_time": 0.0}}))
 
 
 BAD_TIME_SCALES = {"zero": 0, "null": None, "text": "abc", "huge": 1e300, "no-key": NO_KEY}
@@ -448,6 +449,13 @@ def test_a_pause_over_a_whole_rollout_gives_no_adjusted_time(poisoned):
     assert column(run, "clean") == [True, False, True, True]
     notes = notes_of(poisoned, "p-pause-covers-rollout")
     assert "rollout_time_adjusted_s" in notes and "step 1" in notes
+
+
+def test_a_rollout_time_of_0_gives_no_adjusted_time(poisoned):
+    run = run_of(poisoned, "p-rollout-zero")
+    assert column(run, "rollout_time_s") == [50.0, 50.0, 0.0, 50.0]
+    assert column(run, "rollout_time_adjusted_s") == [50.0, 40.0, None, 50.0]
+    assert "perf/rollout_time is 0 in step 2: rollout_time_adjusted_s null" in notes_of(poisoned, "p-rollout-zero")
 
 
 def test_no_adjusted_time_written_is_zero_or_below(poisoned):

@@ -231,7 +231,7 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
         overlap = np.where(touched, overlap_trainer_us / US_PER_S, 0.0)
         adjusted = np.where(touched, (rollout_s * US_PER_S - overlap_trainer_us) / US_PER_S, rollout_s)
         # Times are whole microseconds: less than one left of the rollout is nothing left (0, -0.0, 3e-14).
-        nothing_left = known & (wall_us - overlap_wall_us < 1.0)
+        nothing_left = known & ((touched & (wall_us - overlap_wall_us < 1.0)) | (rollout_s == 0.0))
     for rank, (name, column) in enumerate((("pause_overlap_s", overlap), ("rollout_time_adjusted_s", adjusted))):
         bad = known & ~np.isfinite(column)  # strict JSON: an overflow is null, with a note per value
         for i in np.flatnonzero(bad).tolist():
@@ -243,8 +243,8 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
               "is left once the pauses are taken out)", np.flatnonzero(covered).tolist(), rank=_ROLLOUT_END,
               flag=True)
     positions = np.flatnonzero(nothing_left & ~touched).tolist()
-    found.add(f"{keys.ROLLOUT_TIME} is {{values}} in {{steps}}: under a microsecond, rollout_time_adjusted_s null",
-              positions, [rollout[i] for i in positions], rank=_ROLLOUT_END, flag=True)
+    found.add(f"{keys.ROLLOUT_TIME} is 0 in {{steps}}: rollout_time_adjusted_s null", positions, rank=_ROLLOUT_END,
+              flag=True)
     adjusted[nothing_left] = np.nan
     return _Overlaps(
         overlap=_floats_or_none(overlap),
