@@ -49,19 +49,36 @@ def steps(**changes: dict) -> list[dict]:
     return out
 
 
+NO_KEY = object()  # write_run(time_scale=NO_KEY): a manifest without the key; manifest=False: no manifest at all
+FILTER = "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
+SIM_BANNER = ("harness sim: the simulated Miles trainer; time scale 0.1: "
+              "times are measured wall seconds / 0.1, pauses included")
+
+
 def write_run(root: Path, name: str, *, lines: list | None = None, pauses: list | None = None,
-              time_scale: object = 1, compare: object = None) -> Path:
-    """A plain run of four steps (started at 0 s, ended at 1,000 s) with a pause window [250, 260]."""
+              time_scale: object = 1, compare: object = None, filter_on: bool = False, manifest: bool = True,
+              log: list[tuple[float, str]] | None = None) -> Path:
+    """A plain run of four steps (started at 0 s, ended at 1,000 s) with a pause window [250, 260].
+
+    `filter_on`: a filter run (O = 48); `log`: container.log's lines, as (seconds, text).
+    """
     run = root / name
     run.mkdir(parents=True)
     (run / "status.json").write_text(json.dumps({
         "run": name, "run_id": f"{name}-0", "state": "succeeded", "exit_code": 0, "started_at": at(0),
         "ended_at": at(1000), "steps_expected": 4, "steps_complete": 4, "error": None}))
-    (run / "manifest.json").write_text(json.dumps({
-        "run": name, "run_id": f"{name}-0", "time_scale": time_scale,
-        "experiment": {"name": name, "seed": 1, "steps": 4, "compare": compare}}))
-    (run / "args.json").write_text(json.dumps({"rollout_batch_size": 32, "over_sampling_batch_size": None,
-                                               "n_samples_per_prompt": 8, "dynamic_sampling_filter_path": None}))
+    if manifest:
+        facts = {"run": name, "run_id": f"{name}-0", "time_scale": time_scale,
+                 "experiment": {"name": name, "seed": 1, "steps": 4, "compare": compare}}
+        if time_scale is NO_KEY:
+            del facts["time_scale"]
+        (run / "manifest.json").write_text(json.dumps(facts))
+    (run / "args.json").write_text(json.dumps({"rollout_batch_size": 32,
+                                               "over_sampling_batch_size": 48 if filter_on else None,
+                                               "n_samples_per_prompt": 8,
+                                               "dynamic_sampling_filter_path": FILTER if filter_on else None}))
+    if log is not None:
+        (run / "container.log").write_text("".join(f"{at(seconds)} {text}\n" for seconds, text in log))
     text = [line if isinstance(line, str) else json.dumps(line) for line in (lines if lines is not None else steps())]
     (run / "metrics.jsonl").write_text("\n".join(text) + "\n")
     windows = pauses if pauses is not None else [{"start": at(250), "end": at(260), "reason": "hot", "peak_c": 86.0}]
@@ -91,6 +108,70 @@ def poison(root: Path) -> None:
     write_run(root, "p-negative", lines=steps(s1={"metrics": {"perf/rollout_time": -5.0}},
                                               s2={"metrics": {"perf/step_time": -3.0}}))
     write_run(root, "p-compare-list", compare={"baseline": ["plain"], "baselines": ["plain"]})
+    poison_counts(root)
+    poison_pauses(root)
+    poison_time_scales(root)
+    poison_step_order(root)
+
+
+DROP_RIGHT = "rollout/dynamic_filter/drop_zero_std_1"
+COUNT_RIGHT = "rollout/zero_std/count_1"
+
+
+def filter_steps(**changes: dict) -> list[dict]:
+    """`steps` of a filter run: 5 groups dropped all right in each step, unless changed."""
+    lines = steps(**changes)
+    for line, n in zip(lines, range(4)):
+        line["metrics"] = {DROP_RIGHT: 5, "rollout/raw_reward_unfiltered": 0.6, **line["metrics"]}
+        line["metrics"].update(changes.get(f"s{n}", {}).get("metrics", {}))
+    return lines
+
+
+def poison_counts(root: Path) -> None:
+    """Counts that are not sane integers: too big for 64 bits, beyond 2^53, negative, fractional, summing past 2^53."""
+    write_run(root, "p-count-1e308", filter_on=True, lines=filter_steps(s1={"metrics": {DROP_RIGHT: 1e308}}))
+    write_run(root, "p-count-1e30", filter_on=True,
+              lines=filter_steps(s2={"metrics": {"rollout/dynamic_filter/drop_zero_std_0": 10**30}}))
+    write_run(root, "p-count-negative", filter_on=True,
+              lines=filter_steps(s1={"metrics": {"rollout/dynamic_filter/drop_group_has_aborted": -5}}))
+    write_run(root, "p-count-fraction", filter_on=True, lines=filter_steps(s3={"metrics": {DROP_RIGHT: 2.5}}))
+    write_run(root, "p-zero-std-1e308", lines=steps(s0={"metrics": {COUNT_RIGHT: 1e308}}))
+    many = {f"rollout/dynamic_filter/drop_reason_{k}": 2**53 for k in range(1100)}  # each sane, the sum past 2^63
+    write_run(root, "p-count-sum", filter_on=True,
+              lines=filter_steps(s0={"metrics": many}, s1={"metrics": {DROP_RIGHT: 2**53}},
+                                 s2={"metrics": {DROP_RIGHT: 2**53}}))
+
+
+def poison_pauses(root: Path) -> None:
+    """Pause windows left open in a finished run (the close line lost), and one covering a whole rollout."""
+    write_run(root, "p-open-window", pauses=[{"start": at(250), "end": None, "reason": "hot", "peak_c": 86.0}])
+    write_run(root, "p-open-window-log", pauses=[{"start": at(250), "end": None, "reason": "hot", "peak_c": 86.0}],
+              log=[(10, "a line"), (100, "a line"), (250.5, "printed as the pause began"), (262, "running again"),
+                   (400, "a line")])
+    write_run(root, "p-pause-covers-rollout",
+              pauses=[{"start": at(240), "end": at(310), "reason": "hot", "peak_c": 86.0}])
+    write_run(root, "p-rollout-zero", lines=steps(s2={"metrics": {"perf/rollout_time": 0.0}}))
+
+
+BAD_TIME_SCALES = {"zero": 0, "null": None, "text": "abc", "huge": 1e300, "no-key": NO_KEY}
+
+
+def poison_time_scales(root: Path) -> None:
+    """Simulated runs (time scale 0.1) whose manifest lacks a valid time scale: the simulator's first line has it."""
+    for label, scale in BAD_TIME_SCALES.items():
+        write_run(root, f"p-scale-{label}", time_scale=scale, log=[(0, SIM_BANNER), (1, "Job submitted")])
+    write_run(root, "p-scale-no-manifest", manifest=False, log=[(0, SIM_BANNER)])
+    write_run(root, "p-scale-unknown", time_scale="abc", log=[(0, "not the simulator")])
+    write_run(root, "p-minority-median", lines=steps(**{f"s{n}": {"t_rollout_end": None} for n in (1, 2, 3)}))
+
+
+def poison_step_order(root: Path) -> None:
+    """A step id of -1, and a t_rollout_end that goes back in time from one step to the next."""
+    lines = steps()
+    lines.insert(0, {"step": -1, "complete": True, "t_rollout_end": at(20), "t_step_end": at(30),
+                     "metrics": metrics(10.0, reward=0.1)})
+    write_run(root, "p-step-minus-1", lines=lines)
+    write_run(root, "p-rollout-end-backwards", lines=steps(s2={"t_rollout_end": at(200)}))
 
 
 def good_captures(root: Path) -> Path:
@@ -213,7 +294,9 @@ def test_a_time_scale_of_1e_300_is_refused_with_a_note(poisoned):
     assert run["time_scale"] == 1
     notes = notes_of(poisoned, "p-time-scale")
     assert "manifest.json" in notes and "time_scale" in notes and "1e-300" in notes
-    assert run["steps"][1]["pause_overlap_s"] == 10.0  # read as wall seconds, as said
+    # no simulator's line to take it from: where the rollouts lie against the pause is unknown
+    assert run["steps"][1]["pause_overlap_s"] is None and run["steps"][1]["rollout_time_adjusted_s"] is None
+    assert run["aggregates"]["pause_total_s"] == 10.0  # wall seconds, as said
 
 
 def test_a_pause_window_from_year_1_to_9999_is_clipped_to_the_run(poisoned):
@@ -267,3 +350,175 @@ def test_rows_encoded_where_they_are_computed_are_written_as_the_writer_would(po
     summary = summarize_with_warnings(poisoned["root"], workers=2, encode=True)
     assert set(summary.encoded_rows) == {name for name, run in summary.document.runs.items() if len(run.steps)}
     assert dumps_summary(summary.document, summary.encoded_rows) == dumps_summary(summary.document)
+
+
+# ---------------------------------------------------------------- counts that are not sane integers
+
+
+def column(run: dict, key: str) -> list:
+    return [row[key] for row in run["steps"]]
+
+
+DROP_COLUMNS = ("dropped_groups", "dropped_all_right", "dropped_all_wrong", "dropped_other", "batches")
+
+
+@pytest.mark.parametrize("name, step, key, shown, unknown", [
+    ("p-count-1e308", 1, DROP_RIGHT, "1e+308", {"dropped_groups", "dropped_all_right", "batches"}),
+    ("p-count-1e30", 2, "rollout/dynamic_filter/drop_zero_std_0", "1e+30",
+     {"dropped_groups", "dropped_all_wrong", "batches"}),
+    ("p-count-negative", 1, "rollout/dynamic_filter/drop_group_has_aborted", "-5",
+     {"dropped_groups", "dropped_other", "batches"}),
+    ("p-count-fraction", 3, DROP_RIGHT, "2.5", {"dropped_groups", "dropped_all_right", "batches"}),
+])
+def test_a_drop_count_that_is_not_a_sane_integer_is_null_in_its_step_with_a_note(poisoned, name, step, key, shown,
+                                                                                   unknown):
+    run = run_of(poisoned, name)
+    good = {"dropped_groups": 5, "dropped_all_right": 5, "dropped_all_wrong": 0, "dropped_other": 0, "batches": 1}
+    for field in DROP_COLUMNS:
+        expected = [None if n == step and field in unknown else good[field] for n in range(4)]
+        assert column(run, field) == expected, field
+    assert run["aggregates"]["dropped_groups_max"] == 5 and run["aggregates"]["steps"] == 4
+    notes = notes_of(poisoned, name)
+    assert key in notes and shown in notes and f"step {step}" in notes and "metrics.jsonl" in notes
+    assert f"warning: {name}: values out of range, flagged in its notes" in poisoned["done"].stderr
+
+
+def test_a_zero_variance_count_of_1e308_is_null_in_its_step_with_a_note(poisoned):
+    run = run_of(poisoned, "p-zero-std-1e308")
+    assert column(run, "zero_std_all_right") == [None, 12, 12, 12]
+    assert column(run, "zero_std_all_wrong") == [3, 3, 3, 3]
+    assert run["aggregates"]["zero_std_all_right_total"] == 36
+    notes = notes_of(poisoned, "p-zero-std-1e308")
+    assert COUNT_RIGHT in notes and "1e+308" in notes and "step 0" in notes
+
+
+def test_counts_whose_sum_passes_2_to_the_53_are_null_with_a_note(poisoned):
+    run = run_of(poisoned, "p-count-sum")
+    assert column(run, "dropped_groups") == [None, 2**53, 2**53, 5]
+    assert column(run, "batches")[0] is None and column(run, "dropped_all_right")[0] == 5
+    assert run["aggregates"]["dropped_all_right_total"] is None
+    assert run["aggregates"]["dropped_groups_max"] == 2**53
+    notes = notes_of(poisoned, "p-count-sum")
+    assert "step 0" in notes and "2^53" in notes and "dropped_all_right_total" in notes
+
+
+def test_every_integer_written_is_within_2_to_the_53(poisoned):
+    def integers(value):
+        if isinstance(value, dict):
+            for item in value.values():
+                yield from integers(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from integers(item)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            yield value
+
+    assert max(map(abs, integers(poisoned["document"]))) <= 2**53
+
+
+# ---------------------------------------------------------------- pause windows left open, pauses over a whole rollout
+
+
+def test_an_open_window_in_a_finished_run_ends_at_the_next_step_time(poisoned):
+    run = run_of(poisoned, "p-open-window")
+    # opened at 250 s; step 1's rollout ended at 300 s, so the run was not frozen after that
+    assert run["aggregates"]["pause_total_s"] == 50.0
+    assert column(run, "pause_overlap_s") == [0.0, 50.0, 0.0, 0.0]
+    assert column(run, "rollout_time_adjusted_s") == [50.0, None, 50.0, 50.0]
+    assert column(run, "clean") == [True, False, True, True]
+    assert run["aggregates"]["rollout_time_adjusted_median_s"] == 50.0
+    notes = notes_of(poisoned, "p-open-window")
+    assert "never closed" in notes and at(300)[:19] in notes
+    assert "rollout_time_adjusted_s" in notes and "step 1" in notes
+
+
+def test_an_open_window_in_a_finished_run_ends_at_the_next_log_line(poisoned):
+    run = run_of(poisoned, "p-open-window-log")
+    # the line at 250.5 s is within a second of the start (printed as the pause began): the one at 262 s ends it
+    assert run["aggregates"]["pause_total_s"] == 12.0
+    assert column(run, "pause_overlap_s") == [0.0, 12.0, 0.0, 0.0]
+    assert column(run, "rollout_time_adjusted_s") == [50.0, 38.0, 50.0, 50.0]
+    notes = notes_of(poisoned, "p-open-window-log")
+    assert "container.log" in notes and at(262)[:19] in notes
+
+
+def test_a_pause_over_a_whole_rollout_gives_no_adjusted_time(poisoned):
+    run = run_of(poisoned, "p-pause-covers-rollout")
+    assert column(run, "pause_overlap_s") == [0.0, 50.0, 0.0, 0.0]
+    assert column(run, "rollout_time_adjusted_s") == [50.0, None, 50.0, 50.0]
+    assert column(run, "clean") == [True, False, True, True]
+    notes = notes_of(poisoned, "p-pause-covers-rollout")
+    assert "rollout_time_adjusted_s" in notes and "step 1" in notes
+
+
+def test_a_rollout_time_of_0_gives_no_adjusted_time(poisoned):
+    run = run_of(poisoned, "p-rollout-zero")
+    assert column(run, "rollout_time_s") == [50.0, 50.0, 0.0, 50.0]
+    assert column(run, "rollout_time_adjusted_s") == [50.0, 40.0, None, 50.0]
+    assert "perf/rollout_time is 0 in step 2: rollout_time_adjusted_s null" in notes_of(poisoned, "p-rollout-zero")
+
+
+def test_no_adjusted_time_written_is_zero_or_below(poisoned):
+    for name, run in poisoned["document"]["runs"].items():
+        adjusted = [v for v in column(run, "rollout_time_adjusted_s") if v is not None]
+        assert all(v > 0 for v in adjusted), name
+        median = run["aggregates"]["rollout_time_adjusted_median_s"]
+        assert median is None or median > 0, name
+
+
+# ---------------------------------------------------------------- the time scale of simulated runs
+
+
+@pytest.mark.parametrize("label", [*BAD_TIME_SCALES, "no-manifest"])
+def test_a_sim_run_without_a_valid_time_scale_takes_the_one_its_log_prints(poisoned, label):
+    name = f"p-scale-{label}"
+    run = run_of(poisoned, name)
+    assert run["time_scale"] == 0.1
+    # 50 trainer s = 5 wall s: step 1's rollout [295, 300] misses the window [250, 260]
+    assert column(run, "pause_overlap_s") == [0.0, 0.0, 0.0, 0.0]
+    assert column(run, "rollout_time_adjusted_s") == [50.0] * 4
+    assert run["aggregates"]["pause_total_s"] == pytest.approx(100.0)  # 10 wall s / 0.1
+    notes = notes_of(poisoned, name)
+    assert "container.log line 1" in notes and "the time scale the simulator printed, 0.1" in notes
+    flagged = f"warning: {name}: values out of range, flagged in its notes" in poisoned["done"].stderr
+    assert flagged == (label not in ("no-key", "no-manifest"))  # a bad value is flagged, a missing one is not
+
+
+def test_a_run_whose_time_scale_is_unknown_publishes_no_adjusted_numbers(poisoned):
+    run = run_of(poisoned, "p-scale-unknown")
+    assert column(run, "rollout_time_s") == [50.0] * 4
+    for key in ("pause_overlap_s", "rollout_time_adjusted_s", "clean"):
+        assert column(run, key) == [None] * 4, key
+    assert run["aggregates"]["rollout_time_adjusted_median_s"] is None
+    assert run["aggregates"]["clean_steps"] == 0
+    assert run["time_scale"] == 1 and run["aggregates"]["pause_total_s"] == 10.0  # wall seconds, as said
+    notes = notes_of(poisoned, "p-scale-unknown")
+    assert "'abc'" in notes and "time scale unknown" in notes
+
+
+def test_a_median_over_a_minority_of_the_steps_is_not_the_runs_median(poisoned):
+    run = run_of(poisoned, "p-minority-median")
+    assert column(run, "rollout_time_adjusted_s") == [50.0, None, None, None]
+    assert run["aggregates"]["rollout_time_adjusted_median_s"] is None
+    notes = notes_of(poisoned, "p-minority-median")
+    assert "rollout_time_adjusted_median_s" in notes and "1 of 4" in notes
+
+
+# ---------------------------------------------------------------- step ids and the order of time
+
+
+def test_a_step_id_of_minus_1_is_noted_and_left_out(poisoned):
+    run = run_of(poisoned, "p-step-minus-1")
+    assert column(run, "step") == [0, 1, 2, 3]
+    assert run["aggregates"]["reward_mean_first4"] == 0.6 and run["aggregates"]["steps"] == 4
+    notes = notes_of(poisoned, "p-step-minus-1")
+    assert "metrics.jsonl line 1" in notes and "step -1" in notes
+
+
+def test_a_rollout_end_that_goes_back_in_time_is_noted_and_its_steps_not_counted(poisoned):
+    run = run_of(poisoned, "p-rollout-end-backwards")
+    assert column(run, "rollout_time_adjusted_s") == [50.0, None, None, 50.0]
+    assert column(run, "clean") == [True, None, None, True]
+    assert run["aggregates"]["rollout_time_adjusted_median_s"] == 50.0  # 2 of 4 steps: half, not a minority
+    notes = notes_of(poisoned, "p-rollout-end-backwards")
+    assert "t_rollout_end" in notes and "back" in notes and at(300)[:19] in notes and at(200)[:19] in notes

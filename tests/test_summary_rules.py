@@ -202,13 +202,22 @@ def test_simulated_run_converts_the_overlap_by_the_time_scale(tmp_path):
     assert doc["aggregates"]["pause_total_s"] == pytest.approx(225.0)
 
 
-def test_open_window_ends_at_the_run_end(tmp_path):
+def test_open_window_with_nothing_after_it_ends_at_the_run_end(tmp_path):
+    pauses = [{"start": at(112), "end": None, "reason": "hot", "peak_c": 87.0}]  # after the step's end, at 110
+    doc = summary_of(write_capture(tmp_path, "p", [step(0, 100, {"perf/rollout_time": 50.0})], args=PLAIN_ARGS,
+                                   pauses=pauses, ended=at(130)))
+    assert doc["steps"][0]["pause_overlap_s"] == 0.0
+    assert doc["aggregates"]["pause_total_s"] == 18.0
+    assert any("never closed" in n and "the run's end" in n for n in doc["notes"])
+
+
+def test_open_window_in_a_finished_run_ends_at_the_next_time_the_run_printed(tmp_path):
     pauses = [{"start": at(95), "end": None, "reason": "hot", "peak_c": 87.0}]
     doc = summary_of(write_capture(tmp_path, "p", [step(0, 100, {"perf/rollout_time": 50.0})], args=PLAIN_ARGS,
                                    pauses=pauses, ended=at(130)))
     assert doc["steps"][0]["pause_overlap_s"] == 5.0
-    assert doc["aggregates"]["pause_total_s"] == 35.0
-    assert any("never closed" in n for n in doc["notes"])
+    assert doc["aggregates"]["pause_total_s"] == 5.0  # not 35: the rollout's perf line was printed at 100 s
+    assert any("never closed" in n and "step 0's t_rollout_end" in n for n in doc["notes"])
 
 
 def test_the_last_line_per_window_start_is_the_truth(tmp_path):

@@ -152,4 +152,5 @@ def test_a_count_of_true_is_not_read_as_1_even_after_a_1(tmp_path):
              for i, value in enumerate([1, True, 1.0])]
     doc = run_of(write_run(tmp_path, lines=lines))
     assert [row["zero_std_all_right"] for row in doc["steps"]] == [1, None, 1]
-    assert "rollout/zero_std/count_1 is not a whole number in step 1: left out of the counts" in doc["notes"]
+    assert ("metrics.jsonl: rollout/zero_std/count_1 is not a count (True) in step 1: zero_std_all_right unknown there"
+            in doc["notes"])

@@ -25,16 +25,21 @@ Rules of the summary's read (`read_capture`):
   (with a note). Records are sorted by step.
 - `pauses.jsonl`: a window is logged when it opens (end null) and again when
   it closes (same start): the last line per start is the truth.
+- `container.log` is read only where the summary needs it, and only as far
+  as it needs: its first lines for the simulator's time scale
+  (`sim_time_scale`), and the receive times of its lines after a pause
+  window that was never closed (`first_stamps_after`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Optional, Sequence
 
 from harness.capture.records import PauseWindow, RunStatus, StepRow
 
@@ -302,6 +307,7 @@ class RunCapture:
     steps: "MetricsColumns"  # metrics.jsonl, one entry per step, as columns
     pauses: list[PauseWindow]
     notes: list[str] = field(default_factory=list)
+    directory: Optional[Path] = None  # where container.log is read from, when the summary needs it
 
     @property
     def records(self) -> list[StepRow]:
@@ -370,7 +376,7 @@ def read_capture(run_dir: Path) -> RunCapture:
 
     steps = read_metrics_columns(run_dir / "metrics.jsonl", notes)
     pauses = read_pauses(run_dir / "pauses.jsonl", notes)
-    return RunCapture(run_dir.name, status, manifest, args, steps, pauses, notes)
+    return RunCapture(run_dir.name, status, manifest, args, steps, pauses, notes, run_dir)
 
 
 def _json_for_summary(path: Path, notes: list[str], *, required: bool, max_bytes: int = MAX_JSON_BYTES) -> Any:
@@ -406,3 +412,92 @@ def read_pauses(path: Path, notes: list[str]) -> list[PauseWindow]:
 def count_complete_steps(path: Path) -> int:
     """Complete steps in a metrics.jsonl, each rollout id once (the last line per step wins)."""
     return sum(1 for row in _read_metrics(path, []) if row.complete)
+
+
+# --------------------------------------------------------------------------- container.log
+
+LOG_NAME = "container.log"
+LOG_HEAD_BYTES = 64 << 10  # where the simulator's first line is looked for
+LOG_HEAD_LINES = 20
+# The first line the simulator prints (harness.sim.cli, not imported: the reader stays light):
+# `harness sim: the simulated Miles trainer; time scale 0.1: times are measured wall seconds / 0.1, ...`
+_SIM_BANNER = re.compile(r"harness sim: the simulated Miles trainer; time scale ([^:\s]+):")
+
+
+def sim_time_scale(path: Path, notes: list[str]) -> Optional[tuple[str, int]]:
+    """(the time scale as printed, line number) from the simulator's first line in a container.log; None if absent.
+
+    Only the first lines are read. The text is the simulator's `%g` of its
+    scale (six significant digits); the caller checks it as a number.
+    """
+    try:
+        head = read_head(path, LOG_HEAD_BYTES)
+    except FileNotFoundError:
+        return None
+    except Unreadable as err:
+        notes.append(str(err))
+        return None
+    for number, raw in enumerate(head.split(b"\n")[:LOG_HEAD_LINES], start=1):
+        match = _SIM_BANNER.search(raw.decode("utf-8", "replace"))
+        if match is not None:
+            return match.group(1), number
+    return None
+
+
+def read_head(path: Path, max_bytes: int) -> bytes:
+    """The first `max_bytes` of a regular file (all of a shorter one); FileNotFoundError, else Unreadable."""
+    fd = _open_regular(path)
+    try:
+        chunks, total = [], 0
+        while total < max_bytes:
+            chunk = os.read(fd, min(READ_CHUNK, max_bytes - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    except OSError as err:
+        raise Unreadable(f"{path.name} unreadable: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+
+
+def first_stamps_after(path: Path, times_us: Sequence[int], notes: list[str]) -> dict[int, tuple[int, int]]:
+    """For each time, (receive time, line number) of the first line of a container.log stamped after it.
+
+    Every line of container.log begins with its receive time (`<RFC3339Nano> `;
+    a line without one is passed over). The file is read once, up to the line
+    that answers the last of the times; a time that no line follows is absent.
+    """
+    from harness.times import split_time_prefix
+
+    pending = sorted(set(times_us))
+    found: dict[int, tuple[int, int]] = {}
+    if not pending:
+        return found
+    lines = None
+    try:
+        lines = iter_lines(path)
+        for number, raw, _ in lines:
+            if number == 0:
+                notes.append(f"{path.name}: over {MAX_JSONL_BYTES:,} bytes: the rest is not read")
+                break
+            if raw is None:
+                continue
+            stamp_ns, _ = split_time_prefix(raw[:64].decode("ascii", "replace"))
+            if stamp_ns is None:
+                continue
+            stamp = stamp_ns // 1000
+            while pending and stamp > pending[0]:
+                found[pending.pop(0)] = (stamp, number)
+            if not pending:
+                break
+    except FileNotFoundError:
+        pass
+    except Unreadable as err:
+        notes.append(str(err))
+    finally:
+        if lines is not None:
+            lines.close()
+    return found
+

@@ -13,7 +13,8 @@ import math
 from typing import Optional, Sequence
 
 from harness.summary.document import Aggregates, StepTable
-from harness.summary.notes import RunNotes, values_text
+from harness.summary.notes import RunNotes, shown, values_text
+from harness.summary.sanity import MAX_EXACT_INT
 
 FIRST_STEPS = 4
 
@@ -29,6 +30,20 @@ def median(values: Sequence[float]) -> Optional[float]:
     return (float(ordered[middle - 1]) + float(ordered[middle])) / 2
 
 
+def run_median(values: Sequence[float], steps: int, what: str, notes: RunNotes) -> Optional[float]:
+    """The median of a run's values over its `steps` complete steps; None (and a note) when fewer than half have one.
+
+    The steps that lack a value are not a random few (their rollout met a
+    pause window left open, a clock gone wrong, a scale unknown...), so the
+    median of a minority is not the run's median.
+    """
+    if len(values) * 2 >= steps or not values:  # none: the notes of the steps say why
+        return median(values)
+    notes.append(f"{what} is null: only {len(values)} of {steps} complete steps have a value "
+                 f"(the median of those is {median(values)!r})")
+    return None
+
+
 def mean(values: Sequence[float], what: str, notes: RunNotes) -> Optional[float]:
     """The mean with a correctly rounded sum; None (and a note) when the sum overflows."""
     if not values:
@@ -40,9 +55,16 @@ def mean(values: Sequence[float], what: str, notes: RunNotes) -> Optional[float]
         return None
 
 
-def total(values: Sequence[Optional[int]]) -> Optional[int]:
+def total(values: Sequence[Optional[int]], what: str, notes: RunNotes) -> Optional[int]:
+    """The sum of the counts present (None when none is); None (and a note) when it passes 2^53."""
     present = [value for value in values if value is not None]
-    return sum(present) if present else None
+    if not present:
+        return None
+    counted = sum(present)
+    if counted > MAX_EXACT_INT:
+        notes.flag(f"{what} is null: the sum of its counts passes 2^53 ({shown(counted)})")
+        return None
+    return counted
 
 
 def aggregate(table: StepTable, filter_on: bool, pause_total_s: float, reward_key: str,
@@ -69,16 +91,18 @@ def aggregate(table: StepTable, filter_on: bool, pause_total_s: float, reward_ke
             notes.flag(f"step_time_sum_s is null: the sum of the step times overflows "
                          f"(values up to {values_text([max(step_times)])})")
 
-    def column_total(column: list[Optional[int]]) -> Optional[int]:
-        return total([column[i] for i in done])
+    def column_total(name: str) -> Optional[int]:
+        column = getattr(table, name)
+        return total([column[i] for i in done], f"{name}_total", notes)
 
     return Aggregates(
         steps=len(done),
         clean_steps=len(clean),
-        rollout_time_adjusted_median_s=median(adjusted),
+        rollout_time_adjusted_median_s=run_median(adjusted, len(done), "rollout_time_adjusted_median_s", notes),
         rollout_time_clean_median_s=median(clean),
         dropped_groups_min=min(dropped) if filter_on and dropped else None,
-        dropped_groups_median=median(dropped) if filter_on and dropped else None,
+        dropped_groups_median=(run_median(dropped, len(done), "dropped_groups_median", notes)
+                               if filter_on and dropped else None),
         dropped_groups_max=max(dropped) if filter_on and dropped else None,
         reward_mean=mean(rewards, f"reward_mean ({source})", notes),
         reward_mean_first4=(mean(first_rewards, f"reward_mean_first4 ({source})", notes)
@@ -86,10 +110,10 @@ def aggregate(table: StepTable, filter_on: bool, pause_total_s: float, reward_ke
         step_time_sum_s=step_time_sum,
         pause_total_s=pause_total_s,
         incomplete_steps=len(table) - len(done),
-        dropped_all_right_total=column_total(table.dropped_all_right) if filter_on else None,
-        dropped_all_wrong_total=column_total(table.dropped_all_wrong) if filter_on else None,
-        zero_std_all_right_total=column_total(table.zero_std_all_right),
-        zero_std_all_wrong_total=column_total(table.zero_std_all_wrong),
+        dropped_all_right_total=column_total("dropped_all_right") if filter_on else None,
+        dropped_all_wrong_total=column_total("dropped_all_wrong") if filter_on else None,
+        zero_std_all_right_total=column_total("zero_std_all_right"),
+        zero_std_all_wrong_total=column_total("zero_std_all_wrong"),
     )
 
 

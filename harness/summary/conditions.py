@@ -6,7 +6,7 @@ what the experiment measures. The conditions come from the manifest:
 
 - `simulated`: the experiment's container env holds the simulator's time
   scale variable (what `run --sim` sets), else the image is the sim image;
-- `time_scale`: the frame's (the manifest's, checked);
+- `time_scale`: the frame's (the manifest's or the simulator's, checked; None when unknown);
 - `guard`: `off`, or `on (sensor S)` with the sensor picked when the run
   started (manifest `guard`), else what the experiment asked for
   (`experiment.guard.sensor`; `none` is off), else unknown.
@@ -28,19 +28,19 @@ class RunConditions:
     """What a run's numbers depend on besides its trainer flags."""
 
     simulated: Optional[bool]
-    time_scale: float
+    time_scale: Optional[float]
     guard: Optional[str]  # "off", "on (sensor nvml)", or None when the capture does not say
 
     def facts(self) -> dict[str, Any]:
         """The facts by the words a note uses for them."""
         return {
             "trainer": None if self.simulated is None else ("simulator" if self.simulated else "real"),
-            "time scale": f"{self.time_scale:g}",
+            "time scale": None if self.time_scale is None else f"{self.time_scale:g}",
             "heat guard": self.guard,
         }
 
 
-def read_conditions(manifest: Optional[Mapping[str, Any]], time_scale: float) -> RunConditions:
+def read_conditions(manifest: Optional[Mapping[str, Any]], time_scale: Optional[float]) -> RunConditions:
     """A run's conditions from its manifest (None: no manifest) and its checked time scale."""
     if not isinstance(manifest, Mapping):
         return RunConditions(None, time_scale, None)

@@ -6,12 +6,15 @@ file, the key and the value (docs/summary.md, "Sanity rules").
 
 - State: status.json's; `unknown` when it cannot be read; a state that is
   not `succeeded` is said.
-- `time_scale`: the manifest's, within 1e-6 to 1e6; otherwise 1, said.
+- `time_scale`: the manifest's, within 1e-6 to 1e6; where the manifest has
+  none that is, the one the simulator printed in the first line of
+  container.log; otherwise unknown (None), said.
 - The span: `started_at` to `ended_at` (either may be unknown).
-- Pause windows, in integer microseconds: an open window ends at the run's
-  end, or for a run without one at the last time in the capture; a window that
-  ends before it starts is left out; a window reaching outside the span is
-  clipped to it.
+- Pause windows, in integer microseconds: an open window in a finished run
+  ends at the first time after it (a line of container.log, a step's end
+  time; a frozen run prints nothing), or at the run's end; in a run without an
+  end time, at the last time in the capture. A window that ends before it
+  starts is left out; a window reaching outside the span is clipped to it.
 """
 
 from __future__ import annotations
@@ -21,13 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from harness.capture.columns import MetricsColumns
-from harness.capture.reader import RunCapture
+from harness.capture.reader import LOG_NAME, RunCapture, first_stamps_after, sim_time_scale
 from harness.capture.records import STATES
 from harness.summary.conditions import RunConditions, read_conditions
 from harness.summary.notes import RunNotes, shown
 from harness.summary.run_config import RunConfig, resolve_config
 from harness.summary.sanity import (
     MAX_EXACT_INT,
+    SPAN_SLACK_US,
     Span,
     compare_problems,
     exact_int,
@@ -47,7 +51,7 @@ class RunFrame:
     experiment: Optional[str]
     seed: Optional[int]
     steps_expected: Optional[int]
-    time_scale: float
+    time_scale: Optional[float]  # None: unknown (neither the manifest nor the simulator's first line says)
     config: RunConfig
     span: Span
     first_time_us: Optional[int]  # the earliest time in the capture inside the span (rows count from it)
@@ -85,7 +89,7 @@ def read_frame(capture: RunCapture) -> RunFrame:
     steps = _steps_in_range(capture.steps, notes)
     known = _times_in_span(span, steps.t_rollout_end_us, steps.t_step_end_us,
                            [t for p in capture.pauses for t in (p.start_us, p.end_us)])
-    windows = _pause_windows(capture, span, known, notes)
+    windows = _pause_windows(capture, span, known, steps, notes)
     return RunFrame(
         name=capture.name,
         state=state,
@@ -124,15 +128,41 @@ def _state(capture: RunCapture, notes: list[str]) -> str:
     return state
 
 
-def _time_scale(capture: RunCapture, manifest: dict[str, Any], notes: list[str]) -> float:
-    time_scale = manifest.get("time_scale", 1) if capture.manifest is not None else 1
-    problem = time_scale_problem(time_scale)
-    if problem:
-        notes.flag(f"manifest.json time_scale {shown(time_scale)} {problem}: 1 used (durations read as wall seconds)")
-        time_scale = 1
+def _time_scale(capture: RunCapture, manifest: dict[str, Any], notes: RunNotes) -> Optional[float]:
+    """The manifest's time scale; else the simulator's, from its first line; else None (unknown), said."""
+    say = notes.append  # a value out of range is flagged; a missing one is not a value
     if capture.manifest is None:
-        notes.append("without manifest.json: experiment, seed and compare unknown, time_scale taken as 1")
-    return time_scale
+        notes.append("without manifest.json: experiment, seed and compare unknown")
+        why = "no manifest.json"
+    elif "time_scale" not in manifest:
+        why = "manifest.json has no time_scale"
+    else:
+        say = notes.flag
+        time_scale = manifest["time_scale"]
+        problem = time_scale_problem(time_scale)
+        if problem is None:
+            return time_scale
+        why = f"manifest.json time_scale {shown(time_scale)} {problem}"
+    printed = sim_time_scale(capture.directory / LOG_NAME, notes) if capture.directory is not None else None
+    if printed is not None:
+        text, line = printed
+        scale = _number(text)
+        problem = time_scale_problem(scale) if scale is not None else "is not a number"
+        if problem is None:
+            say(f"{why}: the time scale the simulator printed, {text} ({LOG_NAME} line {line}), is used")
+            return scale
+        why += f", and the time scale the simulator printed, {text} ({LOG_NAME} line {line}), {problem}"
+        say = notes.flag
+    say(f"{why}: time scale unknown, so no pause overlap and no adjusted rollout time where the run has pause "
+        "windows (time_scale 1 written: pause_total_s in wall seconds)")
+    return None
+
+
+def _number(text: str) -> Optional[float]:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _count(value: Any, where: str, notes: list[str]) -> Optional[int]:
@@ -169,26 +199,34 @@ def _times_in_span(span: Span, *columns: list[Optional[int]]) -> list[int]:
 
 
 def _steps_in_range(steps: MetricsColumns, notes: RunNotes) -> MetricsColumns:
-    """The step records whose step id is within +-2^53 (a note for each other one)."""
-    if not steps.step or (min(steps.step) >= -MAX_EXACT_INT and max(steps.step) <= MAX_EXACT_INT):
+    """The step records whose step id is a rollout id, from 0 to 2^53 (a note for each other one).
+
+    Miles counts rollouts from 0: a step -1 is no rollout, and would count in
+    every median and mean (and be the first of `reward_mean_first4`).
+    """
+    if not steps.step or (min(steps.step) >= 0 and max(steps.step) <= MAX_EXACT_INT):
         return steps
-    bad = [i for i, step in enumerate(steps.step) if exact_int(step) is None]
+    bad = [i for i, step in enumerate(steps.step) if exact_int(step) is None or step < 0]
     for i in bad:
-        notes.flag(f"metrics.jsonl line {steps.line[i]}: step {shown(steps.step[i])} is beyond 2^53: skipped")
-    return steps.select([i for i in range(len(steps)) if exact_int(steps.step[i]) is not None])
+        why = "is beyond 2^53" if exact_int(steps.step[i]) is None else "is not a rollout id (Miles counts from 0)"
+        notes.flag(f"metrics.jsonl line {steps.line[i]}: step {shown(steps.step[i])} {why}: skipped")
+    keep = set(range(len(steps))) - set(bad)
+    return steps.select(sorted(keep))
 
 
-def _pause_windows(capture: RunCapture, span: Span, known: list[int], notes: list[str]) -> list[tuple[int, int]]:
+def _pause_windows(capture: RunCapture, span: Span, known: list[int], steps: MetricsColumns,
+                   notes: list[str]) -> list[tuple[int, int]]:
     """The closed, clipped pause windows of the run (docstring rules), in the order logged."""
     windows: list[tuple[int, int]] = []
+    ends = _open_window_ends(capture, span, steps, notes) if span.end_us is not None else {}
     for pause in capture.pauses:
         end = pause.end_us
         if end is None:
             if span.end_us is not None:
-                end = span.end_us
+                end, what = ends[pause.start_us]
                 notes.append(
-                    f"pause window opened at {format_time_us(pause.start_us)} never closed: "
-                    f"counted up to the run's end, {format_time_us(end)}"
+                    f"pause window opened at {format_time_us(pause.start_us)} never closed: a frozen run prints "
+                    f"nothing, so it is counted up to {what}, {format_time_us(end)}"
                 )
             elif known:
                 end = max(known)
@@ -213,3 +251,37 @@ def _pause_windows(capture: RunCapture, span: Span, known: list[int], notes: lis
                          f"({span.text()}): clipped to it")
         windows.append((start, clipped_end))
     return windows
+
+
+def _open_window_ends(capture: RunCapture, span: Span, steps: MetricsColumns,
+                      notes: list[str]) -> dict[int, tuple[int, str]]:
+    """For each open window of a finished run, (where it ends, what that time is).
+
+    A frozen run prints nothing, so the window ends at the latest at the first
+    time after it that the run printed: a line of container.log, a step's
+    t_rollout_end or t_step_end (each the receive time of a line); else at the
+    run's end. A time within `SPAN_SLACK_US` of the window's start does not
+    count: the window is written just before the run is frozen, and the
+    engine's clock is not the harness's.
+    """
+    starts = [pause.start_us for pause in capture.pauses if pause.end_us is None]
+    if not starts:
+        return {}
+    after = {start: start + SPAN_SLACK_US for start in starts}
+    logged = (first_stamps_after(capture.directory / LOG_NAME, list(after.values()), notes)
+              if capture.directory is not None else {})
+    step_times = sorted((t, step, key) for key, column in (("t_rollout_end", steps.t_rollout_end_us),
+                                                          ("t_step_end", steps.t_step_end_us))
+                        for t, step in zip(column, steps.step) if t is not None)
+    ends: dict[int, tuple[int, str]] = {}
+    for start, bound in after.items():
+        candidates = [(span.end_us, "the run's end")]
+        if bound in logged:
+            stamp, line = logged[bound]
+            candidates.append((stamp, f"the next line of {LOG_NAME} (line {line})"))
+        later = next(((t, step, key) for t, step, key in step_times if t > bound), None)
+        if later is not None:
+            candidates.append((later[0], f"step {later[1]}'s {later[2]}"))
+        ends[start] = min(candidates, key=lambda candidate: candidate[0])
+    return ends
+

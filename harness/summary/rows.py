@@ -6,25 +6,30 @@ Computed a column at a time, Miles's keys read by `harness.mileslog.keys`:
   t_rollout_end] (wall clock, microseconds relative to the run's first time,
   so float64 holds them to well under a microsecond). Its pause overlap is the
   length of the merged windows inside it, divided by time_scale; adjusted =
-  rollout - overlap; clean = no overlap. Unknown (null) where the rollout time
-  or t_rollout_end is missing, where t_rollout_end lies outside the run's
-  span, or where the rollout would start before the run did.
+  rollout - overlap, never 0 or below (null where less than a microsecond is
+  left); clean = no overlap. Unknown (null) where the rollout time or
+  t_rollout_end is missing, where t_rollout_end lies outside the run's span
+  or goes back in time from the step before (in a run with pause windows),
+  where the rollout would start before the run did, or, in a run with pause
+  windows, where the time scale is unknown.
 - Dropped groups and batches (filter runs), zero-variance counts, the reward
-  and the step time, by the Miles rules.
+  and the step time, by the Miles rules; a count is an integer from 0 to 2^53.
 - An integer beyond 2^53 in a key the summary reads is flagged and read as
-  missing; a negative rollout or step time is flagged and left out; a
+  missing; a group key whose value is not a count leaves the fields it counts
+  in null; a negative rollout or step time is flagged and left out; a
   computed value that is not finite is null. Each is one note naming
   metrics.jsonl, the key, the values and the steps.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from harness.mileslog import keys
-from harness.mileslog.derive import derive_step_values
+from harness.mileslog.derive import derive_step_values, whole_number
 from harness.capture.columns import MetricsColumns
 from harness.summary.document import StepTable
 from harness.summary.frames import RunFrame
@@ -77,7 +82,7 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     overlaps = _pause_overlaps(frame, rollout, found)
 
     rollout_side = [keys.rollout_side_logged(m) for m in columns.metrics]
-    counts = _group_counts(config, group_keys, groups, rollout_side, flagged, found)
+    counts = _group_counts(config, group_keys, groups, rollout_side, found)
 
     raw_reward = finite_column(values[keys.RAW_REWARD])
     raw_unfiltered = finite_column(values[keys.RAW_REWARD_UNFILTERED])
@@ -131,14 +136,15 @@ def _read_columns(columns: MetricsColumns, found: _Found,
     """(the value keys' columns, the group keys, their columns, the positions flagged per key).
 
     Absent values are None in the value columns, `_ABSENT` in the group
-    columns (for the drop keys absence means 0). An integer beyond 2^53 is
-    flagged (one note per key) and read as missing (None).
+    columns (for the drop keys absence means 0). An integer beyond 2^53 in a
+    value column is flagged (one note per key) and read as missing (None);
+    the group columns are checked as counts (`_group_counts`).
     """
     group_keys = sorted(key for key in columns.keys() if key.startswith(keys.GROUP_KEY_PREFIXES))
     values = dict(zip(_VALUE_KEYS, columns.columns(_VALUE_KEYS)))
     groups = columns.columns(group_keys, _ABSENT)
     flagged: dict[str, set[int]] = {}
-    for key, column in [*values.items(), *zip(group_keys, groups)]:
+    for key, column in values.items():
         bad = _out_of_range(column)
         if bad:
             found.add(f"{METRICS}: {key} is an integer beyond 2^53 ({{values}}) in {{steps}}: read as missing",
@@ -181,7 +187,8 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
 
     from harness.summary.windows import merge_windows, overlap_lengths, union_length
 
-    span, time_scale = frame.span, frame.time_scale
+    span = frame.span
+    time_scale = frame.time_scale if frame.time_scale is not None else 1  # unknown: see below
     ends = frame.steps.t_rollout_end_us
     starts, stops = merge_windows(frame.windows)
     origin = frame.first_time_us if frame.first_time_us is not None else 0
@@ -193,19 +200,22 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
     low = -np.inf if span.start_us is None else span.start_us - SPAN_SLACK_US
     high = np.inf if span.end_us is None else span.end_us + SPAN_SLACK_US
     with np.errstate(invalid="ignore"):
-        outside = has_rollout & ((end_us < low) | (end_us > high))
+        outside = (end_us < low) | (end_us > high)
     found.add("t_rollout_end missing in {steps}: pause overlap unknown there", np.flatnonzero(no_end).tolist(),
               rank=_ROLLOUT_END)
-    positions = np.flatnonzero(outside).tolist()
+    positions = np.flatnonzero(has_rollout & outside).tolist()
     found.add(f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
               "pause overlap unknown, not counted clean", positions, [format_time_us(ends[i]) for i in positions],
               rank=_ROLLOUT_END, flag=True)
     known = has_rollout & ~no_end & ~outside
+    known &= ~_back_in_time(ends, end_us, outside, bool(starts.size), found)
+    if frame.time_scale is None and starts.size:  # where the rollouts lie against the windows is unknown (a note)
+        known[:] = False
     with np.errstate(over="ignore", invalid="ignore"):  # a rollout time of 1e303 s: said below, not warned
         wall_us = rollout_s * (float(time_scale) * US_PER_S)
         hi = np.where(known, end_us - origin, 0.0)
         lo = hi - np.where(known, wall_us, 0.0)
-    if span.start_us is not None:
+    if span.start_us is not None and frame.time_scale is not None:
         early = known & ~(lo >= low - origin)
         positions = np.flatnonzero(early).tolist()
         found.add(f"{keys.ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
@@ -220,12 +230,22 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
     with np.errstate(over="ignore", invalid="ignore"):
         overlap = np.where(touched, overlap_trainer_us / US_PER_S, 0.0)
         adjusted = np.where(touched, (rollout_s * US_PER_S - overlap_trainer_us) / US_PER_S, rollout_s)
+        # Times are whole microseconds: less than one left of the rollout is nothing left (0, -0.0, 3e-14).
+        nothing_left = known & ((touched & (wall_us - overlap_wall_us < 1.0)) | (rollout_s == 0.0))
     for rank, (name, column) in enumerate((("pause_overlap_s", overlap), ("rollout_time_adjusted_s", adjusted))):
         bad = known & ~np.isfinite(column)  # strict JSON: an overflow is null, with a note per value
         for i in np.flatnonzero(bad).tolist():
             found.add(f"{name} is not a finite number ({float(column[i])!r}) in {{steps}}: null", [i],
                       rank=(_NON_FINITE, rank), flag=True)
         column[~(known & ~bad)] = np.nan
+    covered = nothing_left & touched
+    found.add("the pause windows cover the whole rollout in {steps}: rollout_time_adjusted_s null (nothing of it "
+              "is left once the pauses are taken out)", np.flatnonzero(covered).tolist(), rank=_ROLLOUT_END,
+              flag=True)
+    positions = np.flatnonzero(nothing_left & ~touched).tolist()
+    found.add(f"{keys.ROLLOUT_TIME} is 0 in {{steps}}: rollout_time_adjusted_s null", positions, rank=_ROLLOUT_END,
+              flag=True)
+    adjusted[nothing_left] = np.nan
     return _Overlaps(
         overlap=_floats_or_none(overlap),
         adjusted=_floats_or_none(adjusted),
@@ -234,48 +254,179 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
     )
 
 
+def _back_in_time(ends: Sequence[Optional[int]], end_us: Any, outside: Any, has_windows: bool,
+                  found: _Found) -> Any:
+    """The steps whose t_rollout_end goes back in time from the step before (both of each pair), noted.
+
+    Rollouts end in the order of their steps, so one of the two times is
+    wrong, and which one cannot be told: where the run has pause windows,
+    neither step's pause overlap is known. Without windows nothing depends on
+    the times (no pause can overlap), so the note is all.
+    """
+    import numpy as np
+
+    timed = np.flatnonzero(~np.isnan(end_us) & ~outside)
+    suspect = np.zeros(end_us.shape, dtype=bool)
+    for k in np.flatnonzero(end_us[timed][1:] < end_us[timed][:-1]).tolist():
+        before, after = int(timed[k]), int(timed[k + 1])
+        unknown = ": pause overlap unknown in both, not counted clean" if has_windows else ""
+        found.add(f"t_rollout_end goes back in time from step {found.steps[before]} "
+                  f"({format_time_us(ends[before])}) to step {found.steps[after]} ({format_time_us(ends[after])})"
+                  + unknown, [before, after], rank=_ROLLOUT_END, flag=True)
+        suspect[[before, after]] = has_windows
+    return suspect
+
+
 def _group_counts(config: RunConfig, group_keys: list[str], groups: list[list[Any]], rollout_side: list[bool],
-                  flagged: dict[str, set[int]], found: _Found) -> dict[str, list[Optional[int]]]:
-    """The dropped and zero-variance group columns, and the batches of prompts (filter runs), by the Miles rules."""
+                  found: _Found) -> dict[str, list[Optional[int]]]:
+    """The dropped and zero-variance group columns, and the batches of prompts (filter runs), by the Miles rules.
+
+    A group key whose value is not a count (`_Counted`) leaves the fields it
+    counts in unknown (null) in its step, as does a sum beyond 2^53; each is a
+    note naming the key, the values and the steps.
+    """
     count = len(rollout_side)
-    derived = _derive_column(group_keys, groups, count)
+    counted = _count_column(group_keys, groups, count)
     batch, over = config.rollout_batch_size, config.over_sampling_batch_size
-    dropped: list[Optional[int]] = [None] * count
-    dropped_right: list[Optional[int]] = [None] * count
-    dropped_wrong: list[Optional[int]] = [None] * count
-    dropped_other: list[Optional[int]] = [None] * count
-    batches: list[Optional[int]] = [None] * count
+    columns: dict[str, list[Optional[int]]] = {name: [None] * count for name in _COUNT_FIELDS}
+    dropped, dropped_right, dropped_wrong = (columns[name] for name in _DROP_FIELDS[:3])
+    dropped_other, batches = columns["dropped_other"], columns["batches"]
+    not_counts: dict[str, list[tuple[int, Any]]] = {}
+    past_exact: dict[str, list[tuple[int, int]]] = {}
     unreadable: dict[str, list[int]] = {}
     no_rollout_side, drops_without_filter = [], []
-    for i, values in enumerate(derived):
-        for key in values["unreadable_keys"]:
-            if i not in flagged.get(key, ()):
+    for i, step in enumerate(counted):
+        values = step.values
+        if step.problems:
+            for key, value in step.not_counts:
+                not_counts.setdefault(key, []).append((i, value))
+            for name, total in step.past_exact:
+                past_exact.setdefault(name, []).append((i, total))
+            for key in step.unreadable:
                 unreadable.setdefault(key, []).append(i)
         if config.filter and rollout_side[i]:  # keys.drops_known, with rollout_side computed once per step
-            dropped[i] = values["dropped_groups"]
-            dropped_right[i], dropped_wrong[i] = values["dropped_all_right"], values["dropped_all_wrong"]
-            dropped_other[i] = sum(values["dropped_other"].values())
-            batches[i] = -(-(batch + dropped[i]) // over) if batch is not None and over else None
+            dropped[i], dropped_right[i] = values["dropped_groups"], values["dropped_all_right"]
+            dropped_wrong[i], dropped_other[i] = values["dropped_all_wrong"], values["dropped_other"]
+            if batch is not None and over and dropped[i] is not None:
+                batches[i] = -(-(batch + dropped[i]) // over)
+                if batches[i] > MAX_EXACT_INT:  # B and O of 2^53 and 1: not a count either
+                    batches[i] = None
         elif config.filter:
             no_rollout_side.append(i)
-        elif values["dropped_groups"]:
+        elif values["dropped_groups"] or step.drop_keys_unknown:
             drops_without_filter.append(i)
+        for name in ("zero_std_all_right", "zero_std_all_wrong", "zero_std_other"):
+            columns[name][i] = values[name]
+    for key, found_at in not_counts.items():
+        unknown = [*_fields_of(key), *(["batches"] if key.startswith(keys.DROP_PREFIX) else [])]
+        found.add(f"{METRICS}: {key} is not a count ({{values}}) in {{steps}}: {', '.join(unknown)} unknown there",
+                  [i for i, _ in found_at], [value for _, value in found_at], phase=1, rank=(_GROUPS, key), flag=True)
+    for name, found_at in past_exact.items():
+        found.add(f"{METRICS}: {name} sums to more than 2^53 ({{values}}) in {{steps}}: unknown there",
+                  [i for i, _ in found_at], [total for _, total in found_at], phase=1, rank=(_GROUPS, name),
+                  flag=True)
     for key, positions in unreadable.items():
-        found.add(f"{key} is not a whole number in {{steps}}: left out of the counts", positions, phase=1,
-                  rank=(_GROUPS, key))
+        found.add(f"{key} is not a count the Miles rules read (its suffix is not a reward) in {{steps}}: "
+                  "left out of the counts", positions, phase=1, rank=(_GROUPS, key))
     found.add("no rollout-side keys in {steps}: dropped groups unknown there", no_rollout_side, phase=1, rank=_DROPS)
     found.add("drop keys logged without the filter in {steps}: not shown", drops_without_filter, phase=1,
               rank=_DROPS)
-    return {
-        "dropped_groups": dropped,
-        "dropped_all_right": dropped_right,
-        "dropped_all_wrong": dropped_wrong,
-        "batches": batches,
-        "zero_std_all_right": [values["zero_std_all_right"] for values in derived],
-        "zero_std_all_wrong": [values["zero_std_all_wrong"] for values in derived],
-        "dropped_other": dropped_other,
-        "zero_std_other": [values["zero_std_other"] for values in derived],
-    }
+    return columns
+
+
+_DROP_FIELDS = ("dropped_groups", "dropped_all_right", "dropped_all_wrong", "dropped_other")
+_ZERO_STD_FIELDS = ("zero_std_all_right", "zero_std_all_wrong", "zero_std_other")
+_COUNT_FIELDS = ("dropped_groups", "dropped_all_right", "dropped_all_wrong", "batches", "zero_std_all_right",
+                 "zero_std_all_wrong", "dropped_other", "zero_std_other")
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """One step's group counts by the Miles rules, checked: the fields, and why any of them is unknown (None).
+
+    A count is an integer from 0 to 2^53 (5 or 5.0): not a fraction, not
+    negative, nothing beyond what a float holds exactly, nor a sum beyond it.
+    """
+
+    values: dict[str, Optional[int]]  # the _DROP_FIELDS and _ZERO_STD_FIELDS
+    not_counts: tuple[tuple[str, Any], ...] = ()  # (key, value) of the keys whose value is not a count
+    past_exact: tuple[tuple[str, int], ...] = ()  # (field, sum) of the fields whose sum passes 2^53
+    unreadable: tuple[str, ...] = ()  # keys the rules cannot read whatever their value (a count with an odd suffix)
+    drop_keys_unknown: bool = False  # a drop key whose value is not a count
+
+    @property
+    def problems(self) -> bool:
+        return bool(self.not_counts or self.past_exact or self.unreadable)
+
+
+@functools.lru_cache(maxsize=4096)
+def _fields_of(key: str) -> tuple[str, ...]:
+    """The fields a group key counts in, by the Miles rules: those that one group under it adds to."""
+    one = derive_step_values({key: 1})
+    fields = [name for name in ("dropped_groups", "dropped_all_right", "dropped_all_wrong", *_ZERO_STD_FIELDS)
+              if one[name]]
+    if sum(one["dropped_other"].values()):
+        fields.append("dropped_other")
+    return tuple(fields)
+
+
+def _counted(group_keys: Sequence[str], values: Sequence[Any]) -> _Counted:
+    """`derive_step_values` of one step's group keys, checked (see `_Counted`)."""
+    not_counts = []
+    read: dict[str, Any] = {}
+    for key, value in zip(group_keys, values):
+        if value is _ABSENT:
+            continue
+        if _fields_of(key):
+            count = whole_number(value)
+            if count is None or not 0 <= count <= MAX_EXACT_INT:
+                not_counts.append((key, value))
+                continue
+        read[key] = value
+    derived = derive_step_values(read)
+    counts: dict[str, Optional[int]] = {name: derived[name] for name in _DROP_FIELDS[:3] + _ZERO_STD_FIELDS}
+    counts["dropped_other"] = sum(derived["dropped_other"].values())
+    unknown = {name for key, _ in not_counts for name in _fields_of(key)}
+    past_exact = []
+    for name, total in counts.items():
+        if total is not None and total > MAX_EXACT_INT and name not in unknown:
+            past_exact.append((name, total))
+            unknown.add(name)
+    for name in unknown:
+        counts[name] = None
+    return _Counted(counts, tuple(not_counts), tuple(past_exact), tuple(derived["unreadable_keys"]),
+                    any(key.startswith(keys.DROP_PREFIX) for key, _ in not_counts))
+
+
+_COUNTED: dict[tuple, _Counted] = {}  # shared by all runs: the counting is pure
+_COUNTED_LIMIT = 100_000
+
+
+def _count_column(group_keys: list[str], group_columns: list[list[Any]], count: int) -> list[_Counted]:
+    """`_counted` for each step, computed once per distinct set of drop and count values.
+
+    Only the drop and zero-std keys matter to it, and their values repeat a
+    lot from step to step and from run to run, so steps share the results
+    (read-only).
+    """
+    if not group_keys:
+        return [_counted((), ())] * count
+    if len(_COUNTED) > _COUNTED_LIMIT:
+        _COUNTED.clear()
+    names = tuple(group_keys)
+    out = []
+    for values in zip(*group_columns):
+        key = (names, values, tuple(map(type, values)))  # True == 1 == 1.0, but only 1 and 1.0 are counts
+        try:
+            counted = _COUNTED.get(key)
+        except TypeError:  # an unhashable value (a list): nothing to remember
+            counted, key = None, None
+        if counted is None:
+            counted = _counted(group_keys, values)
+            if key is not None:
+                _COUNTED[key] = counted
+        out.append(counted)
+    return out
 
 
 def finite_column(column: Sequence[Any]) -> list[Optional[float]]:
@@ -326,34 +477,3 @@ def _step_times(metrics: Sequence[dict], complete: Sequence[bool], flagged: dict
                   [i for i, _ in negative.get(key, [])], [seconds for _, seconds in negative.get(key, [])],
                   phase=1, rank=_STEP_TIME, flag=True)
     return times
-
-
-_DERIVED: dict[tuple, dict[str, Any]] = {}  # shared by all runs: derive_step_values is pure
-_DERIVED_LIMIT = 100_000
-
-
-def _derive_column(group_keys: list[str], group_columns: list[list[Any]], count: int) -> list[dict[str, Any]]:
-    """`derive_step_values` for each step, computed once per distinct set of drop and count values.
-
-    Only the drop and zero-std keys matter to it, and their values repeat a
-    lot from step to step and from run to run, so steps share the results
-    (read-only).
-    """
-    if not group_keys:
-        return [derive_step_values({})] * count
-    if len(_DERIVED) > _DERIVED_LIMIT:
-        _DERIVED.clear()
-    names = tuple(group_keys)
-    out = []
-    for values in zip(*group_columns):
-        key = (names, values, tuple(map(type, values)))  # True == 1 == 1.0, but only 1 and 1.0 are counts
-        try:
-            derived = _DERIVED.get(key)
-        except TypeError:  # an unhashable value (a list): nothing to remember
-            derived, key = None, None
-        if derived is None:
-            derived = derive_step_values({k: v for k, v in zip(group_keys, values) if v is not _ABSENT})
-            if key is not None:
-                _DERIVED[key] = derived
-        out.append(derived)
-    return out

@@ -7,7 +7,8 @@ and the value (docs/summary.md, "Sanity rules"):
   writes a NaN that Miles printed as null); a computed value that overflows
   becomes null;
 - an integer is read only within +-2^53, the integers a float holds exactly
-  (a 400-digit integer is not a count, a step id or a rollout time);
+  (a 400-digit integer is not a count, a step id or a rollout time); a count
+  lies from 0 to 2^53, a step id from 0;
 - `time_scale` lies between 1e-6 and 1e6;
 - times lie inside the run's span, from `started_at` to `ended_at`
   (`Span`): pause windows are clipped to it; a rollout that ends outside it,

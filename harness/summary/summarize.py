@@ -84,7 +84,7 @@ def summarize_run(capture: RunCapture) -> RunResult:
         steps=rows.table,
         aggregates=aggregates,
         notes=notes,
-        time_scale=frame.time_scale,
+        time_scale=frame.time_scale if frame.time_scale is not None else 1,  # unknown: said in the notes
         steps_expected=frame.steps_expected,
         reward_key=rows.reward_key,
         config_sources=config.sources,
