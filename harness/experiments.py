@@ -21,6 +21,7 @@ from typing_extensions import Annotated
 
 from harness.errors import HarnessError
 from harness.lab import milesargv
+from harness.capture.reader import not_regular
 from harness.yamlfile import MAX_DEPTH, BoundedLoader, load_mapping, one_line, shown
 
 CURRENT_FILTER_PATH = "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
@@ -516,6 +517,9 @@ class ExperimentStore:
         except ValueError as err:
             raise HarnessError(str(err)) from None
         path = self.directory / f"{name}.yaml"
+        why = not_regular(path)
+        if why:
+            raise HarnessError(f"{path}: {why}; an experiment is a regular YAML file")
         if not path.is_file():
             known = ", ".join(self.names()) or "none"
             raise HarnessError(f"unknown experiment {name!r} in {self.directory} (known: {one_line(known)})")
@@ -593,6 +597,9 @@ class ExperimentStore:
             if parent in seen:
                 raise HarnessError(f"{path}: extends: cycle in extends ({' -> '.join([*seen, parent])})")
             parent_path = self.directory / f"{parent}.yaml"
+            why = not_regular(parent_path)
+            if why:
+                raise HarnessError(f"{path}: extends: {parent_path}: {why}")
             if not parent_path.is_file():
                 raise HarnessError(f"{path}: extends: parent experiment {parent!r} not found in {self.directory}")
             seen.append(parent)
