@@ -127,9 +127,15 @@ NOT_SECRET_FLAGS = {"input-key", "label-key", "metadata-key", "tool-key", "multi
 _NOT_SECRET_WORDS = re.compile(r"tokens|tokeni[sz]\w*", re.IGNORECASE)
 
 
+# Miles's own secret flags, also caught when abbreviated (argparse expands `--wandb-k` to `--wandb-key`).
+KNOWN_SECRET_FLAGS = ("wandb-key",)
+
+
 def is_secret_flag(name: str) -> bool:
     """True when a flag's name (with or without dashes) follows the secret rule, like an env variable's."""
     bare = name.lstrip("-")
+    if any(known.startswith(bare) and len(bare) > known.rfind("-") + 1 for known in KNOWN_SECRET_FLAGS):
+        return True
     return bare not in NOT_SECRET_FLAGS and bool(SECRET_NAME.search(_NOT_SECRET_WORDS.sub("", bare)))
 
 

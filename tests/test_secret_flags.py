@@ -111,7 +111,8 @@ def test_a_boolean_secret_flag_and_flags_that_only_look_secret_are_fine(exp_dir:
 
 @pytest.mark.parametrize("name, secret", [("wandb-key", True), ("--HF-TOKEN", True), ("wandbapikey", True),
                                           ("gcs-credentials", True), ("max-tokens-per-gpu", False),
-                                          ("input-key", False), ("keep-old", False)])
+                                          ("input-key", False), ("keep-old", False), ("wandb-k", True),
+                                          ("--wandb-ke", True), ("wandb-", False), ("wandb-project", False)])
 def test_the_secret_rule_for_flag_names(name: str, secret: bool) -> None:
     assert is_secret_flag(name) is secret
 
