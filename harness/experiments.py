@@ -19,9 +19,9 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import Annotated
 
+from harness.capture.reader import not_regular
 from harness.errors import HarnessError
 from harness.lab import milesargv
-from harness.capture.reader import not_regular
 from harness.yamlfile import MAX_DEPTH, BoundedLoader, load_mapping, one_line, shown
 
 CURRENT_FILTER_PATH = "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
@@ -125,8 +125,6 @@ def userinfo_in(text: str) -> list[str]:
 # (`--input-key messages`) and token counts or tokenizers (`--max-tokens-per-gpu 9216`).
 NOT_SECRET_FLAGS = {"input-key", "label-key", "metadata-key", "tool-key", "multimodal-keys"}
 _NOT_SECRET_WORDS = re.compile(r"tokens|tokeni[sz]\w*", re.IGNORECASE)
-
-
 # Miles's own secret flags, also caught when abbreviated (argparse expands `--wandb-k` to `--wandb-key`).
 KNOWN_SECRET_FLAGS = ("wandb-key",)
 
@@ -709,7 +707,8 @@ def _refuse_secret_flags(data: Mapping[str, Any], place: Callable[[Any], str]) -
     args = miles.get("args")
     for name, value in (args.items() if isinstance(args, dict) else ()):
         if is_secret_flag(str(name)) and value is not True and value is not False and value is not None:
-            raise HarnessError(f"{place(['miles', 'args', name])}: --{one_line(str(name), 60)} {SECRET_FLAG_HINT}")
+            flag = "--" + one_line(str(name).lstrip("-"), 60)
+            raise HarnessError(f"{place(['miles', 'args', name])}: {flag} {SECRET_FLAG_HINT}")
     sources = [(["miles", "extra_args"], _split_or_none(miles.get("extra_args")))]
     command = data.get("command")
     if isinstance(command, list):
