@@ -19,6 +19,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import Annotated
 
+from harness.capture.reader import not_regular
 from harness.errors import HarnessError
 from harness.lab import milesargv
 from harness.yamlfile import MAX_DEPTH, BoundedLoader, load_mapping, one_line, shown
@@ -42,6 +43,15 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # An environment variable whose value is never shown: by its name, or listed in container.secret_env.
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 REDACTED = "***"
+# The user:password@ part of a URL (`https://user:pw@host/...`): shown as ***@ wherever an env value is shown.
+URL_USERINFO = re.compile(r"(?<=://)[^/?#@\s]+@")
+# The harness sets these from miles.args / miles.extra_args: set by hand they would bypass every check on flags.
+HARNESS_ENV = {"MILES_ARGS": "miles.args", "MILES_EXTRA_ARGS": "miles.extra_args"}
+SECRET_FLAG_HINT = (
+    "passes a secret on the trainer's command line, which the trainer prints in its log; pass it by environment "
+    "instead (container.env, or container.pass_env from your shell, e.g. WANDB_API_KEY for W&B), which reaches "
+    "the container only through its environment"
+)
 SENSOR = re.compile(r"^(auto|nvml|sysfs|none|sim|file:.+)$")
 SIZE = re.compile(r"^[0-9]+[bkmgBKMG]?$")
 # HOST:/CONTAINER[:ro|rw]; HOST may hold ${VAR} or ${VAR:-default}, expanded at launch.
@@ -96,7 +106,48 @@ FlagValue = Annotated[Any, AfterValidator(_flag_value)]
 def _env_name(name: str) -> str:
     if not ENV_NAME.match(name):
         raise ValueError(f"{shown(name)} is not an environment variable name (letters, digits, '_')")
+    if name in HARNESS_ENV:
+        raise ValueError(f"{name} is set by the harness from {HARNESS_ENV[name]}; set that instead")
     return name
+
+
+def redact_userinfo(text: str) -> str:
+    """`text` with the user:password part of every URL in it shown as ***."""
+    return URL_USERINFO.sub(f"{REDACTED}@", text)
+
+
+def userinfo_in(text: str) -> list[str]:
+    """The user:password parts of the URLs in `text` (to find them in text that was written with them)."""
+    return [match.group(0)[:-1] for match in URL_USERINFO.finditer(text)]
+
+
+# Trainer flags that the secret rule's words would catch but that never hold a secret: data-set columns
+# (`--input-key messages`) and token counts or tokenizers (`--max-tokens-per-gpu 9216`).
+NOT_SECRET_FLAGS = {"input-key", "label-key", "metadata-key", "tool-key", "multimodal-keys"}
+_NOT_SECRET_WORDS = re.compile(r"tokens|tokeni[sz]\w*", re.IGNORECASE)
+# Miles's own secret flags, also caught when abbreviated (argparse expands `--wandb-k` to `--wandb-key`).
+KNOWN_SECRET_FLAGS = ("wandb-key",)
+
+
+def is_secret_flag(name: str) -> bool:
+    """True when a flag's name (with or without dashes) follows the secret rule, like an env variable's."""
+    bare = name.lstrip("-")
+    if any(known.startswith(bare) and len(bare) > known.rfind("-") + 1 for known in KNOWN_SECRET_FLAGS):
+        return True
+    return bare not in NOT_SECRET_FLAGS and bool(SECRET_NAME.search(_NOT_SECRET_WORDS.sub("", bare)))
+
+
+def secret_flags(words: Sequence[str]) -> list[str]:
+    """Names of the flags in `words` (`--f v` or `--f=v`) that follow the secret rule and carry a value."""
+    return [flag.name for flag in milesargv.parse_flags(words) if flag.name and flag.values
+            and is_secret_flag(flag.name)]
+
+
+def _split_or_none(text: Any) -> Optional[list[str]]:
+    try:
+        return shlex.split(text) if isinstance(text, str) else None
+    except ValueError:
+        return None  # refused, without quoting it, by the validation of miles.extra_args
 
 
 def _no_nul(text: str) -> str:
@@ -423,14 +474,21 @@ class Override:
 
     def hides_secrets(self, is_secret: Callable[[str], bool]) -> bool:
         """True when the value sets a secret's value (or a whole mapping that may hold one)."""
-        env = ("container", "env")
+        env, args = ("container", "env"), ("miles", "args")
         if self.path[:2] == env:
-            return len(self.path) == 2 or is_secret(self.path[2])
-        return env[: len(self.path)] == self.path
+            return len(self.path) == 2 or is_secret(self.path[2]) or self.path[2] in HARNESS_ENV
+        if self.path[:2] == args:
+            return len(self.path) == 2 or is_secret_flag(self.path[2])
+        if self.path == ("miles", "extra_args"):
+            words = _split_or_none(self.value)
+            return words is None or bool(secret_flags(words))
+        if self.path == ("command",):
+            return not isinstance(self.value, list) or bool(secret_flags([str(word) for word in self.value]))
+        return env[: len(self.path)] == self.path or args[: len(self.path)] == self.path
 
     def quoted(self, is_secret: Callable[[str], bool]) -> str:
         """`--set KEY=VALUE` for messages: the value cut short, or *** for a secret."""
-        value = REDACTED if self.hides_secrets(is_secret) else one_line(self.raw, 80)
+        value = REDACTED if self.hides_secrets(is_secret) else one_line(redact_userinfo(self.raw), 80)
         return f"--set {key_text(self.path)}={value}"
 
 
@@ -516,6 +574,9 @@ class ExperimentStore:
         except ValueError as err:
             raise HarnessError(str(err)) from None
         path = self.directory / f"{name}.yaml"
+        why = not_regular(path)
+        if why:
+            raise HarnessError(f"{path}: {why}; an experiment is a regular YAML file")
         if not path.is_file():
             known = ", ".join(self.names()) or "none"
             raise HarnessError(f"unknown experiment {name!r} in {self.directory} (known: {one_line(known)})")
@@ -566,6 +627,7 @@ class ExperimentStore:
                     return quoted if override.path == keys else f"{quoted}: {key}"
             return f"{_first_file_with(chain, loc) or child_path}: {key}"
 
+        _refuse_secret_flags(merged, place)
         experiment = _validate(Experiment, merged, place, is_secret)
         if experiment.name != name:
             raise HarnessError(f"{place(['name'])}: {experiment.name!r} does not match the file name {name!r}")
@@ -593,6 +655,9 @@ class ExperimentStore:
             if parent in seen:
                 raise HarnessError(f"{path}: extends: cycle in extends ({' -> '.join([*seen, parent])})")
             parent_path = self.directory / f"{parent}.yaml"
+            why = not_regular(parent_path)
+            if why:
+                raise HarnessError(f"{path}: extends: {parent_path}: {why}")
             if not parent_path.is_file():
                 raise HarnessError(f"{path}: extends: parent experiment {parent!r} not found in {self.directory}")
             seen.append(parent)
@@ -629,6 +694,28 @@ def _first_file_with(chain: Sequence[tuple[Path, dict[str, Any]]], loc: Sequence
         else:
             return path
     return None
+
+
+def _refuse_secret_flags(data: Mapping[str, Any], place: Callable[[Any], str]) -> None:
+    """Refuse a secret given as a trainer flag, by every route a flag takes, before anything can show it.
+
+    The trainer prints its whole argv when it starts, so no redaction could keep
+    the value out of container.log: a secret reaches the trainer by environment only.
+    """
+    miles = data.get("miles")
+    miles = miles if isinstance(miles, dict) else {}
+    args = miles.get("args")
+    for name, value in (args.items() if isinstance(args, dict) else ()):
+        if is_secret_flag(str(name)) and value is not True and value is not False and value is not None:
+            flag = "--" + one_line(str(name).lstrip("-"), 60)
+            raise HarnessError(f"{place(['miles', 'args', name])}: {flag} {SECRET_FLAG_HINT}")
+    sources = [(["miles", "extra_args"], _split_or_none(miles.get("extra_args")))]
+    command = data.get("command")
+    if isinstance(command, list):
+        sources.append((["command"], [str(word) for word in command]))
+    for loc, words in sources:
+        for name in secret_flags(words or []):
+            raise HarnessError(f"{place(loc)}: {one_line(name, 60)} {SECRET_FLAG_HINT}")
 
 
 def _check_trainer_flags(experiment: Experiment, base_args: Sequence[str], place: Callable[[Any], str]) -> list[str]:
@@ -725,7 +812,8 @@ def _validate(model: type, data: dict[str, Any], place: Callable[[Any], str],
         loc = [part for part in first["loc"] if part != "[key]"
                and not (isinstance(part, str) and part.startswith("function-"))]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        secret = loc[:2] == ["container", "env"] and (len(loc) == 2 or is_secret(str(loc[2])))
+        secret = ((loc[:2] == ["container", "env"] and (len(loc) == 2 or is_secret(str(loc[2]))))
+                  or (loc[:2] == ["miles", "args"] and (len(loc) == 2 or is_secret_flag(str(loc[2])))))
         raise HarnessError(f"{place(loc)}: {one_line(_reason(first, model, loc, secret), 240)}{more}") from None
 
 

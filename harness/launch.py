@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
-from harness.experiments import ENV_REFERENCE, REDACTED, VOLUME, Experiment
+from harness.experiments import ENV_REFERENCE, REDACTED, VOLUME, Experiment, redact_userinfo, userinfo_in
 
 LABEL_PREFIX = "org.miles-gb10-lab"
 LABEL_RUN = f"{LABEL_PREFIX}.run"
@@ -79,12 +79,15 @@ class LaunchSpec:
     secret_env: Tuple[str, ...] = field(default_factory=tuple)  # names in `env` whose values are never shown
 
     def display_env(self) -> dict[str, str]:
-        """The environment with every secret's value shown as ***."""
-        return {name: REDACTED if name in self.secret_env else value for name, value in self.env.items()}
+        """The environment with every secret's value, and every password in a URL, shown as ***."""
+        return {name: shown_env_value(name in self.secret_env, value) for name, value in self.env.items()}
 
     def secret_values(self) -> list[str]:
-        """The secrets' values, longest first (to find them in text that was written with them)."""
-        return sorted({self.env[name] for name in self.secret_env if self.env.get(name)}, key=len, reverse=True)
+        """The secrets' values and the user:password of URLs in env values, longest first (to find them in text
+        that was written with them)."""
+        values = {self.env[name] for name in self.secret_env if self.env.get(name)}
+        values.update(info for value in self.env.values() for info in userinfo_in(value))
+        return sorted(values, key=len, reverse=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON-ready data, secrets as ***."""
@@ -93,11 +96,16 @@ class LaunchSpec:
         return data
 
 
+def shown_env_value(secret: bool, value: str) -> str:
+    """An env value as it may be shown: *** for a secret, else with the password of any URL in it as ***."""
+    return REDACTED if secret else redact_userinfo(value)
+
+
 def redacted_experiment(experiment: Experiment) -> dict[str, Any]:
-    """The resolved experiment as `to_dict` gives it, each secret's value in container.env as ***."""
+    """The resolved experiment as `to_dict` gives it, each secret's value (and URL password) in container.env as ***."""
     data = experiment.to_dict()
     env = data["container"]["env"]
-    data["container"]["env"] = {name: REDACTED if experiment.container.is_secret(name) else value
+    data["container"]["env"] = {name: shown_env_value(experiment.container.is_secret(name), value)
                                 for name, value in env.items()}
     return data
 
@@ -119,7 +127,7 @@ def redact_manifest(manifest: dict[str, Any], spec: "LaunchSpec") -> dict[str, A
     experiment = redacted.get("experiment")
     if isinstance(experiment, dict) and isinstance(experiment.get("container"), dict):
         container = dict(experiment["container"])
-        container["env"] = {name: REDACTED if name in spec.secret_env else value
+        container["env"] = {name: shown_env_value(name in spec.secret_env, str(value))
                             for name, value in (container.get("env") or {}).items()}
         redacted["experiment"] = {**experiment, "container": container}
     if isinstance(redacted.get("harness_argv"), list):
@@ -222,7 +230,7 @@ def plan_launch(
 
 
 def docker_run_command(spec: LaunchSpec) -> list[str]:
-    """The `docker run` line that starts what `spec` starts; secrets passed by name, never by value."""
+    """The `docker run` line that starts what `spec` starts; secrets (and URLs with a password) passed by name."""
     argv = ["docker", "run", "--name", spec.container_name]
     for request in spec.device_requests:
         if request.count == -1:
@@ -235,7 +243,7 @@ def docker_run_command(spec: LaunchSpec) -> list[str]:
     for mount in spec.mounts:
         argv += ["-v", f"{mount.source}:{mount.target}{':ro' if mount.read_only else ''}"]
     for name, value in spec.env.items():
-        argv += ["-e", name if name in spec.secret_env else f"{name}={value}"]
+        argv += ["-e", name if name in spec.secret_env or userinfo_in(value) else f"{name}={value}"]
     for name, value in spec.labels.items():
         argv += ["--label", f"{name}={value}"]
     return [*argv, spec.image]

@@ -45,7 +45,7 @@ from harness.capture import (
 from harness.capture.lock import CaptureLock, holder, in_use
 from harness.capture.reader import StatusRead, find_runs, iter_jsonl, not_regular, read_status
 from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, EngineUnavailable, RunHandle
-from harness.engines.logstream import LogPosition, stamp_to_ns
+from harness.engines.logstream import LogPosition
 from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
 from harness.runner import DEFAULT_GRACE_S, LABEL_KEEP, decide_outcome
 from harness.times import parse_time_us
@@ -376,22 +376,17 @@ def _written(capture: Capture, status: RunStatus, result: Result) -> Result:
 
 
 def log_position(log_path: Path) -> LogPosition:
-    """Where container.log ends: its last timestamp and the lines that carry it (unreadable stamps skipped)."""
+    """Where container.log ends: the position after its last lines (read from its tail)."""
     try:
         with log_path.open("rb") as handle:
             handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
+            start = max(0, handle.tell() - LOG_TAIL_BYTES)
+            handle.seek(start)
             tail = handle.read().decode("utf-8", "replace").split("\n")
     except FileNotFoundError:
         return LogPosition()
-    stamps = [line.split(" ", 1)[0] for line in tail]
-    for stamp in reversed(stamps):
-        try:
-            stamp_to_ns(stamp)
-        except ValueError:
-            continue
-        return LogPosition(stamp, [line for line, s in zip(tail, stamps) if s == stamp])
-    return LogPosition()
+    # The whole tail, not only its last stamp: Docker writes lines slightly out of timestamp order.
+    return LogPosition.after(line for line in tail[1 if start else 0:] if line)  # a first line may be cut
 
 
 def save_remaining_logs(handle: RunHandle, capture: Capture) -> int:

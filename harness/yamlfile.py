@@ -10,7 +10,10 @@ dozen characters of what the file says.
 
 from __future__ import annotations
 
+import os
+import re
 import reprlib
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +112,12 @@ class BoundedLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# YAML 1.1 (PyYAML) reads `1e2` and `1E-3` as text, because its floats need a dot; YAML 1.2, and every
+# person writing `pause_at_c: 1e2`, reads them as numbers.
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
+BoundedLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789"))
+
+
 def _children(node: Any) -> list[Any]:
     if isinstance(node, yaml.SequenceNode):
         return node.value
@@ -118,12 +127,19 @@ def _children(node: Any) -> list[Any]:
 
 
 def read_text(path: Path) -> str:
-    """The file as UTF-8 text, refused when larger than MAX_FILE_BYTES or not UTF-8."""
+    """The file as UTF-8 text, refused when not a regular file, larger than MAX_FILE_BYTES or not UTF-8."""
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+        # O_NONBLOCK: opening a named pipe must not wait for a writer before it can be refused.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:
         raise HarnessError(f"{path}: cannot read: {err.strerror or err}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise HarnessError(f"{path}: not a regular file; a YAML file is read only from a regular file")
+        try:
+            data = handle.read(MAX_FILE_BYTES + 1)
+        except OSError as err:
+            raise HarnessError(f"{path}: cannot read: {err.strerror or err}") from None
     if len(data) > MAX_FILE_BYTES:
         raise HarnessError(f"{path}: larger than {MAX_FILE_BYTES // 1024} KiB, which no experiment file needs")
     try:

@@ -116,7 +116,7 @@ def test_extends_merges_and_child_wins(exp_dir: Path) -> None:
     write(exp_dir, "child", "name: child\nextends: parent\nmiles:\n  args: {lr: 2e-6}\n")
     exp = ExperimentStore(exp_dir, BASE).load("child").experiment
     assert exp.steps == 4 and exp.extends == "parent"
-    assert exp.miles.args == {"rollout-batch-size": 32, "lr": "2e-6"}
+    assert exp.miles.args == {"rollout-batch-size": 32, "lr": 2e-6}  # a number, as YAML 1.2 reads it
 
 
 def test_set_overrides_typed_values(exp_dir: Path) -> None:

@@ -2,14 +2,16 @@
 
 Reopening a log at a timestamp is how a broken stream (or `harness recover`)
 continues without losing or repeating a line: Docker returns every line at
-or after `since`, and `LogPosition` drops the ones already seen.
+or after `since`, and `LogPosition` drops the ones already seen, also when
+Docker wrote them slightly out of timestamp order.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import time
-from collections import Counter
+from collections import Counter, deque
 from datetime import datetime, timezone
 from typing import Iterable, Iterator, Optional
 
@@ -18,7 +20,11 @@ from harness.times import parse_time_ns
 
 def stamp_now() -> str:
     """Now as Docker's RFC3339Nano (always nine digits, `Z`)."""
-    ns = time.time_ns()
+    return format_stamp(time.time_ns())
+
+
+def format_stamp(ns: int) -> str:
+    """Nanoseconds since the epoch as Docker's RFC3339Nano (always nine digits, `Z`)."""
     seconds, nanos = divmod(ns, 1_000_000_000)
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
 
@@ -78,46 +84,109 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
+# Docker stamps a line in the copier of its stream (stdout or stderr) before the logger writes it, so
+# on a busy machine the log holds lines slightly out of timestamp order (a millisecond and more has
+# been seen). A resume therefore starts this far before the newest line delivered, and skips the
+# lines delivered since then by content; older lines are forgotten, oldest first.
+RESUME_WINDOW_NS = 2_000_000_000
+RESUME_MAX_LINES = 20_000
+
+
 class LogPosition:
-    """The last timestamp delivered and the lines that carry it: where a reopened stream resumes."""
+    """Where a reopened log resumes: a floor timestamp, and every line delivered with a stamp at or after it.
+
+    `LogPosition(stamp, lines)` rebuilds a position from `last_stamp` and
+    `lines_at_last` (the floor and those lines), which is how a position
+    travels between processes.
+    """
 
     def __init__(self, last_stamp: Optional[str] = None, lines_at_last: Iterable[str] = ()) -> None:
-        self.last_stamp = last_stamp
-        self.lines_at_last = list(lines_at_last)
+        self._floor: Optional[int] = None if last_stamp is None else stamp_to_ns(last_stamp)
+        self._newest: Optional[int] = self._floor
+        self._recent: deque[tuple[int, str]] = deque()
+        for line in lines_at_last:
+            self.advance(line)
+
+    @classmethod
+    def after(cls, lines: Iterable[str]) -> "LogPosition":
+        """The position after `lines` were delivered in this order (e.g. the tail of a saved log)."""
+        position = cls()
+        for line in lines:
+            position.advance(line)
+        return position
+
+    def floor_ns(self) -> Optional[int]:
+        """Every delivered line stamped at or after this is remembered; None when nothing was delivered."""
+        if not self._recent:
+            return self._floor
+        oldest = min(ns for ns, _ in self._recent)
+        return oldest if self._floor is None else max(self._floor, oldest)
+
+    @property
+    def last_stamp(self) -> Optional[str]:
+        """The floor as an RFC 3339 stamp (None when nothing was delivered)."""
+        floor = self.floor_ns()
+        return None if floor is None else format_stamp(floor)
+
+    @property
+    def lines_at_last(self) -> list[str]:
+        """The delivered lines a reopened stream will send again (stamped at or after the floor), in order."""
+        floor = self.floor_ns()
+        return [line for ns, line in self._recent if floor is not None and ns >= floor]
 
     def since(self) -> Optional[float]:
-        """The `since` to reopen with: just before the last timestamp, so nothing at it is missed."""
-        return None if self.last_stamp is None else stamp_to_ns(self.last_stamp) / 1e9 - 1e-6
+        """The `since` to reopen with: just before the floor, so nothing at it is missed."""
+        floor = self.floor_ns()
+        return None if floor is None else floor / 1e9 - 1e-6
 
     def advance(self, line: str) -> None:
         """Record a delivered line."""
-        stamp = line.split(" ", 1)[0]
-        if stamp == self.last_stamp:
-            self.lines_at_last.append(line)
-        else:
-            self.last_stamp, self.lines_at_last = stamp, [line]
+        ns = _stamp_ns_or_none(line)
+        if ns is None:  # no stamp: remembered as of the newest one, so a resend of it is still recognised
+            ns = self._newest
+            if ns is None:
+                return
+        self._recent.append((ns, line))
+        if self._newest is None or ns > self._newest:
+            self._newest = ns
+        while self._recent and (self._recent[0][0] < self._newest - RESUME_WINDOW_NS
+                                or len(self._recent) > RESUME_MAX_LINES):
+            forgotten, _ = self._recent.popleft()
+            self._floor = forgotten + 1 if self._floor is None else max(self._floor, forgotten + 1)
 
     def new_lines(self, reopened: Iterable[str]) -> Iterator[str]:
         """The lines of a reopened stream not delivered before (advancing the position)."""
-        if self.last_stamp is None:
-            for line in reopened:
-                self.advance(line)
-                yield line
-            return
-        last_ns = stamp_to_ns(self.last_stamp)
-        replay: Optional[Counter[str]] = Counter(self.lines_at_last)
+        floor = self.floor_ns()
+        replay: Counter[str] = Counter(self.lines_at_last)
+        left = sum(replay.values())
         for line in reopened:
-            if replay is not None:
-                ns = _stamp_ns_or_none(line.split(" ", 1)[0])
-                if ns is not None and ns < last_ns:
+            if left:
+                ns = _stamp_ns_or_none(line)
+                if ns is not None and floor is not None and ns < floor:
                     continue
-                if ns == last_ns and replay[line] > 0:
+                if replay[line] > 0:
                     replay[line] -= 1
+                    left -= 1
                     continue
-                replay = None  # past the resume point: everything from here on is new
             self.advance(line)
             yield line
 
 
-def _stamp_ns_or_none(stamp: str) -> Optional[int]:
+def _stamp_ns_or_none(line: str) -> Optional[int]:
+    """The stamp of a `<stamp> <text>` line in nanoseconds; None when it has none. On every line: kept fast."""
+    end = line.find(" ")
+    stamp = line if end < 0 else line[:end]
+    fraction = stamp[20:-1]
+    if len(stamp) > 21 and stamp[19] == "." and stamp[-1] == "Z" and len(fraction) <= 9 and fraction.isdigit():
+        second = _second_ns(stamp[:19])
+        if second is not None:
+            return second + int(fraction) * _SCALE[len(fraction)]
     return parse_time_ns(stamp)
+
+
+_SCALE = [10 ** (9 - digits) for digits in range(10)]
+
+
+@functools.lru_cache(maxsize=256)
+def _second_ns(head: str) -> Optional[int]:
+    return parse_time_ns(head + "Z")  # the lines of a log share their seconds
