@@ -247,3 +247,12 @@ def test_a_sim_container_runs_end_to_end_through_the_docker_engine(tmp_path, sim
     assert manifest["image"] == sim_image and manifest["handle"]["image_labels"]["org.miles-gb10-lab.sim"] == "1"
     log = (capture / "container.log").read_text()
     assert "harness sim: the simulated Miles trainer; time scale 0.001" in log
+
+
+def test_a_run_whose_batch_can_never_fill_fails_at_once_naming_why(tmp_path):
+    done, capture = run_on_the_simulator("process", tmp_path, "--set", "miles.args.n-samples-per-prompt=1")
+
+    assert done.exit_code == 1, done.output
+    status = json.loads((capture / "status.json").read_text())
+    assert status["state"] == "failed" and status["steps_complete"] == 0
+    assert status["error"].startswith("exit code 1: ValueError: --n-samples-per-prompt 1 with the zero-variance filter")
