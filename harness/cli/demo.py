@@ -12,6 +12,7 @@ from typing_extensions import Annotated
 
 from harness.cli.app import DEFAULT_EXPERIMENTS_DIR, SIM_CAPTURE_DIR, ExperimentsDir, command, note, stdout, warn
 from harness.cli.runs import check_capture_root, sim_target_from_cli
+from harness.sim.timescale import TIME_SCALE_RANGE
 from harness.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES
 
 DEMO_HELP = """The lab's whole pipeline on the simulator, on any machine: no GPU, Docker optional.
@@ -138,8 +139,8 @@ def _elapsed(seconds: float) -> str:
 @command("demo", help=DEMO_HELP)
 def demo(
     time_scale: Annotated[float, typer.Option(
-        "--time-scale", help="Wall seconds per simulated second, as `run --sim` takes it (smaller: faster, and pauses "
-                             "weigh more).")] = DEFAULT_TIME_SCALE,
+        "--time-scale", help=f"Wall seconds per simulated second, {TIME_SCALE_RANGE}, as `run --sim` takes it "
+                             "(smaller: faster, and pauses weigh more).")] = DEFAULT_TIME_SCALE,
     sim_engine: Annotated[str, typer.Option(
         "--sim-engine", metavar="|".join(SIM_ENGINE_CHOICES),
         help="What runs the simulator: auto (Docker where the sim image is built, else a process), docker or "

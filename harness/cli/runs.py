@@ -34,6 +34,7 @@ from harness.cli.app import (
 )
 from harness.cli.cluster import NodesOption, RayOption
 from harness.cli.progress import progress_for
+from harness.sim.timescale import TIME_SCALE_RANGE
 from harness.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES, SimTarget, choose_target
 
 # The lab's default experiment: the write-up's next step is a second seed of the filter run.
@@ -147,8 +148,8 @@ SimOption = Annotated[bool, typer.Option(
                   "data); same experiment files and captures, under capture/sim.")]
 TimeScaleOption = Annotated[Optional[float], typer.Option(
     "--time-scale", show_default=False,
-    help=f"With --sim: wall seconds per simulated second [default: {DEFAULT_TIME_SCALE:g}, the demo's: a 12-step run "
-         "in about a minute].")]
+    help=f"With --sim: wall seconds per simulated second, {TIME_SCALE_RANGE} [default: {DEFAULT_TIME_SCALE:g}, the "
+         "demo's: a 12-step run in about a minute].")]
 SimEngineOption = Annotated[str, typer.Option(
     "--sim-engine", metavar="|".join(SIM_ENGINE_CHOICES),
     help="With --sim: auto (Docker where the sim image is built, else a process), docker or process.")]
