@@ -291,7 +291,7 @@ def test_a_signal_stops_the_run_promptly_in_the_middle_of_a_long_rollout(signum:
             proc.kill()
             proc.wait()
     assert proc.returncode == 128 + signum
-    assert took < 1.0, f"{took:.1f} s to stop"
+    assert took < 2.0, f"{took:.1f} s to stop"  # the whole rollout takes seconds of CPU
     assert err.strip() == f"harness sim: {signal.Signals(signum).name}: stopped in rollout 0"
     assert "perf 0:" not in out and re.search(r"^Job 'raysubmit_\w+' was stopped$", out, re.M)
 
