@@ -19,10 +19,10 @@ aborted; with O > B (plain-48) the slowest O - B groups are.
 
 One bound Miles does not have: a rollout submits no batch after its first
 that would take it past the prompts the data set holds
-(`ModelParams.dataset_prompts`). Miles starts the data set
-again when it runs out, so a filter that can keep no group (every answer
-cut, or one answer per prompt) makes it generate forever; the simulator
-stops there with `RolloutStarved`. A step of the lab submits about 100.
+(`ModelParams.dataset_prompts`). Miles starts the data set again when it
+runs out, so a filter that can keep no group (every answer cut, or one
+answer per prompt) makes it generate forever; the simulator stops there
+with `RolloutStarved`. A step of the lab submits 48 to 144.
 """
 
 from __future__ import annotations
