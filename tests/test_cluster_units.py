@@ -287,7 +287,8 @@ def ray_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
 
 
 def test_run_with_ray_refuses_a_changed_capture_exactly_as_run_does_naming_what_changed(ray_cli) -> None:  # noqa: ANN001
-    assert ray_cli("run", "plain", "--set", "steps=1").exit_code == 0
+    first = ray_cli("run", "plain", "--set", "steps=1")
+    assert first.exit_code == 0, first.output
 
     local = ray_cli("run", "plain", "--set", "steps=2")
     on_ray = ray_cli("run", "plain", "--set", "steps=2", "--ray", "fake")
@@ -298,7 +299,8 @@ def test_run_with_ray_refuses_a_changed_capture_exactly_as_run_does_naming_what_
 
 
 def test_a_sweep_with_ray_skips_a_succeeded_run_with_the_line_a_local_sweep_prints(ray_cli) -> None:  # noqa: ANN001
-    assert ray_cli("sweep", "plain-48", "--seeds", "1", "--set", "steps=1").exit_code == 0
+    first = ray_cli("sweep", "plain-48", "--seeds", "1", "--set", "steps=1")
+    assert first.exit_code == 0, first.output
 
     local = ray_cli("sweep", "plain-48", "--seeds", "1", "--set", "steps=1")
     on_ray = ray_cli("sweep", "plain-48", "--seeds", "1", "--set", "steps=1", "--ray", "fake")
@@ -315,7 +317,8 @@ def test_the_driver_decides_with_the_configuration_changes_the_local_path_names(
     from harness.runner import StopControl
     from harness.simswap import SimTarget
 
-    assert ray_cli("run", "plain", "--set", "steps=1").exit_code == 0
+    first = ray_cli("run", "plain", "--set", "steps=1")
+    assert first.exit_code == 0, first.output
     target = SimTarget("process", 0.002, sys.executable, "a test")
     (plan,) = plan_runs(ExperimentStore(REPO / "experiments"), "plain", [], ["steps=3"], tmp_path / "capture", {},
                         sim=target)
