@@ -23,7 +23,6 @@ limits, the capture format, the summary) is the experiment's own. `simulated` is
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Optional
 
@@ -73,11 +72,13 @@ class SimTarget:
 
 
 def check_time_scale(time_scale: float) -> float:
-    """A run's time scale: finite and above 0 (pause windows are wall time, converted with it)."""
-    if not (math.isfinite(time_scale) and time_scale > 0):
-        raise HarnessError(f"--time-scale {time_scale:g}: a simulated run needs a time scale above 0 (wall seconds "
-                           "per simulated second; its pauses are converted with it); `harness sim --time-scale 0` "
-                           "prints a log as fast as it can")
+    """A run's time scale, in the simulator's range (harness.sim.timescale); 0 is `harness sim`'s alone."""
+    from harness.sim.timescale import time_scale_problem
+
+    problem = time_scale_problem(time_scale, zero_allowed=False)
+    if problem is not None:
+        raise HarnessError(f"--time-scale {time_scale:g}: {problem} (a run's pause windows are converted with it); "
+                           "`harness sim --time-scale 0` prints a log as fast as it can")
     return time_scale
 
 

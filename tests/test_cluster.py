@@ -169,7 +169,7 @@ def test_a_sweep_of_four_seeds_uses_both_nodes_one_run_each_at_a_time_and_every_
                                                 for row in rows)
 
     again = lab.cli("sweep", "sim", "--seeds", "1", "2", "3", "4")  # done runs are skipped, as in a local sweep
-    assert again.exit_code == 0 and again.output.count("skipping") == 4, again.output
+    assert again.exit_code == 0 and again.output.count(" skipped: succeeded at ") == 4, again.output
 
 
 def test_a_node_without_what_the_run_needs_is_refused_before_anything_starts(lab: Lab, cluster: RayNodes) -> None:

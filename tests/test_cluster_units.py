@@ -242,3 +242,92 @@ def test_with_no_cluster_running_the_error_names_our_flag_not_rays(monkeypatch: 
     with pytest.raises(HarnessError) as err:
         joining.connect("auto")
     assert "--ray HOST:PORT" in err.value.message and "--address" not in err.value.message, err.value.message
+
+
+# --- deciding on a capture: the same with --ray as without ------------------------------------
+
+
+class FakeRay:
+    """The little of Ray's API a sweep whose every run is skipped touches: no nodes, a control actor."""
+
+    class _Remote:
+        def options(self, **_: object) -> "FakeRay._Remote":
+            return self
+
+        def remote(self, *_: object) -> object:
+            return object()
+
+    def nodes(self) -> list:
+        return []
+
+    def remote(self, _: object) -> "FakeRay._Remote":
+        return FakeRay._Remote()
+
+
+@pytest.fixture
+def ray_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    """`harness ARGS` on the simulator, with `--ray fake` joining a Ray cluster that is a FakeRay."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.cluster import connect
+
+    monkeypatch.setattr(connect, "connect", lambda address: FakeRay())
+    monkeypatch.setattr(connect, "disconnect", lambda: None)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    env = {"DOCKER_HOST": "unix:///nonexistent.sock", "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
+           "HARNESS_PROCESS_DIR": str(tmp_path / "processes"), "HARNESS_EXPERIMENT": "", "COLUMNS": "250"}
+    captures = tmp_path / "capture"
+
+    def invoke(*args: str):  # noqa: ANN202
+        return CliRunner().invoke(app, [*args, "--sim", "--sim-engine", "process", "--time-scale", "0.002",
+                                        "--capture-dir", str(captures)], env=env)
+
+    return invoke
+
+
+def test_run_with_ray_refuses_a_changed_capture_exactly_as_run_does_naming_what_changed(ray_cli) -> None:  # noqa: ANN001
+    first = ray_cli("run", "plain", "--set", "steps=1")
+    assert first.exit_code == 0, first.output
+
+    local = ray_cli("run", "plain", "--set", "steps=2")
+    on_ray = ray_cli("run", "plain", "--set", "steps=2", "--ray", "fake")
+
+    assert local.exit_code == on_ray.exit_code == 2
+    assert "steps 1 -> 2" in local.output
+    assert on_ray.output == local.output  # the same decision, the same words, nothing more
+
+
+def test_a_sweep_with_ray_skips_a_succeeded_run_with_the_line_a_local_sweep_prints(ray_cli) -> None:  # noqa: ANN001
+    first = ray_cli("sweep", "plain-48", "--seeds", "1", "--set", "steps=1")
+    assert first.exit_code == 0, first.output
+
+    local = ray_cli("sweep", "plain-48", "--seeds", "1", "--set", "steps=1")
+    on_ray = ray_cli("sweep", "plain-48", "--seeds", "1", "--set", "steps=1", "--ray", "fake")
+
+    assert local.exit_code == on_ray.exit_code == 0, on_ray.output
+    skipped = [line for line in local.output.splitlines() if line.startswith("plain-48 skipped: succeeded at ")]
+    assert len(skipped) == 1 and skipped[0] in on_ray.output.splitlines()
+    assert "skipping" not in on_ray.output and "running:" not in on_ray.output
+
+
+def test_the_driver_decides_with_the_configuration_changes_the_local_path_names(ray_cli, tmp_path: Path) -> None:  # noqa: ANN001
+    from harness.cluster.driver import RaySweep
+    from harness.lifecycle import RunOptions, decide_on_capture, plan_runs
+    from harness.runner import StopControl
+    from harness.simswap import SimTarget
+
+    first = ray_cli("run", "plain", "--set", "steps=1")
+    assert first.exit_code == 0, first.output
+    target = SimTarget("process", 0.002, sys.executable, "a test")
+    (plan,) = plan_runs(ExperimentStore(REPO / "experiments"), "plain", [], ["steps=3"], tmp_path / "capture", {},
+                        sim=target)
+    decisions: list = []
+    sweep = RaySweep(FakeRay(), "fake", mode="cached", fail_fast=False, options=RunOptions(), stop=StopControl(),
+                     on_decision=decisions.append, on_note=print, on_wait=print, board=Board(lambda *_: None),
+                     provenance={})
+
+    (run,) = sweep.run([plan])
+
+    assert decisions == [run.decision] == [decide_on_capture(plan, "cached")]
+    assert run.decision.refused and "steps 1 -> 3" in run.decision.reason

@@ -205,3 +205,40 @@ def test_the_readme_s_quick_start_is_make_demo_then_make_test():
 
     assert commands[:2] == ["make demo", "make test"]
     assert "capture/sim/summary/miles-gb10-lab.json" in quick
+
+
+def test_the_demo_run_again_reruns_what_did_not_succeed_and_publishes_nothing_built_on_a_missing_run(tmp_path):
+    captures = tmp_path / "capture-sim"
+    env = {"DOCKER_HOST": "unix:///nonexistent.sock", "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
+           "HARNESS_PROCESS_DIR": str(tmp_path / "processes"), "COLUMNS": "200"}
+    args = ["demo", "--steps", "1", "--time-scale", "0.002", "--capture-dir", str(captures)]
+    assert CliRunner().invoke(app, args, env=env).exit_code == 0
+
+    # As Ctrl-C leaves a run: interrupted, part of its steps done.
+    status_path = captures / "e2b-dapo-filter" / "status.json"
+    interrupted = json.loads(status_path.read_text())
+    interrupted.update(state="interrupted", error="interrupted by SIGINT", steps_complete=0, exit_code=130)
+    status_path.write_text(json.dumps(interrupted))
+    again = CliRunner().invoke(app, args, env=env)
+
+    assert again.exit_code == 0, again.output
+    assert "--retry" not in again.output
+    assert again.stdout.count(" reused: succeeded at ") == 5 and "5 of 6 runs reused" in again.stdout
+    rerun = json.loads(status_path.read_text())
+    assert (rerun["state"], rerun["steps_complete"]) == ("succeeded", 1) and rerun["started_at"] != interrupted[
+        "started_at"]
+    check_demo_output(again.stdout, captures, 1)
+
+    # A run the demo cannot rerun by itself: nothing is summarized, and the line says which run and what to do.
+    (captures / "plain-48-s2" / "status.json").write_text("{not json")
+    summary_before = (captures / "summary" / "miles-gb10-lab.json").read_bytes()
+    broken = CliRunner().invoke(app, args, env=env)
+
+    assert broken.exit_code == 1, broken.output
+    assert "write-up (GB10)" not in broken.output and "summary JSON" not in broken.output  # no table, no paths
+    assert (captures / "summary" / "miles-gb10-lab.json").read_bytes() == summary_before
+    lines = broken.output.splitlines()
+    assert any(line.startswith("warning: plain-48-s2 not run: its status is broken") and "--force" in line
+               for line in lines), broken.output
+    assert lines[-1] == ("warning: no summary, figures or headline numbers: they need all 6 runs, and plain-48-s2 "
+                         "did not succeed; `harness demo` again reruns it and reuses the 5 that succeeded")

@@ -27,9 +27,9 @@ FILTER_EXTRA = ["--dynamic-sampling-filter-path", CURRENT_FILTER_PATH, "--over-s
 MILES_STAMP = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [a-z_0-9]+\]")
 
 
-def sim_process(*args: str, **kwargs) -> subprocess.CompletedProcess:
+def sim_process(*args: str, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.sim", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, **kwargs)
+                          text=True, timeout=timeout, **kwargs)
 
 
 def expected_metrics(log: StepLog) -> dict:
@@ -129,6 +129,9 @@ def test_over_sampling_below_the_batch_size_fails_the_job_as_miles_does() -> Non
     (["--rollout-batch-size", "x"], "invalid _positive_int value"),
     (["--n-samples-per-prompt", "0"], "must be at least 1"),
     (["--dynamic-sampling-filter-path", "my.filters.keep_long"], "models only the zero-variance filter"),
+    (["--time-scale", "1e-320"], "--time-scale must be 0 (as fast as possible) or from 0.0001 to 100"),
+    (["--time-scale", "1e308"], "--time-scale must be 0 (as fast as possible) or from 0.0001 to 100"),
+    (["--time-scale", "0.00009"], "not '0.00009'"),
 ])
 def test_a_command_line_the_sim_cannot_run_is_one_line_and_exit_2(args: list[str], reason: str) -> None:
     done = sim_process(*args)
@@ -136,6 +139,33 @@ def test_a_command_line_the_sim_cannot_run_is_one_line_and_exit_2(args: list[str
     assert done.stdout == ""
     assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("harness sim: ")
     assert reason in done.stderr
+
+
+def test_one_answer_per_prompt_with_the_filter_fails_the_job_at_once_with_one_line_saying_why() -> None:
+    done = sim_process("--n-samples-per-prompt", "1", *FILTER_EXTRA, timeout=30)
+
+    assert done.returncode == 1
+    reason = ("--n-samples-per-prompt 1 with the zero-variance filter: a group of one answer has no variance, so the "
+              "filter drops every group and no batch can fill; give 2 or more answers per prompt, or no filter")
+    assert done.stderr.splitlines() == [f"harness sim: {reason}"]
+    parsed = parse_lines(done.stdout.splitlines())
+    assert parsed.steps == [] and parsed.failure is not None and parsed.failure["line"] == f"ValueError: {reason}"
+    assert re.search(r"^Job 'raysubmit_\w+' failed$", done.stdout, re.M)
+
+
+def test_a_filter_that_cannot_fill_a_batch_fails_the_job_with_one_line_saying_so() -> None:
+    # Every answer is cut at one token, so scores 0: every group is zero-variance and dropped.
+    done = sim_process("--rollout-max-response-len", "1", *FILTER_EXTRA, "--num-rollout", "3", timeout=30)
+
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "harness sim: rollout 0: the dynamic filter kept 0 of 32 groups from 7440 prompts (7409 dropped, 31 still "
+        "running), and another 48 would take more prompts than the data set holds (7473): the batch cannot fill"]
+    parsed = parse_lines(done.stdout.splitlines())
+    assert parsed.steps == []
+    assert parsed.failure is not None and parsed.failure["kind"] == "exception"
+    assert parsed.failure["line"].startswith("RuntimeError: rollout 0: the dynamic filter kept 0 of 32 groups")
+    assert re.search(r"^Job 'raysubmit_\w+' failed$", done.stdout, re.M)
 
 
 def test_harness_sim_passes_every_argument_through_untouched() -> None:
@@ -241,6 +271,29 @@ def test_sigterm_stops_the_run_promptly_with_ray_s_stopped_lines() -> None:
     assert proc.returncode == 128 + signal.SIGTERM
     assert re.search(r"^Job 'raysubmit_\w+' was stopped$", out, re.M)
     assert err.strip() == "harness sim: SIGTERM: stopped before the first rollout"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_run_promptly_in_the_middle_of_a_long_rollout(signum: int) -> None:
+    # 8000 prompts x 64 answers in one rollout: seconds of CPU before its first line, on any machine.
+    proc = start_sim("--rollout-batch-size", "8000", "--n-samples-per-prompt", "64", "--time-scale", "0")
+    reader = LineReader(proc)
+    try:
+        reader.until("end of arguments", timeout=20)
+        time.sleep(0.3)
+        sent = time.monotonic()
+        proc.send_signal(signum)
+        proc.wait(timeout=30)
+        took = time.monotonic() - sent
+        out, err = "".join(reader.rest()), proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signum
+    assert took < 2.0, f"{took:.1f} s to stop"  # the whole rollout takes seconds of CPU
+    assert err.strip() == f"harness sim: {signal.Signals(signum).name}: stopped in rollout 0"
+    assert "perf 0:" not in out and re.search(r"^Job 'raysubmit_\w+' was stopped$", out, re.M)
 
 
 def test_a_frozen_process_makes_no_progress_and_its_rollout_time_holds_the_pause() -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import pytest
 
-from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, MilesRefusal, parse_argv
+from harness.sim.clock import SimulatedClock, Stopped
+from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, MilesRefusal, UnfillableBatch, parse_argv
 from harness.sim.engine import GenerationEngine
 from harness.sim.model import Policy, PromptSource
 from harness.sim.params import DEFAULT_PARAMS
+from harness.sim.rollout import RolloutStarved, run_rollout
 from harness.sim.trainer import StepLog, simulate
 
 FILTER = ["--dynamic-sampling-filter-path", CURRENT_FILTER_PATH]
@@ -226,3 +229,71 @@ def test_the_log_holds_every_payload() -> None:
 
 def payloads(log: StepLog) -> tuple:
     return (log.rollout_perf, log.rollout, log.optimizer_steps, log.train_perf)
+
+
+# --- a filter that cannot fill a batch, and a stop inside a rollout -----------------------------------------
+
+
+@pytest.mark.parametrize("path", [CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH])
+def test_one_answer_per_prompt_with_the_filter_is_refused_as_no_group_could_ever_be_kept(path: str) -> None:
+    with pytest.raises(UnfillableBatch, match=r"--n-samples-per-prompt 1 with the zero-variance filter: .*every group"):
+        parse_argv(["--n-samples-per-prompt", "1", "--dynamic-sampling-filter-path", path])
+    assert parse_argv(["--n-samples-per-prompt", "1"]).n_samples_per_prompt == 1  # without the filter it runs
+
+
+def starved_rollout(dataset_prompts: int, over: int):  # noqa: ANN201
+    """A rollout whose every answer is cut (so scores 0, so every group is dropped), on a data set this big."""
+    params = replace(DEFAULT_PARAMS, dataset_prompts=dataset_prompts)
+    config = parse_argv(["--rollout-max-response-len", "1", "--over-sampling-batch-size", str(over), *FILTER])
+    source = PromptSource(params, seed=1, rollout_seed=1, n_samples=8, max_response_len=1)
+    return lambda: run_rollout(config, params, source, Policy(), 0)
+
+
+@pytest.mark.parametrize("dataset,over,submitted", [(480, 48, 480), (500, 48, 480), (40, 32, 32)])
+def test_a_filter_that_cannot_fill_the_batch_stops_once_a_data_set_of_prompts_was_submitted(
+        dataset: int, over: int, submitted: int) -> None:
+    with pytest.raises(RolloutStarved) as caught:
+        starved_rollout(dataset, over)()
+    starved = caught.value
+    assert (starved.step, starved.kept, starved.batch) == (0, 0, 32)
+    assert starved.prompts_submitted == submitted  # whole batches of O, never more than the data set
+    # It stops as soon as kept + running fell below B with no prompts left: those 31 cannot fill 32.
+    assert (starved.running, starved.dropped) == (31, submitted - 31)
+    assert str(starved) == (f"rollout 0: the dynamic filter kept 0 of 32 groups from {submitted} prompts "
+                            f"({submitted - 31} dropped, 31 still running), and another {over} would take more "
+                            f"prompts than the data set holds ({dataset}): the batch cannot fill")
+
+
+def test_the_default_data_set_is_gsm8k_s_training_split_far_above_what_a_step_of_the_lab_submits(
+        filter_runs: FilterRuns) -> None:
+    assert DEFAULT_PARAMS.dataset_prompts == 7473
+    assert max(log.result.prompts_submitted for _, log in filter_runs) * 20 < DEFAULT_PARAMS.dataset_prompts
+
+
+class StopAfter:
+    """A stop request that arrives after `calls` checks: as a signal does, in the middle of a rollout."""
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+
+    def __call__(self) -> int | None:
+        self.calls -= 1
+        return 15 if self.calls < 0 else None
+
+
+@pytest.mark.parametrize("calls", [0, 3, 40])
+def test_a_stop_requested_inside_a_rollout_stops_it_there(calls: int) -> None:
+    stop = StopAfter(calls)
+    clock = SimulatedClock(stop)
+    with pytest.raises(Stopped) as caught:
+        run_rollout(parse_argv(FILTER), DEFAULT_PARAMS,
+                    PromptSource(DEFAULT_PARAMS, seed=1, rollout_seed=1, n_samples=8, max_response_len=1024),
+                    Policy(), 0, check_stop=clock.check_stop)
+    assert caught.value.signum == 15 and stop.calls == -1  # checked once more after the request, then stopped
+
+
+def test_a_first_batch_larger_than_the_data_set_still_runs_as_miles_runs_it() -> None:
+    params = replace(DEFAULT_PARAMS, dataset_prompts=20)
+    source = PromptSource(params, seed=1, rollout_seed=1, n_samples=4, max_response_len=1024)
+    result = run_rollout(parse_argv(["--rollout-batch-size", "24"]), params, source, Policy(), 0)
+    assert len(result.kept) == 24 and result.prompts_submitted == 24

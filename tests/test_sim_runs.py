@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -101,10 +102,18 @@ def test_a_time_scale_is_written_exactly_as_the_manifest_records_it():
     assert float(sim.container.env["HARNESS_SIM_TIME_SCALE"]) == scale
 
 
-@pytest.mark.parametrize("bad", [0.0, -0.01, math.inf, math.nan])
-def test_a_run_needs_a_time_scale_above_zero(bad):
-    with pytest.raises(HarnessError, match="time scale above 0"):
+TIME_SCALE_RANGE_SAID = "must be from 0.0001 to 100 wall seconds per simulated second"
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.01, math.inf, math.nan, 1e-320, 1e-300, 9e-5, 100.5, 1e308])
+def test_a_run_needs_a_time_scale_in_a_sane_range(bad):
+    with pytest.raises(HarnessError, match="^" + re.escape(f"--time-scale {bad:g}: {TIME_SCALE_RANGE_SAID}")):
         check_time_scale(bad)
+
+
+@pytest.mark.parametrize("good", [1e-4, 0.001, DEFAULT_TIME_SCALE, 1.0, 100.0])
+def test_a_time_scale_in_the_range_is_taken_as_given(good):
+    assert check_time_scale(good) == good
 
 
 def test_plans_on_the_simulator_carry_its_time_scale():
@@ -188,11 +197,19 @@ def test_sim_options_without_sim_are_one_line_errors(args):
                                                 "add --sim"]
 
 
-def test_a_zero_time_scale_is_refused_in_one_line():
-    done = cli("run", "plain", "--sim", "--time-scale", "0", "--dry-run")
+@pytest.mark.parametrize("command,scale", [
+    ("run", "0"), ("run", "1e-300"), ("sweep", "1e-320"), ("sweep", "1e308"), ("demo", "1e-320"), ("demo", "inf"),
+])
+def test_a_time_scale_out_of_range_is_refused_in_one_line_by_every_command(tmp_path, command, scale):
+    sim = [] if command == "demo" else ["plain", "--sim", "--dry-run"]
+    done = cli(command, *sim, "--time-scale", scale, "--capture-dir", str(tmp_path),
+               env={"HARNESS_LOCK_DIR": str(tmp_path / "locks")})
 
     assert done.exit_code == 2
-    assert len(done.output.strip().splitlines()) == 1 and "time scale above 0" in done.output
+    assert done.output.strip().splitlines() == [f"error: --time-scale {float(scale):g}: {TIME_SCALE_RANGE_SAID} "
+                                                "(a run's pause windows are converted with it); `harness sim "
+                                                "--time-scale 0` prints a log as fast as it can"]
+    assert not list(tmp_path.glob("*/status.json"))
 
 
 def test_an_unknown_sim_engine_is_refused_in_one_line():
@@ -247,3 +264,12 @@ def test_a_sim_container_runs_end_to_end_through_the_docker_engine(tmp_path, sim
     assert manifest["image"] == sim_image and manifest["handle"]["image_labels"]["org.miles-gb10-lab.sim"] == "1"
     log = (capture / "container.log").read_text()
     assert "harness sim: the simulated Miles trainer; time scale 0.001" in log
+
+
+def test_a_run_whose_batch_can_never_fill_fails_at_once_naming_why(tmp_path):
+    done, capture = run_on_the_simulator("process", tmp_path, "--set", "miles.args.n-samples-per-prompt=1")
+
+    assert done.exit_code == 1, done.output
+    status = json.loads((capture / "status.json").read_text())
+    assert status["state"] == "failed" and status["steps_complete"] == 0
+    assert status["error"].startswith("exit code 1: ValueError: --n-samples-per-prompt 1 with the zero-variance filter")

@@ -93,8 +93,9 @@ def run_command_on_ray(plan: Any, *, address: Optional[str], nodes: int, dry_run
 
 def run_on_ray(plans: Sequence[Any], *, address: str, mode: str, fail_fast: bool, options: Any,
                single: bool) -> None:
-    """Run `plans` on the Ray cluster at `address`; exit 0 only when every run succeeded."""
-    from harness.cli.runs import report_status
+    """Run `plans` on the Ray cluster at `address`, deciding and saying so as `run` and `sweep` do here; exit 0 only
+    when every run succeeded."""
+    from harness.cli.runs import refuse_before_starting, report_status, say_skipped
     from harness.cluster.connect import connect, disconnect
     from harness.cluster.driver import RaySweep, sweep_exit_code
     from harness.errors import HarnessError
@@ -107,11 +108,8 @@ def run_on_ray(plans: Sequence[Any], *, address: str, mode: str, fail_fast: bool
     view = BoardView(console)
     stop = StopControl()
 
-    def on_decision(decision: Any) -> None:
-        if not single or decision.action == "skip":
-            verb = "running" if decision.action == "run" else "skipping"
-            view.note(f"{decision.run}: {verb}: {decision.reason}")
-
+    # `run` says nothing of its decision (a skip is its error, below); a sweep names each run it skips.
+    on_decision = (lambda decision: None) if single else say_skipped(view.note)
     sweep = RaySweep(ray, address, mode=mode, fail_fast=fail_fast, options=options, stop=stop,
                      on_decision=on_decision, on_note=view.note, on_wait=warn, board=view.board,
                      provenance={**harness_facts(), **git_facts(Path.cwd())})
@@ -123,12 +121,13 @@ def run_on_ray(plans: Sequence[Any], *, address: str, mode: str, fail_fast: bool
     if single:
         (run,) = runs
         if run.decision.action == "skip":
-            raise HarnessError(f"run {run.run} not started: {run.decision.reason}")
+            raise HarnessError(run.decision.not_started())
         if run.error and (run.status is None or run.status.state == "running" or run.sink is None):
             raise HarnessError(f"run {run.run} not started: {run.error}", run.error_code)
         report_status(run.status)
     else:
         _print_results(console, runs)
+        refuse_before_starting([run.decision for run in runs])  # a capture that changed while the sweep ran
     code = sweep_exit_code(runs, stop)
     if code:
         raise typer.Exit(int(code))

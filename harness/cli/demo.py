@@ -11,7 +11,8 @@ import typer
 from typing_extensions import Annotated
 
 from harness.cli.app import DEFAULT_EXPERIMENTS_DIR, SIM_CAPTURE_DIR, ExperimentsDir, command, note, stdout, warn
-from harness.cli.runs import check_capture_root, sim_target_from_cli
+from harness.cli.runs import check_capture_root, report_status, sim_target_from_cli
+from harness.sim.timescale import TIME_SCALE_RANGE
 from harness.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES
 
 DEMO_HELP = """The lab's whole pipeline on the simulator, on any machine: no GPU, Docker optional.
@@ -22,7 +23,9 @@ on the simulated GB10 (the `sim` sensor) so it really pauses them, each
 exactly as `harness run EXP --sim` runs it; then summarizes the captures,
 draws the figures, writes the report, and prints the headline numbers
 beside the write-up's. Runs that already succeeded are reused (--force
-reruns them). `make demo` sets up the venv and the sim image first.
+reruns them); runs that did not (Ctrl-C, a failure) run again, and until
+all six succeeded nothing is summarized. `make demo` sets up the venv and
+the sim image first.
 
 \b
 Examples:
@@ -138,8 +141,8 @@ def _elapsed(seconds: float) -> str:
 @command("demo", help=DEMO_HELP)
 def demo(
     time_scale: Annotated[float, typer.Option(
-        "--time-scale", help="Wall seconds per simulated second, as `run --sim` takes it (smaller: faster, and pauses "
-                             "weigh more).")] = DEFAULT_TIME_SCALE,
+        "--time-scale", help=f"Wall seconds per simulated second, {TIME_SCALE_RANGE}, as `run --sim` takes it "
+                             "(smaller: faster, and pauses weigh more).")] = DEFAULT_TIME_SCALE,
     sim_engine: Annotated[str, typer.Option(
         "--sim-engine", metavar="|".join(SIM_ENGINE_CHOICES),
         help="What runs the simulator: auto (Docker where the sim image is built, else a process), docker or "
@@ -178,12 +181,14 @@ def demo(
         if decision.action == "skip":
             found = Capture(Path(specs[decision.run].capture_dir)).status_read().status
             done = found.steps_complete if found is not None else 0
-            state = "refused" if decision.refused else "reused"
+            reused = found is not None and found.state == "succeeded" and not decision.refused
+            state = "reused" if reused else "refused" if decision.refused else "skipped"
             board.update(decision.run, f"{decision.run} {state}: {decision.reason}", state=state, steps=done)
 
     provenance = {**harness_facts(), **git_facts(Path.cwd()), "nvml": nvml_probe()}
     with board, stop_on_signals(stop, board.say):
-        results = run_at_once(plans, mode="force" if force else "cached", options=RunOptions(),
+        # retry: a run that did not succeed (Ctrl-C, a failure) is run again; a succeeded one is reused.
+        results = run_at_once(plans, mode="force" if force else "retry", options=RunOptions(),
                               progress_for=lambda plan: board.progress(plan.spec.run), stop=stop,
                               on_decision=on_decision, on_wait=warn, on_warning=warn, provenance=provenance)
     ran_s = time.monotonic() - started
@@ -192,10 +197,20 @@ def demo(
         more = f" (and {len(refused) - 1} more, above)" if len(refused) > 1 else ""
         raise HarnessError(refused[0].not_started() + more)
     states = [result.status.state if result.status else "not run" for result in results]
-    for result, state in zip(results, states):
-        if state != "succeeded":
-            warn(f"{result.decision.run} {state}" + (f": {result.status.error}" if result.status else ""))
-    if stop.state is None:
+    missing = [(result, state) for result, state in zip(results, states) if state != "succeeded"]
+    for result, state in missing:
+        if result.decision.action == "run" and result.status is not None:
+            report_status(result.status, capture_dir)  # what `harness run --sim` says of it, and where its log is
+        else:
+            why = result.decision.reason if result.decision.action == "skip" else "the demo was stopped first"
+            warn(f"{result.decision.run} not run: {why}")
+    if missing:  # a summary without them would compare what is there as if it were the write-up's set
+        names = ", ".join(result.decision.run for result, _ in missing)
+        succeeded = len(results) - len(missing)
+        warn(f"no summary, figures or headline numbers: they need all {len(results)} runs, and {names} did not "
+             f"succeed; `harness demo` again reruns {'it' if len(missing) == 1 else 'them'}"
+             + (f" and reuses the {succeeded} that succeeded" if succeeded else ""))
+    else:
         _publish(console, capture_dir, ran_s, started, reused=sum(r.decision.action == "skip" for r in results),
                  runs=len(results))
     code = exit_code_for(states)

@@ -10,7 +10,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import List, Optional, Sequence, Union
+from typing import Callable, List, Optional, Sequence, Union
 
 import click
 import typer
@@ -34,6 +34,7 @@ from harness.cli.app import (
 )
 from harness.cli.cluster import NodesOption, RayOption
 from harness.cli.progress import progress_for
+from harness.sim.timescale import TIME_SCALE_RANGE
 from harness.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES, SimTarget, choose_target
 
 # The lab's default experiment: the write-up's next step is a second seed of the filter run.
@@ -147,8 +148,8 @@ SimOption = Annotated[bool, typer.Option(
                   "data); same experiment files and captures, under capture/sim.")]
 TimeScaleOption = Annotated[Optional[float], typer.Option(
     "--time-scale", show_default=False,
-    help=f"With --sim: wall seconds per simulated second [default: {DEFAULT_TIME_SCALE:g}, the demo's: a 12-step run "
-         "in about a minute].")]
+    help=f"With --sim: wall seconds per simulated second, {TIME_SCALE_RANGE} [default: {DEFAULT_TIME_SCALE:g}, the "
+         "demo's: a 12-step run in about a minute].")]
 SimEngineOption = Annotated[str, typer.Option(
     "--sim-engine", metavar="|".join(SIM_ENGINE_CHOICES),
     help="With --sim: auto (Docker where the sim image is built, else a process), docker or process.")]
@@ -296,20 +297,25 @@ def sweep(
 
         return run_on_ray(plans, address=ray, mode=mode, fail_fast=fail_fast, options=options, single=False)
     console, progress, stop = _session(plans, capture_dir)
-
-    def on_decision(decision) -> None:  # noqa: ANN001
-        if decision.action == "skip":  # a run that starts says so itself, once its pre-flight checks passed
-            progress.note(f"{decision.run} skipped: {decision.reason}")
-
     with stop_on_signals(stop, progress.note):
         results = run_sweep(plans, mode=mode, fail_fast=fail_fast, options=options, progress=progress, stop=stop,
-                            on_decision=on_decision, on_wait=warn, on_warning=warn)
+                            on_decision=say_skipped(progress.note), on_wait=warn, on_warning=warn)
     _print_sweep(console, results)
     refuse_before_starting([result.decision for result in results])  # a capture that changed while the sweep ran
     states = [r.status.state if r.status else "not run" for r in results]
     code = exit_code_for(states)
     if code:
         raise typer.Exit(int(code))
+
+
+def say_skipped(note: Callable[[str], None]) -> Callable:
+    """A sweep's word on each decision, here or on a Ray cluster: a line for a run it skips (a run that starts
+    says so itself, once its pre-flight checks passed)."""
+    def on_decision(decision) -> None:  # noqa: ANN001
+        if decision.action == "skip":
+            note(f"{decision.run} skipped: {decision.reason}")
+
+    return on_decision
 
 
 def refuse_before_starting(decisions: Sequence) -> None:

@@ -19,7 +19,7 @@ def sim_command(ctx: typer.Context) -> None:
     --dynamic-sampling-filter-path, --num-rollout, --seed, --rollout-seed,
     --rollout-max-response-len, --partial-rollout; the rest are accepted and
     ignored) and --time-scale X: 0 runs as fast as it can and prints simulated
-    seconds; X > 0 sleeps X wall seconds per simulated second and prints
+    seconds; X from 0.0001 to 100 sleeps X wall seconds per simulated second and prints
     measured wall seconds / X, so a pause shows as it would. Same as
     `python3 -m harness.sim`; see docs/simulator.md.
     """

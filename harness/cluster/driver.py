@@ -29,9 +29,9 @@ from harness.capture import Capture, CaptureLock, RunState, RunStatus, describe_
 from harness.capture.writer import EventSink
 from harness.cluster.connect import Node, NodeFacts, alive_nodes, nodes_for, run_request
 from harness.errors import ExitCode, HarnessError
-from harness.lifecycle import Planned, RunOptions
+from harness.lifecycle import Planned, RunOptions, decide_on_capture
 from harness.runner import StopControl, _stop_request_reason as stop_request_reason  # `harness stop`'s reason
-from harness.sweep import Decision, Mode, decide
+from harness.sweep import Decision, Mode
 
 WATCH_S = 0.2
 CHECK_TIMEOUT_S = 120
@@ -160,8 +160,7 @@ class RaySweep:
 
     def _would_run(self, plan: Planned) -> bool:
         """Whether the run would start as its capture is now (decided again, under its lock, before it does)."""
-        found = Capture(Path(plan.spec.capture_dir)).status_read()
-        return decide(plan.spec.run, plan.spec.run_id, found.status, self.mode, found.broken).action == "run"
+        return decide_on_capture(plan, self.mode).action == "run"
 
     # --- one run ----------------------------------------------------------------------------------
 
@@ -182,15 +181,14 @@ class RaySweep:
             self.on_decision(run.decision)
             return self._skipped(run)
         found = capture.status_read()
-        decision = decide(spec.run, spec.run_id, found.status, self.mode, found.broken)
+        decision = decide_on_capture(plan, self.mode, found)  # as a run here decides: one code path
         run = RayRun(plan, decision, status=found.status, lock=lock)
         self.on_decision(decision)
+        if decision.action == "skip":  # said by on_decision, as a local sweep says it; the board shows runs placed
+            return self._skipped(run)
         from harness.mileslog import keys
 
         self.board.add(spec.run, spec.steps_expected, keys.filter_setting(None, spec.trainer_argv)[0])
-        if decision.action == "skip":
-            self.board.settled(spec.run, "skipped")
-            return self._skipped(run)
         from harness.cluster.node import run_task
 
         cluster = plan.experiment.cluster

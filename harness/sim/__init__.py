@@ -11,11 +11,22 @@ runs unchanged. Standard library only: it runs in a bare Python container.
 - model: prompts, pass rates, answers; engine: the throughput-bound engine;
 - rollout: Miles's rollout loop and its metrics (pure);
 - trainer: the run on a clock, printed by logfmt; clock: simulated or scaled;
-- cli: the program (exit codes, signals).
+- cli: the program (exit codes, signals); timescale: the time scales it runs at.
+
+The names below load on first use, so the harness's CLI can read
+`harness.sim.timescale` at startup without loading the simulator.
 """
 
-from harness.sim.cli import main
-from harness.sim.config import SimConfig, parse_argv
-from harness.sim.params import DEFAULT_PARAMS, ModelParams
+from typing import Any
 
-__all__ = ["DEFAULT_PARAMS", "ModelParams", "SimConfig", "main", "parse_argv"]
+_EXPORTS = {"main": "cli", "SimConfig": "config", "parse_argv": "config", "DEFAULT_PARAMS": "params",
+            "ModelParams": "params"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'harness.sim' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"harness.sim.{_EXPORTS[name]}"), name)

@@ -2,7 +2,10 @@
 
 Exit codes, as the trainer's job would give them: 0 when every rollout ran;
 1 when Miles would refuse the flags (its AssertionError, printed as a
-traceback followed by Ray's `Job '...' failed`); 2 for a command line the
+traceback followed by Ray's `Job '...' failed`), when no batch could ever
+fill (one answer per prompt with the filter: a ValueError, the same way),
+and when the filter could not fill a batch from a data set of prompts (a
+RuntimeError, the same way), each with one line on stderr; 2 for a command line the
 simulator cannot run (one line on stderr); 128 + N when signal N (SIGTERM,
 SIGINT) stopped it, after Ray's `Job '...' was stopped` lines.
 """
@@ -19,11 +22,13 @@ from harness.sim import logfmt
 from harness.sim.clock import Stopped, make_clock
 from harness.sim.config import MilesRefusal, SimUsageError, help_text, parse_argv, split_time_scale
 from harness.sim.params import DEFAULT_PARAMS, ModelParams
+from harness.sim.rollout import RolloutStarved
 from harness.sim.trainer import SimRun, job_id_for
 
 PROG = "harness sim"
 EXIT_OK = 0
 EXIT_REFUSED = 1
+EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
@@ -74,7 +79,7 @@ def main(
         err.write(f"{PROG}: {problem}\n")
         return EXIT_USAGE
     except MilesRefusal as refusal:
-        return _refuse(argv, env, out, str(refusal))
+        return _refuse(argv, env, out, err, refusal)
 
     stop = _StopFlag()
     stop.install()
@@ -91,6 +96,10 @@ def main(
         writer.lines(logfmt.job_end_lines(run.job_id, "was stopped"))
         err.write(f"{PROG}: {name}: stopped {where}\n")
         return 128 + stopped.signum
+    except RolloutStarved as starved:
+        writer.lines(logfmt.rollout_failure_lines(run.job_id, f"RuntimeError: {starved}"))
+        err.write(f"{PROG}: {starved}\n")
+        return EXIT_FAILED
     except BrokenPipeError:
         return EXIT_REFUSED
     finally:
@@ -104,14 +113,12 @@ def _banner(scale: float) -> str:
             f"times are measured wall seconds / {scale:g}, pauses included")
 
 
-def _refuse(argv: Sequence[str], env: Mapping[str, str], out: TextIO, message: str) -> int:
-    """Miles's own refusal of its arguments: launch line, traceback, `Job '...' failed`; exit 1."""
+def _refuse(argv: Sequence[str], env: Mapping[str, str], out: TextIO, err: TextIO, refusal: MilesRefusal) -> int:
+    """The trainer's refusal of its arguments: launch line, traceback, `Job '...' failed`, a line on stderr; exit 1."""
     _, miles_argv = split_time_scale(argv, dict(env))
     job_id = job_id_for(miles_argv)
     writer = logfmt.LogWriter(out, lambda: 0.0, datetime.now())
     writer.lines(logfmt.launch_lines(job_id, miles_argv))
-    writer.lines(logfmt.refusal_lines(
-        job_id, f"AssertionError: {message}",
-        "assert args.over_sampling_batch_size >= args.rollout_batch_size, (",
-    ))
+    writer.lines(logfmt.refusal_lines(job_id, f"{refusal.kind}: {refusal}", refusal.source))
+    err.write(f"{PROG}: {refusal}\n")
     return EXIT_REFUSED

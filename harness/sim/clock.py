@@ -13,7 +13,9 @@ readings, as Miles's timers are.
   since the start divided by X, so a pause shows in every duration that
   spans it, scaled like the rest: the way it shows in a real Miles log.
 
-Both check for a stop request before each tick and raise `Stopped`.
+Both check for a stop request before each tick and raise `Stopped`;
+`check_stop()` does it between ticks, for work that takes no simulated time
+(a rollout is decided before its time passes).
 """
 
 from __future__ import annotations
@@ -41,12 +43,26 @@ class Clock(Protocol):
     def now(self) -> float:
         """Simulated seconds since the clock started."""
 
+    def check_stop(self) -> None:
+        """Raise Stopped when a stop was requested."""
+
 
 def _never() -> Optional[int]:
     return None
 
 
-class SimulatedClock:
+class _StopChecked:
+    """What both clocks share: the stop request they check."""
+
+    _stop_requested: StopRequest
+
+    def check_stop(self) -> None:
+        signum = self._stop_requested()
+        if signum is not None:
+            raise Stopped(signum)
+
+
+class SimulatedClock(_StopChecked):
     """`--time-scale 0`: as fast as the CPU goes; durations are simulated seconds."""
 
     scale = 0.0
@@ -56,9 +72,7 @@ class SimulatedClock:
         self._stop_requested = stop_requested
 
     def advance(self, seconds: float) -> None:
-        signum = self._stop_requested()
-        if signum is not None:
-            raise Stopped(signum)
+        self.check_stop()
         if seconds > 0:
             self._now += seconds
 
@@ -66,7 +80,7 @@ class SimulatedClock:
         return self._now
 
 
-class ScaledClock:
+class ScaledClock(_StopChecked):
     """`--time-scale X > 0`: sleeps X wall seconds per simulated second; durations are wall / X."""
 
     def __init__(
@@ -89,9 +103,7 @@ class ScaledClock:
     def advance(self, seconds: float) -> None:
         wall = seconds * self.scale
         while True:
-            signum = self._stop_requested()
-            if signum is not None:
-                raise Stopped(signum)
+            self.check_stop()
             if wall <= 1e-9:
                 return
             tick = min(self._tick_s, wall)

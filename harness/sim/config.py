@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from harness.sim.timescale import TIME_SCALE_RANGE, time_scale_problem
+
 CURRENT_FILTER_PATH = "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
 DEPRECATED_FILTER_PATH = "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"
 ZERO_STD_FILTER_PATHS = (CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH)
@@ -50,6 +52,16 @@ class SimUsageError(Exception):
 
 class MilesRefusal(Exception):
     """A command line Miles itself refuses while parsing its arguments (an AssertionError there)."""
+
+    kind = "AssertionError"
+    source = "assert args.over_sampling_batch_size >= args.rollout_batch_size, ("  # Miles's line that refuses it
+
+
+class UnfillableBatch(MilesRefusal):
+    """A command line no batch can fill: refused where Miles would generate forever (the simulator's own check)."""
+
+    kind = "ValueError"
+    source = "raise ValueError(f\"--n-samples-per-prompt 1 with the zero-variance filter: ...\")"
 
 
 @dataclass(frozen=True)
@@ -156,8 +168,9 @@ def split_time_scale(argv: Sequence[str], env: dict[str, str] | None = None) -> 
         scale = float(given)
     except ValueError:
         raise SimUsageError(f"{source} must be a number of wall seconds per simulated second, not {given!r}") from None
-    if not math.isfinite(scale) or scale < 0:
-        raise SimUsageError(f"{source} must be 0 (as fast as possible) or a positive number, not {given!r}")
+    problem = time_scale_problem(scale, zero_allowed=True)
+    if problem is not None:
+        raise SimUsageError(f"{source} {problem}, not {given!r}")
     return scale, miles
 
 
@@ -165,7 +178,7 @@ def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimCon
     """Miles's argv (plus --time-scale) -> SimConfig.
 
     Raises SimUsageError for what argparse would reject, MilesRefusal for what
-    Miles's argument checks reject.
+    Miles's argument checks reject (UnfillableBatch for what Miles would run forever).
     """
     time_scale, miles_argv = split_time_scale(argv, env)
     try:
@@ -190,6 +203,12 @@ def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimCon
         raise SimUsageError(
             f"argument --dynamic-sampling-filter-path: the simulator models only the zero-variance filter "
             f"({CURRENT_FILTER_PATH} or its deprecated alias {DEPRECATED_FILTER_PATH}), not {filter_path}"
+        )
+    if filter_path is not None and known.n_samples_per_prompt == 1:
+        # Miles would generate forever: its data source starts the data set again when it runs out.
+        raise UnfillableBatch(
+            "--n-samples-per-prompt 1 with the zero-variance filter: a group of one answer has no variance, so "
+            "the filter drops every group and no batch can fill; give 2 or more answers per prompt, or no filter"
         )
     answers = batch * known.n_samples_per_prompt
     global_batch = known.global_batch_size if known.global_batch_size is not None else answers
@@ -219,7 +238,8 @@ def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimCon
 def help_text() -> str:
     """argparse's usage and help for the flags the simulator models."""
     text = _flag_parser().format_help()
-    return text + f"\n  {TIME_SCALE_FLAG} X    wall seconds per simulated second (0: as fast as possible; default 0)\n"
+    return text + (f"\n  {TIME_SCALE_FLAG} X    wall seconds per simulated second, {TIME_SCALE_RANGE} (0: as fast "
+                   "as possible; default 0)\n")
 
 
 def _is_flag(word: str) -> bool:

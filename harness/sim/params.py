@@ -63,6 +63,11 @@ class ModelParams:
     # over seeds 1-60; 0.59 to 0.70 for one seed's twelve steps).
     learning_logit_per_step: float = 0.07
 
+    # The data set: GSM8K's training split. Only a bound: no step may submit more prompts than it holds
+    # (harness.sim.rollout.RolloutStarved), where Miles would start it again and, with a filter that can
+    # keep nothing, never end. A step of the lab submits 48 to 144.
+    dataset_prompts: int = 7473
+
     # ---- answers: lengths in tokens --------------------------------------------------
     # A prompt's typical answer length grows with its difficulty (1 - pass rate): from
     # `length_easy_tokens` for a prompt always solved to `length_hard_tokens` for one never

@@ -16,13 +16,20 @@ The loop, as in Miles's sglang rollout:
 
 Without a filter the same loop keeps every group, so with O = B nothing is
 aborted; with O > B (plain-48) the slowest O - B groups are.
+
+One bound Miles does not have: a rollout submits no batch after its first
+that would take it past the prompts the data set holds
+(`ModelParams.dataset_prompts`). Miles starts the data set again when it
+runs out, so a filter that can keep no group (every answer cut, or one
+answer per prompt) makes it generate forever; the simulator stops there
+with `RolloutStarved`. A step of the lab submits 48 to 144.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from harness.sim.config import SimConfig
 from harness.sim.engine import GenerationEngine
@@ -64,15 +71,42 @@ class RolloutResult:
         return sum(1 for group in self.kept if not group.zero_std) / max(1, len(self.kept))
 
 
+# Prompts drawn between two checks for a stop request: a rollout of thousands of prompts stops within milliseconds.
+TAKE_CHUNK = 64
+
+
+class RolloutStarved(Exception):
+    """The filter kept too few groups for a batch from as many prompts as the data set holds."""
+
+    def __init__(self, step: int, kept: int, batch: int, prompts_submitted: int, dropped: int, running: int,
+                 over_sampling: int, dataset_prompts: int) -> None:
+        super().__init__(
+            f"rollout {step}: the dynamic filter kept {kept} of {batch} groups from {prompts_submitted} prompts "
+            f"({dropped} dropped, {running} still running), and another {over_sampling} would take more prompts "
+            f"than the data set holds ({dataset_prompts}): the batch cannot fill"
+        )
+        self.step, self.kept, self.batch = step, kept, batch
+        self.prompts_submitted, self.dropped, self.running = prompts_submitted, dropped, running
+
+
+def _no_stop() -> None:
+    return None
+
+
 def drop_reason(group: Group) -> str:
     """The zero-variance filter's reason: `zero_std_` + the common reward as Python prints round(r, 1)."""
     return f"zero_std_{round(group.answers[0].reward, 1)}"
 
 
 def run_rollout(
-    config: SimConfig, params: ModelParams, source: PromptSource, policy: Policy, step: int
+    config: SimConfig, params: ModelParams, source: PromptSource, policy: Policy, step: int,
+    check_stop: Callable[[], None] = _no_stop,
 ) -> RolloutResult:
-    """Run rollout `step` to the moment B groups are kept, abort the rest, and say what happened."""
+    """Run rollout `step` to the moment B groups are kept, abort the rest, and say what happened.
+
+    `check_stop` is called between groups and raises to stop the rollout (a
+    signal); RolloutStarved when the data set's worth of prompts cannot fill B.
+    """
     engine = GenerationEngine(params)
     batch, over_sampling = config.rollout_batch_size, config.over_sampling_batch_size
     kept: list[Group] = []
@@ -82,10 +116,18 @@ def run_rollout(
     remaining = 0  # Miles's remaining_batch_size: kept + running
     while len(kept) < batch:
         while remaining < batch:
-            groups = source.take(over_sampling, policy, step)
+            submitted = sum(count for _, count in submissions)
+            if submissions and submitted + over_sampling > params.dataset_prompts:
+                raise RolloutStarved(step, len(kept), batch, submitted, len(judged) - len(kept),
+                                     remaining - len(kept), over_sampling, params.dataset_prompts)
+            groups = []
+            while len(groups) < over_sampling:
+                check_stop()
+                groups += source.take(min(TAKE_CHUNK, over_sampling - len(groups)), policy, step)
             engine.submit(groups)
             remaining += len(groups)
             submissions.append((engine.now, len(groups)))
+        check_stop()
         group = engine.next_finished()
         if group is None:  # cannot happen: remaining >= batch > kept means a group is running
             raise RuntimeError(f"rollout {step}: nothing running with {len(kept)} of {batch} groups kept")

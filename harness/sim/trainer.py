@@ -149,7 +149,7 @@ class SimRun:
     def run_step(self, step: int) -> StepLog:
         clock, out, rollout_actor, train_actor = self.clock, self.out, self.rollout_actor, self.train_actor
         step_start = clock.now()  # before deciding: a pause while the rollout is computed is in the rollout
-        result = run_rollout(self.config, self.params, self.source, self.policy, step)
+        result = run_rollout(self.config, self.params, self.source, self.policy, step, clock.check_stop)
         log = StepLog(step=step, result=result)
         self.steps.append(log)
 
