@@ -222,3 +222,83 @@ def test_a_thaw_of_a_run_that_is_not_paused_any_more_is_no_problem(tmp_path: Pat
     assert notes == []
     opened, closed = jsonl(tmp_path / "pauses.jsonl")
     assert closed["end"] is not None and not guard.reading.paused
+
+
+# --------------------------------------------------------------------------- harness guard --pid
+
+
+def test_guard_pid_ends_promptly_on_sigterm_while_its_sensor_is_blocked(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    from test_guard_cli import guard, wait_until
+
+    target = subprocess.Popen(["sh", "-c", "sleep 120 & wait"], start_new_session=True)
+    temp, record = tmp_path / "temp", tmp_path / "record"
+    write_temp(temp, "95")
+    harness = guard("--pid", str(target.pid), "--sensor", f"file:{temp}", "--poll-s", "0.1", "--min-pause-s", "0",
+                    "--record", str(record))
+    try:
+        wait_until(lambda: frozen(target.pid))
+        temp.unlink()
+        os.mkfifo(temp)  # nobody writes it
+        time.sleep(0.5)
+        started = time.monotonic()
+        harness.send_signal(signal.SIGTERM)
+        out, err = harness.communicate(timeout=20)
+        assert time.monotonic() - started < 3.0
+        assert harness.returncode == 0, err
+        assert running(target.pid)  # thawed on the way out
+        assert f"heat guard: sensor file: {temp} is not a regular file" in err
+    finally:
+        harness.kill()
+        os.killpg(target.pid, signal.SIGCONT)
+        os.killpg(target.pid, signal.SIGKILL)
+        target.wait(10)
+
+
+def test_guard_pid_refuses_a_fifo_sensor_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+
+    from test_guard_cli import guard
+
+    fifo = tmp_path / "temp"
+    os.mkfifo(fifo)
+    target = subprocess.Popen(["sleep", "60"])
+    try:
+        harness = guard("--pid", str(target.pid), "--sensor", f"file:{fifo}", "--record", str(tmp_path / "r"))
+        out, err = harness.communicate(timeout=20)
+    finally:
+        target.kill()
+        target.wait()
+    assert harness.returncode != 0
+    assert err.strip().splitlines() == [f"error: guard.sensor file:{fifo}: {fifo} is not a regular file"]
+
+
+def test_guard_pid_thaws_a_target_it_finds_frozen_while_cool(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    from test_guard_cli import guard, wait_until
+
+    target = subprocess.Popen(["sleep", "60"])
+    os.kill(target.pid, signal.SIGSTOP)
+    temp, record = tmp_path / "temp", tmp_path / "record"
+    write_temp(temp, "50")
+    harness = guard("--pid", str(target.pid), "--sensor", f"file:{temp}", "--poll-s", "0.2", "--record", str(record))
+    try:
+        wait_until(lambda: _states(target.pid) == ["S"], timeout_s=5.0)  # long before the guard ends
+        harness.send_signal(signal.SIGINT)
+        out, err = harness.communicate(timeout=20)
+    finally:
+        harness.kill()
+        target.kill()
+        target.wait()
+    assert "heat guard: found the run frozen with the GPU cool (50.0 C): thawed it" in err
+
+
+def _states(pid: int) -> list[str]:
+    try:
+        return [Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]]
+    except OSError:
+        return []
