@@ -89,6 +89,11 @@ class EngineObject:
         return self.labels.get(LABEL_KEEP) == "1"
 
     @property
+    def kind(self) -> str:
+        """What the engine runs: a container, or a process."""
+        return "container" if self.engine == "docker" else "process"
+
+    @property
     def name(self) -> str:
         kind = "container" if self.engine == "docker" else "process run"
         return f"{kind} {self.description.name or self.id[:12]}"
@@ -187,13 +192,22 @@ def _harness_gone(status: RunStatus) -> str:
 
 
 def plan_all(capture_root: Optional[Path], engines: Sequence[Engine], notes: list[str], *,
-             other_hosts: bool = False) -> list[Plan]:
-    """A plan per capture that is running without its harness, incomplete, or named by an engine object."""
+             other_hosts: bool = False, outside: Optional[list[EngineObject]] = None) -> list[Plan]:
+    """A plan per capture that is running without its harness, incomplete, or named by an engine object.
+
+    With `outside` (a list to fill), only the engine objects whose capture-dir
+    label points into `capture_root` are planned; the others go into `outside`.
+    """
     objects = engine_objects(engines, notes)
+    root = Path(os.path.abspath(capture_root)) if capture_root is not None else None
     by_dir: dict[Path, list[EngineObject]] = {}
     for obj in objects:
-        if obj.capture_dir is not None:
-            by_dir.setdefault(obj.capture_dir, []).append(obj)
+        if obj.capture_dir is None:
+            continue
+        if outside is not None and root is not None and not obj.capture_dir.is_relative_to(root):
+            outside.append(obj)
+            continue
+        by_dir.setdefault(obj.capture_dir, []).append(obj)
     directories = set(by_dir)
     if capture_root is not None:
         runs, _ = find_runs(Path(capture_root))
