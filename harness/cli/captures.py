@@ -149,6 +149,11 @@ def recover(
             continue
         final = result.status
         assert final is not None
+        if plan.action == "close":
+            console.print(f"{plan.run}: closed {result.windows_closed} open pause window"
+                          f"{'s' if result.windows_closed != 1 else ''} at {result.closed_at}, {result.closed_when} "
+                          "(the run is not frozen; its status is final and unchanged)", markup=False)
+            continue
         closed = (f", {result.windows_closed} open pause window{'s' if result.windows_closed != 1 else ''} closed"
                   if result.windows_closed else "")
         console.print(
