@@ -236,15 +236,19 @@ class GuardLoop:
         with self._lock:
             if self._stop.is_set() and self._thread is not None:
                 return Decision()
+            found_frozen = self._first_look(sample)
             now = self._clock()
             state, decision = decide(self.config, self._state, sample, now)
-            found_frozen = self._first_look(sample)
             if found_frozen:
                 state, decision = self._found_frozen(state, decision, sample, now)
             if decision.note:
                 self._note(decision.note)
-            if decision.action is Action.PAUSE and not self._pause(decision, freeze=not found_frozen):
-                state = replace(state, paused=False, paused_at=None, reason=None, peak_c=None)
+            if decision.action is Action.PAUSE:
+                if self._pause(decision, freeze=not found_frozen):
+                    # max_pause_s counts from the freeze, whose window start was written just before it
+                    state = replace(state, paused_at=max(now, self._clock()))
+                else:
+                    state = replace(state, paused=False, paused_at=None, reason=None, peak_c=None)
             elif decision.action in (Action.RESUME, Action.STOP):
                 thawed = self._resume(decision.peak_c, decision.reason)
                 if not thawed and decision.action is Action.RESUME:
