@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -19,8 +19,10 @@ from harness.engines.process import ProcessRun
 from harness.errors import HarnessError
 from harness.experiments import GuardConfig
 from harness.guard import Action, GuardLoop
+from harness.capture.reader import read_pauses
 from harness.guard.sensors import FileSensor, Sample, open_sensor
 from drills import jsonl, write_temp
+from runlab import fake_trainer, lab  # noqa: F401 - fixtures
 from test_guard_loop import FakeClock, eventually, frozen, running, synchronous, ticker  # noqa: F401 - a fixture
 
 
@@ -302,3 +304,39 @@ def _states(pid: int) -> list[str]:
         return [Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]]
     except OSError:
         return []
+
+
+# --------------------------------------------------------------------------- a run under a sensor that blocks
+
+
+def test_a_run_whose_sensor_blocks_while_paused_is_thawed_by_max_pause_and_stops_promptly(lab: Any,
+                                                                                        tmp_path: Path) -> None:
+    from harness.engines import PAUSED, RUNNING
+    from test_guard_runs import file_guard, ticking, wait_for_ticks, wait_state
+
+    temp = tmp_path / "temp"
+    write_temp(temp, "60")
+    run = ticking(lab, "blocked", file_guard(temp, poll_s=0.2, min_pause_s=1, max_pause_s=3), ticks=100_000)
+    harness = lab.spawn("run", run)
+    try:
+        handle = wait_for_ticks(lab, run)
+        write_temp(temp, "95")
+        wait_state(handle, PAUSED)
+        paused_at = time.monotonic()
+        temp.unlink()
+        os.mkfifo(temp)  # nobody writes it: a read would block for ever
+        wait_state(handle, RUNNING, timeout_s=10)
+        assert time.monotonic() - paused_at < 5.0  # max_pause_s 3, from the clock
+        started = time.monotonic()
+        stopped = lab.capture_cli("stop", run, "--timeout-s", "30")
+        assert stopped.exit_code == 0, stopped.output
+        assert time.monotonic() - started < 10.0
+        harness.communicate(timeout=30)
+    finally:
+        harness.kill()
+    status = lab.status(run)
+    assert status["state"] == "stopped"
+    assert f"heat guard: sensor file: {temp} is not a regular file" in status["notes"]
+    windows = read_pauses(lab.captures / run / "pauses.jsonl", [])
+    assert windows and all(w.end_us is not None for w in windows)
+    assert windows[0].end_us - windows[0].start_us < 4_500_000
