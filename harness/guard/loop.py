@@ -85,7 +85,7 @@ class BoundedReader:
             if box or time.monotonic() >= deadline or stopping.is_set():
                 break
         if not box:
-            return None, self._slow(timeout_s)
+            return None, (None if stopping.is_set() else self._slow(timeout_s))
         self._pending = None
         found = box[0]
         if isinstance(found, Exception):
@@ -161,6 +161,7 @@ class GuardLoop:
         self._append_record = append  # the capture's writer: a run on a Ray node also streams it to the driver
         self._reader = BoundedReader(sensor)
         self._noted: set[str] = set()
+        self._notes_lock = threading.Lock()  # notes come from the guard's thread (reads are off the main lock) and stop()
         self._looked = False  # whether a first reading has been compared with the target's frozen state
         self._state = GuardState()
         self._window: Optional[dict[str, Any]] = None  # the open pause window, as written
@@ -263,11 +264,6 @@ class GuardLoop:
             if self._on_stop is not None:
                 self._on_stop(decision.reason or "max_pause_s")
         return decision
-
-    @property
-    def read_hung(self) -> bool:
-        """True while a sensor read is blocked (closing that sensor could block too)."""
-        return self._reader.hung
 
     def _read(self) -> Optional[Sample]:
         sample, problem = self._reader.read(max(self.config.poll_s, READ_WAIT_MIN_S), self._stop)
@@ -448,9 +444,10 @@ class GuardLoop:
     def _note(self, message: str, *, once_as: Optional[str] = None) -> None:
         """Report a problem once (`once_as`: once for all messages of that kind), not every poll."""
         key = once_as or message
-        if key in self._noted:
-            return
-        self._noted.add(key)
-        self.notes.append(message)
+        with self._notes_lock:
+            if key in self._noted:
+                return
+            self._noted.add(key)
+            self.notes.append(message)
         if self._on_note is not None:
             self._on_note(message)
