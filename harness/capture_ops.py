@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 from harness.capture import Capture, RunState, RunStatus, this_host, utc_now, write_json_atomic
 from harness.capture.lock import in_use
@@ -111,13 +111,15 @@ def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> s
 
     Only the tail of guard.jsonl is read. An open window whose harness is gone
     (or whose status is final) is a run left frozen: `harness recover` thaws it.
+    An open window of a run its engine says is not frozen (its close line
+    could not be written) is no pause: `harness recover` closes it.
     """
     last = last_jsonl(capture.guard_path, [])
     temp = last.get("temp_c") if last is not None else None
     if not isinstance(temp, (int, float)) or isinstance(temp, bool):
         temp = None
     open_windows = [window for window in windows if window.end_us is None]
-    if open_windows:
+    if open_windows and frozen_now(capture, status) is not False:
         window = open_windows[-1]
         sampled_at = parse_time_us(last.get("t")) if last is not None else None
         if window.peak_c is not None and (temp is None or sampled_at is None or sampled_at < window.start_us):
@@ -131,6 +133,26 @@ def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> s
         return f"{temp:.1f} C"
     guard = (capture.read_manifest() or {}).get("guard")
     return "off" if isinstance(guard, dict) and guard.get("guarded") is False else "-"
+
+
+def frozen_now(capture: Capture, status: RunStatus) -> Optional[bool]:
+    """Whether the engine holds the capture's run frozen now; None when it cannot be asked (another host, no engine)."""
+    from harness.engines import PAUSED, engine_named
+    from harness.recover import engine_objects
+
+    if status.harness_host not in (None, this_host()):
+        return None
+    try:
+        engine = engine_named(status.engine or "docker")
+    except HarnessError:
+        return None
+    problems: list[str] = []
+    directory = Path(os.path.abspath(capture.directory))
+    objects = [o for o in engine_objects([engine], problems) if o.capture_dir == directory
+               and o.run_id == status.run_id]
+    if problems:
+        return None
+    return any(o.description.state == PAUSED for o in objects)
 
 
 def _duration(status: RunStatus) -> str:

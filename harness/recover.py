@@ -17,6 +17,11 @@ no harness holds its lock, and then:
   recover found it, once the run is thawed: the closing line is appended
   with the same start (the last line per start is the truth), and a note
   says so;
+- a pause window left open although the run is not frozen (its closing
+  line could not be written: a full disk) is closed at the time the run is
+  known to have run again: its first log line after the window's start, else
+  the run's end. A final capture with such a window gets only that line
+  (action `close`); its status is not rewritten;
 - final: never rewritten. An exited container its harness did not get to
   remove is removed (unless kept with `--keep`).
 
@@ -43,14 +48,14 @@ from harness.capture import (
     write_json_atomic,
 )
 from harness.capture.lock import CaptureLock, holder, in_use
-from harness.capture.reader import StatusRead, find_runs, iter_jsonl, not_regular, read_status
+from harness.capture.reader import StatusRead, find_runs, iter_jsonl, not_regular, read_pauses, read_status
 from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, EngineUnavailable, RunHandle
 from harness.engines.logstream import LogPosition
 from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
 from harness.runner import DEFAULT_GRACE_S, LABEL_KEEP, decide_outcome
-from harness.times import parse_time_us
+from harness.times import format_time_us, parse_time_us
 
-Action = Literal["settle", "complete", "remove", "leave"]
+Action = Literal["settle", "complete", "remove", "close", "leave"]
 CAPTURE_FILES = ("container.log", "metrics.jsonl", "args.json", "pauses.jsonl")  # what recover reads or appends to
 LOG_TAIL_BYTES = 4 * 1024 * 1024
 
@@ -87,6 +92,11 @@ class EngineObject:
     @property
     def kept(self) -> bool:
         return self.labels.get(LABEL_KEEP) == "1"
+
+    @property
+    def kind(self) -> str:
+        """What the engine runs: a container, or a process."""
+        return "container" if self.engine == "docker" else "process"
 
     @property
     def name(self) -> str:
@@ -128,10 +138,11 @@ def engine_objects(engines: Sequence[Engine], notes: list[str]) -> list[EngineOb
 
 
 def plan_recovery(found: StatusRead, holder_now: Optional[str], objects: Sequence[EngineObject], *,
-                  here: str, other_hosts: bool = False) -> Optional[Plan]:
+                  here: str, other_hosts: bool = False, open_window: bool = False) -> Optional[Plan]:
     """What to do with one capture (pure); None when there is nothing to do or say.
 
     `holder_now`: who holds the capture's lock (None: nobody, its harness is gone).
+    `open_window`: its pauses.jsonl has a window still open.
     """
     directory = found.directory
     if holder_now is not None:
@@ -159,6 +170,10 @@ def plan_recovery(found: StatusRead, holder_now: Optional[str], objects: Sequenc
         if owned is None:
             return replace(plan, reason="its capture is incomplete, but the engine no longer has its container")
         return replace(plan, action="complete", reason=f"its capture is incomplete ({status.error})")
+    frozen = owned is not None and owned.description.state == PAUSED
+    if open_window and not frozen and status.harness_host in (None, here):
+        return replace(plan, action="close", reason=f"{status.state}, with a pause window left open although the run "
+                                                    "is not frozen")
     if owned is not None and owned.description.state in (EXITED, GONE) and not owned.kept:
         return replace(plan, action="remove", reason=f"{status.state}; its harness recorded the end but did not "
                                                      "remove it")
@@ -187,13 +202,22 @@ def _harness_gone(status: RunStatus) -> str:
 
 
 def plan_all(capture_root: Optional[Path], engines: Sequence[Engine], notes: list[str], *,
-             other_hosts: bool = False) -> list[Plan]:
-    """A plan per capture that is running without its harness, incomplete, or named by an engine object."""
+             other_hosts: bool = False, outside: Optional[list[EngineObject]] = None) -> list[Plan]:
+    """A plan per capture that is running without its harness, incomplete, or named by an engine object.
+
+    With `outside` (a list to fill), only the engine objects whose capture-dir
+    label points into `capture_root` are planned; the others go into `outside`.
+    """
     objects = engine_objects(engines, notes)
+    root = Path(os.path.abspath(capture_root)) if capture_root is not None else None
     by_dir: dict[Path, list[EngineObject]] = {}
     for obj in objects:
-        if obj.capture_dir is not None:
-            by_dir.setdefault(obj.capture_dir, []).append(obj)
+        if obj.capture_dir is None:
+            continue
+        if outside is not None and root is not None and not obj.capture_dir.is_relative_to(root):
+            outside.append(obj)
+            continue
+        by_dir.setdefault(obj.capture_dir, []).append(obj)
     directories = set(by_dir)
     if capture_root is not None:
         runs, _ = find_runs(Path(capture_root))
@@ -201,15 +225,21 @@ def plan_all(capture_root: Optional[Path], engines: Sequence[Engine], notes: lis
     plans = []
     for directory in sorted(directories):
         found = read_status(directory)
+        window = has_open_window(directory)
         if not by_dir.get(directory) and found.status is not None and found.status.state.is_final \
-                and found.status.capture_complete:
+                and found.status.capture_complete and not window:
             continue
         holder_now = holder(directory) if in_use(directory) else None
         plan = plan_recovery(found, holder_now, by_dir.get(directory, []), here=this_host(),
-                             other_hosts=other_hosts)
+                             other_hosts=other_hosts, open_window=window)
         if plan is not None:
             plans.append(plan)
     return plans
+
+
+def has_open_window(directory: Path) -> bool:
+    """Whether the capture's pauses.jsonl has a window whose last line is still open."""
+    return any(window.end_us is None for window in read_pauses(Path(directory) / "pauses.jsonl", []))
 
 
 # --------------------------------------------------------------------------- acting
@@ -224,6 +254,8 @@ class Result:
     lines_saved: int = 0
     container: str = "-"  # stopped, left running, removed, kept, gone
     windows_closed: int = 0  # pause windows the heat guard left open
+    closed_at: Optional[str] = None  # when they were closed (the time the run was known to run again)
+    closed_when: str = ""  # what that time is
     skipped: Optional[str] = None  # why nothing was done after all (its harness came back)
     notes: list[str] = field(default_factory=list)
 
@@ -242,7 +274,8 @@ def carry_out(plan: Plan, *, leave_running: bool = False, keep: bool = False,
         return Result(plan, plan.status, skipped=f"in use by a live harness ({holder(plan.capture_dir)})")
     try:
         found = read_status(plan.capture_dir)  # again, under the lock: it may have changed since the plan
-        fresh = plan_recovery(found, None, [plan.owned] if plan.owned else [], here=this_host(), other_hosts=True)
+        fresh = plan_recovery(found, None, [plan.owned] if plan.owned else [], here=this_host(), other_hosts=True,
+                              open_window=has_open_window(plan.capture_dir))
         if fresh is None or fresh.action != plan.action:
             return Result(plan, found.status, skipped="its capture changed meanwhile; run recover again")
         return _act(replace(plan, status=found.status), leave_running=leave_running, keep=keep, grace_s=grace_s)
@@ -256,13 +289,18 @@ def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Resu
     assert status is not None
     obj = plan.owned
     result = Result(plan, status)
+    if plan.action == "close":  # a final capture: only the closing line, its status stays as recorded
+        _close_windows(capture, status, result, frozen=False, note=False)
+        if obj is not None and obj.description.state in (EXITED, GONE) and not obj.kept:
+            result.container = _remove(obj.handle, keep)
+        return result
     if plan.action == "remove":
         assert obj is not None
         result.container = _remove(obj.handle, keep)
         return result
     if obj is None:  # settle a running capture whose thing is not there (never started, or removed)
         _settle_without_object(capture, status)
-        result.windows_closed = _close_windows(capture, status)
+        _close_windows(capture, status, result, frozen=False)
         result.container = "none"
         return _written(capture, status, result)
     handle = obj.handle
@@ -275,7 +313,7 @@ def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Resu
         return _written(capture, status, result)
     if state == PAUSED:
         handle.resume()
-    result.windows_closed = _close_windows(capture, status)  # once it runs again: that ends the freeze
+    _close_windows(capture, status, result, frozen=state == PAUSED)  # once it runs again: that ends the freeze
     stopped = False
     if state not in (EXITED, GONE, CREATED) and not leave_running:
         handle.stop(grace_s)
@@ -328,14 +366,40 @@ def _settle_without_object(capture: Capture, status: RunStatus) -> None:
     status.ended_at = status.ended_at or utc_now()
 
 
-def _close_windows(capture: Capture, status: RunStatus) -> int:
-    """Close the open pause windows now, with a note in the status; how many."""
-    found_at = utc_now()
-    closed = close_open_windows(capture.pauses_path, found_at)
-    if closed:
+def _close_windows(capture: Capture, status: RunStatus, result: Result, *, frozen: bool, note: bool = True) -> None:
+    """Close the open pause windows (with a note in the status): now if recover thawed the run, else at the time it
+    is known to have run again."""
+    if frozen:
+        end, when = utc_now(), "when recover found it frozen and thawed it (the harness that paused it was gone)"
+    else:
+        end, when = running_again_at(capture, status)
+    closed = close_open_windows(capture.pauses_path, end)
+    if closed and note:
         status.notes.append(f"harness recover closed {closed} open pause window{'s' if closed != 1 else ''} at "
-                            f"{found_at}, when it found the run (the harness that paused it was gone)")
-    return closed
+                            f"{end}, {when}")
+    result.windows_closed, result.closed_at, result.closed_when = closed, end, when
+
+
+def running_again_at(capture: Capture, status: RunStatus) -> tuple[str, str]:
+    """When a run that is not frozen is known to have run again after its last open window: its first log line
+    after the window's start, else its end (or now); and what that time is."""
+    starts = [w.start_us for w in read_pauses(capture.pauses_path, []) if w.end_us is None]
+    if starts:
+        after_us = max(starts)
+        try:
+            with capture.log_path.open("rb") as log:
+                for raw in log:
+                    try:
+                        stamp_us = stamp_to_ns(raw.split(b" ", 1)[0].decode("ascii")) // 1000
+                    except (ValueError, UnicodeDecodeError):
+                        continue
+                    if stamp_us > after_us:
+                        return format_time_us(stamp_us), "when its log shows it running again"
+        except OSError:
+            pass
+    if status.ended_at:
+        return status.ended_at, "the run's end (no log line after the window's start)"
+    return utc_now(), "when recover found it running (no log line after the window's start)"
 
 
 def close_open_windows(pauses_path: Path, end: str) -> int:

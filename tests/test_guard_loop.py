@@ -163,8 +163,11 @@ def test_stop_thaws_a_group_someone_else_froze(ticker: ProcessRun, tmp_path: Pat
     temp = tmp_path / "temp"
     write_temp(temp, "50")
     guard = loop_for(ticker, FileSensor(temp), tmp_path).start()
+    assert eventually(lambda: guard.reading.temp_c == 50.0)  # frozen after its first reading: not found frozen
     ticker.pause()
     assert eventually(lambda: frozen(int(ticker.id)))
+    time.sleep(0.1)
+    assert frozen(int(ticker.id))  # someone else's freeze, left to them while the guard runs
     guard.stop()
     assert running(int(ticker.id))
     assert jsonl(tmp_path / "pauses.jsonl") == []  # not the guard's window to record

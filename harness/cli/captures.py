@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from typing_extensions import Annotated
 
@@ -15,6 +17,10 @@ from harness.cli.app import (
     warn,
 )
 from harness.cli.cluster import RecoverRayOption
+
+if TYPE_CHECKING:
+    from harness.capture import RunStatus
+    from harness.recover import Plan
 
 RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under the capture dir).")]
 
@@ -87,7 +93,12 @@ def stop(
 
     final = request_stop(find_capture(capture_root(capture_dir, sim), run), reason, timeout_s=timeout_s,
                          note=note, warn=warn)
-    stdout().print(f"{run}: {final.state} ({final.error})", markup=False)
+    stdout().print(stop_line(run, final), markup=False)
+
+
+def stop_line(run: str, final: "RunStatus") -> str:
+    """`run: state (why)`; a run that ended without an error (it ended as the stop landed) has no `(why)`."""
+    return f"{run}: {final.state}" + (f" ({final.error})" if final.error else "")
 
 
 @command("recover")
@@ -110,6 +121,7 @@ def recover(
     from harness.engines import ENGINE_NAMES, engine_named
     from harness.recover import carry_out, plan_all
 
+    outside: list = []
     if ray:
         from harness.cli.cluster import recover_on_ray
 
@@ -118,7 +130,7 @@ def recover(
     else:
         notes = []
         plans = plan_all(capture_root(capture_dir, sim), [engine_named(name) for name in ENGINE_NAMES], notes,
-                         other_hosts=all_)
+                         other_hosts=all_, outside=outside if capture_dir is not None else None)
         results = [(plan, carry_out(plan, leave_running=leave_running, keep=keep, grace_s=grace_s))
                    for plan in plans]
     for message in notes:
@@ -126,6 +138,9 @@ def recover(
     console = stdout()
     if not any(plan.action != "leave" for plan, _ in results):
         console.print("nothing to recover: no run has lost its harness", markup=False)
+    if not ray and outside:
+        console.print(f"{len(outside)} engine object{'s' if len(outside) != 1 else ''} of a capture outside "
+                      f"{capture_dir} left alone", markup=False)
     for plan, result in results:
         for stranger, why in plan.strangers:
             console.print(f"{plan.run}: {stranger.name} left alone: {why}", markup=False)
@@ -134,9 +149,21 @@ def recover(
             continue
         final = result.status
         assert final is not None
+        if plan.action == "close":
+            console.print(f"{plan.run}: closed {result.windows_closed} open pause window"
+                          f"{'s' if result.windows_closed != 1 else ''} at {result.closed_at}, {result.closed_when} "
+                          "(the run is not frozen; its status is final and unchanged)", markup=False)
+            continue
         closed = (f", {result.windows_closed} open pause window{'s' if result.windows_closed != 1 else ''} closed"
                   if result.windows_closed else "")
         console.print(
             f"{plan.run}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
-            f"{result.lines_saved} log line(s) added, container {result.container}{closed}", markup=False,
+            f"{result.lines_saved} log line(s) added, {_kind(plan, final)} {result.container}{closed}", markup=False,
         )
+
+
+def _kind(plan: "Plan", status: "RunStatus") -> str:
+    """What the engine ran the trainer as: a container, or a process."""
+    if plan.owned is not None:
+        return plan.owned.kind
+    return "process" if status.engine == "process" else "container"

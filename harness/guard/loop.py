@@ -16,6 +16,17 @@ A window is closed only once the run is known to run again: a thaw that fails
 while the run still looks frozen (or cannot be asked) leaves it open, retried
 at the next poll, and `harness recover` closes what a stopped guard could not.
 
+The sensor is read off the lock, in a thread of its own, and waited for at
+most `poll_s` (READ_WAIT_MIN_S at least): a read that blocks (a FIFO, a wedged
+NVML call) is a missing reading, and no second read starts while it hangs, so
+the policy's missing-reading rules and `max_pause_s` (from the clock) still
+act, and `stop()` is prompt. A reading that cannot be true (sensors.implausible)
+is a missing reading too, noted once.
+
+A guard that finds its target frozen at its first reading (its last guard was
+killed while the run was paused) thaws it at once when the GPU is cool, and
+otherwise keeps it as a pause of its own, thawed once cool.
+
 A run that has ended needs no guard: no window is opened for it, and a pause or
 a thaw that fails because it ended stops the guard without a note. Only a run
 that ends in the instant between that check and the freeze leaves a window
@@ -34,10 +45,57 @@ from harness.capture import append_jsonl
 from harness.engines import EXITED, GONE
 from harness.experiments import GuardConfig
 from harness.guard.policy import Action, Decision, GuardState, decide, is_hot
-from harness.guard.sensors import Clock, PauseAware, Sample, Sensor, WallClock, wall_clock_us
+from harness.guard.sensors import Clock, PauseAware, Sample, Sensor, WallClock, implausible, wall_clock_us
 from harness.times import format_time_us
 
 ENDED_WAIT_S = 1.0  # after a failed pause or thaw: how long to wait for the engine to say the run ended
+READ_WAIT_MIN_S = 0.2  # the shortest wait for a reading: a busy machine's slow read is not a missing one
+STOP_CHECK_S = 0.05  # how often a wait for a reading looks whether the guard is stopping
+
+
+class BoundedReader:
+    """Reads a sensor in a thread of its own and waits a bounded time; one read at a time, never two."""
+
+    def __init__(self, sensor: Sensor) -> None:
+        self.sensor = sensor
+        self._pending: Optional[threading.Thread] = None
+
+    @property
+    def hung(self) -> bool:
+        """True while a read that was given up on has still not returned."""
+        return self._pending is not None and self._pending.is_alive()
+
+    def read(self, timeout_s: float, stopping: threading.Event) -> tuple[Optional[Sample], Optional[str]]:
+        """The sample (None: no reading), and a problem worth a note (or None)."""
+        if self.hung:
+            return None, self._slow(timeout_s)
+        box: list[Any] = []
+
+        def take() -> None:
+            try:
+                box.append(self.sensor.read())
+            except Exception as err:  # noqa: BLE001 - a sensor must not raise; if it does, it is a missing reading
+                box.append(err)
+
+        self._pending = threading.Thread(target=take, name=f"sensor-{self.sensor.name}", daemon=True)
+        self._pending.start()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._pending.join(max(0.0, min(STOP_CHECK_S, deadline - time.monotonic())))
+            if box or time.monotonic() >= deadline or stopping.is_set():
+                break
+        if not box:
+            return None, (None if stopping.is_set() else self._slow(timeout_s))
+        self._pending = None
+        found = box[0]
+        if isinstance(found, Exception):
+            return None, f"sensor {self.sensor.name} raised {type(found).__name__}: {found}"
+        problem = getattr(self.sensor, "problem", None)  # a file sensor's "not a regular file"
+        return found, (f"sensor {self.sensor.name}: {problem}" if found is None and problem else None)
+
+    def _slow(self, timeout_s: float) -> str:
+        return (f"sensor {self.sensor.name}: no answer within {timeout_s:g} s; a blocked read counts as a missing "
+                "reading (and no other read starts until it returns)")
 
 
 class Pausable(Protocol):
@@ -101,6 +159,10 @@ class GuardLoop:
         self._on_stop = on_stop
         self._on_reading = on_reading
         self._append_record = append  # the capture's writer: a run on a Ray node also streams it to the driver
+        self._reader = BoundedReader(sensor)
+        self._noted: set[str] = set()
+        self._notes_lock = threading.Lock()  # notes come from the guard's thread (reads are off the main lock) and stop()
+        self._looked = False  # whether a first reading has been compared with the target's frozen state
         self._state = GuardState()
         self._window: Optional[dict[str, Any]] = None  # the open pause window, as written
         self._window_start_us = 0
@@ -168,16 +230,26 @@ class GuardLoop:
                 return
 
     def poll(self) -> Decision:
-        """One poll: read, decide, act, record."""
+        """One poll: read (off the lock, bounded), decide, act, record."""
+        if self._stop.is_set() and self._thread is not None:
+            return Decision()
+        sample = self._read()
         with self._lock:
             if self._stop.is_set() and self._thread is not None:
                 return Decision()
-            sample = self._read()
-            state, decision = decide(self.config, self._state, sample, self._clock())
+            found_frozen = self._first_look(sample)
+            now = self._clock()
+            state, decision = decide(self.config, self._state, sample, now)
+            if found_frozen:
+                state, decision = self._found_frozen(state, decision, sample, now)
             if decision.note:
                 self._note(decision.note)
-            if decision.action is Action.PAUSE and not self._pause(decision):
-                state = replace(state, paused=False, paused_at=None, reason=None, peak_c=None)
+            if decision.action is Action.PAUSE:
+                if self._pause(decision, freeze=not found_frozen):
+                    # max_pause_s counts from the freeze, whose window start was written just before it
+                    state = replace(state, paused_at=max(now, self._clock()))
+                else:
+                    state = replace(state, paused=False, paused_at=None, reason=None, peak_c=None)
             elif decision.action in (Action.RESUME, Action.STOP):
                 thawed = self._resume(decision.peak_c, decision.reason)
                 if not thawed and decision.action is Action.RESUME:
@@ -194,16 +266,53 @@ class GuardLoop:
         return decision
 
     def _read(self) -> Optional[Sample]:
+        sample, problem = self._reader.read(max(self.config.poll_s, READ_WAIT_MIN_S), self._stop)
+        if problem:
+            self._note(problem)
+        why = implausible(sample) if sample is not None else None
+        if why is not None:
+            self._note(f"sensor {self.sensor.name}: an implausible reading ({why}) counts as a missing reading",
+                       once_as="implausible")
+            return None
+        return sample
+
+    def _first_look(self, sample: Optional[Sample]) -> bool:
+        """At the first reading: whether the target is frozen, by someone else (a guard killed while it paused)."""
+        if self._looked or sample is None or sample.temp_c is None:
+            return False
+        self._looked = True
+        return self._window is None and not self._state.paused and self._answers_paused() is True
+
+    def _found_frozen(self, state: GuardState, decision: Decision, sample: Sample,
+                      now: float) -> tuple[GuardState, Decision]:
+        """A target found frozen: thawed at once if the GPU is cool, else kept as a pause of ours until it is."""
+        temp = sample.temp_c
+        if decision.action is Action.PAUSE:
+            return state, decision
+        if state.last_hot:
+            why = f"found frozen at {temp:.1f} C, above resume_at_c {self.config.resume_at_c:g} C"
+            state = replace(state, paused=True, paused_at=now, reason=why, peak_c=temp)
+            return state, replace(decision, action=Action.PAUSE, reason=why, peak_c=temp)
         try:
-            return self.sensor.read()
-        except Exception as err:  # noqa: BLE001 - a sensor must not raise; if it does, it is a missing reading
-            self._note(f"sensor {self.sensor.name} raised {type(err).__name__}: {err}")
+            self.handle.resume()
+            self._note(f"found the run frozen with the GPU cool ({temp:.1f} C): thawed it")
+        except Exception as err:  # noqa: BLE001 - said, and the guard goes on
+            self._note(f"found the run frozen with the GPU cool ({temp:.1f} C) but could not thaw it: "
+                       f"{type(err).__name__}: {err}")
+        return state, decision
+
+    def _answers_paused(self) -> Optional[bool]:
+        """Whether the target is frozen; None when it cannot be asked."""
+        try:
+            return bool(self.handle.is_paused())
+        except Exception:  # noqa: BLE001 - cannot tell
             return None
 
-    def _pause(self, decision: Decision) -> bool:
+    def _pause(self, decision: Decision, *, freeze: bool = True) -> bool:
         """Write the open window, then freeze the run; a failed freeze closes the window empty.
 
         A run that has ended gets no window, and stops the guard without a note.
+        `freeze=False`: the run was found frozen already; only the window is written.
         """
         if self._ended(wait_s=0):
             self._stop.set()
@@ -212,6 +321,9 @@ class GuardLoop:
         self._window = {"start": format_time_us(self._window_start_us), "end": None,
                         "reason": decision.reason, "peak_c": decision.peak_c}
         self._append(self.pauses_path, self._window)
+        if not freeze:
+            self._tell_sensor(True)
+            return True
         try:
             self.handle.pause()
         except Exception as err:  # noqa: BLE001 - e.g. the run just exited; retried at the next hot poll
@@ -243,7 +355,10 @@ class GuardLoop:
         try:
             self.handle.resume()
         except Exception as err:  # noqa: BLE001 - the run may have exited, or the engine gone away
-            if self._ended(wait_s=ENDED_WAIT_S):  # its freeze ended with it: close the window, stop guarding
+            if self._answers_paused() is False:  # not frozen (any more): the freeze is over, nothing to say
+                if self._ended(wait_s=0):
+                    self._stop.set()
+            elif self._ended(wait_s=ENDED_WAIT_S):  # its freeze ended with it: close the window, stop guarding
                 self._stop.set()
             else:
                 self._note(f"could not resume the run ({why}): {type(err).__name__}: {err}")
@@ -286,7 +401,8 @@ class GuardLoop:
             if self.handle.is_paused():  # never leave a run frozen, whoever froze it
                 self.handle.resume()
         except Exception as err:  # noqa: BLE001 - the run may be gone already
-            self._note(f"could not check or thaw the run: {type(err).__name__}: {err}")
+            if self._answers_paused() is not False:
+                self._note(f"could not check or thaw the run: {type(err).__name__}: {err}")
 
     def _tell_sensor(self, paused: bool) -> None:
         if isinstance(self.sensor, PauseAware):
@@ -325,9 +441,13 @@ class GuardLoop:
         except OSError as err:
             self._note(f"could not write {path}: {err.strerror or err}")
 
-    def _note(self, message: str) -> None:
-        if message in self.notes:  # each distinct problem once, not every poll
-            return
-        self.notes.append(message)
+    def _note(self, message: str, *, once_as: Optional[str] = None) -> None:
+        """Report a problem once (`once_as`: once for all messages of that kind), not every poll."""
+        key = once_as or message
+        with self._notes_lock:
+            if key in self._noted:
+                return
+            self._noted.add(key)
+            self.notes.append(message)
         if self._on_note is not None:
             self._on_note(message)

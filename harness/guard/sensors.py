@@ -16,7 +16,9 @@ its `facts()`, recorded once in the run's manifest.
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,14 @@ THERMAL_REASONS = {
     "SwThermalSlowdown": nvmlClocksEventReasonSwThermalSlowdown,
     "HwThermalSlowdown": nvmlClocksEventReasonHwThermalSlowdown,
 }
+
+# A reading outside these is a sensor's garbage (an unset or zeroed file, a wedged driver), never a GPU in a room
+# people work in: a missing reading. 0 C is the usual garbage, so the floor is above it.
+PLAUSIBLE_C = (5.0, 150.0)
+# NVML's clock-event reasons are bits 0x1 to 0x100 (and "unknown", bit 63): a mask with bits above 0xFFFF, or a
+# negative one (-1 would set every thermal bit), is not one NVML gives.
+PLAUSIBLE_REASONS = 0xFFFF | 1 << 63
+FILE_HEAD_BYTES = 256  # a file sensor reads this much at most: "84.5 0x20" fits many times over
 
 THERMAL_ROOT = Path("/sys/class/thermal")
 WallClock = Callable[[], int]  # microseconds since the epoch, UTC
@@ -83,35 +93,57 @@ class SensorUnavailable(Exception):
     """A sensor that cannot read here; the message says why in a few words."""
 
 
+def implausible(sample: Sample) -> Optional[str]:
+    """Why a sample cannot be a true reading (a temperature or a reasons mask out of range), or None."""
+    low, high = PLAUSIBLE_C
+    if sample.temp_c is not None and not low <= sample.temp_c <= high:
+        return f"{sample.temp_c:.1f} C; a temperature is believed between {low:g} and {high:g} C"
+    if sample.reasons is not None and (sample.reasons < 0 or sample.reasons & ~PLAUSIBLE_REASONS):
+        shown = sample.reasons if sample.reasons < 0 else hex(sample.reasons)
+        return f"clock-event reasons {shown}"
+    return None
+
+
 def finite(value: float) -> Optional[float]:
     """`value`, or None for NaN and infinities (never written to a record)."""
     return value if math.isfinite(value) else None
 
 
 class FileSensor:
-    """Degrees C as the first word of a file; an optional second word is a reasons mask (0x20, 32)."""
+    """Degrees C as the first word of a file; an optional second word is a reasons mask (0x20, 32).
+
+    Only a regular file is read, opened non-blocking and only its head: a FIFO
+    nobody writes, or a device like /dev/zero, is a missing reading, never a
+    guard stuck in `read`. `problem` says why the last read found no reading
+    worth a note (None when it read, or when the file is merely absent or bad).
+    """
 
     name = "file"
 
     def __init__(self, path: Path, wall_us: WallClock = wall_clock_us) -> None:
         self.path = Path(path)
         self._wall_us = wall_us
+        self.problem: Optional[str] = None
 
     def read(self) -> Optional[Sample]:
         try:
-            return self._parse()
+            sample = self._parse()
         except SensorUnavailable:
             return None
+        self.problem = None
+        return sample
 
     def check(self) -> None:
         """SensorUnavailable (saying why) unless the file holds a reading now."""
         self._parse()
 
     def _parse(self) -> Sample:
+        self.problem = None
         try:
-            words = self.path.read_text().split()
+            text = self._head().decode("utf-8")
         except (OSError, UnicodeDecodeError) as err:
             raise SensorUnavailable(f"cannot read {self.path}: {getattr(err, 'strerror', None) or err}") from None
+        words = text.split()
         try:
             temp = finite(float(words[0]))
             reasons = int(words[1], 0) if len(words) > 1 else None
@@ -119,6 +151,16 @@ class FileSensor:
             first = words[0][:20] if words else ""
             raise SensorUnavailable(f"{self.path} does not start with a temperature in C ({first!r})") from None
         return Sample(self._wall_us(), temp_c=temp, reasons=reasons)
+
+    def _head(self) -> bytes:
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                self.problem = f"{self.path} is not a regular file"
+                raise SensorUnavailable(self.problem)
+            return os.read(fd, FILE_HEAD_BYTES)
+        finally:
+            os.close(fd)
 
     def facts(self) -> dict[str, Any]:
         return {"path": str(self.path), "readable": self.read() is not None}

@@ -22,6 +22,7 @@ from harness.experiments import GuardConfig
 from harness.guard.loop import GuardLoop, GuardReading
 from harness.guard.sensors import SensorChoice, open_sensor
 
+CLOSE_WAIT_S = 1.0
 WAIT_S = 0.25  # how often `guard_until_exit` looks whether the target exited or a stop was asked for
 
 
@@ -67,8 +68,11 @@ class GuardSession:
         return loop.start()
 
     def close(self) -> None:
+        """Close the sensor, waiting CLOSE_WAIT_S at most: a sensor whose read hangs may hang its close too."""
         if self.choice.sensor is not None:
-            self.choice.sensor.close()
+            closing = threading.Thread(target=self.choice.sensor.close, name="sensor-close", daemon=True)
+            closing.start()
+            closing.join(CLOSE_WAIT_S)
 
 
 @dataclass
