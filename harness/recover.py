@@ -48,7 +48,8 @@ from harness.capture import (
     write_json_atomic,
 )
 from harness.capture.lock import CaptureLock, holder, in_use
-from harness.capture.reader import StatusRead, find_runs, iter_jsonl, not_regular, read_pauses, read_status
+from harness.capture.reader import (RUNNING_AGAIN_SLACK_US, StatusRead, find_runs, first_stamps_after, iter_jsonl,
+                                    not_regular, read_pauses, read_status)
 from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, EngineUnavailable, RunHandle
 from harness.engines.logstream import LogPosition
 from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
@@ -385,18 +386,10 @@ def running_again_at(capture: Capture, status: RunStatus) -> tuple[str, str]:
     after the window's start, else its end (or now); and what that time is."""
     starts = [w.start_us for w in read_pauses(capture.pauses_path, []) if w.end_us is None]
     if starts:
-        after_us = max(starts)
-        try:
-            with capture.log_path.open("rb") as log:
-                for raw in log:
-                    try:
-                        stamp_us = stamp_to_ns(raw.split(b" ", 1)[0].decode("ascii")) // 1000
-                    except (ValueError, UnicodeDecodeError):
-                        continue
-                    if stamp_us > after_us:
-                        return format_time_us(stamp_us), "when its log shows it running again"
-        except OSError:
-            pass
+        after_us = max(starts) + RUNNING_AGAIN_SLACK_US  # the summary's rule (harness.capture.reader)
+        logged = first_stamps_after(capture.log_path, [after_us], [])
+        if after_us in logged:
+            return format_time_us(logged[after_us][0]), "when its log shows it running again"
     if status.ended_at:
         return status.ended_at, "the run's end (no log line after the window's start)"
     return utc_now(), "when recover found it running (no log line after the window's start)"

@@ -65,6 +65,9 @@ def test_a_window_whose_close_line_was_lost_is_not_paused_in_status_and_recover_
     (capture.directory / "guard.jsonl").write_text(json.dumps(
         {"t": "2026-03-01T12:05:00Z", "temp_c": 70.0, "reasons": 0, "power_w": None, "paused": False}) + "\n")
     (capture.directory / "container.log").write_text("2026-03-01T12:03:00.000000000Z before\n"
+                                                     # printed as the window opened, before the freeze took
+                                                     # hold: not "running again" (the summary's rule too)
+                                                     "2026-03-01T12:03:04.400000000Z in the gap\n"
                                                      "2026-03-01T12:04:30.500000000Z after\n"
                                                      "2026-03-01T12:09:00.000000000Z later\n")
     env = {"HARNESS_PROCESS_DIR": str(tmp_path / "processes"), "HARNESS_LOCK_DIR": str(tmp_path / "locks"),

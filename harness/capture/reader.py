@@ -462,6 +462,12 @@ def read_head(path: Path, max_bytes: int) -> bytes:
         os.close(fd)
 
 
+# A line within this of an open pause window's start does not show the run running again: the window is
+# written just before the run is frozen, and the engine's clock is not the harness's. The summary and
+# `recover` both end an open window at the first line after it.
+RUNNING_AGAIN_SLACK_US = 1_000_000
+
+
 def first_stamps_after(path: Path, times_us: Sequence[int], notes: list[str]) -> dict[int, tuple[int, int]]:
     """For each time, (receive time, line number) of the first line of a container.log stamped after it.
 

@@ -24,14 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from harness.capture.columns import MetricsColumns
-from harness.capture.reader import LOG_NAME, RunCapture, first_stamps_after, sim_time_scale
+from harness.capture.reader import LOG_NAME, RunCapture, RUNNING_AGAIN_SLACK_US, first_stamps_after, sim_time_scale
 from harness.capture.records import STATES
 from harness.summary.conditions import RunConditions, read_conditions
 from harness.summary.notes import RunNotes, shown
 from harness.summary.run_config import RunConfig, resolve_config
 from harness.summary.sanity import (
     MAX_EXACT_INT,
-    SPAN_SLACK_US,
     Span,
     compare_problems,
     exact_int,
@@ -260,14 +259,14 @@ def _open_window_ends(capture: RunCapture, span: Span, steps: MetricsColumns,
     A frozen run prints nothing, so the window ends at the latest at the first
     time after it that the run printed: a line of container.log, a step's
     t_rollout_end or t_step_end (each the receive time of a line); else at the
-    run's end. A time within `SPAN_SLACK_US` of the window's start does not
+    run's end. A time within `RUNNING_AGAIN_SLACK_US` of the window's start does not
     count: the window is written just before the run is frozen, and the
     engine's clock is not the harness's.
     """
     starts = [pause.start_us for pause in capture.pauses if pause.end_us is None]
     if not starts:
         return {}
-    after = {start: start + SPAN_SLACK_US for start in starts}
+    after = {start: start + RUNNING_AGAIN_SLACK_US for start in starts}
     logged = (first_stamps_after(capture.directory / LOG_NAME, list(after.values()), notes)
               if capture.directory is not None else {})
     step_times = sorted((t, step, key) for key, column in (("t_rollout_end", steps.t_rollout_end_us),
