@@ -22,7 +22,6 @@ Only faster:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -32,6 +31,7 @@ import orjson
 
 from harness.capture.reader import MAX_LINE_BYTES, Unreadable, iter_jsonl, loads_json, read_bounded
 from harness.capture.records import PauseWindow, StepRow
+from harness.mileslog.keys import finite_number
 from harness.times import parse_times_us
 
 WHOLE_FILE_BYTES = 256 << 20  # a file up to this size is read at once; a larger one line by line
@@ -268,17 +268,7 @@ def read_pause_windows(path: Path, notes: list[str]) -> list[PauseWindow]:
             notes.append(f"{name} line {number}: end {raw_ends[i]!r} is not an RFC 3339 time: read as still open")
         reason = obj.get("reason")
         by_start[start] = PauseWindow(start, end, reason if isinstance(reason, str) else "", number,
-                                      _peak_c(obj.get("peak_c")))
+                                      finite_number(obj.get("peak_c")))
     notes.extend(lines.bad_notes[said:])
     return [by_start[start] for start in sorted(by_start)]
 
-
-def _peak_c(value: Any) -> Optional[float]:
-    """A window's peak temperature as the guard recorded it: a finite number, else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        peak = float(value)
-    except OverflowError:  # an integer beyond float range
-        return None
-    return peak if math.isfinite(peak) else None
