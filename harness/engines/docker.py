@@ -255,6 +255,7 @@ class DockerRun:
         self.id = container.id
         self._exit_code: Optional[int] = None
         self._waiter: Optional[threading.Thread] = None
+        self._waiter_lock = threading.Lock()  # the runner and the heat guard may both ask `wait` at once
         self._wait_error: Optional[HarnessError] = None
         self.outages: list[str] = []  # each time the engine went away and came back (or did not)
 
@@ -327,9 +328,11 @@ class DockerRun:
 
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
         """Exit code from `container.wait()`, or None while still running after `timeout`."""
-        if self._waiter is None:
-            self._waiter = threading.Thread(target=self._wait_forever, name=f"wait-{self.id[:12]}", daemon=True)
-            self._waiter.start()
+        with self._waiter_lock:  # one waiter thread, started before anyone joins it
+            if self._waiter is None:
+                waiter = threading.Thread(target=self._wait_forever, name=f"wait-{self.id[:12]}", daemon=True)
+                waiter.start()
+                self._waiter = waiter
         self._waiter.join(timeout)
         if self._waiter.is_alive():
             return None
