@@ -87,7 +87,9 @@ def leftover_warnings(capture_root: Path, engine_names: Sequence[str]) -> list[s
     from harness.recover import plan_all
 
     engines = [engine_named(name) for name in dict.fromkeys(engine_names)]
-    plans = plan_all(capture_root, engines, [])
+    # Only this capture root's leftovers, as `harness recover --capture-dir` sees them: another root's are
+    # that root's business (and its own recover's).
+    plans = plan_all(capture_root, engines, [], outside=[])
     return [f"{plan.describe()}; `harness recover` settles it" for plan in plans if plan.action != "leave"]
 
 

@@ -296,6 +296,11 @@ def test_run_warns_about_leftovers_and_recover_touches_only_what_a_capture_owns(
         assert result.exit_code == 0, result.output
         assert "run killed (container mgl-killed-" in result.stderr and "harness recover` settles it" in result.stderr
         assert "ghost" not in result.stderr  # recover would not act on it, so it is no leftover of a run
+        elsewhere = lab.captures.parent / "elsewhere"  # another capture root: its runs are not told of this one's
+        other_root = CliRunner().invoke(app, ["run", lab.experiment("other-root", steps=1), "--experiments-dir",
+                                              str(lab.experiments), "--capture-dir", str(elsewhere)], env=lab.env)
+        assert other_root.exit_code == 0, other_root.output
+        assert "killed" not in other_root.stderr and "settles it" not in other_root.stderr
         recovered = CliRunner().invoke(app, ["recover", "--grace-s", "2", "--capture-dir", str(lab.captures)])
         assert recovered.exit_code == 0, recovered.output
         assert "killed: interrupted" in recovered.output
