@@ -15,7 +15,6 @@ so `harness recover --ray` finds the trainer from the driver.
 
 from __future__ import annotations
 
-import os
 import queue
 import socket
 import threading
@@ -40,11 +39,9 @@ def node_facts() -> dict[str, str]:
 
 def node_capture_root() -> Path:
     """Where a node keeps its own copy of the runs it ran (HARNESS_NODE_CAPTURE_DIR, else the state directory)."""
-    configured = os.environ.get("HARNESS_NODE_CAPTURE_DIR")
-    if configured:
-        return Path(configured)
-    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state_home) / "miles-gb10-lab" / "ray-captures"
+    from harness.engines import state_dir
+
+    return state_dir("HARNESS_NODE_CAPTURE_DIR", "ray-captures")
 
 
 class SweepControl:

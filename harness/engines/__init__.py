@@ -20,10 +20,21 @@ own exception.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Protocol
 
 from harness.errors import ExitCode, HarnessError
+
+
+def state_dir(override_env: str, leaf: str) -> Path:
+    """The harness's per-user state directory `leaf` ($XDG_STATE_HOME/miles-gb10-lab/LEAF), or `$override_env`."""
+    configured = os.environ.get(override_env)
+    if configured:
+        return Path(configured)
+    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "miles-gb10-lab" / leaf
 
 if TYPE_CHECKING:
     from harness.engines.logstream import LogPosition

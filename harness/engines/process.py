@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 from harness.capture.records import ProcessIdentity
-from harness.engines import CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem
+from harness.engines import (CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem,
+                             state_dir)
 from harness.engines.logstream import LogPosition, stamp_now
 from harness.engines.shim import process_identity
 from harness.errors import ExitCode, HarnessError
@@ -43,11 +44,7 @@ SIGNAL_SETTLE_S = 2.0  # how long pause/resume wait to see the process stopped o
 
 def process_root() -> Path:
     """Where the process engine keeps its runs."""
-    configured = os.environ.get("HARNESS_PROCESS_DIR")
-    if configured:
-        return Path(configured)
-    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state_home) / "miles-gb10-lab" / "processes"
+    return state_dir("HARNESS_PROCESS_DIR", "processes")
 
 
 class ProcessEngine:
