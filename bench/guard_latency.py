@@ -34,9 +34,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.engines.process import ProcessRun  # noqa: E402
-from harness.experiments import GuardConfig  # noqa: E402
+from harness.guard.config import GuardConfig  # noqa: E402
 from harness.guard import GuardLoop  # noqa: E402
-from harness.guard.sensors import FileSensor, Sensor, open_sensor  # noqa: E402
+from harness.guard.sensors import FileSensor, open_sensor  # noqa: E402
+from harness.guard.samples import Sensor
 
 
 def group_stopped(pgid: int) -> bool:

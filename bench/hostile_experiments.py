@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.errors import HarnessError  # noqa: E402
-from harness.experiments import ExperimentStore  # noqa: E402
-from harness.yamlfile import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES  # noqa: E402
+from harness.experiments.store import ExperimentStore  # noqa: E402
+from harness.experiments.yamlfile import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES  # noqa: E402
 
 HEAD = "name: {name}\nsteps: 1\nengine: process\ncommand: [python3]\n"
 

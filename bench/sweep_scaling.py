@@ -48,15 +48,15 @@ def write_experiment(root: Path, steps: int, time_scale: float) -> Path:
 
 
 def plans_for(experiments: Path, captures: Path, seeds: list[int]) -> list[Any]:
-    from harness.experiments import ExperimentStore
-    from harness.lifecycle import plan_runs
+    from harness.experiments.store import ExperimentStore
+    from harness.run.lifecycle import plan_runs
 
     return plan_runs(ExperimentStore(experiments), "paced", seeds, [], captures, dict(os.environ))
 
 
 def local_sweep(experiments: Path, captures: Path, seeds: list[int]) -> float:
-    from harness.lifecycle import RunOptions, run_sweep
-    from harness.runner import NullProgress, StopControl
+    from harness.run.lifecycle import RunOptions, run_sweep
+    from harness.run.execute import NullProgress, StopControl
 
     start = time.monotonic()
     results = run_sweep(plans_for(experiments, captures, seeds), mode="force", fail_fast=False,
@@ -75,9 +75,9 @@ def ray_sweep(root: Path, experiments: Path, nodes: int, seeds: list[int], delay
     from harness.capture import writer
     from harness.cluster.board import Board
     from harness.cluster.driver import RaySweep
-    from harness.lifecycle import RunOptions
-    from harness.provenance import git_facts, harness_facts
-    from harness.runner import StopControl
+    from harness.run.lifecycle import RunOptions
+    from harness.run.provenance import git_facts, harness_facts
+    from harness.run.execute import StopControl
 
     cluster = Cluster(initialize_head=True, connect=False, head_node_args={
         "num_cpus": 1, "num_gpus": 0, "object_store_memory": 80 * 1024 * 1024, "include_dashboard": False})

@@ -43,7 +43,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-from harness.errors import ExitCode, HarnessError
+from harness.errors import HarnessError
 
 DEFAULT_TARGET = 0.9
 MAX_OVER_SAMPLING_FACTOR = 64  # search O up to this many times B before giving up

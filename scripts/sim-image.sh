@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SIM_IMAGE=miles-gb10-lab/sim:latest # harness/simswap.py looks for this tag
+SIM_IMAGE=miles-gb10-lab/sim:latest # harness/run/simswap.py looks for this tag
 SIM_PYTHON_FROM=${SIM_PYTHON_FROM:-host}
 best_effort=0
 case ${1:-} in

@@ -22,7 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN
+from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN
 
 REPO = Path(__file__).resolve().parent.parent
 IMAGE = "miles-gb10-lab/fake-trainer:test"

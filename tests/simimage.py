@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.simswap import SIM_IMAGE
+from harness.run.simswap import SIM_IMAGE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

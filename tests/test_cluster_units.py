@@ -18,8 +18,8 @@ from harness.cluster.board import Board
 from harness.cluster.connect import Node, NodeFacts, run_request
 from harness.cluster.scaleout import GCS_PORT, plan_scale_out
 from harness.errors import HarnessError
-from harness.experiments import ExperimentStore
-from harness.launch import plan_launch
+from harness.experiments.store import ExperimentStore
+from harness.run.plan import plan_launch
 
 REPO = Path(__file__).resolve().parent.parent
 SPARKS = (NodeFacts("a" * 56, "10.0.0.1", "spark-1"), NodeFacts("b" * 56, "10.0.0.2", "spark-2"))
@@ -37,8 +37,8 @@ def write_experiment(directory: Path, **data: object) -> ExperimentStore:
 def test_a_run_forwarded_through_the_writer_gives_the_same_capture_elsewhere(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The runner's writes, applied by EventSink to another directory, are the local capture file for file."""
-    from harness.lifecycle import RunOptions, plan_runs, run_planned
-    from harness.runner import NullProgress, StopControl
+    from harness.run.lifecycle import RunOptions, plan_runs, run_planned
+    from harness.run.execute import NullProgress, StopControl
 
     monkeypatch.setenv("HARNESS_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.setenv("HARNESS_PROCESS_DIR", str(tmp_path / "processes"))
@@ -313,9 +313,9 @@ def test_a_sweep_with_ray_skips_a_succeeded_run_with_the_line_a_local_sweep_prin
 
 def test_the_driver_decides_with_the_configuration_changes_the_local_path_names(ray_cli, tmp_path: Path) -> None:  # noqa: ANN001
     from harness.cluster.driver import RaySweep
-    from harness.lifecycle import RunOptions, decide_on_capture, plan_runs
-    from harness.runner import StopControl
-    from harness.simswap import SimTarget
+    from harness.run.lifecycle import RunOptions, decide_on_capture, plan_runs
+    from harness.run.execute import StopControl
+    from harness.run.simswap import SimTarget
 
     first = ray_cli("run", "plain", "--set", "steps=1")
     assert first.exit_code == 0, first.output

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from harness.summary.document import SummaryDocument
 from harness.cli import app
-from harness.demo import DEMO_RUNS, WRITE_UP, headline, plan_demo
-from harness.experiments import ExperimentStore
-from harness.lifecycle import plan_runs
-from harness.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SimTarget
+from harness.run.demo import DEMO_RUNS, WRITE_UP, headline, plan_demo
+from harness.experiments.store import ExperimentStore
+from harness.run.lifecycle import plan_runs
+from harness.run.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SimTarget
 from harness.summary.summarize import summarize
 from test_entry_points import fresh_clone, make
 

@@ -88,8 +88,9 @@ def test_a_pid_reused_by_another_process_is_never_signalled(tmp_path: Path) -> N
 def test_a_process_run_outlives_its_harness_and_is_found_again(tmp_path: Path) -> None:
     lab = Lab(tmp_path, "process")
     run = lab.experiment("long", scenario="hang")
-    from harness.experiments import ExperimentStore
-    from harness.launch import LABEL_RUN, plan_launch
+    from harness.experiments.store import ExperimentStore
+    from harness.engines.spec import LABEL_RUN
+    from harness.run.plan import plan_launch
 
     spec = plan_launch(ExperimentStore(lab.experiments).load(run).experiment, base_args=[],
                        capture_root=str(lab.captures), project_root=str(tmp_path), environ={})

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.cli.app import DEFAULT_CAPTURE_DIR, SIM_CAPTURE_DIR, capture_root
 from harness.cli.runs import DEFAULT_EXPERIMENT, spread_seeds
-from harness.simswap import DEFAULT_TIME_SCALE
+from harness.run.simswap import DEFAULT_TIME_SCALE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"

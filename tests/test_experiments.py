@@ -10,7 +10,9 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import HarnessError
-from harness.experiments import CURRENT_FILTER_PATH, ExperimentStore, deep_merge
+from harness.experiments.flags import CURRENT_FILTER_PATH
+from harness.experiments.store import ExperimentStore
+from harness.experiments.overrides import deep_merge
 
 REPO_EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 BASE = ["--rollout-batch-size", "32", "--n-samples-per-prompt", "8", "--num-rollout", "12", "--seed", "1"]

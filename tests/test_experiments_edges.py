@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.experiments import ExperimentStore
-from harness.yamlfile import BoundedLoader, load_mapping
+from harness.experiments.store import ExperimentStore
+from harness.experiments.yamlfile import BoundedLoader, load_mapping
 from test_experiments_hostile import cli, exp_dir, one_error_line, write  # noqa: F401  (fixture)
 
 BASE = ["--rollout-batch-size", "32", "--num-rollout", "12", "--seed", "1"]

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.experiments import ExperimentStore
+from harness.experiments.store import ExperimentStore
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = ["--rollout-batch-size", "32", "--n-samples-per-prompt", "8", "--num-rollout", "12", "--seed", "1"]

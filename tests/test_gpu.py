@@ -1,6 +1,6 @@
 """What runs on a GPU machine today (marker `gpu`; skipped where nvidia-smi lists no GPU).
 
-- The NVML probe behind a manifest's driver facts (harness.provenance) reports
+- The NVML probe behind a manifest's driver facts (harness.run.provenance) reports
   the driver and the GPUs that nvidia-smi sees.
 - A run with `gpus: all` of the stand-in trainer (Docker with the NVIDIA
   runtime) is a smoke capture: scripts/check-capture.py accepts it, as
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.provenance import nvml_probe
+from harness.run.provenance import nvml_probe
 
 pytestmark = pytest.mark.gpu
 

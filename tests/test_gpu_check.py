@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.experiments import ExperimentStore
+from harness.experiments.store import ExperimentStore
 from harness.mileslog import LogParser
 from runlab import Lab, process_lab  # noqa: F401  (fixture)
 

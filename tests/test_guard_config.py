@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from harness.experiments import ExperimentStore, GuardConfig
-from harness.launch import compute_run_id
+from harness.experiments.store import ExperimentStore
+from harness.guard.config import GuardConfig
+from harness.run.plan import compute_run_id
 
 REPO = Path(__file__).resolve().parent.parent
 

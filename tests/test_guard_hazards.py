@@ -17,10 +17,11 @@ import pytest
 
 from harness.engines.process import ProcessRun
 from harness.errors import HarnessError
-from harness.experiments import GuardConfig
+from harness.guard.config import GuardConfig
 from harness.guard import Action, GuardLoop
 from harness.capture.reader import read_pauses
-from harness.guard.sensors import FileSensor, Sample, open_sensor
+from harness.guard.sensors import FileSensor, open_sensor
+from harness.guard.samples import Sample
 from drills import jsonl, write_temp
 from runlab import fake_trainer, lab  # noqa: F401 - fixtures
 from test_guard_loop import FakeClock, eventually, frozen, running, synchronous, ticker  # noqa: F401 - a fixture

@@ -17,9 +17,10 @@ from typing import Callable, Iterator, Optional
 import pytest
 
 from harness.engines.process import ProcessRun
-from harness.experiments import GuardConfig, SimSensorConfig
+from harness.guard.config import GuardConfig, SimSensorConfig
 from harness.guard import Action, GuardLoop
-from harness.guard.sensors import FileSensor, Sample, SimSensor
+from harness.guard.sensors import FileSensor, SimSensor
+from harness.guard.samples import Sample
 from harness.times import format_time_us, parse_time_us
 from drills import jsonl, write_temp
 

@@ -193,7 +193,7 @@ def test_nvml_fake_library_answers_memory_info_like_a_gb10(gpu: FakeGpu) -> None
 
 OPEN = """
 from pathlib import Path
-from harness.experiments import GuardConfig
+from harness.guard.config import GuardConfig
 from harness.errors import HarnessError
 from harness.guard.sensors import open_sensor
 try:
@@ -290,7 +290,7 @@ def test_nvml_guard_probe_without_a_driver_exits_1_with_one_line(gpu: FakeGpu) -
 DRILL = """
 import os, subprocess, time
 from harness.engines.process import ProcessRun
-from harness.experiments import GuardConfig
+from harness.guard.config import GuardConfig
 from harness.guard import GuardLoop
 from harness.guard.nvml import NvmlSensor
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.experiments import GuardConfig
+from harness.guard.config import GuardConfig
 from harness.guard.policy import Action, GuardState, decide, is_hot, thermal_reasons
-from harness.guard.sensors import THERMAL_REASONS, Sample
+from harness.guard.samples import THERMAL_REASONS, Sample
 
 CONFIG = GuardConfig(pause_at_c=85, resume_at_c=78, min_pause_s=30, max_pause_s=300, missing_polls=3)
 

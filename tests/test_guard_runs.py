@@ -290,7 +290,7 @@ def test_the_time_limit_reached_while_frozen_thaws_and_stops_the_run(lab: Lab, t
 
 
 def test_a_run_that_has_ended_is_not_paused_and_gets_no_window_and_no_note(lab: Lab, tmp_path: Path) -> None:
-    from harness.experiments import GuardConfig
+    from harness.guard.config import GuardConfig
     from harness.guard import GuardSession
 
     run = lab.experiment("ended", steps=1)

@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.experiments import GuardConfig, SimSensorConfig
-from harness.guard.sensors import (
-    FileSensor, PauseAware, SensorUnavailable, SimSensor, SysfsSensor, open_sensor, probe_thermal_zones,
-)
+from harness.guard.config import GuardConfig, SimSensorConfig
+from harness.guard.sensors import FileSensor, SimSensor, SysfsSensor, open_sensor, probe_thermal_zones
+from harness.guard.samples import PauseAware, SensorUnavailable
 
 
 def wall() -> int:

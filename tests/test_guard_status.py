@@ -13,12 +13,13 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from harness.capture import Capture, RunState, RunStatus
-from harness.capture.reader import last_jsonl, read_pauses
+from harness.capture.bounded import last_jsonl
+from harness.capture.reader import read_pauses
 from harness.cli import app
 from harness.cli.progress import PlainProgress, RichProgress, describe_guard
 from harness.guard import GuardReading
-from harness.launch import LaunchSpec
-from harness.recover import close_open_windows
+from harness.engines.spec import LaunchSpec
+from harness.run.settle import close_open_windows
 from harness.times import parse_time_us
 
 SPEC = LaunchSpec(run="e2b", run_id="e2b-1234", experiment="e2b", seed=1, engine="docker", image="i", command=None,

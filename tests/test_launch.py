@@ -10,8 +10,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.experiments import ExperimentStore
-from harness.launch import compute_run_id, docker_run_command, plan_launch
+from harness.experiments.store import ExperimentStore
+from harness.run.plan import compute_run_id, plan_launch
+from harness.engines.spec import docker_run_command
 
 REPO = Path(__file__).resolve().parent.parent
 FILTER_ARGS = (
@@ -174,7 +175,7 @@ def test_dry_run_json_is_one_document() -> None:
 
 
 def test_volume_host_paths_expand_environment_variables_with_defaults() -> None:
-    from harness.launch import expand_env
+    from harness.run.plan import expand_env
 
     assert expand_env("${MILES_LAB_DATA:-data}", {}) == "data"
     assert expand_env("${MILES_LAB_DATA:-data}", {"MILES_LAB_DATA": "/srv/data"}) == "/srv/data"

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN
+from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN
 from runlab import IMAGE, Lab, docker_lab, fake_trainer, killed, masked  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.docker
@@ -280,8 +280,8 @@ def test_recover_leave_running_thaws_and_saves_but_does_not_stop(lab: Lab, clien
 
 
 def test_run_warns_about_leftovers_and_recover_touches_only_what_a_capture_owns(lab: Lab, client: Any) -> None:
-    from harness.launch import LABEL_RUN_ID
-    from harness.runner import LABEL_HARNESS_HOST, LABEL_HARNESS_PID
+    from harness.engines.spec import LABEL_RUN_ID
+    from harness.run.execute import LABEL_HARNESS_HOST, LABEL_HARNESS_PID
     from harness.capture import this_host
 
     dead = lab.experiment("killed", scenario="hang")

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.experiments import ExperimentStore
-from harness.launch import plan_launch
+from harness.experiments.store import ExperimentStore
+from harness.run.plan import plan_launch
 from harness.engines.process import ProcessEngine
 from runlab import Lab, eventually, process_lab  # noqa: F401  (fixture)
 

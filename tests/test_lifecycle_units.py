@@ -11,9 +11,9 @@ import pytest
 from harness.capture import Capture, RunStatus, append_jsonl, read_jsonl, write_json_atomic
 from harness.engines.logstream import LogPosition, join_partials, split_lines, stamp_to_ns
 from harness.errors import HarnessError
-from harness.gpulock import GpuLock
-from harness.runner import decide_outcome
-from harness.sweep import configuration_changes, decide
+from harness.run.gpulock import GpuLock
+from harness.run.execute import decide_outcome
+from harness.run.decide import configuration_changes, decide
 
 # --- outcome ------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.engines.logstream import RESUME_MAX_LINES, LogPosition, stamp_to_ns
-from harness.recover import log_position
+from harness.run.settle import log_position
 
 T = "2026-01-01T00:00:00."
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from harness.capture import append_jsonl, write_json_atomic
 from harness.cli import app
 from harness.cli.progress import PlainProgress, RichProgress
-from harness.launch import LaunchSpec
+from harness.engines.spec import LaunchSpec
 from harness.mileslog import LogParser, keys, parse_file
 from harness.summary.summarize import summarize
 

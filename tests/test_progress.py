@@ -50,7 +50,7 @@ def test_a_terminal_gets_the_live_panel_and_a_pipe_plain_lines() -> None:
 
 
 def test_the_live_panel_shows_the_last_step() -> None:
-    from harness.launch import LaunchSpec
+    from harness.engines.spec import LaunchSpec
 
     out = io.StringIO()
     progress = RichProgress(Console(file=out, force_terminal=True, width=120))

@@ -18,7 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.experiments import ExperimentStore, is_secret_flag
+from harness.experiments.store import ExperimentStore
+from harness.secrets import is_secret_flag
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "wk-SEKRET5"

@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.engines.dockerapi import DockerApiError
 from harness.errors import HarnessError
-from harness.experiments import ExperimentStore
-from harness.launch import plan_launch
-from harness.lifecycle import plan_runs
+from harness.experiments.store import ExperimentStore
+from harness.run.plan import plan_launch
+from harness.run.lifecycle import plan_runs
 from simimage import sim_image  # noqa: F401  (the fixture)
-from harness.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SIM_IMAGE, SimTarget, check_time_scale, choose_target, simulated
+from harness.run.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SIM_IMAGE, SimTarget, check_time_scale, choose_target, simulated
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS = REPO_ROOT / "experiments"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.runner import decide_outcome
+from harness.run.execute import decide_outcome
 from harness.summary.report import render_report
 from harness.summary.summarize import summarize
 from test_mileslog_rules import summary_rewards

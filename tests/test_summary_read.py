@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.capture.columns import loads_line, read_metrics_columns, read_pause_windows
-from harness.capture.reader import iter_jsonl, loads_json, read_capture
+from harness.capture.bounded import iter_jsonl, loads_json
+from harness.capture.reader import read_capture
 from harness.times import parse_time_us
 
 

@@ -28,15 +28,8 @@ from harness.capture.layout import (
     utc_now,
 )
 from harness.capture.lock import CaptureLock
-from harness.capture.reader import (
-    RunCapture,
-    Skipped,
-    StatusRead,
-    find_runs,
-    read_capture,
-    read_jsonl,
-    read_status,
-)
+from harness.capture.reader import RunCapture, Skipped, StatusRead, find_runs, read_capture, read_status
+from harness.capture.bounded import read_jsonl
 from harness.capture.records import (
     RERUN_ON_RETRY,
     STATES,

@@ -29,7 +29,7 @@ from typing import Any, Optional, Sequence
 
 import orjson
 
-from harness.capture.reader import MAX_LINE_BYTES, Unreadable, iter_jsonl, loads_json, read_bounded
+from harness.capture.bounded import MAX_LINE_BYTES, Unreadable, iter_jsonl, loads_json, read_bounded
 from harness.capture.records import PauseWindow, StepRow
 from harness.mileslog.keys import finite_number
 from harness.times import parse_times_us

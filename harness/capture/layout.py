@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.capture.files import NO_SPACE, write_json_atomic
-from harness.capture.reader import StatusRead, find_runs, is_run_name, read_json_file, read_status
+from harness.capture.reader import StatusRead, find_runs, is_run_name, read_status
+from harness.capture.bounded import read_json_file
 from harness.capture.records import RunStatus
 from harness.errors import ExitCode, HarnessError
 from harness.times import now_rfc3339

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from harness.errors import HarnessError
-from harness.filelock import EXCLUSIVE, clear_owner, is_held, lock_or_wait, open_lock_file, read_owner, try_lock, unlock, write_owner
+from harness.fs.filelock import EXCLUSIVE, clear_owner, is_held, lock_or_wait, open_lock_file, read_owner, try_lock, unlock, write_owner
 
 LOCKS_DIR = ".locks"
 

@@ -33,14 +33,24 @@ Rules of the summary's read (`read_capture`):
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
+from harness.capture.bounded import (
+    MAX_JSONL_BYTES,
+    MAX_JSON_BYTES,
+    MAX_STATUS_BYTES,
+    READ_CHUNK,
+    Unreadable,
+    _open_regular,
+    iter_lines,
+    loads_json,
+    read_bounded,
+    read_json_file,
+)
 from harness.capture.records import PauseWindow, RunStatus, StepRow
 
 if TYPE_CHECKING:
@@ -48,216 +58,6 @@ if TYPE_CHECKING:
 
 SUMMARY_DIR_NAME = "summary"
 STATUS_NAME = "status.json"
-
-MAX_STATUS_BYTES = 1 << 20
-MAX_JSON_BYTES = 64 << 20  # manifest.json, args.json
-MAX_JSONL_BYTES = 1 << 30  # metrics.jsonl of a very long run; lines past the cap are noted, not read
-MAX_LINE_BYTES = 16 << 20
-READ_CHUNK = 1 << 20
-TAIL_BYTES = 64 << 10  # `last_jsonl`: a guard.jsonl of a week's run is never read whole for its last sample
-
-
-class Unreadable(Exception):
-    """A capture file that cannot be read; the message is the reason, naming the file."""
-
-
-def read_bounded(path: Path, max_bytes: int) -> bytes:
-    """The bytes of a regular file of at most `max_bytes`; FileNotFoundError when absent, else Unreadable."""
-    fd = _open_regular(path)
-    try:
-        size = os.fstat(fd).st_size
-        if size > max_bytes:
-            raise Unreadable(f"{path.name} is too large ({size:,} bytes; the cap is {max_bytes:,})")
-        chunks, total = [], 0
-        while True:
-            chunk = os.read(fd, READ_CHUNK)
-            if not chunk:
-                return b"".join(chunks)
-            total += len(chunk)
-            if total > max_bytes:  # it grew while being read
-                raise Unreadable(f"{path.name} is too large (over the cap of {max_bytes:,} bytes)")
-            chunks.append(chunk)
-    except OSError as err:
-        raise Unreadable(f"{path.name} unreadable: {err.strerror or err}") from None
-    finally:
-        os.close(fd)
-
-
-def _open_regular(path: Path) -> int:
-    """Open for reading without blocking on a FIFO; anything but a regular file is Unreadable."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise
-    except OSError as err:
-        raise Unreadable(f"{path.name} unreadable: {err.strerror or err}") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise Unreadable(f"{path.name} is not a regular file (it is {_kind(mode)})")
-    return fd
-
-
-def open_regular(path: Path) -> BinaryIO:
-    """A regular file opened for reading (never blocking on a FIFO); FileNotFoundError, else Unreadable."""
-    fd = _open_regular(path)
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
-
-
-def not_regular(path: Path) -> Optional[str]:
-    """Why `path` cannot be read or appended to as a capture file (None: a regular file, or absent)."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        return f"{path.name} unreadable: {err.strerror or err}"
-    return None if stat.S_ISREG(mode) else f"{path.name} is not a regular file (it is {_kind(mode)})"
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
-                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a file"
-
-
-def loads_json(data: bytes) -> Any:
-    """Parsed JSON; ValueError for anything that is not, however deep or long.
-
-    `NaN` and `Infinity` are read (captures written before strict JSON have
-    them); the typed records and the summary reject or null them.
-    """
-    try:
-        return json.loads(data)
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
-
-
-def read_json_file(path: Path, max_bytes: int = MAX_JSON_BYTES) -> Any:
-    """A parsed JSON file; FileNotFoundError when absent, Unreadable (with the reason) otherwise."""
-    data = read_bounded(path, max_bytes)
-    try:
-        return loads_json(data)
-    except ValueError as err:
-        raise Unreadable(f"{path.name} is not valid JSON ({err})") from None
-
-
-def iter_lines(path: Path, *, max_bytes: int = MAX_JSONL_BYTES,
-               max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, Optional[bytes], bool]]:
-    """(line number, bytes or None if over `max_line`, whether the line lacks its newline) of a regular file.
-
-    FileNotFoundError when absent, Unreadable when it cannot be opened; reading
-    stops at `max_bytes` (the caller is told by a final (0, None, False)).
-    """
-    fd = _open_regular(path)
-    try:
-        number, pending, too_long, total = 0, b"", False, 0
-        while True:
-            chunk = os.read(fd, READ_CHUNK)
-            if not chunk:
-                break
-            total += len(chunk)
-            if total > max_bytes:
-                yield 0, None, False
-                return
-            pieces = chunk.split(b"\n")
-            for piece in pieces[:-1]:
-                number += 1
-                yield number, None if too_long or len(pending) + len(piece) > max_line else pending + piece, False
-                pending, too_long = b"", False
-            rest = pieces[-1]
-            if too_long or len(pending) + len(rest) > max_line:
-                pending, too_long = b"", True
-            else:
-                pending += rest
-        if pending or too_long:
-            yield number + 1, None if too_long else pending, True
-    except OSError as err:
-        raise Unreadable(f"{path.name} unreadable: {err.strerror or err}") from None
-    finally:
-        os.close(fd)
-
-
-def iter_jsonl(path: Path, notes: list[str], *, max_bytes: int = MAX_JSONL_BYTES,
-               loads: Optional[Callable[[bytes], Any]] = None) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for each good line of a JSONL file; a note for each bad one.
-
-    `loads` decodes a line (default `loads_json`; ValueError for a bad line).
-    """
-    loads = loads or loads_json
-    try:
-        lines = iter_lines(path, max_bytes=max_bytes)
-        for number, raw, torn in lines:
-            if number == 0:
-                notes.append(f"{path.name}: over {max_bytes:,} bytes: the rest is not read")
-                return
-            if raw is None:
-                notes.append(f"{path.name} line {number}: longer than {MAX_LINE_BYTES:,} bytes: skipped")
-                continue
-            if not raw.strip():
-                continue
-            try:
-                obj = loads(raw)
-            except ValueError as err:
-                why = "cut short (the writer stopped mid-line)" if torn else f"not JSON ({err})"
-                notes.append(f"{path.name} line {number}: {why}: skipped")
-                continue
-            if not isinstance(obj, dict):
-                notes.append(f"{path.name} line {number}: not a JSON object: skipped")
-                continue
-            yield number, obj
-    except FileNotFoundError:
-        return
-    except Unreadable as err:
-        notes.append(str(err))
-
-
-def last_jsonl(path: Path, notes: list[str], *, tail_bytes: int = TAIL_BYTES) -> Optional[dict[str, Any]]:
-    """The last whole JSON object line of a JSONL file, reading only its last `tail_bytes` (None if none there).
-
-    A torn last line (the writer stopped mid-line) and lines that are not
-    JSON objects are passed over for the line before them.
-    """
-    try:
-        fd = _open_regular(path)
-    except FileNotFoundError:
-        return None
-    except Unreadable as err:
-        notes.append(str(err))
-        return None
-    try:
-        size = os.fstat(fd).st_size
-        start = max(0, size - tail_bytes)
-        data = os.pread(fd, size - start, start)
-    except OSError as err:
-        notes.append(f"{path.name} unreadable: {err.strerror or err}")
-        return None
-    finally:
-        os.close(fd)
-    lines = data.split(b"\n")[:-1]  # what follows the last newline is torn (or nothing)
-    if start > 0:
-        lines = lines[1:]  # the first piece may be the end of a longer line
-    for raw in reversed(lines):
-        try:
-            obj = loads_json(raw)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            return obj
-    return None
-
-
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """The objects of a JSONL file; bad lines (a torn last line after a power-off) are skipped."""
-    for _, obj in iter_jsonl(Path(path), []):
-        yield obj
-
-
-# --------------------------------------------------------------------------- status
-
 
 @dataclass(frozen=True)
 class StatusRead:

@@ -20,7 +20,7 @@ from harness.cli.cluster import RecoverRayOption
 
 if TYPE_CHECKING:
     from harness.capture import RunStatus
-    from harness.recover import Plan
+    from harness.run.settle import Plan
 
 RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under the capture dir).")]
 
@@ -38,7 +38,7 @@ def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) 
     from rich.text import Text
 
     from harness.capture import list_captures
-    from harness.capture_ops import capture_rows
+    from harness.run.capture_ops import capture_rows
     from harness.cli.tables import Column, print_table
 
     capture_dir = capture_root(capture_dir, sim)
@@ -71,7 +71,7 @@ def logs(
     import sys
 
     from harness.capture import find_capture
-    from harness.capture_ops import follow_log
+    from harness.run.capture_ops import follow_log
 
     capture = find_capture(capture_root(capture_dir, sim), run)
     for line in follow_log(capture, follow=follow):
@@ -89,7 +89,7 @@ def stop(
 ) -> None:
     """Stop a running run gracefully; its harness records it as stopped with the reason."""
     from harness.capture import find_capture
-    from harness.capture_ops import request_stop
+    from harness.run.capture_ops import request_stop
 
     final = request_stop(find_capture(capture_root(capture_dir, sim), run), reason, timeout_s=timeout_s,
                          note=note, warn=warn)
@@ -119,7 +119,7 @@ def recover(
     every node of the cluster (a small task per node asks its engines).
     """
     from harness.engines import ENGINE_NAMES, engine_named
-    from harness.recover import carry_out, plan_all
+    from harness.run.settle import carry_out, plan_all
 
     outside: list = []
     if ray:

@@ -99,9 +99,9 @@ def run_on_ray(plans: Sequence[Any], *, address: str, mode: str, fail_fast: bool
     from harness.cluster.connect import connect, disconnect
     from harness.cluster.driver import RaySweep, sweep_exit_code
     from harness.errors import HarnessError
-    from harness.lifecycle import stop_on_signals
-    from harness.provenance import git_facts, harness_facts
-    from harness.runner import StopControl
+    from harness.run.lifecycle import stop_on_signals
+    from harness.run.provenance import git_facts, harness_facts
+    from harness.run.execute import StopControl
 
     ray = connect(address)
     console = stdout()
@@ -156,7 +156,7 @@ def dry_run_over_hosts(plan: Any, *, address: str, nodes: int, as_json: bool) ->
     from harness.cluster.connect import alive_nodes, connect, disconnect, nodes_for, run_request
     from harness.cluster.scaleout import describe_plan, metadata_for, pick_hosts, plan_scale_out
     from harness.errors import HarnessError
-    from harness.provenance import git_facts, harness_facts
+    from harness.run.provenance import git_facts, harness_facts
 
     ray = connect(address)
     try:
@@ -184,7 +184,7 @@ def recover_on_ray(address: str, capture_dir: Path, *, all_: bool, leave_running
     from harness.cluster.connect import alive_nodes, connect, disconnect
     from harness.cluster.remote import node_engines
     from harness.engines import ENGINE_NAMES
-    from harness.recover import carry_out, plan_all
+    from harness.run.settle import carry_out, plan_all
 
     ray = connect(address)
     try:

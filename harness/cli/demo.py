@@ -13,7 +13,7 @@ from typing_extensions import Annotated
 from harness.cli.app import DEFAULT_EXPERIMENTS_DIR, SIM_CAPTURE_DIR, ExperimentsDir, command, note, stdout, warn
 from harness.cli.runs import check_capture_root, report_status, sim_target_from_cli
 from harness.sim.timescale import TIME_SCALE_RANGE
-from harness.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES
+from harness.run.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES
 
 DEMO_HELP = """The lab's whole pipeline on the simulator, on any machine: no GPU, Docker optional.
 
@@ -156,12 +156,12 @@ def demo(
                               "numbers never mix with real ones.")] = SIM_CAPTURE_DIR,
 ) -> None:
     from harness.capture import Capture
-    from harness.demo import plan_demo, run_at_once
+    from harness.run.demo import plan_demo, run_at_once
     from harness.errors import HarnessError
-    from harness.experiments import ExperimentStore
-    from harness.lifecycle import RunOptions, exit_code_for, leftover_warnings, stop_on_signals
-    from harness.provenance import git_facts, harness_facts, nvml_probe
-    from harness.runner import StopControl
+    from harness.experiments.store import ExperimentStore
+    from harness.run.lifecycle import RunOptions, exit_code_for, leftover_warnings, stop_on_signals
+    from harness.run.provenance import git_facts, harness_facts, nvml_probe
+    from harness.run.execute import StopControl
 
     started = time.monotonic()
     check_capture_root(capture_dir, sim=True)
@@ -223,7 +223,7 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, r
     from rich.text import Text
 
     from harness.cli.tables import Column, print_table
-    from harness.demo import headline
+    from harness.run.demo import headline
     from harness.summary.publish import report_from_summary, summarize_to_files
 
     published = summarize_to_files(capture_dir)

@@ -23,7 +23,7 @@ def ls(experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR) -> None:
 
     from harness.cli.tables import Column, print_table
     from harness.errors import HarnessError
-    from harness.experiments import ExperimentStore
+    from harness.experiments.store import ExperimentStore
 
     store = ExperimentStore(experiments_dir)
     columns = [Column("name"), Column("extends", wrap=True, drop=1), Column("seed", "right"),
@@ -75,8 +75,8 @@ def show(
     """Print the resolved experiment (parents merged, overrides and seed applied) as YAML; secrets as ***."""
     import yaml
 
-    from harness.experiments import ExperimentStore
-    from harness.launch import redacted_experiment
+    from harness.experiments.store import ExperimentStore
+    from harness.experiments.schema import redacted_experiment
 
     store = ExperimentStore(experiments_dir)
     if store.is_sweep(experiment):

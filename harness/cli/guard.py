@@ -125,7 +125,7 @@ def _guard_config(settings: dict[str, Any]) -> Any:
     """A GuardConfig from the options; a bad value is one line naming the option."""
     from pydantic import ValidationError
 
-    from harness.experiments import GuardConfig
+    from harness.guard.config import GuardConfig
 
     try:
         return GuardConfig(**settings)

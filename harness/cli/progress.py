@@ -12,7 +12,7 @@ from harness.mileslog import keys
 if TYPE_CHECKING:  # annotations only: `harness parse-log` and `--help` need not import the launch planner
     from harness.capture import RunStatus
     from harness.guard import GuardReading
-    from harness.launch import LaunchSpec
+    from harness.engines.spec import LaunchSpec
 
 
 def step_summary(record: Any, filter_on: Optional[bool] = False) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """`harness run` and `harness sweep`: plan runs from an experiment and start them (or print the plan).
 
-Both run on the GPU, or with `--sim` on the simulator (harness.simswap);
+Both run on the GPU, or with `--sim` on the simulator (harness.run.simswap);
 with no experiment named they take the lab's default one.
 """
 
@@ -35,7 +35,7 @@ from harness.cli.app import (
 from harness.cli.cluster import NodesOption, RayOption
 from harness.cli.progress import progress_for
 from harness.sim.timescale import TIME_SCALE_RANGE
-from harness.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES, SimTarget, choose_target
+from harness.run.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES, SimTarget, choose_target
 
 # The lab's default experiment: the write-up's next step is a second seed of the filter run.
 # `make run` and `make sweep` without EXP, and `run`/`sweep` without an experiment, take it.
@@ -114,8 +114,8 @@ def plan_from_cli(name: str, experiments_dir: Path, capture_dir: Path, seeds: Se
                   overrides: Sequence[str], sim: Optional[SimTarget] = None) -> list:
     """Plan the runs of `name` over `seeds` (a sweep file's own seeds when it is one); warnings are printed."""
     from harness.errors import HarnessError
-    from harness.experiments import ExperimentStore
-    from harness.lifecycle import plan_runs
+    from harness.experiments.store import ExperimentStore
+    from harness.run.lifecycle import plan_runs
 
     store = ExperimentStore(experiments_dir)
     if store.is_sweep(name):
@@ -131,8 +131,8 @@ def plan_from_cli(name: str, experiments_dir: Path, capture_dir: Path, seeds: Se
 
 def _session(plans: list, capture_dir: Path) -> tuple:
     """Warn about leftovers `harness recover` would settle; the console, live progress and stop control."""
-    from harness.lifecycle import leftover_warnings
-    from harness.runner import StopControl
+    from harness.run.lifecycle import leftover_warnings
+    from harness.run.execute import StopControl
 
     for message in leftover_warnings(capture_dir, [plan.spec.engine for plan in plans]):
         warn(message)
@@ -216,7 +216,7 @@ def run(
     nodes: NodesOption = 1,
 ) -> None:
     from harness.errors import HarnessError
-    from harness.lifecycle import RunOptions, exit_code_for, run_planned, stop_on_signals
+    from harness.run.lifecycle import RunOptions, exit_code_for, run_planned, stop_on_signals
 
     experiment = chosen_experiment(experiment)
     capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
@@ -275,7 +275,7 @@ def sweep(
     ray: RayOption = None,
 ) -> None:
     from harness.errors import HarnessError
-    from harness.lifecycle import RunOptions, decide_on_capture, exit_code_for, run_sweep, stop_on_signals
+    from harness.run.lifecycle import RunOptions, decide_on_capture, exit_code_for, run_sweep, stop_on_signals
 
     if retry and force:
         raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
@@ -394,7 +394,7 @@ def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
 
     from rich.text import Text
 
-    from harness.launch import docker_run_command
+    from harness.engines.spec import docker_run_command
 
     if as_json:
         typer.echo(json.dumps(spec.to_dict(), indent=2, allow_nan=False))

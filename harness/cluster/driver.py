@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -29,9 +28,9 @@ from harness.capture import Capture, CaptureLock, RunState, RunStatus, describe_
 from harness.capture.writer import EventSink
 from harness.cluster.connect import Node, NodeFacts, alive_nodes, nodes_for, run_request
 from harness.errors import ExitCode, HarnessError
-from harness.lifecycle import Planned, RunOptions, decide_on_capture
-from harness.runner import StopControl, _stop_request_reason as stop_request_reason  # `harness stop`'s reason
-from harness.sweep import Decision, Mode
+from harness.run.lifecycle import Planned, RunOptions, decide_on_capture
+from harness.run.execute import StopControl, _stop_request_reason as stop_request_reason  # `harness stop`'s reason
+from harness.run.decide import Decision, Mode
 
 WATCH_S = 0.2
 CHECK_TIMEOUT_S = 120

@@ -39,7 +39,7 @@ def node_facts() -> dict[str, str]:
 
 def node_capture_root() -> Path:
     """Where a node keeps its own copy of the runs it ran (HARNESS_NODE_CAPTURE_DIR, else the state directory)."""
-    from harness.engines import state_dir
+    from harness.fs.paths import state_dir
 
     return state_dir("HARNESS_NODE_CAPTURE_DIR", "ray-captures")
 
@@ -89,9 +89,9 @@ class _ForwardProgress:
 
 def run_task(plan: Any, options: Any, provenance: dict[str, Any], control: Any) -> Iterator[list]:
     """The run of `plan` on this node, as batches of events (see the module's docstring)."""
-    from harness.lifecycle import run_planned
-    from harness.provenance import nvml_probe
-    from harness.runner import StopControl
+    from harness.run.lifecycle import run_planned
+    from harness.run.provenance import nvml_probe
+    from harness.run.execute import StopControl
 
     facts = node_facts()
     yield [("placed", "", facts)]

@@ -3,7 +3,7 @@
 A small task per node lists what its engines hold under the harness's labels
 (`inventory_task`); each object found becomes a `RemoteHandle`, whose levers
 (describe, resume, stop, logs, remove...) are tasks pinned to that node.
-`harness.recover` plans and acts on them exactly as on local containers and
+`harness.run.settle` plans and acts on them exactly as on local containers and
 process runs: it thaws, stops, saves the lines the driver's capture lacks,
 re-reads the steps and records the end.
 """
@@ -54,7 +54,7 @@ class NodeInventory:
 
 
 class RemoteEngine:
-    """One engine of one node, as `harness.recover` drives engines."""
+    """One engine of one node, as `harness.run.settle` drives engines."""
 
     def __init__(self, ray: Any, inventory: NodeInventory, name: str) -> None:
         self.ray = ray
@@ -140,7 +140,7 @@ class RemoteHandle:
 
 def node_engines(ray: Any, nodes: list[Node], engine_names: tuple[str, ...]) -> list[RemoteEngine]:
     """Every engine of every node, their listings asked of all nodes at once."""
-    from harness.launch import LABEL_RUN
+    from harness.engines.spec import LABEL_RUN
 
     engines = []
     for node in nodes:

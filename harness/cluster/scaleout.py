@@ -28,7 +28,8 @@ from typing import Any, Mapping, Optional, Sequence
 from harness.cluster.connect import NodeFacts
 from harness.lab import entry as lab_entry
 from harness.lab.milesargv import apply_overrides, flag_values
-from harness.launch import LaunchSpec, redact_text
+from harness.engines.spec import LaunchSpec
+from harness.secrets import redact_text
 
 GCS_PORT = 6380
 DASHBOARD_PORT = 8266

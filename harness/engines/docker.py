@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, TypeVar
 
-from harness.engines import (
+from harness.engines.base import (
     CREATED,
     EXITED,
     GONE,
@@ -29,7 +29,7 @@ from harness.engines.dockerapi import DockerApi, DockerApiError, docker_host, is
 from harness.engines.logstream import LogPosition, split_lines
 from harness.errors import ExitCode, HarnessError
 from harness.failpoints import failpoint
-from harness.launch import LaunchSpec
+from harness.engines.spec import LaunchSpec
 
 RECONNECT_DELAYS_S = (0.0, 0.2, 0.5, 1.0, 2.0)
 ENGINE_PATIENCE_S = 60.0  # how long a lost engine is waited for before the run is given up as failed

@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 from harness.capture.records import ProcessIdentity
-from harness.engines import (CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem,
-                             state_dir)
+from harness.engines.base import CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem
+from harness.fs.paths import state_dir
 from harness.engines.logstream import LogPosition, stamp_now
 from harness.engines.shim import process_identity
 from harness.errors import ExitCode, HarnessError
 from harness.failpoints import ENV as FAILPOINT_ENV, failpoint
-from harness.launch import LaunchSpec
+from harness.engines.spec import LaunchSpec
 
 START_TIMEOUT_S = 30.0
 POLL_S = 0.05

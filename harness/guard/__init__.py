@@ -11,7 +11,8 @@ docs/guard.md has the rules, the defaults and their reasons.
 
 from harness.guard.loop import GuardLoop, GuardReading, Pausable
 from harness.guard.policy import Action, Decision, GuardState, decide
-from harness.guard.sensors import Sample, Sensor, SensorChoice, SensorUnavailable, open_sensor
+from harness.guard.samples import Sample, Sensor, SensorUnavailable
+from harness.guard.sensors import SensorChoice, open_sensor
 from harness.guard.session import GuardSession
 
 __all__ = [

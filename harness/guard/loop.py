@@ -43,9 +43,9 @@ from typing import Any, Callable, Optional, Protocol
 
 from harness.capture import append_jsonl
 from harness.engines import EXITED, GONE
-from harness.experiments import GuardConfig
+from harness.guard.config import GuardConfig
 from harness.guard.policy import Action, Decision, GuardState, decide, is_hot
-from harness.guard.sensors import Clock, PauseAware, Sample, Sensor, WallClock, implausible, wall_clock_us
+from harness.guard.samples import Clock, PauseAware, Sample, Sensor, WallClock, implausible, wall_clock_us
 from harness.times import format_time_us
 
 ENDED_WAIT_S = 1.0  # after a failed pause or thaw: how long to wait for the engine to say the run ended

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from harness.guard.sensors import Sample, SensorUnavailable, WallClock, finite, wall_clock_us
+from harness.guard.samples import Sample, SensorUnavailable, WallClock, finite, wall_clock_us
 
 # The queries read on every poll; the others are probed once, for the manifest and `guard probe`.
 LIVE_QUERIES = ("temperature", "clock_event_reasons", "power_usage")

@@ -22,8 +22,8 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from harness.experiments import GuardConfig
-from harness.guard.sensors import THERMAL_REASONS, Sample
+from harness.guard.config import GuardConfig
+from harness.guard.samples import THERMAL_REASONS, Sample
 
 
 

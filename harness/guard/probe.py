@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.guard.nvml import NvmlProbe, probe_nvml
-from harness.guard.sensors import THERMAL_ROOT, SensorUnavailable, ThermalZone, probe_thermal_zones
+from harness.guard.sensors import THERMAL_ROOT, ThermalZone, probe_thermal_zones
+from harness.guard.samples import SensorUnavailable
 
 
 @dataclass(frozen=True)

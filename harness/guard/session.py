@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from harness.experiments import GuardConfig
+from harness.guard.config import GuardConfig
 from harness.guard.loop import GuardLoop, GuardReading
 from harness.guard.sensors import SensorChoice, open_sensor
 

@@ -164,7 +164,7 @@ def write_summary(document: SummaryDocument, out: Path, encoded_rows: Optional[M
 
 def load_summary(path: Path) -> SummaryDocument:
     """Read a summary back, typed; HarnessError (one line) when it is missing, unreadable or not this schema."""
-    from harness.capture.reader import Unreadable, read_bounded
+    from harness.capture.bounded import Unreadable, read_bounded
     from harness.errors import ExitCode, HarnessError
 
     path = Path(path)

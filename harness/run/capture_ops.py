@@ -17,7 +17,8 @@ from typing import Callable, Iterator, Optional
 from harness.capture import Capture, RunState, RunStatus, this_host, utc_now, write_json_atomic
 from harness.capture.lock import in_use
 from harness.capture.records import PauseWindow
-from harness.capture.reader import Unreadable, last_jsonl, open_regular, read_pauses
+from harness.capture.bounded import Unreadable, last_jsonl, open_regular
+from harness.capture.reader import read_pauses
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
 from harness.times import US_PER_S, format_time_us, parse_time_us
@@ -138,7 +139,7 @@ def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> s
 def frozen_now(capture: Capture, status: RunStatus) -> Optional[bool]:
     """Whether the engine holds the capture's run frozen now; None when it cannot be asked (another host, no engine)."""
     from harness.engines import PAUSED, engine_named
-    from harness.recover import engine_objects
+    from harness.run.settle import engine_objects
 
     if status.harness_host not in (None, this_host()):
         return None
@@ -220,7 +221,7 @@ def _capture_done(capture: Capture) -> bool:
 def _engine_handle(capture: Capture):  # noqa: ANN202
     """The engine's handle on the trainer of a capture that stops short of it (None when complete or gone)."""
     from harness.engines import engine_named
-    from harness.recover import engine_objects, plan_recovery
+    from harness.run.settle import engine_objects, plan_recovery
 
     found = capture.status_read()
     status = found.status
@@ -263,7 +264,7 @@ def request_stop(capture: Capture, reason: str, *, timeout_s: float, note: Calla
 
 def _recover_orphan(capture: Capture, note: Callable[[str], None]) -> RunStatus:
     from harness.engines import ENGINE_NAMES, engine_named
-    from harness.recover import carry_out, engine_objects, plan_recovery
+    from harness.run.settle import carry_out, engine_objects, plan_recovery
 
     found = capture.status_read()
     assert found.status is not None

@@ -15,7 +15,7 @@ import re
 import reprlib
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
@@ -167,3 +167,8 @@ def load_mapping(path: Path) -> dict[Any, Any]:
     if not isinstance(data, dict):
         raise HarnessError(f"{path}: expected a mapping of keys, got {type(data).__name__}")
     return data
+
+
+def key_text(path: Sequence[Any]) -> str:
+    """A key path for messages (`miles.args.lr`), each part cut short: keys come from the file too."""
+    return ".".join(one_line(str(part), 60) for part in path)[:240] or "(top level)"

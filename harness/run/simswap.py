@@ -30,7 +30,7 @@ from harness.errors import HarnessError
 
 if TYPE_CHECKING:  # imported where used: the CLI reads this module's constants at startup
     from harness.engines.dockerapi import DockerApi
-    from harness.experiments import Experiment
+    from harness.experiments.schema import Experiment
 
 SIM_IMAGE = "miles-gb10-lab/sim:latest"
 SIM_ENTRY_MODULE = "harness.sim.entry"
@@ -103,7 +103,7 @@ def choose_target(requested: str, time_scale: float, python: str, api: Optional[
 
 def simulated(experiment: "Experiment", target: SimTarget) -> "Experiment":
     """`experiment` with the simulator as its trainer (pure; validated again, so the result is a real Experiment)."""
-    from harness.experiments import Experiment
+    from harness.experiments.schema import Experiment
     from harness.sim.config import TIME_SCALE_ENV
 
     data = experiment.to_dict()

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
 
 from harness.errors import HarnessError
-from harness.filelock import (
+from harness.fs.paths import lock_dir
+from harness.fs.filelock import (
     EXCLUSIVE,
     SHARED,
     clear_owner,
@@ -25,14 +26,6 @@ from harness.filelock import (
     unlock,
     write_owner,
 )
-
-DEFAULT_LOCK_DIR = Path("/tmp/miles-gb10-lab-locks")
-
-
-def lock_dir() -> Path:
-    """Where the lock files live (HARNESS_LOCK_DIR, else a directory under /tmp shared by all users)."""
-    return Path(os.environ.get("HARNESS_LOCK_DIR") or DEFAULT_LOCK_DIR)
-
 
 def docker_host_key() -> str:
     """A short, file-name-safe key for the Docker host the runs go to."""

@@ -48,12 +48,13 @@ from harness.capture import (
     write_json_atomic,
 )
 from harness.capture.lock import CaptureLock, holder, in_use
-from harness.capture.reader import (RUNNING_AGAIN_SLACK_US, StatusRead, find_runs, first_stamps_after, iter_jsonl,
-                                    not_regular, read_pauses, read_status)
+from harness.capture.reader import RUNNING_AGAIN_SLACK_US, StatusRead, find_runs, first_stamps_after, read_pauses, read_status
+from harness.capture.bounded import iter_jsonl
+from harness.fs.paths import not_regular
 from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, EngineUnavailable, RunHandle
 from harness.engines.logstream import LogPosition
-from harness.launch import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
-from harness.runner import DEFAULT_GRACE_S, LABEL_KEEP, decide_outcome
+from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
+from harness.run.execute import DEFAULT_GRACE_S, LABEL_KEEP, decide_outcome
 from harness.times import format_time_us, parse_time_us
 
 Action = Literal["settle", "complete", "remove", "close", "leave"]

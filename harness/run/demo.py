@@ -2,7 +2,7 @@
 
 The write-up's six runs (plain, plain-48 over seeds 1-3, e6a-base,
 e2b-dapo-filter) from the lab's own experiment files, on the simulator
-(harness.simswap), each as `harness run --sim` runs it: the heat guard on
+(harness.run.simswap), each as `harness run --sim` runs it: the heat guard on
 the simulated GB10, the same time scale. Then the summary, its figures and
 the report, and the headline numbers beside the write-up's.
 
@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from harness.experiments import ExperimentStore
-from harness.lifecycle import Planned, RunOptions, SweepResult, plan_runs, run_planned
-from harness.runner import Progress, StopControl
-from harness.simswap import SimTarget
-from harness.sweep import Decision, Mode
+from harness.experiments.store import ExperimentStore
+from harness.run.lifecycle import Planned, RunOptions, SweepResult, plan_runs, run_planned
+from harness.run.execute import Progress, StopControl
+from harness.run.simswap import SimTarget
+from harness.run.decide import Decision, Mode
 
 if TYPE_CHECKING:
     from harness.summary.document import Comparison, SummaryDocument

@@ -47,7 +47,8 @@ from harness.capture.writer import CaptureWriter, Forward
 from harness.engines import Engine, EngineUnavailable, RunHandle
 from harness.errors import HarnessError
 from harness.failpoints import failpoint
-from harness.launch import LABEL_PREFIX, LaunchSpec, redact_manifest
+from harness.engines.spec import LABEL_PREFIX, LaunchSpec
+from harness.run.plan import redact_manifest
 
 if TYPE_CHECKING:
     from harness.guard import GuardLoop, GuardReading

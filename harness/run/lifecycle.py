@@ -1,7 +1,7 @@
 """Runs and sweeps as a user starts them: take the capture, decide, check, take the GPU, run.
 
 The CLI parses options and calls these; the mechanics of one run are in
-`harness.runner`.
+`harness.run.execute`.
 """
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 from harness.capture import Capture, CaptureLock, RunState, RunStatus, this_host, utc_now
 from harness.errors import ExitCode, HarnessError
-from harness.experiments import Experiment, ExperimentStore
-from harness.gpulock import GpuLock
-from harness.launch import LaunchSpec, plan_launch, redacted_experiment
-from harness.runner import DEFAULT_GRACE_S, Progress, StopControl, execute
-from harness.simswap import SimTarget, simulated
-from harness.sweep import Decision, Mode, configuration_changes, decide
+from harness.experiments.schema import Experiment
+from harness.experiments.store import ExperimentStore
+from harness.run.gpulock import GpuLock
+from harness.engines.spec import LaunchSpec
+from harness.run.plan import plan_launch
+from harness.experiments.schema import redacted_experiment
+from harness.run.execute import DEFAULT_GRACE_S, Progress, StopControl, execute
+from harness.run.simswap import SimTarget, simulated
+from harness.run.decide import Decision, Mode, configuration_changes, decide
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class Planned:
     experiment: Experiment
     spec: LaunchSpec
     warnings: tuple[str, ...] = ()
-    sim: Optional[SimTarget] = None  # on the simulator (harness.simswap), at its time scale
+    sim: Optional[SimTarget] = None  # on the simulator (harness.run.simswap), at its time scale
 
     @property
     def time_scale(self) -> float:
@@ -84,7 +87,7 @@ def decide_on_capture(plan: Planned, mode: Mode, found: Any = None) -> Decision:
 def leftover_warnings(capture_root: Path, engine_names: Sequence[str]) -> list[str]:
     """Read-only: captures and engine objects `harness recover` would act on (nothing is changed)."""
     from harness.engines import engine_named
-    from harness.recover import plan_all
+    from harness.run.settle import plan_all
 
     engines = [engine_named(name) for name in dict.fromkeys(engine_names)]
     # Only this capture root's leftovers, as `harness recover --capture-dir` sees them: another root's are
@@ -127,8 +130,8 @@ def run_planned(
     from harness.guard.session import GuardSession
     from harness.engines import engine_for
     from harness.mileslog import LogParser
-    from harness.provenance import git_facts, harness_facts, nvml_probe
-    from harness.recover import settle_for_run
+    from harness.run.provenance import git_facts, harness_facts, nvml_probe
+    from harness.run.settle import settle_for_run
 
     spec = plan.spec
     engine = engine or engine_for(spec)

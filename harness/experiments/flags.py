@@ -1,0 +1,129 @@
+"""Rules on trainer flags that the experiment schema and the loader share: owned flags, filter paths, conflicts."""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from typing import Any, Optional, Sequence
+
+from pydantic import AfterValidator
+from typing_extensions import Annotated
+
+from harness.errors import HarnessError
+from harness.experiments.yamlfile import one_line, shown
+from harness.lab import milesargv
+
+CURRENT_FILTER_PATH = "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
+DEPRECATED_FILTER_PATHS = {
+    "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std": CURRENT_FILTER_PATH,
+}
+
+
+FILTER_FLAG = "--dynamic-sampling-filter-path"
+
+
+BASE_RUN_LABEL = "harness/lab/base-run.args"
+
+
+# Flags the harness sets from `steps` and `seed`; setting them elsewhere would
+# make the run name, the seed sweep and the expected step count lie.
+OWNED_FLAGS = {"--num-rollout": "steps", "--seed": "seed", "--rollout-seed": "seed"}
+
+
+FLAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+# The harness sets these from miles.args / miles.extra_args: set by hand they would bypass every check on flags.
+HARNESS_ENV = {"MILES_ARGS": "miles.args", "MILES_EXTRA_ARGS": "miles.extra_args"}
+
+
+def _flag_name(name: str) -> str:
+    if name.startswith("-"):
+        raise ValueError(f"flag {shown(name)}: write flag names without leading dashes")
+    if not FLAG_NAME.match(name):
+        raise ValueError(f"flag {shown(name)}: a flag name is letters, digits, '-', '_' and '.'")
+    owner = owned_flag(f"--{name}")
+    if owner:
+        raise ValueError(f"flag {shown(name)} is set by the harness: {owner}")
+    return name
+
+
+def owned_flag(flag: str) -> Optional[str]:
+    """Why `flag` may not be given by hand (it, or an abbreviation argparse would expand to it, is owned)."""
+    for owned, key in OWNED_FLAGS.items():
+        if flag == owned:
+            return f"use the experiment's `{key}` key"
+        if len(flag) > 2 and owned.startswith(flag):
+            return f"it abbreviates {owned}, which argparse would set; use the experiment's `{key}` key"
+    return None
+
+
+def _flag_value(value: Any) -> Any:
+    scalar = (int, float, str)
+    if value is None or isinstance(value, (bool, *scalar)):
+        words = [value]
+    elif isinstance(value, list) and all(isinstance(v, scalar) and not isinstance(v, bool) for v in value):
+        words = value
+    else:
+        raise ValueError(
+            f"expected a word, a number, true/false/null, or a list of words and numbers (for a flag that takes "
+            f"several values), got {shown(value)}"
+        )
+    for word in words:
+        if isinstance(word, float) and not math.isfinite(word):
+            raise ValueError(f"{word} is not a finite number: Miles would read the word {word!r} as text, or fail")
+        if isinstance(word, str) and milesargv.is_flag(word):
+            raise ValueError(f"the value {shown(word)} would be read as a flag; a value may not start with '-'")
+    return value
+
+
+FlagName = Annotated[str, AfterValidator(_flag_name)]
+
+
+FlagValue = Annotated[Any, AfterValidator(_flag_value)]
+
+
+def split_or_none(text: Any) -> Optional[list[str]]:
+    try:
+        return shlex.split(text) if isinstance(text, str) else None
+    except ValueError:
+        return None  # refused, without quoting it, by the validation of miles.extra_args
+
+
+def refuse_conflicts(sources: Sequence[tuple[str, milesargv.Flag]]) -> None:
+    """A flag given twice with different values is an error naming both places (the same value twice is harmless)."""
+    first: dict[str, tuple[str, milesargv.Flag]] = {}
+    for source, flag in sources:
+        if not flag.name:
+            continue
+        if flag.name not in first:
+            first[flag.name] = (source, flag)
+            continue
+        earlier_source, earlier = first[flag.name]
+        if _same_values(earlier.values, flag.values):
+            continue
+        hint = (f"set miles.args.{flag.name[2:]} to change a flag of the base run" if earlier_source.startswith("the base run")
+                else "give it once")
+        raise HarnessError(
+            f"{source}: {flag.name} is given twice with different values: {_words(flag.values)} here and "
+            f"{_words(earlier.values)} at {earlier_source}; {hint}"
+        )
+
+
+def _same_values(a: Sequence[str], b: Sequence[str]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x == y:
+            continue
+        try:
+            if float(x) != float(y):
+                return False
+        except ValueError:
+            return False
+    return True
+
+
+def _words(values: Sequence[str]) -> str:
+    return one_line(shlex.join(values), 60) if values else "(no value)"

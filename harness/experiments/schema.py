@@ -1,0 +1,250 @@
+"""The experiment schema: typed, strict models of an experiment file and a sweep file.
+
+Cross-field rules live in the models; the loader (harness.experiments.store)
+adds the rules that need the whole argv or the other files.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Dict, List, Literal, Optional, Sequence, Union
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from typing_extensions import Annotated
+
+from harness.experiments.flags import FILTER_FLAG, HARNESS_ENV, FlagName, FlagValue, owned_flag
+from harness.experiments.naming import ExperimentName, RunName, run_name
+from harness.experiments.yamlfile import one_line, shown
+from harness.guard.config import GuardConfig
+from harness.lab import milesargv
+from harness.secrets import is_secret_env, shown_env_value
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+SIZE = re.compile(r"^[0-9]+[bkmgBKMG]?$")
+
+
+# HOST:/CONTAINER[:ro|rw]; HOST may hold ${VAR} or ${VAR:-default}, expanded at launch.
+VOLUME = re.compile(r"^(?P<source>(?:\$\{[^}]*\}|[^:$])+):(?P<target>/[^:]*)(?::(?P<mode>ro|rw))?$")
+
+
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _env_name(name: str) -> str:
+    if not ENV_NAME.match(name):
+        raise ValueError(f"{shown(name)} is not an environment variable name (letters, digits, '_')")
+    if name in HARNESS_ENV:
+        raise ValueError(f"{name} is set by the harness from {HARNESS_ENV[name]}; set that instead")
+    return name
+
+
+def _no_nul(text: str) -> str:
+    if "\x00" in text:  # no process can receive it: the start would fail with an unhelpful error
+        raise ValueError("contains a NUL character, which no environment or command line can carry")
+    return text
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+
+
+Word = Annotated[str, AfterValidator(_no_nul)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+
+class MilesConfig(_Strict):
+    """Miles flags (names without dashes; true = bare flag, false/null = removed) and MILES_EXTRA_ARGS."""
+
+    args: Dict[FlagName, FlagValue] = Field(default_factory=dict)
+    extra_args: str = ""
+
+    @field_validator("extra_args")
+    @classmethod
+    def _splits_like_a_shell(cls, extra_args: str) -> str:
+        try:
+            words = shlex.split(extra_args)
+        except ValueError as err:
+            raise ValueError(f"cannot be split like a shell command line: {err}") from None
+        for flag in milesargv.parse_flags(words):
+            owner = owned_flag(flag.name)
+            if owner:
+                raise ValueError(f"{one_line(flag.name, 80)} is set by the harness: {owner}")
+        return extra_args
+
+
+class ContainerConfig(_Strict):
+    """How the trainer's container is started."""
+
+    gpus: Union[Literal["all", "none"], List[int]] = "all"
+    shm_size: str = "32g"
+    ipc: Literal["host", "private", "shareable"] = "host"
+    init: bool = True  # a tiny init as PID 1 reaps the processes Ray leaves behind and forwards signals
+    env: Dict[EnvName, Word] = Field(default_factory=dict)
+    pass_env: List[EnvName] = Field(default_factory=list)
+    secret_env: List[EnvName] = Field(default_factory=list)
+    volumes: List[str] = Field(default_factory=list)
+    ulimits: Dict[str, int] = Field(default_factory=lambda: {"memlock": -1, "stack": 67108864})
+
+    @field_validator("gpus")
+    @classmethod
+    def _indices(cls, gpus: Union[str, List[int]]) -> Union[str, List[int]]:
+        if isinstance(gpus, list) and (not gpus or any(i < 0 for i in gpus) or len(set(gpus)) != len(gpus)):
+            raise ValueError("a list of GPU indices must be non-empty, distinct and >= 0")
+        return gpus
+
+    @field_validator("shm_size")
+    @classmethod
+    def _size(cls, size: str) -> str:
+        if not SIZE.match(size):
+            raise ValueError(f"{shown(size)} is not a size like 32g or 512m")
+        return size
+
+    @field_validator("volumes")
+    @classmethod
+    def _volume_specs(cls, volumes: List[str]) -> List[str]:
+        for volume in volumes:
+            if not VOLUME.match(volume):
+                raise ValueError(f"{shown(volume)} is not HOST:/CONTAINER[:ro|rw]")
+        return volumes
+
+    @model_validator(mode="after")
+    def _no_secret_in_a_mount(self) -> "ContainerConfig":
+        for volume in self.volumes:
+            for reference in ENV_REFERENCE.finditer(volume):
+                if self.is_secret(reference.group(1)):
+                    raise ValueError(
+                        f"volumes: {shown(volume)} reads the secret ${{{reference.group(1)}}}; a secret reaches the "
+                        "container only through its environment"
+                    )
+        return self
+
+    def is_secret(self, name: str) -> bool:
+        """True when the value of environment variable `name` must never be shown."""
+        return is_secret_env(name, self.secret_env)
+
+
+class CompareConfig(_Strict):
+    """The run this one is compared against, and the baseline runs whose spread frames the reward."""
+
+    baseline: RunName
+    baselines: List[RunName] = Field(default_factory=list)
+
+
+RESOURCE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,63}$")
+
+
+# Ray's own resources, which the run's task asks for through other keys (or not at all).
+RAY_RESERVED_RESOURCES = {"GPU": "every run asks for one GPU", "CPU": "set cluster.num_cpus",
+                          "memory": "Ray's memory resource is not used", "object_store_memory": "not a task resource"}
+
+
+class ClusterConfig(_Strict):
+    """How a run is placed under `--ray` (docs/cluster.md): always one GPU, plus these Ray resources."""
+
+    resources: Dict[str, float] = Field(default_factory=dict)  # custom Ray resources, e.g. {spark: 1}
+    num_cpus: float = Field(default=0, ge=0)  # the run's task itself idles; the trainer uses the GPU's host
+    env: Dict[EnvName, Word] = Field(default_factory=dict)  # NCCL/RoCE settings of a run over several hosts
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, resources: Dict[str, float]) -> Dict[str, float]:
+        for name, amount in resources.items():
+            if name in RAY_RESERVED_RESOURCES:
+                raise ValueError(f"{name!r} is Ray's own resource: {RAY_RESERVED_RESOURCES[name]}")
+            if not RESOURCE_NAME.match(name):
+                raise ValueError(f"{shown(name)} is not a Ray resource name (a letter or '_', then letters, digits, "
+                                 "'_', '.', ':', '/', '-')")
+            if not amount > 0:
+                raise ValueError(f"{name}: {amount} is not a positive amount")
+        return resources
+
+
+class LimitsConfig(_Strict):
+    """The run's time limit; reaching it stops the run gracefully."""
+
+    max_minutes: Optional[float] = Field(default=None, gt=0)
+
+
+class Experiment(_Strict):
+    """One resolved experiment: what `experiments/<name>.yaml` and its parents say."""
+
+    name: RunName
+    extends: Optional[ExperimentName] = None
+    description: str = ""
+    seed: int = Field(default=1, ge=1)
+    steps: int = Field(gt=0)
+    image: str = "miles-gb10-lab:latest"
+    engine: Literal["docker", "process"] = "docker"
+    command: Optional[List[Word]] = None
+    miles: MilesConfig = Field(default_factory=MilesConfig)
+    container: ContainerConfig = Field(default_factory=ContainerConfig)
+    guard: GuardConfig = Field(default_factory=GuardConfig)
+    compare: Optional[CompareConfig] = None
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+
+    @model_validator(mode="after")
+    def _engine_command(self) -> "Experiment":
+        if self.engine == "process" and not self.command:
+            raise ValueError("engine: process needs a `command` (the trainer entry to run, e.g. [python3, entry.py])")
+        if self.engine == "docker" and self.command is not None:
+            raise ValueError("`command` is for engine: process; a Docker run always uses the image's own entrypoint")
+        return self
+
+    @property
+    def run_name(self) -> str:
+        """`<name>` for seed 1, `<name>-s<k>` for seed k."""
+        return run_name(self.name, self.seed)
+
+    def trainer_args(self, base_args: Sequence[str]) -> list[str]:
+        """The trainer's flags without MILES_EXTRA_ARGS: the base run with this experiment applied."""
+        overrides: dict[str, Any] = dict(self.miles.args)
+        overrides.update({"num-rollout": self.steps, "seed": self.seed, "rollout-seed": self.seed})
+        return milesargv.apply_overrides(base_args, overrides)
+
+    def extra_words(self) -> list[str]:
+        """MILES_EXTRA_ARGS split as the image's entry splits it."""
+        return shlex.split(self.miles.extra_args)
+
+    def effective_flags(self, base_args: Sequence[str]) -> dict[str, list[str]]:
+        """Each flag's values as Miles will see them (extra args win, as they come last)."""
+        return milesargv.flag_values(self.trainer_args(base_args) + self.extra_words())
+
+    def filter_path(self, base_args: Sequence[str]) -> Optional[str]:
+        """The dynamic-sampling filter the trainer will use, if any."""
+        values = self.effective_flags(base_args).get(FILTER_FLAG)
+        return values[0] if values else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved experiment with the same keys as the YAML (secrets in clear: see launch.redacted_experiment)."""
+        return self.model_dump(mode="json")
+
+
+class Sweep(_Strict):
+    """A sweep file: one experiment over several seeds."""
+
+    name: Optional[RunName] = None
+    description: str = ""
+    sweep: ExperimentName
+    seeds: List[int] = Field(min_length=1)
+
+    @field_validator("seeds")
+    @classmethod
+    def _positive_distinct(cls, seeds: List[int]) -> List[int]:
+        if any(s < 1 for s in seeds) or len(set(seeds)) != len(seeds):
+            raise ValueError("seeds must be distinct integers >= 1")
+        return seeds
+
+
+def redacted_experiment(experiment: Experiment) -> dict[str, Any]:
+    """The resolved experiment as `to_dict` gives it, each secret's value (and URL password) in container.env as ***."""
+    data = experiment.to_dict()
+    env = data["container"]["env"]
+    data["container"]["env"] = {name: shown_env_value(experiment.container.is_secret(name), value)
+                                for name, value in env.items()}
+    return data

@@ -1,0 +1,1 @@
+"""The harness's files: where they live, and how they are locked (docs/architecture.md)."""
