@@ -18,8 +18,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from harness.cli import app
     except ModuleNotFoundError as err:  # a Python without the harness's packages: say where they are
-        print(f"error: this Python lacks {err.name} (outside the venv?): run `make summarize`, "
-              "or `make setup` once and then `.venv/bin/python summarize_miles.py`", file=sys.stderr)
+        print(
+            f"error: this Python lacks {err.name} (outside the venv?): run `make summarize`, "
+            "or `make setup` once and then `.venv/bin/python summarize_miles.py`",
+            file=sys.stderr,
+        )
         return 1
     args = list(sys.argv[1:] if argv is None else argv)
     try:

@@ -34,10 +34,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.engines.process import ProcessRun  # noqa: E402
-from harness.guard.config import GuardConfig  # noqa: E402
 from harness.guard import GuardLoop  # noqa: E402
+from harness.guard.config import GuardConfig  # noqa: E402
+from harness.guard.samples import Sensor  # noqa: E402
 from harness.guard.sensors import FileSensor, open_sensor  # noqa: E402
-from harness.guard.samples import Sensor
 
 
 def group_stopped(pgid: int) -> bool:
@@ -72,8 +72,9 @@ def write_reading(path: Path, text: str) -> None:
 def start_group() -> ProcessRun:
     """A process group of two that only sleeps: a trainer stand-in costing no CPU."""
     script = "import subprocess, time; subprocess.Popen(['sleep', '3600']); time.sleep(3600)"
-    process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
+    )
     return ProcessRun(process)
 
 
@@ -84,8 +85,9 @@ def drills(count: int, poll_s: float, workdir: Path, handle: Any, frozen: Callab
     write_reading(reading, "60")
     config = GuardConfig(sensor=f"file:{reading}", poll_s=poll_s, min_pause_s=0.0)
     latencies = []
-    with GuardLoop(handle, FileSensor(reading), config, pauses_path=workdir / "pauses.jsonl",
-                   samples_path=workdir / "guard.jsonl") as guard:
+    with GuardLoop(
+        handle, FileSensor(reading), config, pauses_path=workdir / "pauses.jsonl", samples_path=workdir / "guard.jsonl"
+    ) as guard:
         for _ in range(count):
             write_reading(reading, "60")
             if not wait_until(lambda: not guard.reading.paused and not frozen()):
@@ -128,8 +130,9 @@ def docker_drills(count: int, poll_s: float, workdir: Path, image: str) -> Optio
     container = client.containers.run(image, ["sleep", "3600"], detach=True, labels={"guard-latency-bench": "1"})
     try:
         handle = DockerEngine(client).attach(container.id)
-        return drills(count, poll_s, workdir, handle,
-                      lambda: bool(client.api.inspect_container(container.id)["State"]["Paused"]))
+        return drills(
+            count, poll_s, workdir, handle, lambda: bool(client.api.inspect_container(container.id)["State"]["Paused"])
+        )
     finally:
         container.remove(force=True)
 
@@ -139,8 +142,9 @@ def idle_cost(seconds: float, sensor: Sensor, workdir: Path) -> float:
     handle = start_group()
     config = GuardConfig(sensor="file:unused", poll_s=1.0)
     try:
-        with GuardLoop(handle, sensor, config, pauses_path=workdir / "idle-pauses.jsonl",
-                       samples_path=workdir / "idle-guard.jsonl"):
+        with GuardLoop(
+            handle, sensor, config, pauses_path=workdir / "idle-pauses.jsonl", samples_path=workdir / "idle-guard.jsonl"
+        ):
             time.sleep(2.0)  # past the first poll and its imports
             cpu0, wall0 = time.process_time(), time.monotonic()
             time.sleep(seconds)
@@ -166,34 +170,49 @@ def main() -> int:
     parser.add_argument("--drills", type=int, default=20)
     parser.add_argument("--poll-s", type=float, default=0.2, help="poll period during the drills")
     parser.add_argument("--idle-seconds", type=float, default=60.0)
-    parser.add_argument("--sensor", choices=["file", "sysfs", "nvml", "sim"], default="file",
-                        help="sensor for the idle-cost figure (the drills use the file sensor)")
-    parser.add_argument("--image", default="miles-gb10-lab/busybox:stable",
-                        help="image of the Docker drills' container (`make offline-images` builds it)")
+    parser.add_argument(
+        "--sensor",
+        choices=["file", "sysfs", "nvml", "sim"],
+        default="file",
+        help="sensor for the idle-cost figure (the drills use the file sensor)",
+    )
+    parser.add_argument(
+        "--image",
+        default="miles-gb10-lab/busybox:stable",
+        help="image of the Docker drills' container (`make offline-images` builds it)",
+    )
     args = parser.parse_args()
 
     met = True
     with tempfile.TemporaryDirectory(prefix="guard-bench-") as tmp:
         workdir = Path(tmp)
         for what, latencies in (
-            ("docker drill latency (file sensor hot -> docker inspect: Paused)",
-             docker_drills(args.drills, args.poll_s, workdir / "docker", args.image)),
-            ("process drill latency (file sensor hot -> every process of the group stopped)",
-             process_drills(args.drills, args.poll_s, workdir / "process")),
+            (
+                "docker drill latency (file sensor hot -> docker inspect: Paused)",
+                docker_drills(args.drills, args.poll_s, workdir / "docker", args.image),
+            ),
+            (
+                "process drill latency (file sensor hot -> every process of the group stopped)",
+                process_drills(args.drills, args.poll_s, workdir / "process"),
+            ),
         ):
             if latencies is None:
                 continue
             median = statistics.median(latencies)
             met = met and median < 0.3
-            print(f"{what}, poll_s {args.poll_s:g}, {len(latencies)} drills: median {median:.3f} s, "
-                  f"max {max(latencies):.3f} s (goal: median < 0.3 s) {'OK' if median < 0.3 else 'MISSED'}")
+            print(
+                f"{what}, poll_s {args.poll_s:g}, {len(latencies)} drills: median {median:.3f} s, "
+                f"max {max(latencies):.3f} s (goal: median < 0.3 s) {'OK' if median < 0.3 else 'MISSED'}"
+            )
         sensor = idle_sensor(args.sensor, workdir)
         try:
             share = idle_cost(args.idle_seconds, sensor, workdir)
         finally:
             sensor.close()
-        print(f"idle cost ({args.sensor} sensor, poll_s 1, {args.idle_seconds:g} s): {100 * share:.3f}% of a core "
-              f"(goal: < 0.5%) {'OK' if share < 0.005 else 'MISSED'}")
+        print(
+            f"idle cost ({args.sensor} sensor, poll_s 1, {args.idle_seconds:g} s): {100 * share:.3f}% of a core "
+            f"(goal: < 0.5%) {'OK' if share < 0.005 else 'MISSED'}"
+        )
         return 0 if met and share < 0.005 else 1
 
 

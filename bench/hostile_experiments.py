@@ -49,7 +49,8 @@ def cases() -> dict[str, bytes]:
         "Latin-1": "description: caf\xe9\n".encode("latin-1"),
         f"accepted: one {pad // 1024} KiB description": (f"description: {'x' * pad}\n").encode(),
         f"accepted: {MAX_VALUES - 100} values": (
-            "miles:\n  args:\n    x: [" + ", ".join(["1"] * (MAX_VALUES - 100)) + "]\n").encode(),
+            "miles:\n  args:\n    x: [" + ", ".join(["1"] * (MAX_VALUES - 100)) + "]\n"
+        ).encode(),
     }
 
 

@@ -72,17 +72,37 @@ def rollout_perf(n: int, rng: random.Random) -> str:
 
 
 def train_lines(n: int, rng: random.Random) -> list[str]:
-    rollout = {"rollout/raw_reward": rng.random(), "rollout/rewards": 0.0, "rollout/response_lengths": 512.0,
-               "rollout/truncated": 0.02, "rollout/log_probs": -0.4, "rollout/advantages": 0.0}
+    rollout = {
+        "rollout/raw_reward": rng.random(),
+        "rollout/rewards": 0.0,
+        "rollout/response_lengths": 512.0,
+        "rollout/truncated": 0.02,
+        "rollout/log_probs": -0.4,
+        "rollout/advantages": 0.0,
+    }
     out = [f"{TA} [2026-10-02 09:14:05.101 actor_cell0_rank0] log_utils.py:40 - rollout {n}: {rollout!r}"]
     for m in (2 * n, 2 * n + 1):
-        step = {"train/loss": rng.random() / 10, "train/pg_loss": rng.random() / 10, "train/entropy_loss": 0.3,
-                "train/pg_clipfrac": 0.01, "train/ppo_kl": 0.0, "train/grad_norm": 0.3, "train/lr-pg_0": 1e-06,
-                "train/step": m}
+        step = {
+            "train/loss": rng.random() / 10,
+            "train/pg_loss": rng.random() / 10,
+            "train/entropy_loss": 0.3,
+            "train/pg_clipfrac": 0.01,
+            "train/ppo_kl": 0.0,
+            "train/grad_norm": 0.3,
+            "train/lr-pg_0": 1e-06,
+            "train/step": m,
+        }
         for where in ("model.py:512", "train_metric_utils.py:77"):  # Megatron prints each step line twice
             out.append(f"{TA} [2026-10-02 09:14:20.900 actor_cell0_rank0] {where} - step {m}: {step!r}")
-    perf = {"perf/train_wait_time": 60.1, "perf/train_time": 21.9, "perf/actor_train_time": 15.2,
-            "perf/update_weights_time": 3.1, "perf/sleep_time": 0.5, "perf/wake_up_time": 0.7, "perf/step_time": 82.0}
+    perf = {
+        "perf/train_wait_time": 60.1,
+        "perf/train_time": 21.9,
+        "perf/actor_train_time": 15.2,
+        "perf/update_weights_time": 3.1,
+        "perf/sleep_time": 0.5,
+        "perf/wake_up_time": 0.7,
+        "perf/step_time": 82.0,
+    }
     out.append(f"{TA} [2026-10-02 09:14:25.300 actor_cell0_rank0] train_metric_utils.py:120 - perf {n}: {perf!r}")
     return out
 
@@ -92,17 +112,21 @@ def noise_line(rng: random.Random) -> str:
     if roll < 0.80:
         return f'{RM} INFO:     127.0.0.1:{rng.randint(40000, 60000)} - "POST /generate HTTP/1.1" 200 OK'
     if roll < 0.88:
-        return (f"{RM} [2026-10-02 09:13:{rng.randint(10, 59)}.{rng.randint(100, 999)} rollout_manager] "
-                f"sglang_engine.py:210 - Decode batch. #running-req: {rng.randint(1, 384)}, #token: "
-                f"{rng.randint(1000, 90000)}, token usage: 0.{rng.randint(10, 99)}, gen throughput (token/s): "
-                f"{rng.uniform(500, 2500):.2f}, #queue-req: 0")
+        return (
+            f"{RM} [2026-10-02 09:13:{rng.randint(10, 59)}.{rng.randint(100, 999)} rollout_manager] "
+            f"sglang_engine.py:210 - Decode batch. #running-req: {rng.randint(1, 384)}, #token: "
+            f"{rng.randint(1000, 90000)}, token usage: 0.{rng.randint(10, 99)}, gen throughput (token/s): "
+            f"{rng.uniform(500, 2500):.2f}, #queue-req: 0"
+        )
     if roll < 0.93:
         bars = "\r".join(f"Rollout generation: {p:3d}%|{'#' * (p // 10):10s}| {p * 48 // 100}/48" for p in (0, 50, 100))
         return f"{RM} {bars}"
     if roll < 0.97:
         return f"{TA} [2026-10-02 09:14:21.000 actor_cell0_rank0] timer.py:24 - Timer train end (elapsed: {rng.random():.1f}s)"
-    return (f"{TA} [2026-10-02 09:14:04.020 actor_cell0_rank0] memory_utils.py:41 - [Rank 0] Memory-Usage "
-            f"before train: {{'gpu': '0', 'total_GB': 119.7, 'free_GB': {rng.uniform(10, 60):.1f}, 'used_GB': 79.5}}")
+    return (
+        f"{TA} [2026-10-02 09:14:04.020 actor_cell0_rank0] memory_utils.py:41 - [Rank 0] Memory-Usage "
+        f"before train: {{'gpu': '0', 'total_GB': 119.7, 'free_GB': {rng.uniform(10, 60):.1f}, 'used_GB': 79.5}}"
+    )
 
 
 def build_log(path: Path, lines: int, noise_per_step: int, seed: int = 7) -> int:
@@ -117,8 +141,10 @@ def build_log(path: Path, lines: int, noise_per_step: int, seed: int = 7) -> int
             block.extend(train_lines(step, rng))
             for text in block:
                 seconds = written // 1000
-                out.write(f"2026-11-29T{7 + seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}."
-                          f"{written % 1000:03d}948044Z {text}\n")
+                out.write(
+                    f"2026-11-29T{7 + seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}."
+                    f"{written % 1000:03d}948044Z {text}\n"
+                )
             written += len(block)
             step += 1
     return written
@@ -126,9 +152,41 @@ def build_log(path: Path, lines: int, noise_per_step: int, seed: int = 7) -> int
 
 # ---- a mix of whole runs ----------------------------------------------------
 
-_ARG_WORDS = ("rollout", "train", "eval", "actor", "critic", "ref", "sglang", "optimizer", "lr", "kl", "loss",
-              "buffer", "data", "model", "tensor", "pipeline", "context", "expert", "micro", "global", "max",
-              "min", "num", "use", "enable", "disable", "log", "save", "load", "seq", "length", "batch", "size")
+_ARG_WORDS = (
+    "rollout",
+    "train",
+    "eval",
+    "actor",
+    "critic",
+    "ref",
+    "sglang",
+    "optimizer",
+    "lr",
+    "kl",
+    "loss",
+    "buffer",
+    "data",
+    "model",
+    "tensor",
+    "pipeline",
+    "context",
+    "expert",
+    "micro",
+    "global",
+    "max",
+    "min",
+    "num",
+    "use",
+    "enable",
+    "disable",
+    "log",
+    "save",
+    "load",
+    "seq",
+    "length",
+    "batch",
+    "size",
+)
 
 
 def argument_dump(rng: random.Random, words: list[str]) -> list[str]:
@@ -136,15 +194,27 @@ def argument_dump(rng: random.Random, words: list[str]) -> list[str]:
     values: dict[str, object] = {}
     for flag, flag_values in zip(words, words[1:] + [""]):
         if flag.startswith("--"):
-            values[flag[2:].replace("-", "_")] = flag_values if flag_values and not flag_values.startswith("--") else True
+            values[flag[2:].replace("-", "_")] = (
+                flag_values if flag_values and not flag_values.startswith("--") else True
+            )
     name_rng = random.Random(1)  # the same argument names in every run, as one Miles version prints them
     while len(values) < 700:
         name = "_".join(name_rng.sample(_ARG_WORDS, name_rng.randint(2, 4)))
         roll = rng.random()
-        values.setdefault(name, None if roll < 0.3 else (rng.random() < 0.5) if roll < 0.45 else
-                          rng.randint(0, 8192) if roll < 0.7 else round(rng.uniform(0, 1), 4) if roll < 0.8 else
-                          [rng.randint(1, 9) for _ in range(rng.randint(1, 4))] if roll < 0.85 else
-                          f"/root/miles/{name}")
+        values.setdefault(
+            name,
+            None
+            if roll < 0.3
+            else (rng.random() < 0.5)
+            if roll < 0.45
+            else rng.randint(0, 8192)
+            if roll < 0.7
+            else round(rng.uniform(0, 1), 4)
+            if roll < 0.8
+            else [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
+            if roll < 0.85
+            else f"/root/miles/{name}",
+        )
     lines = ["------------------------ arguments ------------------------"]
     for name in sorted(values):
         lines.append(f"  {name} {'.' * max(3, 48 - len(name))} {values[name]}")
@@ -167,9 +237,12 @@ def whole_run(rng: random.Random, run: int) -> list[str]:
     if megatron:
         words[words.index("fsdp")] = "megatron"
     if filter_on:
-        words += ["--dynamic-sampling-filter-path",
-                  "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter",
-                  "--over-sampling-batch-size", "48"]
+        words += [
+            "--dynamic-sampling-filter-path",
+            "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter",
+            "--over-sampling-batch-size",
+            "48",
+        ]
     actor = "MegatronTrainRayActor" if megatron else "FSDPTrainRayActor"
     rm_prefix, ta_prefix = f"(RolloutManager pid={2000 + run})", f"({actor} pid={3000 + run}, ip=172.17.0.2)"
     if colour:
@@ -195,8 +268,11 @@ def whole_run(rng: random.Random, run: int) -> list[str]:
     ]
     out += argument_dump(rng, words)
     for i in range(150):  # start-up: SGLang server, weights, Megatron or FSDP init
-        out.append(noise_line(rng).replace(RM, rm_prefix).replace(TA, ta_prefix) if i % 3 else
-                   f"{ta_prefix} {stamp('actor_cell0_rank0', i)} initialize.py:{i} - init step {i} done")
+        out.append(
+            noise_line(rng).replace(RM, rm_prefix).replace(TA, ta_prefix)
+            if i % 3
+            else f"{ta_prefix} {stamp('actor_cell0_rank0', i)} initialize.py:{i} - init step {i} done"
+        )
     second = 200
     for n in range(steps):
         if n == steps - 1 and run % 4 == 3:  # killed mid-rollout: the log just stops
@@ -214,17 +290,26 @@ def whole_run(rng: random.Random, run: int) -> list[str]:
                 continue  # FSDP prints each step line once
             out.append(line.replace(TA, ta_prefix))
         if n % 4 == 3:
-            out.append(f"{rm_prefix} {stamp('rollout_manager', second)} metrics.py:140 - eval {n}: "
-                       f"{{'eval/gsm8k': {rng.random()!r}, 'eval/gsm8k/response_len/mean': {rng.uniform(100, 900)!r}}}")
+            out.append(
+                f"{rm_prefix} {stamp('rollout_manager', second)} metrics.py:140 - eval {n}: "
+                f"{{'eval/gsm8k': {rng.random()!r}, 'eval/gsm8k/response_len/mean': {rng.uniform(100, 900)!r}}}"
+            )
     if run % 4 == 2:  # out of memory at the end, as Ray reports it
-        out += [f"{ta_prefix} Traceback (most recent call last):",
-                f'{ta_prefix}   File "/root/miles/miles/backends/megatron_utils/actor.py", line 301, in train',
-                f"{ta_prefix}     self.train_actor(rollout_id, rollout_data)",
-                f"{ta_prefix} torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
-                "---------------------------------------", f"Job '{job}' failed", "---------------------------------------"]
+        out += [
+            f"{ta_prefix} Traceback (most recent call last):",
+            f'{ta_prefix}   File "/root/miles/miles/backends/megatron_utils/actor.py", line 301, in train',
+            f"{ta_prefix}     self.train_actor(rollout_id, rollout_data)",
+            f"{ta_prefix} torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+            "---------------------------------------",
+            f"Job '{job}' failed",
+            "---------------------------------------",
+        ]
     else:
-        out += ["---------------------------------------", f"Job '{job}' succeeded",
-                "---------------------------------------"]
+        out += [
+            "---------------------------------------",
+            f"Job '{job}' succeeded",
+            "---------------------------------------",
+        ]
     return out
 
 
@@ -236,8 +321,10 @@ def build_run_mix(path: Path, lines: int, seed: int = 11) -> int:
         while written < lines:
             for text in whole_run(rng, run):
                 seconds = written // 1000
-                out.write(f"2026-11-{1 + run % 28:02d}T{7 + seconds // 3600 % 16:02d}:{seconds // 60 % 60:02d}:"
-                          f"{seconds % 60:02d}.{written % 1000:03d}948044Z {text}\n")
+                out.write(
+                    f"2026-11-{1 + run % 28:02d}T{7 + seconds // 3600 % 16:02d}:{seconds // 60 % 60:02d}:"
+                    f"{seconds % 60:02d}.{written % 1000:03d}948044Z {text}\n"
+                )
                 written += 1
             run += 1
     return written
@@ -295,12 +382,18 @@ def measure(log: Path, lines: int, repeat: int) -> None:
     agree = json.dumps(parser.result().to_json()) == json.dumps(parsed.to_json())
     del text_lines
     complete = sum(1 for record in parsed.steps if record.complete)
-    print(f"  {lines:,} lines, {size_mb:.0f} MB; steps read: {len(parsed.steps)} ({complete} complete), "
-          f"problems: {len(parsed.problems)}, line by line and batch agree: {'yes' if agree else 'NO'}")
-    print(f"  end to end  (harness parse-log --json): {lines / end_to_end:>12,.0f} lines/s  ({end_to_end:.2f} s; "
-          f"{lines / end_to_end_cpu:,.0f} lines per CPU second)")
-    print(f"  in process  (parse_file, batch)       : {lines / batch:>12,.0f} lines/s  ({batch:.2f} s; "
-          f"{lines / batch_cpu:,.0f} lines per CPU second)")
+    print(
+        f"  {lines:,} lines, {size_mb:.0f} MB; steps read: {len(parsed.steps)} ({complete} complete), "
+        f"problems: {len(parsed.problems)}, line by line and batch agree: {'yes' if agree else 'NO'}"
+    )
+    print(
+        f"  end to end  (harness parse-log --json): {lines / end_to_end:>12,.0f} lines/s  ({end_to_end:.2f} s; "
+        f"{lines / end_to_end_cpu:,.0f} lines per CPU second)"
+    )
+    print(
+        f"  in process  (parse_file, batch)       : {lines / batch:>12,.0f} lines/s  ({batch:.2f} s; "
+        f"{lines / batch_cpu:,.0f} lines per CPU second)"
+    )
     print(f"  in process  (LogParser.feed per line) : {lines / live:>12,.0f} lines/s  ({live:.2f} s)")
 
 

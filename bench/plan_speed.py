@@ -26,8 +26,18 @@ sys.path.insert(0, str(REPO))
 from harness import planner  # noqa: E402
 from harness.errors import HarnessError  # noqa: E402
 
-CASES = [(32, 0.5), (32, 0.9), (32, 0.95), (32, 0.98), (32, 0.99), (32, 0.999), (32, 0.9999),
-         (256, 0.5), (256, 0.95), (256, 0.98)]
+CASES = [
+    (32, 0.5),
+    (32, 0.9),
+    (32, 0.95),
+    (32, 0.98),
+    (32, 0.99),
+    (32, 0.999),
+    (32, 0.9999),
+    (256, 0.5),
+    (256, 0.95),
+    (256, 0.98),
+]
 
 
 def timed_plan(batch: int, drop_rate: float, repeat: int) -> tuple[float, str]:
@@ -46,8 +56,21 @@ def timed_plan(batch: int, drop_rate: float, repeat: int) -> tuple[float, str]:
 
 def timed_cli(batch: int, drop_rate: float) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "harness", "plan", "--drop-rate", str(drop_rate),
-                    "--rollout-batch-size", str(batch), "--json"], cwd=REPO, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "plan",
+            "--drop-rate",
+            str(drop_rate),
+            "--rollout-batch-size",
+            str(batch),
+            "--json",
+        ],
+        cwd=REPO,
+        capture_output=True,
+    )
     return time.perf_counter() - start
 
 

@@ -72,30 +72,57 @@ def main() -> int:
         subprocess.run(["bash", str(REPO / "scripts" / "offline-images.sh"), "--only", "python"], check=True)
         subprocess.run(["docker", "build", "-q", "-t", IMAGE, str(chatty)], check=True, stdout=subprocess.DEVNULL)
     steps = int(args.rate * args.seconds) // args.step_every
-    env_of_trainer = {"CHATTY_RATE": str(args.rate), "CHATTY_SECONDS": str(args.seconds),
-                      "CHATTY_STEP_EVERY": str(args.step_every)}
+    env_of_trainer = {
+        "CHATTY_RATE": str(args.rate),
+        "CHATTY_SECONDS": str(args.seconds),
+        "CHATTY_STEP_EVERY": str(args.step_every),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "experiments").mkdir()
         if args.engine == "docker":
-            experiment = {"image": IMAGE, "container": {"gpus": "none", "shm_size": "64m", "ipc": "private",
-                                                        "ulimits": {}, "env": env_of_trainer}}
+            experiment = {
+                "image": IMAGE,
+                "container": {
+                    "gpus": "none",
+                    "shm_size": "64m",
+                    "ipc": "private",
+                    "ulimits": {},
+                    "env": env_of_trainer,
+                },
+            }
         else:
-            experiment = {"engine": "process", "command": [sys.executable, "-u", str(chatty / "chatty.py")],
-                          "container": {"gpus": "none", "env": env_of_trainer}}
-        (root / "experiments" / "chatty.yaml").write_text(json.dumps({"name": "chatty", "steps": steps,
-                                                                      **experiment}))
+            experiment = {
+                "engine": "process",
+                "command": [sys.executable, "-u", str(chatty / "chatty.py")],
+                "container": {"gpus": "none", "env": env_of_trainer},
+            }
+        (root / "experiments" / "chatty.yaml").write_text(json.dumps({"name": "chatty", "steps": steps, **experiment}))
         arrivals: list[tuple[float, dict]] = []
         done = threading.Event()
-        watcher = threading.Thread(target=watch_metrics,
-                                   args=(root / "capture" / "chatty" / "metrics.jsonl", arrivals, done))
+        watcher = threading.Thread(
+            target=watch_metrics, args=(root / "capture" / "chatty" / "metrics.jsonl", arrivals, done)
+        )
         watcher.start()
         env = {**os.environ, "HARNESS_LOCK_DIR": str(root / "locks"), "HARNESS_PROCESS_DIR": str(root / "processes")}
         started = time.monotonic()
         harness = subprocess.Popen(
-            [sys.executable, "-m", "harness", "run", "chatty", "--experiments-dir", str(root / "experiments"),
-             "--capture-dir", str(root / "capture")],
-            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "harness",
+                "run",
+                "chatty",
+                "--experiments-dir",
+                str(root / "experiments"),
+                "--capture-dir",
+                str(root / "capture"),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         time.sleep(10)  # past start-up (imports, container creation)
         supervisor = supervisor_pid(root / "processes") if args.engine == "process" else None
@@ -114,21 +141,26 @@ def main() -> int:
 
     delays = [at - row["metrics"]["perf/emitted_at"] for at, row in arrivals if "perf/emitted_at" in row["metrics"]]
     steady = (cpu_b - cpu_a) / (wall_b - wall_a)
-    print(f"run: {status['state']}, {status['steps_complete']}/{status['steps_expected']} steps, "
-          f"{lines} lines in container.log, {total_wall:.1f} s wall, exit {harness.returncode}")
+    print(
+        f"run: {status['state']}, {status['steps_complete']}/{status['steps_expected']} steps, "
+        f"{lines} lines in container.log, {total_wall:.1f} s wall, exit {harness.returncode}"
+    )
     if harness.returncode:
         print(stderr[-2000:])
     print(f"rate asked           {args.rate:.0f} lines/s for {args.seconds:.0f} s")
-    print(f"harness CPU          {steady:.4f} CPU s per wall s over the steady {wall_b - wall_a:.0f} s "
-          f"(goal < 0.05)")
+    print(f"harness CPU          {steady:.4f} CPU s per wall s over the steady {wall_b - wall_a:.0f} s (goal < 0.05)")
     if args.engine == "process":
-        print(f"supervisor CPU       {(shim_b - shim_a) / (wall_b - wall_a):.4f} CPU s per wall s (stamping and "
-              "storing every line, as dockerd does for a container)")
+        print(
+            f"supervisor CPU       {(shim_b - shim_a) / (wall_b - wall_a):.4f} CPU s per wall s (stamping and "
+            "storing every line, as dockerd does for a container)"
+        )
     if delays:
         delays.sort()
-        print(f"line -> record delay median {statistics.median(delays) * 1000:.1f} ms, "
-              f"p95 {delays[int(0.95 * (len(delays) - 1))] * 1000:.1f} ms, max {delays[-1] * 1000:.1f} ms "
-              f"over {len(delays)} steps (goal: median < 200 ms)")
+        print(
+            f"line -> record delay median {statistics.median(delays) * 1000:.1f} ms, "
+            f"p95 {delays[int(0.95 * (len(delays) - 1))] * 1000:.1f} ms, max {delays[-1] * 1000:.1f} ms "
+            f"over {len(delays)} steps (goal: median < 200 ms)"
+        )
     return 0 if status["state"] == "succeeded" else 1
 
 

@@ -72,9 +72,15 @@ def run(argv: list[str]) -> list[dict[str, Any]]:
     parsed = parse_lines(stream.getvalue().splitlines())
     if parsed.problems or len(parsed.steps) != len(logs):
         raise SystemExit(f"the parser did not read the sim's log cleanly: {parsed.problems[:3]}")
-    return [{"metrics": record.metrics, "derived": record.derived, "batches": log.result.batches,
-             "abort_bias": abort_bias(log.result)}
-            for record, log in zip(parsed.steps, logs)]
+    return [
+        {
+            "metrics": record.metrics,
+            "derived": record.derived,
+            "batches": log.result.batches,
+            "abort_bias": abort_bias(log.result),
+        }
+        for record, log in zip(parsed.steps, logs)
+    ]
 
 
 def abort_bias(result: RolloutResult) -> float:
@@ -92,8 +98,9 @@ def calibrate(seeds: list[int], steps: int) -> dict[str, Any]:
     per_seed: list[dict[str, Any]] = []
     for seed in seeds:
         argv = [*base, "--seed", str(seed), "--rollout-seed", str(seed)]
-        per_seed.append({"seed": seed, "plain": run(argv), "filter": run([*argv, *FILTER]),
-                         "plain48": run([*argv, *PLAIN_48])})
+        per_seed.append(
+            {"seed": seed, "plain": run(argv), "filter": run([*argv, *FILTER]), "plain48": run([*argv, *PLAIN_48])}
+        )
 
     zero_right, zero_wrong, plain_times = [], [], []
     drops, drops_right, one_batch, two_batch, more_batches = [], [], [], [], []
@@ -119,9 +126,14 @@ def calibrate(seeds: list[int], steps: int) -> dict[str, Any]:
         if runs["seed"] == 1:
             seed_drops = [s["derived"]["dropped_groups"] for s in filtered]
             seed_batches = [s["batches"] for s in filtered]
-            seed1 = {"dropped_min": min(seed_drops), "dropped_median": statistics.median(seed_drops),
-                     "dropped_max": max(seed_drops), "one_batch_steps": seed_batches.count(1),
-                     "two_batch_steps": seed_batches.count(2), "steps": len(seed_batches)}
+            seed1 = {
+                "dropped_min": min(seed_drops),
+                "dropped_median": statistics.median(seed_drops),
+                "dropped_max": max(seed_drops),
+                "one_batch_steps": seed_batches.count(1),
+                "two_batch_steps": seed_batches.count(2),
+                "steps": len(seed_batches),
+            }
         rewards["plain"].append(mean([s["metrics"]["rollout/raw_reward"] for s in plain]))
         rewards["plain4"].append(mean([s["metrics"]["rollout/raw_reward"] for s in plain[:4]]))
         rewards["filter"].append(mean([s["metrics"]["rollout/raw_reward_unfiltered"] for s in filtered]))
@@ -169,11 +181,15 @@ def seed1_rows(seed1: dict[str, Any] | None) -> list[tuple[str, str, str]]:
     """The filter run of seed 1 alone (the demo's run), the write-up's one seed of 12 steps."""
     if seed1 is None:
         return []
-    return [("filter, seed 1 alone (the demo's run)",
-             f"dropped {seed1['dropped_min']}-{seed1['dropped_max']}, median {fmt(seed1['dropped_median'])}; "
-             f"{seed1['one_batch_steps']} one-batch, {seed1['two_batch_steps']} two-batch of {seed1['steps']}",
-             f"dropped {WRITE_UP['dropped_range']}, median {WRITE_UP['dropped_median']}; "
-             f"{WRITE_UP['one_batch_steps'].split()[0]} one-batch, {WRITE_UP['two_batch_steps'].split()[0]} two-batch")]
+    return [
+        (
+            "filter, seed 1 alone (the demo's run)",
+            f"dropped {seed1['dropped_min']}-{seed1['dropped_max']}, median {fmt(seed1['dropped_median'])}; "
+            f"{seed1['one_batch_steps']} one-batch, {seed1['two_batch_steps']} two-batch of {seed1['steps']}",
+            f"dropped {WRITE_UP['dropped_range']}, median {WRITE_UP['dropped_median']}; "
+            f"{WRITE_UP['one_batch_steps'].split()[0]} one-batch, {WRITE_UP['two_batch_steps'].split()[0]} two-batch",
+        )
+    ]
 
 
 def render(figures: dict[str, Any]) -> str:
@@ -184,43 +200,68 @@ def render(figures: dict[str, Any]) -> str:
         return " ".join(f"{v:.3f}" for v in values)
 
     rows = [
-        ("plain: zero-variance groups per step",
-         f"{figures['plain_zero_std_share']:.0%} of 32 ({fmt(figures['plain_zero_std_all_right'])} all right, "
-         f"{fmt(figures['plain_zero_std_all_wrong'])} all wrong)",
-         f"{WRITE_UP['plain_zero_std_share']}, {WRITE_UP['plain_zero_std_split']}"),
-        ("plain: median rollout", f"{fmt(figures['plain_median_rollout_s'])} s",
-         f"{WRITE_UP['plain_median_rollout_s']} s"),
-        ("filter O=48: dropped per step",
-         f"{figures['dropped_min']}-{figures['dropped_max']} (10th-90th pct {fmt(figures['dropped_p10'], 0)}-"
-         f"{fmt(figures['dropped_p90'], 0)}), median {fmt(figures['dropped_median'])}",
-         f"{WRITE_UP['dropped_range']}, median {WRITE_UP['dropped_median']}"),
-        ("filter: dropped groups all right", f"{figures['dropped_all_right_share']:.0%}",
-         WRITE_UP["dropped_all_right_share"]),
-        ("filter: one-batch steps",
-         f"{figures['one_batch_steps']} of {figures['filter_steps']}, median {fmt(figures['one_batch_median_s'])} s, "
-         f"{fmt(figures['one_batch_ratio'], 2)}x plain",
-         f"{WRITE_UP['one_batch_steps']}, {WRITE_UP['one_batch_median_s']} s, {WRITE_UP['one_batch_ratio']}x"),
-        ("filter: two-batch steps",
-         f"{figures['two_batch_steps']} of {figures['filter_steps']}, median {fmt(figures['two_batch_median_s'])} s, "
-         f"{fmt(figures['two_batch_ratio'], 2)}x plain",
-         f"{WRITE_UP['two_batch_steps']}, {WRITE_UP['two_batch_median_s']} s, {WRITE_UP['two_batch_ratio']}x"),
-        ("filter: steps of three or more batches", f"{figures['more_batch_steps']} of {figures['filter_steps']}",
-         WRITE_UP["more_batch_steps"]),
+        (
+            "plain: zero-variance groups per step",
+            f"{figures['plain_zero_std_share']:.0%} of 32 ({fmt(figures['plain_zero_std_all_right'])} all right, "
+            f"{fmt(figures['plain_zero_std_all_wrong'])} all wrong)",
+            f"{WRITE_UP['plain_zero_std_share']}, {WRITE_UP['plain_zero_std_split']}",
+        ),
+        (
+            "plain: median rollout",
+            f"{fmt(figures['plain_median_rollout_s'])} s",
+            f"{WRITE_UP['plain_median_rollout_s']} s",
+        ),
+        (
+            "filter O=48: dropped per step",
+            f"{figures['dropped_min']}-{figures['dropped_max']} (10th-90th pct {fmt(figures['dropped_p10'], 0)}-"
+            f"{fmt(figures['dropped_p90'], 0)}), median {fmt(figures['dropped_median'])}",
+            f"{WRITE_UP['dropped_range']}, median {WRITE_UP['dropped_median']}",
+        ),
+        (
+            "filter: dropped groups all right",
+            f"{figures['dropped_all_right_share']:.0%}",
+            WRITE_UP["dropped_all_right_share"],
+        ),
+        (
+            "filter: one-batch steps",
+            f"{figures['one_batch_steps']} of {figures['filter_steps']}, median {fmt(figures['one_batch_median_s'])} s, "
+            f"{fmt(figures['one_batch_ratio'], 2)}x plain",
+            f"{WRITE_UP['one_batch_steps']}, {WRITE_UP['one_batch_median_s']} s, {WRITE_UP['one_batch_ratio']}x",
+        ),
+        (
+            "filter: two-batch steps",
+            f"{figures['two_batch_steps']} of {figures['filter_steps']}, median {fmt(figures['two_batch_median_s'])} s, "
+            f"{fmt(figures['two_batch_ratio'], 2)}x plain",
+            f"{WRITE_UP['two_batch_steps']}, {WRITE_UP['two_batch_median_s']} s, {WRITE_UP['two_batch_ratio']}x",
+        ),
+        (
+            "filter: steps of three or more batches",
+            f"{figures['more_batch_steps']} of {figures['filter_steps']}",
+            WRITE_UP["more_batch_steps"],
+        ),
         *seed1_rows(figures["seed1_filter"]),
         ("plain: reward, 12-step mean per seed", seeds3(r["plain"]), f"{WRITE_UP['plain_reward_mean']}"),
         ("plain: reward, first 4 steps", seeds3(r["plain4"]), f"{WRITE_UP['plain_reward_first4']}"),
         ("filter: unfiltered reward, 12-step mean", seeds3(r["filter"]), f"{WRITE_UP['filter_unfiltered_mean']}"),
         ("filter: unfiltered reward, first 4 steps", seeds3(r["filter4"]), f"{WRITE_UP['filter_unfiltered_first4']}"),
-        ("filter's unfiltered reward above plain's", f"{figures['filter_above_plain']} of {n} seeds",
-         WRITE_UP["filter_above_plain"]),
+        (
+            "filter's unfiltered reward above plain's",
+            f"{figures['filter_above_plain']} of {n} seeds",
+            WRITE_UP["filter_above_plain"],
+        ),
         ("plain-48: reward, 12-step mean", seeds3(r["plain48"]), WRITE_UP["baseline_reward_range"]),
-        ("abort bias, filter / plain-48 (model only)",
-         f"{figures['abort_bias']['filter']:+.3f} / {figures['abort_bias']['plain48']:+.3f} "
-         "(judged answers minus all submitted)", "not in any log"),
-        ("sum of step times, plain / filter",
-         f"{mean(figures['step_time_sum_min']['plain']):.0f} / {mean(figures['step_time_sum_min']['filter']):.0f}"
-         " min (no pauses)",
-         f"{WRITE_UP['plain_step_time_sum_min'].split()[0]} / {WRITE_UP['filter_step_time_sum_min']}"),
+        (
+            "abort bias, filter / plain-48 (model only)",
+            f"{figures['abort_bias']['filter']:+.3f} / {figures['abort_bias']['plain48']:+.3f} "
+            "(judged answers minus all submitted)",
+            "not in any log",
+        ),
+        (
+            "sum of step times, plain / filter",
+            f"{mean(figures['step_time_sum_min']['plain']):.0f} / {mean(figures['step_time_sum_min']['filter']):.0f}"
+            " min (no pauses)",
+            f"{WRITE_UP['plain_step_time_sum_min'].split()[0]} / {WRITE_UP['filter_step_time_sum_min']}",
+        ),
     ]
     width = max(len(name) for name, _, _ in rows)
     sim_width = max(len(sim) for _, sim, _ in rows)

@@ -39,11 +39,30 @@ from harness.engines.logstream import stamp_to_ns  # noqa: E402
 def write_experiment(root: Path, steps: int, time_scale: float) -> Path:
     experiments = root / "experiments"
     experiments.mkdir(parents=True)
-    (experiments / "paced.yaml").write_text(json.dumps({
-        "name": "paced", "steps": steps, "engine": "process",
-        "command": [sys.executable, "-m", "harness.sim", "--num-rollout", str(steps), "--rollout-batch-size", "8",
-                    "--n-samples-per-prompt", "4", "--time-scale", str(time_scale)],
-        "container": {"gpus": "none"}, "guard": {"sensor": "none"}}))
+    (experiments / "paced.yaml").write_text(
+        json.dumps(
+            {
+                "name": "paced",
+                "steps": steps,
+                "engine": "process",
+                "command": [
+                    sys.executable,
+                    "-m",
+                    "harness.sim",
+                    "--num-rollout",
+                    str(steps),
+                    "--rollout-batch-size",
+                    "8",
+                    "--n-samples-per-prompt",
+                    "4",
+                    "--time-scale",
+                    str(time_scale),
+                ],
+                "container": {"gpus": "none"},
+                "guard": {"sensor": "none"},
+            }
+        )
+    )
     return experiments
 
 
@@ -55,13 +74,20 @@ def plans_for(experiments: Path, captures: Path, seeds: list[int]) -> list[Any]:
 
 
 def local_sweep(experiments: Path, captures: Path, seeds: list[int]) -> float:
-    from harness.run.lifecycle import RunOptions, run_sweep
     from harness.run.execute import NullProgress, StopControl
+    from harness.run.lifecycle import RunOptions, run_sweep
 
     start = time.monotonic()
-    results = run_sweep(plans_for(experiments, captures, seeds), mode="force", fail_fast=False,
-                        options=RunOptions(), progress=NullProgress(), stop=StopControl(),
-                        on_decision=lambda d: None, on_wait=lambda m: None)
+    results = run_sweep(
+        plans_for(experiments, captures, seeds),
+        mode="force",
+        fail_fast=False,
+        options=RunOptions(),
+        progress=NullProgress(),
+        stop=StopControl(),
+        on_decision=lambda d: None,
+        on_wait=lambda m: None,
+    )
     elapsed = time.monotonic() - start
     assert all(r.status is not None and r.status.state == "succeeded" for r in results), results
     return elapsed
@@ -75,17 +101,32 @@ def ray_sweep(root: Path, experiments: Path, nodes: int, seeds: list[int], delay
     from harness.capture import writer
     from harness.cluster.board import Board
     from harness.cluster.driver import RaySweep
+    from harness.run.execute import StopControl
     from harness.run.lifecycle import RunOptions
     from harness.run.provenance import git_facts, harness_facts
-    from harness.run.execute import StopControl
 
-    cluster = Cluster(initialize_head=True, connect=False, head_node_args={
-        "num_cpus": 1, "num_gpus": 0, "object_store_memory": 80 * 1024 * 1024, "include_dashboard": False})
+    cluster = Cluster(
+        initialize_head=True,
+        connect=False,
+        head_node_args={
+            "num_cpus": 1,
+            "num_gpus": 0,
+            "object_store_memory": 80 * 1024 * 1024,
+            "include_dashboard": False,
+        },
+    )
     for index in range(nodes):
         home = root / f"{nodes}-nodes" / f"node-{index}"
-        cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=80 * 1024 * 1024, env_vars={
-            "HARNESS_PROCESS_DIR": str(home / "processes"), "HARNESS_NODE_CAPTURE_DIR": str(home / "captures"),
-            "HARNESS_LOCK_DIR": str(home / "locks")})
+        cluster.add_node(
+            num_cpus=1,
+            num_gpus=1,
+            object_store_memory=80 * 1024 * 1024,
+            env_vars={
+                "HARNESS_PROCESS_DIR": str(home / "processes"),
+                "HARNESS_NODE_CAPTURE_DIR": str(home / "captures"),
+                "HARNESS_LOCK_DIR": str(home / "locks"),
+            },
+        )
     cluster.wait_for_nodes()
     original_apply = writer.EventSink.apply
 
@@ -100,9 +141,19 @@ def ray_sweep(root: Path, experiments: Path, nodes: int, seeds: list[int], delay
         # Warm each node's worker pool as a long-lived cluster has it: a first task per node starts Python.
         ray.get([ray.remote(lambda: None).options(num_gpus=1, num_cpus=0).remote() for _ in range(nodes)])
         captures = root / f"{nodes}-nodes" / "capture"
-        sweep = RaySweep(ray, cluster.address, mode="force", fail_fast=False, options=RunOptions(), stop=StopControl(),
-                         on_decision=lambda d: None, on_note=lambda m: None, on_wait=lambda m: None, board=Board(),
-                         provenance={**harness_facts(), **git_facts(REPO)})
+        sweep = RaySweep(
+            ray,
+            cluster.address,
+            mode="force",
+            fail_fast=False,
+            options=RunOptions(),
+            stop=StopControl(),
+            on_decision=lambda d: None,
+            on_note=lambda m: None,
+            on_wait=lambda m: None,
+            board=Board(),
+            provenance={**harness_facts(), **git_facts(REPO)},
+        )
         start = time.monotonic()
         runs = sweep.run(plans_for(experiments, captures, seeds))
         elapsed = time.monotonic() - start
@@ -147,18 +198,26 @@ def main() -> None:
     hosts = {}
     for run in two_runs:
         hosts.setdefault(run.node.node_id[:12], []).append(run.run)
-    print(f"sweep_scaling: {n} seeds x {args.steps} steps of the simulated trainer at time scale {args.time_scale:g} "
-          f"(process engine), on {os.cpu_count()} CPU cores")
+    print(
+        f"sweep_scaling: {n} seeds x {args.steps} steps of the simulated trainer at time scale {args.time_scale:g} "
+        f"(process engine), on {os.cpu_count()} CPU cores"
+    )
     print(f"  local sweep (no Ray)       {local_s:6.1f} s   ({local_s / n:.2f} s a run)")
     print(f"  1-node Ray cluster         {one_s:6.1f} s")
-    print(f"  2-node Ray cluster         {two_s:6.1f} s   placement: "
-          + "; ".join(f"node {node}: {', '.join(runs)}" for node, runs in sorted(hosts.items())))
+    print(
+        f"  2-node Ray cluster         {two_s:6.1f} s   placement: "
+        + "; ".join(f"node {node}: {', '.join(runs)}" for node, runs in sorted(hosts.items()))
+    )
     print(f"  speed-up 2 nodes / 1 node  {one_s / two_s:6.2f}x   (goal: at least 1.6x)")
-    print(f"  overhead per run           {(one_s - local_s) / n:6.2f} s   over a local run (goal: under 2 s); "
-          f"{(one_s - runner_s) / n:.2f} s over the runner's own time on the node")
-    print(f"  line delay node -> driver  median {statistics.median(delays) * 1000:.0f} ms, "
-          f"p95 {delays[int(len(delays) * 0.95)] * 1000:.0f} ms, max {delays[-1] * 1000:.0f} ms over {len(delays)} lines "
-          "(goal: median under 0.5 s)")
+    print(
+        f"  overhead per run           {(one_s - local_s) / n:6.2f} s   over a local run (goal: under 2 s); "
+        f"{(one_s - runner_s) / n:.2f} s over the runner's own time on the node"
+    )
+    print(
+        f"  line delay node -> driver  median {statistics.median(delays) * 1000:.0f} ms, "
+        f"p95 {delays[int(len(delays) * 0.95)] * 1000:.0f} ms, max {delays[-1] * 1000:.0f} ms over {len(delays)} lines "
+        "(goal: median under 0.5 s)"
+    )
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ class Drops:
         return min(1.0, self.cdf[x]) if x < len(self.cdf) else min(1.0, self.cdf[-1])
 
     def expected_batches(self, over_sampling: int) -> float:
-        tails = self.survival[over_sampling - self.batch::over_sampling]
+        tails = self.survival[over_sampling - self.batch :: over_sampling]
         return math.fsum([1.0, *tails])
 
 
@@ -204,7 +204,9 @@ class Measured:
     runs: Mapping[str, str]  # run -> how it was measured
     rollout_batch_sizes: Sequence[int] = ()
     step_keep_rates: Sequence[float] = ()  # each complete step's, in the order read: the mixture's components
-    one_batch_seen: Mapping[int, tuple[int, int]] = field(default_factory=dict)  # filter runs' O -> (one-batch steps, steps)
+    one_batch_seen: Mapping[int, tuple[int, int]] = field(
+        default_factory=dict
+    )  # filter runs' O -> (one-batch steps, steps)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -297,20 +299,30 @@ def plan_from_steps(rollout_batch_size: int, measured: Measured, target: float =
     rates = list(measured.step_keep_rates) or [measured.keep_rate]
     if not any(rate > 0.0 for rate in rates):
         raise HarnessError("no measured step kept a group: no keep rate to plan with")
-    result = _plan(rollout_batch_size, rates, target, measured.keep_rate,
-                   f"over the {len(rates)} measured steps' keep rates")
+    result = _plan(
+        rollout_batch_size, rates, target, measured.keep_rate, f"over the {len(rates)} measured steps' keep rates"
+    )
     checks = tuple(
         OneBatchCheck(over, steps, one_batch, mixture_p_one_batch(over, rollout_batch_size, rates))
-        for over, (one_batch, steps) in sorted(measured.one_batch_seen.items()) if over >= rollout_batch_size
+        for over, (one_batch, steps) in sorted(measured.one_batch_seen.items())
+        if over >= rollout_batch_size
     )
-    return Plan(result.rollout_batch_size, result.keep_rate, target, result.recommended, result.candidates,
-                measured=measured, checks=checks)
+    return Plan(
+        result.rollout_batch_size,
+        result.keep_rate,
+        target,
+        result.recommended,
+        result.candidates,
+        measured=measured,
+        checks=checks,
+    )
 
 
 def mixture_p_one_batch(over_sampling: int, batch: int, keep_rates: Sequence[float]) -> float:
     """(1/N) sum_i P(Binomial(O, k_i) >= B): P(one batch) under the mixture of the steps' keep rates."""
-    return math.fsum(p_at_least(over_sampling, batch, rate) if rate > 0.0 else 0.0
-                     for rate in keep_rates) / len(keep_rates)
+    return math.fsum(p_at_least(over_sampling, batch, rate) if rate > 0.0 else 0.0 for rate in keep_rates) / len(
+        keep_rates
+    )
 
 
 def _plan(batch: int, keep_rates: Sequence[float], target: float, keep_rate: float, how: str) -> Plan:
@@ -340,8 +352,11 @@ def _plan(batch: int, keep_rates: Sequence[float], target: float, keep_rate: flo
     candidates: list[Candidate] = []
     for over in range(batch, limit + 1):
         p = mixed({rate: drops[rate].p_one_batch(over) if rate in drops else 0.0 for rate in weights})
-        expected = (mixed({rate: drops[rate].expected_batches(over) for rate in weights})
-                    if len(drops) == len(weights) else math.inf)
+        expected = (
+            mixed({rate: drops[rate].expected_batches(over) for rate in weights})
+            if len(drops) == len(weights)
+            else math.inf
+        )
         candidates.append(Candidate(over, p, expected))
         if p >= target:
             break
@@ -405,8 +420,15 @@ def keep_rate_from_runs(runs: Mapping[str, Mapping[str, Any]]) -> Measured:
     )
 
 
-def simulate(over_sampling: int, batch: int, keep_rate: float, *, trials: int = 20_000, seed: int = 1,
-             step_keep_rates: Sequence[float] = ()) -> Simulated:
+def simulate(
+    over_sampling: int,
+    batch: int,
+    keep_rate: float,
+    *,
+    trials: int = 20_000,
+    seed: int = 1,
+    step_keep_rates: Sequence[float] = (),
+) -> Simulated:
     """Monte Carlo of the rollout rule: the share of one-batch steps and the mean batches over `trials` steps.
 
     Each trial runs the rule literally: while kept + running < B, submit O
@@ -421,8 +443,11 @@ def simulate(over_sampling: int, batch: int, keep_rate: float, *, trials: int = 
     if any(not 0.0 < rate <= 1.0 for rate in step_keep_rates):
         raise HarnessError("a measured step kept no group: the Monte Carlo of such a step would never end")
     rng = np.random.default_rng(seed)
-    rates = np.asarray(step_keep_rates, dtype=float)[rng.integers(0, len(step_keep_rates), trials)] \
-        if len(step_keep_rates) else np.full(trials, keep_rate)
+    rates = (
+        np.asarray(step_keep_rates, dtype=float)[rng.integers(0, len(step_keep_rates), trials)]
+        if len(step_keep_rates)
+        else np.full(trials, keep_rate)
+    )
     kept = np.zeros(trials, dtype=np.int64)
     running = np.zeros(trials, dtype=np.int64)
     batches = np.zeros(trials, dtype=np.int64)

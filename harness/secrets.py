@@ -69,8 +69,9 @@ def is_secret_flag(name: str) -> bool:
 
 def secret_flags(words: Sequence[str]) -> list[str]:
     """Names of the flags in `words` (`--f v` or `--f=v`) that follow the secret rule and carry a value."""
-    return [flag.name for flag in milesargv.parse_flags(words) if flag.name and flag.values
-            and is_secret_flag(flag.name)]
+    return [
+        flag.name for flag in milesargv.parse_flags(words) if flag.name and flag.values and is_secret_flag(flag.name)
+    ]
 
 
 def shown_env_value(secret: bool, value: str) -> str:

@@ -96,7 +96,7 @@ def split_time_prefix(line: str) -> tuple[Optional[int], str]:
         return None, line
     if fraction:
         base += int((fraction + "00000000")[:9])
-    return base, line[match.end():]
+    return base, line[match.end() :]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -175,7 +175,9 @@ def _fixed_width_us(texts: list[str], length: int):  # noqa: ANN202 - numpy arra
 
     digit_columns = [c for c in range(19) if c not in (4, 7, 10, 13, 16)] + list(range(20, length - 1))
     ok = ((digit[:, digit_columns] >= 0) & (digit[:, digit_columns] <= 9)).all(axis=1)
-    ok &= (codes[:, 4] == ord("-")) & (codes[:, 7] == ord("-")) & (codes[:, 13] == ord(":")) & (codes[:, 16] == ord(":"))
+    ok &= (
+        (codes[:, 4] == ord("-")) & (codes[:, 7] == ord("-")) & (codes[:, 13] == ord(":")) & (codes[:, 16] == ord(":"))
+    )
     ok &= ((codes[:, 10] == ord("T")) | (codes[:, 10] == ord("t"))) & (codes[:, length - 1] == ord("Z"))
     if length > 20:
         ok &= codes[:, 19] == ord(".")

@@ -12,8 +12,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-NEEDS = ("needs internet to reach the Hugging Face hub, or MILES_LAB_DATA pointing at a prepared directory "
-         "(models/<model>/config.json and <data set>/train.parquet)")
+NEEDS = (
+    "needs internet to reach the Hugging Face hub, or MILES_LAB_DATA pointing at a prepared directory "
+    "(models/<model>/config.json and <data set>/train.parquet)"
+)
 
 
 def fail(message: str) -> None:

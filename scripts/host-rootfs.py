@@ -28,8 +28,19 @@ from pathlib import Path
 # RUN lines in Dockerfiles need /bin/sh; the tests' and benchmarks' images use a few of these.
 CORE_COMMANDS = ("sh", "cat", "chmod", "cp", "env", "id", "ln", "ls", "mkdir", "mv", "rm", "sleep")
 # Not needed to run programs, and large: tests, GUI, build files, installed packages.
-SKIPPED_DIRS = {"site-packages", "dist-packages", "test", "tests", "idle_test", "idlelib", "tkinter",
-                "turtledemo", "ensurepip", "lib2to3", "pydoc_data"}
+SKIPPED_DIRS = {
+    "site-packages",
+    "dist-packages",
+    "test",
+    "tests",
+    "idle_test",
+    "idlelib",
+    "tkinter",
+    "turtledemo",
+    "ensurepip",
+    "lib2to3",
+    "pydoc_data",
+}
 TOP_LEVEL_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LDD_LINE = re.compile(r"^\s*(?:\S+ => )?(/\S+) \(0x[0-9a-f]+\)$")
@@ -56,8 +67,12 @@ class Rootfs:
 
     def write(self, out: io.BufferedWriter) -> None:
         with tarfile.open(fileobj=out, mode="w|", format=tarfile.GNU_FORMAT) as tar:
-            parents = {str(p) for name in [*self.files, *self.texts, *self.links, *self.dirs]
-                       for p in Path(name).parents if str(p) != "."}
+            parents = {
+                str(p)
+                for name in [*self.files, *self.texts, *self.links, *self.dirs]
+                for p in Path(name).parents
+                if str(p) != "."
+            }
             for name in sorted(parents | set(self.dirs)):
                 if name in self.links:
                     continue
@@ -93,7 +108,7 @@ def shared_libraries(programs: list[Path]) -> tuple[set[Path], list[str]]:
     libraries: set[Path] = set()
     unsatisfied: list[str] = []
     for start in range(0, len(programs), 200):
-        chunk = programs[start:start + 200]
+        chunk = programs[start : start + 200]
         done = subprocess.run(["ldd", *map(str, chunk)], capture_output=True, text=True)
         current = str(chunk[0])
         for line in done.stdout.splitlines():
@@ -111,8 +126,7 @@ def with_libraries(rootfs: Rootfs, programs: list[Path]) -> None:
     libraries, unsatisfied = shared_libraries(programs)
     for line in unsatisfied:
         program = line.split(":", 1)[0]
-        print(f"host-rootfs: left out {program} (a library is missing here: {line.split(': ', 1)[1]})",
-              file=sys.stderr)
+        print(f"host-rootfs: left out {program} (a library is missing here: {line.split(': ', 1)[1]})", file=sys.stderr)
         rootfs.files = {k: v for k, v in rootfs.files.items() if str(v) != str(Path(program).resolve())}
     for library in libraries:
         rootfs.copy(library)

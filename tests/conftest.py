@@ -47,12 +47,13 @@ def docker_problem(host: Optional[str]) -> Optional[str]:
     if info.returncode == 0:
         return None
     if "permission denied" in info.stderr.lower():
-        return (f"this user may not use the Docker engine at {where}: `sudo usermod -aG docker $USER`, "
-                "then log in again")
+        return f"this user may not use the Docker engine at {where}: `sudo usermod -aG docker $USER`, then log in again"
     if host:
         socket = host.removeprefix("unix://") if host.startswith("unix://") else None
         missing = " (no such socket)" if socket is not None and not os.path.exists(socket) else ""
-        return f"no Docker engine answers at {where}{missing}: start that engine, or unset DOCKER_HOST for the default one"
+        return (
+            f"no Docker engine answers at {where}{missing}: start that engine, or unset DOCKER_HOST for the default one"
+        )
     return f"no Docker engine answers at {where}: start one with `sudo systemctl start docker` (or `sudo .ci/run`)"
 
 
@@ -82,8 +83,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # noqa: ANN001
     """One line on the Docker tests, and their count in the final summary line."""
     stats = terminalreporter.stats
-    reports = [r for key in ("passed", "failed", "skipped", "error") for r in stats.get(key, [])
-               if "docker" in getattr(r, "keywords", ())]  # a CollectReport (a file that failed to import) has none
+    reports = [
+        r
+        for key in ("passed", "failed", "skipped", "error")
+        for r in stats.get(key, [])
+        if "docker" in getattr(r, "keywords", ())
+    ]  # a CollectReport (a file that failed to import) has none
     tests = {r.nodeid for r in reports}
     ran = [r for r in reports if r.when == "call" and not r.skipped]
     if not tests:

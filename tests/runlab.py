@@ -57,13 +57,28 @@ class Lab:
 
     # --- experiments ------------------------------------------------------------------------------
 
-    def experiment(self, name: str, scenario: str = "steps", steps: int = 2, *, env: Optional[dict] = None,
-                   gpus: Any = "none", image: str = IMAGE, command: Optional[list] = None,
-                   volumes: Optional[list] = None, extra: str = "", init: bool = True,
-                   guard: Optional[dict] = None) -> str:
+    def experiment(
+        self,
+        name: str,
+        scenario: str = "steps",
+        steps: int = 2,
+        *,
+        env: Optional[dict] = None,
+        gpus: Any = "none",
+        image: str = IMAGE,
+        command: Optional[list] = None,
+        volumes: Optional[list] = None,
+        extra: str = "",
+        init: bool = True,
+        guard: Optional[dict] = None,
+    ) -> str:
         container: dict[str, Any] = {"gpus": gpus, "env": {"FAKE_SCENARIO": scenario, **(env or {})}}
-        data: dict[str, Any] = {"name": name, "steps": steps, "miles": {"extra_args": extra},
-                                "guard": guard or {"sensor": "none"}}
+        data: dict[str, Any] = {
+            "name": name,
+            "steps": steps,
+            "miles": {"extra_args": extra},
+            "guard": guard or {"sensor": "none"},
+        }
         if self.engine == "docker":
             container.update(shm_size="64m", ipc="private", volumes=volumes or [], ulimits={}, init=init)
             data["image"] = image
@@ -86,12 +101,19 @@ class Lab:
         """A command that reads captures only (status, logs, stop, recover)."""
         return CliRunner().invoke(app, [*args, "--capture-dir", str(self.captures)], env={**self.env, "COLUMNS": "300"})
 
-    def spawn(self, *args: str, failpoint: Optional[str] = None, capture_only: bool = False,
-              env: Optional[dict] = None) -> subprocess.Popen:
+    def spawn(
+        self, *args: str, failpoint: Optional[str] = None, capture_only: bool = False, env: Optional[dict] = None
+    ) -> subprocess.Popen:
         env = {**os.environ, **self.env, **({"HARNESS_FAILPOINT": failpoint} if failpoint else {}), **(env or {})}
         where = ["--capture-dir", str(self.captures)] if capture_only else self.dirs()
-        return subprocess.Popen([sys.executable, "-m", "harness", *args, *where], cwd=REPO, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "harness", *args, *where],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     # --- what the capture holds ----------------------------------------------------------------------
 

@@ -34,9 +34,17 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def good_status(run: str, **changes: object) -> dict:
-    status = {"run": run, "run_id": f"{run}-0000", "state": "succeeded", "exit_code": 0,
-              "started_at": "2026-11-30T07:00:00Z", "ended_at": "2026-11-30T07:10:00Z", "steps_expected": 2,
-              "steps_complete": 2, "error": None}
+    status = {
+        "run": run,
+        "run_id": f"{run}-0000",
+        "state": "succeeded",
+        "exit_code": 0,
+        "started_at": "2026-11-30T07:00:00Z",
+        "ended_at": "2026-11-30T07:10:00Z",
+        "steps_expected": 2,
+        "steps_complete": 2,
+        "error": None,
+    }
     return {**status, **changes}
 
 
@@ -51,13 +59,16 @@ def test_states_are_an_enum_that_reads_as_text() -> None:
     assert json.loads(json.dumps(status.to_dict()))["state"] == "succeeded"
 
 
-@pytest.mark.parametrize(("change", "reason"), [
-    ({"state": "finished"}, "state is 'finished': not a state"),
-    ({"started_at": 12}, "started_at is 12: not an RFC 3339 time"),
-    ({"steps_complete": -1}, "steps_complete is -1: not a count"),
-    ({"exit_code": True}, "exit_code is True: not an integer"),
-    ({"error": ["a"]}, "error is ['a']: not a string"),
-])
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"state": "finished"}, "state is 'finished': not a state"),
+        ({"started_at": 12}, "started_at is 12: not an RFC 3339 time"),
+        ({"steps_complete": -1}, "steps_complete is -1: not a count"),
+        ({"exit_code": True}, "exit_code is True: not an integer"),
+        ({"error": ["a"]}, "error is ['a']: not a string"),
+    ],
+)
 def test_a_status_with_a_wrong_value_names_the_key(change: dict, reason: str) -> None:
     with pytest.raises(ValueError, match=reason.replace("[", r"\[").replace("]", r"\]")):
         RunStatus.from_dict(good_status("r", **change))
@@ -104,8 +115,7 @@ def broken_captures(root: Path) -> dict[str, str]:
         "not-json": ("{not json", "is not valid JSON"),
         "deep": ("[" * 200_000, "nested too deeply"),
         "huge": (" " * (2 << 20) + "{}", "too large"),
-        "no-state": (json.dumps({k: v for k, v in good_status("no-state").items() if k != "state"}),
-                     "has no 'state'"),
+        "no-state": (json.dumps({k: v for k, v in good_status("no-state").items() if k != "state"}), "has no 'state'"),
     }
     for name, (text, _) in cases.items():
         (root / name).mkdir()
@@ -127,15 +137,26 @@ def test_status_shows_every_broken_capture_as_a_row_with_its_reason(tmp_path: Pa
     root = tmp_path / "capture"
     reasons = broken_captures(root)
     (root / "[red]marked").mkdir()
-    write_json_atomic(root / "[red]marked" / "status.json",
-                      good_status("m", state="not_started", error="[bold red]boom[/] \\[x]", ended_at=None))
+    write_json_atomic(
+        root / "[red]marked" / "status.json",
+        good_status("m", state="not_started", error="[bold red]boom[/] \\[x]", ended_at=None),
+    )
     (root / "fine").mkdir()
     write_json_atomic(root / "fine" / "status.json", good_status("fine"))
-    done = subprocess.run([sys.executable, "-m", "harness", "status", "--capture-dir", str(root)], cwd=REPO,
-                          capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "400"})
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "status", "--capture-dir", str(root)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "400"},
+    )
     assert done.returncode == 0, done.stderr
-    rows = {cells[0]: cells[1] for cells in (re.split(r"\s{2,}", line) for line in done.stdout.splitlines())
-            if len(cells) > 1}  # piped: plain, one line per capture, columns two spaces apart
+    rows = {
+        cells[0]: cells[1]
+        for cells in (re.split(r"\s{2,}", line) for line in done.stdout.splitlines())
+        if len(cells) > 1
+    }  # piped: plain, one line per capture, columns two spaces apart
     for name, reason in reasons.items():
         assert rows[name].startswith("broken: ") and reason in rows[name], (name, rows.get(name))
     assert rows["[red]marked"] == "not_started ([bold red]boom[/] \\[x])"  # shown as written, not as markup
@@ -158,8 +179,9 @@ def test_jsonl_lines_are_read_under_a_cap_and_bad_ones_named(tmp_path: Path) -> 
     run.mkdir()
     write_json_atomic(run / "status.json", good_status("r"))
     line = {"step": 0, "complete": True, "t_rollout_end": None, "t_step_end": None, "metrics": {}}
-    (run / "metrics.jsonl").write_text("\n".join([
-        json.dumps(line), "[" * 100_000, "[1]", json.dumps({**line, "step": 1}), '{"step": 2, "comp']))
+    (run / "metrics.jsonl").write_text(
+        "\n".join([json.dumps(line), "[" * 100_000, "[1]", json.dumps({**line, "step": 1}), '{"step": 2, "comp'])
+    )
     capture = read_capture(run)
     assert [r.step for r in capture.records] == [0, 1]
     assert "metrics.jsonl line 2: not JSON (nested too deeply): skipped" in capture.notes
@@ -175,8 +197,12 @@ def test_the_summary_and_check_capture_use_the_one_reader(tmp_path: Path) -> Non
     root = tmp_path / "capture"
     broken_captures(root)
     for name in ("as-list", "fifo", "deep"):
-        done = subprocess.run([sys.executable, str(REPO / "scripts" / "check-capture.py"), str(root / name)],
-                              capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            [sys.executable, str(REPO / "scripts" / "check-capture.py"), str(root / name)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert done.returncode == 1 and "Traceback" not in done.stderr
         assert len(done.stderr.splitlines()) == 1 and str(root / name) in done.stderr
 
@@ -186,10 +212,16 @@ def test_check_capture_counts_each_complete_step_once(tmp_path: Path) -> None:
     run.mkdir()
     write_json_atomic(run / "status.json", good_status("r"))
     for step in (0, 1, 1):
-        append_jsonl(run / "metrics.jsonl", {"step": step, "complete": True, "t_rollout_end": None,
-                                             "t_step_end": None, "metrics": {}})
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "check-capture.py"), str(run),
-                           "--complete-steps", "2"], capture_output=True, text=True, timeout=30)
+        append_jsonl(
+            run / "metrics.jsonl",
+            {"step": step, "complete": True, "t_rollout_end": None, "t_step_end": None, "metrics": {}},
+        )
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "check-capture.py"), str(run), "--complete-steps", "2"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     assert "succeeded, 2 complete steps" in done.stdout
 
@@ -199,9 +231,10 @@ def test_the_summary_skips_a_run_that_never_started(tmp_path: Path) -> None:
 
     root = tmp_path / "capture"
     (root / "never").mkdir(parents=True)
-    write_json_atomic(root / "never" / "status.json",
-                      good_status("never", state="not_started", error="image 'x' not found", exit_code=None,
-                                  steps_complete=0))
+    write_json_atomic(
+        root / "never" / "status.json",
+        good_status("never", state="not_started", error="image 'x' not found", exit_code=None, steps_complete=0),
+    )
     document = summarize(root).to_dict()
     assert "never" not in document["runs"]
     assert document["skipped"] == [{"directory": "never", "reason": "not_started: image 'x' not found"}]
@@ -210,9 +243,12 @@ def test_the_summary_skips_a_run_that_never_started(tmp_path: Path) -> None:
 def test_status_of_a_running_capture_whose_harness_is_gone(tmp_path: Path) -> None:
     root = tmp_path / "capture"
     (root / "orphan").mkdir(parents=True)
-    write_json_atomic(root / "orphan" / "status.json",
-                      good_status("orphan", state="running", exit_code=None, ended_at=None, harness_pid=1,
-                                  harness_host=os.uname().nodename))
+    write_json_atomic(
+        root / "orphan" / "status.json",
+        good_status(
+            "orphan", state="running", exit_code=None, ended_at=None, harness_pid=1, harness_host=os.uname().nodename
+        ),
+    )
     result = CliRunner().invoke(app, ["status", "--capture-dir", str(root)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert "running? (its harness is gone: harness recover)" in result.output
@@ -221,13 +257,28 @@ def test_status_of_a_running_capture_whose_harness_is_gone(tmp_path: Path) -> No
 def test_logs_and_recover_never_wait_on_a_fifo(tmp_path: Path) -> None:
     root = tmp_path / "capture"
     (root / "piped").mkdir(parents=True)
-    write_json_atomic(root / "piped" / "status.json",
-                      good_status("piped", state="running", exit_code=None, ended_at=None, harness_pid=1,
-                                  harness_host=os.uname().nodename, engine="process"))
+    write_json_atomic(
+        root / "piped" / "status.json",
+        good_status(
+            "piped",
+            state="running",
+            exit_code=None,
+            ended_at=None,
+            harness_pid=1,
+            harness_host=os.uname().nodename,
+            engine="process",
+        ),
+    )
     os.mkfifo(root / "piped" / "container.log")
     env = {**os.environ, "HARNESS_PROCESS_DIR": str(tmp_path / "processes")}
     for args in (["logs", "piped"], ["recover"]):
-        done = subprocess.run([sys.executable, "-m", "harness", *args, "--capture-dir", str(root)], cwd=REPO,
-                              capture_output=True, text=True, timeout=60, env=env)
+        done = subprocess.run(
+            [sys.executable, "-m", "harness", *args, "--capture-dir", str(root)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
         assert "container.log is not a regular file (it is a FIFO)" in done.stdout + done.stderr, args
     assert json.loads((root / "piped" / "status.json").read_text())["state"] == "running"  # nothing changed

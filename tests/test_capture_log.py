@@ -25,8 +25,14 @@ def us(seconds: int, fraction_us: int = 0) -> int:
 def first_line_of_the_simulator(time_scale: str) -> str:
     """The first line the real simulator prints at this time scale (it is stopped once the line is read)."""
     env = {**os.environ, "HARNESS_SIM_TIME_SCALE": time_scale}
-    with subprocess.Popen([sys.executable, "-m", "harness.sim.entry", "--num-rollout", "1"], cwd=REPO, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as sim:
+    with subprocess.Popen(
+        [sys.executable, "-m", "harness.sim.entry", "--num-rollout", "1"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as sim:
         try:
             return sim.stdout.readline()
         finally:
@@ -56,12 +62,16 @@ def test_a_log_that_is_not_a_regular_file_is_a_note_not_a_hang(tmp_path):
 
 def test_the_first_line_stamped_after_each_time(tmp_path):
     log = tmp_path / "container.log"
-    log.write_text("".join([
-        f"{stamp(1)} one\n",
-        "a line without its receive time\n",
-        f"{stamp(5, '.000001')} five and a microsecond\n",
-        f"{stamp(9)} nine\n",
-    ]))
+    log.write_text(
+        "".join(
+            [
+                f"{stamp(1)} one\n",
+                "a line without its receive time\n",
+                f"{stamp(5, '.000001')} five and a microsecond\n",
+                f"{stamp(9)} nine\n",
+            ]
+        )
+    )
     found = first_stamps_after(log, [us(0), us(1), us(5), us(5, 1), us(9)], [])
     assert found == {us(0): (us(1), 1), us(1): (us(5, 1), 3), us(5): (us(5, 1), 3), us(5, 1): (us(9), 4)}
     assert first_stamps_after(tmp_path / "absent.log", [us(0)], []) == {}
@@ -71,25 +81,37 @@ def test_a_simulated_run_whose_manifest_lost_its_time_scale_is_summarized_as_wit
     """A real process-engine simulator run: its numbers with the manifest's time scale, without it, and without both."""
     import json
 
-    from harness.summary.summarize import summarize
-    from harness.times import format_time_us
-
     from typer.testing import CliRunner
 
     from harness.cli import app
+    from harness.summary.summarize import summarize
+    from harness.times import format_time_us
 
     captures = tmp_path / "capture"
-    done = CliRunner().invoke(app, ["run", "e2b-dapo-filter", "--sim", "--sim-engine", "process", "--time-scale",
-                                    "0.001", "--capture-dir", str(captures)],
-                              env={"HARNESS_LOCK_DIR": str(tmp_path / "locks"),
-                                   "HARNESS_PROCESS_DIR": str(tmp_path / "processes")})
+    done = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "e2b-dapo-filter",
+            "--sim",
+            "--sim-engine",
+            "process",
+            "--time-scale",
+            "0.001",
+            "--capture-dir",
+            str(captures),
+        ],
+        env={"HARNESS_LOCK_DIR": str(tmp_path / "locks"), "HARNESS_PROCESS_DIR": str(tmp_path / "processes")},
+    )
     assert done.exit_code == 0, done.output
     run = captures / "e2b-dapo-filter"
     step = json.loads((run / "metrics.jsonl").read_text().splitlines()[3])
     end = parse_time_us(step["t_rollout_end"])
     half = int(step["metrics"]["perf/rollout_time"] * 0.001 * 1e6 / 2)  # half the rollout, in wall microseconds
-    (run / "pauses.jsonl").write_text(json.dumps({"start": format_time_us(end - half), "end": format_time_us(end),
-                                                  "reason": "hot", "peak_c": 87.0}) + "\n")
+    (run / "pauses.jsonl").write_text(
+        json.dumps({"start": format_time_us(end - half), "end": format_time_us(end), "reason": "hot", "peak_c": 87.0})
+        + "\n"
+    )
 
     def summary() -> dict:
         return summarize(captures).to_dict()["runs"]["e2b-dapo-filter"]

@@ -24,8 +24,13 @@ def capture(root: Path, **status: object) -> Path:
 
 
 def check(run: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "check-capture.py"), str(run), *args],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "check-capture.py"), str(run), *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_a_succeeded_capture_with_its_steps_passes(tmp_path):
@@ -35,12 +40,18 @@ def test_a_succeeded_capture_with_its_steps_passes(tmp_path):
     assert done.stdout == f"check-capture: {tmp_path / 'tiny-plain'}: succeeded, 3 complete steps\n"
 
 
-@pytest.mark.parametrize("status, expected_steps, problem", [
-    ({"state": "failed", "exit_code": 1, "error": "exit code 1"}, 3,
-     "state is failed (exit code 1), expected succeeded"),
-    ({}, 4, "3 complete steps in metrics.jsonl, expected 4"),
-    ({"steps_complete": 2}, 3, "status.json says 2 complete steps, metrics.jsonl 3"),
-])
+@pytest.mark.parametrize(
+    "status, expected_steps, problem",
+    [
+        (
+            {"state": "failed", "exit_code": 1, "error": "exit code 1"},
+            3,
+            "state is failed (exit code 1), expected succeeded",
+        ),
+        ({}, 4, "3 complete steps in metrics.jsonl, expected 4"),
+        ({"steps_complete": 2}, 3, "status.json says 2 complete steps, metrics.jsonl 3"),
+    ],
+)
 def test_what_differs_fails_with_one_line_each(tmp_path, status, expected_steps, problem):
     done = check(capture(tmp_path, **status), "--complete-steps", str(expected_steps))
 

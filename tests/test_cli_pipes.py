@@ -31,16 +31,29 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for index in range(MANY // 3):
         run = root / "capture" / f"run-{index:04d}-with-a-longer-name"
         run.mkdir(parents=True)
-        (run / "status.json").write_text(json.dumps({
-            "run": run.name, "run_id": f"{run.name}-0", "state": "succeeded", "exit_code": 0,
-            "started_at": "2026-11-30T07:00:00Z", "ended_at": "2026-11-30T08:00:00Z",
-            "steps_expected": 12, "steps_complete": 12, "error": None}))
+        (run / "status.json").write_text(
+            json.dumps(
+                {
+                    "run": run.name,
+                    "run_id": f"{run.name}-0",
+                    "state": "succeeded",
+                    "exit_code": 0,
+                    "started_at": "2026-11-30T07:00:00Z",
+                    "ended_at": "2026-11-30T08:00:00Z",
+                    "steps_expected": 12,
+                    "steps_complete": 12,
+                    "error": None,
+                }
+            )
+        )
     (root / "capture" / "run-0000-with-a-longer-name" / "container.log").write_text(
-        "".join(f"2026-11-30T07:00:00.{i:09d}Z line {i} of the trainer\n" for i in range(MANY * 10)))
+        "".join(f"2026-11-30T07:00:00.{i:09d}Z line {i} of the trainer\n" for i in range(MANY * 10))
+    )
     (root / "experiments").mkdir()
     for index in range(MANY // 10):
         (root / "experiments" / f"exp-{index:04d}.yaml").write_text(
-            f"name: exp-{index:04d}\ndescription: experiment number {index} of many, to fill a pipe.\n")
+            f"name: exp-{index:04d}\ndescription: experiment number {index} of many, to fill a pipe.\n"
+        )
     (root / "miles.log").write_text(step_lines(MANY))
     return root
 
@@ -57,8 +70,13 @@ COMMANDS = {
 @pytest.mark.parametrize("argv", COMMANDS.values(), ids=COMMANDS.keys())
 def test_a_reader_that_leaves_early_ends_the_command_quietly(lab, argv):
     harness = [sys.executable, "-m", "harness", *argv]
-    done = subprocess.run(["bash", "-c", '"$@" | head -1 >/dev/null; echo "exit=${PIPESTATUS[0]}" >&2', "pipe", *harness],
-                          cwd=lab, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "COLUMNS": "100"})
+    done = subprocess.run(
+        ["bash", "-c", '"$@" | head -1 >/dev/null; echo "exit=${PIPESTATUS[0]}" >&2', "pipe", *harness],
+        cwd=lab,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "COLUMNS": "100"},
+    )
 
     assert done.stderr == "exit=0\n"

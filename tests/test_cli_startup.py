@@ -31,7 +31,10 @@ print("HEAVY:" + ",".join(heavy))
 def test_light_commands_import_nothing_heavy(args: list[str]) -> None:
     out = subprocess.run(
         [sys.executable, "-c", PROBE.format(args=args, heavy=HEAVY)],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "HEAVY:", out.stdout[-500:]

@@ -43,8 +43,15 @@ def in_terminal(argv: list[str], columns: int = 80, cwd: Path = REPO_ROOT) -> st
     """The command's output in a pseudo-terminal `columns` wide, escape sequences removed."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    process = subprocess.Popen([sys.executable, "-m", "harness", *argv], cwd=cwd, env=harness_env(),
-                               stdin=follower, stdout=follower, stderr=follower, close_fds=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness", *argv],
+        cwd=cwd,
+        env=harness_env(),
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        close_fds=True,
+    )
     os.close(follower)
     chunks = []
     while True:
@@ -61,8 +68,9 @@ def in_terminal(argv: list[str], columns: int = 80, cwd: Path = REPO_ROOT) -> st
 
 
 def piped(argv: list[str], cwd: Path = REPO_ROOT) -> str:
-    done = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=cwd, env=harness_env(),
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", *argv], cwd=cwd, env=harness_env(), capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -73,10 +81,21 @@ def captures(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for run, (state, steps, exit_code) in RUNS.items():
         (root / run).mkdir(parents=True)
         complete, expected = steps.split("/")
-        (root / run / "status.json").write_text(json.dumps({
-            "run": run, "run_id": f"{run}-1", "state": state, "exit_code": None if exit_code == "-" else int(exit_code),
-            "started_at": "2026-11-30T07:00:00Z", "ended_at": "2026-11-30T07:42:05Z",
-            "steps_expected": int(expected), "steps_complete": int(complete), "error": None}))
+        (root / run / "status.json").write_text(
+            json.dumps(
+                {
+                    "run": run,
+                    "run_id": f"{run}-1",
+                    "state": state,
+                    "exit_code": None if exit_code == "-" else int(exit_code),
+                    "started_at": "2026-11-30T07:00:00Z",
+                    "ended_at": "2026-11-30T07:42:05Z",
+                    "steps_expected": int(expected),
+                    "steps_complete": int(complete),
+                    "error": None,
+                }
+            )
+        )
     return root
 
 
@@ -157,8 +176,12 @@ def sweep_results() -> list:
         return SimpleNamespace(decision=SimpleNamespace(run=run, action=action, reason=reason), status=status)
 
     return [
-        result("plain-48-s1", "skip", "succeeded", "succeeded at 2026-11-30 07:00 (run id plain-48-s1-4e5f); "
-               "--force reruns it"),
+        result(
+            "plain-48-s1",
+            "skip",
+            "succeeded",
+            "succeeded at 2026-11-30 07:00 (run id plain-48-s1-4e5f); --force reruns it",
+        ),
         result("plain-48-with-a-long-name-s2", "run", "no_metrics", "no capture yet"),
         result("plain-48-s3", "run", None, "not run: the sweep stopped at the first failure (--fail-fast)"),
     ]
@@ -181,8 +204,11 @@ def test_the_sweep_table_keeps_run_and_state_whole(terminal):
         assert_fits(out)
     else:
         assert not BOX.search(out), out
-    for run, state in (("plain-48-s1", "succeeded"), ("plain-48-with-a-long-name-s2", "no_metrics"),
-                       ("plain-48-s3", "-")):
+    for run, state in (
+        ("plain-48-s1", "succeeded"),
+        ("plain-48-with-a-long-name-s2", "no_metrics"),
+        ("plain-48-s3", "-"),
+    ):
         rows = [line for line in out.splitlines() if re.search(rf"^\W*{re.escape(run)}\s", line)]
         assert len(rows) == 1 and re.search(rf"\s{re.escape(state)}\s", rows[0]), out
     if not terminal:
@@ -200,8 +226,11 @@ def test_cells_are_markup_or_text_shown_as_written(terminal):
 
     buffer = StringIO()
     console = Console(file=buffer, width=80, force_terminal=terminal, color_system="standard" if terminal else None)
-    print_table(console, [Column("run"), Column("state")],
-                [(Text("run-[bold]x"), "[red]failed[/red]"), (Text("plain"), "succeeded")])
+    print_table(
+        console,
+        [Column("run"), Column("state")],
+        [(Text("run-[bold]x"), "[red]failed[/red]"), (Text("plain"), "succeeded")],
+    )
     out = ANSI.sub("", buffer.getvalue())
 
     assert re.search(r"run-\[bold\]x\s+failed", out), out

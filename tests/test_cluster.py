@@ -38,12 +38,21 @@ class RayNodes:
         from ray.cluster_utils import Cluster
 
         self.root = root
-        self.cluster = Cluster(initialize_head=True, connect=False, head_node_args={
-            "num_cpus": 1, "num_gpus": 0, "object_store_memory": 80 * 1024 * 1024, "include_dashboard": False})
+        self.cluster = Cluster(
+            initialize_head=True,
+            connect=False,
+            head_node_args={
+                "num_cpus": 1,
+                "num_gpus": 0,
+                "object_store_memory": 80 * 1024 * 1024,
+                "include_dashboard": False,
+            },
+        )
         self.nodes: dict[str, Any] = {}
         for name in ("a", "b"):
-            self.nodes[name] = self.cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=80 * 1024 * 1024,
-                                                     env_vars=self.node_env(name))
+            self.nodes[name] = self.cluster.add_node(
+                num_cpus=1, num_gpus=1, object_store_memory=80 * 1024 * 1024, env_vars=self.node_env(name)
+            )
         self.cluster.wait_for_nodes()
         self.address = self.cluster.address
 
@@ -57,8 +66,12 @@ class RayNodes:
             script.write_text("#!/bin/sh\nexec true\n")
             script.chmod(0o755)
             path = f"{bin_dir}{os.pathsep}{path}"
-        return {"HARNESS_PROCESS_DIR": str(home / "processes"), "HARNESS_NODE_CAPTURE_DIR": str(home / "captures"),
-                "HARNESS_LOCK_DIR": str(home / "locks"), "PATH": path}
+        return {
+            "HARNESS_PROCESS_DIR": str(home / "processes"),
+            "HARNESS_NODE_CAPTURE_DIR": str(home / "captures"),
+            "HARNESS_LOCK_DIR": str(home / "locks"),
+            "PATH": path,
+        }
 
     def node_name_of(self, node_id: str) -> str:
         return next(name for name, node in self.nodes.items() if node.node_id == node_id)
@@ -97,13 +110,37 @@ class Lab:
         self.experiments.mkdir()
         self.env = {"HARNESS_LOCK_DIR": str(root / "locks")}
 
-    def sim(self, name: str = "sim", *, time_scale: float = 0.02, guard: Optional[dict] = None,
-            command: Optional[list] = None, extra: Optional[dict] = None) -> str:
-        data = {"name": name, "steps": 3, "engine": "process",
-                "command": command or [sys.executable, "-m", "harness.sim", "--num-rollout", "3",
-                                       "--rollout-batch-size", "8", "--n-samples-per-prompt", "4",
-                                       "--time-scale", str(time_scale)],
-                "container": {"gpus": "none"}, "guard": guard or {"sensor": "none"}, **(extra or {})}
+    def sim(
+        self,
+        name: str = "sim",
+        *,
+        time_scale: float = 0.02,
+        guard: Optional[dict] = None,
+        command: Optional[list] = None,
+        extra: Optional[dict] = None,
+    ) -> str:
+        data = {
+            "name": name,
+            "steps": 3,
+            "engine": "process",
+            "command": command
+            or [
+                sys.executable,
+                "-m",
+                "harness.sim",
+                "--num-rollout",
+                "3",
+                "--rollout-batch-size",
+                "8",
+                "--n-samples-per-prompt",
+                "4",
+                "--time-scale",
+                str(time_scale),
+            ],
+            "container": {"gpus": "none"},
+            "guard": guard or {"sensor": "none"},
+            **(extra or {}),
+        }
         (self.experiments / f"{name}.yaml").write_text(json.dumps(data))
         return name
 
@@ -130,12 +167,20 @@ def lab(tmp_path: Path, cluster: RayNodes) -> Lab:
     cluster.kill_leftovers()
 
 
-HOT_GUARD = {"sensor": "sim", "poll_s": 0.2, "record_every_s": 0.2, "min_pause_s": 0, "pause_at_c": 60,
-             "resume_at_c": 50, "sim": {"heat_tau_s": 1, "cool_tau_s": 0.3}}
+HOT_GUARD = {
+    "sensor": "sim",
+    "poll_s": 0.2,
+    "record_every_s": 0.2,
+    "min_pause_s": 0,
+    "pause_at_c": 60,
+    "resume_at_c": 50,
+    "sim": {"heat_tau_s": 1, "cool_tau_s": 0.3},
+}
 
 
 def test_a_sweep_of_four_seeds_uses_both_nodes_one_run_each_at_a_time_and_every_capture_is_whole_on_the_driver(
-        lab: Lab, cluster: RayNodes) -> None:
+    lab: Lab, cluster: RayNodes
+) -> None:
     lab.sim(guard=HOT_GUARD)  # the simulated sensor heats up: pause windows and samples are streamed too
     result = lab.cli("sweep", "sim", "--seeds", "1", "2", "3", "4")
     assert result.exit_code == 0, result.output
@@ -165,8 +210,9 @@ def test_a_sweep_of_four_seeds_uses_both_nodes_one_run_each_at_a_time_and_every_
 
     shown = CliRunner().invoke(app, ["status", "--capture-dir", str(lab.captures)], env={"COLUMNS": "300"})
     header, *rows = shown.output.splitlines()[1:]
-    assert header.split()[-1] == "host" and all(row.split()[-1] == lab.manifest(row.split()[0])["ray"]["hostname"]
-                                                for row in rows)
+    assert header.split()[-1] == "host" and all(
+        row.split()[-1] == lab.manifest(row.split()[0])["ray"]["hostname"] for row in rows
+    )
 
     again = lab.cli("sweep", "sim", "--seeds", "1", "2", "3", "4")  # done runs are skipped, as in a local sweep
     assert again.exit_code == 0 and again.output.count(" skipped: succeeded at ") == 4, again.output
@@ -184,11 +230,19 @@ def test_a_node_without_what_the_run_needs_is_refused_before_anything_starts(lab
 
 @pytest.mark.docker
 def test_a_node_whose_docker_lacks_the_image_is_refused_in_one_line_naming_node_and_image(
-        lab: Lab, cluster: RayNodes) -> None:
+    lab: Lab, cluster: RayNodes
+) -> None:
     image = "miles-gb10-lab/absent:never-built"
-    (lab.experiments / "absent.yaml").write_text(json.dumps({
-        "name": "absent", "steps": 1, "image": image,
-        "container": {"gpus": "none", "ulimits": {}, "shm_size": "64m", "ipc": "private"}}))
+    (lab.experiments / "absent.yaml").write_text(
+        json.dumps(
+            {
+                "name": "absent",
+                "steps": 1,
+                "image": image,
+                "container": {"gpus": "none", "ulimits": {}, "shm_size": "64m", "ipc": "private"},
+            }
+        )
+    )
     result = lab.cli("run", "absent")
     assert result.exit_code == 3, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
@@ -201,7 +255,12 @@ def test_recover_with_ray_settles_the_runs_of_a_killed_driver_through_the_nodes(
     lab.sim(time_scale=0.06)  # about 7 s a run: the driver is killed in the middle
     driver = subprocess.Popen(
         [sys.executable, "-m", "harness", "sweep", "sim", "--seeds", "1", "2", *lab.dirs(), "--ray", cluster.address],
-        cwd=REPO, env={**os.environ, **lab.env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=REPO,
+        env={**os.environ, **lab.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not all(_steps(lab, run) >= 1 for run in ("sim", "sim-s2")):
@@ -215,8 +274,9 @@ def test_recover_with_ray_settles_the_runs_of_a_killed_driver_through_the_nodes(
     assert set(trainers) == {"sim", "sim-s2"}  # the trainers outlive the driver (and its Ray workers), on their nodes
     assert all(trainer.describe().alive for trainer in trainers.values())
 
-    result = CliRunner().invoke(app, ["recover", "--ray", cluster.address, "--capture-dir", str(lab.captures),
-                                      "--grace-s", "5"], env=lab.env)
+    result = CliRunner().invoke(
+        app, ["recover", "--ray", cluster.address, "--capture-dir", str(lab.captures), "--grace-s", "5"], env=lab.env
+    )
     assert result.exit_code == 0, result.output
     for run in ("sim", "sim-s2"):
         status = lab.status(run)
@@ -231,16 +291,37 @@ def test_recover_with_ray_settles_the_runs_of_a_killed_driver_through_the_nodes(
 def test_harness_stop_and_ctrl_c_reach_the_runs_on_their_nodes(lab: Lab, cluster: RayNodes) -> None:
     lab.sim(time_scale=0.05)
     driver = subprocess.Popen(
-        [sys.executable, "-m", "harness", "sweep", "sim", "--seeds", "1", "2", "3", "4", *lab.dirs(), "--ray",
-         cluster.address], cwd=REPO, env={**os.environ, **lab.env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True)
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "sweep",
+            "sim",
+            "--seeds",
+            "1",
+            "2",
+            "3",
+            "4",
+            *lab.dirs(),
+            "--ray",
+            cluster.address,
+        ],
+        cwd=REPO,
+        env={**os.environ, **lab.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not all(_steps(lab, run) >= 1 for run in ("sim", "sim-s2")):
             assert time.monotonic() < deadline and driver.poll() is None, driver.communicate()[0]
             time.sleep(0.05)
-        stopped = CliRunner().invoke(app, ["stop", "sim-s2", "--reason", "enough", "--capture-dir", str(lab.captures),
-                                           "--timeout-s", "30"], env=lab.env)
+        stopped = CliRunner().invoke(
+            app,
+            ["stop", "sim-s2", "--reason", "enough", "--capture-dir", str(lab.captures), "--timeout-s", "30"],
+            env=lab.env,
+        )
         assert stopped.exit_code == 0 and "sim-s2: stopped (enough" in stopped.output, stopped.output
         driver.send_signal(signal.SIGINT)
         out, _ = driver.communicate(timeout=60)
@@ -276,8 +357,10 @@ def test_a_run_over_two_hosts_dry_run_prints_what_each_host_would_start(lab: Lab
 
     as_json = json.loads(lab.cli("run", "sim", "--nodes", "2", "--dry-run", "--json").output)
     assert [host["role"] for host in as_json["hosts"]] == ["head", "worker"]
-    for args, fragment in [(("--nodes", "3", "--dry-run"), "--nodes 3 needs 3"),
-                           (("--nodes", "2"), "only its --dry-run is implemented")]:
+    for args, fragment in [
+        (("--nodes", "3", "--dry-run"), "--nodes 3 needs 3"),
+        (("--nodes", "2"), "only its --dry-run is implemented"),
+    ]:
         refused = lab.cli("run", "sim", *args)
         assert refused.exit_code == 2 and fragment in refused.output and len(refused.output.splitlines()) == 1
 

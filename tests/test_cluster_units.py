@@ -34,21 +34,42 @@ def write_experiment(directory: Path, **data: object) -> ExperimentStore:
 # --- the capture stream ------------------------------------------------------------------------
 
 
-def test_a_run_forwarded_through_the_writer_gives_the_same_capture_elsewhere(tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_forwarded_through_the_writer_gives_the_same_capture_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The runner's writes, applied by EventSink to another directory, are the local capture file for file."""
-    from harness.run.lifecycle import RunOptions, plan_runs, run_planned
     from harness.run.execute import NullProgress, StopControl
+    from harness.run.lifecycle import RunOptions, plan_runs, run_planned
 
     monkeypatch.setenv("HARNESS_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.setenv("HARNESS_PROCESS_DIR", str(tmp_path / "processes"))
     store = write_experiment(
-        tmp_path / "experiments", name="sim", steps=2, engine="process",
-        command=[sys.executable, "-m", "harness.sim", "--num-rollout", "2", "--rollout-batch-size", "8",
-                 "--n-samples-per-prompt", "4"],
+        tmp_path / "experiments",
+        name="sim",
+        steps=2,
+        engine="process",
+        command=[
+            sys.executable,
+            "-m",
+            "harness.sim",
+            "--num-rollout",
+            "2",
+            "--rollout-batch-size",
+            "8",
+            "--n-samples-per-prompt",
+            "4",
+        ],
         container={"gpus": "none"},
-        guard={"sensor": "sim", "poll_s": 0.05, "record_every_s": 0.05, "min_pause_s": 0, "pause_at_c": 46,
-               "resume_at_c": 45.5, "sim": {"heat_tau_s": 0.2, "cool_tau_s": 0.05}})
+        guard={
+            "sensor": "sim",
+            "poll_s": 0.05,
+            "record_every_s": 0.05,
+            "min_pause_s": 0,
+            "pause_at_c": 46,
+            "resume_at_c": 45.5,
+            "sim": {"heat_tau_s": 0.2, "cool_tau_s": 0.05},
+        },
+    )
     (plan,) = plan_runs(store, "sim", [], [], tmp_path / "local", {})
     elsewhere = Capture(tmp_path / "elsewhere" / "sim")
     elsewhere.directory.mkdir(parents=True)
@@ -59,13 +80,26 @@ def test_a_run_forwarded_through_the_writer_gives_the_same_capture_elsewhere(tmp
         kinds.add(event[1])
         sink.apply(copy.deepcopy(event))
 
-    result = run_planned(plan, options=RunOptions(), progress=NullProgress(), stop=StopControl(),
-                         on_wait=lambda message: None, forward=forward)
+    result = run_planned(
+        plan,
+        options=RunOptions(),
+        progress=NullProgress(),
+        stop=StopControl(),
+        on_wait=lambda message: None,
+        forward=forward,
+    )
     sink.close()
     assert result.status is not None and result.status.state == "succeeded"
     local = Path(plan.spec.capture_dir)
-    names = ("status.json", "manifest.json", "args.json", "container.log", "metrics.jsonl", "pauses.jsonl",
-             "guard.jsonl")
+    names = (
+        "status.json",
+        "manifest.json",
+        "args.json",
+        "container.log",
+        "metrics.jsonl",
+        "pauses.jsonl",
+        "guard.jsonl",
+    )
     assert kinds == set(names)
     for name in names:
         assert (elsewhere.directory / name).read_bytes() == (local / name).read_bytes(), name
@@ -83,13 +117,16 @@ def test_the_sink_refuses_what_is_not_a_capture_write(tmp_path: Path) -> None:
 # --- the cluster: key ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cluster, fragment", [
-    ({"resources": {"GPU": 2}}, "every run asks for one GPU"),
-    ({"resources": {"spark": 0}}, "not a positive amount"),
-    ({"resources": {"9 lives": 1}}, "not a Ray resource name"),
-    ({"nodes": 2}, "unknown key"),
-    ({"num_cpus": -1}, "greater than or equal to 0"),
-])
+@pytest.mark.parametrize(
+    "cluster, fragment",
+    [
+        ({"resources": {"GPU": 2}}, "every run asks for one GPU"),
+        ({"resources": {"spark": 0}}, "not a positive amount"),
+        ({"resources": {"9 lives": 1}}, "not a Ray resource name"),
+        ({"nodes": 2}, "unknown key"),
+        ({"num_cpus": -1}, "greater than or equal to 0"),
+    ],
+)
 def test_the_cluster_key_is_validated_like_every_key(tmp_path: Path, cluster: dict, fragment: str) -> None:
     store = write_experiment(tmp_path, name="x", steps=1, cluster=cluster)
     with pytest.raises(HarnessError) as error:
@@ -99,15 +136,19 @@ def test_the_cluster_key_is_validated_like_every_key(tmp_path: Path, cluster: di
 
 def test_the_cluster_key_asks_for_resources_beside_one_gpu_and_leaves_the_run_id_alone(tmp_path: Path) -> None:
     plain = write_experiment(tmp_path / "a", name="x", steps=1).load("x").experiment
-    placed = write_experiment(tmp_path / "b", name="x", steps=1,
-                              cluster={"resources": {"spark": 1}, "num_cpus": 2}).load("x").experiment
+    placed = (
+        write_experiment(tmp_path / "b", name="x", steps=1, cluster={"resources": {"spark": 1}, "num_cpus": 2})
+        .load("x")
+        .experiment
+    )
     assert run_request(placed.cluster) == {"GPU": 1.0, "CPU": 2.0, "spark": 1.0}
     assert run_request(plain.cluster) == {"GPU": 1.0}
     specs = [plan_launch(e, base_args=[], capture_root="c", project_root="/p", environ={}) for e in (plain, placed)]
     assert specs[0].run_id == specs[1].run_id  # where a run is placed does not change what it measures
     node = Node(SPARKS[0], {"GPU": 1.0, "CPU": 20.0, "spark": 1.0})
     assert node.can_take(run_request(placed.cluster)) and not Node(SPARKS[1], {"GPU": 1.0}).can_take(
-        run_request(placed.cluster))
+        run_request(placed.cluster)
+    )
 
 
 # --- one run over several hosts -------------------------------------------------------------------
@@ -116,16 +157,25 @@ def test_the_cluster_key_asks_for_resources_beside_one_gpu_and_leaves_the_run_id
 def e2b_spec():  # noqa: ANN201
     store = ExperimentStore(REPO / "experiments")
     loaded = store.load("e2b-dapo-filter")
-    spec = plan_launch(loaded.experiment, base_args=store.base_args, capture_root="capture/gpu",
-                       project_root="/srv/lab", environ={"MILES_LAB_DATA": "/srv/data"})
+    spec = plan_launch(
+        loaded.experiment,
+        base_args=store.base_args,
+        capture_root="capture/gpu",
+        project_root="/srv/lab",
+        environ={"MILES_LAB_DATA": "/srv/data"},
+    )
     return loaded.experiment, spec
 
 
 def test_a_run_over_two_sparks_starts_a_ray_head_and_a_worker_of_the_lab_image_and_submits_the_job() -> None:
     experiment, spec = e2b_spec()
     before = copy.deepcopy(spec.to_dict())
-    plan = plan_scale_out(spec, SPARKS, cluster_env={"NCCL_SOCKET_IFNAME": "enp1s0f1np1"},
-                          metadata={"run": spec.run, "run_id": spec.run_id, "git_sha": None})
+    plan = plan_scale_out(
+        spec,
+        SPARKS,
+        cluster_env={"NCCL_SOCKET_IFNAME": "enp1s0f1np1"},
+        metadata={"run": spec.run, "run_id": spec.run_id, "git_sha": None},
+    )
     assert spec.to_dict() == before  # planning changes nothing
     head, worker = plan.hosts
     assert (head.role, worker.role) == ("head", "worker") and head.host == SPARKS[0]
@@ -134,7 +184,7 @@ def test_a_run_over_two_sparks_starts_a_ray_head_and_a_worker_of_the_lab_image_a
         assert argv[:2] == ["docker", "run"] and argv[argv.index("--network") + 1] == "host"
         assert "--device" in argv and "/dev/infiniband" in argv and "memlock=-1" in argv
         assert "NCCL_SOCKET_IFNAME=enp1s0f1np1" in argv and "NCCL_IB_DISABLE=0" in argv
-        assert argv[argv.index("--entrypoint") + 1:argv.index("--entrypoint") + 3] == ["ray", spec.image]
+        assert argv[argv.index("--entrypoint") + 1 : argv.index("--entrypoint") + 3] == ["ray", spec.image]
         assert "/srv/data:/data:ro" in argv and f"org.miles-gb10-lab.run-id={spec.run_id}" in argv
         assert argv[argv.index("--node-ip-address") + 1] == launch.host.node_ip
     assert "--head" in head.argv and "--address" not in head.argv
@@ -144,8 +194,10 @@ def test_a_run_over_two_sparks_starts_a_ray_head_and_a_worker_of_the_lab_image_a
     assert job.metadata == {"run": spec.run, "run_id": spec.run_id}  # values as strings, None left out
     assert "--actor-num-nodes 2" in job.entrypoint and "--rollout-num-gpus 2" in job.entrypoint
     assert "--over-sampling-batch-size 48" in job.entrypoint and job.entrypoint.startswith("python3 train.py ")
-    assert plan.warnings == ("GLOO_SOCKET_IFNAME is not set in cluster.env: NCCL and Gloo pick an interface "
-                             "themselves, maybe not the fast port",)
+    assert plan.warnings == (
+        "GLOO_SOCKET_IFNAME is not set in cluster.env: NCCL and Gloo pick an interface "
+        "themselves, maybe not the fast port",
+    )
     assert json.loads(json.dumps(plan.to_dict()))["nodes"] == 2
 
 
@@ -167,14 +219,30 @@ def test_the_board_says_each_run_its_host_step_and_pause_state() -> None:
     board.add("plain-48-s2", 12, filter_on=True)
     board.placed("plain-48-s2", "spark-2")
     board.event("plain-48-s2", ("status", "status.json", {"state": "running", "steps_expected": 12}))
-    board.event("plain-48-s2", ("jsonl", "metrics.jsonl", {"step": 0, "complete": True, "metrics": {
-        "perf/rollout_time": 88.74, "rollout/raw_reward": 0.7, "rollout/raw_reward_unfiltered": 0.672}}))
+    board.event(
+        "plain-48-s2",
+        (
+            "jsonl",
+            "metrics.jsonl",
+            {
+                "step": 0,
+                "complete": True,
+                "metrics": {
+                    "perf/rollout_time": 88.74,
+                    "rollout/raw_reward": 0.7,
+                    "rollout/raw_reward_unfiltered": 0.672,
+                },
+            },
+        ),
+    )
     board.event("plain-48-s2", ("jsonl", "guard.jsonl", {"temp_c": 86.5}))
-    board.event("plain-48-s2", ("jsonl", "pauses.jsonl", {"start": "2026-11-30T12:03:04Z", "end": None,
-                                                           "peak_c": 86.5}))
+    board.event(
+        "plain-48-s2", ("jsonl", "pauses.jsonl", {"start": "2026-11-30T12:03:04Z", "end": None, "peak_c": 86.5})
+    )
     board.event("plain-48-s2", ("jsonl", "metrics.jsonl", {"step": 1, "complete": False}))
-    board.event("plain-48-s2", ("jsonl", "pauses.jsonl", {"start": "2026-11-30T12:03:04Z",
-                                                           "end": "2026-11-30T12:03:40Z"}))
+    board.event(
+        "plain-48-s2", ("jsonl", "pauses.jsonl", {"start": "2026-11-30T12:03:04Z", "end": "2026-11-30T12:03:40Z"})
+    )
     assert changes == [
         "plain-48-s2 on spark-2: starting, step 0/12, -",
         "plain-48-s2 on spark-2: running, step 0/12, -",
@@ -200,31 +268,53 @@ print("RAY:" + str("ray" in sys.modules))
 
 
 def probe(args: list[str], block: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", PROBE.format(args=args, block=block)], cwd=REPO,
-                          capture_output=True, text=True, timeout=60, env={**os.environ, "RAY_ADDRESS": ""})
+    return subprocess.run(
+        [sys.executable, "-c", PROBE.format(args=args, block=block)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
 
 
-@pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["sweep", "--help"], ["status"],
-                                  ["run", "e2b-dapo-filter", "--dry-run"], ["sweep", "seeds", "--dry-run"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["run", "--help"],
+        ["sweep", "--help"],
+        ["status"],
+        ["run", "e2b-dapo-filter", "--dry-run"],
+        ["sweep", "seeds", "--dry-run"],
+    ],
+)
 def test_ray_is_imported_only_when_ray_is_used(args: list[str]) -> None:
     out = probe(args)
     assert out.stdout.strip().splitlines()[-1] == "RAY:False", out.stdout[-500:] + out.stderr[-500:]
 
 
-@pytest.mark.parametrize("args", [["run", "plain", "--ray", "auto"], ["sweep", "seeds", "--ray", "auto"],
-                                  ["recover", "--ray", "auto"]])
+@pytest.mark.parametrize(
+    "args", [["run", "plain", "--ray", "auto"], ["sweep", "seeds", "--ray", "auto"], ["recover", "--ray", "auto"]]
+)
 def test_without_ray_installed_ray_fails_in_one_line_saying_how_to_install_it(args: list[str]) -> None:
-    out = subprocess.run([sys.executable, "-c", "import sys; sys.modules['ray'] = None\n"
-                          "from harness.cli import main; main()", *args], cwd=REPO, capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.modules['ray'] = None\nfrom harness.cli import main; main()", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "pip install '.[cluster]'" in lines[0] and "Traceback" not in out.stderr, lines
 
 
 # Ray's own words when `auto` finds no cluster (ray.init raises ConnectionError with them).
-RAY_NO_CLUSTER = ("Could not find any running Ray instance. Please specify the one to connect to by setting "
-                  "`--address` flag or `RAY_ADDRESS` environment variable.")
+RAY_NO_CLUSTER = (
+    "Could not find any running Ray instance. Please specify the one to connect to by setting "
+    "`--address` flag or `RAY_ADDRESS` environment variable."
+)
 
 
 def test_with_no_cluster_running_the_error_names_our_flag_not_rays(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -275,13 +365,21 @@ def ray_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     monkeypatch.setattr(connect, "connect", lambda address: FakeRay())
     monkeypatch.setattr(connect, "disconnect", lambda: None)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    env = {"DOCKER_HOST": "unix:///nonexistent.sock", "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
-           "HARNESS_PROCESS_DIR": str(tmp_path / "processes"), "HARNESS_EXPERIMENT": "", "COLUMNS": "250"}
+    env = {
+        "DOCKER_HOST": "unix:///nonexistent.sock",
+        "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
+        "HARNESS_PROCESS_DIR": str(tmp_path / "processes"),
+        "HARNESS_EXPERIMENT": "",
+        "COLUMNS": "250",
+    }
     captures = tmp_path / "capture"
 
     def invoke(*args: str):  # noqa: ANN202
-        return CliRunner().invoke(app, [*args, "--sim", "--sim-engine", "process", "--time-scale", "0.002",
-                                        "--capture-dir", str(captures)], env=env)
+        return CliRunner().invoke(
+            app,
+            [*args, "--sim", "--sim-engine", "process", "--time-scale", "0.002", "--capture-dir", str(captures)],
+            env=env,
+        )
 
     return invoke
 
@@ -313,19 +411,30 @@ def test_a_sweep_with_ray_skips_a_succeeded_run_with_the_line_a_local_sweep_prin
 
 def test_the_driver_decides_with_the_configuration_changes_the_local_path_names(ray_cli, tmp_path: Path) -> None:  # noqa: ANN001
     from harness.cluster.driver import RaySweep
-    from harness.run.lifecycle import RunOptions, decide_on_capture, plan_runs
     from harness.run.execute import StopControl
+    from harness.run.lifecycle import RunOptions, decide_on_capture, plan_runs
     from harness.run.simswap import SimTarget
 
     first = ray_cli("run", "plain", "--set", "steps=1")
     assert first.exit_code == 0, first.output
     target = SimTarget("process", 0.002, sys.executable, "a test")
-    (plan,) = plan_runs(ExperimentStore(REPO / "experiments"), "plain", [], ["steps=3"], tmp_path / "capture", {},
-                        sim=target)
+    (plan,) = plan_runs(
+        ExperimentStore(REPO / "experiments"), "plain", [], ["steps=3"], tmp_path / "capture", {}, sim=target
+    )
     decisions: list = []
-    sweep = RaySweep(FakeRay(), "fake", mode="cached", fail_fast=False, options=RunOptions(), stop=StopControl(),
-                     on_decision=decisions.append, on_note=print, on_wait=print, board=Board(lambda *_: None),
-                     provenance={})
+    sweep = RaySweep(
+        FakeRay(),
+        "fake",
+        mode="cached",
+        fail_fast=False,
+        options=RunOptions(),
+        stop=StopControl(),
+        on_decision=decisions.append,
+        on_note=print,
+        on_wait=print,
+        board=Board(lambda *_: None),
+        provenance={},
+    )
 
     (run,) = sweep.run([plan])
 

@@ -9,16 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_entry_points import fresh_clone, make
 from typer.testing import CliRunner
 
-from harness.summary.document import SummaryDocument
 from harness.cli import app
-from harness.run.demo import DEMO_RUNS, WRITE_UP, headline, plan_demo
 from harness.experiments.store import ExperimentStore
+from harness.run.demo import DEMO_RUNS, WRITE_UP, headline, plan_demo
 from harness.run.lifecycle import plan_runs
 from harness.run.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SimTarget
+from harness.summary.document import SummaryDocument
 from harness.summary.summarize import summarize
-from test_entry_points import fresh_clone, make
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STORE = ExperimentStore(REPO_ROOT / "experiments")
@@ -52,8 +52,11 @@ def test_each_run_s_own_guard_runs_on_simulated_heat_in_the_simulator_s_time():
     for plan in plans:
         guard = plan.experiment.guard
         assert guard.sensor == "sim"
-        assert (guard.pause_at_c, guard.resume_at_c, guard.on_max_pause) == (own.pause_at_c, own.resume_at_c,
-                                                                             own.on_max_pause)
+        assert (guard.pause_at_c, guard.resume_at_c, guard.on_max_pause) == (
+            own.pause_at_c,
+            own.resume_at_c,
+            own.on_max_pause,
+        )
         assert guard.min_pause_s == pytest.approx(own.min_pause_s * 0.02)
         assert guard.max_pause_s == pytest.approx(own.max_pause_s * 0.02)
         assert guard.poll_s == pytest.approx(max(own.poll_s * 0.02, MIN_POLL_S))
@@ -64,8 +67,11 @@ def test_each_run_s_own_guard_runs_on_simulated_heat_in_the_simulator_s_time():
 
 def test_the_demo_makes_the_runs_run_sim_makes_so_each_reuses_the_other_s_captures():
     demo = plan_demo(STORE, Path("capture/sim"), target(), environ={})
-    by_hand = [plan for name, seeds in DEMO_RUNS
-               for plan in plan_runs(STORE, name, seeds, [], Path("capture/sim"), {}, sim=target())]
+    by_hand = [
+        plan
+        for name, seeds in DEMO_RUNS
+        for plan in plan_runs(STORE, name, seeds, [], Path("capture/sim"), {}, sim=target())
+    ]
 
     assert DEFAULT_TIME_SCALE == 0.01  # a 12-step filter run well under a minute (issue: entry points)
     assert [plan.spec.run_id for plan in demo] == [plan.spec.run_id for plan in by_hand]
@@ -95,8 +101,17 @@ def test_the_headline_reads_the_summary_and_sets_the_write_up_beside_it():
 
 
 def test_the_headline_of_an_empty_summary_is_dashes_not_an_error():
-    rows = headline(SummaryDocument.from_dict({"schema": "miles-gb10-lab/1", "generated_at": "2026-11-30T00:00:00Z",
-                                                  "harness_version": "0", "runs": {}, "comparisons": []}))
+    rows = headline(
+        SummaryDocument.from_dict(
+            {
+                "schema": "miles-gb10-lab/1",
+                "generated_at": "2026-11-30T00:00:00Z",
+                "harness_version": "0",
+                "runs": {},
+                "comparisons": [],
+            }
+        )
+    )
 
     assert len(rows) == 11
     assert rows[1].demo == "-" and rows[4].demo == "0 of -"
@@ -130,10 +145,15 @@ def check_demo_output(output: str, captures: Path, steps: int, shown: Path | Non
 
 def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
     captures = tmp_path / "capture-sim"
-    env = {"DOCKER_HOST": "unix:///nonexistent.sock", "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
-           "HARNESS_PROCESS_DIR": str(tmp_path / "processes"), "COLUMNS": "200"}
-    done = CliRunner().invoke(app, ["demo", "--steps", "2", "--time-scale", "0.002", "--capture-dir", str(captures)],
-                              env=env)
+    env = {
+        "DOCKER_HOST": "unix:///nonexistent.sock",
+        "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
+        "HARNESS_PROCESS_DIR": str(tmp_path / "processes"),
+        "COLUMNS": "200",
+    }
+    done = CliRunner().invoke(
+        app, ["demo", "--steps", "2", "--time-scale", "0.002", "--capture-dir", str(captures)], env=env
+    )
 
     assert done.exit_code == 0, done.output
     check_demo_output(done.stdout, captures, 2)
@@ -146,29 +166,50 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
     assert "demo: 6 runs at once" in done.stderr
     assert "e2b-dapo-filter: step 1 (2/2 complete)" in done.stdout  # live progress, one line per step when piped
 
-    again = CliRunner().invoke(app, ["demo", "--steps", "2", "--time-scale", "0.002", "--capture-dir", str(captures)],
-                               env=env)
+    again = CliRunner().invoke(
+        app, ["demo", "--steps", "2", "--time-scale", "0.002", "--capture-dir", str(captures)], env=env
+    )
 
     assert again.exit_code == 0, again.output
     assert again.stdout.count(" reused: succeeded at ") == 6
     check_demo_output(again.stdout, captures, 2)  # the same end results, figures included
     assert "6 of 6 runs reused" in again.stdout and "runs reused" not in done.stdout
     assert f"`harness status --capture-dir {captures}` lists the captures" in again.stdout
-    on_a_terminal = CliRunner().invoke(app, ["demo", "--steps", "2", "--time-scale", "0.002", "--capture-dir",
-                                             str(captures)], env={**env, "TTY_COMPATIBLE": "1", "COLUMNS": "100"})
+    on_a_terminal = CliRunner().invoke(
+        app,
+        ["demo", "--steps", "2", "--time-scale", "0.002", "--capture-dir", str(captures)],
+        env={**env, "TTY_COMPATIBLE": "1", "COLUMNS": "100"},
+    )
     table = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", on_a_terminal.stdout)  # the live table, colours out
     assert on_a_terminal.exit_code == 0 and re.search(r"plain-48-s2 +reused +2/2 ", table), table
 
-    same = CliRunner().invoke(app, ["run", "e2b-dapo-filter", "--sim", "--time-scale", "0.002", "--set", "steps=2",
-                                     "--capture-dir", str(captures)], env=env)
+    same = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "e2b-dapo-filter",
+            "--sim",
+            "--time-scale",
+            "0.002",
+            "--set",
+            "steps=2",
+            "--capture-dir",
+            str(captures),
+        ],
+        env=env,
+    )
     assert same.exit_code == 2  # the demo's run is the run `run --sim` makes: not another configuration
     assert "succeeded at" in same.output and "another configuration" not in same.output
 
-    fewer = CliRunner().invoke(app, ["demo", "--steps", "1", "--time-scale", "0.002", "--capture-dir", str(captures)],
-                               env=env)
+    fewer = CliRunner().invoke(
+        app, ["demo", "--steps", "1", "--time-scale", "0.002", "--capture-dir", str(captures)], env=env
+    )
     assert fewer.exit_code == 2  # another configuration: never summarized as if it were the run asked for
-    assert fewer.output.strip().splitlines()[-1].startswith("error: run e2b-dapo-filter not started: its capture "
-                                                            "succeeded at ")
+    assert (
+        fewer.output.strip()
+        .splitlines()[-1]
+        .startswith("error: run e2b-dapo-filter not started: its capture succeeded at ")
+    )
     assert "steps 2 -> 1" in fewer.output and "(and 5 more, above)" in fewer.output
 
 
@@ -200,7 +241,7 @@ def test_the_demo_s_default_time_scale_is_the_one_documented():
 
 def test_the_readme_s_quick_start_is_make_demo_then_make_test():
     readme = (REPO_ROOT / "README.md").read_text()
-    quick = readme[readme.index("## Quick start"):readme.index("## Tests")]
+    quick = readme[readme.index("## Quick start") : readme.index("## Tests")]
     commands = [line.split("#")[0].strip() for line in quick.splitlines() if line.startswith("    ")]
 
     assert commands[:2] == ["make demo", "make test"]
@@ -209,8 +250,12 @@ def test_the_readme_s_quick_start_is_make_demo_then_make_test():
 
 def test_the_demo_run_again_reruns_what_did_not_succeed_and_publishes_nothing_built_on_a_missing_run(tmp_path):
     captures = tmp_path / "capture-sim"
-    env = {"DOCKER_HOST": "unix:///nonexistent.sock", "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
-           "HARNESS_PROCESS_DIR": str(tmp_path / "processes"), "COLUMNS": "200"}
+    env = {
+        "DOCKER_HOST": "unix:///nonexistent.sock",
+        "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
+        "HARNESS_PROCESS_DIR": str(tmp_path / "processes"),
+        "COLUMNS": "200",
+    }
     args = ["demo", "--steps", "1", "--time-scale", "0.002", "--capture-dir", str(captures)]
     assert CliRunner().invoke(app, args, env=env).exit_code == 0
 
@@ -226,7 +271,8 @@ def test_the_demo_run_again_reruns_what_did_not_succeed_and_publishes_nothing_bu
     assert again.stdout.count(" reused: succeeded at ") == 5 and "5 of 6 runs reused" in again.stdout
     rerun = json.loads(status_path.read_text())
     assert (rerun["state"], rerun["steps_complete"]) == ("succeeded", 1) and rerun["started_at"] != interrupted[
-        "started_at"]
+        "started_at"
+    ]
     check_demo_output(again.stdout, captures, 1)
 
     # A run the demo cannot rerun by itself: nothing is summarized, and the line says which run and what to do.
@@ -238,7 +284,10 @@ def test_the_demo_run_again_reruns_what_did_not_succeed_and_publishes_nothing_bu
     assert "write-up (GB10)" not in broken.output and "summary JSON" not in broken.output  # no table, no paths
     assert (captures / "summary" / "miles-gb10-lab.json").read_bytes() == summary_before
     lines = broken.output.splitlines()
-    assert any(line.startswith("warning: plain-48-s2 not run: its status is broken") and "--force" in line
-               for line in lines), broken.output
-    assert lines[-1] == ("warning: no summary, figures or headline numbers: they need all 6 runs, and plain-48-s2 "
-                         "did not succeed; `harness demo` again reruns it and reuses the 5 that succeeded")
+    assert any(
+        line.startswith("warning: plain-48-s2 not run: its status is broken") and "--force" in line for line in lines
+    ), broken.output
+    assert lines[-1] == (
+        "warning: no summary, figures or headline numbers: they need all 6 runs, and plain-48-s2 "
+        "did not succeed; `harness demo` again reruns it and reuses the 5 that succeeded"
+    )

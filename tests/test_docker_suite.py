@@ -16,7 +16,7 @@ pytest_plugins = ["pytester"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-TINY_SUITE = '''
+TINY_SUITE = """
 import pytest
 
 @pytest.mark.docker
@@ -29,7 +29,7 @@ def test_on_busybox(busybox_image):
 
 def test_without_docker():
     pass
-'''
+"""
 
 
 @pytest.fixture
@@ -77,7 +77,8 @@ def test_a_base_image_that_cannot_be_built_skips_its_tests_and_the_summary_count
     result = run_tiny(without="busybox", OFFLINE_BUSYBOX_TAG=absent)
 
     result.assert_outcomes(passed=2, skipped=1)  # never an error
-    assert any(line.startswith("SKIPPED") and line.endswith("apt-get install busybox-static")
-               for line in result.outlines), result.outlines
+    assert any(
+        line.startswith("SKIPPED") and line.endswith("apt-get install busybox-static") for line in result.outlines
+    ), result.outlines
     assert "1 ran with Docker" in result.outlines[-1]
     assert any(line.startswith("docker: 1 of 2 docker tests ran") for line in result.outlines), result.outlines

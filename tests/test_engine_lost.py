@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from runlab import Lab, UnixProxy, docker_client, fake_trainer  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.docker
@@ -26,7 +25,7 @@ def proxied(tmp_path: Path, fake_trainer: str, monkeypatch: pytest.MonkeyPatch) 
     host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     if not host.startswith("unix://"):
         pytest.skip("the engine is not on a local socket")
-    proxy = UnixProxy(host[len("unix://"):], tmp_path / "docker.sock")
+    proxy = UnixProxy(host[len("unix://") :], tmp_path / "docker.sock")
     proxy.start()
     lab = Lab(tmp_path, "docker")
     lab.engine_host = host
@@ -51,8 +50,9 @@ def cut_after_first_step(lab: Lab, run: str, proxy: UnixProxy, then: Any = None)
     return thread
 
 
-def test_an_engine_that_stays_away_ends_the_run_failed_and_recover_keeps_the_reason(proxied: Any,
-                                                                                     monkeypatch: Any) -> None:
+def test_an_engine_that_stays_away_ends_the_run_failed_and_recover_keeps_the_reason(
+    proxied: Any, monkeypatch: Any
+) -> None:
     from harness.engines import docker as docker_engine
 
     lab, proxy = proxied
@@ -79,8 +79,9 @@ def test_an_engine_that_stays_away_ends_the_run_failed_and_recover_keeps_the_rea
     assert lab.log(run) == lab.engine_lines(handle)
 
 
-def test_a_restarted_engine_that_killed_the_container_is_failed_with_both_reasons(proxied: Any,
-                                                                                  monkeypatch: Any) -> None:
+def test_a_restarted_engine_that_killed_the_container_is_failed_with_both_reasons(
+    proxied: Any, monkeypatch: Any
+) -> None:
     from harness.engines import docker as docker_engine
 
     lab, proxy = proxied
@@ -104,7 +105,8 @@ def test_a_restarted_engine_that_killed_the_container_is_failed_with_both_reason
 
 
 def test_an_engine_lost_while_the_guard_holds_the_run_frozen_leaves_the_window_for_recover(
-        proxied: Any, monkeypatch: Any, tmp_path: Path) -> None:
+    proxied: Any, monkeypatch: Any, tmp_path: Path
+) -> None:
     import json
 
     from harness.capture.reader import read_pauses
@@ -114,15 +116,18 @@ def test_an_engine_lost_while_the_guard_holds_the_run_frozen_leaves_the_window_f
     monkeypatch.setattr(docker_engine, "ENGINE_PATIENCE_S", 3.0)
     temp = tmp_path / "temp"
     temp.write_text("60")
-    run = lab.experiment("lost-frozen", scenario="hang",
-                         guard={"sensor": f"file:{temp}", "poll_s": 0.1, "min_pause_s": 0})
+    run = lab.experiment(
+        "lost-frozen", scenario="hang", guard={"sensor": f"file:{temp}", "poll_s": 0.1, "min_pause_s": 0}
+    )
     client = docker_client(lab.engine_host)
 
     def freeze_then_cut() -> None:
         lab.wait_for(lambda: lab.metrics(run), what="the first step")
         temp.write_text("92")
-        lab.wait_for(lambda: client.containers.list(filters={"label": f"org.miles-gb10-lab.run={run}",
-                                                             "status": "paused"}), what="the guard's pause")
+        lab.wait_for(
+            lambda: client.containers.list(filters={"label": f"org.miles-gb10-lab.run={run}", "status": "paused"}),
+            what="the guard's pause",
+        )
         proxy.stop()
 
     threading.Thread(target=freeze_then_cut, daemon=True).start()
@@ -130,8 +135,10 @@ def test_an_engine_lost_while_the_guard_holds_the_run_frozen_leaves_the_window_f
     assert result.exit_code == 1, result.output
     status = lab.status(run)
     assert status["state"] == "failed" and status["capture_complete"] is False
-    assert "heat guard: the run may still be frozen: its pause window stays open until `harness recover` thaws " \
-           "it and closes the window" in status["notes"]
+    assert (
+        "heat guard: the run may still be frozen: its pause window stays open until `harness recover` thaws "
+        "it and closes the window" in status["notes"]
+    )
     [opened] = [json.loads(line) for line in (lab.captures / run / "pauses.jsonl").read_text().splitlines()]
     assert opened["end"] is None  # the harness could not thaw it, so the record does not say it did
 

@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
+from runlab import IMAGE, Lab, docker_client, eventually, fake_trainer  # noqa: F401  (fixture)
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.engines import EXITED, GONE, PAUSED, RUNNING
 from harness.engines.process import ForeignProcess, ProcessEngine
 from harness.errors import HarnessError
-from runlab import IMAGE, Lab, docker_client, eventually, fake_trainer  # noqa: F401  (fixture)
 
 
 @pytest.mark.docker
@@ -30,8 +30,9 @@ def test_docker_attach_by_name_or_id_pauses_and_resumes(fake_trainer: str) -> No
     from harness.engines.docker import DockerEngine
 
     client = docker_client()
-    container = client.containers.run(IMAGE, environment={"FAKE_SCENARIO": "hang"}, detach=True,
-                                      name=f"mgl-attach-{os.getpid()}")
+    container = client.containers.run(
+        IMAGE, environment={"FAKE_SCENARIO": "hang"}, detach=True, name=f"mgl-attach-{os.getpid()}"
+    )
     try:
         engine = DockerEngine()
         for handle in (engine.attach(container.name), engine.attach(container.id)):
@@ -46,9 +47,16 @@ def test_docker_attach_by_name_or_id_pauses_and_resumes(fake_trainer: str) -> No
 
 
 def test_process_attach_by_pid_freezes_the_group_of_a_process_it_did_not_start(tmp_path: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"],
-                             start_new_session=True)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time; "
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)",
+        ],
+        start_new_session=True,
+    )
+
     def members() -> list[int]:
         return [int(p) for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == child.pid]
 
@@ -88,12 +96,17 @@ def test_a_pid_reused_by_another_process_is_never_signalled(tmp_path: Path) -> N
 def test_a_process_run_outlives_its_harness_and_is_found_again(tmp_path: Path) -> None:
     lab = Lab(tmp_path, "process")
     run = lab.experiment("long", scenario="hang")
-    from harness.experiments.store import ExperimentStore
     from harness.engines.spec import LABEL_RUN
+    from harness.experiments.store import ExperimentStore
     from harness.run.plan import plan_launch
 
-    spec = plan_launch(ExperimentStore(lab.experiments).load(run).experiment, base_args=[],
-                       capture_root=str(lab.captures), project_root=str(tmp_path), environ={})
+    spec = plan_launch(
+        ExperimentStore(lab.experiments).load(run).experiment,
+        base_args=[],
+        capture_root=str(lab.captures),
+        project_root=str(tmp_path),
+        environ={},
+    )
     started = ProcessEngine(lab.processes).start(spec, {"extra": "1"})
     try:
         found = ProcessEngine(lab.processes).list({LABEL_RUN: run, "extra": None})
@@ -138,14 +151,22 @@ def test_every_file_of_a_run_and_its_summary_follows_the_umask(tmp_path: Path) -
         os.umask(old)
     written = [p for p in lab.captures.rglob("*") if p.is_file() and ".locks" not in p.parts]
     names = {p.name for p in written}
-    assert {"status.json", "manifest.json", "args.json", "container.log", "metrics.jsonl",
-            "miles-gb10-lab.json", "report.md"} <= names
+    assert {
+        "status.json",
+        "manifest.json",
+        "args.json",
+        "container.log",
+        "metrics.jsonl",
+        "miles-gb10-lab.json",
+        "report.md",
+    } <= names
     assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in written} == {p.name: "0o640" for p in written}
 
 
 @pytest.mark.docker
 def test_docker_list_skips_a_container_removed_between_the_listing_and_its_lookup(
-        monkeypatch: pytest.MonkeyPatch, busybox_image: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, busybox_image: str
+) -> None:
     import docker
 
     from harness.engines.docker import DockerEngine

@@ -27,34 +27,44 @@ DEAD_DOCKER = "unix:///nonexistent/docker.sock"
 # --- `--seeds` takes every number after it ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("args, spread", [
-    (["--seeds", "1", "2", "3"], ["--seeds", "1", "--seeds", "2", "--seeds", "3"]),
-    (["--seeds", "1", "2", "3", "plain-48"], ["--seeds", "1", "--seeds", "2", "--seeds", "3", "plain-48"]),
-    (["plain-48", "--seeds", "1", "2"], ["plain-48", "--seeds", "1", "--seeds", "2"]),
-    (["--seeds=1", "2", "--dry-run"], ["--seeds=1", "--seeds", "2", "--dry-run"]),
-    (["--seeds", "1", "--set", "steps=2", "3"], ["--seeds", "1", "--set", "steps=2", "3"]),
-    (["--seeds", "x", "2"], ["--seeds", "x", "--seeds", "2"]),  # click refuses x, naming --seeds
-    (["seeds"], ["seeds"]),
-    (["--", "--seeds", "1", "2"], ["--", "--seeds", "1", "2"]),
-])
+@pytest.mark.parametrize(
+    "args, spread",
+    [
+        (["--seeds", "1", "2", "3"], ["--seeds", "1", "--seeds", "2", "--seeds", "3"]),
+        (["--seeds", "1", "2", "3", "plain-48"], ["--seeds", "1", "--seeds", "2", "--seeds", "3", "plain-48"]),
+        (["plain-48", "--seeds", "1", "2"], ["plain-48", "--seeds", "1", "--seeds", "2"]),
+        (["--seeds=1", "2", "--dry-run"], ["--seeds=1", "--seeds", "2", "--dry-run"]),
+        (["--seeds", "1", "--set", "steps=2", "3"], ["--seeds", "1", "--set", "steps=2", "3"]),
+        (["--seeds", "x", "2"], ["--seeds", "x", "--seeds", "2"]),  # click refuses x, naming --seeds
+        (["seeds"], ["seeds"]),
+        (["--", "--seeds", "1", "2"], ["--", "--seeds", "1", "2"]),
+    ],
+)
 def test_seeds_spread_over_the_numbers_that_follow(args, spread):
     assert spread_seeds(args) == spread
 
 
 def sweep_plan(*args: str, env: dict[str, str] | None = None, tmp_path: Path) -> tuple[list[str], str]:
     """The runs `harness sweep ARGS --dry-run --json` lists, and what it said on stderr."""
-    done = CliRunner().invoke(app, ["sweep", *args, "--dry-run", "--json", "--capture-dir", str(tmp_path)],
-                              env={"HARNESS_EXPERIMENT": "", **(env or {})})
+    done = CliRunner().invoke(
+        app,
+        ["sweep", *args, "--dry-run", "--json", "--capture-dir", str(tmp_path)],
+        env={"HARNESS_EXPERIMENT": "", **(env or {})},
+    )
     assert done.exit_code == 0, done.output
     return [run["run"] for run in json.loads(done.stdout)["runs"]], done.stderr
 
 
-@pytest.mark.parametrize("args", [
-    ["--seeds", "1", "2", "3", "plain-48"],
-    ["plain-48", "--seeds", "1", "2", "3"],
-    ["--seeds", "1", "2", "--seeds", "3", "plain-48"],
-    ["seeds"],
-], ids=["seeds-first", "seeds-last", "seeds-twice", "sweep-file"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--seeds", "1", "2", "3", "plain-48"],
+        ["plain-48", "--seeds", "1", "2", "3"],
+        ["--seeds", "1", "2", "--seeds", "3", "plain-48"],
+        ["seeds"],
+    ],
+    ids=["seeds-first", "seeds-last", "seeds-twice", "sweep-file"],
+)
 def test_sweep_with_an_experiment_in_each_position(args, tmp_path):
     runs, said = sweep_plan(*args, tmp_path=tmp_path)
 
@@ -67,8 +77,9 @@ def test_sweep_seeds_1_2_3_as_typed_sweeps_the_lab_s_default_and_says_so_first(t
 
     assert DEFAULT_EXPERIMENT == "e2b-dapo-filter"
     assert runs == ["e2b-dapo-filter", "e2b-dapo-filter-s2", "e2b-dapo-filter-s3"]
-    assert said.splitlines()[0] == ("experiment e2b-dapo-filter, the lab's default (HARNESS_EXPERIMENT or an "
-                                    "argument names another)")
+    assert said.splitlines()[0] == (
+        "experiment e2b-dapo-filter, the lab's default (HARNESS_EXPERIMENT or an argument names another)"
+    )
 
 
 def test_harness_experiment_names_the_default(tmp_path):
@@ -83,8 +94,14 @@ def test_sweep_as_typed_through_the_installed_command(tmp_path):
     if not harness.exists():
         pytest.skip(f"no harness command beside {sys.executable}: `make setup` installs it")
     env = {**os.environ, "HARNESS_EXPERIMENT": "", "HARNESS_CAPTURE_DIR": str(tmp_path), "COLUMNS": "300"}
-    done = subprocess.run([str(harness), "sweep", "--seeds", "1", "2", "3", "--dry-run"], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=60, env=env)
+    done = subprocess.run(
+        [str(harness), "sweep", "--seeds", "1", "2", "3", "--dry-run"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
     assert done.returncode == 0, done.stderr
     assert "unknown experiment" not in done.stderr
@@ -93,27 +110,44 @@ def test_sweep_as_typed_through_the_installed_command(tmp_path):
 
 
 def test_a_word_after_the_seeds_that_is_no_experiment_is_one_line(tmp_path):
-    done = CliRunner().invoke(app, ["sweep", "--seeds", "1", "2", "nothing-such", "--dry-run",
-                                    "--capture-dir", str(tmp_path)])
+    done = CliRunner().invoke(
+        app, ["sweep", "--seeds", "1", "2", "nothing-such", "--dry-run", "--capture-dir", str(tmp_path)]
+    )
 
     assert done.exit_code == 2
     assert done.output.strip().splitlines()[-1].startswith("error: unknown experiment 'nothing-such'")
 
 
 def test_run_without_an_experiment_takes_the_same_default(tmp_path):
-    done = CliRunner().invoke(app, ["run", "--dry-run", "--json", "--capture-dir", str(tmp_path)],
-                              env={"HARNESS_EXPERIMENT": ""})
+    done = CliRunner().invoke(
+        app, ["run", "--dry-run", "--json", "--capture-dir", str(tmp_path)], env={"HARNESS_EXPERIMENT": ""}
+    )
 
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["run"] == "e2b-dapo-filter"
     assert "experiment e2b-dapo-filter, the lab's default" in done.stderr
 
 
-@pytest.mark.parametrize("command, forms", [
-    ("run", ["make run EXP=e2b-dapo-filter", "make run EXP=e2b-dapo-filter SIM=1", "make smoke SIM=1", "make smoke "]),
-    ("sweep", ["harness sweep --seeds 1 2 3 ", "harness sweep plain-48 --seeds 1 2 3", "harness sweep --seeds 1 2 3 plain-48",
-               "harness sweep seeds ", 'make sweep SEEDS="1 2 3"', "make sweep SIM=1"]),
-])
+@pytest.mark.parametrize(
+    "command, forms",
+    [
+        (
+            "run",
+            ["make run EXP=e2b-dapo-filter", "make run EXP=e2b-dapo-filter SIM=1", "make smoke SIM=1", "make smoke "],
+        ),
+        (
+            "sweep",
+            [
+                "harness sweep --seeds 1 2 3 ",
+                "harness sweep plain-48 --seeds 1 2 3",
+                "harness sweep --seeds 1 2 3 plain-48",
+                "harness sweep seeds ",
+                'make sweep SEEDS="1 2 3"',
+                "make sweep SIM=1",
+            ],
+        ),
+    ],
+)
 def test_help_shows_the_entry_points_as_typed(command, forms):
     done = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
 
@@ -133,8 +167,12 @@ def test_captures_go_under_capture_sim_for_the_simulator_unless_a_directory_is_g
 
 def fresh_clone(destination: Path) -> Path:
     """The checkout's files as a fresh clone has them (tracked and new, never ignored ones such as .venv)."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO_ROOT,
-                            capture_output=True, timeout=60)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        timeout=60,
+    )
     if listed.returncode != 0:
         pytest.skip("not a git checkout: a fresh clone cannot be made from it")
     for name in filter(None, listed.stdout.decode().split("\0")):
@@ -157,12 +195,22 @@ def make(clone: Path, *args: str, docker_host: str, timeout: float = 300) -> sub
     harness = venv / "bin" / "harness"
     if not harness.exists():
         pytest.skip(f"the tests do not run from a venv with harness installed ({sys.prefix}): `make setup`")
-    env = {name: value for name, value in os.environ.items()
-           if name not in ("HARNESS_CAPTURE_DIR", "HARNESS_EXPERIMENT", "MAKEFLAGS", "MAKELEVEL")}
-    env.update(DOCKER_HOST=docker_host, HARNESS_LOCK_DIR=str(clone / ".locks"),
-               HARNESS_PROCESS_DIR=str(clone / ".processes"))
-    return subprocess.run(["make", "--no-print-directory", f"VENV={venv}", "-o", str(harness), *args], cwd=clone,
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("HARNESS_CAPTURE_DIR", "HARNESS_EXPERIMENT", "MAKEFLAGS", "MAKELEVEL")
+    }
+    env.update(
+        DOCKER_HOST=docker_host, HARNESS_LOCK_DIR=str(clone / ".locks"), HARNESS_PROCESS_DIR=str(clone / ".processes")
+    )
+    return subprocess.run(
+        ["make", "--no-print-directory", f"VENV={venv}", "-o", str(harness), *args],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def capture_state(capture: Path) -> tuple[str, int, float, str]:
@@ -199,8 +247,14 @@ def test_make_smoke_sim_from_a_fresh_clone(clone, engine, request):
 def test_make_run_the_filter_experiment_sim_from_a_fresh_clone(clone, engine, request):
     if engine == "docker":
         request.getfixturevalue("python_image")
-    done = make(clone, "run", "EXP=e2b-dapo-filter", "SIM=1", "SIM_TIME_SCALE=0.001",
-                docker_host=docker_host() if engine == "docker" else DEAD_DOCKER)
+    done = make(
+        clone,
+        "run",
+        "EXP=e2b-dapo-filter",
+        "SIM=1",
+        "SIM_TIME_SCALE=0.001",
+        docker_host=docker_host() if engine == "docker" else DEAD_DOCKER,
+    )
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert capture_state(clone / "capture" / "sim" / "e2b-dapo-filter") == ("succeeded", 12, 0.001, engine)
@@ -229,21 +283,35 @@ def test_make_sweep_without_exp_sweeps_the_default_and_status_summarize_report_a
     assert not (clone / "capture" / "gpu").exists()
 
     harness = [str(Path(sys.prefix) / "bin" / "harness")]
-    logs = subprocess.run([*harness, "logs", "e2b-dapo-filter-s2", "--sim"], cwd=clone, capture_output=True,
-                          text=True, timeout=60)
+    logs = subprocess.run(
+        [*harness, "logs", "e2b-dapo-filter-s2", "--sim"], cwd=clone, capture_output=True, text=True, timeout=60
+    )
     assert logs.returncode == 0 and "Job 'raysubmit_" in logs.stdout, logs.stderr
-    recover = subprocess.run([*harness, "recover", "--sim"], cwd=clone, capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "DOCKER_HOST": DEAD_DOCKER, "HARNESS_PROCESS_DIR": str(clone / ".p")})
+    recover = subprocess.run(
+        [*harness, "recover", "--sim"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "DOCKER_HOST": DEAD_DOCKER, "HARNESS_PROCESS_DIR": str(clone / ".p")},
+    )
     assert recover.returncode == 0 and "nothing to recover" in recover.stdout, recover.stderr
 
 
 def test_make_sweep_without_exp_runs_harness_sweep_seeds_as_typed():
-    done = subprocess.run(["make", "-n", "--no-print-directory", "sweep", "SEEDS=1 2 3"], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=60, env={**os.environ, "EXP": ""})
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", "sweep", "SEEDS=1 2 3"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "EXP": ""},
+    )
 
     assert done.returncode == 0, done.stderr
     assert [line.split()[1:] for line in done.stdout.splitlines() if "harness" in line] == [
-        ["sweep", "--seeds", "1", "2", "3"]], done.stdout
+        ["sweep", "--seeds", "1", "2", "3"]
+    ], done.stdout
 
 
 # --- CI runs the smoke job's steps on every push -------------------------------------------------

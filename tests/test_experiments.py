@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.errors import HarnessError
 from harness.experiments.flags import CURRENT_FILTER_PATH
-from harness.experiments.store import ExperimentStore
 from harness.experiments.overrides import deep_merge
+from harness.experiments.store import ExperimentStore
 
 REPO_EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 BASE = ["--rollout-batch-size", "32", "--n-samples-per-prompt", "8", "--num-rollout", "12", "--seed", "1"]
@@ -215,9 +215,19 @@ def test_over_sampling_below_batch_in_args(exp_dir: Path) -> None:
 
 
 def test_over_sampling_below_batch_from_set(exp_dir: Path) -> None:
-    line = reject(exp_dir, "run", "parent", "--dry-run", "--set", "miles.args.rollout-batch-size=64",
-                  "--set", "miles.args.over-sampling-batch-size=48")
-    assert line.startswith("error: --set miles.args.over-sampling-batch-size=48: --over-sampling-batch-size 48 is below")
+    line = reject(
+        exp_dir,
+        "run",
+        "parent",
+        "--dry-run",
+        "--set",
+        "miles.args.rollout-batch-size=64",
+        "--set",
+        "miles.args.over-sampling-batch-size=48",
+    )
+    assert line.startswith(
+        "error: --set miles.args.over-sampling-batch-size=48: --over-sampling-batch-size 48 is below"
+    )
 
 
 def test_unsafe_name(exp_dir: Path) -> None:
@@ -242,15 +252,20 @@ def test_unknown_experiment_lists_the_known_ones(exp_dir: Path) -> None:
 def test_flags_owned_by_steps_and_seed_are_rejected(exp_dir: Path) -> None:
     write(exp_dir, "own", "name: own\nextends: parent\nmiles:\n  args: {num-rollout: 5}\n")
     line = reject(exp_dir, "show", "own")
-    assert "own.yaml: miles.args.num-rollout: flag 'num-rollout' is set by the harness: use the experiment's `steps` key" in line
+    assert (
+        "own.yaml: miles.args.num-rollout: flag 'num-rollout' is set by the harness: use the experiment's `steps` key"
+        in line
+    )
     write(exp_dir, "own", "name: own\nextends: parent\nmiles:\n  extra_args: --seed 7\n")
-    assert "miles.extra_args: --seed is set by the harness: use the experiment's `seed` key" in reject(exp_dir, "show", "own")
+    assert "miles.extra_args: --seed is set by the harness: use the experiment's `seed` key" in reject(
+        exp_dir, "show", "own"
+    )
     write(exp_dir, "own", "name: own\nextends: parent\nmiles:\n  extra_args: --num-roll=7\n")
     assert "it abbreviates --num-rollout, which argparse would set" in reject(exp_dir, "show", "own")
 
 
 def test_unbalanced_quote_in_extra_args(exp_dir: Path) -> None:
-    write(exp_dir, "q", "name: q\nextends: parent\nmiles:\n  extra_args: \"--x 'unclosed\"\n")
+    write(exp_dir, "q", 'name: q\nextends: parent\nmiles:\n  extra_args: "--x \'unclosed"\n')
     line = reject(exp_dir, "show", "q")
     assert "q.yaml: miles.extra_args: cannot be split like a shell command line" in line
 
@@ -317,8 +332,12 @@ def test_volumes_must_be_host_colon_container(exp_dir: Path) -> None:
 
 
 def test_a_sweep_shows_a_deprecation_warning_once_not_per_seed(exp_dir: Path) -> None:
-    write(exp_dir, "old", "name: old\nextends: parent\nmiles:\n  extra_args: --dynamic-sampling-filter-path "
-          "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std\n")
+    write(
+        exp_dir,
+        "old",
+        "name: old\nextends: parent\nmiles:\n  extra_args: --dynamic-sampling-filter-path "
+        "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std\n",
+    )
     write(exp_dir, "old-seeds", "sweep: old\nseeds: [1, 2, 3]\n")
     from harness.cli.runs import plan_from_cli
 
@@ -330,11 +349,14 @@ def test_a_sweep_shows_a_deprecation_warning_once_not_per_seed(exp_dir: Path) ->
     assert all("deprecated" in p.warnings[0] for p in plans)
 
 
-@pytest.mark.parametrize(("key", "text"), [
-    ("limits.max_minutes", "limits: {max_minutes: .inf}"),
-    ("miles.args.lr", "miles:\n  args: {lr: .nan}"),
-    ("guard.pause_at_c", "guard: {pause_at_c: -.inf}"),
-])
+@pytest.mark.parametrize(
+    ("key", "text"),
+    [
+        ("limits.max_minutes", "limits: {max_minutes: .inf}"),
+        ("miles.args.lr", "miles:\n  args: {lr: .nan}"),
+        ("guard.pause_at_c", "guard: {pause_at_c: -.inf}"),
+    ],
+)
 def test_non_finite_numbers_are_refused_at_the_edge(tmp_path, key, text) -> None:
     # a manifest is strict JSON: NaN or Infinity in the experiment could not be recorded
     write(tmp_path, "odd", f"name: odd\nsteps: 4\n{text}\n")

@@ -7,16 +7,17 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_experiments_hostile import cli, exp_dir, one_error_line, write  # noqa: F401  (fixture)
 
 from harness.experiments.store import ExperimentStore
 from harness.experiments.yamlfile import BoundedLoader, load_mapping
-from test_experiments_hostile import cli, exp_dir, one_error_line, write  # noqa: F401  (fixture)
 
 BASE = ["--rollout-batch-size", "32", "--num-rollout", "12", "--seed", "1"]
 
 
-@pytest.mark.parametrize("text, number", [("1e2", 100.0), ("1E-3", 0.001), ("-2.5e+3", -2500.0), (".5e1", 5.0),
-                                          ("1.e2", 100.0)])
+@pytest.mark.parametrize(
+    "text, number", [("1e2", 100.0), ("1E-3", 0.001), ("-2.5e+3", -2500.0), (".5e1", 5.0), ("1.e2", 100.0)]
+)
 def test_exponent_floats_are_numbers_as_in_yaml_1_2(text: str, number: float) -> None:
     value = yaml.load(text, Loader=BoundedLoader)
     assert isinstance(value, float) and value == number

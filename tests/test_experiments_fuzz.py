@@ -24,18 +24,75 @@ CLI = get_command(app)
 
 TIME_LIMIT_S = 10.0  # a hang guard per command; typical commands take milliseconds
 KEYS = [
-    "name", "extends", "description", "seed", "steps", "image", "engine", "command", "miles", "container", "guard",
-    "compare", "limits", "sweep", "seeds", "args", "extra_args", "env", "pass_env", "secret_env", "volumes", "gpus",
-    "ulimits", "baseline", "baselines", "max_minutes", "sensor", "pause_at_c", "rollout-batch-size",
-    "over-sampling-batch-size", "num-rollout", "HF_TOKEN", "<<",
+    "name",
+    "extends",
+    "description",
+    "seed",
+    "steps",
+    "image",
+    "engine",
+    "command",
+    "miles",
+    "container",
+    "guard",
+    "compare",
+    "limits",
+    "sweep",
+    "seeds",
+    "args",
+    "extra_args",
+    "env",
+    "pass_env",
+    "secret_env",
+    "volumes",
+    "gpus",
+    "ulimits",
+    "baseline",
+    "baselines",
+    "max_minutes",
+    "sensor",
+    "pause_at_c",
+    "rollout-batch-size",
+    "over-sampling-batch-size",
+    "num-rollout",
+    "HF_TOKEN",
+    "<<",
 ]
 TRICKY = [
-    "--num-rollout", "--seed=3", "--over-sampling-batch-size=8", "--rollout-batch-size 64", "../x", "/abs/x", "./p",
-    "summary", ".hidden", "p", "fz", "fz-s2", "[/x]", "[bold]", ":smile:", "${HF_TOKEN}:/x", "all", "none", "process",
-    "docker", "2024-13-45", "'unclosed", "a\nb", "\x1b[2J", "é", "",
+    "--num-rollout",
+    "--seed=3",
+    "--over-sampling-batch-size=8",
+    "--rollout-batch-size 64",
+    "../x",
+    "/abs/x",
+    "./p",
+    "summary",
+    ".hidden",
+    "p",
+    "fz",
+    "fz-s2",
+    "[/x]",
+    "[bold]",
+    ":smile:",
+    "${HF_TOKEN}:/x",
+    "all",
+    "none",
+    "process",
+    "docker",
+    "2024-13-45",
+    "'unclosed",
+    "a\nb",
+    "\x1b[2J",
+    "é",
+    "",
 ]
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(10**20), 10**20), st.floats(), st.text(max_size=20), st.sampled_from(TRICKY),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**20), 10**20),
+    st.floats(),
+    st.text(max_size=20),
+    st.sampled_from(TRICKY),
 )
 values = st.recursive(
     scalars,
@@ -49,8 +106,19 @@ documents = st.dictionaries(st.sampled_from(KEYS), values, max_size=8).map(
     lambda doc: {"name": "fz", "steps": 2, "engine": "process", "command": ["true"], "extends": "p", **doc}
 )
 yamlish = st.lists(
-    st.sampled_from([*"ab:-[]{}&*!|>'\"#\n ,.?%@`\t01<", "name: fz\n", "steps: ", "&a ", "*a", "!!binary ",
-                     "!!python/tuple ", "<<: ", "\n  "]),
+    st.sampled_from(
+        [
+            *"ab:-[]{}&*!|>'\"#\n ,.?%@`\t01<",
+            "name: fz\n",
+            "steps: ",
+            "&a ",
+            "*a",
+            "!!binary ",
+            "!!python/tuple ",
+            "<<: ",
+            "\n  ",
+        ]
+    ),
     max_size=80,
 ).map("".join)
 
@@ -113,10 +181,27 @@ def test_random_bytes(content: bytes) -> None:
 
 
 @FUZZ
-@given(name=st.one_of(st.text(max_size=20), st.sampled_from(TRICKY)),
-       overrides=st.lists(st.one_of(st.text(max_size=30), st.sampled_from([
-           "steps=3", "nosuch.key=1", "container.env.HF_TOKEN=[1]", "extends=../x", "miles.args.seed=2",
-           "miles.extra_args=--num-rollout=9", "container=5", "guard.pause_at_c=1e999", "description=*a",
-       ])), max_size=3))
+@given(
+    name=st.one_of(st.text(max_size=20), st.sampled_from(TRICKY)),
+    overrides=st.lists(
+        st.one_of(
+            st.text(max_size=30),
+            st.sampled_from(
+                [
+                    "steps=3",
+                    "nosuch.key=1",
+                    "container.env.HF_TOKEN=[1]",
+                    "extends=../x",
+                    "miles.args.seed=2",
+                    "miles.extra_args=--num-rollout=9",
+                    "container=5",
+                    "guard.pause_at_c=1e999",
+                    "description=*a",
+                ]
+            ),
+        ),
+        max_size=3,
+    ),
+)
 def test_random_names_and_overrides(name: str, overrides: list[str]) -> None:
     every_command(PARENT.replace("name: p", "name: fz").encode(), name=name, overrides=tuple(overrides))

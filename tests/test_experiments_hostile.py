@@ -7,7 +7,6 @@ run's capture.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -57,7 +56,11 @@ def harness(directory: Path, *args: str) -> subprocess.CompletedProcess:
     """
     return subprocess.run(
         [sys.executable, "-m", "harness", *args, "--experiments-dir", str(directory)],
-        cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
     )
 
 
@@ -84,7 +87,9 @@ def exp_dir(tmp_path: Path) -> Path:
 def test_extends_takes_a_name_never_a_path(exp_dir: Path, parent: str) -> None:
     outside = exp_dir.parent / "outside"
     outside.mkdir(exist_ok=True)
-    (outside / "evil.yaml").write_text("name: evil\nsteps: 1\nimage: evil:latest\ncontainer: {volumes: ['/:/host:rw']}\n")
+    (outside / "evil.yaml").write_text(
+        "name: evil\nsteps: 1\nimage: evil:latest\ncontainer: {volumes: ['/:/host:rw']}\n"
+    )
     (exp_dir / "sub").mkdir(exist_ok=True)
     write(exp_dir / "sub", "parent", PARENT)
     if parent == "ABSOLUTE":
@@ -168,7 +173,11 @@ def test_ls_marks_hostile_files_broken_and_lists_the_rest(exp_dir: Path) -> None
     write(exp_dir, "ok", "name: ok\nextends: parent\ndescription: Fine\n")
     done = subprocess.run(
         [sys.executable, "-m", "harness", "ls", "--experiments-dir", str(exp_dir)],
-        cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, env={"PATH": "/usr/bin:/bin", "COLUMNS": "250"},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "250"},
     )
     assert done.returncode == 0, done.stderr
     rows = {line.split()[0]: line for line in done.stdout.splitlines()[2:]}  # piped: title, header, a line a file
@@ -199,7 +208,8 @@ def test_flag_names_are_plain_words(exp_dir: Path, name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "extra", ["--num-rollout=99", "--seed=5", "--rollout-seed 5", "--foo --num-rollout 3"],
+    "extra",
+    ["--num-rollout=99", "--seed=5", "--rollout-seed 5", "--foo --num-rollout 3"],
 )
 def test_owned_flags_cannot_come_through_extra_args_in_either_form(exp_dir: Path, extra: str) -> None:
     write(exp_dir, "sneak", f"name: sneak\nextends: parent\nmiles:\n  extra_args: '{extra}'\n")
@@ -221,15 +231,22 @@ def test_the_equals_form_reaches_the_over_sampling_check(exp_dir: Path) -> None:
 
 
 def test_a_batch_size_in_the_equals_form_is_read_too(exp_dir: Path) -> None:
-    write(exp_dir, "small", "name: small\nextends: parent\nmiles:\n"
-          "  extra_args: --rollout-batch-size=64 --over-sampling-batch-size 48\n")
+    write(
+        exp_dir,
+        "small",
+        "name: small\nextends: parent\nmiles:\n  extra_args: --rollout-batch-size=64 --over-sampling-batch-size 48\n",
+    )
     line = one_error_line(cli(exp_dir, "run", "small", "--dry-run"))
     assert "small.yaml: miles.extra_args" in line and "--rollout-batch-size" in line
 
 
 def test_over_sampling_in_args_against_a_batch_size_in_the_equals_form(exp_dir: Path) -> None:
-    write(exp_dir, "small", "name: small\nextends: parent\nmiles:\n  args: {rollout-batch-size: 64}\n"
-          "  extra_args: --over-sampling-batch-size=48\n")
+    write(
+        exp_dir,
+        "small",
+        "name: small\nextends: parent\nmiles:\n  args: {rollout-batch-size: 64}\n"
+        "  extra_args: --over-sampling-batch-size=48\n",
+    )
     line = one_error_line(cli(exp_dir, "run", "small", "--dry-run"))
     assert "--over-sampling-batch-size 48 is below --rollout-batch-size 64" in line
 
@@ -275,8 +292,12 @@ def test_names_the_capture_tree_uses_are_not_experiment_names(exp_dir: Path) -> 
 
 
 def test_values_print_exactly_as_written_in_the_dry_run(exp_dir: Path) -> None:
-    write(exp_dir, "marked", "name: marked\nextends: parent\nimage: 'img[/x]:[bold]t'\n"
-          "description: 'a [red]b[/red] :smile:'\ncontainer: {volumes: ['/d[/x]:/data:ro'], env: {MODE: '[/y]'}}\n")
+    write(
+        exp_dir,
+        "marked",
+        "name: marked\nextends: parent\nimage: 'img[/x]:[bold]t'\n"
+        "description: 'a [red]b[/red] :smile:'\ncontainer: {volumes: ['/d[/x]:/data:ro'], env: {MODE: '[/y]'}}\n",
+    )
     result = cli(exp_dir, "run", "marked", "--dry-run")
     assert result.exit_code == 0, result.output
     assert "img[/x]:[bold]t" in result.stdout

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import pytest
-
 from runlab import Lab, fake_trainer, killed, lab  # noqa: F401  (fixtures)
 
 STEPS = 3
@@ -34,8 +33,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("point", "scenario", "state"), CASES, ids=[f"{p}-{s}" for p, s, _ in CASES])
-def test_sigkill_at_any_point_then_recover_loses_nothing(lab: Lab, point: str, scenario: str,
-                                                         state: Optional[str]) -> None:
+def test_sigkill_at_any_point_then_recover_loses_nothing(
+    lab: Lab, point: str, scenario: str, state: Optional[str]
+) -> None:
     run = lab.experiment("crash", scenario=scenario, steps=STEPS)
     killed(lab.spawn("run", run, failpoint=point))
     if scenario == "steps":  # let a trainer that outlived its harness finish, so its end is known
@@ -44,8 +44,10 @@ def test_sigkill_at_any_point_then_recover_loses_nothing(lab: Lab, point: str, s
             # copier has written the last lines, and an empty list of objects is no end at all.
             lab.wait_for(lambda: trainer_done(lab), what="the trainer's end, logged")
     else:  # let it reach its endless step 1, so what recover stops is known
-        lab.wait_for(lambda: any("still generating" in line for h in lab.objects() for line in lab.engine_lines(h)),
-                     what="the trainer's step 1")
+        lab.wait_for(
+            lambda: any("still generating" in line for h in lab.objects() for line in lab.engine_lines(h)),
+            what="the trainer's step 1",
+        )
 
     result = lab.capture_cli("recover", "--keep", "--grace-s", "5")
     assert result.exit_code == 0, result.output
@@ -66,8 +68,10 @@ def test_sigkill_at_any_point_then_recover_loses_nothing(lab: Lab, point: str, s
 def trainer_done(lab: Lab) -> bool:
     """The trainer has exited and its last line is in the engine's log."""
     objects = lab.objects()
-    return bool(objects) and all(not h.describe().alive and lab.engine_lines(h)[-1:] != [] and
-                                 lab.engine_lines(h)[-1].endswith("training done") for h in objects)
+    return bool(objects) and all(
+        not h.describe().alive and lab.engine_lines(h)[-1:] != [] and lab.engine_lines(h)[-1].endswith("training done")
+        for h in objects
+    )
 
 
 def assert_nothing_lost(lab: Lab, run: str, status: dict) -> None:
@@ -108,7 +112,9 @@ def test_recover_leave_running_then_recover_again_completes_the_capture(lab: Lab
     left = lab.capture_cli("recover", "--leave-running")
     assert left.exit_code == 0, left.output
     status = lab.status(run)
-    assert status["state"] == "interrupted" and status["capture_complete"] is False and "left running" in status["error"]
+    assert (
+        status["state"] == "interrupted" and status["capture_complete"] is False and "left running" in status["error"]
+    )
     (handle,) = lab.objects()
     assert handle.describe().alive
     again = lab.capture_cli("recover", "--keep", "--grace-s", "5")

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from runlab import Lab, fake_trainer, lab  # noqa: F401  (fixtures)
 
 
@@ -34,8 +33,9 @@ def small_disk(tmp_path: Path) -> Any:
         pytest.skip("mounting a small filesystem needs root: run the suite as root (CI does)")
     path = tmp_path / "capture"
     path.mkdir(exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)], capture_output=True,
-                             text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
@@ -60,7 +60,7 @@ def test_a_full_disk_mid_run_loses_nothing(lab: Lab, small_disk: SmallDisk) -> N
     (handle,) = lab.objects()  # left with the engine, its log whole
     held = lab.engine_lines(handle)
     saved = lab.log(run)
-    assert 0 < len(saved) < len(held) and saved == held[:len(saved)]
+    assert 0 < len(saved) < len(held) and saved == held[: len(saved)]
 
     small_disk.resize("64m")
     recovered = lab.capture_cli("recover")

@@ -27,8 +27,13 @@ FAKE_TRAINER = "miles-gb10-lab/fake-trainer:test"
 
 def nvidia_smi(field: str) -> list[str]:
     """One value per GPU, as nvidia-smi reports it."""
-    done = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
-                          capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        ["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return [line.strip() for line in done.stdout.splitlines() if line.strip()]
 
 
@@ -42,23 +47,65 @@ def test_the_nvml_probe_reports_the_driver_and_the_gpus_nvidia_smi_sees():
 
 
 @pytest.mark.docker
-def test_a_gpu_run_of_the_stand_in_trainer_is_a_smoke_capture_that_check_capture_accepts(tmp_path, python_image,
-                                                                                          docker_build):
+def test_a_gpu_run_of_the_stand_in_trainer_is_a_smoke_capture_that_check_capture_accepts(
+    tmp_path, python_image, docker_build
+):
     docker_build(REPO_ROOT / "tests" / "images" / "fake-trainer", FAKE_TRAINER)
     experiments, captures = tmp_path / "experiments", tmp_path / "capture"
     experiments.mkdir()
-    (experiments / "gpu-smoke.yaml").write_text(json.dumps({
-        "name": "gpu-smoke", "steps": 2, "image": FAKE_TRAINER, "miles": {"extra_args": ""},
-        "container": {"gpus": "all", "shm_size": "64m", "ipc": "private", "env": {"FAKE_SCENARIO": "steps"},
-                      "volumes": [], "ulimits": {}},
-        "guard": {"sensor": "none"}}))
+    (experiments / "gpu-smoke.yaml").write_text(
+        json.dumps(
+            {
+                "name": "gpu-smoke",
+                "steps": 2,
+                "image": FAKE_TRAINER,
+                "miles": {"extra_args": ""},
+                "container": {
+                    "gpus": "all",
+                    "shm_size": "64m",
+                    "ipc": "private",
+                    "env": {"FAKE_SCENARIO": "steps"},
+                    "volumes": [],
+                    "ulimits": {},
+                },
+                "guard": {"sensor": "none"},
+            }
+        )
+    )
 
-    ran = subprocess.run([sys.executable, "-m", "harness", "run", "gpu-smoke", "--experiments-dir", str(experiments),
-                          "--capture-dir", str(captures)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "HARNESS_LOCK_DIR": str(tmp_path / "locks")})
-    checked = subprocess.run([sys.executable, "scripts/check-capture.py", str(captures / "gpu-smoke"),
-                              "--state", "succeeded", "--complete-steps", "2"],
-                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            "gpu-smoke",
+            "--experiments-dir",
+            str(experiments),
+            "--capture-dir",
+            str(captures),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HARNESS_LOCK_DIR": str(tmp_path / "locks")},
+    )
+    checked = subprocess.run(
+        [
+            sys.executable,
+            "scripts/check-capture.py",
+            str(captures / "gpu-smoke"),
+            "--state",
+            "succeeded",
+            "--complete-steps",
+            "2",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert checked.returncode == 0, checked.stderr

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from drills import jsonl, write_temp
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.engines import PAUSED, RUNNING
 from harness.engines.process import ProcessEngine
-from drills import jsonl, write_temp
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = ["--poll-s", "0.05", "--min-pause-s", "0"]
@@ -35,8 +35,13 @@ def wait_until(check: Any, timeout_s: float = 10.0) -> None:
 
 
 def guard(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "harness", "guard", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", "guard", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.fixture
@@ -52,8 +57,9 @@ def sleeper() -> Iterator[subprocess.Popen]:
     process.wait(10)
 
 
-def test_guard_pid_pauses_and_resumes_a_process_group_and_thaws_it_on_ctrl_c(sleeper: subprocess.Popen,
-                                                                             tmp_path: Path) -> None:
+def test_guard_pid_pauses_and_resumes_a_process_group_and_thaws_it_on_ctrl_c(
+    sleeper: subprocess.Popen, tmp_path: Path
+) -> None:
     temp, record = tmp_path / "temp", tmp_path / "record"
     write_temp(temp, "60")
     handle = ProcessEngine(tmp_path / "runs").attach(str(sleeper.pid))
@@ -73,8 +79,12 @@ def test_guard_pid_pauses_and_resumes_a_process_group_and_thaws_it_on_ctrl_c(sle
     assert harness.returncode == 0, err
     assert handle.describe().state == RUNNING  # thawed on the way out
     windows = jsonl(record / "pauses.jsonl")
-    assert [(w["end"] is None, w["peak_c"]) for w in windows] == [(True, 88.0), (False, 88.0), (True, 91.0),
-                                                                 (False, 91.0)]
+    assert [(w["end"] is None, w["peak_c"]) for w in windows] == [
+        (True, 88.0),
+        (False, 88.0),
+        (True, 91.0),
+        (False, 91.0),
+    ]
     lines = out.splitlines()
     assert lines[0].startswith(f"guarding process {sleeper.pid} with the file sensor: pause at 85 C, resume at 78 C")
     assert [line.split(" ", 1)[1] for line in lines[1:4]] == [
@@ -101,28 +111,53 @@ def test_guard_pid_ends_when_the_target_exits(sleeper: subprocess.Popen, tmp_pat
 def test_guard_stops_a_target_that_does_not_cool_when_asked_to(sleeper: subprocess.Popen, tmp_path: Path) -> None:
     temp = tmp_path / "temp"
     write_temp(temp, "95")
-    harness = guard("--pid", str(sleeper.pid), "--sensor", f"file:{temp}", *FAST, "--max-pause-s", "0.3",
-                    "--on-max-pause", "stop", "--grace-s", "5", "--record", str(tmp_path / "r"))
+    harness = guard(
+        "--pid",
+        str(sleeper.pid),
+        "--sensor",
+        f"file:{temp}",
+        *FAST,
+        "--max-pause-s",
+        "0.3",
+        "--on-max-pause",
+        "stop",
+        "--grace-s",
+        "5",
+        "--record",
+        str(tmp_path / "r"),
+    )
     out, err = harness.communicate(timeout=30)
     assert harness.returncode == 1, err
     assert sleeper.wait(10) == -signal.SIGTERM  # thawed, then stopped
-    assert out.splitlines()[-1].startswith(f"process {sleeper.pid}: stopped by the heat guard (not cooled to "
-                                           "resume_at_c within max_pause_s 0.3 s; stopping the run)")
+    assert out.splitlines()[-1].startswith(
+        f"process {sleeper.pid}: stopped by the heat guard (not cooled to "
+        "resume_at_c within max_pause_s 0.3 s; stopping the run)"
+    )
 
 
-@pytest.mark.parametrize(("args", "code", "message"), [
-    (["--record", "r"], 2, "give the target: --container ID or --pid PID (one of them)"),
-    (["--pid", "1", "--container", "x", "--record", "r"], 2, "give the target: --container ID or --pid PID"),
-    (["--pid", "1"], 2, "--record DIR is needed"),
-    (["--pid", "999999999", "--record", "r"], 5, "no process run or live process '999999999'"),
-    (["--pid", "1", "--record", "r", "--pause-at", "70", "--resume-at", "80"], 2,
-     "--resume-at (80.0) must be below --pause-at (70.0)"),
-    (["--pid", "1", "--record", "r", "--sensor", "file:/nonexistent/t"], 2,
-     "guard.sensor file:/nonexistent/t: cannot read /nonexistent/t: No such file or directory"),
-    (["--pid", "1", "--record", "r", "--sensor", "none"], 2, "--sensor none: nothing would guard it"),
-])
-def test_guard_errors_are_one_line(args: list[str], code: int, message: str, tmp_path: Path,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--record", "r"], 2, "give the target: --container ID or --pid PID (one of them)"),
+        (["--pid", "1", "--container", "x", "--record", "r"], 2, "give the target: --container ID or --pid PID"),
+        (["--pid", "1"], 2, "--record DIR is needed"),
+        (["--pid", "999999999", "--record", "r"], 5, "no process run or live process '999999999'"),
+        (
+            ["--pid", "1", "--record", "r", "--pause-at", "70", "--resume-at", "80"],
+            2,
+            "--resume-at (80.0) must be below --pause-at (70.0)",
+        ),
+        (
+            ["--pid", "1", "--record", "r", "--sensor", "file:/nonexistent/t"],
+            2,
+            "guard.sensor file:/nonexistent/t: cannot read /nonexistent/t: No such file or directory",
+        ),
+        (["--pid", "1", "--record", "r", "--sensor", "none"], 2, "--sensor none: nothing would guard it"),
+    ],
+)
+def test_guard_errors_are_one_line(
+    args: list[str], code: int, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["guard", *args])
     assert result.exit_code == code, result.output
@@ -155,7 +190,9 @@ def test_guard_container_pauses_and_resumes_a_container_and_ends_with_it(tmp_pat
         harness.kill()
         container.remove(force=True)
     assert harness.returncode == 0, err
-    assert out.splitlines()[-1] == f"container {container.name}: ended (exit code 137); 60.0 C; 1 pause, 0 wall s paused"
+    assert (
+        out.splitlines()[-1] == f"container {container.name}: ended (exit code 137); 60.0 C; 1 pause, 0 wall s paused"
+    )
     opened, closed = jsonl(record / "pauses.jsonl")
     assert closed["start"] == opened["start"] and closed["end"] is not None
 

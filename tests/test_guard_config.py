@@ -26,14 +26,17 @@ def test_every_default_is_in_the_docs_table_with_its_value() -> None:
             assert f"| `{key}` | {value} |" in doc, key
 
 
-@pytest.mark.parametrize("block, message", [
-    ({"missing_polls": 0}, "missing_polls"),
-    ({"on_missing": "panic"}, "on_missing"),
-    ({"record_every_s": 0}, "record_every_s"),
-    ({"sim": {"heat_tau_s": 0}}, "heat_tau_s"),
-    ({"sim": {"idle_c": 96}}, "idle_c (96.0) must be below hot_c (95.0)"),
-    ({"sim": {"hot": 90}}, "hot"),
-])
+@pytest.mark.parametrize(
+    "block, message",
+    [
+        ({"missing_polls": 0}, "missing_polls"),
+        ({"on_missing": "panic"}, "on_missing"),
+        ({"record_every_s": 0}, "record_every_s"),
+        ({"sim": {"heat_tau_s": 0}}, "heat_tau_s"),
+        ({"sim": {"idle_c": 96}}, "idle_c (96.0) must be below hot_c (95.0)"),
+        ({"sim": {"hot": 90}}, "hot"),
+    ],
+)
 def test_bad_guard_blocks_are_refused(block: dict, message: str) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         GuardConfig(**block)

@@ -14,17 +14,17 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-
-from harness.engines.process import ProcessRun
-from harness.errors import HarnessError
-from harness.guard.config import GuardConfig
-from harness.guard import Action, GuardLoop
-from harness.capture.reader import read_pauses
-from harness.guard.sensors import FileSensor, open_sensor
-from harness.guard.samples import Sample
 from drills import jsonl, write_temp
 from runlab import fake_trainer, lab  # noqa: F401 - fixtures
 from test_guard_loop import FakeClock, eventually, frozen, running, synchronous, ticker  # noqa: F401 - a fixture
+
+from harness.capture.reader import read_pauses
+from harness.engines.process import ProcessRun
+from harness.errors import HarnessError
+from harness.guard import Action, GuardLoop
+from harness.guard.config import GuardConfig
+from harness.guard.samples import Sample
+from harness.guard.sensors import FileSensor, open_sensor
 
 
 class Blocking:
@@ -76,8 +76,13 @@ def test_a_blocked_read_is_a_missing_reading_and_max_pause_still_acts(ticker: Pr
 
 def test_stop_is_prompt_and_thaws_while_the_sensor_is_blocked(ticker: ProcessRun, tmp_path: Path) -> None:
     sensor = Blocking(95.0)
-    guard = GuardLoop(ticker, sensor, GuardConfig(poll_s=0.05, min_pause_s=0.0),
-                      pauses_path=tmp_path / "pauses.jsonl", samples_path=tmp_path / "guard.jsonl").start()
+    guard = GuardLoop(
+        ticker,
+        sensor,
+        GuardConfig(poll_s=0.05, min_pause_s=0.0),
+        pauses_path=tmp_path / "pauses.jsonl",
+        samples_path=tmp_path / "guard.jsonl",
+    ).start()
     try:
         assert eventually(lambda: frozen(int(ticker.id)))
         assert eventually(lambda: sensor.calls == 2)  # now blocked
@@ -121,19 +126,34 @@ def test_a_file_sensor_that_is_not_a_regular_file_is_a_one_line_error(tmp_path: 
     assert err.value.message == f"guard.sensor file:{path}: {path} is not a regular file"
 
 
-@pytest.mark.parametrize(("text", "note"), [
-    ("-40", "sensor file: an implausible reading (-40.0 C; a temperature is believed between 5 and 150 C) "
-            "counts as a missing reading"),
-    ("0", "sensor file: an implausible reading (0.0 C; a temperature is believed between 5 and 150 C) "
-          "counts as a missing reading"),
-    ("200", "sensor file: an implausible reading (200.0 C; a temperature is believed between 5 and 150 C) "
-            "counts as a missing reading"),
-    ("60 -1", "sensor file: an implausible reading (clock-event reasons -1) counts as a missing reading"),
-    ("60 0x10000000000000000", "sensor file: an implausible reading (clock-event reasons 0x10000000000000000) "
-                               "counts as a missing reading"),
-])
-def test_an_implausible_reading_never_resumes_a_hot_run(ticker: ProcessRun, tmp_path: Path, text: str,
-                                                         note: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "note"),
+    [
+        (
+            "-40",
+            "sensor file: an implausible reading (-40.0 C; a temperature is believed between 5 and 150 C) "
+            "counts as a missing reading",
+        ),
+        (
+            "0",
+            "sensor file: an implausible reading (0.0 C; a temperature is believed between 5 and 150 C) "
+            "counts as a missing reading",
+        ),
+        (
+            "200",
+            "sensor file: an implausible reading (200.0 C; a temperature is believed between 5 and 150 C) "
+            "counts as a missing reading",
+        ),
+        ("60 -1", "sensor file: an implausible reading (clock-event reasons -1) counts as a missing reading"),
+        (
+            "60 0x10000000000000000",
+            "sensor file: an implausible reading (clock-event reasons 0x10000000000000000) counts as a missing reading",
+        ),
+    ],
+)
+def test_an_implausible_reading_never_resumes_a_hot_run(
+    ticker: ProcessRun, tmp_path: Path, text: str, note: str
+) -> None:
     temp = tmp_path / "temp"
     clock, notes = FakeClock(), []
     guard = synchronous(ticker, FileSensor(temp, clock.wall_us), tmp_path, clock, notes, max_pause_s=600.0)
@@ -161,8 +181,9 @@ def test_the_implausible_note_is_said_once_whatever_the_values(ticker: ProcessRu
     assert len([n for n in notes if "implausible" in n]) == 1
 
 
-def test_a_guard_that_finds_its_target_frozen_and_the_gpu_cool_thaws_it_at_once(ticker: ProcessRun,
-                                                                               tmp_path: Path) -> None:
+def test_a_guard_that_finds_its_target_frozen_and_the_gpu_cool_thaws_it_at_once(
+    ticker: ProcessRun, tmp_path: Path
+) -> None:
     ticker.pause()
     assert eventually(lambda: frozen(int(ticker.id)))
     temp = tmp_path / "temp"
@@ -179,8 +200,9 @@ def test_a_guard_that_finds_its_target_frozen_and_the_gpu_cool_thaws_it_at_once(
     assert notes == ["found the run frozen with the GPU cool (50.0 C): thawed it"]
 
 
-def test_a_guard_that_finds_its_target_frozen_while_hot_keeps_it_frozen_then_thaws_it(ticker: ProcessRun,
-                                                                                      tmp_path: Path) -> None:
+def test_a_guard_that_finds_its_target_frozen_while_hot_keeps_it_frozen_then_thaws_it(
+    ticker: ProcessRun, tmp_path: Path
+) -> None:
     ticker.pause()
     assert eventually(lambda: frozen(int(ticker.id)))
     temp = tmp_path / "temp"
@@ -239,8 +261,18 @@ def test_guard_pid_ends_promptly_on_sigterm_while_its_sensor_is_blocked(tmp_path
     target = subprocess.Popen(["sh", "-c", "sleep 120 & wait"], start_new_session=True)
     temp, record = tmp_path / "temp", tmp_path / "record"
     write_temp(temp, "95")
-    harness = guard("--pid", str(target.pid), "--sensor", f"file:{temp}", "--poll-s", "0.1", "--min-pause-s", "0",
-                    "--record", str(record))
+    harness = guard(
+        "--pid",
+        str(target.pid),
+        "--sensor",
+        f"file:{temp}",
+        "--poll-s",
+        "0.1",
+        "--min-pause-s",
+        "0",
+        "--record",
+        str(record),
+    )
     try:
         wait_until(lambda: frozen(target.pid))
         temp.unlink()
@@ -310,10 +342,12 @@ def _states(pid: int) -> list[str]:
 # --------------------------------------------------------------------------- a run under a sensor that blocks
 
 
-def test_a_run_whose_sensor_blocks_while_paused_is_thawed_by_max_pause_and_stops_promptly(lab: Any,
-                                                                                        tmp_path: Path) -> None:
-    from harness.engines import PAUSED, RUNNING
+def test_a_run_whose_sensor_blocks_while_paused_is_thawed_by_max_pause_and_stops_promptly(
+    lab: Any, tmp_path: Path
+) -> None:
     from test_guard_runs import file_guard, ticking, wait_for_ticks, wait_state
+
+    from harness.engines import PAUSED, RUNNING
 
     temp = tmp_path / "temp"
     write_temp(temp, "60")

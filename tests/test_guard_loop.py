@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import pytest
+from drills import jsonl, write_temp
 
 from harness.engines.process import ProcessRun
-from harness.guard.config import GuardConfig, SimSensorConfig
 from harness.guard import Action, GuardLoop
-from harness.guard.sensors import FileSensor, SimSensor
+from harness.guard.config import GuardConfig, SimSensorConfig
 from harness.guard.samples import Sample
+from harness.guard.sensors import FileSensor, SimSensor
 from harness.times import format_time_us, parse_time_us
-from drills import jsonl, write_temp
 
 # A trainer stand-in: a process group of two (a child that sleeps), printing a counter every 10 ms.
 TICKER = """
@@ -89,8 +89,13 @@ class Lines:
 
 @pytest.fixture
 def ticker() -> Iterator[ProcessRun]:
-    process = subprocess.Popen([sys.executable, "-u", "-c", TICKER], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-u", "-c", TICKER],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     handle = ProcessRun(process)
     assert eventually(lambda: len(group_states(process.pid)) == 2)
     yield handle
@@ -101,12 +106,18 @@ def ticker() -> Iterator[ProcessRun]:
 
 def loop_for(handle, sensor, tmp_path: Path, **config) -> GuardLoop:
     settings = {"sensor": "file:x", "poll_s": 0.02, "min_pause_s": 0.0, "record_every_s": 60.0, **config}
-    return GuardLoop(handle, sensor, GuardConfig(**settings),
-                     pauses_path=tmp_path / "pauses.jsonl", samples_path=tmp_path / "guard.jsonl")
+    return GuardLoop(
+        handle,
+        sensor,
+        GuardConfig(**settings),
+        pauses_path=tmp_path / "pauses.jsonl",
+        samples_path=tmp_path / "guard.jsonl",
+    )
 
 
-def test_a_hot_reading_freezes_the_group_within_a_poll_and_a_cool_one_thaws_it(ticker: ProcessRun,
-                                                                               tmp_path: Path) -> None:
+def test_a_hot_reading_freezes_the_group_within_a_poll_and_a_cool_one_thaws_it(
+    ticker: ProcessRun, tmp_path: Path
+) -> None:
     temp = tmp_path / "temp"
     write_temp(temp, "60")
     pgid = int(ticker.id)
@@ -178,10 +189,14 @@ def test_max_pause_stop_thaws_then_asks_the_runner_to_stop(ticker: ProcessRun, t
     temp = tmp_path / "temp"
     write_temp(temp, "95")
     asked: list[str] = []
-    guard = GuardLoop(ticker, FileSensor(temp),
-                      GuardConfig(poll_s=0.02, min_pause_s=0.0, max_pause_s=0.3, on_max_pause="stop"),
-                      pauses_path=tmp_path / "pauses.jsonl", samples_path=tmp_path / "guard.jsonl",
-                      on_stop=asked.append).start()
+    guard = GuardLoop(
+        ticker,
+        FileSensor(temp),
+        GuardConfig(poll_s=0.02, min_pause_s=0.0, max_pause_s=0.3, on_max_pause="stop"),
+        pauses_path=tmp_path / "pauses.jsonl",
+        samples_path=tmp_path / "guard.jsonl",
+        on_stop=asked.append,
+    ).start()
     assert eventually(lambda: bool(asked), timeout_s=5.0)
     assert asked == ["not cooled to resume_at_c within max_pause_s 0.3 s; stopping the run"]
     assert running(int(ticker.id))
@@ -206,13 +221,21 @@ class FakeClock:
 
 def synchronous(handle, sensor, tmp_path: Path, clock: FakeClock, notes: Optional[list] = None, **config) -> GuardLoop:
     settings = {"min_pause_s": 0.0, "record_every_s": 10.0, **config}
-    return GuardLoop(handle, sensor, GuardConfig(**settings), pauses_path=tmp_path / "pauses.jsonl",
-                     samples_path=tmp_path / "guard.jsonl", clock=clock, wall_us=clock.wall_us,
-                     on_note=None if notes is None else notes.append)
+    return GuardLoop(
+        handle,
+        sensor,
+        GuardConfig(**settings),
+        pauses_path=tmp_path / "pauses.jsonl",
+        samples_path=tmp_path / "guard.jsonl",
+        clock=clock,
+        wall_us=clock.wall_us,
+        on_note=None if notes is None else notes.append,
+    )
 
 
-def test_samples_are_downsampled_while_cool_and_all_kept_while_hot_or_paused(ticker: ProcessRun,
-                                                                             tmp_path: Path) -> None:
+def test_samples_are_downsampled_while_cool_and_all_kept_while_hot_or_paused(
+    ticker: ProcessRun, tmp_path: Path
+) -> None:
     temp = tmp_path / "temp"
     clock = FakeClock()
     guard = synchronous(ticker, FileSensor(temp, clock.wall_us), tmp_path, clock)
@@ -273,19 +296,21 @@ def test_a_sensor_that_raises_counts_as_a_missing_reading(ticker: ProcessRun, tm
         clock.now = float(second)
         decisions.append(guard.poll().action)
     assert decisions == [Action.NONE, Action.NONE, Action.PAUSE, Action.NONE]  # 82 C was hot: pause_if_hot
-    assert notes == ["sensor broken raised OSError: bus error",
-                     "no temperature reading for 2 polls (last 82.0 C); pausing the run"]
+    assert notes == [
+        "sensor broken raised OSError: bus error",
+        "no temperature reading for 2 polls (last 82.0 C); pausing the run",
+    ]
     assert guard.reading.temp_c is None and guard.reading.paused
     guard.stop()
     assert not ticker.is_paused()
 
 
-def test_the_sim_sensor_heats_while_running_and_cools_while_the_loop_holds_the_run(ticker: ProcessRun,
-                                                                                   tmp_path: Path) -> None:
+def test_the_sim_sensor_heats_while_running_and_cools_while_the_loop_holds_the_run(
+    ticker: ProcessRun, tmp_path: Path
+) -> None:
     clock = FakeClock()
     model = SimSensorConfig(start_c=60, idle_c=40, hot_c=95, heat_tau_s=30, cool_tau_s=15)
-    guard = synchronous(ticker, SimSensor(model, clock, clock.wall_us), tmp_path, clock,
-                        min_pause_s=10.0, poll_s=1.0)
+    guard = synchronous(ticker, SimSensor(model, clock, clock.wall_us), tmp_path, clock, min_pause_s=10.0, poll_s=1.0)
     actions = []
     for second in range(200):
         clock.now = float(second)
@@ -304,9 +329,16 @@ def test_the_sim_sensor_heats_while_running_and_cools_while_the_loop_holds_the_r
 def test_records_that_cannot_be_written_never_stop_a_pause(ticker: ProcessRun, tmp_path: Path) -> None:
     temp = tmp_path / "temp"
     clock, notes = FakeClock(), []
-    guard = GuardLoop(ticker, FileSensor(temp, clock.wall_us), GuardConfig(min_pause_s=0.0),
-                      pauses_path=tmp_path / "gone" / "pauses.jsonl", samples_path=tmp_path / "gone" / "guard.jsonl",
-                      clock=clock, wall_us=clock.wall_us, on_note=notes.append)
+    guard = GuardLoop(
+        ticker,
+        FileSensor(temp, clock.wall_us),
+        GuardConfig(min_pause_s=0.0),
+        pauses_path=tmp_path / "gone" / "pauses.jsonl",
+        samples_path=tmp_path / "gone" / "guard.jsonl",
+        clock=clock,
+        wall_us=clock.wall_us,
+        on_note=notes.append,
+    )
     write_temp(temp, "90")
     assert guard.poll().action is Action.PAUSE
     assert eventually(lambda: frozen(int(ticker.id)))
@@ -315,8 +347,10 @@ def test_records_that_cannot_be_written_never_stop_a_pause(ticker: ProcessRun, t
     assert guard.poll().action is Action.RESUME
     assert eventually(lambda: running(int(ticker.id)))
     guard.stop()
-    assert notes == [f"could not write {tmp_path / 'gone' / 'pauses.jsonl'}: No such file or directory",
-                     f"could not write {tmp_path / 'gone' / 'guard.jsonl'}: No such file or directory"]
+    assert notes == [
+        f"could not write {tmp_path / 'gone' / 'pauses.jsonl'}: No such file or directory",
+        f"could not write {tmp_path / 'gone' / 'guard.jsonl'}: No such file or directory",
+    ]
 
 
 class Sticky:
@@ -367,13 +401,22 @@ def test_a_thaw_that_fails_keeps_the_window_open_and_is_retried_at_the_next_poll
     assert len(jsonl(tmp_path / "pauses.jsonl")) == 2
 
 
-@pytest.mark.parametrize(("thaw", "resumes", "note"), [
-    (False, 0, "the run may still be frozen: its pause window stays open until `harness recover` thaws it and "
-               "closes the window"),
-    (True, 1, "could not resume the run (guard stopped): ConnectionError: engine gone"),
-], ids=["without-thaw", "thaw-fails"])
-def test_stop_leaves_the_window_open_while_the_run_may_still_be_frozen(tmp_path: Path, thaw: bool, resumes: int,
-                                                                       note: str) -> None:
+@pytest.mark.parametrize(
+    ("thaw", "resumes", "note"),
+    [
+        (
+            False,
+            0,
+            "the run may still be frozen: its pause window stays open until `harness recover` thaws it and "
+            "closes the window",
+        ),
+        (True, 1, "could not resume the run (guard stopped): ConnectionError: engine gone"),
+    ],
+    ids=["without-thaw", "thaw-fails"],
+)
+def test_stop_leaves_the_window_open_while_the_run_may_still_be_frozen(
+    tmp_path: Path, thaw: bool, resumes: int, note: str
+) -> None:
     temp = tmp_path / "temp"
     clock, notes = FakeClock(), []
     handle = Sticky(knows=False)  # an engine gone: it can neither thaw nor say whether it is frozen
@@ -391,10 +434,16 @@ def test_a_max_pause_stop_whose_thaw_failed_is_thawed_and_closed_by_stop(tmp_pat
     temp = tmp_path / "temp"
     clock, asked = FakeClock(), []
     handle = Sticky()
-    guard = GuardLoop(handle, FileSensor(temp, clock.wall_us),
-                      GuardConfig(min_pause_s=0.0, max_pause_s=5.0, on_max_pause="stop"),
-                      pauses_path=tmp_path / "pauses.jsonl", samples_path=tmp_path / "guard.jsonl",
-                      clock=clock, wall_us=clock.wall_us, on_stop=asked.append)
+    guard = GuardLoop(
+        handle,
+        FileSensor(temp, clock.wall_us),
+        GuardConfig(min_pause_s=0.0, max_pause_s=5.0, on_max_pause="stop"),
+        pauses_path=tmp_path / "pauses.jsonl",
+        samples_path=tmp_path / "guard.jsonl",
+        clock=clock,
+        wall_us=clock.wall_us,
+        on_stop=asked.append,
+    )
     write_temp(temp, "95")
     guard.poll()
     clock.now = 6.0

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from runlab import Lab, fake_trainer, lab  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,9 +33,22 @@ def fake_nvml_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("gcc not found: install the `gcc` package to build the fake NVML library")
     out = tmp_path_factory.mktemp("fake-nvml")
     built = subprocess.run(
-        [gcc, "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-Wl,-soname,libnvidia-ml.so.1",
-         "-o", str(out / "libnvidia-ml.so.1"), str(FAKE_NVML_SOURCE)],
-        capture_output=True, text=True, timeout=120,
+        [
+            gcc,
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Wl,-soname,libnvidia-ml.so.1",
+            "-o",
+            str(out / "libnvidia-ml.so.1"),
+            str(FAKE_NVML_SOURCE),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert built.returncode == 0, built.stderr
     return out
@@ -67,20 +79,35 @@ class FakeGpu:
 
     def library_env(self) -> dict[str, str]:
         """What makes a process started now use the fake library."""
-        return {"LD_LIBRARY_PATH": str(self.lib), "FAKE_NVML_STATE": str(self.state),
-                "FAKE_NVML_CALLS": str(self.calls_path)}
+        return {
+            "LD_LIBRARY_PATH": str(self.lib),
+            "FAKE_NVML_STATE": str(self.state),
+            "FAKE_NVML_CALLS": str(self.calls_path),
+        }
 
     def python(self, code: str) -> Any:
         """Run `code` (which prints one JSON document last) against the fake library."""
         prelude = f"import json, sys\nSTATE = {str(self.state)!r}\nTHERMAL = {str(self.thermal_root)!r}\n"
-        done = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], cwd=REPO, env=self.env(),
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-c", prelude + textwrap.dedent(code)],
+            cwd=REPO,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
     def harness(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "harness", *args], cwd=REPO, env=self.env(),
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "harness", *args],
+            cwd=REPO,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
 
 @pytest.fixture
@@ -108,13 +135,21 @@ def test_nvml_sensor_reads_a_gb10_and_probes_unsupported_queries_once(gpu: FakeG
     [device] = facts["devices"]
     assert device["name"] == "NVIDIA GB10"
     assert device["queries"] == {
-        "temperature": "OK", "clock_event_reasons": "OK", "power_usage": "OK",
-        "threshold_slowdown": "NOT_SUPPORTED", "threshold_shutdown": "NOT_SUPPORTED",
-        "threshold_gpu_max": "NOT_SUPPORTED", "margin_temperature": "NOT_SUPPORTED",
+        "temperature": "OK",
+        "clock_event_reasons": "OK",
+        "power_usage": "OK",
+        "threshold_slowdown": "NOT_SUPPORTED",
+        "threshold_shutdown": "NOT_SUPPORTED",
+        "threshold_gpu_max": "NOT_SUPPORTED",
+        "margin_temperature": "NOT_SUPPORTED",
     }
     assert device["thresholds_c"] == {} and device["margin_c"] is None
-    assert facts["unsupported"] == ["margin_temperature", "threshold_gpu_max", "threshold_shutdown",
-                                    "threshold_slowdown"]
+    assert facts["unsupported"] == [
+        "margin_temperature",
+        "threshold_gpu_max",
+        "threshold_shutdown",
+        "threshold_slowdown",
+    ]
     calls = gpu.calls()
     assert not [c for c in calls if "MemoryInfo" in c]  # never asked, not even once
     assert calls.count("nvmlDeviceGetTemperatureThreshold") == 3  # probed once each, never polled
@@ -170,7 +205,6 @@ def test_nvml_several_gpus_give_the_hottest_the_union_of_reasons_and_the_total_p
     assert [d["index"] for d in out["facts"]["devices"]] == [0, 1]
 
 
-
 MEMORY = """
 import pynvml
 pynvml.nvmlInit()
@@ -190,6 +224,7 @@ def test_nvml_fake_library_answers_memory_info_like_a_gb10(gpu: FakeGpu) -> None
     assert gpu.python(MEMORY) == ["NOT_SUPPORTED", "NOT_SUPPORTED"]
     gpu.set(profile="full")
     assert gpu.python(MEMORY) == [141 << 30, 141 << 30]
+
 
 OPEN = """
 from pathlib import Path
@@ -335,8 +370,12 @@ def test_nvml_temperature_drill_pauses_and_resumes_a_process_group(gpu: FakeGpu,
     assert seen["throttle"] == "clock event HwThermalSlowdown"
     assert seen["after_stop"] != "T"  # the guard thawed it on the way out
     windows = seen["windows"]
-    assert [(w["end"] is None, w["peak_c"]) for w in windows] == [(True, 88.0), (False, 88.0), (True, 60.0),
-                                                                 (False, 60.0)]
+    assert [(w["end"] is None, w["peak_c"]) for w in windows] == [
+        (True, 88.0),
+        (False, 88.0),
+        (True, 60.0),
+        (False, 60.0),
+    ]
     assert windows[0]["reason"] == "temperature 88.0 C >= pause_at_c 85 C"
 
 
@@ -345,8 +384,13 @@ def test_nvml_a_temperature_drill_pauses_a_run_through_harness_run(gpu: FakeGpu,
     from harness.engines import PAUSED, RUNNING
 
     gpu.set(temperature_c=60)
-    run = lab.experiment("nvml-drill", scenario="ticks", steps=1, env={"FAKE_TICKS": "150", "FAKE_TICK_S": "0.02"},
-                         guard={"sensor": "nvml", "poll_s": 0.1, "min_pause_s": 0})
+    run = lab.experiment(
+        "nvml-drill",
+        scenario="ticks",
+        steps=1,
+        env={"FAKE_TICKS": "150", "FAKE_TICK_S": "0.02"},
+        guard={"sensor": "nvml", "poll_s": 0.1, "min_pause_s": 0},
+    )
     harness = lab.spawn("run", run, env=gpu.library_env())
 
     def state_is(state: str) -> bool:
@@ -371,8 +415,12 @@ def test_nvml_a_temperature_drill_pauses_a_run_through_harness_run(gpu: FakeGpu,
     guard = json.loads((lab.captures / run / "manifest.json").read_text())["guard"]
     assert guard["guarded"] is True and guard["picked"] == "nvml" and guard["requested"] == "nvml"
     assert guard["devices"][0]["name"] == "NVIDIA GB10"
-    assert guard["unsupported"] == ["margin_temperature", "threshold_gpu_max", "threshold_shutdown",
-                                    "threshold_slowdown"]
+    assert guard["unsupported"] == [
+        "margin_temperature",
+        "threshold_gpu_max",
+        "threshold_shutdown",
+        "threshold_slowdown",
+    ]
     assert not [c for c in gpu.calls() if "MemoryInfo" in c]
 
 
@@ -387,8 +435,13 @@ def test_nvml_named_without_a_driver_stops_the_run_before_anything_starts(gpu: F
 
 
 def real_nvml(code: str) -> Any:
-    done = subprocess.run([sys.executable, "-c", "import json\n" + textwrap.dedent(code)], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", "import json\n" + textwrap.dedent(code)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -402,7 +455,8 @@ def test_nvml_sensor_on_the_real_library() -> None:
 
 @pytest.mark.gpu
 def test_nvml_guard_probe_on_the_real_library() -> None:
-    done = subprocess.run([sys.executable, "-m", "harness", "guard", "probe"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "guard", "probe"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert "temperature" in done.stdout and "sensor auto picks: nvml" in done.stdout

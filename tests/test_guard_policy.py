@@ -19,8 +19,12 @@ def sample(temp: Optional[float], reasons: Optional[int] = None) -> Sample:
     return Sample(time_us=0, temp_c=temp, reasons=reasons)
 
 
-def run(readings: Sequence[Optional[float] | Sample | None], config: GuardConfig = CONFIG, step_s: float = 1.0,
-        state: GuardState = GuardState()) -> list:
+def run(
+    readings: Sequence[Optional[float] | Sample | None],
+    config: GuardConfig = CONFIG,
+    step_s: float = 1.0,
+    state: GuardState = GuardState(),
+) -> list:
     """Feed readings one poll apart; (time, action, reason, note) for each poll."""
     out = []
     for i, reading in enumerate(readings):
@@ -151,8 +155,10 @@ temps = st.one_of(st.none(), st.floats(min_value=30, max_value=100, allow_nan=Fa
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(temps, st.sampled_from([0, 0, 0, 0x20])), max_size=200),
-       st.sampled_from(["pause_if_hot", "pause", "carry_on"]))
+@given(
+    st.lists(st.tuples(temps, st.sampled_from([0, 0, 0, 0x20])), max_size=200),
+    st.sampled_from(["pause_if_hot", "pause", "carry_on"]),
+)
 def test_windows_alternate_and_resumes_are_cool_or_timed_out(readings: list, on_missing: str) -> None:
     config = CONFIG.model_copy(update={"on_missing": on_missing, "min_pause_s": 5.0, "max_pause_s": 60.0})
     state, paused_at, paused = GuardState(), None, False

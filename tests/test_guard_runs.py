@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from drills import jsonl, write_temp
+from runlab import Lab, eventually, fake_trainer, lab  # noqa: F401  (fixtures)
 
 from harness.capture.reader import read_pauses
 from harness.engines import PAUSED, RUNNING
 from harness.times import parse_time_us
-from drills import jsonl, write_temp
-from runlab import Lab, eventually, fake_trainer, lab  # noqa: F401  (fixtures)
 
 POLL_S = 0.1
 # How late a pause may be recorded after the crossing: one poll, plus a loaded machine's scheduling.
@@ -37,8 +37,9 @@ def now_us() -> int:
 
 def ticking(lab: Lab, name: str, guard: dict, ticks: int = 150) -> str:
     """A run that prints `tick 0` ... `tick N-1`, one every 20 ms, then one step."""
-    return lab.experiment(name, scenario="ticks", steps=1, guard=guard,
-                          env={"FAKE_TICKS": str(ticks), "FAKE_TICK_S": "0.02"})
+    return lab.experiment(
+        name, scenario="ticks", steps=1, guard=guard, env={"FAKE_TICKS": str(ticks), "FAKE_TICK_S": "0.02"}
+    )
 
 
 def file_guard(temp: Path, **more: Any) -> dict:
@@ -98,8 +99,7 @@ def status_row(lab: Lab, run: str) -> list[str]:
     """The cells of `harness status`'s row for `run` (piped: columns two spaces apart; guard is the last)."""
     shown = lab.capture_cli("status")
     assert shown.exit_code == 0, shown.output
-    return next(cells for cells in (re.split(r"\s{2,}", line) for line in shown.output.splitlines())
-                if cells[0] == run)
+    return next(cells for cells in (re.split(r"\s{2,}", line) for line in shown.output.splitlines()) if cells[0] == run)
 
 
 def wait_state(handle: Any, state: str, timeout_s: float = 10) -> None:
@@ -109,8 +109,7 @@ def wait_state(handle: Any, state: str, timeout_s: float = 10) -> None:
         time.sleep(0.005)
 
 
-def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_engine(lab: Lab,
-                                                                                      tmp_path: Path) -> None:
+def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_engine(lab: Lab, tmp_path: Path) -> None:
     temp = tmp_path / "temp"
     write_temp(temp, "60")
     run = ticking(lab, "drill", file_guard(temp))
@@ -154,14 +153,20 @@ def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_en
     samples = jsonl(lab.captures / run / "guard.jsonl")
     assert [s["temp_c"] for s in samples if s["paused"]] and all(s["temp_c"] == 90.0 for s in samples if s["paused"])
     guard = json.loads((lab.captures / run / "manifest.json").read_text())["guard"]
-    assert guard == {"guarded": True, "requested": f"file:{temp}", "picked": "file", "path": str(temp),
-                     "readable": True}
+    assert guard == {
+        "guarded": True,
+        "requested": f"file:{temp}",
+        "picked": "file",
+        "path": str(temp),
+        "readable": True,
+    }
     assert f"{run}: PAUSED by the heat guard: temperature 90.0 C >= pause_at_c 85 C" in out
     assert f"{run}: resumed by the heat guard: 60.0 C; 1 pause, " in out
 
 
 def test_a_harness_killed_while_the_run_is_frozen_is_thawed_by_recover_which_closes_the_window(
-        lab: Lab, tmp_path: Path) -> None:
+    lab: Lab, tmp_path: Path
+) -> None:
     temp = tmp_path / "temp"
     write_temp(temp, "60")
     run = ticking(lab, "frozen", file_guard(temp), ticks=100_000)
@@ -173,7 +178,11 @@ def test_a_harness_killed_while_the_run_is_frozen_is_thawed_by_recover_which_clo
     harness.send_signal(signal.SIGKILL)
     harness.wait(30)
     time.sleep(0.5)
-    assert handle.describe().state == PAUSED, (lab.status(run), lab.log(run)[-5:], lab.engine_lines(handle)[-5:])  # nobody thawed it
+    assert handle.describe().state == PAUSED, (
+        lab.status(run),
+        lab.log(run)[-5:],
+        lab.engine_lines(handle)[-5:],
+    )  # nobody thawed it
     [opened] = jsonl(lab.captures / run / "pauses.jsonl")
     assert opened["end"] is None
     row = status_row(lab, run)
@@ -217,8 +226,9 @@ def test_on_max_pause_stop_ends_the_run_stopped_with_the_guards_reason(lab: Lab,
 
 def test_the_sim_sensor_heats_the_run_into_real_pauses_and_cools_it_out_of_them(lab: Lab) -> None:
     model = {"start_c": 84, "idle_c": 40, "hot_c": 95, "heat_tau_s": 2, "cool_tau_s": 0.5, "throttle_at_c": 200}
-    run = ticking(lab, "sim", {"sensor": "sim", "poll_s": 0.05, "min_pause_s": 0.3, "record_every_s": 0.2,
-                               "sim": model})
+    run = ticking(
+        lab, "sim", {"sensor": "sim", "poll_s": 0.05, "min_pause_s": 0.3, "record_every_s": 0.2, "sim": model}
+    )
     harness = lab.spawn("run", run)
     try:
         handle = wait_for_ticks(lab, run, 1)
@@ -235,7 +245,7 @@ def test_the_sim_sensor_heats_the_run_into_real_pauses_and_cools_it_out_of_them(
     for first, last in seen:  # ...each time inside a recorded window
         assert any(w.start_us <= first and last <= w.end_us for w in windows)
     temps = [s["temp_c"] for s in jsonl(lab.captures / run / "guard.jsonl")]
-    assert max(temps) >= 85 and min(temps[temps.index(max(temps)):]) <= 78  # heated into a pause, cooled out
+    assert max(temps) >= 85 and min(temps[temps.index(max(temps)) :]) <= 78  # heated into a pause, cooled out
     assert json.loads((lab.captures / run / "manifest.json").read_text())["guard"]["picked"] == "sim"
 
 
@@ -245,7 +255,8 @@ def test_a_named_sensor_that_cannot_read_stops_the_run_before_anything_starts(la
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         f"error: run {run} not started: guard.sensor file:{tmp_path / 'absent'}: cannot read "
-        f"{tmp_path / 'absent'}: No such file or directory"]
+        f"{tmp_path / 'absent'}: No such file or directory"
+    ]
     assert not (lab.captures / run).exists() and lab.objects() == []
 
 
@@ -290,8 +301,8 @@ def test_the_time_limit_reached_while_frozen_thaws_and_stops_the_run(lab: Lab, t
 
 
 def test_a_run_that_has_ended_is_not_paused_and_gets_no_window_and_no_note(lab: Lab, tmp_path: Path) -> None:
-    from harness.guard.config import GuardConfig
     from harness.guard import GuardSession
+    from harness.guard.config import GuardConfig
 
     run = lab.experiment("ended", steps=1)
     done = lab.cli("run", run, "--keep")

@@ -9,8 +9,8 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.guard.config import GuardConfig, SimSensorConfig
-from harness.guard.sensors import FileSensor, SimSensor, SysfsSensor, open_sensor, probe_thermal_zones
 from harness.guard.samples import PauseAware, SensorUnavailable
+from harness.guard.sensors import FileSensor, SimSensor, SysfsSensor, open_sensor, probe_thermal_zones
 
 
 def wall() -> int:
@@ -128,7 +128,10 @@ def test_open_sensor_none_file_and_sim(tmp_path: Path) -> None:
     (tmp_path / "t").write_text("50")
     choice = open_sensor(GuardConfig(sensor=f"file:{tmp_path / 't'}"))
     assert choice.sensor is not None and choice.facts == {
-        "requested": f"file:{tmp_path / 't'}", "picked": "file", "path": str(tmp_path / "t"), "readable": True,
+        "requested": f"file:{tmp_path / 't'}",
+        "picked": "file",
+        "path": str(tmp_path / "t"),
+        "readable": True,
     }
     choice = open_sensor(GuardConfig(sensor="sim", sim={"hot_c": 99.0}))
     assert choice.sensor is not None and choice.facts["picked"] == "sim"
@@ -143,14 +146,15 @@ def test_open_sensor_sysfs_named_but_absent_is_one_line_error(tmp_path: Path) ->
     assert choice.sensor is not None and choice.facts["picked"] == "sysfs"
 
 
-
 def test_open_sensor_file_that_cannot_be_read_is_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(HarnessError) as err:
         open_sensor(GuardConfig(sensor=f"file:{tmp_path / 'absent'}"))
-    assert str(err.value) == (f"guard.sensor file:{tmp_path / 'absent'}: cannot read {tmp_path / 'absent'}: "
-                              "No such file or directory")
+    assert str(err.value) == (
+        f"guard.sensor file:{tmp_path / 'absent'}: cannot read {tmp_path / 'absent'}: No such file or directory"
+    )
     (tmp_path / "junk").write_text("hot\n")
     with pytest.raises(HarnessError) as err:
         open_sensor(GuardConfig(sensor=f"file:{tmp_path / 'junk'}"))
-    assert str(err.value) == (f"guard.sensor file:{tmp_path / 'junk'}: {tmp_path / 'junk'} does not start with a "
-                              "temperature in C ('hot')")
+    assert str(err.value) == (
+        f"guard.sensor file:{tmp_path / 'junk'}: {tmp_path / 'junk'} does not start with a temperature in C ('hot')"
+    )

@@ -17,18 +17,42 @@ from harness.capture.bounded import last_jsonl
 from harness.capture.reader import read_pauses
 from harness.cli import app
 from harness.cli.progress import PlainProgress, RichProgress, describe_guard
-from harness.guard import GuardReading
 from harness.engines.spec import LaunchSpec
+from harness.guard import GuardReading
 from harness.run.settle import close_open_windows
 from harness.times import parse_time_us
 
-SPEC = LaunchSpec(run="e2b", run_id="e2b-1234", experiment="e2b", seed=1, engine="docker", image="i", command=None,
-                  container_name="c", trainer_argv=(), env={}, labels={}, mounts=(), device_requests=(),
-                  shm_size="1g", ipc_mode="host", init=True, ulimits={}, capture_dir="/c", steps_expected=12,
-                  max_minutes=None)
+SPEC = LaunchSpec(
+    run="e2b",
+    run_id="e2b-1234",
+    experiment="e2b",
+    seed=1,
+    engine="docker",
+    image="i",
+    command=None,
+    container_name="c",
+    trainer_argv=(),
+    env={},
+    labels={},
+    mounts=(),
+    device_requests=(),
+    shm_size="1g",
+    ipc_mode="host",
+    init=True,
+    ulimits={},
+    capture_dir="/c",
+    steps_expected=12,
+    max_minutes=None,
+)
 SINCE = "2026-03-01T12:03:04.000000Z"
-HOT = GuardReading(temp_c=86.5, paused=True, paused_since=SINCE, reason="temperature 86.5 C >= pause_at_c 85 C",
-                   pauses=3, paused_s=60.0)
+HOT = GuardReading(
+    temp_c=86.5,
+    paused=True,
+    paused_since=SINCE,
+    reason="temperature 86.5 C >= pause_at_c 85 C",
+    pauses=3,
+    paused_s=60.0,
+)
 
 
 def record():
@@ -36,8 +60,11 @@ def record():
     from harness.mileslog import LogParser
 
     parser = LogParser()
-    lines = ["x.py:1 - perf 0: {'perf/rollout_time': 88.74}", "x.py:2 - rollout 0: {'rollout/raw_reward': 0.7}",
-             "x.py:3 - perf 0: {'perf/step_time': 100.0}"]
+    lines = [
+        "x.py:1 - perf 0: {'perf/rollout_time': 88.74}",
+        "x.py:2 - rollout 0: {'rollout/raw_reward': 0.7}",
+        "x.py:3 - perf 0: {'perf/step_time': 100.0}",
+    ]
     return [r for line in lines for r in parser.feed(line)][0]
 
 
@@ -45,8 +72,9 @@ def test_describe_guard_shows_the_temperature_and_while_paused_since_when_why_an
     assert describe_guard(GuardReading(temp_c=71.25)) == "71.2 C"
     assert describe_guard(GuardReading()) == "- C"
     now = parse_time_us(SINCE) + 30_000_000
-    assert describe_guard(HOT, now) == ("PAUSED since 12:03:04 (temperature 86.5 C >= pause_at_c 85 C), 86.5 C; "
-                                        "3 pauses, 90 wall s paused")
+    assert describe_guard(HOT, now) == (
+        "PAUSED since 12:03:04 (temperature 86.5 C >= pause_at_c 85 C), 86.5 C; 3 pauses, 90 wall s paused"
+    )
     assert describe_guard(GuardReading(temp_c=70.0, pauses=1, paused_s=31.4)) == "70.0 C; 1 pause, 31 wall s paused"
 
 
@@ -57,14 +85,19 @@ def test_plain_progress_says_each_pause_and_resume_once_and_puts_the_temperature
     progress.guard(GuardReading(temp_c=80.0))
     progress.guard(GuardReading(temp_c=84.0))
     progress.guard(HOT)
-    progress.guard(GuardReading(temp_c=88.0, paused=True, paused_since=SINCE, reason=HOT.reason, pauses=3,
-                                paused_s=60.0))
+    progress.guard(
+        GuardReading(temp_c=88.0, paused=True, paused_since=SINCE, reason=HOT.reason, pauses=3, paused_s=60.0)
+    )
     progress.guard(GuardReading(temp_c=77.0, pauses=3, paused_s=95.0))
     progress.step(record(), 1)
     lines = out.getvalue().splitlines()[1:]
-    assert lines[:2] == ["e2b: PAUSED by the heat guard: temperature 86.5 C >= pause_at_c 85 C",
-                         "e2b: resumed by the heat guard: 77.0 C; 3 pauses, 95 wall s paused"]
-    assert lines[2].startswith("e2b: step 0 (1/12 complete) | ") and lines[2].endswith(" | 77.0 C; 3 pauses, 95 wall s paused")
+    assert lines[:2] == [
+        "e2b: PAUSED by the heat guard: temperature 86.5 C >= pause_at_c 85 C",
+        "e2b: resumed by the heat guard: 77.0 C; 3 pauses, 95 wall s paused",
+    ]
+    assert lines[2].startswith("e2b: step 0 (1/12 complete) | ") and lines[2].endswith(
+        " | 77.0 C; 3 pauses, 95 wall s paused"
+    )
     assert len(lines) == 3
 
 
@@ -86,8 +119,10 @@ def test_the_live_panel_shows_the_heat_guard_row() -> None:
     rendered = io.StringIO()
     Console(file=rendered, width=160).print(progress._render())
     progress.finished(None)
-    assert "heat guard  PAUSED since 12:03:04 (temperature 86.5 C >= pause_at_c 85 C), 86.5 C; 3 pauses" in \
-        rendered.getvalue()
+    assert (
+        "heat guard  PAUSED since 12:03:04 (temperature 86.5 C >= pause_at_c 85 C), 86.5 C; 3 pauses"
+        in rendered.getvalue()
+    )
 
 
 # --------------------------------------------------------------------------- harness status
@@ -96,9 +131,20 @@ def test_the_live_panel_shows_the_heat_guard_row() -> None:
 def capture_with(root: Path, run: str, state: RunState = RunState.SUCCEEDED, **files: str) -> Capture:
     capture = Capture(root / run)
     capture.directory.mkdir(parents=True)
-    capture.write_status(RunStatus(run=run, run_id=f"{run}-1", state=state, exit_code=0, started_at=SINCE,
-                                   ended_at=None if state == RunState.RUNNING else "2026-03-01T13:00:00Z",
-                                   steps_expected=1, steps_complete=1, error=None, harness_host="elsewhere"))
+    capture.write_status(
+        RunStatus(
+            run=run,
+            run_id=f"{run}-1",
+            state=state,
+            exit_code=0,
+            started_at=SINCE,
+            ended_at=None if state == RunState.RUNNING else "2026-03-01T13:00:00Z",
+            steps_expected=1,
+            steps_complete=1,
+            error=None,
+            harness_host="elsewhere",
+        )
+    )
     for name, text in files.items():
         (capture.directory / name.replace("_", ".")).write_text(text)
     return capture
@@ -163,8 +209,12 @@ def test_close_open_windows_appends_a_closing_line_with_the_same_start_for_each_
     lines = [
         {"start": "2026-03-01T12:00:00.000000Z", "end": None, "reason": "a", "peak_c": 86.0},
         {"start": "2026-03-01T12:00:00.000000Z", "end": "2026-03-01T12:00:40.000000Z", "reason": "a", "peak_c": 87.0},
-        {"start": "2026-03-01T12:05:00.000000Z", "end": None, "reason": "clock event SwThermalSlowdown",
-         "peak_c": 84.0},
+        {
+            "start": "2026-03-01T12:05:00.000000Z",
+            "end": None,
+            "reason": "clock event SwThermalSlowdown",
+            "peak_c": 84.0,
+        },
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"start": "2026-03-01T12:09')  # torn
     assert close_open_windows(path, "2026-03-01T12:10:00.000000Z") == 1
@@ -195,8 +245,11 @@ def test_status_says_its_pauses_are_wall_seconds(tmp_path: Path) -> None:
 
 
 def test_status_names_every_runs_host_the_same_way_ray_placed_or_not(tmp_path: Path) -> None:
-    capture_with(tmp_path, "placed", manifest_json=json.dumps({"ray": {"hostname": "spark-2", "node_ip": "10.0.0.2",
-                                                                       "node_id": "5f3a"}}))
+    capture_with(
+        tmp_path,
+        "placed",
+        manifest_json=json.dumps({"ray": {"hostname": "spark-2", "node_ip": "10.0.0.2", "node_id": "5f3a"}}),
+    )
     capture_with(tmp_path, "local")  # its harness ran on the host `elsewhere`
     header, rows = status_table(tmp_path)
     assert header[-1] == "host"

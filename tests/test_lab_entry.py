@@ -45,13 +45,34 @@ def test_blank_miles_args_mean_the_base_run(blank):
 def test_miles_args_replace_the_base_run_and_entry_arguments_come_last():
     env = {"MILES_ARGS": shlex.join(["--hf-checkpoint", "/m dir", "--lr", "1e-6"]), "MILES_EXTRA_ARGS": "--x 1"}
 
-    assert entry.trainer_words(env, ["--y", "2"]) == ["--hf-checkpoint", "/m dir", "--lr", "1e-6", "--x", "1", "--y", "2"]
+    assert entry.trainer_words(env, ["--y", "2"]) == [
+        "--hf-checkpoint",
+        "/m dir",
+        "--lr",
+        "1e-6",
+        "--x",
+        "1",
+        "--y",
+        "2",
+    ]
 
 
 def test_shell_syntax_in_the_extra_args_stays_literal():
     words = entry.trainer_words({"MILES_EXTRA_ARGS": """--x "a b" '$(touch /tmp/pwned)' ; rm -rf / # not a comment"""})
 
-    assert words[len(BASE):] == ["--x", "a b", "$(touch /tmp/pwned)", ";", "rm", "-rf", "/", "#", "not", "a", "comment"]
+    assert words[len(BASE) :] == [
+        "--x",
+        "a b",
+        "$(touch /tmp/pwned)",
+        ";",
+        "rm",
+        "-rf",
+        "/",
+        "#",
+        "not",
+        "a",
+        "comment",
+    ]
 
 
 @pytest.mark.parametrize("name", ["MILES_ARGS", "MILES_EXTRA_ARGS"])
@@ -70,12 +91,16 @@ def test_the_data_check_passes_when_both_paths_exist():
 @pytest.mark.parametrize(
     "missing, message",
     [
-        ("/data/models/Qwen3-0.6B",
-         "miles-gb10-lab: model not found at /data/models/Qwen3-0.6B (--hf-checkpoint); "
-         "fetch it on the GB10 host with 'make data'"),
-        ("/data/gsm8k/train.parquet",
-         "miles-gb10-lab: data set not found at /data/gsm8k/train.parquet (--prompt-data); "
-         "fetch it on the GB10 host with 'make data'"),
+        (
+            "/data/models/Qwen3-0.6B",
+            "miles-gb10-lab: model not found at /data/models/Qwen3-0.6B (--hf-checkpoint); "
+            "fetch it on the GB10 host with 'make data'",
+        ),
+        (
+            "/data/gsm8k/train.parquet",
+            "miles-gb10-lab: data set not found at /data/gsm8k/train.parquet (--prompt-data); "
+            "fetch it on the GB10 host with 'make data'",
+        ),
     ],
 )
 def test_a_missing_model_or_data_set_names_the_path_and_make_data(missing, message):
@@ -102,7 +127,15 @@ def test_arguments_without_a_model_flag_are_a_usage_error():
 
 def test_ray_starts_a_local_head_with_the_actor_gpus():
     assert entry.ray_start_argv(BASE) == [
-        "ray", "start", "--head", "--node-ip-address", "127.0.0.1", "--num-gpus", "1", "--disable-usage-stats"]
+        "ray",
+        "start",
+        "--head",
+        "--node-ip-address",
+        "127.0.0.1",
+        "--num-gpus",
+        "1",
+        "--disable-usage-stats",
+    ]
     assert entry.ray_start_argv(["--actor-num-gpus-per-node", "2"])[6] == "2"
     assert entry.ray_start_argv([])[6] == "1"
 
@@ -111,12 +144,13 @@ def test_the_job_is_submitted_as_miles_scripts_do_with_the_ray_environment():
     argv = entry.job_submit_argv(["--lr", "1e-6"], "raysubmit_abc", {"RAY_DEDUP_LOGS": "1"})
 
     assert argv[:3] == ["ray", "job", "submit"]
-    assert argv[argv.index("--"):] == ["--", "python3", "train.py", "--lr", "1e-6"]
+    assert argv[argv.index("--") :] == ["--", "python3", "train.py", "--lr", "1e-6"]
     assert "--address=http://127.0.0.1:8265" in argv
     assert "--submission-id=raysubmit_abc" in argv
     runtime = next(word for word in argv if word.startswith("--runtime-env-json="))
-    assert json.loads(runtime.split("=", 1)[1]) == {"env_vars": {
-        "PYTHONUNBUFFERED": "1", "RAY_DEDUP_LOGS": "1", "RAY_memory_monitor_refresh_ms": "0"}}
+    assert json.loads(runtime.split("=", 1)[1]) == {
+        "env_vars": {"PYTHONUNBUFFERED": "1", "RAY_DEDUP_LOGS": "1", "RAY_memory_monitor_refresh_ms": "0"}
+    }
 
 
 def test_submission_ids_look_like_rays_own():
@@ -164,8 +198,9 @@ def lab(tmp_path: Path) -> dict[str, str]:
 
 def start_entry(env: dict[str, str], *args: str) -> subprocess.Popen:
     script = REPO_ROOT / "harness" / "lab" / "entry.py"
-    return subprocess.Popen([sys.executable, str(script), *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, str(script), *args], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
 
 
 def standin_train(stdout: str) -> dict:
@@ -181,7 +216,16 @@ def test_the_script_submits_train_py_in_the_miles_dir_and_nothing_is_evaluated(l
 
     assert proc.returncode == 0, out + err
     words = shlex.split(lab["MILES_ARGS"])
-    assert standin_train(out)["argv"] == ["train.py", *words, "--x", "a b", f"$(touch {sentinel})", ";", "touch", str(sentinel)]
+    assert standin_train(out)["argv"] == [
+        "train.py",
+        *words,
+        "--x",
+        "a b",
+        f"$(touch {sentinel})",
+        ";",
+        "touch",
+        str(sentinel),
+    ]
     assert standin_train(out)["cwd"] == lab["MILES_DIR"]
     assert not sentinel.exists()
 

@@ -111,10 +111,14 @@ def test_the_write_up_filter_flags_reach_train_py_intact_and_in_order(run_lab, d
     assert any(line.startswith("Running entrypoint for job raysubmit_") for line in done.stdout.splitlines())
     assert done.train()["cwd"] == "/root/miles"
     assert done.train()["env"] == {
-        "PYTHONUNBUFFERED": "1", "RAY_DEDUP_LOGS": "0",
-        "RAY_memory_monitor_refresh_ms": "0", "MILES_DIR": "/root/miles",
+        "PYTHONUNBUFFERED": "1",
+        "RAY_DEDUP_LOGS": "0",
+        "RAY_memory_monitor_refresh_ms": "0",
+        "MILES_DIR": "/root/miles",
     }
-    assert "[ray stand-in] ray start --head --node-ip-address 127.0.0.1 --num-gpus 1 --disable-usage-stats" in done.stdout
+    assert (
+        "[ray stand-in] ray start --head --node-ip-address 127.0.0.1 --num-gpus 1 --disable-usage-stats" in done.stdout
+    )
 
 
 def test_quoting_cases_arrive_as_literal_words_and_nothing_is_executed(run_lab, data_dir):
@@ -137,7 +141,9 @@ def test_miles_args_replace_the_base_run(run_lab, data_dir):
     assert "--num-gpus 2 " in done.stdout
 
 
-@pytest.mark.parametrize("missing, flag, what", [(MODEL, "--hf-checkpoint", "model"), (DATASET, "--prompt-data", "data set")])
+@pytest.mark.parametrize(
+    "missing, flag, what", [(MODEL, "--hf-checkpoint", "model"), (DATASET, "--prompt-data", "data set")]
+)
 def test_missing_data_is_one_line_naming_it_and_make_data(run_lab, data_dir, missing, flag, what):
     target = in_data(data_dir, missing)
     subprocess.run(["rm", "-r", str(target)], check=True)
@@ -206,9 +212,22 @@ def test_the_image_records_its_miles_and_sets_the_ray_environment(lab_image):
 
 def test_a_miles_commit_is_checked_out_not_ignored(lab_image):
     # The stand-in's Miles is no git checkout, so asking for a commit must stop the build, clearly.
-    argv = ["docker", "build", "--force-rm", "--build-arg", f"MILES_BASE={STANDIN_TAG}", "--build-arg", "MILES_COMMIT=08752a12",
-            "--tag", "miles-gb10-lab/lab:test-commit", str(REPO_ROOT)]
+    argv = [
+        "docker",
+        "build",
+        "--force-rm",
+        "--build-arg",
+        f"MILES_BASE={STANDIN_TAG}",
+        "--build-arg",
+        "MILES_COMMIT=08752a12",
+        "--tag",
+        "miles-gb10-lab/lab:test-commit",
+        str(REPO_ROOT),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
 
     assert done.returncode != 0
-    assert "/root/miles is not a git checkout: build with MILES_COMMIT= to keep the base's Miles" in done.stdout + done.stderr
+    assert (
+        "/root/miles is not a git checkout: build with MILES_COMMIT= to keep the base's Miles"
+        in done.stdout + done.stderr
+    )

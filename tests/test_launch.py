@@ -10,9 +10,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.engines.spec import docker_run_command
 from harness.experiments.store import ExperimentStore
 from harness.run.plan import compute_run_id, plan_launch
-from harness.engines.spec import docker_run_command
 
 REPO = Path(__file__).resolve().parent.parent
 FILTER_ARGS = (
@@ -127,7 +127,10 @@ def test_listed_secrets_pass_through_and_are_shown_redacted(tmp_path: Path) -> N
     )
     store = ExperimentStore(tmp_path, ["--rollout-batch-size", "4"])
     spec = plan_launch(
-        store.load("s").experiment, base_args=store.base_args, capture_root="c", project_root="/p",
+        store.load("s").experiment,
+        base_args=store.base_args,
+        capture_root="c",
+        project_root="/p",
         environ={"HF_TOKEN": "hf_abc", "OTHER": "not passed"},
     )
     assert spec.env["HF_TOKEN"] == "hf_abc" and "OTHER" not in spec.env
@@ -151,7 +154,8 @@ def test_gpu_indices_and_none_become_device_requests(tmp_path: Path) -> None:
 
 def test_dry_run_shows_extra_args_gpu_request_and_argv_and_starts_nothing() -> None:
     result = CliRunner().invoke(
-        app, ["run", "e2b-dapo-filter", "--dry-run", "--experiments-dir", str(REPO / "experiments")],
+        app,
+        ["run", "e2b-dapo-filter", "--dry-run", "--experiments-dir", str(REPO / "experiments")],
         env={"COLUMNS": "80"},
     )
     assert result.exit_code == 0, result.output

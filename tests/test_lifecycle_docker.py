@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runlab import IMAGE, Lab, docker_lab, fake_trainer, killed, masked  # noqa: F401  (fixtures)
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN
-from runlab import IMAGE, Lab, docker_lab, fake_trainer, killed, masked  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.docker
 
@@ -33,20 +33,36 @@ def lab(docker_lab: Lab) -> Lab:
 
 
 def containers_of(client: Any, lab: Lab) -> list[Any]:
-    return [c for c in client.containers.list(all=True, filters={"label": LABEL_RUN})
-            if c.labels.get(LABEL_CAPTURE_DIR, "").startswith(str(lab.root))]
+    return [
+        c
+        for c in client.containers.list(all=True, filters={"label": LABEL_RUN})
+        if c.labels.get(LABEL_CAPTURE_DIR, "").startswith(str(lab.root))
+    ]
 
 
 def test_a_successful_run_captures_everything_and_removes_its_container(lab: Lab, client: Any) -> None:
-    run = lab.experiment("ok", steps=3, extra="--over-sampling-batch-size 48 --dynamic-sampling-filter-path "
-                                               "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter")
+    run = lab.experiment(
+        "ok",
+        steps=3,
+        extra="--over-sampling-batch-size 48 --dynamic-sampling-filter-path "
+        "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter",
+    )
     result = lab.cli("run", run)
     assert result.exit_code == 0, result.output
     status = lab.status(run)
     assert status["state"] == "succeeded" and status["exit_code"] == 0
     assert status["steps_complete"] == 3 and status["steps_expected"] == 3
-    assert set(status) >= {"run", "run_id", "state", "exit_code", "started_at", "ended_at", "steps_expected",
-                           "steps_complete", "error"}
+    assert set(status) >= {
+        "run",
+        "run_id",
+        "state",
+        "exit_code",
+        "started_at",
+        "ended_at",
+        "steps_expected",
+        "steps_complete",
+        "error",
+    }
     log = lab.log(run)
     assert all(line[:4].isdigit() and line[10] == "T" and line.split(" ", 1)[0].endswith("Z") for line in log)
     texts = [line.split(" ", 1)[1] for line in log]
@@ -237,7 +253,8 @@ def test_sweep_skips_succeeded_and_retries_only_failures(lab: Lab) -> None:
     assert lab.status("sw")["state"] == "succeeded" and lab.status("sw-s2")["state"] == "succeeded"
     # as if seed 2 had failed
     (lab.captures / "sw-s2" / "status.json").write_text(
-        json.dumps({**lab.status("sw-s2"), "state": "failed", "error": "made up for the test"}))
+        json.dumps({**lab.status("sw-s2"), "state": "failed", "error": "made up for the test"})
+    )
     cached = lab.cli("sweep", "sw", "--seeds", "1", "2")
     assert cached.exit_code == 1
     assert "sw skipped: succeeded at " in cached.output
@@ -280,15 +297,22 @@ def test_recover_leave_running_thaws_and_saves_but_does_not_stop(lab: Lab, clien
 
 
 def test_run_warns_about_leftovers_and_recover_touches_only_what_a_capture_owns(lab: Lab, client: Any) -> None:
+    from harness.capture import this_host
     from harness.engines.spec import LABEL_RUN_ID
     from harness.run.execute import LABEL_HARNESS_HOST, LABEL_HARNESS_PID
-    from harness.capture import this_host
 
     dead = lab.experiment("killed", scenario="hang")
     killed(lab.spawn("run", dead, failpoint="mid-stream:20"))
-    ghost = client.containers.create(IMAGE, labels={  # labelled, but no capture names it
-        LABEL_RUN: "ghost", LABEL_RUN_ID: "ghost-00000000", LABEL_CAPTURE_DIR: str(lab.captures / "ghost"),
-        LABEL_HARNESS_PID: "999999", LABEL_HARNESS_HOST: this_host()})
+    ghost = client.containers.create(
+        IMAGE,
+        labels={  # labelled, but no capture names it
+            LABEL_RUN: "ghost",
+            LABEL_RUN_ID: "ghost-00000000",
+            LABEL_CAPTURE_DIR: str(lab.captures / "ghost"),
+            LABEL_HARNESS_PID: "999999",
+            LABEL_HARNESS_HOST: this_host(),
+        },
+    )
     unrelated = client.containers.run(IMAGE, environment={"FAKE_SCENARIO": "hang"}, detach=True)
     try:
         run = lab.experiment("after", steps=1)
@@ -297,8 +321,18 @@ def test_run_warns_about_leftovers_and_recover_touches_only_what_a_capture_owns(
         assert "run killed (container mgl-killed-" in result.stderr and "harness recover` settles it" in result.stderr
         assert "ghost" not in result.stderr  # recover would not act on it, so it is no leftover of a run
         elsewhere = lab.captures.parent / "elsewhere"  # another capture root: its runs are not told of this one's
-        other_root = CliRunner().invoke(app, ["run", lab.experiment("other-root", steps=1), "--experiments-dir",
-                                              str(lab.experiments), "--capture-dir", str(elsewhere)], env=lab.env)
+        other_root = CliRunner().invoke(
+            app,
+            [
+                "run",
+                lab.experiment("other-root", steps=1),
+                "--experiments-dir",
+                str(lab.experiments),
+                "--capture-dir",
+                str(elsewhere),
+            ],
+            env=lab.env,
+        )
         assert other_root.exit_code == 0, other_root.output
         assert "killed" not in other_root.stderr and "settles it" not in other_root.stderr
         recovered = CliRunner().invoke(app, ["recover", "--grace-s", "2", "--capture-dir", str(lab.captures)])

@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
+from runlab import Lab, eventually, process_lab  # noqa: F401  (fixture)
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.engines.process import ProcessEngine
 from harness.experiments.store import ExperimentStore
 from harness.run.plan import plan_launch
-from harness.engines.process import ProcessEngine
-from runlab import Lab, eventually, process_lab  # noqa: F401  (fixture)
 
 REPO = Path(__file__).resolve().parent.parent
 TRAINER = REPO / "tests" / "images" / "fake-trainer" / "trainer.py"
@@ -64,8 +64,13 @@ def test_process_gpu_set_reaches_cuda_visible_devices(lab: Lab) -> None:
 def test_pause_freezes_the_whole_process_group_and_resume_thaws_it(lab: Lab) -> None:
     lab.experiment("frozen", scenario="hang", steps=2)
     store = ExperimentStore(lab.experiments, [])
-    spec = plan_launch(store.load("frozen").experiment, base_args=[], capture_root=str(lab.captures),
-                       project_root=str(REPO), environ={})
+    spec = plan_launch(
+        store.load("frozen").experiment,
+        base_args=[],
+        capture_root=str(lab.captures),
+        project_root=str(REPO),
+        environ={},
+    )
     handle = ProcessEngine(lab.processes).start(spec, {})
     lines = handle.logs(follow=True)
     pid = handle.facts()["pid"]
@@ -114,8 +119,11 @@ def test_status_and_logs_show_what_the_captures_hold(lab: Lab) -> None:
     assert lab.cli("run", "shown").exit_code == 0
     assert lab.cli("run", "broke").exit_code == 1
     with (lab.captures / "shown" / "pauses.jsonl").open("w") as pauses:  # opened, closed, and an overlapping one
-        for window in ({"start": "2026-01-01T00:00:00Z", "end": None}, {"start": "2026-01-01T00:00:00Z",
-                       "end": "2026-01-01T00:00:10Z"}, {"start": "2026-01-01T00:00:05Z", "end": "2026-01-01T00:00:15Z"}):
+        for window in (
+            {"start": "2026-01-01T00:00:00Z", "end": None},
+            {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:00:10Z"},
+            {"start": "2026-01-01T00:00:05Z", "end": "2026-01-01T00:00:15Z"},
+        ):
             pauses.write(json.dumps({**window, "reason": "temp", "peak_c": 88.0}) + "\n")
     table = CliRunner().invoke(app, ["status", "--capture-dir", str(lab.captures)], env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output
@@ -142,8 +150,12 @@ def test_logs_follow_prints_lines_as_the_run_writes_them(lab: Lab) -> None:
         deadline = time.monotonic() + 30
         while not (lab.captures / "live" / "container.log").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        follower = subprocess.Popen([sys.executable, "-m", "harness", "logs", "live", "-f", "--capture-dir",
-                                     str(lab.captures)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "harness", "logs", "live", "-f", "--capture-dir", str(lab.captures)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         seen = []
         while "INFO still generating" not in seen and len(seen) < 500:
             seen.append(follower.stdout.readline().rstrip("\n"))

@@ -11,16 +11,23 @@ import pytest
 from harness.capture import Capture, RunStatus, append_jsonl, read_jsonl, write_json_atomic
 from harness.engines.logstream import LogPosition, join_partials, split_lines, stamp_to_ns
 from harness.errors import HarnessError
-from harness.run.gpulock import GpuLock
-from harness.run.execute import decide_outcome
 from harness.run.decide import configuration_changes, decide
+from harness.run.execute import decide_outcome
+from harness.run.gpulock import GpuLock
 
 # --- outcome ------------------------------------------------------------------------------
 
 
 def outcome(**kw):
-    base = dict(exit_code=0, steps_complete=12, steps_expected=12, stop_state=None, stop_reason=None,
-                failure=None, capture_error=None)
+    base = dict(
+        exit_code=0,
+        steps_complete=12,
+        steps_expected=12,
+        stop_state=None,
+        stop_reason=None,
+        failure=None,
+        capture_error=None,
+    )
     return decide_outcome(**{**base, **kw})
 
 
@@ -54,8 +61,17 @@ def test_a_broken_capture_is_never_a_success() -> None:
 
 
 def status(state: str, run_id: str = "r-1") -> RunStatus:
-    return RunStatus(run="r", run_id=run_id, state=state, exit_code=0, started_at="2026-01-01T00:00:00Z",
-                     ended_at="2026-01-01T01:00:00Z", steps_expected=12, steps_complete=12, error="boom")
+    return RunStatus(
+        run="r",
+        run_id=run_id,
+        state=state,
+        exit_code=0,
+        started_at="2026-01-01T00:00:00Z",
+        ended_at="2026-01-01T01:00:00Z",
+        steps_expected=12,
+        steps_complete=12,
+        error="boom",
+    )
 
 
 @pytest.mark.parametrize(
@@ -92,25 +108,50 @@ def test_a_succeeded_capture_of_another_configuration_is_refused_naming_what_cha
     assert decision.not_started() == (
         "run r not started: its capture succeeded at 2026-01-01T01:00:00Z with another configuration (time scale "
         "0.02 -> 0.01; run id r-1, now r-2); --force (make: FORCE=1) reruns it, keeping the old capture under "
-        ".replaced/")
+        ".replaced/"
+    )
     assert not decide("r", "r-1", status("succeeded"), mode).refused  # the same run: reused
     assert decide("r", "r-2", status("succeeded", run_id="r-1"), "force").action == "run"
 
 
 def test_the_changes_name_experiment_keys_argv_image_and_time_scale() -> None:
-    old = {"experiment": {"steps": 12, "guard": {"sensor": "auto"}, "description": "old words",
-                          "miles": {"args": {"seed": 1}}, "container": {"env": {"HARNESS_SIM_TIME_SCALE": "0.02"}}},
-           "trainer_argv": ["train.py", "--seed", "1"], "image": "lab:1", "time_scale": 0.02}
-    new = {"steps": 4, "guard": {"sensor": "sim"}, "description": "new words", "miles": {"args": {"seed": 1}},
-           "container": {"env": {"HARNESS_SIM_TIME_SCALE": "0.01"}}}
+    old = {
+        "experiment": {
+            "steps": 12,
+            "guard": {"sensor": "auto"},
+            "description": "old words",
+            "miles": {"args": {"seed": 1}},
+            "container": {"env": {"HARNESS_SIM_TIME_SCALE": "0.02"}},
+        },
+        "trainer_argv": ["train.py", "--seed", "1"],
+        "image": "lab:1",
+        "time_scale": 0.02,
+    }
+    new = {
+        "steps": 4,
+        "guard": {"sensor": "sim"},
+        "description": "new words",
+        "miles": {"args": {"seed": 1}},
+        "container": {"env": {"HARNESS_SIM_TIME_SCALE": "0.01"}},
+    }
 
     changes = configuration_changes(old, new, ["train.py", "--seed", "1", "--x"], "lab:2", 0.01)
 
-    assert changes == ["time scale 0.02 -> 0.01", "guard.sensor auto -> sim", "steps 12 -> 4", "trainer argv",
-                       "image lab:1 -> lab:2"]
+    assert changes == [
+        "time scale 0.02 -> 0.01",
+        "guard.sensor auto -> sim",
+        "steps 12 -> 4",
+        "trainer argv",
+        "image lab:1 -> lab:2",
+    ]
     assert configuration_changes(None, new, [], "lab:2", 0.01) == ["its manifest.json is missing or unreadable"]
-    long = configuration_changes({**old, "experiment": {"miles": {"extra_args": "x" * 80}}},
-                                 {"miles": {"extra_args": "y" * 80}}, old["trainer_argv"], "lab:1", 0.02)
+    long = configuration_changes(
+        {**old, "experiment": {"miles": {"extra_args": "x" * 80}}},
+        {"miles": {"extra_args": "y" * 80}},
+        old["trainer_argv"],
+        "lab:1",
+        0.02,
+    )
     assert long == ["miles.extra_args"]  # a long value is named, not shown
 
 
@@ -119,8 +160,11 @@ def test_the_changes_name_experiment_keys_argv_image_and_time_scale() -> None:
 
 def test_split_lines_joins_chunks_and_keeps_a_clean_final_partial() -> None:
     chunks = [b"2026-01-01T00:00:00.1Z a", b"b\n2026-01-01T00:00:00.2Z c\n2026-01-01T00:00:00.3Z d"]
-    assert list(split_lines(chunks)) == ["2026-01-01T00:00:00.1Z ab", "2026-01-01T00:00:00.2Z c",
-                                         "2026-01-01T00:00:00.3Z d"]
+    assert list(split_lines(chunks)) == [
+        "2026-01-01T00:00:00.1Z ab",
+        "2026-01-01T00:00:00.2Z c",
+        "2026-01-01T00:00:00.3Z d",
+    ]
 
 
 def test_split_lines_drops_the_partial_line_of_a_broken_stream() -> None:
@@ -137,9 +181,13 @@ def test_split_lines_drops_the_partial_line_of_a_broken_stream() -> None:
 
 def test_join_partials_removes_the_stamps_docker_puts_before_each_16k_piece() -> None:
     text = bytes(range(97, 123)) * 2000  # 52,000 bytes
-    stamps = [b"2026-01-01T00:00:00.1Z ", b"2026-01-01T00:00:00.15Z ", b"2026-01-01T00:00:00.2Z ",
-              b"2026-01-01T00:00:00.25Z "]
-    pieces = [text[i:i + 16384] for i in range(0, len(text), 16384)]
+    stamps = [
+        b"2026-01-01T00:00:00.1Z ",
+        b"2026-01-01T00:00:00.15Z ",
+        b"2026-01-01T00:00:00.2Z ",
+        b"2026-01-01T00:00:00.25Z ",
+    ]
+    pieces = [text[i : i + 16384] for i in range(0, len(text), 16384)]
     live = b"".join(s + p for s, p in zip(stamps, pieces))
     assert join_partials(live) == stamps[0] + text
     assert join_partials(stamps[0] + text) == stamps[0] + text  # a finished log is already joined
@@ -150,8 +198,13 @@ def test_log_position_resumes_without_loss_or_repeat() -> None:
     position = LogPosition()
     assert list(position.new_lines(first)) == first
     assert position.since() == pytest.approx(stamp_to_ns("2026-01-01T00:00:02Z") / 1e9 - 1e-6)
-    reopened = ["2026-01-01T00:00:01Z a", "2026-01-01T00:00:02Z b", "2026-01-01T00:00:02Z b",
-                "2026-01-01T00:00:02Z b", "2026-01-01T00:00:03Z c"]
+    reopened = [
+        "2026-01-01T00:00:01Z a",
+        "2026-01-01T00:00:02Z b",
+        "2026-01-01T00:00:02Z b",
+        "2026-01-01T00:00:02Z b",
+        "2026-01-01T00:00:03Z c",
+    ]
     assert list(position.new_lines(reopened)) == ["2026-01-01T00:00:02Z b", "2026-01-01T00:00:03Z c"]
 
 

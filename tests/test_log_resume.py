@@ -97,12 +97,18 @@ echo ready; while true; do sleep 0.05; done
 
 @pytest.mark.docker
 def test_a_paused_then_stopped_container_gives_every_line_once(busybox_image: str) -> None:
-    from harness.engines.docker import DockerRun
     from runlab import docker_client
 
+    from harness.engines.docker import DockerRun
+
     client = docker_client()
-    expected = ([f"before {i}" for i in range(40)] + ["ready"] + [f"out {k}" for k in range(30)]
-                + [f"err {j}" for j in range(30)] + ["last"])
+    expected = (
+        [f"before {i}" for i in range(40)]
+        + ["ready"]
+        + [f"out {k}" for k in range(30)]
+        + [f"err {j}" for j in range(30)]
+        + ["last"]
+    )
     for attempt in range(3):  # the out-of-order writes come by chance: a few tries
         container = client.containers.run(busybox_image, ["sh", "-c", SCRIPT], detach=True, init=True)
         run = DockerRun(client, container)

@@ -19,14 +19,24 @@ def make(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.Co
     if not harness.exists():
         pytest.skip(f"the tests do not run from a venv with harness installed ({sys.prefix}): `make setup`")
     clean = {name: value for name, value in os.environ.items() if name not in ("MAKEFLAGS", "MAKELEVEL", "MILES_BASE")}
-    return subprocess.run(["make", "--no-print-directory", f"VENV={venv}", "-o", str(harness), *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout, env={**clean, **env})
+    return subprocess.run(
+        ["make", "--no-print-directory", f"VENV={venv}", "-o", str(harness), *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**clean, **env},
+    )
 
 
 def offline(tmp_path: Path) -> dict[str, str]:
     """No hub (offline mode, an empty cache) and no package index: what a machine without internet sees."""
-    return {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PIP_NO_INDEX": "1",
-            "MILES_LAB_DATA": str(tmp_path / "data")}
+    return {
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf"),
+        "PIP_NO_INDEX": "1",
+        "MILES_LAB_DATA": str(tmp_path / "data"),
+    }
 
 
 def test_make_data_offline_says_in_one_line_that_it_needs_internet_or_a_prepared_directory(tmp_path: Path) -> None:
@@ -52,8 +62,11 @@ def test_make_data_with_a_prepared_directory_needs_no_internet(tmp_path: Path) -
 
 @pytest.mark.docker
 def test_make_image_without_miles_base_says_what_it_is_and_gives_an_example() -> None:
-    default = next(line.split("=", 1)[1] for line in (REPO_ROOT / "Dockerfile").read_text().splitlines()
-                   if line.startswith("ARG MILES_BASE="))
+    default = next(
+        line.split("=", 1)[1]
+        for line in (REPO_ROOT / "Dockerfile").read_text().splitlines()
+        if line.startswith("ARG MILES_BASE=")
+    )
     if subprocess.run(["docker", "image", "inspect", default], capture_output=True).returncode == 0:
         pytest.skip(f"the default base {default} is on this engine: make image would build")
     done = make("image", env={})

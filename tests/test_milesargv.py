@@ -52,7 +52,12 @@ def test_the_shipped_base_run_has_the_section_1_1_facts() -> None:
 def test_the_equals_form_is_read_like_the_spaced_form() -> None:
     words = ["--a=1", "--b", "2", "--c=x=y", "--bare", "--d=", "--list=p", "q"]
     assert milesargv.flag_values(words) == {
-        "--a": ["1"], "--b": ["2"], "--c": ["x=y"], "--bare": [], "--d": [""], "--list": ["p", "q"],
+        "--a": ["1"],
+        "--b": ["2"],
+        "--c": ["x=y"],
+        "--bare": [],
+        "--d": [""],
+        "--list": ["p", "q"],
     }
 
 

@@ -132,14 +132,20 @@ def test_parse_log_imports_nothing_heavy() -> None:
         "except SystemExit:\n    pass\n"
         "print('HEAVY:' + ','.join(m for m in ('docker', 'pandas', 'matplotlib', 'pynvml', 'numpy') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
-                         cwd=Path(__file__).resolve().parent.parent)
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "HEAVY:"
 
 
 def strict_loads(text: str) -> dict:
     """json.loads that refuses NaN, Infinity and -Infinity, which strict JSON does not have."""
+
     def refuse(constant: str) -> None:
         raise AssertionError(f"not strict JSON: bare {constant}")
 

@@ -12,8 +12,16 @@ from harness.mileslog import derive_step_values
 
 DROP = "rollout/dynamic_filter/drop_"
 COUNT = "rollout/zero_std/count_"
-OUTPUT_KEYS = ["dropped_groups", "dropped_all_right", "dropped_all_wrong", "dropped_other",
-               "zero_std_all_right", "zero_std_all_wrong", "zero_std_other", "unreadable_keys"]
+OUTPUT_KEYS = [
+    "dropped_groups",
+    "dropped_all_right",
+    "dropped_all_wrong",
+    "dropped_other",
+    "zero_std_all_right",
+    "zero_std_all_wrong",
+    "zero_std_other",
+    "unreadable_keys",
+]
 
 
 def test_output_keys_are_stable() -> None:
@@ -22,8 +30,14 @@ def test_output_keys_are_stable() -> None:
 
 def test_no_keys_means_nothing_dropped_and_zero_std_unknown() -> None:
     assert derive_step_values({"perf/rollout_time": 5.0}) == {
-        "dropped_groups": 0, "dropped_all_right": 0, "dropped_all_wrong": 0, "dropped_other": {},
-        "zero_std_all_right": None, "zero_std_all_wrong": None, "zero_std_other": None, "unreadable_keys": [],
+        "dropped_groups": 0,
+        "dropped_all_right": 0,
+        "dropped_all_wrong": 0,
+        "dropped_other": {},
+        "zero_std_all_right": None,
+        "zero_std_all_wrong": None,
+        "zero_std_other": None,
+        "unreadable_keys": [],
     }
 
 
@@ -43,12 +57,14 @@ def test_dropped_split_by_reward_in_every_suffix_form(right_key: str, wrong_key:
 
 
 def test_other_drop_reasons_by_name_and_in_the_total() -> None:
-    derived = derive_step_values({
-        DROP + "zero_std_1": 10,
-        DROP + "group_has_aborted": 2,
-        DROP + "group_has_missing_reward": 1,
-        DROP + "my_custom_filter": 3,
-    })
+    derived = derive_step_values(
+        {
+            DROP + "zero_std_1": 10,
+            DROP + "group_has_aborted": 2,
+            DROP + "group_has_missing_reward": 1,
+            DROP + "my_custom_filter": 3,
+        }
+    )
     assert derived["dropped_groups"] == 16
     assert derived["dropped_other"] == {"group_has_aborted": 2, "group_has_missing_reward": 1, "my_custom_filter": 3}
     assert derived["dropped_all_right"] == 10 and derived["dropped_all_wrong"] == 0
@@ -77,23 +93,27 @@ def test_both_forms_of_one_reward_add_up() -> None:
 
 
 def test_percentages_are_not_counts() -> None:
-    derived = derive_step_values({"rollout/zero_std/all_zero_percentage": 0.5,
-                                  "rollout/zero_std/all_one_percentage": 0.25})
+    derived = derive_step_values(
+        {"rollout/zero_std/all_zero_percentage": 0.5, "rollout/zero_std/all_one_percentage": 0.25}
+    )
     assert derived["zero_std_all_right"] is None and derived["unreadable_keys"] == []
 
 
 def test_whole_floats_count_and_other_values_are_unreadable() -> None:
-    derived = derive_step_values({
-        DROP + "zero_std_1": 3.0,
-        DROP + "zero_std_0": math.nan,
-        DROP + "group_has_aborted": "2",
-        COUNT + "1": 2.5,
-        COUNT + "0": True,
-        COUNT + "abc": 4,
-    })
+    derived = derive_step_values(
+        {
+            DROP + "zero_std_1": 3.0,
+            DROP + "zero_std_0": math.nan,
+            DROP + "group_has_aborted": "2",
+            COUNT + "1": 2.5,
+            COUNT + "0": True,
+            COUNT + "abc": 4,
+        }
+    )
     assert derived["dropped_groups"] == 3 and derived["dropped_all_right"] == 3
-    assert derived["unreadable_keys"] == sorted([DROP + "zero_std_0", DROP + "group_has_aborted",
-                                                 COUNT + "1", COUNT + "0", COUNT + "abc"])
+    assert derived["unreadable_keys"] == sorted(
+        [DROP + "zero_std_0", DROP + "group_has_aborted", COUNT + "1", COUNT + "0", COUNT + "abc"]
+    )
     assert derived["zero_std_all_right"] is None  # no readable count key
 
 

@@ -44,73 +44,85 @@ def test_ray_job_failed_without_a_traceback() -> None:
 
 
 def test_an_exception_outranks_the_job_failed_line_that_follows_it() -> None:
-    parsed = parse_lines([
-        "Traceback (most recent call last):",
-        '  File "/root/miles/train.py", line 105, in <module>',
-        "RuntimeError: NCCL watchdog timeout",
-        "Job 'raysubmit_1' failed",
-    ])
+    parsed = parse_lines(
+        [
+            "Traceback (most recent call last):",
+            '  File "/root/miles/train.py", line 105, in <module>',
+            "RuntimeError: NCCL watchdog timeout",
+            "Job 'raysubmit_1' failed",
+        ]
+    )
     assert parsed.failure is not None and parsed.failure["kind"] == "exception"
     assert parsed.failure["line"] == "RuntimeError: NCCL watchdog timeout"
 
 
 def test_an_oom_outranks_a_later_consequence() -> None:
-    parsed = parse_lines([
-        f"{TA} Traceback (most recent call last):",
-        f'{TA}   File "a.py", line 1, in f',
-        f"{TA} torch.OutOfMemoryError: CUDA out of memory.",
-        "Traceback (most recent call last):",
-        '  File "train.py", line 1, in <module>',
-        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
-    ])
+    parsed = parse_lines(
+        [
+            f"{TA} Traceback (most recent call last):",
+            f'{TA}   File "a.py", line 1, in f',
+            f"{TA} torch.OutOfMemoryError: CUDA out of memory.",
+            "Traceback (most recent call last):",
+            '  File "train.py", line 1, in <module>',
+            "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        ]
+    )
     assert parsed.failure is not None
     assert (parsed.failure["kind"], parsed.failure["line_number"]) == ("oom", 3)
 
 
 def test_interleaved_lines_from_other_actors_do_not_break_a_traceback() -> None:
-    parsed = parse_lines([
-        f"{TA} Traceback (most recent call last):",
-        f'{RM} INFO:     127.0.0.1:51820 - "POST /generate HTTP/1.1" 200 OK',
-        f'{TA}   File "actor.py", line 301, in train',
-        f"{RM} [2026-10-02 09:00:00.000 rollout_manager] http.py:3 - Note: waiting",
-        f"{TA} ValueError: bad shape",
-    ])
+    parsed = parse_lines(
+        [
+            f"{TA} Traceback (most recent call last):",
+            f'{RM} INFO:     127.0.0.1:51820 - "POST /generate HTTP/1.1" 200 OK',
+            f'{TA}   File "actor.py", line 301, in train',
+            f"{RM} [2026-10-02 09:00:00.000 rollout_manager] http.py:3 - Note: waiting",
+            f"{TA} ValueError: bad shape",
+        ]
+    )
     assert parsed.failure is not None
     assert parsed.failure["line"] == "ValueError: bad shape" and parsed.failure["line_number"] == 5
 
 
 def test_ansi_coloured_prefixes_on_traceback_lines() -> None:
     cyan, reset = "\x1b[36m", "\x1b[0m"
-    parsed = parse_lines([
-        f"{cyan}{TA}{reset} Traceback (most recent call last):",
-        f'{cyan}{TA}{reset}   File "actor.py", line 301, in train',
-        f"{cyan}{TA}{reset} torch.OutOfMemoryError: CUDA out of memory.",
-    ])
+    parsed = parse_lines(
+        [
+            f"{cyan}{TA}{reset} Traceback (most recent call last):",
+            f'{cyan}{TA}{reset}   File "actor.py", line 301, in train',
+            f"{cyan}{TA}{reset} torch.OutOfMemoryError: CUDA out of memory.",
+        ]
+    )
     assert parsed.failure is not None and parsed.failure["kind"] == "oom"
 
 
 def test_a_traceback_cut_before_its_exception_line_is_not_a_failure() -> None:
-    parsed = parse_lines([
-        "Traceback (most recent call last):",
-        '  File "train.py", line 1, in <module>',
-        "[2026-10-02 09:00:00] x.py:1 - some other output",
-        "INFO: not an exception either",
-    ])
+    parsed = parse_lines(
+        [
+            "Traceback (most recent call last):",
+            '  File "train.py", line 1, in <module>',
+            "[2026-10-02 09:00:00] x.py:1 - some other output",
+            "INFO: not an exception either",
+        ]
+    )
     assert parsed.failure is None
 
 
 def test_chained_exceptions_report_the_last() -> None:
-    parsed = parse_lines([
-        "Traceback (most recent call last):",
-        '  File "a.py", line 1, in f',
-        "KeyError: 'x'",
-        "",
-        "During handling of the above exception, another exception occurred:",
-        "",
-        "Traceback (most recent call last):",
-        '  File "a.py", line 3, in f',
-        "RuntimeError: could not load",
-    ])
+    parsed = parse_lines(
+        [
+            "Traceback (most recent call last):",
+            '  File "a.py", line 1, in f',
+            "KeyError: 'x'",
+            "",
+            "During handling of the above exception, another exception occurred:",
+            "",
+            "Traceback (most recent call last):",
+            '  File "a.py", line 3, in f',
+            "RuntimeError: could not load",
+        ]
+    )
     assert parsed.failure is not None and parsed.failure["line"] == "RuntimeError: could not load"
 
 
@@ -145,7 +157,11 @@ def test_a_finished_traceback_stops_costing_soon() -> None:
     # Once its exception line is read, a traceback waits only for what continues it at once
     # (a chained exception, a RayTaskError's frames): other output soon closes it.
     parser = LogParser()
-    for line in [f"{TA} Traceback (most recent call last):", f'{TA}   File "a.py", line 1, in f', f"{TA} ValueError: x"]:
+    for line in [
+        f"{TA} Traceback (most recent call last):",
+        f'{TA}   File "a.py", line 1, in f',
+        f"{TA} ValueError: x",
+    ]:
         parser.feed(line)
     assert parser._idle is False
     for _ in range(FINISHED_TRACEBACK_LINES + 1):
@@ -156,12 +172,14 @@ def test_a_finished_traceback_stops_costing_soon() -> None:
 
 def test_a_ray_task_error_continued_among_other_output_gives_the_last_exception() -> None:
     noise = [f"{RM} noise"] * (FINISHED_TRACEBACK_LINES - 10)
-    parsed = parse_lines([
-        "Traceback (most recent call last):",
-        '  File "/root/miles/train.py", line 80, in train',
-        "ray.exceptions.RayTaskError(OutOfMemoryError): ray::MegatronTrainRayActor.train() (pid=2590)",
-        *noise,
-        '  File "/root/miles/miles/backends/megatron_utils/actor.py", line 301, in train',
-        "torch.OutOfMemoryError: CUDA out of memory.",
-    ])
+    parsed = parse_lines(
+        [
+            "Traceback (most recent call last):",
+            '  File "/root/miles/train.py", line 80, in train',
+            "ray.exceptions.RayTaskError(OutOfMemoryError): ray::MegatronTrainRayActor.train() (pid=2590)",
+            *noise,
+            '  File "/root/miles/miles/backends/megatron_utils/actor.py", line 301, in train',
+            "torch.OutOfMemoryError: CUDA out of memory.",
+        ]
+    )
     assert parsed.failure is not None and parsed.failure["line"] == "torch.OutOfMemoryError: CUDA out of memory."

@@ -64,8 +64,11 @@ def test_ansi_codes_are_removed() -> None:
     ("line", "source", "rest"),
     [
         ("(RolloutManager pid=2411) hi", "RolloutManager pid=2411", "hi"),
-        ("(MegatronTrainRayActor pid=7, ip=172.17.0.2)   File \"x\"", "MegatronTrainRayActor pid=7, ip=172.17.0.2",
-         "  File \"x\""),  # the line's own indentation is kept
+        (
+            '(MegatronTrainRayActor pid=7, ip=172.17.0.2)   File "x"',
+            "MegatronTrainRayActor pid=7, ip=172.17.0.2",
+            '  File "x"',
+        ),  # the line's own indentation is kept
         ("(pid=12) x", "pid=12", "x"),
         ("(raylet) worker died", "raylet", "worker died"),
         ("no prefix", "", "no prefix"),
@@ -95,7 +98,11 @@ def test_ray_prefix(line: str, source: str, rest: str) -> None:
 def test_metric_lines_in_every_shape(line: str) -> None:
     read = metric(line)
     assert (read.kind, read.id, read.payload, read.error, read.trailing) == (
-        "perf", 3, {"perf/rollout_time": 1.5}, None, ""
+        "perf",
+        3,
+        {"perf/rollout_time": 1.5},
+        None,
+        "",
     )
 
 
@@ -114,7 +121,7 @@ def test_every_kind(kind: str) -> None:
         "x.py:1 -perf 3: {'a': 1}",
         "x.py:1 - perf three: {'a': 1}",
         "x.py:1 - perf 3: ['a']",
-        "INFO:     127.0.0.1:51820 - \"POST /generate HTTP/1.1\" 200 OK",
+        'INFO:     127.0.0.1:51820 - "POST /generate HTTP/1.1" 200 OK',
     ],
 )
 def test_lines_that_are_not_metrics(line: str) -> None:
@@ -160,14 +167,22 @@ def test_argument_dump_markers(line: str, marker: str | None) -> None:
         ("  tensorboard_dir ................................. None", ("tensorboard_dir", None)),
         ("  use_tensorboard ................................. True", ("use_tensorboard", True)),
         ("  partial_rollout ................................. False", ("partial_rollout", False)),
-        ("  dynamic_sampling_filter_path .................... miles.rollout.filter_hub.x.f",
-         ("dynamic_sampling_filter_path", "miles.rollout.filter_hub.x.f")),
-        ("  eval_datasets ................................... ['aime', 'math500']", ("eval_datasets", ["aime", "math500"])),
+        (
+            "  dynamic_sampling_filter_path .................... miles.rollout.filter_hub.x.f",
+            ("dynamic_sampling_filter_path", "miles.rollout.filter_hub.x.f"),
+        ),
+        (
+            "  eval_datasets ................................... ['aime', 'math500']",
+            ("eval_datasets", ["aime", "math500"]),
+        ),
         ("  prompt_key ...................................... [not a list", ("prompt_key", "[not a list")),
         ("  seed ............................................ -1", ("seed", -1)),
         ("  save .............................................", ("save", "")),
         # a name of 48 characters or more gets no dots, two spaces
-        ("  a_very_long_argument_name_that_takes_all_the_dots  7", ("a_very_long_argument_name_that_takes_all_the_dots", 7)),
+        (
+            "  a_very_long_argument_name_that_takes_all_the_dots  7",
+            ("a_very_long_argument_name_that_takes_all_the_dots", 7),
+        ),
         ("just prose here", None),
     ],
 )
@@ -216,9 +231,9 @@ def test_exception_lines(line: str) -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        "INFO:     127.0.0.1:51820 - \"POST /generate HTTP/1.1\" 200 OK",
+        'INFO:     127.0.0.1:51820 - "POST /generate HTTP/1.1" 200 OK',
         "Note: this is prose",
-        "  File \"/root/x.py\", line 3, in f",
+        '  File "/root/x.py", line 3, in f',
         "During handling of the above exception, another exception occurred:",
         "ValueError:no-space-after-colon",
         "",

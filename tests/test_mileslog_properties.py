@@ -19,11 +19,26 @@ TA = "(MegatronTrainRayActor pid=2590) [2026-10-02 09:00:10.000 actor_cell0_rank
 
 ids = st.integers(min_value=0, max_value=4)
 numbers = st.one_of(st.integers(-5, 50), st.floats(allow_nan=True, allow_infinity=True, width=32))
-payloads = st.dictionaries(st.sampled_from([
-    "perf/rollout_time", "perf/step_time", "perf/train_time", "perf/total_train_time", "perf/train_wait_time",
-    "rollout/raw_reward", "rollout/dynamic_filter/drop_zero_std_1", "rollout/dynamic_filter/drop_zero_std_0.0",
-    "rollout/zero_std/count_1", "train/loss", "train/step", "eval/aime",
-]), numbers, max_size=5)
+payloads = st.dictionaries(
+    st.sampled_from(
+        [
+            "perf/rollout_time",
+            "perf/step_time",
+            "perf/train_time",
+            "perf/total_train_time",
+            "perf/train_wait_time",
+            "rollout/raw_reward",
+            "rollout/dynamic_filter/drop_zero_std_1",
+            "rollout/dynamic_filter/drop_zero_std_0.0",
+            "rollout/zero_std/count_1",
+            "train/loss",
+            "train/step",
+            "eval/aime",
+        ]
+    ),
+    numbers,
+    max_size=5,
+)
 
 
 def metric_line(kind: str, ident: int, payload: dict) -> str:
@@ -64,8 +79,15 @@ NOISE = [
     "\r",
 ]
 noise_lines = st.one_of(st.sampled_from(NOISE), st.text(max_size=40))
-docker_prefix = st.sampled_from(["", "2026-11-29T07:52:40.814948044Z ", "2026-11-29T07:52:41.5Z ",
-                                 "2026-11-29t07:52:41+01:00 ", "2026-02-30T00:00:00.1Z "])
+docker_prefix = st.sampled_from(
+    [
+        "",
+        "2026-11-29T07:52:40.814948044Z ",
+        "2026-11-29T07:52:41.5Z ",
+        "2026-11-29t07:52:41+01:00 ",
+        "2026-02-30T00:00:00.1Z ",
+    ]
+)
 lines_strategy = st.lists(
     st.builds(lambda prefix, text: prefix + text, docker_prefix, st.one_of(metric_lines, noise_lines)),
     max_size=60,
@@ -75,9 +97,14 @@ lines_strategy = st.lists(
 def document(parser: LogParser) -> str:
     result = parser.result()
     doc = result.to_json()
-    doc["train_steps"] = [[[strict_json_metrics(p) for p in record.train_steps],
-                           [strict_json_metrics(p) for p in record.critic_steps], record.problems]
-                          for record in result.steps]
+    doc["train_steps"] = [
+        [
+            [strict_json_metrics(p) for p in record.train_steps],
+            [strict_json_metrics(p) for p in record.critic_steps],
+            record.problems,
+        ]
+        for record in result.steps
+    ]
     return json.dumps(doc, sort_keys=True, allow_nan=False)  # strict: raises on NaN/Infinity
 
 
@@ -118,7 +145,9 @@ def test_line_and_stream_agree_where_dumps_and_tracebacks_go_stale(lines: list[s
 
 
 def _same_json(a: list, b: list) -> bool:
-    return json.dumps([r.to_json() for r in a], allow_nan=False) == json.dumps([r.to_json() for r in b], allow_nan=False)
+    return json.dumps([r.to_json() for r in a], allow_nan=False) == json.dumps(
+        [r.to_json() for r in b], allow_nan=False
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -141,14 +170,17 @@ def test_random_text_after_a_metric_head_never_raises(tail: str) -> None:
     assert len(parsed.steps) == 1
 
 
-@pytest.mark.parametrize("noise", [parser_module.STALE_LINES - 1, parser_module.STALE_LINES,
-                                   parser_module.STALE_LINES + 1])
+@pytest.mark.parametrize(
+    "noise", [parser_module.STALE_LINES - 1, parser_module.STALE_LINES, parser_module.STALE_LINES + 1]
+)
 def test_an_argument_right_at_the_staleness_limit(noise: int) -> None:
     # A dump with no line of its own for more than STALE_LINES lines is closed: line by line and
     # the stream agree on exactly where.
-    lines = ["------------------------ arguments ------------------------",
-             *['(RolloutManager pid=2411) INFO:     127.0.0.1:51820 - "POST /generate HTTP/1.1" 200 OK'] * noise,
-             "  lr .............................................. 1e-06"]
+    lines = [
+        "------------------------ arguments ------------------------",
+        *['(RolloutManager pid=2411) INFO:     127.0.0.1:51820 - "POST /generate HTTP/1.1" 200 OK'] * noise,
+        "  lr .............................................. 1e-06",
+    ]
     expected = {"lr": 1e-06} if noise <= parser_module.STALE_LINES else {}
     by_line = LogParser()
     for line in lines:

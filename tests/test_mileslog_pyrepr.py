@@ -13,12 +13,20 @@ from harness.mileslog.pyrepr import MAX_DEPTH, ReprError, parse_dict_repr, parse
 
 
 def test_reads_a_typical_metrics_dict() -> None:
-    text = ("{'perf/rollout_time': 58.21, 'rollout/dynamic_filter/drop_zero_std_1': 12, "
-            "'train/lr-pg_0': 1e-06, 'flag': True, 'none': None, 'name': 'grpo'}")
+    text = (
+        "{'perf/rollout_time': 58.21, 'rollout/dynamic_filter/drop_zero_std_1': 12, "
+        "'train/lr-pg_0': 1e-06, 'flag': True, 'none': None, 'name': 'grpo'}"
+    )
     value, end = parse_dict_repr(text)
     assert end == len(text)
-    assert value == {"perf/rollout_time": 58.21, "rollout/dynamic_filter/drop_zero_std_1": 12,
-                     "train/lr-pg_0": 1e-06, "flag": True, "none": None, "name": "grpo"}
+    assert value == {
+        "perf/rollout_time": 58.21,
+        "rollout/dynamic_filter/drop_zero_std_1": 12,
+        "train/lr-pg_0": 1e-06,
+        "flag": True,
+        "none": None,
+        "name": "grpo",
+    }
     assert type(value["rollout/dynamic_filter/drop_zero_std_1"]) is int
 
 
@@ -31,8 +39,10 @@ def test_bare_nan_and_infinities_which_literal_eval_rejects() -> None:
 
 
 def test_numpy_2_scalars_become_python_numbers() -> None:
-    value, _ = parse_dict_repr("{'f': np.float64(0.5), 'i': np.int64(3), 'n': np.float64(nan), "
-                               "'g': np.float32(-inf), 'b': np.True_, 's': np.str_('x'), 'bb': np.bool_(False)}")
+    value, _ = parse_dict_repr(
+        "{'f': np.float64(0.5), 'i': np.int64(3), 'n': np.float64(nan), "
+        "'g': np.float32(-inf), 'b': np.True_, 's': np.str_('x'), 'bb': np.bool_(False)}"
+    )
     assert value["f"] == 0.5 and type(value["f"]) is float
     assert value["i"] == 3 and type(value["i"]) is int
     assert math.isnan(value["n"]) and value["g"] == -math.inf
@@ -105,7 +115,11 @@ scalars = st.one_of(
     st.none(),
     st.text(max_size=20),
 )
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
 
 
 @given(st.dictionaries(st.text(max_size=15), values, max_size=12))
@@ -115,10 +129,19 @@ def test_reads_back_whatever_repr_prints(original: dict) -> None:
     assert end == len(repr(original))
 
 
-@given(st.dictionaries(st.text(alphabet=st.characters(blacklist_characters="'\\\n"), max_size=15),
-                       st.one_of(st.integers(), st.floats(), st.booleans(), st.none(),
-                                 st.text(alphabet=st.characters(blacklist_characters="'\\\n"), max_size=10)),
-                       max_size=12))
+@given(
+    st.dictionaries(
+        st.text(alphabet=st.characters(blacklist_characters="'\\\n"), max_size=15),
+        st.one_of(
+            st.integers(),
+            st.floats(),
+            st.booleans(),
+            st.none(),
+            st.text(alphabet=st.characters(blacklist_characters="'\\\n"), max_size=10),
+        ),
+        max_size=12,
+    )
+)
 def test_flat_fast_path_reads_what_the_general_reader_reads(original: dict) -> None:
     text = repr(original)
     fast, fast_end = parse_dict_repr(text)
@@ -135,11 +158,46 @@ def test_any_text_either_parses_or_raises_repr_error(text: str) -> None:
         pass
 
 
-pieces = st.sampled_from([
-    "{", "}", "[", "]", "(", ")", ", ", ": ", ",", " ", "'a'", "'b'", '"c"', "'q\"'", "'t\\'s'", "'\\\\/'", "1", "-2",
-    "3.5", "1e5", "1E+400", "007", "-0", "True", "False", "None", "nan", "-inf", "null", "true", "false", "NaN",
-    "Infinity", "np.float64(1.0)", "'null'", "\t",
-])
+pieces = st.sampled_from(
+    [
+        "{",
+        "}",
+        "[",
+        "]",
+        "(",
+        ")",
+        ", ",
+        ": ",
+        ",",
+        " ",
+        "'a'",
+        "'b'",
+        '"c"',
+        "'q\"'",
+        "'t\\'s'",
+        "'\\\\/'",
+        "1",
+        "-2",
+        "3.5",
+        "1e5",
+        "1E+400",
+        "007",
+        "-0",
+        "True",
+        "False",
+        "None",
+        "nan",
+        "-inf",
+        "null",
+        "true",
+        "false",
+        "NaN",
+        "Infinity",
+        "np.float64(1.0)",
+        "'null'",
+        "\t",
+    ]
+)
 
 
 @given(st.lists(pieces, max_size=40).map(lambda parts: "{" + "".join(parts)))

@@ -24,10 +24,28 @@ PLAIN_LOG = LOGS / "plain-48-both-reward-keys.log"  # no filter, O = 48; Miles l
 
 
 def spec_for(argv: list[str]) -> LaunchSpec:
-    return LaunchSpec(run="r", run_id="r-1", experiment="r", seed=1, engine="docker", image="i", command=None,
-                      container_name="c", trainer_argv=tuple(argv), env={}, labels={}, mounts=(),
-                      device_requests=(), shm_size="1g", ipc_mode="host", init=True, ulimits={}, capture_dir="/c",
-                      steps_expected=3, max_minutes=None)
+    return LaunchSpec(
+        run="r",
+        run_id="r-1",
+        experiment="r",
+        seed=1,
+        engine="docker",
+        image="i",
+        command=None,
+        container_name="c",
+        trainer_argv=tuple(argv),
+        env={},
+        labels={},
+        mounts=(),
+        device_requests=(),
+        shm_size="1g",
+        ipc_mode="host",
+        init=True,
+        ulimits={},
+        capture_dir="/c",
+        steps_expected=3,
+        max_minutes=None,
+    )
 
 
 def progress_rewards(log: Path) -> tuple[dict[int, float | None], str]:
@@ -60,11 +78,19 @@ def summary_rewards(log: Path, root: Path) -> tuple[dict[int, float | None], dic
     parsed = parse_file(log)
     run = root / "r"
     run.mkdir(parents=True)
-    write_json_atomic(run / "status.json", {"run": "r", "run_id": "r-1", "state": "succeeded", "exit_code": 0,
-                                            "steps_expected": 3})
-    write_json_atomic(run / "manifest.json", {"run": "r", "run_id": "r-1", "time_scale": 1,
-                                              "experiment": {"name": "r", "seed": 1, "steps": 3},
-                                              "trainer_argv": parsed.launch})
+    write_json_atomic(
+        run / "status.json", {"run": "r", "run_id": "r-1", "state": "succeeded", "exit_code": 0, "steps_expected": 3}
+    )
+    write_json_atomic(
+        run / "manifest.json",
+        {
+            "run": "r",
+            "run_id": "r-1",
+            "time_scale": 1,
+            "experiment": {"name": "r", "seed": 1, "steps": 3},
+            "trainer_argv": parsed.launch,
+        },
+    )
     write_json_atomic(run / "args.json", parsed.args)
     for record in parsed.steps:
         append_jsonl(run / "metrics.jsonl", record.to_json(include_derived=False))
@@ -116,16 +142,22 @@ def test_the_parse_log_table_shows_the_one_reward_and_the_older_step_time() -> N
     assert "reward: rollout/raw_reward (no filter, from the argument dump)" in result.stdout
 
 
-@pytest.mark.parametrize(("args", "argv", "expected"), [
-    ({"dynamic_sampling_filter_path": "miles.rollout.filter_hub.x"}, None, (True, "argument dump")),
-    ({"dynamic_sampling_filter_path": None}, ["--dynamic-sampling-filter-path", "x"], (False, "argument dump")),
-    ({"dynamic_sampling_filter_path": "None"}, None, (False, "argument dump")),
-    ({"lr": 1e-6}, ["python3", "train.py", "--dynamic-sampling-filter-path", "x"], (True, "launch line")),
-    (None, ["python3", "train.py", "--dynamic-sampling-filter-path", "a", "--dynamic-sampling-filter-path", "None"],
-     (False, "launch line")),
-    (None, ["python3", "train.py", "--rollout-batch-size", "32"], (False, "launch line")),
-    (None, None, (None, "none")),
-])
+@pytest.mark.parametrize(
+    ("args", "argv", "expected"),
+    [
+        ({"dynamic_sampling_filter_path": "miles.rollout.filter_hub.x"}, None, (True, "argument dump")),
+        ({"dynamic_sampling_filter_path": None}, ["--dynamic-sampling-filter-path", "x"], (False, "argument dump")),
+        ({"dynamic_sampling_filter_path": "None"}, None, (False, "argument dump")),
+        ({"lr": 1e-6}, ["python3", "train.py", "--dynamic-sampling-filter-path", "x"], (True, "launch line")),
+        (
+            None,
+            ["python3", "train.py", "--dynamic-sampling-filter-path", "a", "--dynamic-sampling-filter-path", "None"],
+            (False, "launch line"),
+        ),
+        (None, ["python3", "train.py", "--rollout-batch-size", "32"], (False, "launch line")),
+        (None, None, (None, "none")),
+    ],
+)
 def test_the_filter_setting_comes_from_the_dump_then_the_launch_line(args, argv, expected) -> None:
     assert keys.filter_setting(args, argv) == expected
 

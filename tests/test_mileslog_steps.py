@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 
 import pytest
-
 from conftest import regenerate_golden
+
 from harness.mileslog import LogParser, ParsedLog, StepRecord, parse_file, parse_lines
 
 LOGS = Path(__file__).parent / "data" / "logs"
@@ -103,8 +103,10 @@ def test_ansi_colour_and_repeat_suffix() -> None:
 
 def test_every_zero_variance_suffix_form() -> None:
     steps = by_step(parse("zero-std-suffix-forms.log"))
-    dropped = {n: (r.derived["dropped_groups"], r.derived["dropped_all_right"], r.derived["dropped_all_wrong"])
-               for n, r in steps.items()}
+    dropped = {
+        n: (r.derived["dropped_groups"], r.derived["dropped_all_right"], r.derived["dropped_all_wrong"])
+        for n, r in steps.items()
+    }
     assert dropped == {0: (16, 12, 4), 1: (18, 10, 6), 2: (10, 7, 3), 3: (0, 0, 0), 4: (0, 0, 0)}
     assert steps[1].derived["dropped_other"] == {"group_has_aborted": 2}
     kept = {n: (r.derived["zero_std_all_right"], r.derived["zero_std_all_wrong"]) for n, r in steps.items()}
@@ -197,15 +199,21 @@ def test_container_log_times_and_argument_dump() -> None:
 
 def test_only_the_first_launch_line_is_read() -> None:
     # Runs read together repeat their launch lines; only the first is kept, so only it is split.
-    parsed = parse_lines([
-        "Running entrypoint for job raysubmit_1: python3 train.py --num-rollout 2",
-        "x.py:1 - perf 0: {'perf/step_time': 1.0}",
-        "Running entrypoint for job raysubmit_2: python3 train.py --prompt-data 'open",
-    ])
+    parsed = parse_lines(
+        [
+            "Running entrypoint for job raysubmit_1: python3 train.py --num-rollout 2",
+            "x.py:1 - perf 0: {'perf/step_time': 1.0}",
+            "Running entrypoint for job raysubmit_2: python3 train.py --prompt-data 'open",
+        ]
+    )
     assert parsed.launch == ["python3", "train.py", "--num-rollout", "2"]
     assert parsed.problems == []
-    later = parse_lines(["Running entrypoint for job raysubmit_1 without a command",
-                         "Running entrypoint for job raysubmit_2: python3 train.py --seed 3"])
+    later = parse_lines(
+        [
+            "Running entrypoint for job raysubmit_1 without a command",
+            "Running entrypoint for job raysubmit_2: python3 train.py --seed 3",
+        ]
+    )
     assert later.launch == ["python3", "train.py", "--seed", "3"]  # the first line that has a command
     assert [p["reason"] for p in later.problems] == ["launch line without a command"]
 
@@ -218,17 +226,26 @@ def test_only_the_first_argument_dump_is_read() -> None:
     # must not mix. Later dumps cost no more than noise.
     dump = "------------------------ arguments ------------------------"
     end = "-------------------- end of arguments ---------------------"
-    parsed = parse_lines([
-        dump, "  seed ............................................ 1", end,
-        "x.py:1 - perf 0: {'perf/step_time': 1.0}",
-        dump, "  seed ............................................ 2",
-        "  lr .............................................. 1e-06", end,
-        f"{TA} {dump}", f"{TA}   lr .............................................. 2e-06", f"{TA} {end}",
-    ])
+    parsed = parse_lines(
+        [
+            dump,
+            "  seed ............................................ 1",
+            end,
+            "x.py:1 - perf 0: {'perf/step_time': 1.0}",
+            dump,
+            "  seed ............................................ 2",
+            "  lr .............................................. 1e-06",
+            end,
+            f"{TA} {dump}",
+            f"{TA}   lr .............................................. 2e-06",
+            f"{TA} {end}",
+        ]
+    )
     assert parsed.args == {"seed": 1}
     # a dump from another process while the first is open is not read either: the first goes on
-    interleaved = parse_lines([dump, "  seed ........ 1", f"{TA} {dump}", f"{TA}   lr ........ 2e-06",
-                               "  lr ........ 1e-06", end])
+    interleaved = parse_lines(
+        [dump, "  seed ........ 1", f"{TA} {dump}", f"{TA}   lr ........ 2e-06", "  lr ........ 1e-06", end]
+    )
     assert interleaved.args == {"seed": 1, "lr": 1e-06}
 
 

@@ -30,15 +30,18 @@ def sources(tmp_path: Path, files: dict[str, str]) -> None:
 
 
 def test_one_line_sources_give_the_debian_main_entry_for_bookworm(tmp_path):
-    sources(tmp_path, {
-        "sources.list": (
-            "# deb http://commented.example/debian bookworm main\n"
-            "deb-src http://src.example/debian bookworm main\n"
-            "deb http://security.example/debian-security bookworm-security main\n"
-            "deb [arch=amd64 signed-by=/usr/share/keyrings/x.gpg] http://mirror.example/debian/ bookworm main contrib\n"
-        ),
-        "sources.list.d/thirdparty.list": "deb [ arch=amd64 ] https://vendor.example/linux/debian bookworm stable\n",
-    })
+    sources(
+        tmp_path,
+        {
+            "sources.list": (
+                "# deb http://commented.example/debian bookworm main\n"
+                "deb-src http://src.example/debian bookworm main\n"
+                "deb http://security.example/debian-security bookworm-security main\n"
+                "deb [arch=amd64 signed-by=/usr/share/keyrings/x.gpg] http://mirror.example/debian/ bookworm main contrib\n"
+            ),
+            "sources.list.d/thirdparty.list": "deb [ arch=amd64 ] https://vendor.example/linux/debian bookworm stable\n",
+        },
+    )
 
     done = print_mirror(tmp_path)
 
@@ -47,30 +50,33 @@ def test_one_line_sources_give_the_debian_main_entry_for_bookworm(tmp_path):
 
 
 def test_deb822_sources_are_read_and_disabled_ones_skipped(tmp_path):
-    sources(tmp_path, {
-        "sources.list.d/debian.sources": (
-            "Types: deb\n"
-            "URIs: http://off.example/debian\n"
-            "Suites: bookworm\n"
-            "Components: main\n"
-            "Enabled: no\n"
-            "\n"
-            "Types: deb-src deb\n"
-            "# a comment inside the stanza\n"
-            "URIs: https://mirror.example/debian\n"
-            "Suites: bookworm bookworm-updates\n"
-            "Components: main\n"
-            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
-            "\n"
-            "Types: deb\n"
-            "URIs: https://security.example/debian-security\n"
-            "Suites: bookworm-security\n"
-            "Components: main\n"
-        ),
-        "sources.list.d/other.sources.disabled": (
-            "Types: deb\nURIs: http://wrong.example/debian\nSuites: bookworm\nComponents: main\n"
-        ),
-    })
+    sources(
+        tmp_path,
+        {
+            "sources.list.d/debian.sources": (
+                "Types: deb\n"
+                "URIs: http://off.example/debian\n"
+                "Suites: bookworm\n"
+                "Components: main\n"
+                "Enabled: no\n"
+                "\n"
+                "Types: deb-src deb\n"
+                "# a comment inside the stanza\n"
+                "URIs: https://mirror.example/debian\n"
+                "Suites: bookworm bookworm-updates\n"
+                "Components: main\n"
+                "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+                "\n"
+                "Types: deb\n"
+                "URIs: https://security.example/debian-security\n"
+                "Suites: bookworm-security\n"
+                "Components: main\n"
+            ),
+            "sources.list.d/other.sources.disabled": (
+                "Types: deb\nURIs: http://wrong.example/debian\nSuites: bookworm\nComponents: main\n"
+            ),
+        },
+    )
 
     done = print_mirror(tmp_path)
 
@@ -79,8 +85,14 @@ def test_deb822_sources_are_read_and_disabled_ones_skipped(tmp_path):
 
 
 def test_a_debian_host_of_another_release_lends_its_own_mirror(tmp_path):
-    sources(tmp_path, {"sources.list.d/debian.sources": (
-        "Types: deb\nURIs: http://mirror.example/debian\nSuites: trixie trixie-updates\nComponents: main\n")})
+    sources(
+        tmp_path,
+        {
+            "sources.list.d/debian.sources": (
+                "Types: deb\nURIs: http://mirror.example/debian\nSuites: trixie trixie-updates\nComponents: main\n"
+            )
+        },
+    )
 
     assert print_mirror(tmp_path, "ID=debian\nVERSION_CODENAME=trixie\n").stdout == "http://mirror.example/debian\n"
     assert print_mirror(tmp_path, "ID=ubuntu\nVERSION_CODENAME=trixie\n").returncode != 0
@@ -111,8 +123,10 @@ IMAGE_LITERAL = re.compile(r"""["']([a-z0-9][a-z0-9._/-]*:(?:test|bench)[a-z0-9.
 
 def test_the_tags_are_the_project_s_own_and_the_dockerfiles_use_them():
     tags = subprocess.run(["bash", str(SCRIPT), "--print-tags"], capture_output=True, text=True).stdout.split()
-    froms = {path.relative_to(REPO_ROOT): re.findall(r"^FROM (\S+)", path.read_text(), re.M)
-             for path in sorted([*REPO_ROOT.glob("tests/images/*/Dockerfile"), *REPO_ROOT.glob("bench/images/*/Dockerfile")])}
+    froms = {
+        path.relative_to(REPO_ROOT): re.findall(r"^FROM (\S+)", path.read_text(), re.M)
+        for path in sorted([*REPO_ROOT.glob("tests/images/*/Dockerfile"), *REPO_ROOT.glob("bench/images/*/Dockerfile")])
+    }
 
     assert tags == [BUSYBOX_TAG, PYTHON_TAG]
     assert len(froms) >= 3
@@ -120,8 +134,11 @@ def test_the_tags_are_the_project_s_own_and_the_dockerfiles_use_them():
 
 
 def test_every_image_the_tests_and_benchmarks_build_is_under_the_project_name():
-    literals = {(path.name, found) for path in [*REPO_ROOT.glob("tests/*.py"), *REPO_ROOT.glob("bench/*.py")]
-                for found in IMAGE_LITERAL.findall(path.read_text())}
+    literals = {
+        (path.name, found)
+        for path in [*REPO_ROOT.glob("tests/*.py"), *REPO_ROOT.glob("bench/*.py")]
+        for found in IMAGE_LITERAL.findall(path.read_text())
+    }
 
     assert len(literals) >= 4
     assert [literal for literal in sorted(literals) if not literal[1].startswith("miles-gb10-lab/")] == []
@@ -159,9 +176,16 @@ def test_without_debootstrap_the_python_image_is_made_of_the_host_s_own_python(t
     (tmp_path / "ctx" / "Dockerfile").write_text(f"FROM {trial_tag}\nRUN chmod 0700 /root && echo built\n")
     assert docker("build", "--quiet", "--tag", f"{trial_tag}-child", str(tmp_path / "ctx")).returncode == 0
     docker("image", "rm", f"{trial_tag}-child")
-    ran = docker("run", "--rm", "--network=none", trial_tag, "python3", "-c",
-                 "import ctypes, hashlib, json, shlex, sqlite3, ssl, subprocess, zlib; "
-                 "print(subprocess.run(['sh', '-c', 'echo ok'], capture_output=True, text=True).stdout, end='')")
+    ran = docker(
+        "run",
+        "--rm",
+        "--network=none",
+        trial_tag,
+        "python3",
+        "-c",
+        "import ctypes, hashlib, json, shlex, sqlite3, ssl, subprocess, zlib; "
+        "print(subprocess.run(['sh', '-c', 'echo ok'], capture_output=True, text=True).stdout, end='')",
+    )
     assert (ran.returncode, ran.stdout) == (0, "ok\n"), ran.stderr
 
 

@@ -41,8 +41,19 @@ def exact_expected_batches(o: int, b: int, k: float, terms: int = 60) -> float:
     return float(total)
 
 
-@pytest.mark.parametrize("o, b, k", [(4, 4, 0.5), (12, 4, 0.5), (48, 32, 0.5), (48, 32, 0.75), (75, 32, 0.5),
-                                     (61, 32, 0.601), (40, 32, 0.9), (100, 10, 0.2)])
+@pytest.mark.parametrize(
+    "o, b, k",
+    [
+        (4, 4, 0.5),
+        (12, 4, 0.5),
+        (48, 32, 0.5),
+        (48, 32, 0.75),
+        (75, 32, 0.5),
+        (61, 32, 0.601),
+        (40, 32, 0.9),
+        (100, 10, 0.2),
+    ],
+)
 def test_p_one_batch_is_the_binomial_tail(o, b, k):
     assert planner.p_one_batch(o, b, k) == pytest.approx(float(exact_p_at_least(o, b, k)), rel=1e-12, abs=1e-300)
 
@@ -166,8 +177,9 @@ def test_plan_table_shows_the_spread_and_the_recommendation():
 
 
 def test_plan_simulate_reports_the_monte_carlo_beside_the_figures():
-    result = runner.invoke(app, ["plan", "--drop-rate", "0.5", "--rollout-batch-size", "8", "--simulate",
-                                 "--trials", "2000", "--json"])
+    result = runner.invoke(
+        app, ["plan", "--drop-rate", "0.5", "--rollout-batch-size", "8", "--simulate", "--trials", "2000", "--json"]
+    )
     assert result.exit_code == 0, result.output
     document = json.loads(result.output)
     recommended = document["recommended_over_sampling_batch_size"]
@@ -226,13 +238,22 @@ def test_plan_from_a_run_uses_the_mixture_of_its_steps_keep_rates_exactly():
     # E[batches] is the mean of the per-step expectations
     o = recommended
     assert by_o[o]["expected_batches"] == pytest.approx(
-        sum(exact_expected_batches(o, 32, float(k), terms=400) for k in rates) / 4, rel=1e-12)
+        sum(exact_expected_batches(o, 32, float(k), terms=400) for k in rates) / 4, rel=1e-12
+    )
 
 
 def test_the_pooled_rate_understates_one_batch_steps_the_mixture_does_not():
     # 3 of 12 steps kept every group judged in one batch (k = 1), 9 steps kept half: pooled k = 0.6 or so
-    measured = planner.Measured(keep_rate=0.6, kept=0, judged=0, steps=12, step_keep_min=0.5, step_keep_max=1.0,
-                                runs={}, step_keep_rates=(1.0,) * 3 + (0.5,) * 9)
+    measured = planner.Measured(
+        keep_rate=0.6,
+        kept=0,
+        judged=0,
+        steps=12,
+        step_keep_min=0.5,
+        step_keep_max=1.0,
+        runs={},
+        step_keep_rates=(1.0,) * 3 + (0.5,) * 9,
+    )
     mixture = planner.plan_from_steps(32, measured, 0.9)
     at_32 = mixture.candidates[0]
     assert at_32.over_sampling_batch_size == 32
@@ -254,8 +275,9 @@ def test_monte_carlo_is_the_option_name_and_simulate_a_hidden_alias():
     assert "--monte-carlo" in help_text and "--simulate" not in help_text
     assert "mean over i of P(Binomial(O, k_i) >= B)" in " ".join(help_text.split())
     for flag in ("--monte-carlo", "--simulate"):
-        result = runner.invoke(app, ["plan", "--drop-rate", "0.5", "--rollout-batch-size", "8", flag,
-                                     "--trials", "500", "--json"])
+        result = runner.invoke(
+            app, ["plan", "--drop-rate", "0.5", "--rollout-batch-size", "8", flag, "--trials", "500", "--json"]
+        )
         assert result.exit_code == 0, result.output
         assert len(json.loads(result.output)["simulated"]) == 2
 
@@ -270,7 +292,9 @@ def test_plan_sim_reads_the_simulators_capture_root(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["measured"]["steps"] == 4
     result = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "--json"])
-    assert result.exit_code != 0 and "no capture of e2b-dapo-filter under capture/gpu; did you mean --sim" in result.output
+    assert (
+        result.exit_code != 0 and "no capture of e2b-dapo-filter under capture/gpu; did you mean --sim" in result.output
+    )
 
 
 def test_plan_from_a_filter_run_checks_the_model_against_its_one_batch_steps():
@@ -281,5 +305,7 @@ def test_plan_from_a_filter_run_checks_the_model_against_its_one_batch_steps():
     assert (check["over_sampling_batch_size"], check["steps"], check["one_batch_steps"]) == (48, 4, 2)
     assert check["p_one_batch"] == pytest.approx(float(exact_mixture_p_one_batch(48, 32, rates)), rel=1e-12)
     table = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "--capture-dir", str(DATA / "lab")]).output
-    assert f"at O = 48: 2 of 4 filter steps needed one batch; the model says P(one batch) {check['p_one_batch']:.4f}" \
+    assert (
+        f"at O = 48: 2 of 4 filter steps needed one batch; the model says P(one batch) {check['p_one_batch']:.4f}"
         in " ".join(table.split())
+    )

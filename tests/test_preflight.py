@@ -14,14 +14,14 @@ import json
 from typing import Any
 
 import pytest
-
 from runlab import IMAGE, Lab, docker_lab, fake_trainer, process_lab  # noqa: F401  (fixtures)
 
 
 def no_gpu_runtime() -> bool:
+    import shutil
+
     from harness.engines.docker import GPU_HOOKS
     from harness.engines.dockerapi import DockerApi
-    import shutil
 
     return "nvidia" not in DockerApi().runtimes() and not any(shutil.which(h) for h in GPU_HOOKS)
 
@@ -42,8 +42,9 @@ def test_a_missing_image_fails_before_any_capture_and_says_make_image(docker_lab
 
 
 @pytest.mark.docker
-def test_a_missing_data_directory_fails_before_any_capture_and_says_make_data(docker_lab: Lab,
-                                                                               monkeypatch: Any) -> None:
+def test_a_missing_data_directory_fails_before_any_capture_and_says_make_data(
+    docker_lab: Lab, monkeypatch: Any
+) -> None:
     monkeypatch.setenv("MILES_LAB_DATA", str(docker_lab.root / "data"))
     run = docker_lab.experiment("nodata", volumes=["${MILES_LAB_DATA:-data}:/data:ro"])
     result = docker_lab.cli("run", run)
@@ -67,8 +68,9 @@ def test_a_gpu_request_without_a_gpu_runtime_fails_before_any_capture(docker_lab
 @pytest.mark.docker
 def test_dry_run_shows_the_same_checks_as_warnings_and_starts_nothing(docker_lab: Lab, monkeypatch: Any) -> None:
     monkeypatch.setenv("MILES_LAB_DATA", str(docker_lab.root / "data"))
-    run = docker_lab.experiment("allwrong", image="miles-gb10-lab/no-such-image:test", gpus="all",
-                                volumes=["${MILES_LAB_DATA:-data}:/data:ro"])
+    run = docker_lab.experiment(
+        "allwrong", image="miles-gb10-lab/no-such-image:test", gpus="all", volumes=["${MILES_LAB_DATA:-data}:/data:ro"]
+    )
     result = docker_lab.cli("run", run, "--dry-run")
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: pre-flight: ")]
@@ -79,8 +81,9 @@ def test_dry_run_shows_the_same_checks_as_warnings_and_starts_nothing(docker_lab
 
 
 @pytest.mark.docker
-def test_a_container_that_cannot_start_is_not_started_and_runs_again_without_retry(docker_lab: Lab,
-                                                                                  docker_build: Any) -> None:
+def test_a_container_that_cannot_start_is_not_started_and_runs_again_without_retry(
+    docker_lab: Lab, docker_build: Any
+) -> None:
     context = docker_lab.root / "no-entry"
     context.mkdir()
     (context / "Dockerfile").write_text(f'FROM {IMAGE}\nENTRYPOINT ["/no/such/trainer"]\n')

@@ -26,20 +26,26 @@ def test_a_filter_step_shows_rollout_time_dropped_split_and_the_unfiltered_rewar
     from harness.cli.progress import step_summary
 
     assert describe_step(step_summary(record(), filter_on=True)) == (
-        "rollout 88.7 s (incl. pauses) | dropped 20 (right 18, wrong 2) | reward 0.672")
+        "rollout 88.7 s (incl. pauses) | dropped 20 (right 18, wrong 2) | reward 0.672"
+    )
     # without the filter the same keys give rollout/raw_reward (keys.step_reward)
     assert describe_step(step_summary(record(), filter_on=False)).endswith("| reward 0.700")
 
 
 def test_without_the_filter_the_zero_variance_groups_are_shown() -> None:
     parser = LogParser()
-    lines = ["x.py:1 - perf 3: {'perf/rollout_time': 50.0, 'rollout/zero_std/count_1': 9, "
-             "'rollout/zero_std/count_0.0': 3}", "x.py:2 - rollout 3: {'rollout/raw_reward': 0.5}",
-             "x.py:3 - perf 3: {'perf/step_time': 60.0}"]
+    lines = [
+        "x.py:1 - perf 3: {'perf/rollout_time': 50.0, 'rollout/zero_std/count_1': 9, 'rollout/zero_std/count_0.0': 3}",
+        "x.py:2 - rollout 3: {'rollout/raw_reward': 0.5}",
+        "x.py:3 - perf 3: {'perf/step_time': 60.0}",
+    ]
     (rec,) = [r for line in lines for r in parser.feed(line)]
     from harness.cli.progress import step_summary
 
-    assert describe_step(step_summary(rec)) == "rollout 50.0 s (incl. pauses) | zero-variance 9 right, 3 wrong | reward 0.500"
+    assert (
+        describe_step(step_summary(rec))
+        == "rollout 50.0 s (incl. pauses) | zero-variance 9 right, 3 wrong | reward 0.500"
+    )
 
 
 def test_a_terminal_gets_the_live_panel_and_a_pipe_plain_lines() -> None:
@@ -54,10 +60,28 @@ def test_the_live_panel_shows_the_last_step() -> None:
 
     out = io.StringIO()
     progress = RichProgress(Console(file=out, force_terminal=True, width=120))
-    spec = LaunchSpec(run="e2b", run_id="e2b-1234", experiment="e2b", seed=1, engine="docker", image="i",
-                      command=None, container_name="c", trainer_argv=(), env={}, labels={}, mounts=(),
-                      device_requests=(), shm_size="1g", ipc_mode="host", init=True, ulimits={}, capture_dir="/c",
-                      steps_expected=12, max_minutes=None)
+    spec = LaunchSpec(
+        run="e2b",
+        run_id="e2b-1234",
+        experiment="e2b",
+        seed=1,
+        engine="docker",
+        image="i",
+        command=None,
+        container_name="c",
+        trainer_argv=(),
+        env={},
+        labels={},
+        mounts=(),
+        device_requests=(),
+        shm_size="1g",
+        ipc_mode="host",
+        init=True,
+        ulimits={},
+        capture_dir="/c",
+        steps_expected=12,
+        max_minutes=None,
+    )
     progress.started(spec)
     progress.step(record(), 1)
     rendered = io.StringIO()

@@ -78,13 +78,22 @@ def test_make_setup_says_how_to_use_the_venv():
 
 
 def test_the_readme_s_harness_commands_that_start_nothing_run_as_written(tmp_path):
-    runnable = [command for _, command in readme_commands()
-                if re.match(r"(\.venv/bin/)?harness (--help|ls|plan --drop-rate|run \S+ --dry-run)", command)]
+    runnable = [
+        command
+        for _, command in readme_commands()
+        if re.match(r"(\.venv/bin/)?harness (--help|ls|plan --drop-rate|run \S+ --dry-run)", command)
+    ]
     assert len(runnable) >= 4, runnable
     for command in runnable:
         argv = [sys.executable, "-m", "harness", *shlex.split(command)[1:]]
-        done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
-                              env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO_ROOT)})
+        done = subprocess.run(
+            argv,
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO_ROOT)},
+        )
         assert done.returncode == 0, (command, done.stderr)
         assert "Traceback" not in done.stdout + done.stderr
 
@@ -93,9 +102,22 @@ def test_summarize_miles_outside_the_venv_says_what_to_run_in_one_line(tmp_path)
     captures = tmp_path / "capture"
     shutil.copytree(REPO_ROOT / "tests" / "data" / "captures" / "lab", captures)
     # -S: a Python without the venv's packages, as `python summarize_miles.py` is outside the venv
-    done = subprocess.run([sys.executable, "-S", "summarize_miles.py", "--capture-dir", str(captures),
-                           "--out", str(tmp_path / "summary.json"), "--no-figures"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "summarize_miles.py",
+            "--capture-dir",
+            str(captures),
+            "--out",
+            str(tmp_path / "summary.json"),
+            "--no-figures",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
     assert done.returncode != 0
     assert done.stdout == ""
@@ -104,9 +126,20 @@ def test_summarize_miles_outside_the_venv_says_what_to_run_in_one_line(tmp_path)
 
 
 def test_the_data_directory_has_one_name_everywhere():
-    texts = {path: path.read_text() for pattern in ("README.md", "Makefile", "docs/*.md", "experiments/*.yaml",
-                                                     "harness/**/*.py", "scripts/*", ".github/workflows/*.yml")
-             for path in REPO_ROOT.glob(pattern) if path.is_file()}
+    texts = {
+        path: path.read_text()
+        for pattern in (
+            "README.md",
+            "Makefile",
+            "docs/*.md",
+            "experiments/*.yaml",
+            "harness/**/*.py",
+            "scripts/*",
+            ".github/workflows/*.yml",
+        )
+        for path in REPO_ROOT.glob(pattern)
+        if path.is_file()
+    }
 
     assert [str(path.relative_to(REPO_ROOT)) for path, text in texts.items() if re.search(r"\bDATA_DIR\b", text)] == []
     for name in ("README.md", "Makefile", "docs/lab-image.md", "experiments/plain.yaml"):
@@ -114,8 +147,24 @@ def test_the_data_directory_has_one_name_everywhere():
 
 
 def test_the_gpu_tests_the_readme_promises_exist():
-    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-p", "no:cacheprovider",
-                           "tests/test_gpu.py"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-m",
+            "gpu",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_gpu.py",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     collected = [line for line in done.stdout.splitlines() if "::" in line]
 
     assert "`gpu` tests (`tests/test_gpu.py`)" in README

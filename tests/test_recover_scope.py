@@ -6,14 +6,15 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from runlab import process_lab  # noqa: F401 - a fixture
 from typer.testing import CliRunner
 
 from harness.cli import app
-from runlab import process_lab  # noqa: F401 - a fixture
 
 
-def test_recover_with_a_capture_dir_leaves_other_captures_objects_alone_and_names_a_process(process_lab: Any,
-                                                                                           tmp_path: Path) -> None:
+def test_recover_with_a_capture_dir_leaves_other_captures_objects_alone_and_names_a_process(
+    process_lab: Any, tmp_path: Path
+) -> None:
     lab = process_lab
     run = lab.experiment("bare", scenario="hang")
     harness = lab.spawn("run", run)
@@ -50,28 +51,46 @@ def test_stop_of_a_run_that_has_no_error_says_no_none(process_lab: Any) -> None:
 def test_a_window_whose_close_line_was_lost_is_not_paused_in_status_and_recover_closes_it(tmp_path: Path) -> None:
     import json
 
-    from harness.capture import Capture, RunState, RunStatus, this_host
     from drills import jsonl
+
+    from harness.capture import Capture, RunState, RunStatus, this_host
 
     root = tmp_path / "captures"
     capture = Capture(root / "lost")
     capture.directory.mkdir(parents=True)
-    capture.write_status(RunStatus(run="lost", run_id="lost-1", state=RunState.SUCCEEDED, exit_code=0,
-                                   started_at="2026-03-01T12:00:00Z", ended_at="2026-03-01T12:10:00Z",
-                                   steps_expected=1, steps_complete=1, error=None, harness_host=this_host(),
-                                   engine="process"))
+    capture.write_status(
+        RunStatus(
+            run="lost",
+            run_id="lost-1",
+            state=RunState.SUCCEEDED,
+            exit_code=0,
+            started_at="2026-03-01T12:00:00Z",
+            ended_at="2026-03-01T12:10:00Z",
+            steps_expected=1,
+            steps_complete=1,
+            error=None,
+            harness_host=this_host(),
+            engine="process",
+        )
+    )
     opened = {"start": "2026-03-01T12:03:04Z", "end": None, "reason": "hot", "peak_c": 88.0}
     (capture.directory / "pauses.jsonl").write_text(json.dumps(opened) + "\n")  # its close line was never written
-    (capture.directory / "guard.jsonl").write_text(json.dumps(
-        {"t": "2026-03-01T12:05:00Z", "temp_c": 70.0, "reasons": 0, "power_w": None, "paused": False}) + "\n")
-    (capture.directory / "container.log").write_text("2026-03-01T12:03:00.000000000Z before\n"
-                                                     # printed as the window opened, before the freeze took
-                                                     # hold: not "running again" (the summary's rule too)
-                                                     "2026-03-01T12:03:04.400000000Z in the gap\n"
-                                                     "2026-03-01T12:04:30.500000000Z after\n"
-                                                     "2026-03-01T12:09:00.000000000Z later\n")
-    env = {"HARNESS_PROCESS_DIR": str(tmp_path / "processes"), "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
-           "COLUMNS": "300"}
+    (capture.directory / "guard.jsonl").write_text(
+        json.dumps({"t": "2026-03-01T12:05:00Z", "temp_c": 70.0, "reasons": 0, "power_w": None, "paused": False}) + "\n"
+    )
+    (capture.directory / "container.log").write_text(
+        "2026-03-01T12:03:00.000000000Z before\n"
+        # printed as the window opened, before the freeze took
+        # hold: not "running again" (the summary's rule too)
+        "2026-03-01T12:03:04.400000000Z in the gap\n"
+        "2026-03-01T12:04:30.500000000Z after\n"
+        "2026-03-01T12:09:00.000000000Z later\n"
+    )
+    env = {
+        "HARNESS_PROCESS_DIR": str(tmp_path / "processes"),
+        "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
+        "COLUMNS": "300",
+    }
     shown = CliRunner().invoke(app, ["status", "--capture-dir", str(root)], env=env)
     assert shown.exit_code == 0, shown.output
     assert "PAUSED" not in shown.output and "70.0 C" in shown.output  # nothing of it is frozen: the engine says so
@@ -79,7 +98,8 @@ def test_a_window_whose_close_line_was_lost_is_not_paused_in_status_and_recover_
     assert recovered.exit_code == 0, recovered.output
     assert recovered.output.splitlines() == [
         "lost: closed 1 open pause window at 2026-03-01T12:04:30.500000Z, when its log shows it running again "
-        "(the run is not frozen; its status is final and unchanged)"]
+        "(the run is not frozen; its status is final and unchanged)"
+    ]
     assert jsonl(capture.pauses_path)[-1] == {**opened, "end": "2026-03-01T12:04:30.500000Z"}
     again = CliRunner().invoke(app, ["recover", "--capture-dir", str(root)], env=env)
     assert again.output.splitlines() == ["nothing to recover: no run has lost its harness"]

@@ -19,8 +19,13 @@ DEAD_DOCKER = "unix:///nonexistent/docker.sock"
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    return {"DOCKER_HOST": DEAD_DOCKER, "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
-            "HARNESS_PROCESS_DIR": str(tmp_path / "processes"), "HARNESS_EXPERIMENT": "", "COLUMNS": "80"}
+    return {
+        "DOCKER_HOST": DEAD_DOCKER,
+        "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
+        "HARNESS_PROCESS_DIR": str(tmp_path / "processes"),
+        "HARNESS_EXPERIMENT": "",
+        "COLUMNS": "80",
+    }
 
 
 def harness(env: dict[str, str], *args: str):
@@ -28,8 +33,19 @@ def harness(env: dict[str, str], *args: str):
 
 
 def sim_run(env, captures: Path, *args: str, command: str = "run", experiment: str = "plain"):
-    return harness(env, command, experiment, "--sim", "--sim-engine", "process", "--set", "steps=1",
-                   "--capture-dir", str(captures), *args)
+    return harness(
+        env,
+        command,
+        experiment,
+        "--sim",
+        "--sim-engine",
+        "process",
+        "--set",
+        "steps=1",
+        "--capture-dir",
+        str(captures),
+        *args,
+    )
 
 
 def error_lines(output: str) -> list[str]:
@@ -61,18 +77,51 @@ def test_a_cached_sweep_refuses_a_changed_succeeded_run_like_run_and_starts_noth
     first = sim_run(env, captures, "--seeds", "1", "--time-scale", "0.002", command="sweep", experiment="plain-48")
     assert first.exit_code == 0, first.output
 
-    changed = sim_run(env, captures, "--seeds", "1", "2", "--time-scale", "0.002", "--set", "steps=2",
-                      command="sweep", experiment="plain-48")
+    changed = sim_run(
+        env,
+        captures,
+        "--seeds",
+        "1",
+        "2",
+        "--time-scale",
+        "0.002",
+        "--set",
+        "steps=2",
+        command="sweep",
+        experiment="plain-48",
+    )
 
     assert changed.exit_code == 2, changed.output
     (line,) = error_lines(changed.output)
     assert line.startswith("error: run plain-48 not started: its capture succeeded at ") and "steps 1 -> 2" in line
     assert not (captures / "plain-48-s2").exists()  # refused before anything started
     for flag in ("--retry", "--dry-run"):
-        assert sim_run(env, captures, "--seeds", "1", "--time-scale", "0.002", "--set", "steps=2", flag,
-                       command="sweep", experiment="plain-48").exit_code == (2 if flag == "--retry" else 0)
-    forced = sim_run(env, captures, "--seeds", "1", "--time-scale", "0.002", "--set", "steps=2", "--force",
-                     command="sweep", experiment="plain-48")
+        assert sim_run(
+            env,
+            captures,
+            "--seeds",
+            "1",
+            "--time-scale",
+            "0.002",
+            "--set",
+            "steps=2",
+            flag,
+            command="sweep",
+            experiment="plain-48",
+        ).exit_code == (2 if flag == "--retry" else 0)
+    forced = sim_run(
+        env,
+        captures,
+        "--seeds",
+        "1",
+        "--time-scale",
+        "0.002",
+        "--set",
+        "steps=2",
+        "--force",
+        command="sweep",
+        experiment="plain-48",
+    )
     assert forced.exit_code == 0, forced.output
     assert json.loads((captures / "plain-48" / "status.json").read_text())["steps_complete"] == 2
 
@@ -87,8 +136,17 @@ def test_a_sweep_says_nothing_about_running_before_a_pre_flight_refusal(env, tmp
 
 
 def test_the_sweep_plan_piped_is_one_whole_line_per_run(env, tmp_path):
-    done = harness(env, "sweep", "plain-48", "--seeds", "1", "2", "--dry-run", "--capture-dir",
-                   str(tmp_path / "a-rather-long-capture-directory-name-that-would-wrap"))
+    done = harness(
+        env,
+        "sweep",
+        "plain-48",
+        "--seeds",
+        "1",
+        "2",
+        "--dry-run",
+        "--capture-dir",
+        str(tmp_path / "a-rather-long-capture-directory-name-that-would-wrap"),
+    )
 
     assert done.exit_code == 0, done.output
     lines = done.stdout.splitlines()
@@ -101,9 +159,12 @@ def test_the_sweep_plan_piped_is_one_whole_line_per_run(env, tmp_path):
 
 
 def test_simulated_captures_never_go_to_the_lab_s_real_root_nor_real_ones_to_the_sim_root(env, tmp_path):
-    for args in (["run", "plain", "--sim", "--capture-dir", "capture/gpu"], ["demo", "--capture-dir", "capture/gpu"],
-                 ["sweep", "plain", "--sim", "--capture-dir", "./capture/gpu"], ["run", "plain", "--capture-dir",
-                                                                                 "capture/sim"]):
+    for args in (
+        ["run", "plain", "--sim", "--capture-dir", "capture/gpu"],
+        ["demo", "--capture-dir", "capture/gpu"],
+        ["sweep", "plain", "--sim", "--capture-dir", "./capture/gpu"],
+        ["run", "plain", "--capture-dir", "capture/sim"],
+    ):
         done = harness(env, *args, "--dry-run") if args[0] != "demo" else harness(env, *args)
 
         assert done.exit_code == 2, (args, done.output)
@@ -112,26 +173,42 @@ def test_simulated_captures_never_go_to_the_lab_s_real_root_nor_real_ones_to_the
 
 
 def make_n(*args: str) -> list[list[str]]:
-    done = subprocess.run(["make", "-n", "--no-print-directory", *args], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "EXP": "", "SIM": "", "FORCE": "", "ARGS": ""})
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "EXP": "", "SIM": "", "FORCE": "", "ARGS": ""},
+    )
     assert done.returncode == 0, done.stderr
-    return [line.split()[1:] for line in done.stdout.splitlines() if line.split()[:1] and
-            line.split()[0].endswith("harness")]
+    return [
+        line.split()[1:]
+        for line in done.stdout.splitlines()
+        if line.split()[:1] and line.split()[0].endswith("harness")
+    ]
 
 
 def test_make_run_and_sweep_take_force_and_args():
     assert make_n("run", "EXP=plain", "FORCE=1", "ARGS=--set steps=2 --max-minutes 3") == [
-        ["run", "plain", "--force", "--set", "steps=2", "--max-minutes", "3"]]
+        ["run", "plain", "--force", "--set", "steps=2", "--max-minutes", "3"]
+    ]
     assert make_n("sweep", "EXP=plain-48", "SEEDS=1 2", "SIM=1", "FORCE=1", "ARGS=--fail-fast") == [
-        ["sweep", "plain-48", "--seeds", "1", "2", "--sim", "--force", "--fail-fast"]]
+        ["sweep", "plain-48", "--seeds", "1", "2", "--sim", "--force", "--fail-fast"]
+    ]
     assert make_n("run", "EXP=plain") == [["run", "plain"]]
     assert make_n("demo", "FORCE=1")[-1] == ["demo", "--force"]
 
 
 @pytest.mark.parametrize("sim, root", [("", "capture/smoke/gpu"), ("1", "capture/smoke/sim")])
 def test_make_smoke_captures_under_its_own_root(sim, root):
-    done = subprocess.run(["make", "-n", "--no-print-directory", "smoke", f"SIM={sim}", "LAB_IMAGE=x"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", "smoke", f"SIM={sim}", "LAB_IMAGE=x"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert f"--capture-dir {root}" in done.stdout and f"check-capture.py {root}/smoke " in done.stdout
 

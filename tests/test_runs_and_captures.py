@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 import pytest
-
 from runlab import Lab, fake_trainer, killed, lab  # noqa: F401  (fixtures)
 
 
@@ -153,6 +152,6 @@ def test_logs_of_a_run_whose_harness_died_continue_from_the_engine(lab: Lab) -> 
     result = lab.capture_cli("logs", run, "--timestamps")
     assert result.exit_code == 0, result.output
     shown = result.output.splitlines()
-    assert shown[:len(captured)] == captured  # the capture first, then the engine's lines after it, once
+    assert shown[: len(captured)] == captured  # the capture first, then the engine's lines after it, once
     assert len(shown) > len(captured) + 3 and len(shown) == len(set(shown))
-    assert shown == lab.engine_lines(handle)[:len(shown)]
+    assert shown == lab.engine_lines(handle)[: len(shown)]

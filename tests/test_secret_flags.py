@@ -70,19 +70,25 @@ def test_a_secret_flag_in_an_experiment_file_is_refused(exp_dir: Path, text: str
 
 
 def test_a_secret_flag_in_the_command_of_a_process_run_is_refused(exp_dir: Path) -> None:
-    (exp_dir / "x.yaml").write_text(f"name: x\nsteps: 1\nengine: process\ncommand: [python3, t.py, --api-token, {SECRET}]\n")
+    (exp_dir / "x.yaml").write_text(
+        f"name: x\nsteps: 1\nengine: process\ncommand: [python3, t.py, --api-token, {SECRET}]\n"
+    )
     refused(cli(exp_dir, "run", "x", "--dry-run"), "x.yaml: command", "--api-token")
 
 
-@pytest.mark.parametrize("assignment, flag", [
-    (f"miles.args.wandb-key={SECRET}", "--wandb-key"),
-    (f"miles.extra_args=--wandb-key={SECRET}", "--wandb-key"),
-    (f"miles.extra_args=--x 1 --wandb-key {SECRET}", "--wandb-key"),
-    (f"miles.args={{wandb-key: {SECRET}}}", "--wandb-key"),
-    (f"miles={{args: {{client-secret: {SECRET}}}}}", "--client-secret"),
-])
-def test_a_secret_flag_given_with_set_is_refused_and_blamed_on_the_set(exp_dir: Path, assignment: str,
-                                                                        flag: str) -> None:
+@pytest.mark.parametrize(
+    "assignment, flag",
+    [
+        (f"miles.args.wandb-key={SECRET}", "--wandb-key"),
+        (f"miles.extra_args=--wandb-key={SECRET}", "--wandb-key"),
+        (f"miles.extra_args=--x 1 --wandb-key {SECRET}", "--wandb-key"),
+        (f"miles.args={{wandb-key: {SECRET}}}", "--wandb-key"),
+        (f"miles={{args: {{client-secret: {SECRET}}}}}", "--client-secret"),
+    ],
+)
+def test_a_secret_flag_given_with_set_is_refused_and_blamed_on_the_set(
+    exp_dir: Path, assignment: str, flag: str
+) -> None:
     (exp_dir / "x.yaml").write_text("name: x\nextends: parent\n")
     key = assignment.partition("=")[0]
     line = refused(cli(exp_dir, "run", "x", "--dry-run", "--set", assignment), f"--set {key}=***", flag)
@@ -102,7 +108,8 @@ def test_the_harness_argv_variables_cannot_be_set_by_hand(exp_dir: Path, name: s
 def test_a_boolean_secret_flag_and_flags_that_only_look_secret_are_fine(exp_dir: Path) -> None:
     (exp_dir / "x.yaml").write_text(
         "name: x\nextends: parent\nmiles:\n  args: {use-wandb-key-auth: true, hf-token: false, input-key: prompt,"
-        " max-tokens-per-gpu: 9216, label-key: answer}\n  extra_args: '--read-token-from-env --tokenizer-path /m'\n")
+        " max-tokens-per-gpu: 9216, label-key: answer}\n  extra_args: '--read-token-from-env --tokenizer-path /m'\n"
+    )
     experiment = ExperimentStore(exp_dir, base_args=BASE).load("x").experiment
     argv = experiment.trainer_args(BASE) + experiment.extra_words()
     assert "--use-wandb-key-auth" in argv and "--hf-token" not in argv
@@ -110,21 +117,37 @@ def test_a_boolean_secret_flag_and_flags_that_only_look_secret_are_fine(exp_dir:
     assert cli(exp_dir, "run", "x", "--dry-run").exit_code == 0
 
 
-@pytest.mark.parametrize("name, secret", [("wandb-key", True), ("--HF-TOKEN", True), ("wandbapikey", True),
-                                          ("gcs-credentials", True), ("max-tokens-per-gpu", False),
-                                          ("input-key", False), ("keep-old", False), ("wandb-k", True),
-                                          ("--wandb-ke", True), ("wandb-", False), ("wandb-project", False)])
+@pytest.mark.parametrize(
+    "name, secret",
+    [
+        ("wandb-key", True),
+        ("--HF-TOKEN", True),
+        ("wandbapikey", True),
+        ("gcs-credentials", True),
+        ("max-tokens-per-gpu", False),
+        ("input-key", False),
+        ("keep-old", False),
+        ("wandb-k", True),
+        ("--wandb-ke", True),
+        ("wandb-", False),
+        ("wandb-project", False),
+    ],
+)
 def test_the_secret_rule_for_flag_names(name: str, secret: bool) -> None:
     assert is_secret_flag(name) is secret
 
 
 def test_a_password_in_a_url_is_stars_in_the_dry_run_and_show(exp_dir: Path) -> None:
-    (exp_dir / "x.yaml").write_text(f"name: x\nextends: parent\ncontainer:\n  env: {{PLAIN: 'https://me:{PASSWORD}@h/x'}}\n")
+    (exp_dir / "x.yaml").write_text(
+        f"name: x\nextends: parent\ncontainer:\n  env: {{PLAIN: 'https://me:{PASSWORD}@h/x'}}\n"
+    )
     for command in (["run", "x", "--dry-run"], ["run", "x", "--dry-run", "--json"], ["show", "x"]):
         done = cli(exp_dir, *command)
         assert done.exit_code == 0, done.output
         assert PASSWORD not in done.output and "https://***@h/x" in done.output, done.output
-    done = cli(exp_dir, "run", "x", "--dry-run", "--set", f"container.env.OTHER=ftp://u:{PASSWORD}@h", "--set", "no.such=1")
+    done = cli(
+        exp_dir, "run", "x", "--dry-run", "--set", f"container.env.OTHER=ftp://u:{PASSWORD}@h", "--set", "no.such=1"
+    )
     assert done.exit_code == 2 and PASSWORD not in done.output
 
 
@@ -132,16 +155,47 @@ def test_the_finding_a_flag_is_refused_and_the_environment_way_keeps_every_file_
     """The attack's command is refused before anything runs; by environment the run succeeds, nothing in clear."""
     captures = tmp_path / "capture"
     env = {**os.environ, "HARNESS_LOCK_DIR": str(tmp_path / "locks"), "HARNESS_PROCESS_DIR": str(tmp_path / "p")}
-    common = ["run", "plain", "--sim", "--sim-engine", "process", "--time-scale", "0.001", "--set", "steps=1",
-              "--capture-dir", str(captures)]
-    done = subprocess.run([sys.executable, "-m", "harness", *common, "--set", f"miles.args.wandb-key={SECRET}"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    common = [
+        "run",
+        "plain",
+        "--sim",
+        "--sim-engine",
+        "process",
+        "--time-scale",
+        "0.001",
+        "--set",
+        "steps=1",
+        "--capture-dir",
+        str(captures),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", *common, "--set", f"miles.args.wandb-key={SECRET}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and SECRET not in done.stdout + done.stderr, done.stderr
     assert "--set miles.args.wandb-key=***" in done.stderr and not captures.exists()
 
-    done = subprocess.run([sys.executable, "-m", "harness", *common, "--set", f"container.env.WANDB_API_KEY={SECRET}",
-                           "--set", f"container.env.PLAIN=https://me:{PASSWORD}@h/x"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            *common,
+            "--set",
+            f"container.env.WANDB_API_KEY={SECRET}",
+            "--set",
+            f"container.env.PLAIN=https://me:{PASSWORD}@h/x",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert SECRET not in done.stdout + done.stderr and PASSWORD not in done.stdout + done.stderr
     files = [path for path in (captures / "plain").rglob("*") if path.is_file()]

@@ -82,7 +82,8 @@ def lab(tmp_path: Path) -> dict:
 
 
 SET_ROUTES = [
-    "--set", f"container.env.WANDB_API_KEY={SECRETS['WANDB_API_KEY']}",
+    "--set",
+    f"container.env.WANDB_API_KEY={SECRETS['WANDB_API_KEY']}",
     f"--set=container.env.DB_PASSWORD={SECRETS['DB_PASSWORD']}",
 ]
 
@@ -147,7 +148,7 @@ def test_secrets_are_stars_in_every_output_and_every_capture_file(lab: dict) -> 
         assert manifest["env"][name] == "***" and manifest["launch_spec"]["env"][name] == "***"
     for name in ("HF_TOKEN", "MY_LOGIN", "WANDB_API_KEY", "DB_PASSWORD", "Cloud_Credential"):
         assert manifest["experiment"]["container"]["env"][name] == "***"
-    assert f"container.env.WANDB_API_KEY=***" in manifest["harness_argv"]
+    assert "container.env.WANDB_API_KEY=***" in manifest["harness_argv"]
     assert manifest["experiment"]["container"]["env"]["FAKE_SCENARIO"] == "steps"  # only secrets are hidden
 
 
@@ -157,7 +158,8 @@ def test_errors_about_a_secret_never_quote_it(lab: dict) -> None:
     assert_no_secret("error", done.stdout + done.stderr)
     assert "--set container.env.API_KEY=***: " in done.stderr and "got ***" in done.stderr
     (lab["experiments"] / "leak.yaml").write_text(
-        f"name: leak\nsteps: 1\ncontainer: {{env: {{HF_TOKEN: [{SECRETS['HF_TOKEN']}]}}}}\n")
+        f"name: leak\nsteps: 1\ncontainer: {{env: {{HF_TOKEN: [{SECRETS['HF_TOKEN']}]}}}}\n"
+    )
     done = cli(lab, "show", "leak")
     assert done.returncode == 2 and "container.env.HF_TOKEN" in done.stderr
     assert_no_secret("error", done.stdout + done.stderr)
@@ -165,16 +167,24 @@ def test_errors_about_a_secret_never_quote_it(lab: dict) -> None:
 
 def test_a_mount_may_not_read_a_secret(lab: dict) -> None:
     (lab["experiments"] / "mount.yaml").write_text(
-        "name: mount\nsteps: 1\ncontainer: {volumes: ['${HF_TOKEN}:/data:ro']}\n")
+        "name: mount\nsteps: 1\ncontainer: {volumes: ['${HF_TOKEN}:/data:ro']}\n"
+    )
     done = cli(lab, "run", "mount", "--dry-run")
     assert done.returncode == 2 and "reads the secret ${HF_TOKEN}" in done.stderr
 
 
 def test_the_finding_a_token_in_the_file_and_a_key_by_set_stay_out_of_the_manifest(lab: dict) -> None:
-    (lab["experiments"] / "plainsec.yaml").write_text(json.dumps({
-        "name": "plainsec", "steps": 2, "engine": "process", "command": [sys.executable, "-u", str(TRAINER)],
-        "container": {"gpus": "none", "env": {"HF_TOKEN": SECRETS["HF_TOKEN"]}},
-    }))
+    (lab["experiments"] / "plainsec.yaml").write_text(
+        json.dumps(
+            {
+                "name": "plainsec",
+                "steps": 2,
+                "engine": "process",
+                "command": [sys.executable, "-u", str(TRAINER)],
+                "container": {"gpus": "none", "env": {"HF_TOKEN": SECRETS["HF_TOKEN"]}},
+            }
+        )
+    )
     done = harness(lab, "run", "plainsec", "--set", f"container.env.WANDB_API_KEY={SECRETS['WANDB_API_KEY']}")
     assert done.returncode == 0, done.stderr
     manifest = (lab["captures"] / "plainsec" / "manifest.json").read_text()

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.lab.milesargv import read_base_args
-from harness.mileslog import LogParser, parse_lines
+from harness.mileslog import parse_lines
 from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, parse_argv
 from harness.sim.trainer import StepLog, simulate
 
@@ -28,8 +28,14 @@ MILES_STAMP = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [a-z_0-9]+\]"
 
 
 def sim_process(*args: str, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.sim", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.sim", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kwargs,
+    )
 
 
 def expected_metrics(log: StepLog) -> dict:
@@ -87,8 +93,7 @@ def test_the_process_prints_the_log_flushed_and_exits_0() -> None:
     assert sum("Abort request for ['http://127.0.0.1:30000']" in line for line in lines) == 2
     assert lines[-2].startswith("Job 'raysubmit_") and lines[-2].endswith("' succeeded")
     metric = next(line for line in lines if " - perf 0: {" in line)
-    assert re.match(r"\(RolloutManager pid=\d+\) \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} rollout_manager\] ",
-                    metric)
+    assert re.match(r"\(RolloutManager pid=\d+\) \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} rollout_manager\] ", metric)
     assert done.stderr == ""
 
 
@@ -103,8 +108,14 @@ def test_processes_with_the_same_flags_print_the_same_log() -> None:
 
 def test_the_deprecated_filter_path_prints_the_same_metrics_and_a_warning() -> None:
     current = sim_process("--num-rollout", "2", *FILTER_EXTRA)
-    deprecated = sim_process("--num-rollout", "2", "--over-sampling-batch-size", "48",
-                             "--dynamic-sampling-filter-path", DEPRECATED_FILTER_PATH)
+    deprecated = sim_process(
+        "--num-rollout",
+        "2",
+        "--over-sampling-batch-size",
+        "48",
+        "--dynamic-sampling-filter-path",
+        DEPRECATED_FILTER_PATH,
+    )
     metrics = [parse_lines(done.stdout.splitlines()).steps for done in (current, deprecated)]
     assert [s.metrics for s in metrics[0]] == [s.metrics for s in metrics[1]]
     assert "deprecated" in deprecated.stdout and "deprecated" not in current.stdout
@@ -116,23 +127,27 @@ def test_over_sampling_below_the_batch_size_fails_the_job_as_miles_does() -> Non
     parsed = parse_lines(done.stdout.splitlines())
     assert parsed.steps == []
     assert parsed.failure is not None and parsed.failure["kind"] == "exception"
-    assert parsed.failure["line"] == ("AssertionError: over_sampling_batch_size 16 should be greater than "
-                                      "or equal to rollout_batch_size 32")
+    assert parsed.failure["line"] == (
+        "AssertionError: over_sampling_batch_size 16 should be greater than or equal to rollout_batch_size 32"
+    )
     assert parsed.launch == ["python3", "train.py", "--rollout-batch-size", "32", "--over-sampling-batch-size", "16"]
     assert re.search(r"^Job 'raysubmit_\w+' failed$", done.stdout, re.M)
 
 
-@pytest.mark.parametrize("args,reason", [
-    (["--time-scale", "-1"], "--time-scale must be 0"),
-    (["--time-scale", "fast"], "--time-scale must be a number"),
-    (["--time-scale"], "--time-scale needs a value"),
-    (["--rollout-batch-size", "x"], "invalid _positive_int value"),
-    (["--n-samples-per-prompt", "0"], "must be at least 1"),
-    (["--dynamic-sampling-filter-path", "my.filters.keep_long"], "models only the zero-variance filter"),
-    (["--time-scale", "1e-320"], "--time-scale must be 0 (as fast as possible) or from 0.0001 to 100"),
-    (["--time-scale", "1e308"], "--time-scale must be 0 (as fast as possible) or from 0.0001 to 100"),
-    (["--time-scale", "0.00009"], "not '0.00009'"),
-])
+@pytest.mark.parametrize(
+    "args,reason",
+    [
+        (["--time-scale", "-1"], "--time-scale must be 0"),
+        (["--time-scale", "fast"], "--time-scale must be a number"),
+        (["--time-scale"], "--time-scale needs a value"),
+        (["--rollout-batch-size", "x"], "invalid _positive_int value"),
+        (["--n-samples-per-prompt", "0"], "must be at least 1"),
+        (["--dynamic-sampling-filter-path", "my.filters.keep_long"], "models only the zero-variance filter"),
+        (["--time-scale", "1e-320"], "--time-scale must be 0 (as fast as possible) or from 0.0001 to 100"),
+        (["--time-scale", "1e308"], "--time-scale must be 0 (as fast as possible) or from 0.0001 to 100"),
+        (["--time-scale", "0.00009"], "not '0.00009'"),
+    ],
+)
 def test_a_command_line_the_sim_cannot_run_is_one_line_and_exit_2(args: list[str], reason: str) -> None:
     done = sim_process(*args)
     assert done.returncode == 2
@@ -145,8 +160,10 @@ def test_one_answer_per_prompt_with_the_filter_fails_the_job_at_once_with_one_li
     done = sim_process("--n-samples-per-prompt", "1", *FILTER_EXTRA, timeout=30)
 
     assert done.returncode == 1
-    reason = ("--n-samples-per-prompt 1 with the zero-variance filter: a group of one answer has no variance, so the "
-              "filter drops every group and no batch can fill; give 2 or more answers per prompt, or no filter")
+    reason = (
+        "--n-samples-per-prompt 1 with the zero-variance filter: a group of one answer has no variance, so the "
+        "filter drops every group and no batch can fill; give 2 or more answers per prompt, or no filter"
+    )
     assert done.stderr.splitlines() == [f"harness sim: {reason}"]
     parsed = parse_lines(done.stdout.splitlines())
     assert parsed.steps == [] and parsed.failure is not None and parsed.failure["line"] == f"ValueError: {reason}"
@@ -160,7 +177,8 @@ def test_a_filter_that_cannot_fill_a_batch_fails_the_job_with_one_line_saying_so
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
         "harness sim: rollout 0: the dynamic filter kept 0 of 32 groups from 7440 prompts (7409 dropped, 31 still "
-        "running), and another 48 would take more prompts than the data set holds (7473): the batch cannot fill"]
+        "running), and another 48 would take more prompts than the data set holds (7473): the batch cannot fill"
+    ]
     parsed = parse_lines(done.stdout.splitlines())
     assert parsed.steps == []
     assert parsed.failure is not None and parsed.failure["kind"] == "exception"
@@ -169,14 +187,27 @@ def test_a_filter_that_cannot_fill_a_batch_fails_the_job_with_one_line_saying_so
 
 
 def test_harness_sim_passes_every_argument_through_untouched() -> None:
-    args = ["--num-rollout", "2", "--kl-loss-coef", "-0.1", "--eps-clip=0.2", "--colocate",
-            "--over-sampling-batch-size=40", "--time-scale", "0", "--seed", "4"]
+    args = [
+        "--num-rollout",
+        "2",
+        "--kl-loss-coef",
+        "-0.1",
+        "--eps-clip=0.2",
+        "--colocate",
+        "--over-sampling-batch-size=40",
+        "--time-scale",
+        "0",
+        "--seed",
+        "4",
+    ]
     result = CliRunner().invoke(app, ["sim", *args])
     assert result.exit_code == 0, result.output
     module = sim_process(*args)
     assert without_stamps(result.stdout) == without_stamps(module.stdout)
-    assert "python3 train.py --num-rollout 2 --kl-loss-coef -0.1 --eps-clip=0.2 --colocate " \
-           "--over-sampling-batch-size=40 --seed 4" in result.stdout
+    assert (
+        "python3 train.py --num-rollout 2 --kl-loss-coef -0.1 --eps-clip=0.2 --colocate "
+        "--over-sampling-batch-size=40 --seed 4" in result.stdout
+    )
 
 
 def test_harness_sim_gives_miles_s_exit_codes() -> None:
@@ -200,18 +231,26 @@ def test_sim_imports_only_the_standard_library() -> None:
     ours = ("harness.sim", "harness.lab", "milesargv")  # milesargv: the lab entry's sibling, run as a script
     for path in sorted([*(REPO / "harness" / "sim").glob("*.py"), *(REPO / "harness" / "lab").glob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
             for name in names:
                 top = name.split(".")[0]
                 assert top in stdlib or any(name == m or name.startswith(m + ".") for m in ours), (path.name, name)
-    probe = ("import io, sys\nfrom harness.sim.cli import main\n"
-             "rc = main(['--num-rollout', '1'], {}, io.StringIO(), io.StringIO())\n"
-             "outside = sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names "
-             "and m not in ('harness', '__main__') and not m.startswith('harness.sim'))\n"
-             "print(rc, outside)")
-    done = subprocess.run([sys.executable, "-S", "-E", "-c", probe], cwd=REPO, capture_output=True, text=True,
-                          timeout=60)
+    probe = (
+        "import io, sys\nfrom harness.sim.cli import main\n"
+        "rc = main(['--num-rollout', '1'], {}, io.StringIO(), io.StringIO())\n"
+        "outside = sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names "
+        "and m not in ('harness', '__main__') and not m.startswith('harness.sim'))\n"
+        "print(rc, outside)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-E", "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert done.stdout.strip() == "0 []", done.stderr
 
 
@@ -250,8 +289,14 @@ class LineReader:
 
 
 def start_sim(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "harness.sim", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.sim", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def test_sigterm_stops_the_run_promptly_with_ray_s_stopped_lines() -> None:

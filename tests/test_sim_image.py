@@ -11,12 +11,12 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
+from simimage import sim_image  # noqa: F401  (the fixture)
 
 from harness.lab import milesargv
 from harness.mileslog import parse_lines
 from harness.sim.config import CURRENT_FILTER_PATH
 from harness.sim.entry import main as entry_main
-from simimage import sim_image  # noqa: F401  (the fixture)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FILTER_ARGS = f"--dynamic-sampling-filter-path {CURRENT_FILTER_PATH} --over-sampling-batch-size 48"
@@ -51,11 +51,20 @@ def test_without_miles_args_the_simulator_runs_the_base_run_then_the_extra_words
 
 def test_miles_args_replace_the_base_run_and_entry_arguments_come_last():
     words = milesargv.apply_overrides(BASE_WORDS, {"num-rollout": 2})
-    code, out, err = run_entry({"MILES_ARGS": shlex.join(words), "MILES_EXTRA_ARGS": "--over-sampling-batch-size 48"},
-                               "--rollout-seed", "7")
+    code, out, err = run_entry(
+        {"MILES_ARGS": shlex.join(words), "MILES_EXTRA_ARGS": "--over-sampling-batch-size 48"}, "--rollout-seed", "7"
+    )
 
     assert code == 0, err
-    assert launch_argv(out) == ["python3", "train.py", *words, "--over-sampling-batch-size", "48", "--rollout-seed", "7"]
+    assert launch_argv(out) == [
+        "python3",
+        "train.py",
+        *words,
+        "--over-sampling-batch-size",
+        "48",
+        "--rollout-seed",
+        "7",
+    ]
     assert len([step for step in parse_lines(out.splitlines()).steps if step.complete]) == 2
 
 
@@ -91,8 +100,16 @@ def docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 @pytest.mark.docker
 def test_the_image_runs_the_filter_run_end_to_end_with_no_gpu_no_data_and_no_network(sim_image):
-    done = docker("run", "--rm", "--network=none", "--env", "HARNESS_SIM_TIME_SCALE=0",
-                  "--env", f"MILES_EXTRA_ARGS={FILTER_ARGS}", sim_image)
+    done = docker(
+        "run",
+        "--rm",
+        "--network=none",
+        "--env",
+        "HARNESS_SIM_TIME_SCALE=0",
+        "--env",
+        f"MILES_EXTRA_ARGS={FILTER_ARGS}",
+        sim_image,
+    )
 
     assert done.returncode == 0, done.stdout + done.stderr
     parsed = parse_lines(done.stdout.splitlines())

@@ -22,9 +22,21 @@ SHAPES = [(32, 48, 8), (32, 32, 8), (4, 6, 4), (16, 40, 8)]
 
 
 def run(seed: int, batch: int, over: int, samples: int, *extra: str, steps: int = 4) -> list[StepLog]:
-    argv = ["--rollout-batch-size", str(batch), "--over-sampling-batch-size", str(over),
-            "--n-samples-per-prompt", str(samples), "--num-rollout", str(steps),
-            "--seed", str(seed), "--rollout-seed", str(seed), *extra]
+    argv = [
+        "--rollout-batch-size",
+        str(batch),
+        "--over-sampling-batch-size",
+        str(over),
+        "--n-samples-per-prompt",
+        str(samples),
+        "--num-rollout",
+        str(steps),
+        "--seed",
+        str(seed),
+        "--rollout-seed",
+        str(seed),
+        *extra,
+    ]
     return simulate(argv)
 
 
@@ -128,8 +140,9 @@ def test_the_deprecated_filter_path_behaves_as_the_current_one() -> None:
 
 
 def test_over_sampling_below_the_batch_size_is_refused_as_miles_refuses_it() -> None:
-    with pytest.raises(MilesRefusal, match="over_sampling_batch_size 16 should be greater than or equal to "
-                                           "rollout_batch_size 32"):
+    with pytest.raises(
+        MilesRefusal, match="over_sampling_batch_size 16 should be greater than or equal to rollout_batch_size 32"
+    ):
         parse_argv(["--rollout-batch-size", "32", "--over-sampling-batch-size", "16"])
     assert parse_argv(["--rollout-batch-size", "24"]).over_sampling_batch_size == 24  # Miles's default: B
 
@@ -251,7 +264,8 @@ def starved_rollout(dataset_prompts: int, over: int):  # noqa: ANN201
 
 @pytest.mark.parametrize("dataset,over,submitted", [(480, 48, 480), (500, 48, 480), (40, 32, 32)])
 def test_a_filter_that_cannot_fill_the_batch_stops_once_a_data_set_of_prompts_was_submitted(
-        dataset: int, over: int, submitted: int) -> None:
+    dataset: int, over: int, submitted: int
+) -> None:
     with pytest.raises(RolloutStarved) as caught:
         starved_rollout(dataset, over)()
     starved = caught.value
@@ -259,13 +273,16 @@ def test_a_filter_that_cannot_fill_the_batch_stops_once_a_data_set_of_prompts_wa
     assert starved.prompts_submitted == submitted  # whole batches of O, never more than the data set
     # It stops as soon as kept + running fell below B with no prompts left: those 31 cannot fill 32.
     assert (starved.running, starved.dropped) == (31, submitted - 31)
-    assert str(starved) == (f"rollout 0: the dynamic filter kept 0 of 32 groups from {submitted} prompts "
-                            f"({submitted - 31} dropped, 31 still running), and another {over} would take more "
-                            f"prompts than the data set holds ({dataset}): the batch cannot fill")
+    assert str(starved) == (
+        f"rollout 0: the dynamic filter kept 0 of 32 groups from {submitted} prompts "
+        f"({submitted - 31} dropped, 31 still running), and another {over} would take more "
+        f"prompts than the data set holds ({dataset}): the batch cannot fill"
+    )
 
 
 def test_the_default_data_set_is_gsm8k_s_training_split_far_above_what_a_step_of_the_lab_submits(
-        filter_runs: FilterRuns) -> None:
+    filter_runs: FilterRuns,
+) -> None:
     assert DEFAULT_PARAMS.dataset_prompts == 7473
     assert max(log.result.prompts_submitted for _, log in filter_runs) * 20 < DEFAULT_PARAMS.dataset_prompts
 
@@ -286,9 +303,14 @@ def test_a_stop_requested_inside_a_rollout_stops_it_there(calls: int) -> None:
     stop = StopAfter(calls)
     clock = SimulatedClock(stop)
     with pytest.raises(Stopped) as caught:
-        run_rollout(parse_argv(FILTER), DEFAULT_PARAMS,
-                    PromptSource(DEFAULT_PARAMS, seed=1, rollout_seed=1, n_samples=8, max_response_len=1024),
-                    Policy(), 0, check_stop=clock.check_stop)
+        run_rollout(
+            parse_argv(FILTER),
+            DEFAULT_PARAMS,
+            PromptSource(DEFAULT_PARAMS, seed=1, rollout_seed=1, n_samples=8, max_response_len=1024),
+            Policy(),
+            0,
+            check_stop=clock.check_stop,
+        )
     assert caught.value.signum == 15 and stop.calls == -1  # checked once more after the request, then stopped
 
 

@@ -9,16 +9,24 @@ import sys
 from pathlib import Path
 
 import pytest
+from simimage import sim_image  # noqa: F401  (the fixture)
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.engines.dockerapi import DockerApiError
 from harness.errors import HarnessError
 from harness.experiments.store import ExperimentStore
-from harness.run.plan import plan_launch
 from harness.run.lifecycle import plan_runs
-from simimage import sim_image  # noqa: F401  (the fixture)
-from harness.run.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SIM_IMAGE, SimTarget, check_time_scale, choose_target, simulated
+from harness.run.plan import plan_launch
+from harness.run.simswap import (
+    DEFAULT_TIME_SCALE,
+    MIN_POLL_S,
+    SIM_IMAGE,
+    SimTarget,
+    check_time_scale,
+    choose_target,
+    simulated,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS = REPO_ROOT / "experiments"
@@ -61,7 +69,10 @@ def test_the_swap_drops_the_gpu_the_mounts_and_the_ulimits_and_keeps_the_rest(en
     assert {key: getattr(sim, key) for key in kept} == {key: getattr(real, key) for key in kept}
     assert (sim.guard.pause_at_c, sim.guard.resume_at_c) == (real.guard.pause_at_c, real.guard.resume_at_c)
     assert (sim.container.shm_size, sim.container.ipc, sim.container.init) == (
-        real.container.shm_size, real.container.ipc, real.container.init)
+        real.container.shm_size,
+        real.container.ipc,
+        real.container.init,
+    )
 
 
 def test_the_simulated_spec_asks_for_no_gpu_mounts_nothing_and_has_its_own_run_id():
@@ -163,8 +174,15 @@ def cli(*args: str, env: dict[str, str] | None = None):
 
 
 def test_run_sim_dry_run_says_what_runs_the_simulator_and_checks_no_data(tmp_path):
-    done = cli("run", "e2b-dapo-filter", "--sim", "--dry-run", "--capture-dir", str(tmp_path),
-               env={"MILES_LAB_DATA": str(tmp_path / "no-data-here")})
+    done = cli(
+        "run",
+        "e2b-dapo-filter",
+        "--sim",
+        "--dry-run",
+        "--capture-dir",
+        str(tmp_path),
+        env={"MILES_LAB_DATA": str(tmp_path / "no-data-here")},
+    )
 
     assert done.exit_code == 0, done.output
     assert "simulator: the process engine" in done.output
@@ -176,8 +194,10 @@ def test_run_sim_dry_run_says_what_runs_the_simulator_and_checks_no_data(tmp_pat
 
 def test_run_sim_dry_run_json_is_the_simulated_spec(tmp_path):
     done = CliRunner().invoke(
-        app, ["run", "plain", "--sim", "--sim-engine", "docker", "--time-scale", "0.5", "--dry-run", "--json"],
-        env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+        app,
+        ["run", "plain", "--sim", "--sim-engine", "docker", "--time-scale", "0.5", "--dry-run", "--json"],
+        env={"DOCKER_HOST": "unix:///nonexistent.sock"},
+    )
 
     assert done.exit_code == 0, done.stderr
     spec = json.loads(done.stdout)
@@ -193,22 +213,40 @@ def test_sim_options_without_sim_are_one_line_errors(args):
     done = cli("run", "plain", "--dry-run", *args)
 
     assert done.exit_code == 2
-    assert done.output.strip().splitlines() == ["error: --time-scale and --sim-engine are for runs on the simulator: "
-                                                "add --sim"]
+    assert done.output.strip().splitlines() == [
+        "error: --time-scale and --sim-engine are for runs on the simulator: add --sim"
+    ]
 
 
-@pytest.mark.parametrize("command,scale", [
-    ("run", "0"), ("run", "1e-300"), ("sweep", "1e-320"), ("sweep", "1e308"), ("demo", "1e-320"), ("demo", "inf"),
-])
+@pytest.mark.parametrize(
+    "command,scale",
+    [
+        ("run", "0"),
+        ("run", "1e-300"),
+        ("sweep", "1e-320"),
+        ("sweep", "1e308"),
+        ("demo", "1e-320"),
+        ("demo", "inf"),
+    ],
+)
 def test_a_time_scale_out_of_range_is_refused_in_one_line_by_every_command(tmp_path, command, scale):
     sim = [] if command == "demo" else ["plain", "--sim", "--dry-run"]
-    done = cli(command, *sim, "--time-scale", scale, "--capture-dir", str(tmp_path),
-               env={"HARNESS_LOCK_DIR": str(tmp_path / "locks")})
+    done = cli(
+        command,
+        *sim,
+        "--time-scale",
+        scale,
+        "--capture-dir",
+        str(tmp_path),
+        env={"HARNESS_LOCK_DIR": str(tmp_path / "locks")},
+    )
 
     assert done.exit_code == 2
-    assert done.output.strip().splitlines() == [f"error: --time-scale {float(scale):g}: {TIME_SCALE_RANGE_SAID} "
-                                                "(a run's pause windows are converted with it); `harness sim "
-                                                "--time-scale 0` prints a log as fast as it can"]
+    assert done.output.strip().splitlines() == [
+        f"error: --time-scale {float(scale):g}: {TIME_SCALE_RANGE_SAID} "
+        "(a run's pause windows are converted with it); `harness sim "
+        "--time-scale 0` prints a log as fast as it can"
+    ]
     assert not list(tmp_path.glob("*/status.json"))
 
 
@@ -224,10 +262,22 @@ def test_an_unknown_sim_engine_is_refused_in_one_line():
 
 def run_on_the_simulator(engine: str, tmp_path: Path, *extra: str):
     captures = tmp_path / "capture"
-    done = CliRunner().invoke(app, ["run", "e2b-dapo-filter", "--sim", "--sim-engine", engine, "--time-scale",
-                                    "0.001", "--capture-dir", str(captures), *extra],
-                              env={"HARNESS_LOCK_DIR": str(tmp_path / "locks"),
-                                   "HARNESS_PROCESS_DIR": str(tmp_path / "processes")})
+    done = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "e2b-dapo-filter",
+            "--sim",
+            "--sim-engine",
+            engine,
+            "--time-scale",
+            "0.001",
+            "--capture-dir",
+            str(captures),
+            *extra,
+        ],
+        env={"HARNESS_LOCK_DIR": str(tmp_path / "locks"), "HARNESS_PROCESS_DIR": str(tmp_path / "processes")},
+    )
     return done, captures / "e2b-dapo-filter"
 
 
@@ -241,8 +291,11 @@ def check_simulated_capture(capture: Path, engine: str) -> dict:
     assert manifest["experiment"]["engine"] == engine
     assert manifest["experiment"]["container"]["gpus"] == "none"
     assert manifest["launch_spec"]["device_requests"] == [] and manifest["launch_spec"]["mounts"] == []
-    assert all("rollout/dynamic_filter/drop_zero_std_1" in row["metrics"] or
-               "rollout/dynamic_filter/drop_zero_std_0" in row["metrics"] for row in rows)
+    assert all(
+        "rollout/dynamic_filter/drop_zero_std_1" in row["metrics"]
+        or "rollout/dynamic_filter/drop_zero_std_0" in row["metrics"]
+        for row in rows
+    )
     return manifest
 
 

@@ -17,9 +17,15 @@ SOURCES = sorted([*(ROOT / "harness").rglob("*.py"), *(ROOT / "scripts").glob("*
 
 
 def json_encoder_calls(tree: ast.AST) -> list[ast.Call]:
-    return [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("dumps", "dump") and isinstance(node.func.value, ast.Name)
-            and node.func.value.id in ("json", "orjson")]
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("dumps", "dump")
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id in ("json", "orjson")
+    ]
 
 
 def test_every_json_encoder_call_refuses_non_finite_numbers() -> None:
@@ -28,8 +34,10 @@ def test_every_json_encoder_call_refuses_non_finite_numbers() -> None:
         for call in json_encoder_calls(ast.parse(path.read_text(), str(path))):
             if call.func.value.id == "orjson":
                 continue  # orjson never writes NaN (it writes null)
-            strict = any(k.arg == "allow_nan" and isinstance(k.value, ast.Constant) and k.value.value is False
-                         for k in call.keywords)
+            strict = any(
+                k.arg == "allow_nan" and isinstance(k.value, ast.Constant) and k.value.value is False
+                for k in call.keywords
+            )
             if not strict:
                 loose.append(f"{path.relative_to(ROOT)}:{call.lineno}")
     assert loose == []
@@ -56,12 +64,25 @@ def test_a_summary_value_that_overflows_is_null_and_noted(tmp_path: Path) -> Non
     run = tmp_path / "huge"
     run.mkdir()
     (run / "status.json").write_text(json.dumps({"run": "huge", "state": "succeeded", "ended_at": at(1000)}))
-    (run / "manifest.json").write_text(json.dumps({"run": "huge", "time_scale": 1,
-                                                   "experiment": {"name": "huge", "seed": 1, "steps": 2}}))
-    steps = [{"step": 0, "complete": True, "t_rollout_end": at(100), "t_step_end": at(110),
-              "metrics": {"perf/rollout_time": 60.0, "perf/step_time": 70.0}},
-             {"step": 1, "complete": True, "t_rollout_end": at(300), "t_step_end": at(310),
-              "metrics": {"perf/rollout_time": 1e303, "perf/step_time": 1e308}}]  # a second is 1e6 us: overflows
+    (run / "manifest.json").write_text(
+        json.dumps({"run": "huge", "time_scale": 1, "experiment": {"name": "huge", "seed": 1, "steps": 2}})
+    )
+    steps = [
+        {
+            "step": 0,
+            "complete": True,
+            "t_rollout_end": at(100),
+            "t_step_end": at(110),
+            "metrics": {"perf/rollout_time": 60.0, "perf/step_time": 70.0},
+        },
+        {
+            "step": 1,
+            "complete": True,
+            "t_rollout_end": at(300),
+            "t_step_end": at(310),
+            "metrics": {"perf/rollout_time": 1e303, "perf/step_time": 1e308},
+        },
+    ]  # a second is 1e6 us: overflows
     (run / "metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
     (run / "pauses.jsonl").write_text(json.dumps({"start": at(250), "end": at(260), "reason": "hot"}) + "\n")
     document = summarize(tmp_path)

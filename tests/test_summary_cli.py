@@ -76,12 +76,28 @@ def test_the_script_and_the_command_write_the_same_document(tmp_path):
     captures = copy_case(tmp_path, "lab")
     script_out = tmp_path / "script.json"
     done = subprocess.run(
-        [sys.executable, "summarize_miles.py", "--capture-dir", str(captures), "--out", str(script_out), "--no-figures"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "summarize_miles.py",
+            "--capture-dir",
+            str(captures),
+            "--out",
+            str(script_out),
+            "--no-figures",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     cli_out = tmp_path / "cli.json"
-    assert runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--out", str(cli_out), "--no-figures"]).exit_code == 0
+    assert (
+        runner.invoke(
+            app, ["summarize", "--capture-dir", str(captures), "--out", str(cli_out), "--no-figures"]
+        ).exit_code
+        == 0
+    )
     assert stable(json.loads(script_out.read_text())) == stable(json.loads(cli_out.read_text()))
 
 
@@ -104,9 +120,15 @@ def test_a_summary_that_cannot_be_written_is_one_error_line(tmp_path):
     result = runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--out", str(blocked / "s.json")])
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert result.output.startswith("error: ") and f"writing {blocked / 's.json'}\n" in result.output
-    done = subprocess.run([sys.executable, "summarize_miles.py", "--capture-dir", str(captures), "--out",
-                           str(blocked / "s.json")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "summarize_miles.py", "--capture-dir", str(captures), "--out", str(blocked / "s.json")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0 and done.stderr.count("\n") == 1 and f"writing {blocked / 's.json'}" in done.stderr
-    result = runner.invoke(app, ["export", "--capture-dir", str(captures), "--format", "csv", "--out",
-                                 str(blocked / "t.csv")])
+    result = runner.invoke(
+        app, ["export", "--capture-dir", str(captures), "--format", "csv", "--out", str(blocked / "t.csv")]
+    )
     assert result.exit_code != 0 and f"writing {blocked / 't.csv'}" in result.output

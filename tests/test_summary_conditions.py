@@ -55,7 +55,10 @@ def test_guard_time_scale_and_simulator_differences_are_named_in_the_comparison_
     assert "time scale: e2b-dapo-filter 0.02, plain 1" in against_plain[0]
     assert "heat guard: e2b-dapo-filter on (sensor sim), plain off" in against_plain[0]
     against_48 = [n for n in notes if "e2b-dapo-filter and plain-48 ran" in n]
-    assert len(against_48) == 1 and "heat guard: e2b-dapo-filter on (sensor sim), plain-48 on (sensor nvml)" in against_48[0]
+    assert (
+        len(against_48) == 1
+        and "heat guard: e2b-dapo-filter on (sensor sim), plain-48 on (sensor nvml)" in against_48[0]
+    )
     # e6a-base says nothing of its guard: the guard is not said to differ, but the trainer and time scale are
     (against_e6a,) = [n for n in notes if "e2b-dapo-filter and e6a-base ran" in n]
     assert "heat guard" not in against_e6a and "time scale" in against_e6a

@@ -33,8 +33,16 @@ def schema_properties(name: str) -> set[str]:
     return set(schema["$defs"][name]["properties"])
 
 
-@pytest.mark.parametrize("kind, name", [(SummaryDocument, "document"), (RunSummary, "run"), (Aggregates, "aggregates"),
-                                        (Comparison, "comparison"), (RewardComparison, "reward")])
+@pytest.mark.parametrize(
+    "kind, name",
+    [
+        (SummaryDocument, "document"),
+        (RunSummary, "run"),
+        (Aggregates, "aggregates"),
+        (Comparison, "comparison"),
+        (RewardComparison, "reward"),
+    ],
+)
 def test_the_types_hold_exactly_the_keys_the_schema_publishes(kind, name):
     assert {f.name for f in dataclasses.fields(kind)} == schema_properties(name)
 
@@ -92,7 +100,10 @@ def test_the_writer_refuses_a_number_that_is_not_finite(lab, value, where):
         (lambda d: d["runs"]["plain"]["steps"][2].pop("reward"), "runs.plain.steps[2] has no 'reward'"),
         (lambda d: d["runs"]["plain"]["steps"][1].update(step="1"), "runs.plain.steps[1].step is '1'"),
         (lambda d: d["runs"]["plain"].update(filter="yes"), "runs.plain.filter is 'yes': not true or false"),
-        (lambda d: d["comparisons"][0]["reward"].update(baselines=[]), "comparisons[0].reward.baselines is not an object"),
+        (
+            lambda d: d["comparisons"][0]["reward"].update(baselines=[]),
+            "comparisons[0].reward.baselines is not an object",
+        ),
     ],
 )
 def test_a_summary_that_does_not_fit_is_one_error_naming_the_key(lab, tmp_path, change, said):

@@ -46,8 +46,17 @@ def test_summarize_sim_with_nothing_there_names_capture_sim_without_the_hint(tmp
 def test_report_of_a_summary_without_runs_fails(tmp_path):
     summary = tmp_path / "summary" / "miles-gb10-lab.json"
     summary.parent.mkdir()
-    summary.write_text(json.dumps({"schema": "miles-gb10-lab/1", "generated_at": "2026-11-30T00:00:00Z",
-                                   "harness_version": "0", "runs": {}, "comparisons": []}))
+    summary.write_text(
+        json.dumps(
+            {
+                "schema": "miles-gb10-lab/1",
+                "generated_at": "2026-11-30T00:00:00Z",
+                "harness_version": "0",
+                "runs": {},
+                "comparisons": [],
+            }
+        )
+    )
     result = runner.invoke(app, ["report", "--capture-dir", str(tmp_path)])
     assert result.exit_code == 5
     assert f"no captures found in {summary}" in one_line_error(result.output)
@@ -89,15 +98,24 @@ def test_the_script_prints_what_the_command_prints(tmp_path):
     shutil.copytree(DATA / "lab", captures)
     shutil.rmtree(captures / "summary")
     args = ["--capture-dir", str(captures), "--no-figures"]
-    script = subprocess.run([sys.executable, "summarize_miles.py", *args], cwd=REPO, capture_output=True, text=True,
-                            timeout=120)
-    command = subprocess.run([sys.executable, "-m", "harness", "summarize", *args], cwd=REPO, capture_output=True,
-                             text=True, timeout=120)
+    script = subprocess.run(
+        [sys.executable, "summarize_miles.py", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    command = subprocess.run(
+        [sys.executable, "-m", "harness", "summarize", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert script.returncode == command.returncode == 0, script.stderr + command.stderr
     assert script.stdout == command.stdout and script.stderr == command.stderr
-    assert "e2b-dapo-filter" in script.stdout and f"wrote {captures / 'summary' / 'miles-gb10-lab.json'}" in script.stdout
+    assert (
+        "e2b-dapo-filter" in script.stdout and f"wrote {captures / 'summary' / 'miles-gb10-lab.json'}" in script.stdout
+    )
     empty = tmp_path / "empty"
     empty.mkdir()
-    script = subprocess.run([sys.executable, "summarize_miles.py", "--capture-dir", str(empty)], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
+    script = subprocess.run(
+        [sys.executable, "summarize_miles.py", "--capture-dir", str(empty)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert script.returncode == 5 and f"no captures found under {empty}" in script.stderr

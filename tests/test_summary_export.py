@@ -34,8 +34,11 @@ def same(a: object, b: object) -> bool:
 
 def expected_rows(capture_dir: Path) -> list[dict]:
     document = summarize(capture_dir)
-    return [{"run": name, "experiment": run.experiment, "seed": run.seed, **row}
-            for name, run in document.runs.items() for row in run.steps.rows()]
+    return [
+        {"run": name, "experiment": run.experiment, "seed": run.seed, **row}
+        for name, run in document.runs.items()
+        for row in run.steps.rows()
+    ]
 
 
 @pytest.mark.parametrize("fmt, read", [("parquet", pd.read_parquet), ("csv", pd.read_csv)])
@@ -65,8 +68,12 @@ def test_parquet_keeps_the_types(captures):
 
 def test_export_from_a_published_summary(captures, tmp_path):
     summary = tmp_path / "published" / "s.json"
-    assert runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--out", str(summary),
-                               "--no-figures"]).exit_code == 0
+    assert (
+        runner.invoke(
+            app, ["summarize", "--capture-dir", str(captures), "--out", str(summary), "--no-figures"]
+        ).exit_code
+        == 0
+    )
     shutil.rmtree(captures)
     result = runner.invoke(app, ["export", "--summary", str(summary), "--format", "csv"])
     assert result.exit_code == 0, result.output

@@ -97,7 +97,10 @@ def test_report_has_the_tables_the_verdict_and_the_figures(tmp_path):
     document = summarize(DATA / "lab")
     render_figures(document, tmp_path)
     text = write_report(document, tmp_path).read_text()
-    assert "| e2b-dapo-filter | stopped | on | 32 | 48 | 8 | 4 of 4 | 1 | 80.0 | 150.0 | 0.705 | 0.705 | 10.8 | 110.5 |" in text
+    assert (
+        "| e2b-dapo-filter | stopped | on | 32 | 48 | 8 | 4 of 4 | 1 | 80.0 | 150.0 | 0.705 | 0.705 | 10.8 | 110.5 |"
+        in text
+    )
     assert "| 1 | 2 | 69.1 | 1.19x |" in text and "| 2 | 2 | 120.0 | 2.07x |" in text
     assert "| e2b-dapo-filter | 16 | 16.5 | 36 | 69 | 16 |" in text
     assert "**Verdict.** 0.705 with the filter against 0.655 for plain" in text
@@ -142,8 +145,12 @@ def test_up_to_date_figures_do_not_load_matplotlib(tmp_path):
 
     captures = tmp_path / "gpu"
     shutil.copytree(DATA / "lab", captures)
-    probe = ("import sys; from harness.summary.publish import summarize_to_files; "
-             f"p = summarize_to_files({str(captures)!r}); "
-             "print(len(p.figures), len(p.figures_unchanged), 'matplotlib' in sys.modules)")
-    runs = [subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120) for _ in range(2)]
+    probe = (
+        "import sys; from harness.summary.publish import summarize_to_files; "
+        f"p = summarize_to_files({str(captures)!r}); "
+        "print(len(p.figures), len(p.figures_unchanged), 'matplotlib' in sys.modules)"
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120) for _ in range(2)
+    ]
     assert [r.stdout.split() for r in runs] == [["2", "0", "True"], ["0", "2", "False"]], runs[-1].stderr

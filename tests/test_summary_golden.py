@@ -14,8 +14,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from conftest import regenerate_golden
+
 from harness.summary import SCHEMA_FILE
 from harness.summary.serialize import dumps_summary
 from harness.summary.summarize import summarize
@@ -45,8 +45,13 @@ def test_summary_matches_the_golden_file(case):
     document = stable(produced(case))
     if regenerate_golden():  # the writer's own layout, without the keys that change from run to run
         text = dumps_summary(summarize(DATA / "captures" / case)).decode()
-        golden.write_text("".join(line for line in text.splitlines(keepends=True)
-                                  if not line.startswith(tuple(f'  "{key}": ' for key in VOLATILE))))
+        golden.write_text(
+            "".join(
+                line
+                for line in text.splitlines(keepends=True)
+                if not line.startswith(tuple(f'  "{key}": ' for key in VOLATILE))
+            )
+        )
         pytest.fail(f"regenerated {golden.name}: check the diff, then rerun without REGEN_GOLDEN")
     assert document == json.loads(golden.read_text())
 
@@ -149,7 +154,11 @@ def test_edge_failed_old_filter_run(edge):
     run = edge["runs"]["old-filter"]
     assert run["state"] == "failed"
     assert (run["filter"], run["rollout_batch_size"], run["over_sampling_batch_size"], run["n_samples_per_prompt"]) == (
-        True, 8, 12, 4)
+        True,
+        8,
+        12,
+        4,
+    )
     assert column(run, "complete") == [True, True, False]
     assert column(run, "batches") == [1, 2, 1]
     assert column(run, "dropped_other") == [0, 1, 0]
@@ -159,8 +168,15 @@ def test_edge_failed_old_filter_run(edge):
     assert (agg["dropped_groups_min"], agg["dropped_groups_median"], agg["dropped_groups_max"]) == (4, 5.0, 6)
     assert agg["step_time_sum_s"] == 150.0
     notes = " | ".join(run["notes"])
-    for expected in ("metrics.jsonl line 2", "state failed", "trainer_argv", "too old to log it",
-                     "step 2 incomplete", "2 complete steps of 5 expected", "ends before it starts"):
+    for expected in (
+        "metrics.jsonl line 2",
+        "state failed",
+        "trainer_argv",
+        "too old to log it",
+        "step 2 incomplete",
+        "2 complete steps of 5 expected",
+        "ends before it starts",
+    ):
         assert expected in notes
 
 

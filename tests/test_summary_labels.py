@@ -7,13 +7,13 @@ import re
 import shutil
 from pathlib import Path
 
+from test_mileslog_rules import summary_rewards
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.run.execute import decide_outcome
 from harness.summary.report import render_report
 from harness.summary.summarize import summarize
-from test_mileslog_rules import summary_rewards
 
 DATA = Path(__file__).resolve().parent / "data" / "captures"
 LOGS = Path(__file__).resolve().parent / "data" / "logs"
@@ -66,11 +66,25 @@ def test_clean_is_defined_before_the_table_that_first_uses_it():
 
 
 def test_a_run_that_succeeded_with_every_step_has_usable_steps():
-    done = decide_outcome(exit_code=0, steps_complete=12, steps_expected=12, stop_state=None, stop_reason=None,
-                          failure=None, capture_error=None)
+    done = decide_outcome(
+        exit_code=0,
+        steps_complete=12,
+        steps_expected=12,
+        stop_state=None,
+        stop_reason=None,
+        failure=None,
+        capture_error=None,
+    )
     assert done.state == "succeeded" and done.steps_usable is True
-    short = decide_outcome(exit_code=0, steps_complete=11, steps_expected=12, stop_state=None, stop_reason=None,
-                           failure=None, capture_error=None)
+    short = decide_outcome(
+        exit_code=0,
+        steps_complete=11,
+        steps_expected=12,
+        stop_state=None,
+        stop_reason=None,
+        failure=None,
+        capture_error=None,
+    )
     assert short.state == "no_metrics" and short.steps_usable is False
 
 
@@ -106,6 +120,8 @@ def test_parse_log_and_the_summary_agree_on_a_filter_runs_counts(tmp_path):
     document = summary_of_log(log, tmp_path / "filter")
     assert document["filter"] is True
     shown = dropped_cells(runner.invoke(app, ["parse-log", str(log)]).output)
-    expected = {row["step"]: tuple("-" if row[k] is None else str(row[k])
-                                   for k in ("dropped_all_right", "dropped_all_wrong")) for row in document["steps"]}
+    expected = {
+        row["step"]: tuple("-" if row[k] is None else str(row[k]) for k in ("dropped_all_right", "dropped_all_wrong"))
+        for row in document["steps"]
+    }
     assert shown == expected and any(cell != "-" for pair in shown.values() for cell in pair)

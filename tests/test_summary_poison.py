@@ -32,16 +32,28 @@ def at(seconds: float) -> str:
 
 
 def metrics(rollout: float, reward: float = 0.6, **extra: object) -> dict:
-    return {"perf/rollout_time": rollout, "rollout/zero_std/count_0": 3, "rollout/zero_std/count_1": 12,
-            "rollout/raw_reward": reward, "rollout/truncated_ratio": 0.05, "perf/step_time": 100.0, **extra}
+    return {
+        "perf/rollout_time": rollout,
+        "rollout/zero_std/count_0": 3,
+        "rollout/zero_std/count_1": 12,
+        "rollout/raw_reward": reward,
+        "rollout/truncated_ratio": 0.05,
+        "perf/step_time": 100.0,
+        **extra,
+    }
 
 
 def steps(**changes: dict) -> list[dict]:
     """Four complete steps, rollouts of 50 s ending at 100, 300, 500 and 700 s; `s1={...}` changes step 1."""
     out = []
     for n, end in enumerate((100, 300, 500, 700)):
-        line = {"step": n, "complete": True, "t_rollout_end": at(end), "t_step_end": at(end + 50),
-                "metrics": metrics(50.0)}
+        line = {
+            "step": n,
+            "complete": True,
+            "t_rollout_end": at(end),
+            "t_step_end": at(end + 50),
+            "metrics": metrics(50.0),
+        }
         change = dict(changes.get(f"s{n}", {}))
         line["metrics"].update(change.pop("metrics", {}))
         line.update(change)
@@ -51,32 +63,64 @@ def steps(**changes: dict) -> list[dict]:
 
 NO_KEY = object()  # write_run(time_scale=NO_KEY): a manifest without the key; manifest=False: no manifest at all
 FILTER = "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
-SIM_BANNER = ("harness sim: the simulated Miles trainer; time scale 0.1: "
-              "times are measured wall seconds / 0.1, pauses included")
+SIM_BANNER = (
+    "harness sim: the simulated Miles trainer; time scale 0.1: times are measured wall seconds / 0.1, pauses included"
+)
 
 
-def write_run(root: Path, name: str, *, lines: list | None = None, pauses: list | None = None,
-              time_scale: object = 1, compare: object = None, filter_on: bool = False, manifest: bool = True,
-              log: list[tuple[float, str]] | None = None) -> Path:
+def write_run(
+    root: Path,
+    name: str,
+    *,
+    lines: list | None = None,
+    pauses: list | None = None,
+    time_scale: object = 1,
+    compare: object = None,
+    filter_on: bool = False,
+    manifest: bool = True,
+    log: list[tuple[float, str]] | None = None,
+) -> Path:
     """A plain run of four steps (started at 0 s, ended at 1,000 s) with a pause window [250, 260].
 
     `filter_on`: a filter run (O = 48); `log`: container.log's lines, as (seconds, text).
     """
     run = root / name
     run.mkdir(parents=True)
-    (run / "status.json").write_text(json.dumps({
-        "run": name, "run_id": f"{name}-0", "state": "succeeded", "exit_code": 0, "started_at": at(0),
-        "ended_at": at(1000), "steps_expected": 4, "steps_complete": 4, "error": None}))
+    (run / "status.json").write_text(
+        json.dumps(
+            {
+                "run": name,
+                "run_id": f"{name}-0",
+                "state": "succeeded",
+                "exit_code": 0,
+                "started_at": at(0),
+                "ended_at": at(1000),
+                "steps_expected": 4,
+                "steps_complete": 4,
+                "error": None,
+            }
+        )
+    )
     if manifest:
-        facts = {"run": name, "run_id": f"{name}-0", "time_scale": time_scale,
-                 "experiment": {"name": name, "seed": 1, "steps": 4, "compare": compare}}
+        facts = {
+            "run": name,
+            "run_id": f"{name}-0",
+            "time_scale": time_scale,
+            "experiment": {"name": name, "seed": 1, "steps": 4, "compare": compare},
+        }
         if time_scale is NO_KEY:
             del facts["time_scale"]
         (run / "manifest.json").write_text(json.dumps(facts))
-    (run / "args.json").write_text(json.dumps({"rollout_batch_size": 32,
-                                               "over_sampling_batch_size": 48 if filter_on else None,
-                                               "n_samples_per_prompt": 8,
-                                               "dynamic_sampling_filter_path": FILTER if filter_on else None}))
+    (run / "args.json").write_text(
+        json.dumps(
+            {
+                "rollout_batch_size": 32,
+                "over_sampling_batch_size": 48 if filter_on else None,
+                "n_samples_per_prompt": 8,
+                "dynamic_sampling_filter_path": FILTER if filter_on else None,
+            }
+        )
+    )
     if log is not None:
         (run / "container.log").write_text("".join(f"{at(seconds)} {text}\n" for seconds, text in log))
     text = [line if isinstance(line, str) else json.dumps(line) for line in (lines if lines is not None else steps())]
@@ -88,11 +132,15 @@ def write_run(root: Path, name: str, *, lines: list | None = None, pauses: list 
 
 def poison(root: Path) -> None:
     """Every poisoned run of the review, each named after its finding."""
-    write_run(root, "p-reward-1e308", lines=steps(**{f"s{n}": {"metrics": {"rollout/raw_reward": 1e308}}
-                                                    for n in range(4)}))
+    write_run(
+        root, "p-reward-1e308", lines=steps(**{f"s{n}": {"metrics": {"rollout/raw_reward": 1e308}} for n in range(4)})
+    )
     write_run(root, "p-rollout-1e303", lines=steps(s1={"metrics": {"perf/rollout_time": 1e303}}))
-    write_run(root, "p-huge-int", lines=steps(s0={"metrics": {"rollout/zero_std/count_1": HUGE}},
-                                              s2={"metrics": {"perf/rollout_time": HUGE}}))
+    write_run(
+        root,
+        "p-huge-int",
+        lines=steps(s0={"metrics": {"rollout/zero_std/count_1": HUGE}}, s2={"metrics": {"perf/rollout_time": HUGE}}),
+    )
     deep = steps()
     deep.insert(1, "[" * 100_000)
     write_run(root, "p-deep-metrics", lines=deep)
@@ -101,12 +149,18 @@ def poison(root: Path) -> None:
     args.unlink()
     os.symlink("/dev/zero", args)
     write_run(root, "p-time-scale", time_scale=1e-300)
-    write_run(root, "p-pause-forever", pauses=[{"start": "0001-01-01T00:00:00Z", "end": "9999-12-31T23:59:59Z",
-                                                "reason": "hot", "peak_c": 86.0}])
+    write_run(
+        root,
+        "p-pause-forever",
+        pauses=[{"start": "0001-01-01T00:00:00Z", "end": "9999-12-31T23:59:59Z", "reason": "hot", "peak_c": 86.0}],
+    )
     write_run(root, "p-end-9999", lines=steps(s2={"t_rollout_end": "9999-12-31T23:59:59Z"}))
     write_run(root, "p-end-0001", lines=steps(s2={"t_rollout_end": "0001-01-01T00:00:00Z"}))
-    write_run(root, "p-negative", lines=steps(s1={"metrics": {"perf/rollout_time": -5.0}},
-                                              s2={"metrics": {"perf/step_time": -3.0}}))
+    write_run(
+        root,
+        "p-negative",
+        lines=steps(s1={"metrics": {"perf/rollout_time": -5.0}}, s2={"metrics": {"perf/step_time": -3.0}}),
+    )
     write_run(root, "p-compare-list", compare={"baseline": ["plain"], "baselines": ["plain"]})
     poison_counts(root)
     poison_pauses(root)
@@ -130,26 +184,49 @@ def filter_steps(**changes: dict) -> list[dict]:
 def poison_counts(root: Path) -> None:
     """Counts that are not sane integers: too big for 64 bits, beyond 2^53, negative, fractional, summing past 2^53."""
     write_run(root, "p-count-1e308", filter_on=True, lines=filter_steps(s1={"metrics": {DROP_RIGHT: 1e308}}))
-    write_run(root, "p-count-1e30", filter_on=True,
-              lines=filter_steps(s2={"metrics": {"rollout/dynamic_filter/drop_zero_std_0": 10**30}}))
-    write_run(root, "p-count-negative", filter_on=True,
-              lines=filter_steps(s1={"metrics": {"rollout/dynamic_filter/drop_group_has_aborted": -5}}))
+    write_run(
+        root,
+        "p-count-1e30",
+        filter_on=True,
+        lines=filter_steps(s2={"metrics": {"rollout/dynamic_filter/drop_zero_std_0": 10**30}}),
+    )
+    write_run(
+        root,
+        "p-count-negative",
+        filter_on=True,
+        lines=filter_steps(s1={"metrics": {"rollout/dynamic_filter/drop_group_has_aborted": -5}}),
+    )
     write_run(root, "p-count-fraction", filter_on=True, lines=filter_steps(s3={"metrics": {DROP_RIGHT: 2.5}}))
     write_run(root, "p-zero-std-1e308", lines=steps(s0={"metrics": {COUNT_RIGHT: 1e308}}))
     many = {f"rollout/dynamic_filter/drop_reason_{k}": 2**53 for k in range(1100)}  # each sane, the sum past 2^63
-    write_run(root, "p-count-sum", filter_on=True,
-              lines=filter_steps(s0={"metrics": many}, s1={"metrics": {DROP_RIGHT: 2**53}},
-                                 s2={"metrics": {DROP_RIGHT: 2**53}}))
+    write_run(
+        root,
+        "p-count-sum",
+        filter_on=True,
+        lines=filter_steps(
+            s0={"metrics": many}, s1={"metrics": {DROP_RIGHT: 2**53}}, s2={"metrics": {DROP_RIGHT: 2**53}}
+        ),
+    )
 
 
 def poison_pauses(root: Path) -> None:
     """Pause windows left open in a finished run (the close line lost), and one covering a whole rollout."""
     write_run(root, "p-open-window", pauses=[{"start": at(250), "end": None, "reason": "hot", "peak_c": 86.0}])
-    write_run(root, "p-open-window-log", pauses=[{"start": at(250), "end": None, "reason": "hot", "peak_c": 86.0}],
-              log=[(10, "a line"), (100, "a line"), (250.5, "printed as the pause began"), (262, "running again"),
-                   (400, "a line")])
-    write_run(root, "p-pause-covers-rollout",
-              pauses=[{"start": at(240), "end": at(310), "reason": "hot", "peak_c": 86.0}])
+    write_run(
+        root,
+        "p-open-window-log",
+        pauses=[{"start": at(250), "end": None, "reason": "hot", "peak_c": 86.0}],
+        log=[
+            (10, "a line"),
+            (100, "a line"),
+            (250.5, "printed as the pause began"),
+            (262, "running again"),
+            (400, "a line"),
+        ],
+    )
+    write_run(
+        root, "p-pause-covers-rollout", pauses=[{"start": at(240), "end": at(310), "reason": "hot", "peak_c": 86.0}]
+    )
     write_run(root, "p-rollout-zero", lines=steps(s2={"metrics": {"perf/rollout_time": 0.0}}))
 
 
@@ -168,8 +245,16 @@ def poison_time_scales(root: Path) -> None:
 def poison_step_order(root: Path) -> None:
     """A step id of -1, and a t_rollout_end that goes back in time from one step to the next."""
     lines = steps()
-    lines.insert(0, {"step": -1, "complete": True, "t_rollout_end": at(20), "t_step_end": at(30),
-                     "metrics": metrics(10.0, reward=0.1)})
+    lines.insert(
+        0,
+        {
+            "step": -1,
+            "complete": True,
+            "t_rollout_end": at(20),
+            "t_step_end": at(30),
+            "metrics": metrics(10.0, reward=0.1),
+        },
+    )
     write_run(root, "p-step-minus-1", lines=lines)
     write_run(root, "p-rollout-end-backwards", lines=steps(s2={"t_rollout_end": at(200)}))
 
@@ -182,8 +267,13 @@ def good_captures(root: Path) -> Path:
 
 
 def summarize_with_the_script(root: Path, out: Path, *extra: str) -> tuple[dict, subprocess.CompletedProcess]:
-    done = subprocess.run([sys.executable, "summarize_miles.py", "--capture-dir", str(root), "--out", str(out), *extra],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "summarize_miles.py", "--capture-dir", str(root), "--out", str(out), *extra],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     document = json.loads(out.read_text(), parse_constant=refuse) if out.exists() else {}
     return document, done
 
@@ -340,7 +430,8 @@ def test_runs_summarized_in_several_processes_give_the_same_document(poisoned):
 
     assert stable(2) == stable(1)
     assert {k: v for k, v in stable(1).items() if k != "generated_at"} == {
-        k: v for k, v in poisoned["document"].items() if k not in ("generated_at", "harness_version")}
+        k: v for k, v in poisoned["document"].items() if k not in ("generated_at", "harness_version")
+    }
 
 
 def test_rows_encoded_where_they_are_computed_are_written_as_the_writer_would(poisoned):
@@ -362,16 +453,30 @@ def column(run: dict, key: str) -> list:
 DROP_COLUMNS = ("dropped_groups", "dropped_all_right", "dropped_all_wrong", "dropped_other", "batches")
 
 
-@pytest.mark.parametrize("name, step, key, shown, unknown", [
-    ("p-count-1e308", 1, DROP_RIGHT, "1e+308", {"dropped_groups", "dropped_all_right", "batches"}),
-    ("p-count-1e30", 2, "rollout/dynamic_filter/drop_zero_std_0", "1e+30",
-     {"dropped_groups", "dropped_all_wrong", "batches"}),
-    ("p-count-negative", 1, "rollout/dynamic_filter/drop_group_has_aborted", "-5",
-     {"dropped_groups", "dropped_other", "batches"}),
-    ("p-count-fraction", 3, DROP_RIGHT, "2.5", {"dropped_groups", "dropped_all_right", "batches"}),
-])
-def test_a_drop_count_that_is_not_a_sane_integer_is_null_in_its_step_with_a_note(poisoned, name, step, key, shown,
-                                                                                   unknown):
+@pytest.mark.parametrize(
+    "name, step, key, shown, unknown",
+    [
+        ("p-count-1e308", 1, DROP_RIGHT, "1e+308", {"dropped_groups", "dropped_all_right", "batches"}),
+        (
+            "p-count-1e30",
+            2,
+            "rollout/dynamic_filter/drop_zero_std_0",
+            "1e+30",
+            {"dropped_groups", "dropped_all_wrong", "batches"},
+        ),
+        (
+            "p-count-negative",
+            1,
+            "rollout/dynamic_filter/drop_group_has_aborted",
+            "-5",
+            {"dropped_groups", "dropped_other", "batches"},
+        ),
+        ("p-count-fraction", 3, DROP_RIGHT, "2.5", {"dropped_groups", "dropped_all_right", "batches"}),
+    ],
+)
+def test_a_drop_count_that_is_not_a_sane_integer_is_null_in_its_step_with_a_note(
+    poisoned, name, step, key, shown, unknown
+):
     run = run_of(poisoned, name)
     good = {"dropped_groups": 5, "dropped_all_right": 5, "dropped_all_wrong": 0, "dropped_other": 0, "batches": 1}
     for field in DROP_COLUMNS:

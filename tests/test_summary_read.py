@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture.columns import loads_line, read_metrics_columns, read_pause_windows
 from harness.capture.bounded import iter_jsonl, loads_json
+from harness.capture.columns import loads_line, read_metrics_columns, read_pause_windows
 from harness.capture.reader import read_capture
 from harness.times import parse_time_us
 
@@ -59,13 +59,29 @@ def reference(path: Path) -> tuple[list[tuple], list[str]]:
 def fast(path: Path) -> tuple[list[tuple], list[str]]:
     notes: list[str] = []
     columns = read_metrics_columns(path, notes)
-    return list(zip(columns.step, columns.complete, columns.t_rollout_end_us, columns.t_step_end_us,
-                    columns.metrics, columns.line)), notes
+    return list(
+        zip(
+            columns.step,
+            columns.complete,
+            columns.t_rollout_end_us,
+            columns.t_step_end_us,
+            columns.metrics,
+            columns.line,
+        )
+    ), notes
 
 
 def line(step: object, end: object = "2026-11-29T08:00:10Z", **extra: object) -> str:
-    return json.dumps({"step": step, "complete": True, "t_rollout_end": end, "t_step_end": None,
-                       "metrics": {"perf/rollout_time": 1.5}, **extra})
+    return json.dumps(
+        {
+            "step": step,
+            "complete": True,
+            "t_rollout_end": end,
+            "t_step_end": None,
+            "metrics": {"perf/rollout_time": 1.5},
+            **extra,
+        }
+    )
 
 
 LINES = [
@@ -114,8 +130,9 @@ def test_many_fixed_width_times_are_parsed_as_a_column_with_the_same_answers(tmp
 def test_a_file_as_the_harness_writes_it_takes_the_column_path_with_the_same_answers(tmp_path):
     path = tmp_path / "metrics.jsonl"
     order = [3, 1, 2, 0, 5, 4] * 20
-    path.write_text("".join(line(n + 6 * (i // 6), f"2026-11-29T08:00:{i % 60:02d}.5Z") + "\n"
-                            for i, n in enumerate(order)))
+    path.write_text(
+        "".join(line(n + 6 * (i // 6), f"2026-11-29T08:00:{i % 60:02d}.5Z") + "\n" for i, n in enumerate(order))
+    )
     got, got_notes = fast(path)
     assert (got, got_notes) == reference(path)
     assert [row[0] for row in got] == list(range(120)) and got_notes == []
@@ -144,10 +161,23 @@ def reference_pauses(path: Path) -> tuple[list, list[str]]:
 def test_pause_windows_read_fast_equal_the_stdlib_read(tmp_path):
     path = tmp_path / "pauses.jsonl"
     windows = [json.dumps({"start": f"2026-11-29T07:{m:02d}:00Z", "end": None, "reason": "hot"}) for m in range(60)]
-    windows += [json.dumps({"start": f"2026-11-29T07:{m:02d}:00Z", "end": f"2026-11-29T07:{m:02d}:30.25Z",
-                            "reason": "hot", "peak_c": 86.0}) for m in range(0, 60, 2)]
-    windows += ['{"start": "soon", "end": null}', "{torn", '{"start": "2026-11-29T09:00:00Z", "end": 5, "reason": 7}',
-                '{"start": "2026-11-29T09:01:00Z", "end": NaN}']
+    windows += [
+        json.dumps(
+            {
+                "start": f"2026-11-29T07:{m:02d}:00Z",
+                "end": f"2026-11-29T07:{m:02d}:30.25Z",
+                "reason": "hot",
+                "peak_c": 86.0,
+            }
+        )
+        for m in range(0, 60, 2)
+    ]
+    windows += [
+        '{"start": "soon", "end": null}',
+        "{torn",
+        '{"start": "2026-11-29T09:00:00Z", "end": 5, "reason": 7}',
+        '{"start": "2026-11-29T09:01:00Z", "end": NaN}',
+    ]
     path.write_text("\n".join(windows) + "\n")
     notes: list[str] = []
     got = [(w.start_us, w.end_us, w.reason, w.line, w.peak_c) for w in read_pause_windows(path, notes)]
@@ -177,8 +207,12 @@ def test_read_capture_keeps_the_typed_records(tmp_path):
 
 def test_columns_of_several_keys_equal_one_key_at_a_time(tmp_path):
     path = tmp_path / "metrics.jsonl"
-    path.write_text("".join(json.dumps({"step": i, "complete": True, "metrics": metrics}) + "\n" for i, metrics in
-                            enumerate([{"a": 1, "b": 2.0}, {"a": 3}, {"b": None, "c": [1]}, {"a": 4, "b": 5, "c": 6}])))
+    path.write_text(
+        "".join(
+            json.dumps({"step": i, "complete": True, "metrics": metrics}) + "\n"
+            for i, metrics in enumerate([{"a": 1, "b": 2.0}, {"a": 3}, {"b": None, "c": [1]}, {"a": 4, "b": 5, "c": 6}])
+        )
+    )
     columns = read_metrics_columns(path, [])
     missing = object()
     for keys in (["a"], ["a", "b"], ["c", "zz", "a"], ["zz"], []):

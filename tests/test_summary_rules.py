@@ -67,13 +67,23 @@ def write_capture(
     run = root / name
     run.mkdir(parents=True)
     status = {
-        "run": name, "run_id": f"{name}-0", "state": state, "exit_code": 0, "started_at": at(0),
-        "ended_at": ended if ended is not None else at(10_000), "steps_expected": len(steps),
-        "steps_complete": len(steps), "error": None,
+        "run": name,
+        "run_id": f"{name}-0",
+        "state": state,
+        "exit_code": 0,
+        "started_at": at(0),
+        "ended_at": ended if ended is not None else at(10_000),
+        "steps_expected": len(steps),
+        "steps_complete": len(steps),
+        "error": None,
     }
     (run / "status.json").write_text(json.dumps(status))
-    manifest = {"run": name, "run_id": f"{name}-0", "time_scale": time_scale,
-                "experiment": experiment or {"name": name, "seed": 1, "steps": len(steps), "compare": None}}
+    manifest = {
+        "run": name,
+        "run_id": f"{name}-0",
+        "time_scale": time_scale,
+        "experiment": experiment or {"name": name, "seed": 1, "steps": len(steps), "compare": None},
+    }
     if argv is not None:
         manifest["trainer_argv"] = argv
     (run / "manifest.json").write_text(json.dumps(manifest))
@@ -86,14 +96,27 @@ def write_capture(
 
 
 def step(n: int, end: float, metrics: dict, complete: bool = True) -> dict:
-    return {"step": n, "complete": complete, "t_rollout_end": at(end), "t_step_end": at(end + 10) if complete else None,
-            "metrics": metrics}
+    return {
+        "step": n,
+        "complete": complete,
+        "t_rollout_end": at(end),
+        "t_step_end": at(end + 10) if complete else None,
+        "metrics": metrics,
+    }
 
 
-FILTER_ARGS = {"rollout_batch_size": 32, "over_sampling_batch_size": 48, "n_samples_per_prompt": 8,
-               "dynamic_sampling_filter_path": "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"}
-PLAIN_ARGS = {"rollout_batch_size": "32", "over_sampling_batch_size": "None", "n_samples_per_prompt": "8",
-              "dynamic_sampling_filter_path": "None"}
+FILTER_ARGS = {
+    "rollout_batch_size": 32,
+    "over_sampling_batch_size": 48,
+    "n_samples_per_prompt": 8,
+    "dynamic_sampling_filter_path": "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter",
+}
+PLAIN_ARGS = {
+    "rollout_batch_size": "32",
+    "over_sampling_batch_size": "None",
+    "n_samples_per_prompt": "8",
+    "dynamic_sampling_filter_path": "None",
+}
 
 
 def summary_of(run_dir: Path) -> dict:
@@ -106,16 +129,36 @@ def summary_of(run_dir: Path) -> dict:
 def test_args_json_raw_strings_are_read_as_values(tmp_path):
     doc = summary_of(write_capture(tmp_path, "plain", [step(0, 100, {"perf/rollout_time": 1.0})], args=PLAIN_ARGS))
     assert (doc["filter"], doc["rollout_batch_size"], doc["over_sampling_batch_size"], doc["n_samples_per_prompt"]) == (
-        False, 32, 32, 8)  # O 'None' -> Miles's default, B
+        False,
+        32,
+        32,
+        8,
+    )  # O 'None' -> Miles's default, B
     assert not any("args.json" in note for note in doc["notes"])
 
 
 def test_without_args_json_the_trainer_argv_is_read_and_said(tmp_path):
-    argv = ["python3", "train.py", "--rollout-batch-size", "32", "--rollout-batch-size", "16",
-            "--dynamic-sampling-filter-path", "x.y", "--over-sampling-batch-size", "24", "--n-samples-per-prompt", "4"]
+    argv = [
+        "python3",
+        "train.py",
+        "--rollout-batch-size",
+        "32",
+        "--rollout-batch-size",
+        "16",
+        "--dynamic-sampling-filter-path",
+        "x.y",
+        "--over-sampling-batch-size",
+        "24",
+        "--n-samples-per-prompt",
+        "4",
+    ]
     doc = summary_of(write_capture(tmp_path, "f", [step(0, 100, {"perf/rollout_time": 1.0})], argv=argv))
     assert (doc["filter"], doc["rollout_batch_size"], doc["over_sampling_batch_size"], doc["n_samples_per_prompt"]) == (
-        True, 16, 24, 4)  # the last --rollout-batch-size wins, as in argparse
+        True,
+        16,
+        24,
+        4,
+    )  # the last --rollout-batch-size wins, as in argparse
     assert any("args.json missing" in n and "trainer_argv" in n for n in doc["notes"])
 
 
@@ -146,12 +189,33 @@ def test_batches_is_ceil_of_kept_plus_dropped_over_o(tmp_path, drops, dropped, b
 
 def test_all_right_all_wrong_in_both_suffix_forms_and_minus_one(tmp_path):
     steps = [
-        step(0, 100, {"perf/rollout_time": 1.0, "rollout/dynamic_filter/drop_zero_std_1": 5,
-                      "rollout/dynamic_filter/drop_zero_std_0": 2}),
-        step(1, 200, {"perf/rollout_time": 1.0, "rollout/dynamic_filter/drop_zero_std_1.0": 7,
-                      "rollout/dynamic_filter/drop_zero_std_0.0": 3}),
-        step(2, 300, {"perf/rollout_time": 1.0, "rollout/dynamic_filter/drop_zero_std_1.0": 1,
-                      "rollout/dynamic_filter/drop_zero_std_-1.0": 4}),
+        step(
+            0,
+            100,
+            {
+                "perf/rollout_time": 1.0,
+                "rollout/dynamic_filter/drop_zero_std_1": 5,
+                "rollout/dynamic_filter/drop_zero_std_0": 2,
+            },
+        ),
+        step(
+            1,
+            200,
+            {
+                "perf/rollout_time": 1.0,
+                "rollout/dynamic_filter/drop_zero_std_1.0": 7,
+                "rollout/dynamic_filter/drop_zero_std_0.0": 3,
+            },
+        ),
+        step(
+            2,
+            300,
+            {
+                "perf/rollout_time": 1.0,
+                "rollout/dynamic_filter/drop_zero_std_1.0": 1,
+                "rollout/dynamic_filter/drop_zero_std_-1.0": 4,
+            },
+        ),
     ]
     rows = summary_of(write_capture(tmp_path, "f", steps, args=FILTER_ARGS))["steps"]
     assert [(r["dropped_all_right"], r["dropped_all_wrong"]) for r in rows] == [(5, 2), (7, 3), (1, 4)]
@@ -194,8 +258,9 @@ def test_filter_run_without_unfiltered_reward_gets_null_and_one_note(tmp_path):
 def test_simulated_run_converts_the_overlap_by_the_time_scale(tmp_path):
     # trainer says 100 s; at time_scale 0.01 that is 1 wall second ending at 10 s; a pause covers its last 0.25 s
     pauses = [{"start": at(9.75), "end": at(12), "reason": "sim", "peak_c": 86.0}]
-    run = write_capture(tmp_path, "sim", [step(0, 10, {"perf/rollout_time": 100.0})], args=PLAIN_ARGS,
-                        pauses=pauses, time_scale=0.01)
+    run = write_capture(
+        tmp_path, "sim", [step(0, 10, {"perf/rollout_time": 100.0})], args=PLAIN_ARGS, pauses=pauses, time_scale=0.01
+    )
     doc = summary_of(run)
     row = doc["steps"][0]
     assert (row["pause_overlap_s"], row["rollout_time_adjusted_s"], row["clean"]) == (25.0, 75.0, False)
@@ -204,8 +269,11 @@ def test_simulated_run_converts_the_overlap_by_the_time_scale(tmp_path):
 
 def test_open_window_with_nothing_after_it_ends_at_the_run_end(tmp_path):
     pauses = [{"start": at(112), "end": None, "reason": "hot", "peak_c": 87.0}]  # after the step's end, at 110
-    doc = summary_of(write_capture(tmp_path, "p", [step(0, 100, {"perf/rollout_time": 50.0})], args=PLAIN_ARGS,
-                                   pauses=pauses, ended=at(130)))
+    doc = summary_of(
+        write_capture(
+            tmp_path, "p", [step(0, 100, {"perf/rollout_time": 50.0})], args=PLAIN_ARGS, pauses=pauses, ended=at(130)
+        )
+    )
     assert doc["steps"][0]["pause_overlap_s"] == 0.0
     assert doc["aggregates"]["pause_total_s"] == 18.0
     assert any("never closed" in n and "the run's end" in n for n in doc["notes"])
@@ -213,8 +281,11 @@ def test_open_window_with_nothing_after_it_ends_at_the_run_end(tmp_path):
 
 def test_open_window_in_a_finished_run_ends_at_the_next_time_the_run_printed(tmp_path):
     pauses = [{"start": at(95), "end": None, "reason": "hot", "peak_c": 87.0}]
-    doc = summary_of(write_capture(tmp_path, "p", [step(0, 100, {"perf/rollout_time": 50.0})], args=PLAIN_ARGS,
-                                   pauses=pauses, ended=at(130)))
+    doc = summary_of(
+        write_capture(
+            tmp_path, "p", [step(0, 100, {"perf/rollout_time": 50.0})], args=PLAIN_ARGS, pauses=pauses, ended=at(130)
+        )
+    )
     assert doc["steps"][0]["pause_overlap_s"] == 5.0
     assert doc["aggregates"]["pause_total_s"] == 5.0  # not 35: the rollout's perf line was printed at 100 s
     assert any("never closed" in n and "step 0's t_rollout_end" in n for n in doc["notes"])
@@ -225,8 +296,9 @@ def test_the_last_line_per_window_start_is_the_truth(tmp_path):
         {"start": at(60), "end": None, "reason": "hot", "peak_c": 86.0},
         {"start": at(60), "end": at(70), "reason": "hot", "peak_c": 86.5},
     ]
-    doc = summary_of(write_capture(tmp_path, "p", [step(0, 100, {"perf/rollout_time": 50.0})], args=PLAIN_ARGS,
-                                   pauses=pauses))
+    doc = summary_of(
+        write_capture(tmp_path, "p", [step(0, 100, {"perf/rollout_time": 50.0})], args=PLAIN_ARGS, pauses=pauses)
+    )
     assert doc["steps"][0]["pause_overlap_s"] == 10.0
     assert doc["aggregates"]["pause_total_s"] == 10.0
 
@@ -271,8 +343,11 @@ def test_bad_lines_become_notes_and_the_other_lines_are_kept(tmp_path):
 
 
 def test_rows_are_sorted_by_step_and_a_repeated_step_keeps_the_last_line(tmp_path):
-    steps = [step(1, 200, {"perf/rollout_time": 2.0}), step(0, 100, {"perf/rollout_time": 1.0}),
-             step(1, 200, {"perf/rollout_time": 3.0})]
+    steps = [
+        step(1, 200, {"perf/rollout_time": 2.0}),
+        step(0, 100, {"perf/rollout_time": 1.0}),
+        step(1, 200, {"perf/rollout_time": 3.0}),
+    ]
     doc = summary_of(write_capture(tmp_path, "p", steps, args=PLAIN_ARGS))
     assert [(r["step"], r["rollout_time_s"]) for r in doc["steps"]] == [(0, 1.0), (1, 3.0)]
     assert any("step 1 on lines 1 and 3" in n for n in doc["notes"])
@@ -292,10 +367,20 @@ def test_a_run_listed_among_its_own_baselines_is_left_out_of_the_spread(tmp_path
     from harness.summary.summarize import summarize
 
     compare = {"baseline": "base", "baselines": ["base", "mine"]}
-    write_capture(tmp_path, "base", [step(0, 100, {"perf/rollout_time": 1.0, "rollout/raw_reward": 0.5})],
-                  args=PLAIN_ARGS, experiment={"name": "base", "seed": 1, "steps": 1, "compare": None})
-    write_capture(tmp_path, "mine", [step(0, 100, {"perf/rollout_time": 1.0, "rollout/raw_reward": 0.6})],
-                  args=PLAIN_ARGS, experiment={"name": "mine", "seed": 1, "steps": 1, "compare": compare})
+    write_capture(
+        tmp_path,
+        "base",
+        [step(0, 100, {"perf/rollout_time": 1.0, "rollout/raw_reward": 0.5})],
+        args=PLAIN_ARGS,
+        experiment={"name": "base", "seed": 1, "steps": 1, "compare": None},
+    )
+    write_capture(
+        tmp_path,
+        "mine",
+        [step(0, 100, {"perf/rollout_time": 1.0, "rollout/raw_reward": 0.6})],
+        args=PLAIN_ARGS,
+        experiment={"name": "mine", "seed": 1, "steps": 1, "compare": compare},
+    )
     (comparison,) = summarize(tmp_path).to_dict()["comparisons"]
     assert comparison["reward"]["baselines"] == {"base": 0.5}
     assert comparison["reward"]["above_all_baselines"] is True
@@ -315,8 +400,15 @@ def test_values_the_parser_marked_non_finite_are_named_in_a_note(tmp_path):
 
 def test_keys_missing_from_args_json_come_from_the_trainer_argv(tmp_path):
     argv = ["python3", "train.py", "--over-sampling-batch-size", "40", "--dynamic-sampling-filter-path", "x.y"]
-    doc = summary_of(write_capture(tmp_path, "f", [step(0, 100, {"perf/rollout_time": 1.0})],
-                                   args={"rollout_batch_size": 32, "n_samples_per_prompt": 8}, argv=argv))
+    doc = summary_of(
+        write_capture(
+            tmp_path,
+            "f",
+            [step(0, 100, {"perf/rollout_time": 1.0})],
+            args={"rollout_batch_size": 32, "n_samples_per_prompt": 8},
+            argv=argv,
+        )
+    )
     assert (doc["filter"], doc["over_sampling_batch_size"]) == (True, 40)
     assert doc["config_sources"]["rollout_batch_size"] == "args.json"
     assert "args.json has no filter, over_sampling_batch_size: read from the manifest's trainer_argv" in doc["notes"]

@@ -13,30 +13,59 @@ from harness.summary.summarize import summarize, summarize_run
 from harness.times import format_time_us, parse_time_us
 
 T0 = parse_time_us("2026-11-29T08:00:00Z")
-PLAIN_ARGS = {"rollout_batch_size": 32, "over_sampling_batch_size": None, "n_samples_per_prompt": 8,
-              "dynamic_sampling_filter_path": None}
+PLAIN_ARGS = {
+    "rollout_batch_size": 32,
+    "over_sampling_batch_size": None,
+    "n_samples_per_prompt": 8,
+    "dynamic_sampling_filter_path": None,
+}
 
 
 def at(seconds: float) -> str:
     return format_time_us(T0 + round(seconds * 1_000_000))
 
 
-def write_run(root: Path, name: str = "r", *, rollouts: tuple = ((100, 50.0),), started: float = 0,
-              ended: float | None = 1000, pauses: list | None = None, manifest: dict | None = None,
-              args: dict | None = None, lines: list[str] | None = None) -> Path:
+def write_run(
+    root: Path,
+    name: str = "r",
+    *,
+    rollouts: tuple = ((100, 50.0),),
+    started: float = 0,
+    ended: float | None = 1000,
+    pauses: list | None = None,
+    manifest: dict | None = None,
+    args: dict | None = None,
+    lines: list[str] | None = None,
+) -> Path:
     run = root / name
     run.mkdir(parents=True)
-    status = {"run": name, "run_id": "x", "state": "succeeded", "exit_code": 0, "started_at": at(started),
-              "ended_at": None if ended is None else at(ended), "steps_expected": len(rollouts),
-              "steps_complete": len(rollouts), "error": None}
+    status = {
+        "run": name,
+        "run_id": "x",
+        "state": "succeeded",
+        "exit_code": 0,
+        "started_at": at(started),
+        "ended_at": None if ended is None else at(ended),
+        "steps_expected": len(rollouts),
+        "steps_complete": len(rollouts),
+        "error": None,
+    }
     (run / "status.json").write_text(json.dumps(status))
     (run / "manifest.json").write_text(json.dumps(manifest or {"time_scale": 1, "experiment": {"name": name}}))
     (run / "args.json").write_text(json.dumps(args or PLAIN_ARGS))
     if lines is None:
-        lines = [json.dumps({"step": i, "complete": True, "t_rollout_end": at(end), "t_step_end": at(end + 5),
-                             "metrics": {"perf/rollout_time": rollout, "perf/step_time": rollout + 5,
-                                         "rollout/raw_reward": 0.5}})
-                 for i, (end, rollout) in enumerate(rollouts)]
+        lines = [
+            json.dumps(
+                {
+                    "step": i,
+                    "complete": True,
+                    "t_rollout_end": at(end),
+                    "t_step_end": at(end + 5),
+                    "metrics": {"perf/rollout_time": rollout, "perf/step_time": rollout + 5, "rollout/raw_reward": 0.5},
+                }
+            )
+            for i, (end, rollout) in enumerate(rollouts)
+        ]
     (run / "metrics.jsonl").write_text("".join(line + "\n" for line in lines))
     (run / "pauses.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pauses or []))
     return run
@@ -58,9 +87,21 @@ def test_a_rollout_may_start_up_to_a_second_before_started_at(tmp_path, early, f
     assert ("would start the rollout before the run did" in notes(doc)) is flagged
 
 
-@pytest.mark.parametrize("scale, used", [("1e-06", 1e-6), ("1000000", 1e6), ("0.01", 0.01), ("2e6", 1),
-                                         ("1e-7", 1), ("0", 1), ('"fast"', 1), ("true", 1), ("NaN", 1),
-                                         ("1" + "0" * 400, 1)])
+@pytest.mark.parametrize(
+    "scale, used",
+    [
+        ("1e-06", 1e-6),
+        ("1000000", 1e6),
+        ("0.01", 0.01),
+        ("2e6", 1),
+        ("1e-7", 1),
+        ("0", 1),
+        ('"fast"', 1),
+        ("true", 1),
+        ("NaN", 1),
+        ("1" + "0" * 400, 1),
+    ],
+)
 def test_time_scale_within_1e_minus_6_and_1e6(tmp_path, scale, used):
     run = write_run(tmp_path)
     (run / "manifest.json").write_text('{"time_scale": %s, "experiment": {"name": "r"}}' % scale)
@@ -103,9 +144,11 @@ def test_a_step_id_beyond_2_53_is_skipped_with_a_note(tmp_path):
 
 
 def test_pause_windows_are_clipped_to_the_run_or_left_out(tmp_path):
-    pauses = [{"start": at(-50), "end": at(60), "reason": "hot"},  # straddles the start: [0, 60]
-              {"start": at(2000), "end": at(2100), "reason": "hot"},  # after the end: left out
-              {"start": at(990), "end": at(1010), "reason": "hot"}]  # straddles the end: [990, 1000]
+    pauses = [
+        {"start": at(-50), "end": at(60), "reason": "hot"},  # straddles the start: [0, 60]
+        {"start": at(2000), "end": at(2100), "reason": "hot"},  # after the end: left out
+        {"start": at(990), "end": at(1010), "reason": "hot"},
+    ]  # straddles the end: [990, 1000]
     doc = run_of(write_run(tmp_path, rollouts=((100, 50.0),), pauses=pauses))
     assert doc["aggregates"]["pause_total_s"] == 70.0
     assert doc["steps"][0]["pause_overlap_s"] == 10.0
@@ -143,14 +186,19 @@ def test_a_run_that_cannot_be_summarized_is_skipped_and_the_others_stay(tmp_path
     result = summarize_module.summarize_with_warnings(tmp_path, workers=1)
     assert list(result.document.runs) == ["good"]
     assert [s.to_dict() for s in result.document.skipped] == [
-        {"directory": "bad", "reason": "could not be summarized (ZeroDivisionError: a bug)"}]
+        {"directory": "bad", "reason": "could not be summarized (ZeroDivisionError: a bug)"}
+    ]
     assert "skipped bad: could not be summarized (ZeroDivisionError: a bug)" in result.warnings
 
 
 def test_a_count_of_true_is_not_read_as_1_even_after_a_1(tmp_path):
-    lines = [json.dumps({"step": i, "complete": True, "metrics": {"rollout/zero_std/count_1": value}})
-             for i, value in enumerate([1, True, 1.0])]
+    lines = [
+        json.dumps({"step": i, "complete": True, "metrics": {"rollout/zero_std/count_1": value}})
+        for i, value in enumerate([1, True, 1.0])
+    ]
     doc = run_of(write_run(tmp_path, lines=lines))
     assert [row["zero_std_all_right"] for row in doc["steps"]] == [1, None, 1]
-    assert ("metrics.jsonl: rollout/zero_std/count_1 is not a count (True) in step 1: zero_std_all_right unknown there"
-            in doc["notes"])
+    assert (
+        "metrics.jsonl: rollout/zero_std/count_1 is not a count (True) in step 1: zero_std_all_right unknown there"
+        in doc["notes"]
+    )

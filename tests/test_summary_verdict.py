@@ -53,8 +53,14 @@ def test_missing_baseline_captures_are_named():
 
 
 def test_no_baseline_capture_at_all():
-    text = verdict(baseline_found=False, baseline_mean=None, baselines={}, missing=["plain", "e6a-base"],
-                   steps_higher=0, steps_compared=0)
+    text = verdict(
+        baseline_found=False,
+        baseline_mean=None,
+        baselines={},
+        missing=["plain", "e6a-base"],
+        steps_higher=0,
+        steps_compared=0,
+    )
     assert text.startswith("0.686 with the filter; no capture of the baseline plain;")
     assert "no baseline run with a reward to set it against (no capture of e6a-base)" in text
     assert text.endswith("there is nothing to judge it against: capture plain, e6a-base.")

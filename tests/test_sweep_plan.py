@@ -26,8 +26,16 @@ def lab(tmp_path: Path) -> dict:
 
 def sweep(lab: dict, *args: str):
     return CliRunner().invoke(
-        app, ["sweep", *args, "--dry-run", "--experiments-dir", str(lab["experiments"]),
-              "--capture-dir", str(lab["captures"])],
+        app,
+        [
+            "sweep",
+            *args,
+            "--dry-run",
+            "--experiments-dir",
+            str(lab["experiments"]),
+            "--capture-dir",
+            str(lab["captures"]),
+        ],
         env={"COLUMNS": "250", "HARNESS_LOCK_DIR": str(lab["locks"])},
     )
 
@@ -39,11 +47,19 @@ def plan_json(lab: dict, *args: str) -> dict:
 
 
 def settle(lab: dict, run: str, run_id: str, state: str) -> None:
-    Capture(lab["captures"] / run).write_status(RunStatus(
-        run=run, run_id=run_id, state=state, exit_code=0 if state == "succeeded" else 1,
-        started_at="2025-01-01T00:00:00Z", ended_at="2025-01-01T01:00:00Z", steps_expected=2,
-        steps_complete=2 if state == "succeeded" else 0, error=None if state == "succeeded" else "exit code 1: boom",
-    ))
+    Capture(lab["captures"] / run).write_status(
+        RunStatus(
+            run=run,
+            run_id=run_id,
+            state=state,
+            exit_code=0 if state == "succeeded" else 1,
+            started_at="2025-01-01T00:00:00Z",
+            ended_at="2025-01-01T01:00:00Z",
+            steps_expected=2,
+            steps_complete=2 if state == "succeeded" else 0,
+            error=None if state == "succeeded" else "exit code 1: boom",
+        )
+    )
 
 
 def test_dry_run_lists_every_run_with_its_id_and_capture_and_starts_nothing(lab: dict) -> None:
@@ -89,7 +105,8 @@ def test_dry_run_text_is_a_table_with_the_same_facts(lab: dict) -> None:
 def test_ls_shows_the_warnings_that_show_prints(lab: dict) -> None:
     (lab["experiments"] / "old.yaml").write_text(
         "name: old\nextends: pl\nmiles:\n  extra_args: --dynamic-sampling-filter-path "
-        "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std\n")
+        "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std\n"
+    )
     runner = CliRunner()
     dirs = ["--experiments-dir", str(lab["experiments"])]
     shown = runner.invoke(app, ["show", "old", *dirs], env={"COLUMNS": "250"})
@@ -104,7 +121,19 @@ def test_ls_shows_the_warnings_that_show_prints(lab: dict) -> None:
 
 def test_json_without_dry_run_is_refused_before_anything_starts(lab: dict) -> None:
     result = CliRunner().invoke(
-        app, ["sweep", "pl", "--seeds", "1", "--json", "--experiments-dir", str(lab["experiments"]),
-              "--capture-dir", str(lab["captures"])], env={"HARNESS_LOCK_DIR": str(lab["locks"])})
+        app,
+        [
+            "sweep",
+            "pl",
+            "--seeds",
+            "1",
+            "--json",
+            "--experiments-dir",
+            str(lab["experiments"]),
+            "--capture-dir",
+            str(lab["captures"]),
+        ],
+        env={"HARNESS_LOCK_DIR": str(lab["locks"])},
+    )
     assert result.exit_code == 2 and "--json prints the plan of --dry-run" in result.stderr
     assert not lab["captures"].exists()

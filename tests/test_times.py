@@ -39,7 +39,9 @@ stamps = st.builds(
     st.sampled_from(["01", "02", "11", "12", "13", "00"]),
     st.sampled_from(["01", "28", "29", "30", "31", "32"]),
     st.sampled_from(["T", "t"]),
-    digits, digits, digits,
+    digits,
+    digits,
+    digits,
     st.one_of(st.just(""), st.text(alphabet="0123456789", min_size=0, max_size=12).map(lambda d: "." + d)),
     st.sampled_from(["Z", "z", "+00:00", "+01:00", "-05:30", "+23:59", "+24:00", "-00:60", ""]),
 )
@@ -85,7 +87,9 @@ def test_nanoseconds_are_kept_where_a_log_resumes() -> None:
 
 def test_docker_prefix() -> None:
     assert split_time_prefix("2026-11-29T07:52:40.814948044Z hello world") == (
-        parse_time_ns("2026-11-29T07:52:40.814948044Z"), "hello world")
+        parse_time_ns("2026-11-29T07:52:40.814948044Z"),
+        "hello world",
+    )
     assert split_time_prefix("2026-11-29T07:52:40Z  indented") == (parse_time_ns("2026-11-29T07:52:40Z"), " indented")
     for line in ("2026-11-29 07:52:40Z x", "2026-11-29T07:52:40Zx", "2026-11-29T07:52:40Z", "[2026-11-29 07:52:40] x"):
         assert split_time_prefix(line) == (None, line)
@@ -96,13 +100,22 @@ def test_format_is_utc_microseconds_with_z() -> None:
     assert format_time_us(-1) == "1969-12-31T23:59:59.999999Z"
 
 
-@pytest.mark.parametrize("values", [
-    EXAMPLES,
-    [f"2026-11-29T08:00:{s:02d}.{s * 7919:06d}Z" for s in range(60)],
-    [f"20{y:02d}-{m:02d}-{d:02d}T23:59:59Z" for y in (0, 4, 23, 24, 99) for m in (1, 2, 12, 13) for d in (0, 28, 29, 31)],
-    [f"1969-12-31T23:59:59.{'9' * k}Z" for k in range(1, 10)] * 3,
-    ["2026-11-29T08:00:00.123456789Z"] * 9 + ["2026-11-29T08:00:0x.123456789Z", None, 7, "", "2026-11-29T24:00:00.000000001Z"],
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        EXAMPLES,
+        [f"2026-11-29T08:00:{s:02d}.{s * 7919:06d}Z" for s in range(60)],
+        [
+            f"20{y:02d}-{m:02d}-{d:02d}T23:59:59Z"
+            for y in (0, 4, 23, 24, 99)
+            for m in (1, 2, 12, 13)
+            for d in (0, 28, 29, 31)
+        ],
+        [f"1969-12-31T23:59:59.{'9' * k}Z" for k in range(1, 10)] * 3,
+        ["2026-11-29T08:00:00.123456789Z"] * 9
+        + ["2026-11-29T08:00:0x.123456789Z", None, 7, "", "2026-11-29T24:00:00.000000001Z"],
+    ],
+)
 def test_many_at_once_equals_one_by_one(values: list, monkeypatch) -> None:
     monkeypatch.setattr(times, "_COLUMNAR_MIN", 1)  # the arrays even for a few values
     assert parse_times_us(values) == [parse_time_us(v) for v in values]

@@ -15,8 +15,12 @@ WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 
 def check_jsonschema(*paths: Path) -> subprocess.CompletedProcess:
     """check-jsonschema with the schema it ships for GitHub workflows: no network needed."""
-    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows",
-                           *map(str, paths)], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_both_workflows_are_valid_github_workflows():

@@ -10,6 +10,7 @@
 - lock: one harness per capture directory at a time.
 """
 
+from harness.capture.bounded import read_jsonl
 from harness.capture.files import (
     append_jsonl,
     append_line,
@@ -29,7 +30,6 @@ from harness.capture.layout import (
 )
 from harness.capture.lock import CaptureLock
 from harness.capture.reader import RunCapture, Skipped, StatusRead, find_runs, read_capture, read_status
-from harness.capture.bounded import read_jsonl
 from harness.capture.records import (
     RERUN_ON_RETRY,
     STATES,
@@ -41,8 +41,32 @@ from harness.capture.records import (
 )
 
 __all__ = [
-    "REPLACED_DIR", "RERUN_ON_RETRY", "STATES", "STOP_REQUEST", "Capture", "CaptureLock", "PauseWindow",
-    "ProcessIdentity", "RunCapture", "RunState", "RunStatus", "Skipped", "StatusRead", "StepRow", "append_jsonl",
-    "append_line", "cut_torn_tail", "describe_os_error", "find_capture", "find_runs", "list_captures",
-    "read_capture", "read_jsonl", "read_status", "this_host", "utc_now", "write_json_atomic", "write_text_atomic",
+    "REPLACED_DIR",
+    "RERUN_ON_RETRY",
+    "STATES",
+    "STOP_REQUEST",
+    "Capture",
+    "CaptureLock",
+    "PauseWindow",
+    "ProcessIdentity",
+    "RunCapture",
+    "RunState",
+    "RunStatus",
+    "Skipped",
+    "StatusRead",
+    "StepRow",
+    "append_jsonl",
+    "append_line",
+    "cut_torn_tail",
+    "describe_os_error",
+    "find_capture",
+    "find_runs",
+    "list_captures",
+    "read_capture",
+    "read_jsonl",
+    "read_status",
+    "this_host",
+    "utc_now",
+    "write_json_atomic",
+    "write_text_atomic",
 ]

@@ -94,8 +94,9 @@ def read_json_file(path: Path, max_bytes: int = MAX_JSON_BYTES) -> Any:
         raise Unreadable(f"{path.name} is not valid JSON ({err})") from None
 
 
-def iter_lines(path: Path, *, max_bytes: int = MAX_JSONL_BYTES,
-               max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, Optional[bytes], bool]]:
+def iter_lines(
+    path: Path, *, max_bytes: int = MAX_JSONL_BYTES, max_line: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, Optional[bytes], bool]]:
     """(line number, bytes or None if over `max_line`, whether the line lacks its newline) of a regular file.
 
     FileNotFoundError when absent, Unreadable when it cannot be opened; reading
@@ -130,8 +131,9 @@ def iter_lines(path: Path, *, max_bytes: int = MAX_JSONL_BYTES,
         os.close(fd)
 
 
-def iter_jsonl(path: Path, notes: list[str], *, max_bytes: int = MAX_JSONL_BYTES,
-               loads: Optional[Callable[[bytes], Any]] = None) -> Iterator[tuple[int, dict]]:
+def iter_jsonl(
+    path: Path, notes: list[str], *, max_bytes: int = MAX_JSONL_BYTES, loads: Optional[Callable[[bytes], Any]] = None
+) -> Iterator[tuple[int, dict]]:
     """(line number, object) for each good line of a JSONL file; a note for each bad one.
 
     `loads` decodes a line (default `loads_json`; ValueError for a bad line).

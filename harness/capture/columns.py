@@ -87,13 +87,28 @@ class MetricsColumns:
 
     def rows(self) -> list[StepRow]:
         """The same records as typed rows (one object per step)."""
-        return [StepRow(*values) for values in zip(self.step, self.complete, self.t_rollout_end_us,
-                                                      self.t_step_end_us, self.metrics, self.line)]
+        return [
+            StepRow(*values)
+            for values in zip(
+                self.step, self.complete, self.t_rollout_end_us, self.t_step_end_us, self.metrics, self.line
+            )
+        ]
 
     def select(self, positions: Sequence[int]) -> "MetricsColumns":
         """The records at `positions`, in that order."""
-        return MetricsColumns(*([column[i] for i in positions] for column in (
-            self.step, self.complete, self.t_rollout_end_us, self.t_step_end_us, self.metrics, self.line)))
+        return MetricsColumns(
+            *(
+                [column[i] for i in positions]
+                for column in (
+                    self.step,
+                    self.complete,
+                    self.t_rollout_end_us,
+                    self.t_step_end_us,
+                    self.metrics,
+                    self.line,
+                )
+            )
+        )
 
 
 @dataclass
@@ -165,7 +180,7 @@ def _read_line_by_line(path: Path) -> _Lines:
 def _parse_two_columns(first: list[Any], second: list[Any]) -> tuple[list[Optional[int]], list[Optional[int]]]:
     """`parse_times_us` of two columns, in one call (a call costs as much as many values)."""
     parsed = parse_times_us(first + second)
-    return parsed[:len(first)], parsed[len(first):]
+    return parsed[: len(first)], parsed[len(first) :]
 
 
 def read_metrics_columns(path: Path, notes: list[str]) -> MetricsColumns:
@@ -195,8 +210,9 @@ def read_metrics_columns(path: Path, notes: list[str]) -> MetricsColumns:
     return columns if order == list(range(len(steps))) else columns.select(order)
 
 
-def _metrics_line_by_line(name: str, lines: _Lines, ends: list[Optional[int]], step_ends: list[Optional[int]],
-                          notes: list[str]) -> MetricsColumns:
+def _metrics_line_by_line(
+    name: str, lines: _Lines, ends: list[Optional[int]], step_ends: list[Optional[int]], notes: list[str]
+) -> MetricsColumns:
     index_of: dict[int, int] = {}  # step -> its position in the lists below (the last line wins)
     steps: list[int] = []
     completes: list[bool] = []
@@ -267,8 +283,8 @@ def read_pause_windows(path: Path, notes: list[str]) -> list[PauseWindow]:
         if raw_ends[i] is not None and end is None:
             notes.append(f"{name} line {number}: end {raw_ends[i]!r} is not an RFC 3339 time: read as still open")
         reason = obj.get("reason")
-        by_start[start] = PauseWindow(start, end, reason if isinstance(reason, str) else "", number,
-                                      finite_number(obj.get("peak_c")))
+        by_start[start] = PauseWindow(
+            start, end, reason if isinstance(reason, str) else "", number, finite_number(obj.get("peak_c"))
+        )
     notes.extend(lines.bad_notes[said:])
     return [by_start[start] for start in sorted(by_start)]
-

@@ -13,9 +13,9 @@ import socket
 from pathlib import Path
 from typing import Any, Optional
 
+from harness.capture.bounded import read_json_file
 from harness.capture.files import NO_SPACE, write_json_atomic
 from harness.capture.reader import StatusRead, find_runs, is_run_name, read_status
-from harness.capture.bounded import read_json_file
 from harness.capture.records import RunStatus
 from harness.errors import ExitCode, HarnessError
 from harness.times import now_rfc3339
@@ -132,7 +132,8 @@ class Capture:
                 if err.errno in NO_SPACE:
                     raise HarnessError(
                         f"no space left on device for the capture in {self.directory}; free space and run again",
-                        ExitCode.BAD_INPUT) from None
+                        ExitCode.BAD_INPUT,
+                    ) from None
                 raise
             os.close(fd)
 

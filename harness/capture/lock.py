@@ -18,7 +18,17 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from harness.errors import HarnessError
-from harness.fs.filelock import EXCLUSIVE, clear_owner, is_held, lock_or_wait, open_lock_file, read_owner, try_lock, unlock, write_owner
+from harness.fs.filelock import (
+    EXCLUSIVE,
+    clear_owner,
+    is_held,
+    lock_or_wait,
+    open_lock_file,
+    read_owner,
+    try_lock,
+    unlock,
+    write_owner,
+)
 
 LOCKS_DIR = ".locks"
 
@@ -56,18 +66,29 @@ class CaptureLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def acquire(self, *, wait: bool, on_wait: Callable[[str], None] = lambda message: None,
-                cancelled: Callable[[], bool] = lambda: False, poll_s: float = 0.5) -> None:
+    def acquire(
+        self,
+        *,
+        wait: bool,
+        on_wait: Callable[[str], None] = lambda message: None,
+        cancelled: Callable[[], bool] = lambda: False,
+        poll_s: float = 0.5,
+    ) -> None:
         """Take the lock; busy without `wait`: HarnessError(BUSY) naming the holder."""
         run = self.capture_dir.name
         fd = open_lock_file(self.path)
         try:
             lock_or_wait(
-                fd, EXCLUSIVE, wait=wait, holder=lambda: holder(self.capture_dir),
+                fd,
+                EXCLUSIVE,
+                wait=wait,
+                holder=lambda: holder(self.capture_dir),
                 busy=lambda who: f"run {run} is in use ({who}); without --no-wait this run would wait for it",
                 waiting=lambda who: f"waiting for run {run} to end ({who})",
                 cancelled_message=f"interrupted while waiting for run {run}; nothing was started",
-                on_wait=on_wait, cancelled=cancelled, poll_s=poll_s,
+                on_wait=on_wait,
+                cancelled=cancelled,
+                poll_s=poll_s,
             )
         except HarnessError:
             unlock(fd)

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from harness.capture.bounded import (
-    MAX_JSONL_BYTES,
     MAX_JSON_BYTES,
+    MAX_JSONL_BYTES,
     MAX_STATUS_BYTES,
     READ_CHUNK,
     Unreadable,
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
 SUMMARY_DIR_NAME = "summary"
 STATUS_NAME = "status.json"
+
 
 @dataclass(frozen=True)
 class StatusRead:
@@ -306,4 +307,3 @@ def first_stamps_after(path: Path, times_us: Sequence[int], notes: list[str]) ->
         if lines is not None:
             lines.close()
     return found
-

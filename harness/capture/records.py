@@ -47,8 +47,17 @@ STATES = tuple(state.value for state in RunState)
 RERUN_ON_RETRY = (RunState.FAILED, RunState.NO_METRICS, RunState.INTERRUPTED, RunState.STOPPED)
 
 # The keys the contract promises in every status.json.
-CONTRACT_KEYS = ("run", "run_id", "state", "exit_code", "started_at", "ended_at", "steps_expected",
-                 "steps_complete", "error")
+CONTRACT_KEYS = (
+    "run",
+    "run_id",
+    "state",
+    "exit_code",
+    "started_at",
+    "ended_at",
+    "steps_expected",
+    "steps_complete",
+    "error",
+)
 
 
 @dataclass(frozen=True)
@@ -186,11 +195,24 @@ def _process(value: Any) -> Optional[str]:
 
 
 _CHECKS = {
-    "run": _text, "run_id": _text, "state": _state, "exit_code": _optional(_integer), "started_at": _time,
-    "ended_at": _optional(_time), "steps_expected": _count, "steps_complete": _count, "error": _optional(_text),
-    "harness_pid": _optional(_integer), "harness_host": _optional(_text), "container": _optional(_text),
-    "stop_reason": _optional(_text), "steps_usable": _flag, "notes": _notes, "engine": _optional(_text),
-    "process": _optional(_process), "capture_complete": _flag,
+    "run": _text,
+    "run_id": _text,
+    "state": _state,
+    "exit_code": _optional(_integer),
+    "started_at": _time,
+    "ended_at": _optional(_time),
+    "steps_expected": _count,
+    "steps_complete": _count,
+    "error": _optional(_text),
+    "harness_pid": _optional(_integer),
+    "harness_host": _optional(_text),
+    "container": _optional(_text),
+    "stop_reason": _optional(_text),
+    "steps_usable": _flag,
+    "notes": _notes,
+    "engine": _optional(_text),
+    "process": _optional(_process),
+    "capture_complete": _flag,
 }
 
 

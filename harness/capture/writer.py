@@ -91,8 +91,9 @@ class EventSink:
             append_jsonl(self.capture.directory / name, payload)
         elif kind == "log" and isinstance(payload, str):
             if self._log_fd is None:
-                self._log_fd = os.open(self.capture.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
-                                       0o666)
+                self._log_fd = os.open(
+                    self.capture.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666
+                )
             data = payload.encode("utf-8", "replace") + b"\n"
             if os.write(self._log_fd, data) != len(data):
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.capture.log_path))

@@ -5,7 +5,7 @@ lists them; none imports Docker, pandas, matplotlib or NVML at module level,
 so `harness --help` stays fast.
 """
 
+from harness.cli import captures, demo, experiments, guard, logs, runs, sim, summary  # noqa: F401,I001  (registers commands)
 from harness.cli.app import app, main
-from harness.cli import experiments, runs, captures, logs, summary, guard, sim, demo  # noqa: F401,I001  (registers commands)
 
 __all__ = ["app", "main"]

@@ -73,6 +73,7 @@ def capture_root(capture_dir: Optional[Path], sim: bool) -> Path:
         return capture_dir
     return SIM_CAPTURE_DIR if sim else DEFAULT_CAPTURE_DIR
 
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -128,7 +129,9 @@ def warn(message: str) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(f"[yellow]warning:[/yellow] {escape(message)}")
+    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
+        f"[yellow]warning:[/yellow] {escape(message)}"
+    )
 
 
 def stdout() -> "Any":

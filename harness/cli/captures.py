@@ -38,31 +38,58 @@ def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) 
     from rich.text import Text
 
     from harness.capture import list_captures
-    from harness.run.capture_ops import capture_rows
     from harness.cli.tables import Column, print_table
+    from harness.run.capture_ops import capture_rows
 
     capture_dir = capture_root(capture_dir, sim)
     rows = capture_rows(list_captures(capture_dir))
     if not rows:
         stdout().print(Text(f"no captures in {capture_dir}"))
         return
-    columns = [Column("run"), Column("state", wrap=True), Column("steps", "right"), Column("pauses (wall s)", drop=3),
-               Column("exit code", "right"), Column("started", drop=1), Column("duration", "right", drop=2),
-               Column("guard", wrap=True)]
+    columns = [
+        Column("run"),
+        Column("state", wrap=True),
+        Column("steps", "right"),
+        Column("pauses (wall s)", drop=3),
+        Column("exit code", "right"),
+        Column("started", drop=1),
+        Column("duration", "right", drop=2),
+        Column("guard", wrap=True),
+    ]
     hosts = any(row.placed_by_ray for row in rows)  # the host each ran on, its harness's for a local run
     if hosts:
         columns.append(Column("host", drop=4))
     # plain Text: a run name or a reason with [brackets] is shown, never read as markup
-    print_table(stdout(), columns, [tuple(Text(cell) for cell in (row.run, row.state, row.steps, row.pauses,
-                                                                   row.exit_code, row.started, row.duration,
-                                                                   row.guard, *([row.host or "-"] if hosts else [])))
-                                    for row in rows], title=f"captures in {capture_dir}")
+    print_table(
+        stdout(),
+        columns,
+        [
+            tuple(
+                Text(cell)
+                for cell in (
+                    row.run,
+                    row.state,
+                    row.steps,
+                    row.pauses,
+                    row.exit_code,
+                    row.started,
+                    row.duration,
+                    row.guard,
+                    *([row.host or "-"] if hosts else []),
+                )
+            )
+            for row in rows
+        ],
+        title=f"captures in {capture_dir}",
+    )
 
 
 @command("logs")
 def logs(
     run: RunArgument,
-    follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing new lines while the run is running.")] = False,
+    follow: Annotated[
+        bool, typer.Option("-f", "--follow", help="Keep printing new lines while the run is running.")
+    ] = False,
     timestamps: Annotated[bool, typer.Option("--timestamps", help="Keep each line's receive-time prefix.")] = False,
     capture_dir: CaptureDirOrSim = None,
     sim: SimCapturesOption = False,
@@ -82,7 +109,9 @@ def logs(
 @command("stop")
 def stop(
     run: RunArgument,
-    reason: Annotated[str, typer.Option("--reason", help="Why; recorded in status.json.")] = "stopped with harness stop",
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why; recorded in status.json.")
+    ] = "stopped with harness stop",
     timeout_s: Annotated[float, typer.Option("--timeout-s", help="How long to wait for the run to end.")] = 180.0,
     capture_dir: CaptureDirOrSim = None,
     sim: SimCapturesOption = False,
@@ -91,8 +120,9 @@ def stop(
     from harness.capture import find_capture
     from harness.run.capture_ops import request_stop
 
-    final = request_stop(find_capture(capture_root(capture_dir, sim), run), reason, timeout_s=timeout_s,
-                         note=note, warn=warn)
+    final = request_stop(
+        find_capture(capture_root(capture_dir, sim), run), reason, timeout_s=timeout_s, note=note, warn=warn
+    )
     stdout().print(stop_line(run, final), markup=False)
 
 
@@ -103,8 +133,13 @@ def stop_line(run: str, final: "RunStatus") -> str:
 
 @command("recover")
 def recover(
-    all_: Annotated[bool, typer.Option("--all", help="Also runs whose harness ran on another host (its lock cannot be seen from here).")] = False,
-    leave_running: Annotated[bool, typer.Option("--leave-running", help="Thaw and save, but leave the trainers running.")] = False,
+    all_: Annotated[
+        bool,
+        typer.Option("--all", help="Also runs whose harness ran on another host (its lock cannot be seen from here)."),
+    ] = False,
+    leave_running: Annotated[
+        bool, typer.Option("--leave-running", help="Thaw and save, but leave the trainers running.")
+    ] = False,
     keep: Annotated[bool, typer.Option("--keep", help="Do not remove stopped containers.")] = False,
     grace_s: Annotated[float, typer.Option("--grace-s", min=0, help="Seconds between SIGTERM and SIGKILL.")] = 60.0,
     capture_dir: CaptureDirOrSim = None,
@@ -125,22 +160,30 @@ def recover(
     if ray:
         from harness.cli.cluster import recover_on_ray
 
-        results, notes = recover_on_ray(ray, capture_root(capture_dir, sim), all_=all_, leave_running=leave_running,
-                                        keep=keep, grace_s=grace_s)
+        results, notes = recover_on_ray(
+            ray, capture_root(capture_dir, sim), all_=all_, leave_running=leave_running, keep=keep, grace_s=grace_s
+        )
     else:
         notes = []
-        plans = plan_all(capture_root(capture_dir, sim), [engine_named(name) for name in ENGINE_NAMES], notes,
-                         other_hosts=all_, outside=outside if capture_dir is not None else None)
-        results = [(plan, carry_out(plan, leave_running=leave_running, keep=keep, grace_s=grace_s))
-                   for plan in plans]
+        plans = plan_all(
+            capture_root(capture_dir, sim),
+            [engine_named(name) for name in ENGINE_NAMES],
+            notes,
+            other_hosts=all_,
+            outside=outside if capture_dir is not None else None,
+        )
+        results = [(plan, carry_out(plan, leave_running=leave_running, keep=keep, grace_s=grace_s)) for plan in plans]
     for message in notes:
         warn(f"cannot ask the {message}")
     console = stdout()
     if not any(plan.action != "leave" for plan, _ in results):
         console.print("nothing to recover: no run has lost its harness", markup=False)
     if not ray and outside:
-        console.print(f"{len(outside)} engine object{'s' if len(outside) != 1 else ''} of a capture outside "
-                      f"{capture_dir} left alone", markup=False)
+        console.print(
+            f"{len(outside)} engine object{'s' if len(outside) != 1 else ''} of a capture outside "
+            f"{capture_dir} left alone",
+            markup=False,
+        )
     for plan, result in results:
         for stranger, why in plan.strangers:
             console.print(f"{plan.run}: {stranger.name} left alone: {why}", markup=False)
@@ -150,15 +193,22 @@ def recover(
         final = result.status
         assert final is not None
         if plan.action == "close":
-            console.print(f"{plan.run}: closed {result.windows_closed} open pause window"
-                          f"{'s' if result.windows_closed != 1 else ''} at {result.closed_at}, {result.closed_when} "
-                          "(the run is not frozen; its status is final and unchanged)", markup=False)
+            console.print(
+                f"{plan.run}: closed {result.windows_closed} open pause window"
+                f"{'s' if result.windows_closed != 1 else ''} at {result.closed_at}, {result.closed_when} "
+                "(the run is not frozen; its status is final and unchanged)",
+                markup=False,
+            )
             continue
-        closed = (f", {result.windows_closed} open pause window{'s' if result.windows_closed != 1 else ''} closed"
-                  if result.windows_closed else "")
+        closed = (
+            f", {result.windows_closed} open pause window{'s' if result.windows_closed != 1 else ''} closed"
+            if result.windows_closed
+            else ""
+        )
         console.print(
             f"{plan.run}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
-            f"{result.lines_saved} log line(s) added, {_kind(plan, final)} {result.container}{closed}", markup=False,
+            f"{result.lines_saved} log line(s) added, {_kind(plan, final)} {result.container}{closed}",
+            markup=False,
         )
 
 

@@ -14,16 +14,30 @@ from typing_extensions import Annotated
 
 from harness.cli.app import stdout, warn
 
-RayOption = Annotated[Optional[str], typer.Option(
-    "--ray", envvar="RAY_ADDRESS", metavar="ADDRESS",
-    help="Place each run on the Ray cluster at ADDRESS (auto, HOST:PORT, ray://HOST:10001): one GPU per run, "
-         "the rest queued (docs/cluster.md). Also RAY_ADDRESS.")]
-RecoverRayOption = Annotated[Optional[str], typer.Option(
-    "--ray", envvar="RAY_ADDRESS", metavar="ADDRESS",
-    help="Look for the runs on every node of the Ray cluster at ADDRESS (a small task per node asks its engines). "
-         "Also RAY_ADDRESS.")]
-NodesOption = Annotated[int, typer.Option(
-    "--nodes", min=1, help="Hosts one run spans, with --ray (over 1: --dry-run only; docs/scale-out.md).")]
+RayOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--ray",
+        envvar="RAY_ADDRESS",
+        metavar="ADDRESS",
+        help="Place each run on the Ray cluster at ADDRESS (auto, HOST:PORT, ray://HOST:10001): one GPU per run, "
+        "the rest queued (docs/cluster.md). Also RAY_ADDRESS.",
+    ),
+]
+RecoverRayOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--ray",
+        envvar="RAY_ADDRESS",
+        metavar="ADDRESS",
+        help="Look for the runs on every node of the Ray cluster at ADDRESS (a small task per node asks its engines). "
+        "Also RAY_ADDRESS.",
+    ),
+]
+NodesOption = Annotated[
+    int,
+    typer.Option("--nodes", min=1, help="Hosts one run spans, with --ray (over 1: --dry-run only; docs/scale-out.md)."),
+]
 
 
 class BoardView:
@@ -45,9 +59,15 @@ class BoardView:
             table.add_column(column)
         for line in self.board.lines():
             style = "bold red" if line.paused_since else ""
-            table.add_row(Text(line.run), Text(line.host), Text(line.state),
-                          f"{line.steps_complete}/{line.steps_expected}", line.rollout_text, line.reward_text,
-                          Text(line.pause_text, style=style))
+            table.add_row(
+                Text(line.run),
+                Text(line.host),
+                Text(line.state),
+                f"{line.steps_complete}/{line.steps_expected}",
+                line.rollout_text,
+                line.reward_text,
+                Text(line.pause_text, style=style),
+            )
         return table
 
     def __enter__(self) -> "BoardView":
@@ -71,8 +91,9 @@ class BoardView:
         self.console.print(message, markup=False, highlight=False)
 
 
-def run_command_on_ray(plan: Any, *, address: Optional[str], nodes: int, dry_run: bool, as_json: bool,
-                       force: bool, options: Any) -> None:
+def run_command_on_ray(
+    plan: Any, *, address: Optional[str], nodes: int, dry_run: bool, as_json: bool, force: bool, options: Any
+) -> None:
     """`harness run EXP --ray ADDRESS [--nodes N] [--dry-run]`."""
     from harness.cli.runs import print_spec
     from harness.errors import HarnessError
@@ -81,27 +102,29 @@ def run_command_on_ray(plan: Any, *, address: Optional[str], nodes: int, dry_run
         raise HarnessError(f"--nodes {nodes} needs --ray ADDRESS: a run over several hosts is placed by Ray")
     if nodes > 1:
         if not dry_run:
-            raise HarnessError(f"--nodes {nodes}: a run over several hosts is designed (docs/scale-out.md) but only "
-                               "its --dry-run is implemented: add --dry-run to see what each host would start")
+            raise HarnessError(
+                f"--nodes {nodes}: a run over several hosts is designed (docs/scale-out.md) but only "
+                "its --dry-run is implemented: add --dry-run to see what each host would start"
+            )
         return dry_run_over_hosts(plan, address=address, nodes=nodes, as_json=as_json)
     if dry_run:  # where it runs is Ray's choice; what it runs is the same spec
         print_spec(plan.spec, as_json=as_json)
         return
-    run_on_ray([plan], address=address, mode="force" if force else "retry", fail_fast=False, options=options,
-               single=True)
+    run_on_ray(
+        [plan], address=address, mode="force" if force else "retry", fail_fast=False, options=options, single=True
+    )
 
 
-def run_on_ray(plans: Sequence[Any], *, address: str, mode: str, fail_fast: bool, options: Any,
-               single: bool) -> None:
+def run_on_ray(plans: Sequence[Any], *, address: str, mode: str, fail_fast: bool, options: Any, single: bool) -> None:
     """Run `plans` on the Ray cluster at `address`, deciding and saying so as `run` and `sweep` do here; exit 0 only
     when every run succeeded."""
     from harness.cli.runs import refuse_before_starting, report_status, say_skipped
     from harness.cluster.connect import connect, disconnect
     from harness.cluster.driver import RaySweep, sweep_exit_code
     from harness.errors import HarnessError
+    from harness.run.execute import StopControl
     from harness.run.lifecycle import stop_on_signals
     from harness.run.provenance import git_facts, harness_facts
-    from harness.run.execute import StopControl
 
     ray = connect(address)
     console = stdout()
@@ -110,9 +133,19 @@ def run_on_ray(plans: Sequence[Any], *, address: str, mode: str, fail_fast: bool
 
     # `run` says nothing of its decision (a skip is its error, below); a sweep names each run it skips.
     on_decision = (lambda decision: None) if single else say_skipped(view.note)
-    sweep = RaySweep(ray, address, mode=mode, fail_fast=fail_fast, options=options, stop=stop,
-                     on_decision=on_decision, on_note=view.note, on_wait=warn, board=view.board,
-                     provenance={**harness_facts(), **git_facts(Path.cwd())})
+    sweep = RaySweep(
+        ray,
+        address,
+        mode=mode,
+        fail_fast=fail_fast,
+        options=options,
+        stop=stop,
+        on_decision=on_decision,
+        on_note=view.note,
+        on_wait=warn,
+        board=view.board,
+        provenance={**harness_facts(), **git_facts(Path.cwd())},
+    )
     try:
         with stop_on_signals(stop, view.note), view:
             runs = sweep.run(plans)
@@ -142,12 +175,21 @@ def _print_results(console: Any, runs: Sequence[Any]) -> None:
     for run in runs:
         status = run.status
         steps = f"{status.steps_complete}/{status.steps_expected}" if status else "-"
-        reason = run.error or (status.error if run.decision.action == "run" and status and status.error else None) \
+        reason = (
+            run.error
+            or (status.error if run.decision.action == "run" and status and status.error else None)
             or run.decision.reason
+        )
         cells = (run.run, run.node.hostname if run.node else "-", run.decision.action, run.state, steps, reason)
         rows.append(tuple(Text(cell) for cell in cells))
-    columns = [Column("run"), Column("host"), Column("action"), Column("state"), Column("steps", "right"),
-               Column("reason", wrap=True)]
+    columns = [
+        Column("run"),
+        Column("host"),
+        Column("action"),
+        Column("state"),
+        Column("steps", "right"),
+        Column("reason", wrap=True),
+    ]
     print_table(console, columns, rows, title="sweep on the cluster")
 
 
@@ -168,8 +210,12 @@ def dry_run_over_hosts(plan: Any, *, address: str, nodes: int, as_json: bool) ->
     except ValueError as err:
         raise HarnessError(f"run {plan.spec.run}: {err}") from None
     provenance = {**harness_facts(), **git_facts(Path.cwd())}
-    scale = plan_scale_out(plan.spec, hosts, cluster_env=plan.experiment.cluster.env,
-                           metadata=metadata_for(plan.spec, provenance, nodes, hosts=hosts))
+    scale = plan_scale_out(
+        plan.spec,
+        hosts,
+        cluster_env=plan.experiment.cluster.env,
+        metadata=metadata_for(plan.spec, provenance, nodes, hosts=hosts),
+    )
     if as_json:
         typer.echo(json.dumps(scale.to_dict(), indent=2, allow_nan=False))
         return
@@ -178,8 +224,9 @@ def dry_run_over_hosts(plan: Any, *, address: str, nodes: int, as_json: bool) ->
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def recover_on_ray(address: str, capture_dir: Path, *, all_: bool, leave_running: bool, keep: bool,
-                   grace_s: float) -> tuple[list, list[str]]:
+def recover_on_ray(
+    address: str, capture_dir: Path, *, all_: bool, leave_running: bool, keep: bool, grace_s: float
+) -> tuple[list, list[str]]:
     """Plans for the captures whose runs the cluster's nodes still hold (or whose harness is gone), carried out."""
     from harness.cluster.connect import alive_nodes, connect, disconnect
     from harness.cluster.remote import node_engines

@@ -12,8 +12,8 @@ from typing_extensions import Annotated
 
 from harness.cli.app import DEFAULT_EXPERIMENTS_DIR, SIM_CAPTURE_DIR, ExperimentsDir, command, note, stdout, warn
 from harness.cli.runs import check_capture_root, report_status, sim_target_from_cli
-from harness.sim.timescale import TIME_SCALE_RANGE
 from harness.run.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES
+from harness.sim.timescale import TIME_SCALE_RANGE
 
 DEMO_HELP = """The lab's whole pipeline on the simulator, on any machine: no GPU, Docker optional.
 
@@ -41,7 +41,8 @@ class DemoBoard:
         self.console = console
         self.rows: dict[str, dict[str, Any]] = {
             run: {"state": "waiting", "steps": 0, "expected": steps[run], "last": None, "heat": "-", "t0": None}
-            for run in runs}
+            for run in runs
+        }
         self.t0 = time.monotonic()
         self._lock = threading.Lock()
         self.live: Any = None
@@ -83,16 +84,26 @@ class DemoBoard:
 
         from harness.cli.progress import describe_step
 
-        table = Table(title=f"demo: {len(self.rows)} runs on the simulator, {_elapsed(time.monotonic() - self.t0)}",
-                      title_justify="left", box=None, pad_edge=False)
-        for name, justify in (("run", "left"), ("state", "left"), ("steps", "right"), ("last step", "left"),
-                              ("heat guard", "left")):
+        table = Table(
+            title=f"demo: {len(self.rows)} runs on the simulator, {_elapsed(time.monotonic() - self.t0)}",
+            title_justify="left",
+            box=None,
+            pad_edge=False,
+        )
+        for name, justify in (
+            ("run", "left"),
+            ("state", "left"),
+            ("steps", "right"),
+            ("last step", "left"),
+            ("heat guard", "left"),
+        ):
             table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
         with self._lock:
             for run, row in self.rows.items():
                 last = describe_step(row["last"]) if row["last"] else "-"
-                table.add_row(Text(run), Text(row["state"]), f"{row['steps']}/{row['expected']}", Text(last),
-                              Text(row["heat"]))
+                table.add_row(
+                    Text(run), Text(row["state"]), f"{row['steps']}/{row['expected']}", Text(last), Text(row["heat"])
+                )
         return table
 
 
@@ -117,8 +128,12 @@ class RunProgress:
         row = self.board.rows[self.run]
         label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
         heat = "" if row["heat"] == "-" else f" | heat guard: {row['heat']}"  # piped: no line per pause
-        self.board.update(self.run, f"{self.run}: {label} ({steps_complete}/{row['expected']} complete) | "
-                                    f"{describe_step(summary)}{heat}", steps=steps_complete, last=summary)
+        self.board.update(
+            self.run,
+            f"{self.run}: {label} ({steps_complete}/{row['expected']} complete) | {describe_step(summary)}{heat}",
+            steps=steps_complete,
+            last=summary,
+        )
 
     def guard(self, reading: Any) -> None:
         temp = "-" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
@@ -129,8 +144,12 @@ class RunProgress:
         self.board.say(message)
 
     def finished(self, status: Any) -> None:
-        self.board.update(self.run, f"{self.run}: {status.state}, {status.steps_complete}/{status.steps_expected} "
-                                    "steps complete", state=status.state, steps=status.steps_complete)
+        self.board.update(
+            self.run,
+            f"{self.run}: {status.state}, {status.steps_complete}/{status.steps_expected} steps complete",
+            state=status.state,
+            steps=status.steps_complete,
+        )
 
 
 def _elapsed(seconds: float) -> str:
@@ -140,28 +159,45 @@ def _elapsed(seconds: float) -> str:
 
 @command("demo", help=DEMO_HELP)
 def demo(
-    time_scale: Annotated[float, typer.Option(
-        "--time-scale", help=f"Wall seconds per simulated second, {TIME_SCALE_RANGE}, as `run --sim` takes it "
-                             "(smaller: faster, and pauses weigh more).")] = DEFAULT_TIME_SCALE,
-    sim_engine: Annotated[str, typer.Option(
-        "--sim-engine", metavar="|".join(SIM_ENGINE_CHOICES),
-        help="What runs the simulator: auto (Docker where the sim image is built, else a process), docker or "
-             "process.")] = "auto",
-    steps: Annotated[Optional[int], typer.Option(
-        "--steps", min=1, help="Steps per run [default: each experiment's, 12]; fewer for a quick look.")] = None,
+    time_scale: Annotated[
+        float,
+        typer.Option(
+            "--time-scale",
+            help=f"Wall seconds per simulated second, {TIME_SCALE_RANGE}, as `run --sim` takes it "
+            "(smaller: faster, and pauses weigh more).",
+        ),
+    ] = DEFAULT_TIME_SCALE,
+    sim_engine: Annotated[
+        str,
+        typer.Option(
+            "--sim-engine",
+            metavar="|".join(SIM_ENGINE_CHOICES),
+            help="What runs the simulator: auto (Docker where the sim image is built, else a process), docker or "
+            "process.",
+        ),
+    ] = "auto",
+    steps: Annotated[
+        Optional[int],
+        typer.Option("--steps", min=1, help="Steps per run [default: each experiment's, 12]; fewer for a quick look."),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Rerun runs that already succeeded.")] = False,
     experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR,
-    capture_dir: Annotated[Path, typer.Option(
-        "--capture-dir", help="Where the demo's captures and summary go; never a lab's capture/gpu, so simulated "
-                              "numbers never mix with real ones.")] = SIM_CAPTURE_DIR,
+    capture_dir: Annotated[
+        Path,
+        typer.Option(
+            "--capture-dir",
+            help="Where the demo's captures and summary go; never a lab's capture/gpu, so simulated "
+            "numbers never mix with real ones.",
+        ),
+    ] = SIM_CAPTURE_DIR,
 ) -> None:
     from harness.capture import Capture
-    from harness.run.demo import plan_demo, run_at_once
     from harness.errors import HarnessError
     from harness.experiments.store import ExperimentStore
+    from harness.run.demo import plan_demo, run_at_once
+    from harness.run.execute import StopControl
     from harness.run.lifecycle import RunOptions, exit_code_for, leftover_warnings, stop_on_signals
     from harness.run.provenance import git_facts, harness_facts, nvml_probe
-    from harness.run.execute import StopControl
 
     started = time.monotonic()
     check_capture_root(capture_dir, sim=True)
@@ -188,9 +224,17 @@ def demo(
     provenance = {**harness_facts(), **git_facts(Path.cwd()), "nvml": nvml_probe()}
     with board, stop_on_signals(stop, board.say):
         # retry: a run that did not succeed (Ctrl-C, a failure) is run again; a succeeded one is reused.
-        results = run_at_once(plans, mode="force" if force else "retry", options=RunOptions(),
-                              progress_for=lambda plan: board.progress(plan.spec.run), stop=stop,
-                              on_decision=on_decision, on_wait=warn, on_warning=warn, provenance=provenance)
+        results = run_at_once(
+            plans,
+            mode="force" if force else "retry",
+            options=RunOptions(),
+            progress_for=lambda plan: board.progress(plan.spec.run),
+            stop=stop,
+            on_decision=on_decision,
+            on_wait=warn,
+            on_warning=warn,
+            provenance=provenance,
+        )
     ran_s = time.monotonic() - started
     refused = [result.decision for result in results if result.decision.refused]
     if refused:  # its old capture would go into the summary as if it were the run asked for
@@ -198,7 +242,7 @@ def demo(
         raise HarnessError(refused[0].not_started() + more)
     states = [result.status.state if result.status else "not run" for result in results]
     missing = [(result, state) for result, state in zip(results, states) if state != "succeeded"]
-    for result, state in missing:
+    for result, _state in missing:
         if result.decision.action == "run" and result.status is not None:
             report_status(result.status, capture_dir)  # what `harness run --sim` says of it, and where its log is
         else:
@@ -207,12 +251,20 @@ def demo(
     if missing:  # a summary without them would compare what is there as if it were the write-up's set
         names = ", ".join(result.decision.run for result, _ in missing)
         succeeded = len(results) - len(missing)
-        warn(f"no summary, figures or headline numbers: they need all {len(results)} runs, and {names} did not "
-             f"succeed; `harness demo` again reruns {'it' if len(missing) == 1 else 'them'}"
-             + (f" and reuses the {succeeded} that succeeded" if succeeded else ""))
+        warn(
+            f"no summary, figures or headline numbers: they need all {len(results)} runs, and {names} did not "
+            f"succeed; `harness demo` again reruns {'it' if len(missing) == 1 else 'them'}"
+            + (f" and reuses the {succeeded} that succeeded" if succeeded else "")
+        )
     else:
-        _publish(console, capture_dir, ran_s, started, reused=sum(r.decision.action == "skip" for r in results),
-                 runs=len(results))
+        _publish(
+            console,
+            capture_dir,
+            ran_s,
+            started,
+            reused=sum(r.decision.action == "skip" for r in results),
+            runs=len(results),
+        )
     code = exit_code_for(states)
     if code:
         raise typer.Exit(int(code))
@@ -231,11 +283,17 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, r
     document = published.document
     rows = [tuple(Text(cell) for cell in (row.figure, row.demo, row.write_up)) for row in headline(document)]
     console.print()
-    print_table(console, [Column("figure", wrap=True), Column("demo (simulator)", wrap=True),
-                          Column("write-up (GB10)", wrap=True)], rows, title="headline numbers")
+    print_table(
+        console,
+        [Column("figure", wrap=True), Column("demo (simulator)", wrap=True), Column("write-up (GB10)", wrap=True)],
+        rows,
+        title="headline numbers",
+    )
     for comparison in document.comparisons:
-        console.print(Text(f"{comparison.run} against {comparison.baseline}: {comparison.reward.verdict}"),
-                      soft_wrap=not console.is_terminal)
+        console.print(
+            Text(f"{comparison.run} against {comparison.baseline}: {comparison.reward.verdict}"),
+            soft_wrap=not console.is_terminal,
+        )
     console.print()
     console.print(Text(f"summary JSON  {published.summary_path}"))
     for path in sorted([*published.figures, *published.figures_unchanged]):  # unchanged ones are results too
@@ -243,5 +301,9 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, r
     console.print(Text(f"report        {report.report}"))
     status = "harness status --sim" if capture_dir == SIM_CAPTURE_DIR else f"harness status --capture-dir {capture_dir}"
     ran = f"{reused} of {runs} runs reused, " if reused else ""
-    console.print(Text(f"{ran}runs {ran_s:.0f} s, summary and report {time.monotonic() - started - ran_s:.0f} s; "
-                       f"`{status}` lists the captures"))
+    console.print(
+        Text(
+            f"{ran}runs {ran_s:.0f} s, summary and report {time.monotonic() - started - ran_s:.0f} s; "
+            f"`{status}` lists the captures"
+        )
+    )

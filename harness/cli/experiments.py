@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import typer
+from typing_extensions import Annotated
+
 from harness.cli.app import (
     DEFAULT_EXPERIMENTS_DIR,
     ExperimentsDir,
@@ -11,9 +14,6 @@ from harness.cli.app import (
     stdout,
     warn,
 )
-
-import typer
-from typing_extensions import Annotated
 
 
 @command("ls")
@@ -26,8 +26,15 @@ def ls(experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR) -> None:
     from harness.experiments.store import ExperimentStore
 
     store = ExperimentStore(experiments_dir)
-    columns = [Column("name"), Column("extends", wrap=True, drop=1), Column("seed", "right"),
-               Column("steps", "right"), Column("filter"), Column("over-sampling"), Column("description", wrap=True)]
+    columns = [
+        Column("name"),
+        Column("extends", wrap=True, drop=1),
+        Column("seed", "right"),
+        Column("steps", "right"),
+        Column("filter"),
+        Column("over-sampling"),
+        Column("description", wrap=True),
+    ]
     warnings: list[str] = []
     rows = []
     for name in store.names():
@@ -75,8 +82,8 @@ def show(
     """Print the resolved experiment (parents merged, overrides and seed applied) as YAML; secrets as ***."""
     import yaml
 
-    from harness.experiments.store import ExperimentStore
     from harness.experiments.schema import redacted_experiment
+    from harness.experiments.store import ExperimentStore
 
     store = ExperimentStore(experiments_dir)
     if store.is_sweep(experiment):

@@ -21,24 +21,45 @@ guard_app = typer.Typer(
 app.add_typer(guard_app, name="guard")
 
 # Option name for each guard key a message may name.
-OPTION_FOR = {"sensor": "--sensor", "pause_at_c": "--pause-at", "resume_at_c": "--resume-at", "poll_s": "--poll-s",
-              "min_pause_s": "--min-pause-s", "max_pause_s": "--max-pause-s", "on_max_pause": "--on-max-pause"}
+OPTION_FOR = {
+    "sensor": "--sensor",
+    "pause_at_c": "--pause-at",
+    "resume_at_c": "--resume-at",
+    "poll_s": "--poll-s",
+    "min_pause_s": "--min-pause-s",
+    "max_pause_s": "--max-pause-s",
+    "on_max_pause": "--on-max-pause",
+}
 
 
 @guard_app.callback(invoke_without_command=True)
 def guard_target(
     ctx: typer.Context,
-    container: Annotated[Optional[str], typer.Option("--container", help="Guard this Docker container (id or name).")] = None,
-    pid: Annotated[Optional[int], typer.Option("--pid", min=1, help="Guard this process's group (only the process, if it shares this shell's group).")] = None,
-    record: Annotated[Optional[Path], typer.Option("--record", help="Directory for pauses.jsonl and guard.jsonl (made if absent; appended to).")] = None,
+    container: Annotated[
+        Optional[str], typer.Option("--container", help="Guard this Docker container (id or name).")
+    ] = None,
+    pid: Annotated[
+        Optional[int],
+        typer.Option(
+            "--pid", min=1, help="Guard this process's group (only the process, if it shares this shell's group)."
+        ),
+    ] = None,
+    record: Annotated[
+        Optional[Path],
+        typer.Option("--record", help="Directory for pauses.jsonl and guard.jsonl (made if absent; appended to)."),
+    ] = None,
     sensor: Annotated[Optional[str], typer.Option("--sensor", help="auto, nvml, sysfs, sim or file:PATH.")] = None,
     pause_at: Annotated[Optional[float], typer.Option("--pause-at", help="Pause at this temperature in C.")] = None,
-    resume_at: Annotated[Optional[float], typer.Option("--resume-at", help="Resume at or below this temperature in C.")] = None,
+    resume_at: Annotated[
+        Optional[float], typer.Option("--resume-at", help="Resume at or below this temperature in C.")
+    ] = None,
     poll_s: Annotated[Optional[float], typer.Option("--poll-s", help="Seconds between readings.")] = None,
     min_pause_s: Annotated[Optional[float], typer.Option("--min-pause-s", help="Shortest pause in s.")] = None,
     max_pause_s: Annotated[Optional[float], typer.Option("--max-pause-s", help="Longest pause in s.")] = None,
     on_max_pause: Annotated[Optional[str], typer.Option("--on-max-pause", help="resume, or stop the target.")] = None,
-    grace_s: Annotated[float, typer.Option("--grace-s", min=0, help="With --on-max-pause stop: seconds between SIGTERM and SIGKILL.")] = 60.0,
+    grace_s: Annotated[
+        float, typer.Option("--grace-s", min=0, help="With --on-max-pause stop: seconds between SIGTERM and SIGKILL.")
+    ] = 60.0,
 ) -> None:
     """Guard any container or process: freeze it while the GPU is too hot, thaw it once cool, record the windows.
 
@@ -48,8 +69,15 @@ def guard_target(
     """
     if ctx.invoked_subcommand is not None:
         return
-    settings = {"sensor": sensor, "pause_at_c": pause_at, "resume_at_c": resume_at, "poll_s": poll_s,
-                "min_pause_s": min_pause_s, "max_pause_s": max_pause_s, "on_max_pause": on_max_pause}
+    settings = {
+        "sensor": sensor,
+        "pause_at_c": pause_at,
+        "resume_at_c": resume_at,
+        "poll_s": poll_s,
+        "min_pause_s": min_pause_s,
+        "max_pause_s": max_pause_s,
+        "on_max_pause": on_max_pause,
+    }
     try:
         code = guard_command(container, pid, record, {k: v for k, v in settings.items() if v is not None}, grace_s)
     except HarnessError as err:
@@ -57,8 +85,9 @@ def guard_target(
     raise typer.Exit(code)
 
 
-def guard_command(container: Optional[str], pid: Optional[int], record: Optional[Path], settings: dict[str, Any],
-                  grace_s: float) -> int:
+def guard_command(
+    container: Optional[str], pid: Optional[int], record: Optional[Path], settings: dict[str, Any], grace_s: float
+) -> int:
     """Attach, open the sensor, guard until the end; the exit code (1 when the guard had to stop the target)."""
     import os
 
@@ -108,14 +137,24 @@ def _guard_until_exit(handle: Any, what: str, session: Any, record: Path, grace_
         raise HarnessError(f"--record {record}: {err.strerror or err}") from None
     config = session.config
     console = stdout()
-    console.print(f"guarding {what} with the {session.facts().get('picked')} sensor: pause at {config.pause_at_c:g} "
-                  f"C, resume at {config.resume_at_c:g} C, a reading every {config.poll_s:g} s; recording into "
-                  f"{record}. Ctrl-C ends (the target is thawed first).", markup=False)
+    console.print(
+        f"guarding {what} with the {session.facts().get('picked')} sensor: pause at {config.pause_at_c:g} "
+        f"C, resume at {config.resume_at_c:g} C, a reading every {config.poll_s:g} s; recording into "
+        f"{record}. Ctrl-C ends (the target is thawed first).",
+        markup=False,
+    )
     stopped = threading.Event()
     previous = {sig: signal.signal(sig, lambda signum, frame: stopped.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return guard_until_exit(handle, session, record, stopped=stopped, on_reading=_printer(console, what),
-                                on_note=lambda message: warn(f"heat guard: {message}"), grace_s=grace_s)
+        return guard_until_exit(
+            handle,
+            session,
+            record,
+            stopped=stopped,
+            on_reading=_printer(console, what),
+            on_note=lambda message: warn(f"heat guard: {message}"),
+            grace_s=grace_s,
+        )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -164,14 +203,15 @@ def _printer(console: Any, what: str) -> Any:
 
     return show
 
+
 STATUS_STYLE = {"OK": "green", "NOT_SUPPORTED": "yellow"}
 
 
 @command("probe", on=guard_app)
 def probe_command(
-    thermal_root: Annotated[
-        Path, typer.Option("--thermal-root", help="Where the kernel's thermal zones are.")
-    ] = Path("/sys/class/thermal"),
+    thermal_root: Annotated[Path, typer.Option("--thermal-root", help="Where the kernel's thermal zones are.")] = Path(
+        "/sys/class/thermal"
+    ),
     json_: JsonOption = False,
 ) -> None:
     """Show what this machine's sensors support: each NVML query, the thresholds, the thermal zones.
@@ -201,11 +241,17 @@ def render_probe(found: Any) -> None:
         why = (found.nvml_error or "?").removeprefix("NVML: ")
         console.print(f"NVML: [red]unavailable[/red]: {escape(why)}")
     else:
-        console.print(f"NVML: driver {found.nvml.driver_version or '?'}, NVML {found.nvml.nvml_version or '?'}, "
-                      f"{len(found.nvml.devices)} GPU(s)")
+        console.print(
+            f"NVML: driver {found.nvml.driver_version or '?'}, NVML {found.nvml.nvml_version or '?'}, "
+            f"{len(found.nvml.devices)} GPU(s)"
+        )
         for device in found.nvml.devices:
-            table = Table(title=f"GPU {device.index}: {escape(device.name or '?')} {escape(device.uuid or '')}",
-                          title_justify="left", box=None, pad_edge=False)
+            table = Table(
+                title=f"GPU {device.index}: {escape(device.name or '?')} {escape(device.uuid or '')}",
+                title_justify="left",
+                box=None,
+                pad_edge=False,
+            )
             for header in ("query", "status", "value"):
                 table.add_column(header, no_wrap=True)
             for query, result in device.queries.items():
@@ -214,8 +260,12 @@ def render_probe(found: Any) -> None:
             console.print(table)
         console.print("memory info: not queried (NOT_SUPPORTED on GB10; the guard never needs it)")
     if found.zones:
-        table = Table(title=f"thermal zones under {escape(str(found.thermal_root))}", title_justify="left",
-                      box=None, pad_edge=False)
+        table = Table(
+            title=f"thermal zones under {escape(str(found.thermal_root))}",
+            title_justify="left",
+            box=None,
+            pad_edge=False,
+        )
         for header in ("zone", "type", "temperature"):
             table.add_column(header, no_wrap=True)
         for zone in found.zones:

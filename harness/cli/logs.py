@@ -37,13 +37,23 @@ def render_parsed_log(parsed: Any) -> None:
     from rich.table import Table
 
     console = stdout()
-    table = Table(title=f"{len(parsed.steps)} steps in {parsed.lines} lines", title_justify="left",
-                  box=None, pad_edge=False)
+    table = Table(
+        title=f"{len(parsed.steps)} steps in {parsed.lines} lines", title_justify="left", box=None, pad_edge=False
+    )
     from harness.mileslog import keys
 
     filter_on, source = parsed.filter_setting()
-    for header in ("step", "complete", "rollout\ns", "dropped\nright", "dropped\nwrong",
-                   "0-std\nright", "0-std\nwrong", "reward", "step\ns"):
+    for header in (
+        "step",
+        "complete",
+        "rollout\ns",
+        "dropped\nright",
+        "dropped\nwrong",
+        "0-std\nright",
+        "0-std\nwrong",
+        "reward",
+        "step\ns",
+    ):
         table.add_column(header, justify="left" if header == "complete" else "right", no_wrap=True)
     for record in parsed.steps:
         metrics, derived = record.metrics, record.derived
@@ -61,7 +71,9 @@ def render_parsed_log(parsed: Any) -> None:
         )
     console.print(table)
     if filter_on is None:
-        console.print(f"reward: {keys.reward_key(filter_on)} (no argument dump or launch line: read as without the filter)")
+        console.print(
+            f"reward: {keys.reward_key(filter_on)} (no argument dump or launch line: read as without the filter)"
+        )
     else:
         state = "filter on" if filter_on else "no filter"
         console.print(f"reward: {keys.reward_key(filter_on)} ({state}, from the {source})")
@@ -73,8 +85,9 @@ def render_parsed_log(parsed: Any) -> None:
         console.print(f"argument dump: {len(parsed.args)} arguments")
     if parsed.failure is not None:
         failure = parsed.failure
-        console.print(f"[red]failure ({failure['kind']}) at line {failure['line_number']}:[/red] "
-                      f"{escape(failure['line'])}")
+        console.print(
+            f"[red]failure ({failure['kind']}) at line {failure['line_number']}:[/red] {escape(failure['line'])}"
+        )
     if parsed.problems:
         console.print(f"[yellow]{len(parsed.problems)} problem(s):[/yellow]")
         for problem in parsed.problems[:10]:

@@ -11,8 +11,8 @@ from harness.mileslog import keys
 
 if TYPE_CHECKING:  # annotations only: `harness parse-log` and `--help` need not import the launch planner
     from harness.capture import RunStatus
-    from harness.guard import GuardReading
     from harness.engines.spec import LaunchSpec
+    from harness.guard import GuardReading
 
 
 def step_summary(record: Any, filter_on: Optional[bool] = False) -> dict[str, Any]:
@@ -40,7 +40,9 @@ def describe_step(summary: dict[str, Any]) -> str:
     without the filter). The rollout time is the trainer's own, so a heat pause inside the rollout is in it."""
     parts = [f"rollout {_num(summary['rollout_s'], '.1f')} s (incl. pauses)"]
     if summary["dropped"]:
-        parts.append(f"dropped {summary['dropped']} (right {summary['dropped_right']}, wrong {summary['dropped_wrong']})")
+        parts.append(
+            f"dropped {summary['dropped']} (right {summary['dropped_right']}, wrong {summary['dropped_wrong']})"
+        )
     elif summary["zero_std_right"] is not None:
         parts.append(f"zero-variance {summary['zero_std_right']} right, {summary['zero_std_wrong']} wrong")
     parts.append(f"reward {_num(summary['reward'], '.3f')}")
@@ -111,8 +113,10 @@ class PlainProgress:
         run = self.spec.run if self.spec else "run"
         expected = self.spec.steps_expected if self.spec else "?"
         label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
-        self._say(f"{run}: {label} ({steps_complete}/{expected} complete) | {describe_step(summary)} | "
-                  f"{_elapsed(time.monotonic() - self.t0)} elapsed" + self._guard_suffix())
+        self._say(
+            f"{run}: {label} ({steps_complete}/{expected} complete) | {describe_step(summary)} | "
+            f"{_elapsed(time.monotonic() - self.t0)} elapsed" + self._guard_suffix()
+        )
 
     def _guard_suffix(self) -> str:
         return "" if self.reading is None else f" | {describe_guard(self.reading)}"

@@ -34,8 +34,8 @@ from harness.cli.app import (
 )
 from harness.cli.cluster import NodesOption, RayOption
 from harness.cli.progress import progress_for
-from harness.sim.timescale import TIME_SCALE_RANGE
 from harness.run.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES, SimTarget, choose_target
+from harness.sim.timescale import TIME_SCALE_RANGE
 
 # The lab's default experiment: the write-up's next step is a second seed of the filter run.
 # `make run` and `make sweep` without EXP, and `run`/`sweep` without an experiment, take it.
@@ -50,8 +50,11 @@ def chosen_experiment(experiment: Optional[str]) -> str:
         return experiment
     from_env = os.environ.get(EXPERIMENT_ENV, "").strip()
     name = from_env or DEFAULT_EXPERIMENT
-    source = (f"as {EXPERIMENT_ENV} says" if from_env
-              else f"the lab's default ({EXPERIMENT_ENV} or an argument names another)")
+    source = (
+        f"as {EXPERIMENT_ENV} says"
+        if from_env
+        else f"the lab's default ({EXPERIMENT_ENV} or an argument names another)"
+    )
     note(f"experiment {name}, {source}")
     return name
 
@@ -76,9 +79,11 @@ def check_capture_root(capture_dir: Path, *, sim: bool) -> Path:
     other = DEFAULT_CAPTURE_DIR if sim else SIM_CAPTURE_DIR
     if capture_dir.resolve() == other.resolve():
         kind, other_kind = ("simulated", "real") if sim else ("real", "simulated")
-        raise HarnessError(f"--capture-dir {capture_dir}: the lab's {other_kind} captures are there, and one summary "
-                           f"would mix {kind} numbers with them; give another directory (default "
-                           f"{SIM_CAPTURE_DIR if sim else DEFAULT_CAPTURE_DIR})")
+        raise HarnessError(
+            f"--capture-dir {capture_dir}: the lab's {other_kind} captures are there, and one summary "
+            f"would mix {kind} numbers with them; give another directory (default "
+            f"{SIM_CAPTURE_DIR if sim else DEFAULT_CAPTURE_DIR})"
+        )
     return capture_dir
 
 
@@ -110,8 +115,14 @@ class SeedsCommand(TyperCommand):
         return super().parse_args(ctx, spread_seeds(args))
 
 
-def plan_from_cli(name: str, experiments_dir: Path, capture_dir: Path, seeds: Sequence[int],
-                  overrides: Sequence[str], sim: Optional[SimTarget] = None) -> list:
+def plan_from_cli(
+    name: str,
+    experiments_dir: Path,
+    capture_dir: Path,
+    seeds: Sequence[int],
+    overrides: Sequence[str],
+    sim: Optional[SimTarget] = None,
+) -> list:
     """Plan the runs of `name` over `seeds` (a sweep file's own seeds when it is one); warnings are printed."""
     from harness.errors import HarnessError
     from harness.experiments.store import ExperimentStore
@@ -131,8 +142,8 @@ def plan_from_cli(name: str, experiments_dir: Path, capture_dir: Path, seeds: Se
 
 def _session(plans: list, capture_dir: Path) -> tuple:
     """Warn about leftovers `harness recover` would settle; the console, live progress and stop control."""
-    from harness.run.lifecycle import leftover_warnings
     from harness.run.execute import StopControl
+    from harness.run.lifecycle import leftover_warnings
 
     for message in leftover_warnings(capture_dir, [plan.spec.engine for plan in plans]):
         warn(message)
@@ -140,23 +151,47 @@ def _session(plans: list, capture_dir: Path) -> tuple:
     return console, progress_for(console), StopControl()
 
 
-GraceOption = Annotated[float, typer.Option("--grace-s", min=0, help="Seconds between SIGTERM and SIGKILL when stopping.")]
-KeepOption = Annotated[bool, typer.Option("--keep", help="Keep the container after the run (it is removed once logs and status are saved).")]
+GraceOption = Annotated[
+    float, typer.Option("--grace-s", min=0, help="Seconds between SIGTERM and SIGKILL when stopping.")
+]
+KeepOption = Annotated[
+    bool,
+    typer.Option("--keep", help="Keep the container after the run (it is removed once logs and status are saved)."),
+]
 NoWaitOption = Annotated[bool, typer.Option("--no-wait", help="Fail at once if another run holds the GPU.")]
-SimOption = Annotated[bool, typer.Option(
-    "--sim", help="On the simulator, not the GPU: the sim image on Docker, else the process engine (no GPU, no "
-                  "data); same experiment files and captures, under capture/sim.")]
-TimeScaleOption = Annotated[Optional[float], typer.Option(
-    "--time-scale", show_default=False,
-    help=f"With --sim: wall seconds per simulated second, {TIME_SCALE_RANGE} [default: {DEFAULT_TIME_SCALE:g}, the "
-         "demo's: a 12-step run in about a minute].")]
-SimEngineOption = Annotated[str, typer.Option(
-    "--sim-engine", metavar="|".join(SIM_ENGINE_CHOICES),
-    help="With --sim: auto (Docker where the sim image is built, else a process), docker or process.")]
-ExperimentArgument = Annotated[Optional[str], typer.Argument(
-    show_default=False,
-    help=f"Experiment name (file stem in the experiments directory) [default: ${EXPERIMENT_ENV}, else "
-         f"{DEFAULT_EXPERIMENT}].")]
+SimOption = Annotated[
+    bool,
+    typer.Option(
+        "--sim",
+        help="On the simulator, not the GPU: the sim image on Docker, else the process engine (no GPU, no "
+        "data); same experiment files and captures, under capture/sim.",
+    ),
+]
+TimeScaleOption = Annotated[
+    Optional[float],
+    typer.Option(
+        "--time-scale",
+        show_default=False,
+        help=f"With --sim: wall seconds per simulated second, {TIME_SCALE_RANGE} [default: {DEFAULT_TIME_SCALE:g}, the "
+        "demo's: a 12-step run in about a minute].",
+    ),
+]
+SimEngineOption = Annotated[
+    str,
+    typer.Option(
+        "--sim-engine",
+        metavar="|".join(SIM_ENGINE_CHOICES),
+        help="With --sim: auto (Docker where the sim image is built, else a process), docker or process.",
+    ),
+]
+ExperimentArgument = Annotated[
+    Optional[str],
+    typer.Argument(
+        show_default=False,
+        help=f"Experiment name (file stem in the experiments directory) [default: ${EXPERIMENT_ENV}, else "
+        f"{DEFAULT_EXPERIMENT}].",
+    ),
+]
 
 RUN_HELP = f"""Run one experiment in a container on the GPU, capture it, and exit 0 only if it succeeded.
 
@@ -200,8 +235,13 @@ def run(
     experiment: ExperimentArgument = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the launch spec and start nothing.")] = False,
     json_: JsonOption = False,
-    force: Annotated[bool, typer.Option("--force", help="Rerun even if the capture succeeded (the old one is kept under .replaced/).")] = False,
-    max_minutes: Annotated[Optional[float], typer.Option("--max-minutes", min=0.01, help="Time limit; overrides limits.max_minutes.")] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Rerun even if the capture succeeded (the old one is kept under .replaced/)."),
+    ] = False,
+    max_minutes: Annotated[
+        Optional[float], typer.Option("--max-minutes", min=0.01, help="Time limit; overrides limits.max_minutes.")
+    ] = None,
     no_wait: NoWaitOption = False,
     keep: KeepOption = False,
     grace_s: GraceOption = 60.0,
@@ -229,8 +269,15 @@ def run(
     if ray or nodes > 1:
         from harness.cli.cluster import run_command_on_ray
 
-        return run_command_on_ray(plan, address=ray, nodes=nodes, dry_run=dry_run, as_json=json_, force=force,
-                                  options=RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s))
+        return run_command_on_ray(
+            plan,
+            address=ray,
+            nodes=nodes,
+            dry_run=dry_run,
+            as_json=json_,
+            force=force,
+            options=RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s),
+        )
     if dry_run:
         for problem in _preflight(plan.spec):
             warn(f"pre-flight: {problem}")
@@ -239,8 +286,15 @@ def run(
     _, progress, stop = _session([plan], capture_dir)
     options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     with stop_on_signals(stop, progress.note):
-        result = run_planned(plan, options=options, progress=progress, stop=stop, on_wait=warn, on_warning=warn,
-                             mode="force" if force else "retry")
+        result = run_planned(
+            plan,
+            options=options,
+            progress=progress,
+            stop=stop,
+            on_wait=warn,
+            on_warning=warn,
+            mode="force" if force else "retry",
+        )
     if result.decision.action == "skip":
         raise HarnessError(result.decision.not_started())
     status = result.status
@@ -252,17 +306,32 @@ def run(
 
 @command("sweep", cls=SeedsCommand, help=SWEEP_HELP)
 def sweep(
-    experiment: Annotated[Optional[str], typer.Argument(
-        show_default=False,
-        help=f"An experiment (with --seeds) or a sweep file such as `seeds` [default: ${EXPERIMENT_ENV}, else "
-             f"{DEFAULT_EXPERIMENT}].")] = None,
-    seeds: Annotated[Optional[List[int]], typer.Option(
-        "--seeds", min=1, metavar="N...", help="Seeds to run: --seeds 1 2 3 (every number after it).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="List each run, its run id and capture, and whether it would be skipped; start nothing.")] = False,
+    experiment: Annotated[
+        Optional[str],
+        typer.Argument(
+            show_default=False,
+            help=f"An experiment (with --seeds) or a sweep file such as `seeds` [default: ${EXPERIMENT_ENV}, else "
+            f"{DEFAULT_EXPERIMENT}].",
+        ),
+    ] = None,
+    seeds: Annotated[
+        Optional[List[int]],
+        typer.Option("--seeds", min=1, metavar="N...", help="Seeds to run: --seeds 1 2 3 (every number after it)."),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="List each run, its run id and capture, and whether it would be skipped; start nothing."
+        ),
+    ] = False,
     json_: JsonOption = False,
-    retry: Annotated[bool, typer.Option("--retry", help="Also rerun failed, no_metrics, interrupted and stopped runs.")] = False,
+    retry: Annotated[
+        bool, typer.Option("--retry", help="Also rerun failed, no_metrics, interrupted and stopped runs.")
+    ] = False,
     force: Annotated[bool, typer.Option("--force", help="Rerun every run, succeeded ones too.")] = False,
-    fail_fast: Annotated[bool, typer.Option("--fail-fast", help="Stop the sweep at the first run that does not succeed.")] = False,
+    fail_fast: Annotated[
+        bool, typer.Option("--fail-fast", help="Stop the sweep at the first run that does not succeed.")
+    ] = False,
     no_wait: NoWaitOption = False,
     keep: KeepOption = False,
     grace_s: GraceOption = 60.0,
@@ -298,8 +367,17 @@ def sweep(
         return run_on_ray(plans, address=ray, mode=mode, fail_fast=fail_fast, options=options, single=False)
     console, progress, stop = _session(plans, capture_dir)
     with stop_on_signals(stop, progress.note):
-        results = run_sweep(plans, mode=mode, fail_fast=fail_fast, options=options, progress=progress, stop=stop,
-                            on_decision=say_skipped(progress.note), on_wait=warn, on_warning=warn)
+        results = run_sweep(
+            plans,
+            mode=mode,
+            fail_fast=fail_fast,
+            options=options,
+            progress=progress,
+            stop=stop,
+            on_decision=say_skipped(progress.note),
+            on_wait=warn,
+            on_warning=warn,
+        )
     _print_sweep(console, results)
     refuse_before_starting([result.decision for result in results])  # a capture that changed while the sweep ran
     states = [r.status.state if r.status else "not run" for r in results]
@@ -311,6 +389,7 @@ def sweep(
 def say_skipped(note: Callable[[str], None]) -> Callable:
     """A sweep's word on each decision, here or on a Ray cluster: a line for a run it skips (a run that starts
     says so itself, once its pre-flight checks passed)."""
+
     def on_decision(decision) -> None:  # noqa: ANN001
         if decision.action == "skip":
             note(f"{decision.run} skipped: {decision.reason}")
@@ -344,8 +423,13 @@ def _print_sweep(console, results) -> None:  # noqa: ANN001
     for result in results:
         status = result.status
         steps = f"{status.steps_complete}/{status.steps_expected}" if status else "-"
-        cells = (result.decision.run, result.decision.action, status.state if status else "-", steps,
-                 result.decision.reason)
+        cells = (
+            result.decision.run,
+            result.decision.action,
+            status.state if status else "-",
+            steps,
+            result.decision.reason,
+        )
         rows.append(tuple(Text(cell) for cell in cells))  # Text: a reason quoting a log line is never markup
     columns = [Column("run"), Column("action"), Column("state"), Column("steps", "right"), Column("reason", wrap=True)]
     print_table(console, columns, rows, title="sweep")
@@ -363,14 +447,31 @@ def print_sweep_plan(plans: Sequence, decisions: Sequence, mode: str, *, as_json
     for plan, decision in zip(plans, decisions):
         spec = plan.spec
         action = "refuse" if decision.refused else decision.action
-        rows.append({"run": spec.run, "run_id": spec.run_id, "seed": spec.seed, "capture_dir": spec.capture_dir,
-                     "action": action, "reason": decision.reason})
+        rows.append(
+            {
+                "run": spec.run,
+                "run_id": spec.run_id,
+                "seed": spec.seed,
+                "capture_dir": spec.capture_dir,
+                "action": action,
+                "reason": decision.reason,
+            }
+        )
     if as_json:
         experiment = plans[0].spec.experiment if plans else None
-        typer.echo(json.dumps({"experiment": experiment, "mode": mode, "dry_run": True, "runs": rows}, indent=2, allow_nan=False))
+        typer.echo(
+            json.dumps(
+                {"experiment": experiment, "mode": mode, "dry_run": True, "runs": rows}, indent=2, allow_nan=False
+            )
+        )
         return
-    columns = [Column("run"), Column("run id", drop=2), Column("capture", drop=1), Column("action"),
-               Column("reason", wrap=True)]
+    columns = [
+        Column("run"),
+        Column("run id", drop=2),
+        Column("capture", drop=1),
+        Column("action"),
+        Column("reason", wrap=True),
+    ]
     cells = [tuple(Text(row[key]) for key in ("run", "run_id", "capture_dir", "action", "reason")) for row in rows]
     print_table(stdout(), columns, cells, title=f"sweep plan ({mode} mode, dry run: nothing started)")
 
@@ -378,13 +479,23 @@ def print_sweep_plan(plans: Sequence, decisions: Sequence, mode: str, *, as_json
 def report_status(status, capture_dir: Optional[Path] = None) -> None:  # noqa: ANN001
     """One line: the run's final state; a warning that says why, and where to look, if it did not succeed."""
     if status.state == "succeeded":
-        stdout().print(f"{status.run}: succeeded, {status.steps_complete}/{status.steps_expected} steps complete, "
-                       f"exit code {status.exit_code}", markup=False)
+        stdout().print(
+            f"{status.run}: succeeded, {status.steps_complete}/{status.steps_expected} steps complete, "
+            f"exit code {status.exit_code}",
+            markup=False,
+        )
     else:
-        where = ("" if capture_dir in (None, DEFAULT_CAPTURE_DIR) else " --sim" if capture_dir == SIM_CAPTURE_DIR
-                 else f" --capture-dir {capture_dir}")
-        warn(f"run {status.run} {status.state} with {status.steps_complete}/{status.steps_expected} steps complete "
-             f"({status.error or f'exit code {status.exit_code}'}); `harness logs {status.run}{where}` shows its log")
+        where = (
+            ""
+            if capture_dir in (None, DEFAULT_CAPTURE_DIR)
+            else " --sim"
+            if capture_dir == SIM_CAPTURE_DIR
+            else f" --capture-dir {capture_dir}"
+        )
+        warn(
+            f"run {status.run} {status.state} with {status.steps_complete}/{status.steps_expected} steps complete "
+            f"({status.error or f'exit code {status.exit_code}'}); `harness logs {status.run}{where}` shows its log"
+        )
 
 
 def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
@@ -420,7 +531,10 @@ def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
     else:
         out("gpu request     ", "none")
     ulimits = " ".join(f"{k}={v}" for k, v in spec.ulimits.items())
-    out("shm size        ", f"{spec.shm_size}   ipc {spec.ipc_mode}   init {'yes' if spec.init else 'no'}   ulimits {ulimits}")
+    out(
+        "shm size        ",
+        f"{spec.shm_size}   ipc {spec.ipc_mode}   init {'yes' if spec.init else 'no'}   ulimits {ulimits}",
+    )
     for mount in spec.mounts:
         out("mount           ", f"{mount.source} -> {mount.target}{' (read-only)' if mount.read_only else ''}")
     for name, value in spec.labels.items():

@@ -49,20 +49,29 @@ def summarize_command(
     if json_:
         import json
 
-        typer.echo(json.dumps({
-            "summary": str(published.summary_path),
-            "figures": [str(p) for p in published.figures + published.figures_unchanged],
-            "figures_drawn": [str(p) for p in published.figures],
-            "runs": sorted(document.runs),
-            "comparisons": [c.run for c in document.comparisons],
-            "skipped": [s.to_dict() for s in document.skipped],
-        }, indent=2, allow_nan=False))
+        typer.echo(
+            json.dumps(
+                {
+                    "summary": str(published.summary_path),
+                    "figures": [str(p) for p in published.figures + published.figures_unchanged],
+                    "figures_drawn": [str(p) for p in published.figures],
+                    "runs": sorted(document.runs),
+                    "comparisons": [c.run for c in document.comparisons],
+                    "skipped": [s.to_dict() for s in document.skipped],
+                },
+                indent=2,
+                allow_nan=False,
+            )
+        )
         return
     _print_runs(document)
     console = stdout()
     for comparison in document.comparisons:  # a paragraph: wrapped at words in a terminal, one line piped
-        console.print(f"[bold]{escape(comparison.run)}[/bold] against {escape(comparison.baseline)}: "
-                      f"{escape(comparison.reward.verdict)}", soft_wrap=not console.is_terminal)
+        console.print(
+            f"[bold]{escape(comparison.run)}[/bold] against {escape(comparison.baseline)}: "
+            f"{escape(comparison.reward.verdict)}",
+            soft_wrap=not console.is_terminal,
+        )
     console.print(f"wrote {escape(str(published.summary_path))}")
     for path in published.figures:
         console.print(f"wrote {escape(str(path))}")
@@ -86,9 +95,17 @@ def escape(text: str) -> str:
 def _print_runs(document: "SummaryDocument") -> None:
     from harness.cli.tables import Column, print_table
 
-    columns = [Column("run"), Column("state"), Column("filter"), Column("steps", "right"), Column("clean", "right"),
-               Column("rollout median s", "right", wrap=True), Column("dropped", "right"),
-               Column("reward", "right"), Column("notes", "right", drop=1)]
+    columns = [
+        Column("run"),
+        Column("state"),
+        Column("filter"),
+        Column("steps", "right"),
+        Column("clean", "right"),
+        Column("rollout median s", "right", wrap=True),
+        Column("dropped", "right"),
+        Column("reward", "right"),
+        Column("notes", "right", drop=1),
+    ]
     rows = []
     for name, run in document.runs.items():
         agg = run.aggregates
@@ -96,11 +113,19 @@ def _print_runs(document: "SummaryDocument") -> None:
         if agg.dropped_groups_min is not None:
             dropped = f"{agg.dropped_groups_min}-{agg.dropped_groups_max}"
         expected = run.steps_expected
-        rows.append((
-            name, run.state, "on" if run.filter else "off",
-            f"{agg.steps}" + (f"/{expected}" if expected is not None else ""), str(agg.clean_steps),
-            _fmt(agg.rollout_time_adjusted_median_s, 1), dropped, _fmt(agg.reward_mean, 3), str(len(run.notes)),
-        ))
+        rows.append(
+            (
+                name,
+                run.state,
+                "on" if run.filter else "off",
+                f"{agg.steps}" + (f"/{expected}" if expected is not None else ""),
+                str(agg.clean_steps),
+                _fmt(agg.rollout_time_adjusted_median_s, 1),
+                dropped,
+                _fmt(agg.reward_mean, 3),
+                str(len(run.notes)),
+            )
+        )
     print_table(stdout(), columns, rows)
 
 
@@ -110,15 +135,18 @@ def report_command(
     sim: SimCapturesOption = False,
     summary: Annotated[
         Optional[Path],
-        typer.Option("--summary", help="Summary JSON to report on [default: <capture dir>/summary/miles-gb10-lab.json]."),
+        typer.Option(
+            "--summary", help="Summary JSON to report on [default: <capture dir>/summary/miles-gb10-lab.json]."
+        ),
     ] = None,
 ) -> None:
     """Write report.md (headline tables, verdicts, figures) and the figures beside the summary JSON."""
     from harness.summary.publish import default_summary_path, report_from_summary
 
     capture_dir = capture_root(capture_dir, sim)
-    published = report_from_summary(summary if summary is not None else default_summary_path(capture_dir),
-                                    hint=_sim_hint(capture_dir, sim))
+    published = report_from_summary(
+        summary if summary is not None else default_summary_path(capture_dir), hint=_sim_hint(capture_dir, sim)
+    )
     console = stdout()
     for path in published.figures:
         console.print(f"wrote {escape(str(path))}")
@@ -167,8 +195,10 @@ def export_command(
         document, where = result.document, default_summary_path(capture_dir).parent
     if not document.runs:
         looked = f"in {summary}" if summary is not None else f"under {capture_dir}"
-        raise HarnessError("nothing to export: " + no_runs_message(looked, document.skipped, _sim_hint(capture_dir, sim)),
-                           ExitCode.NOT_FOUND)
+        raise HarnessError(
+            "nothing to export: " + no_runs_message(looked, document.skipped, _sim_hint(capture_dir, sim)),
+            ExitCode.NOT_FOUND,
+        )
     path = out if out is not None else default_export_path(where, format_)
     path = writing(path, lambda: export_steps(document, path, format_))
     rows = sum(len(run.steps) for run in document.runs.values())
@@ -177,21 +207,33 @@ def export_command(
 
 @command("plan")
 def plan_command(
-    runs: Annotated[Optional[List[str]], typer.Argument(help="Runs to measure the keep rate from (with --from-run).", show_default=False)] = None,
-    drop_rate: Annotated[
-        Optional[float], typer.Option("--drop-rate", min=0.0, max=1.0, help="Share of groups the filter drops (0 to 1).")
+    runs: Annotated[
+        Optional[List[str]],
+        typer.Argument(help="Runs to measure the keep rate from (with --from-run).", show_default=False),
     ] = None,
-    from_run: Annotated[bool, typer.Option("--from-run", help="Take the keep rate from the complete steps of RUNS.")] = False,
+    drop_rate: Annotated[
+        Optional[float],
+        typer.Option("--drop-rate", min=0.0, max=1.0, help="Share of groups the filter drops (0 to 1)."),
+    ] = None,
+    from_run: Annotated[
+        bool, typer.Option("--from-run", help="Take the keep rate from the complete steps of RUNS.")
+    ] = False,
     rollout_batch_size: Annotated[
         Optional[int],
-        typer.Option("--rollout-batch-size", min=1, help="B, groups kept per step [default with --from-run: the runs' B]."),
+        typer.Option(
+            "--rollout-batch-size", min=1, help="B, groups kept per step [default with --from-run: the runs' B]."
+        ),
     ] = None,
-    target: Annotated[float, typer.Option("--target", help="Wanted probability that one batch of O prompts suffices.")] = 0.9,
+    target: Annotated[
+        float, typer.Option("--target", help="Wanted probability that one batch of O prompts suffices.")
+    ] = 0.9,
     monte_carlo: Annotated[
         bool, typer.Option("--monte-carlo", help="Cross-check with a Monte Carlo of Miles's submission rule.")
     ] = False,
     simulate: Annotated[bool, typer.Option("--simulate", hidden=True, help="Old name of --monte-carlo.")] = False,
-    trials: Annotated[int, typer.Option("--trials", min=100, help="Monte Carlo steps per O (with --monte-carlo).")] = 20_000,
+    trials: Annotated[
+        int, typer.Option("--trials", min=100, help="Monte Carlo steps per O (with --monte-carlo).")
+    ] = 20_000,
     seed: Annotated[int, typer.Option("--seed", help="Monte Carlo seed (with --monte-carlo).")] = 1,
     capture_dir: CaptureDirOrSim = None,
     sim: SimCapturesOption = False,
@@ -242,8 +284,10 @@ def plan_command(
     if monte_carlo or simulate:
         chosen = [c.over_sampling_batch_size for c in result.candidates[-2:]]
         rates = measured.step_keep_rates if measured is not None else ()
-        simulated = tuple(planner.simulate(o, rollout_batch_size, keep_rate, trials=trials, seed=seed,
-                                           step_keep_rates=rates) for o in chosen)
+        simulated = tuple(
+            planner.simulate(o, rollout_batch_size, keep_rate, trials=trials, seed=seed, step_keep_rates=rates)
+            for o in chosen
+        )
     from dataclasses import replace
 
     result = replace(result, simulated=simulated)
@@ -283,11 +327,12 @@ def _print_plan(result: Any) -> None:
         )
         for name, how in m.runs.items():
             console.print(f"  {name}: {how}")
-        console.print(f"model: the mixture of the {m.steps} steps' keep rates, each weighted 1/{m.steps} "
-                      "(plan --help)")
+        console.print(f"model: the mixture of the {m.steps} steps' keep rates, each weighted 1/{m.steps} (plan --help)")
         for check in result.checks:
-            console.print(f"at O = {check.over_sampling_batch_size}: {check.one_batch_steps} of {check.steps} "
-                          f"filter steps needed one batch; the model says P(one batch) {check.p_one_batch:.4f}")
+            console.print(
+                f"at O = {check.over_sampling_batch_size}: {check.one_batch_steps} of {check.steps} "
+                f"filter steps needed one batch; the model says P(one batch) {check.p_one_batch:.4f}"
+            )
     else:
         console.print(f"keep rate {k:.3f} (drop rate {1 - k:.3f})")
     console.print(f"B = {b} groups kept per step; target P(one batch) >= {result.target:g}")
@@ -300,15 +345,22 @@ def _print_plan(result: Any) -> None:
         step = max(1, (len(candidates) - 3) // 16)
         shown = candidates[: len(candidates) - 3 : step] + candidates[-3:]
     for c in shown:
-        table.add_row(str(c.over_sampling_batch_size), f"{c.p_one_batch:.4f}", f"{c.expected_batches:.3f}",
-                      f"{c.expected_prompts:.1f}", f"{c.expected_prompts / b:.2f}")
+        table.add_row(
+            str(c.over_sampling_batch_size),
+            f"{c.p_one_batch:.4f}",
+            f"{c.expected_batches:.3f}",
+            f"{c.expected_prompts:.1f}",
+            f"{c.expected_prompts / b:.2f}",
+        )
     console.print(table)
     best = candidates[-1]
-    console.print(escape(
-        f"recommended: --over-sampling-batch-size {result.recommended} "
-        f"(P(one batch) {best.p_one_batch:.4f}, E[batches] {best.expected_batches:.3f}, "
-        f"{best.expected_prompts / b:.2f}x the prompts of one batch of B)"
-    ))
+    console.print(
+        escape(
+            f"recommended: --over-sampling-batch-size {result.recommended} "
+            f"(P(one batch) {best.p_one_batch:.4f}, E[batches] {best.expected_batches:.3f}, "
+            f"{best.expected_prompts / b:.2f}x the prompts of one batch of B)"
+        )
+    )
     for s in result.simulated:
         console.print(
             f"Monte Carlo of the rollout rule, O = {s.over_sampling_batch_size}, {s.trials} steps (seed {s.seed}): "

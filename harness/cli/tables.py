@@ -25,8 +25,9 @@ class Column:
     drop: int = 0  # 0: always shown; else dropped when too narrow, 1 before 2 before ...
 
 
-def print_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[Any]], *,
-                title: Optional[str] = None) -> None:
+def print_table(
+    console: Any, columns: Sequence[Column], rows: Sequence[Sequence[Any]], *, title: Optional[str] = None
+) -> None:
     """Print rows under columns, fitted to the terminal, or plain when piped.
 
     A cell is a string of rich markup, or a rich Text shown exactly as written
@@ -38,8 +39,9 @@ def print_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence
             kept = [i for i, column in enumerate(columns) if not column.drop or column.drop > dropped]
             widths = _fit([columns[i] for i in kept], [[row[i] for i in kept] for row in plain], console.width)
             if widths is not None:
-                console.print(_table([columns[i] for i in kept], [[row[i] for i in kept] for row in rows],
-                                     widths, title))
+                console.print(
+                    _table([columns[i] for i in kept], [[row[i] for i in kept] for row in rows], widths, title)
+                )
                 return
     _print_plain(console, columns, plain, title)
 
@@ -50,8 +52,10 @@ def _fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -
 
     cells = [[column.header, *(row[i] for row in rows)] for i, column in enumerate(columns)]
     widest = [max(cell_len(text) for text in texts) for texts in cells]
-    narrowest = [max(cell_len(word) for text in texts for word in text.split() or [""]) if column.wrap else w
-                 for column, texts, w in zip(columns, cells, widest)]
+    narrowest = [
+        max(cell_len(word) for text in texts for word in text.split() or [""]) if column.wrap else w
+        for column, texts, w in zip(columns, cells, widest)
+    ]
     room = width - GAP * (len(columns) - 1)
     if sum(narrowest) > room:
         return None
@@ -65,32 +69,34 @@ def _fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -
     return widths
 
 
-def _table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], widths: Sequence[int],
-           title: Optional[str]) -> Any:
+def _table(
+    columns: Sequence[Column], rows: Sequence[Sequence[Any]], widths: Sequence[int], title: Optional[str]
+) -> Any:
     from rich import box
     from rich.table import Table
 
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
-                  collapse_padding=True)  # GAP wide: a space of padding and a one-space rule
+    table = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True
+    )  # GAP wide: a space of padding and a one-space rule
     for column, width in zip(columns, widths):
-        table.add_column(column.header, justify=column.justify, width=width, no_wrap=not column.wrap,
-                         overflow="fold")
+        table.add_column(column.header, justify=column.justify, width=width, no_wrap=not column.wrap, overflow="fold")
     for row in rows:
         table.add_row(*row)
     return table
 
 
-def _print_plain(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[str]],
-                 title: Optional[str]) -> None:
+def _print_plain(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[str]], title: Optional[str]) -> None:
     from rich.cells import cell_len
 
-    widths = [max(cell_len(text) for text in [column.header, *(row[i] for row in rows)])
-              for i, column in enumerate(columns)]
+    widths = [
+        max(cell_len(text) for text in [column.header, *(row[i] for row in rows)]) for i, column in enumerate(columns)
+    ]
 
     def line(cells: Sequence[str]) -> str:
-        padded = [text + " " * (width - cell_len(text)) if column.justify == "left"
-                  else " " * (width - cell_len(text)) + text
-                  for column, text, width in zip(columns, cells, widths)]
+        padded = [
+            text + " " * (width - cell_len(text)) if column.justify == "left" else " " * (width - cell_len(text)) + text
+            for column, text, width in zip(columns, cells, widths)
+        ]
         return (" " * GAP).join(padded).rstrip()
 
     if title:

@@ -32,6 +32,8 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise HarnessError(f"--ray needs Ray, which is not installed here: {INSTALL_HINT} in the project "
-                           "(or pip install 'ray>=2.9')", ExitCode.BAD_INPUT) from None
+        raise HarnessError(
+            f"--ray needs Ray, which is not installed here: {INSTALL_HINT} in the project (or pip install 'ray>=2.9')",
+            ExitCode.BAD_INPUT,
+        ) from None
     return ray

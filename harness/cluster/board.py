@@ -11,7 +11,6 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
-
 CLEARABLE = ("paused_since", "rollout_s", "reward")  # None is news for these: no open window, a step without the key
 
 
@@ -47,10 +46,13 @@ class RunLine:
 
     def describe(self) -> str:
         """`plain-48-s2 on spark-2: running, step 3/12, rollout 88.7 s (incl. pauses), reward 0.672, 88.0 C`."""
-        numbers = (f", rollout {self.rollout_text} s (incl. pauses), reward {self.reward_text}"
-                   if self.steps_complete else "")
-        return (f"{self.run} on {self.host}: {self.state}, step {self.steps_complete}/{self.steps_expected}"
-                f"{numbers}, {self.pause_text}")
+        numbers = (
+            f", rollout {self.rollout_text} s (incl. pauses), reward {self.reward_text}" if self.steps_complete else ""
+        )
+        return (
+            f"{self.run} on {self.host}: {self.state}, step {self.steps_complete}/{self.steps_expected}"
+            f"{numbers}, {self.pause_text}"
+        )
 
 
 class Board:
@@ -90,9 +92,13 @@ class Board:
             metrics = payload.get("metrics") if isinstance(payload.get("metrics"), dict) else {}
             with self._lock:
                 line = self._lines[run]
-            self._update(run, "step", steps_complete=line.steps_complete + 1,
-                         rollout_s=keys.finite_number(metrics.get(keys.ROLLOUT_TIME)),
-                         reward=keys.step_reward(metrics, line.filter_on))
+            self._update(
+                run,
+                "step",
+                steps_complete=line.steps_complete + 1,
+                rollout_s=keys.finite_number(metrics.get(keys.ROLLOUT_TIME)),
+                reward=keys.step_reward(metrics, line.filter_on),
+            )
         elif kind == "jsonl" and name == "pauses.jsonl":
             if payload.get("end") is None:
                 self._update(run, "paused", paused_since=payload.get("start"), temp_c=payload.get("peak_c"))

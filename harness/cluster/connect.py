@@ -52,11 +52,17 @@ def connect(address: str) -> Any:
         return ray
     try:
         # Workers' output stays on their hosts (the runs stream what matters), and Ray's INFO lines stay quiet.
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=True,
-                 namespace="miles-gb10-lab")
+        ray.init(
+            address=address,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+            configure_logging=True,
+            namespace="miles-gb10-lab",
+        )
     except Exception as err:  # ConnectionError, ValueError, RuntimeError: Ray's reasons vary by version
-        raise HarnessError(f"cannot join the Ray cluster at {address!r}: {_reason(err)}",
-                           ExitCode.ENGINE_UNAVAILABLE) from None
+        raise HarnessError(
+            f"cannot join the Ray cluster at {address!r}: {_reason(err)}", ExitCode.ENGINE_UNAVAILABLE
+        ) from None
     return ray
 
 
@@ -64,8 +70,10 @@ def _reason(err: Exception) -> str:
     """Ray's first line, in the harness's words where Ray names its own flags (`--address`) rather than ours."""
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     if "Could not find any running Ray instance" in first:
-        return ("no Ray cluster is running there; start one (`ray start --head`) or give its address "
-                "with --ray HOST:PORT (or RAY_ADDRESS)")
+        return (
+            "no Ray cluster is running there; start one (`ray start --head`) or give its address "
+            "with --ray HOST:PORT (or RAY_ADDRESS)"
+        )
     return first
 
 
@@ -81,8 +89,9 @@ def alive_nodes(ray: Any) -> list[Node]:
     for entry in ray.nodes():
         if not entry.get("Alive"):
             continue
-        facts = NodeFacts(entry["NodeID"], entry.get("NodeManagerAddress") or "?",
-                          entry.get("NodeManagerHostname") or "?")
+        facts = NodeFacts(
+            entry["NodeID"], entry.get("NodeManagerAddress") or "?", entry.get("NodeManagerHostname") or "?"
+        )
         nodes.append(Node(facts, dict(entry.get("Resources") or {})))
     return sorted(nodes, key=lambda node: (node.facts.hostname, node.facts.node_id))
 

@@ -28,9 +28,10 @@ from harness.capture import Capture, CaptureLock, RunState, RunStatus, describe_
 from harness.capture.writer import EventSink
 from harness.cluster.connect import Node, NodeFacts, alive_nodes, nodes_for, run_request
 from harness.errors import ExitCode, HarnessError
-from harness.run.lifecycle import Planned, RunOptions, decide_on_capture
-from harness.run.execute import StopControl, _stop_request_reason as stop_request_reason  # `harness stop`'s reason
 from harness.run.decide import Decision, Mode
+from harness.run.execute import StopControl  # `harness stop`'s reason
+from harness.run.execute import _stop_request_reason as stop_request_reason
+from harness.run.lifecycle import Planned, RunOptions, decide_on_capture
 
 WATCH_S = 0.2
 CHECK_TIMEOUT_S = 120
@@ -67,8 +68,9 @@ class RayRun:
     @property
     def state(self) -> str:
         """The run's state for the exit code and the table: its status, or `not run`."""
-        if self.decision.action == "run" and (self.cancelled or self.status is None
-                                               or self.status.state == RunState.RUNNING and self.error):
+        if self.decision.action == "run" and (
+            self.cancelled or self.status is None or self.status.state == RunState.RUNNING and self.error
+        ):
             return "not run"
         return str(self.status.state) if self.status is not None else "not run"
 
@@ -83,35 +85,49 @@ def check_nodes(ray: Any, plans: Sequence[Planned], nodes: Sequence[Node], addre
     specs = {}
     for plan in plans:  # one check per distinct image or command and resource request
         request = run_request(plan.experiment.cluster)
-        specs.setdefault((plan.spec.engine, plan.spec.image, plan.spec.command, tuple(sorted(request.items()))),
-                         (plan, request))
+        specs.setdefault(
+            (plan.spec.engine, plan.spec.image, plan.spec.command, tuple(sorted(request.items()))), (plan, request)
+        )
     pending = []
     for plan, request in specs.values():
         able = nodes_for(list(nodes), request)
         if not able:
             offered = "; ".join(f"{node.facts.hostname}: {_resources(node.resources)}" for node in nodes) or "none"
-            raise HarnessError(f"run {plan.spec.run} not started: no node of the Ray cluster at {address} offers "
-                               f"{_resources(request)} (nodes: {offered})", ExitCode.ENGINE_UNAVAILABLE)
+            raise HarnessError(
+                f"run {plan.spec.run} not started: no node of the Ray cluster at {address} offers "
+                f"{_resources(request)} (nodes: {offered})",
+                ExitCode.ENGINE_UNAVAILABLE,
+            )
         task = ray.remote(check_task)
         for node in able:
             strategy = NodeAffinitySchedulingStrategy(node.facts.node_id, soft=False)
-            pending.append((node, plan, task.options(num_cpus=0, scheduling_strategy=strategy, max_retries=0)
-                            .remote(plan.spec)))
+            pending.append(
+                (node, plan, task.options(num_cpus=0, scheduling_strategy=strategy, max_retries=0).remote(plan.spec))
+            )
     refusals = []
-    for node, plan, ref in pending:
+    for node, _plan, ref in pending:
         try:
             _, problems = ray.get(ref, timeout=CHECK_TIMEOUT_S)
         except Exception as err:  # the node died or hangs: it cannot be trusted with a run either
             problems = [f"its check did not answer ({type(err).__name__})"]
         refusals += [f"node {node.facts.name}: {problem}" for problem in problems]
     if refusals:
-        raise HarnessError("not started: " + "; ".join(dict.fromkeys(refusals)) + " (each host needs its own copy: "
-                           "README, Several GPU hosts)", ExitCode.ENGINE_UNAVAILABLE)
+        raise HarnessError(
+            "not started: " + "; ".join(dict.fromkeys(refusals)) + " (each host needs its own copy: "
+            "README, Several GPU hosts)",
+            ExitCode.ENGINE_UNAVAILABLE,
+        )
 
 
 def _resources(resources: Any) -> str:
-    return ", ".join(f"{name} {amount:g}" for name, amount in sorted(resources.items())
-                     if not name.startswith("node:") and name not in ("memory", "object_store_memory")) or "nothing"
+    return (
+        ", ".join(
+            f"{name} {amount:g}"
+            for name, amount in sorted(resources.items())
+            if not name.startswith("node:") and name not in ("memory", "object_store_memory")
+        )
+        or "nothing"
+    )
 
 
 @dataclass
@@ -167,14 +183,16 @@ class RaySweep:
         """Take the capture's lock, decide, and submit the run's task (or skip it)."""
         spec = plan.spec
         capture = Capture(Path(spec.capture_dir))
-        lock = CaptureLock(capture.directory, {**self.owner, "run": spec.run, "run_id": spec.run_id,
-                                               "since": utc_now()})
+        lock = CaptureLock(
+            capture.directory, {**self.owner, "run": spec.run, "run_id": spec.run_id, "since": utc_now()}
+        )
         if self.stop.state is not None or self.failed_fast:
             run = RayRun(plan, Decision(spec.run, "skip", self._why_not_started()))
             return self._skipped(run)
         try:
-            lock.acquire(wait=self.options.wait_for_gpu, on_wait=self.on_wait,
-                         cancelled=lambda: self.stop.state is not None)
+            lock.acquire(
+                wait=self.options.wait_for_gpu, on_wait=self.on_wait, cancelled=lambda: self.stop.state is not None
+            )
         except HarnessError as err:  # busy with --no-wait, or Ctrl-C while waiting: this run only
             run = RayRun(plan, Decision(spec.run, "skip", err.message))
             self.on_decision(run.decision)
@@ -192,8 +210,13 @@ class RaySweep:
 
         cluster = plan.experiment.cluster
         task = self.ray.remote(run_task).options(
-            num_gpus=1, num_cpus=cluster.num_cpus, resources=dict(cluster.resources) or None, max_retries=0,
-            num_returns="streaming", name=f"harness run {spec.run}")
+            num_gpus=1,
+            num_cpus=cluster.num_cpus,
+            resources=dict(cluster.resources) or None,
+            max_retries=0,
+            num_returns="streaming",
+            name=f"harness run {spec.run}",
+        )
         run.generator = task.remote(plan, self.options, self.provenance, self.control)
         threading.Thread(target=self._follow, args=(run,), name=f"follow-{spec.run}", daemon=True).start()
         return run
@@ -299,8 +322,10 @@ class RaySweep:
             return
         status.state, status.error, status.ended_at = RunState.INTERRUPTED, message, utc_now()
         status.capture_complete = False
-        status.notes.append(f"the host may still hold the trainer and the rest of its log: once it is back in the "
-                            f"cluster, `harness recover --ray {self.address}` stops what is left and saves them")
+        status.notes.append(
+            f"the host may still hold the trainer and the rest of its log: once it is back in the "
+            f"cluster, `harness recover --ray {self.address}` stops what is left and saves them"
+        )
         self._final_write(run, status)
 
     def _final_write(self, run: RayRun, status: RunStatus) -> None:

@@ -33,8 +33,11 @@ def node_facts() -> dict[str, str]:
     """This node's id, address and host name (`manifest.ray`)."""
     import ray
 
-    return {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address(),
-            "hostname": socket.gethostname()}
+    return {
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "node_ip": ray.util.get_node_ip_address(),
+        "hostname": socket.gethostname(),
+    }
 
 
 def node_capture_root() -> Path:
@@ -89,9 +92,9 @@ class _ForwardProgress:
 
 def run_task(plan: Any, options: Any, provenance: dict[str, Any], control: Any) -> Iterator[list]:
     """The run of `plan` on this node, as batches of events (see the module's docstring)."""
+    from harness.run.execute import StopControl
     from harness.run.lifecycle import run_planned
     from harness.run.provenance import nvml_probe
-    from harness.run.execute import StopControl
 
     facts = node_facts()
     yield [("placed", "", facts)]
@@ -99,33 +102,59 @@ def run_task(plan: Any, options: Any, provenance: dict[str, Any], control: Any) 
     stop = StopControl()
     node_dir = node_capture_root() / plan.spec.run
     local = replace(plan, spec=replace(plan.spec, capture_dir=str(node_dir)))
-    node_provenance = {**provenance, "host": facts["hostname"], "driver_host": provenance.get("host"),
-                       "nvml": nvml_probe(), "ray": facts}
+    node_provenance = {
+        **provenance,
+        "host": facts["hostname"],
+        "driver_host": provenance.get("host"),
+        "nvml": nvml_probe(),
+        "ray": facts,
+    }
     ending: list[tuple] = []
 
     def work() -> None:
         try:
-            result = run_planned(local, options=options, progress=_ForwardProgress(events.put), stop=stop,
-                                 on_wait=lambda message: events.put(("note", "", message)),
-                                 on_warning=lambda message: events.put(("note", "", message)),
-                                 mode="force", provenance=node_provenance, forward=events.put)
+            result = run_planned(
+                local,
+                options=options,
+                progress=_ForwardProgress(events.put),
+                stop=stop,
+                on_wait=lambda message: events.put(("note", "", message)),
+                on_warning=lambda message: events.put(("note", "", message)),
+                mode="force",
+                provenance=node_provenance,
+                forward=events.put,
+            )
             if result.decision.action == "skip":
-                ending.append(("error", "", {"message": f"its copy on {facts['hostname']} ({node_dir}): "
-                                                       f"{result.decision.reason}", "exit_code": 1}))
+                ending.append(
+                    (
+                        "error",
+                        "",
+                        {
+                            "message": f"its copy on {facts['hostname']} ({node_dir}): {result.decision.reason}",
+                            "exit_code": 1,
+                        },
+                    )
+                )
             else:
                 ending.append(("end", "", {"state": str(result.status.state) if result.status else None}))
         except HarnessError as err:
             ending.append(("error", "", {"message": err.message, "exit_code": int(err.exit_code)}))
         except BaseException as err:  # a bug on the node: said in one line on the driver
-            ending.append(("error", "", {"message": f"internal error on {facts['hostname']}: "
-                                                   f"{type(err).__name__}: {err}", "exit_code": 70}))
+            ending.append(
+                (
+                    "error",
+                    "",
+                    {"message": f"internal error on {facts['hostname']}: {type(err).__name__}: {err}", "exit_code": 70},
+                )
+            )
         finally:
             events.put(_DONE)
 
     worker = threading.Thread(target=work, name=f"run-{plan.spec.run}", daemon=True)
     worker.start()
-    watcher = threading.Thread(target=_watch_control, args=(control, plan.spec.run, stop, worker),
-                               name="control", daemon=True)
+    watcher = threading.Thread(
+        target=_watch_control, args=(control, plan.spec.run, stop, worker), name="control", daemon=True
+    )
     watcher.start()
     done = False
     try:
@@ -190,9 +219,15 @@ def inventory_task(engine_names: list[str], labels: dict[str, Optional[str]]) ->
 
 
 def _description(description: Any) -> dict[str, Any]:
-    return {"id": description.id, "name": description.name, "state": description.state,
-            "exit_code": description.exit_code, "labels": dict(description.labels),
-            "started_at": description.started_at, "finished_at": description.finished_at}
+    return {
+        "id": description.id,
+        "name": description.name,
+        "state": description.state,
+        "exit_code": description.exit_code,
+        "labels": dict(description.labels),
+        "started_at": description.started_at,
+        "finished_at": description.finished_at,
+    }
 
 
 def lever_task(engine_name: str, object_id: str, action: str, args: tuple) -> tuple[str, Any]:

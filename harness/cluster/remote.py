@@ -23,20 +23,31 @@ LEVER_TIMEOUT_S = 300
 def _on(ray: Any, node: NodeFacts) -> Any:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    return {"num_cpus": 0, "max_retries": 0,
-            "scheduling_strategy": NodeAffinitySchedulingStrategy(node.node_id, soft=False)}
+    return {
+        "num_cpus": 0,
+        "max_retries": 0,
+        "scheduling_strategy": NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+    }
 
 
 def _description(data: Mapping[str, Any], node: NodeFacts) -> Description:
-    return Description(id=data["id"], name=f"{data['name']} on {node.hostname}", state=data["state"],
-                       exit_code=data.get("exit_code"), labels=dict(data.get("labels") or {}),
-                       started_at=data.get("started_at"), finished_at=data.get("finished_at"))
+    return Description(
+        id=data["id"],
+        name=f"{data['name']} on {node.hostname}",
+        state=data["state"],
+        exit_code=data.get("exit_code"),
+        labels=dict(data.get("labels") or {}),
+        started_at=data.get("started_at"),
+        finished_at=data.get("finished_at"),
+    )
 
 
 class NodeInventory:
     """What one node's engines hold under the harness's labels, asked once."""
 
-    def __init__(self, ray: Any, node: Node, engine_names: tuple[str, ...], labels: Mapping[str, Optional[str]]) -> None:
+    def __init__(
+        self, ray: Any, node: Node, engine_names: tuple[str, ...], labels: Mapping[str, Optional[str]]
+    ) -> None:
         from harness.cluster.node import inventory_task
 
         self.ray = ray
@@ -67,8 +78,11 @@ class RemoteEngine:
             raise EngineUnavailable(f"on node {self.inventory.node.name}: {found}")
         node = self.inventory.node
         handles = [RemoteHandle(self.ray, node, self.name, _description(data, node)) for data in found or []]
-        return [h for h in handles if all(k in h.described.labels and (v is None or h.described.labels[k] == v)
-                                          for k, v in labels.items())]
+        return [
+            h
+            for h in handles
+            if all(k in h.described.labels and (v is None or h.described.labels[k] == v) for k, v in labels.items())
+        ]
 
     def facts(self) -> dict[str, Any]:
         return {"engine": self.name, "ray": self.inventory.node.to_dict()}
@@ -97,8 +111,10 @@ class RemoteHandle:
             raise EngineUnavailable(f"node {self.node.name} did not answer ({type(err).__name__})") from None
         if outcome == "error":
             message, code = value
-            raise HarnessError(f"on node {self.node.name}: {message}", ExitCode(code) if code in
-                               ExitCode._value2member_map_ else ExitCode.RUN_FAILED)
+            raise HarnessError(
+                f"on node {self.node.name}: {message}",
+                ExitCode(code) if code in ExitCode._value2member_map_ else ExitCode.RUN_FAILED,
+            )
         return value
 
     def describe(self) -> Description:

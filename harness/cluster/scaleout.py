@@ -26,20 +26,26 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from harness.cluster.connect import NodeFacts
+from harness.engines.spec import LaunchSpec
 from harness.lab import entry as lab_entry
 from harness.lab.milesargv import apply_overrides, flag_values
-from harness.engines.spec import LaunchSpec
 from harness.secrets import redact_text
 
 GCS_PORT = 6380
 DASHBOARD_PORT = 8266
 # Every port a second Ray on the same host would otherwise take from the first one.
 RAY_PORTS = {
-    "--port": GCS_PORT, "--dashboard-port": DASHBOARD_PORT, "--ray-client-server-port": 10002,
-    "--dashboard-agent-listen-port": 52366, "--dashboard-agent-grpc-port": 52367,
-    "--runtime-env-agent-port": 52368, "--metrics-export-port": 52369,
-    "--node-manager-port": 52370, "--object-manager-port": 52371,
-    "--min-worker-port": 21000, "--max-worker-port": 21999,
+    "--port": GCS_PORT,
+    "--dashboard-port": DASHBOARD_PORT,
+    "--ray-client-server-port": 10002,
+    "--dashboard-agent-listen-port": 52366,
+    "--dashboard-agent-grpc-port": 52367,
+    "--runtime-env-agent-port": 52368,
+    "--metrics-export-port": 52369,
+    "--node-manager-port": 52370,
+    "--object-manager-port": 52371,
+    "--min-worker-port": 21000,
+    "--max-worker-port": 21999,
 }
 # What a GB10 pair linked by its ConnectX-7 port needs, beside the interface names (cluster.env):
 # RoCE through the IB verbs, NCCL's errors surfaced, and collectives that fail rather than hang.
@@ -64,8 +70,12 @@ class HostLaunch:
     argv: tuple[str, ...]  # `docker run ...`, secrets by name only
 
     def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host.to_dict(), "role": self.role, "container_name": self.container_name,
-                "argv": list(self.argv)}
+        return {
+            "host": self.host.to_dict(),
+            "role": self.role,
+            "container_name": self.container_name,
+            "argv": list(self.argv),
+        }
 
 
 @dataclass(frozen=True)
@@ -93,26 +103,34 @@ class ScaleOutPlan:
     warnings: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "run_id": self.run_id, "nodes": len(self.hosts),
-                "hosts": [host.to_dict() for host in self.hosts], "job": self.job.to_dict(),
-                "warnings": list(self.warnings)}
+        return {
+            "run": self.run,
+            "run_id": self.run_id,
+            "nodes": len(self.hosts),
+            "hosts": [host.to_dict() for host in self.hosts],
+            "job": self.job.to_dict(),
+            "warnings": list(self.warnings),
+        }
 
 
-def plan_scale_out(spec: LaunchSpec, hosts: Sequence[NodeFacts], *, cluster_env: Mapping[str, str],
-                   metadata: Mapping[str, Any]) -> ScaleOutPlan:
+def plan_scale_out(
+    spec: LaunchSpec, hosts: Sequence[NodeFacts], *, cluster_env: Mapping[str, str], metadata: Mapping[str, Any]
+) -> ScaleOutPlan:
     """The containers each host starts and the job submitted to them (pure; the first host is the head)."""
     if len(hosts) < 2:
         raise ValueError("a run over several hosts needs at least two")
     head = hosts[0]
     nccl = {**NCCL_DEFAULTS, **cluster_env}
-    warnings = tuple(f"{name} is not set in cluster.env: NCCL and Gloo pick an interface themselves, maybe not "
-                     "the fast port" for name in NCCL_LINK_ENV[:2] if name not in nccl)
+    warnings = tuple(
+        f"{name} is not set in cluster.env: NCCL and Gloo pick an interface themselves, maybe not the fast port"
+        for name in NCCL_LINK_ENV[:2]
+        if name not in nccl
+    )
     launches = []
     for index, host in enumerate(hosts):
         role = "head" if index == 0 else "worker"
         name = f"{spec.container_name}-{role}" + ("" if index < 2 else str(index))
-        ray_start = ["start", "--block", "--node-ip-address", host.node_ip, "--num-gpus", "1",
-                     "--disable-usage-stats"]
+        ray_start = ["start", "--block", "--node-ip-address", host.node_ip, "--num-gpus", "1", "--disable-usage-stats"]
         if role == "head":
             ray_start += ["--head", "--dashboard-host", "0.0.0.0", "--include-dashboard", "true"]
         else:
@@ -123,8 +141,11 @@ def plan_scale_out(spec: LaunchSpec, hosts: Sequence[NodeFacts], *, cluster_env:
             ray_start += [flag, str(port)]
         launches.append(HostLaunch(host, role, name, tuple(_docker_run(spec, name, role, nccl, ray_start))))
     words = _trainer_words(spec, len(hosts))
-    env_vars = {**{k: v for k, v in spec.display_env().items() if k not in ("MILES_ARGS", "MILES_EXTRA_ARGS")},
-                **lab_entry.job_env({}), **nccl}
+    env_vars = {
+        **{k: v for k, v in spec.display_env().items() if k not in ("MILES_ARGS", "MILES_EXTRA_ARGS")},
+        **lab_entry.job_env({}),
+        **nccl,
+    }
     job = JobSubmission(
         address=f"http://{head.node_ip}:{DASHBOARD_PORT}",
         submission_id=spec.run_id,
@@ -146,9 +167,30 @@ def _trainer_words(spec: LaunchSpec, nodes: int) -> list[str]:
 
 
 def _docker_run(spec: LaunchSpec, name: str, role: str, nccl: Mapping[str, str], ray_start: list[str]) -> list[str]:
-    argv = ["docker", "run", "--detach", "--name", name, "--network", "host", "--ipc", "host", "--gpus", "all",
-            "--shm-size", spec.shm_size, "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
-            "--device", "/dev/infiniband", "--cap-add", "IPC_LOCK", *(["--init"] if spec.init else [])]
+    argv = [
+        "docker",
+        "run",
+        "--detach",
+        "--name",
+        name,
+        "--network",
+        "host",
+        "--ipc",
+        "host",
+        "--gpus",
+        "all",
+        "--shm-size",
+        spec.shm_size,
+        "--ulimit",
+        "memlock=-1",
+        "--ulimit",
+        "stack=67108864",
+        "--device",
+        "/dev/infiniband",
+        "--cap-add",
+        "IPC_LOCK",
+        *(["--init"] if spec.init else []),
+    ]
     for mount in spec.mounts:
         argv += ["-v", f"{mount.source}:{mount.target}{':ro' if mount.read_only else ''}"]
     for key, value in {**lab_entry.job_env({}), **nccl}.items():
@@ -167,15 +209,18 @@ def describe_plan(plan: ScaleOutPlan, secret_values: Sequence[str] = ()) -> list
         lines.append(f"host {launch.host.name}: Ray {launch.role} in container {launch.container_name}")
         lines.append("  " + redact_text(shlex.join(launch.argv), list(secret_values)))
     job = plan.job
-    lines.append(f"job: submitted to {job.address} once {len(plan.hosts)} nodes have joined "
-                 f"(JobSubmissionClient.submit_job)")
+    lines.append(
+        f"job: submitted to {job.address} once {len(plan.hosts)} nodes have joined (JobSubmissionClient.submit_job)"
+    )
     lines.append(f"  submission id  {job.submission_id}")
     lines.append(f"  entrypoint     {job.entrypoint}")
     lines.append("  metadata       " + ", ".join(f"{k}={v}" for k, v in job.metadata.items()))
     lines.append("  env            " + " ".join(f"{k}={v}" for k, v in job.runtime_env["env_vars"].items()))
     lines.append(f"log: tail_job_logs({job.submission_id!r}) on the head, each line stamped into container.log")
-    lines.append(f"guard: each host's sensor; when any host is hot, all {len(plan.hosts)} containers are paused "
-                 "together (or none), resumed together (docs/scale-out.md)")
+    lines.append(
+        f"guard: each host's sensor; when any host is hot, all {len(plan.hosts)} containers are paused "
+        "together (or none), resumed together (docs/scale-out.md)"
+    )
     lines += [f"warning: {warning}" for warning in plan.warnings]
     return lines
 
@@ -183,14 +228,25 @@ def describe_plan(plan: ScaleOutPlan, secret_values: Sequence[str] = ()) -> list
 def pick_hosts(nodes: Sequence[Any], count: int, address: str) -> list[NodeFacts]:
     """The first `count` nodes that can take a run, or a ValueError saying how many there are."""
     if len(nodes) < count:
-        raise ValueError(f"the Ray cluster at {address} offers {len(nodes)} node(s) a run can take (one "
-                         f"GPU each); --nodes {count} needs {count}")
+        raise ValueError(
+            f"the Ray cluster at {address} offers {len(nodes)} node(s) a run can take (one "
+            f"GPU each); --nodes {count} needs {count}"
+        )
     return [node.facts for node in nodes[:count]]
 
 
 def metadata_for(spec: LaunchSpec, provenance: Mapping[str, Any], nodes: int, *, hosts: Optional[list] = None) -> dict:
     """The manifest facts the job carries as metadata (strings, as Ray's job API wants)."""
-    return {"run": spec.run, "run_id": spec.run_id, "experiment": spec.experiment, "seed": spec.seed,
-            "image": spec.image, "nodes": nodes, "git_sha": provenance.get("git_sha"),
-            "git_dirty": provenance.get("git_dirty"), "harness_version": provenance.get("harness_version"),
-            "capture_dir": spec.capture_dir, **({"hosts": ",".join(h.hostname for h in hosts)} if hosts else {})}
+    return {
+        "run": spec.run,
+        "run_id": spec.run_id,
+        "experiment": spec.experiment,
+        "seed": spec.seed,
+        "image": spec.image,
+        "nodes": nodes,
+        "git_sha": provenance.get("git_sha"),
+        "git_dirty": provenance.get("git_dirty"),
+        "harness_version": provenance.get("harness_version"),
+        "capture_dir": spec.capture_dir,
+        **({"hosts": ",".join(h.hostname for h in hosts)} if hosts else {}),
+    }

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING
 
 from harness.engines.base import (
     CREATED,
-    Description,
     EXITED,
+    GONE,
+    PAUSED,
+    RUNNING,
+    Description,
     Engine,
     EngineUnavailable,
-    GONE,
     NotStarted,
-    PAUSED,
     Problem,
-    RUNNING,
     RunHandle,
 )
 from harness.errors import HarnessError
@@ -40,7 +40,22 @@ from harness.errors import HarnessError
 if TYPE_CHECKING:
     from harness.engines.spec import LaunchSpec
 
-__all__ = ["CREATED", "Description", "EXITED", "Engine", "EngineUnavailable", "GONE", "NotStarted", "PAUSED", "Problem", "RUNNING", "RunHandle", "ENGINE_NAMES", "engine_for", "engine_named"]
+__all__ = [
+    "CREATED",
+    "Description",
+    "EXITED",
+    "Engine",
+    "EngineUnavailable",
+    "GONE",
+    "NotStarted",
+    "PAUSED",
+    "Problem",
+    "RUNNING",
+    "RunHandle",
+    "ENGINE_NAMES",
+    "engine_for",
+    "engine_named",
+]
 
 ENGINE_NAMES = ("docker", "process")
 

@@ -1,13 +1,11 @@
 """What every engine implements, and the facts it hands back: the RunHandle and Engine protocols."""
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Protocol
 
 from harness.errors import ExitCode, HarnessError
-
 
 if TYPE_CHECKING:
     from harness.engines.logstream import LogPosition

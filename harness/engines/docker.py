@@ -27,9 +27,9 @@ from harness.engines.base import (
 )
 from harness.engines.dockerapi import DockerApi, DockerApiError, docker_host, is_local
 from harness.engines.logstream import LogPosition, split_lines
+from harness.engines.spec import LaunchSpec
 from harness.errors import ExitCode, HarnessError
 from harness.failpoints import failpoint
-from harness.engines.spec import LaunchSpec
 
 RECONNECT_DELAYS_S = (0.0, 0.2, 0.5, 1.0, 2.0)
 ENGINE_PATIENCE_S = 60.0  # how long a lost engine is waited for before the run is given up as failed
@@ -65,9 +65,17 @@ def is_connection_error(err: BaseException) -> bool:
 
     if isinstance(err, docker.errors.APIError):
         return False
-    return isinstance(err, (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError,
-                            requests.exceptions.Timeout, urllib3.exceptions.HTTPError, OSError,
-                            docker.errors.DockerException))
+    return isinstance(
+        err,
+        (
+            requests.exceptions.ConnectionError,
+            requests.exceptions.ChunkedEncodingError,
+            requests.exceptions.Timeout,
+            urllib3.exceptions.HTTPError,
+            OSError,
+            docker.errors.DockerException,
+        ),
+    )
 
 
 def _short(err: BaseException) -> str:
@@ -109,12 +117,20 @@ class DockerEngine:
         problems = []
         try:
             if not api.image_exists(spec.image):
-                problems.append(Problem(f"image {spec.image!r} is not on the Docker engine at {host}; build it with "
-                                        "`make image`", ExitCode.ENGINE_UNAVAILABLE))
+                problems.append(
+                    Problem(
+                        f"image {spec.image!r} is not on the Docker engine at {host}; build it with `make image`",
+                        ExitCode.ENGINE_UNAVAILABLE,
+                    )
+                )
             if spec.device_requests and not _has_gpu_runtime(api.runtimes(), host):
-                problems.append(Problem(
-                    f"the run asks for GPUs, but the Docker engine at {host} has no NVIDIA runtime; install the "
-                    "NVIDIA Container Toolkit, or set container.gpus: none", ExitCode.ENGINE_UNAVAILABLE))
+                problems.append(
+                    Problem(
+                        f"the run asks for GPUs, but the Docker engine at {host} has no NVIDIA runtime; install the "
+                        "NVIDIA Container Toolkit, or set container.gpus: none",
+                        ExitCode.ENGINE_UNAVAILABLE,
+                    )
+                )
         except DockerApiError as err:
             problems.append(Problem(f"{err}; start it, or set DOCKER_HOST", ExitCode.ENGINE_UNAVAILABLE))
         if is_local(host):
@@ -129,33 +145,38 @@ class DockerEngine:
         from docker.types import DeviceRequest, Mount, Ulimit
 
         try:
-            container = _engine_call("creating the container", lambda: self.client.containers.create(
-                image=spec.image,
-                name=spec.container_name,
-                environment=dict(spec.env),
-                labels={**spec.labels, **extra_labels},
-                mounts=[Mount(m.target, m.source, type="bind", read_only=m.read_only) for m in spec.mounts],
-                device_requests=[
-                    DeviceRequest(
-                        driver=r.driver,
-                        count=r.count,
-                        device_ids=list(r.device_ids) if r.device_ids else None,
-                        capabilities=[list(c) for c in r.capabilities],
-                    )
-                    for r in spec.device_requests
-                ],
-                shm_size=spec.shm_size,
-                ipc_mode=spec.ipc_mode,
-                init=spec.init,
-                ulimits=[Ulimit(name=name, soft=limit, hard=limit) for name, limit in spec.ulimits.items()],
-                auto_remove=False,
-                detach=True,
-            ))
+            container = _engine_call(
+                "creating the container",
+                lambda: self.client.containers.create(
+                    image=spec.image,
+                    name=spec.container_name,
+                    environment=dict(spec.env),
+                    labels={**spec.labels, **extra_labels},
+                    mounts=[Mount(m.target, m.source, type="bind", read_only=m.read_only) for m in spec.mounts],
+                    device_requests=[
+                        DeviceRequest(
+                            driver=r.driver,
+                            count=r.count,
+                            device_ids=list(r.device_ids) if r.device_ids else None,
+                            capabilities=[list(c) for c in r.capabilities],
+                        )
+                        for r in spec.device_requests
+                    ],
+                    shm_size=spec.shm_size,
+                    ipc_mode=spec.ipc_mode,
+                    init=spec.init,
+                    ulimits=[Ulimit(name=name, soft=limit, hard=limit) for name, limit in spec.ulimits.items()],
+                    auto_remove=False,
+                    detach=True,
+                ),
+            )
         except EngineUnavailable as err:
             raise NotStarted(err.message, ExitCode.ENGINE_UNAVAILABLE) from None
         except docker.errors.ImageNotFound:
-            raise NotStarted(f"image {spec.image!r} not found on this Docker host; build it with `make image`",
-                             ExitCode.ENGINE_UNAVAILABLE) from None
+            raise NotStarted(
+                f"image {spec.image!r} not found on this Docker host; build it with `make image`",
+                ExitCode.ENGINE_UNAVAILABLE,
+            ) from None
         except docker.errors.APIError as err:
             if err.status_code == 409:
                 raise NotStarted(
@@ -163,16 +184,18 @@ class DockerEngine:
                     "`harness recover` settles a leftover, or remove it with docker rm",
                     ExitCode.BAD_INPUT,
                 ) from None
-            raise NotStarted(f"Docker refused to create the container: {err.explanation or err}",
-                             ExitCode.ENGINE_UNAVAILABLE) from None
+            raise NotStarted(
+                f"Docker refused to create the container: {err.explanation or err}", ExitCode.ENGINE_UNAVAILABLE
+            ) from None
         run = DockerRun(self.client, container)
         failpoint("after-create")
         try:
             _engine_call("starting the container", container.start)
         except docker.errors.APIError as err:
             container.remove(force=True)  # it never ran: there is no log or state to keep
-            raise NotStarted(f"Docker could not start {spec.container_name}: {err.explanation or err}",
-                             ExitCode.ENGINE_UNAVAILABLE) from None
+            raise NotStarted(
+                f"Docker could not start {spec.container_name}: {err.explanation or err}", ExitCode.ENGINE_UNAVAILABLE
+            ) from None
         return run
 
     def attach(self, id: str) -> "DockerRun":
@@ -182,8 +205,9 @@ class DockerEngine:
         try:
             container = _engine_call(f"looking up {id}", lambda: self.client.containers.get(id))
         except docker.errors.NotFound:
-            raise HarnessError(f"no container {id!r} on the Docker engine at {docker_host()}",
-                               ExitCode.NOT_FOUND) from None
+            raise HarnessError(
+                f"no container {id!r} on the Docker engine at {docker_host()}", ExitCode.NOT_FOUND
+            ) from None
         return DockerRun(self.client, container)
 
     def list(self, labels: Mapping[str, Optional[str]]) -> list["DockerRun"]:
@@ -191,8 +215,9 @@ class DockerEngine:
         import docker
 
         wanted = [name if value is None else f"{name}={value}" for name, value in labels.items()]
-        listed = _engine_call("listing containers",
-                              lambda: self.client.containers.list(all=True, filters={"label": wanted}, sparse=True))
+        listed = _engine_call(
+            "listing containers", lambda: self.client.containers.list(all=True, filters={"label": wanted}, sparse=True)
+        )
         found = []
         for entry in listed:
             try:
@@ -235,15 +260,26 @@ def mount_problems(spec: LaunchSpec) -> list[Problem]:
         if Path(mount.source).exists():
             continue
         if mount.target == DATA_TARGET:
-            problems.append(Problem(f"the data directory {mount.source} (mounted at {DATA_TARGET}) does not exist; "
-                                    "`make data` downloads the model and data set there (MILES_LAB_DATA moves it)"))
+            problems.append(
+                Problem(
+                    f"the data directory {mount.source} (mounted at {DATA_TARGET}) does not exist; "
+                    "`make data` downloads the model and data set there (MILES_LAB_DATA moves it)"
+                )
+            )
         else:
             problems.append(Problem(f"the bind-mount source {mount.source} (for {mount.target}) does not exist"))
     return problems
 
 
-_STATES = {"created": CREATED, "running": RUNNING, "restarting": RUNNING, "paused": PAUSED, "exited": EXITED,
-           "removing": EXITED, "dead": EXITED}
+_STATES = {
+    "created": CREATED,
+    "running": RUNNING,
+    "restarting": RUNNING,
+    "paused": PAUSED,
+    "exited": EXITED,
+    "removing": EXITED,
+    "dead": EXITED,
+}
 
 
 class DockerRun:
@@ -282,9 +318,13 @@ class DockerRun:
         status = _STATES.get(state.get("Status", ""), EXITED)
         exit_code = int(state.get("ExitCode", -1)) if status == EXITED else None
         return Description(
-            id=self.id, name=data.get("Name", "").lstrip("/"), state=status, exit_code=exit_code,
+            id=self.id,
+            name=data.get("Name", "").lstrip("/"),
+            state=status,
+            exit_code=exit_code,
             labels=dict((data.get("Config") or {}).get("Labels") or {}),
-            started_at=_docker_time(state.get("StartedAt")), finished_at=_docker_time(state.get("FinishedAt")),
+            started_at=_docker_time(state.get("StartedAt")),
+            finished_at=_docker_time(state.get("FinishedAt")),
         )
 
     # --- logs ---------------------------------------------------------------------------------------
@@ -357,8 +397,9 @@ class DockerRun:
                         return
                     continue
                 if state is None:
-                    self._wait_error = HarnessError(f"the container {self.id[:12]} was removed while it ran ({err})",
-                                                    ExitCode.ENGINE_UNAVAILABLE)
+                    self._wait_error = HarnessError(
+                        f"the container {self.id[:12]} was removed while it ran ({err})", ExitCode.ENGINE_UNAVAILABLE
+                    )
                     return
                 outage.over()
                 if not (state.get("Running") or state.get("Paused") or state.get("Restarting")):
@@ -437,8 +478,10 @@ class _Outage:
         if self.since is None:
             self.since, self.tries, self.first_error = now, 0, _short(err)
         if now - self.since > ENGINE_PATIENCE_S:
-            message = (f"the Docker engine went away while {self.what} and did not answer for "
-                       f"{ENGINE_PATIENCE_S:g} s: {self.first_error}")
+            message = (
+                f"the Docker engine went away while {self.what} and did not answer for "
+                f"{ENGINE_PATIENCE_S:g} s: {self.first_error}"
+            )
             self.run.outages.append(message)
             raise EngineUnavailable(message)
         self.tries += 1
@@ -446,8 +489,10 @@ class _Outage:
 
     def over(self) -> None:
         if self.since is not None and self.tries > 1:
-            self.run.outages.append(f"the Docker engine went away while {self.what} for "
-                                    f"{time.monotonic() - self.since:.0f} s ({self.first_error}), and came back")
+            self.run.outages.append(
+                f"the Docker engine went away while {self.what} for "
+                f"{time.monotonic() - self.since:.0f} s ({self.first_error}), and came back"
+            )
         self.since = None
 
 

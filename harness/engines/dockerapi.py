@@ -59,8 +59,7 @@ class DockerApi:
         if parts.scheme == "unix":
             return _UnixConnection(parts.path, self.timeout_s)
         if parts.scheme in ("tcp", "http") and not os.environ.get("DOCKER_TLS_VERIFY"):
-            return http.client.HTTPConnection(parts.hostname or "localhost", parts.port or 2375,
-                                              timeout=self.timeout_s)
+            return http.client.HTTPConnection(parts.hostname or "localhost", parts.port or 2375, timeout=self.timeout_s)
         raise DockerApiError(f"cannot check {self.host} without the docker SDK")
 
     def get(self, path: str) -> tuple[int, Any]:

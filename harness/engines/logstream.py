@@ -56,7 +56,7 @@ def join_partials(raw: bytes) -> bytes:
         if stamp is None:  # not Docker's partial format after all: keep the rest as it is
             pieces.append(raw[pos:])
             break
-        pieces.append(raw[stamp.end(): stamp.end() + PARTIAL_BYTES])
+        pieces.append(raw[stamp.end() : stamp.end() + PARTIAL_BYTES])
         pos = stamp.end() + PARTIAL_BYTES
     return b"".join(pieces)
 
@@ -149,8 +149,9 @@ class LogPosition:
         self._recent.append((ns, line))
         if self._newest is None or ns > self._newest:
             self._newest = ns
-        while self._recent and (self._recent[0][0] < self._newest - RESUME_WINDOW_NS
-                                or len(self._recent) > RESUME_MAX_LINES):
+        while self._recent and (
+            self._recent[0][0] < self._newest - RESUME_WINDOW_NS or len(self._recent) > RESUME_MAX_LINES
+        ):
             forgotten, _ = self._recent.popleft()
             self._floor = forgotten + 1 if self._floor is None else max(self._floor, forgotten + 1)
 

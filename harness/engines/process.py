@@ -30,12 +30,13 @@ from typing import Any, Iterator, Mapping, Optional
 
 from harness.capture.records import ProcessIdentity
 from harness.engines.base import CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem
-from harness.fs.paths import state_dir
 from harness.engines.logstream import LogPosition, stamp_now
 from harness.engines.shim import process_identity
-from harness.errors import ExitCode, HarnessError
-from harness.failpoints import ENV as FAILPOINT_ENV, failpoint
 from harness.engines.spec import LaunchSpec
+from harness.errors import ExitCode, HarnessError
+from harness.failpoints import ENV as FAILPOINT_ENV
+from harness.failpoints import failpoint
+from harness.fs.paths import state_dir
 
 START_TIMEOUT_S = 30.0
 POLL_S = 0.05
@@ -60,8 +61,12 @@ class ProcessEngine:
         if not spec.command:
             return [Problem(f"run {spec.run}: the process engine needs a `command`")]
         if shutil.which(spec.command[0]) is None:
-            return [Problem(f"the command {spec.command[0]!r} is not found or not executable "
-                            f"(command: {' '.join(spec.command)})")]
+            return [
+                Problem(
+                    f"the command {spec.command[0]!r} is not found or not executable "
+                    f"(command: {' '.join(spec.command)})"
+                )
+            ]
         return []
 
     def start(self, spec: LaunchSpec, extra_labels: dict[str, str]) -> "SupervisedRun":
@@ -72,20 +77,26 @@ class ProcessEngine:
         directory = self.root / run_id
         directory.mkdir(parents=True)
         labels = {**spec.labels, **extra_labels}
-        (directory / "run.json").write_text(json.dumps(
-            {"id": run_id, "labels": labels, "command": list(spec.command)}, allow_nan=False))
+        (directory / "run.json").write_text(
+            json.dumps({"id": run_id, "labels": labels, "command": list(spec.command)}, allow_nan=False)
+        )
         failpoint("after-create")
         try:
             with open(directory / "shim.err", "wb") as errors:
                 shim = subprocess.Popen(
                     [sys.executable, "-m", "harness.engines.shim", "--detach", str(directory)],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors,
-                    env={**_inherited_env(), **spec.env}, start_new_session=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=errors,
+                    env={**_inherited_env(), **spec.env},
+                    start_new_session=True,
                 )
         except OSError as err:
             shutil.rmtree(directory, ignore_errors=True)
-            raise NotStarted(f"run {spec.run}: cannot start the process supervisor: {err.strerror or err}",
-                             ExitCode.ENGINE_UNAVAILABLE) from None
+            raise NotStarted(
+                f"run {spec.run}: cannot start the process supervisor: {err.strerror or err}",
+                ExitCode.ENGINE_UNAVAILABLE,
+            ) from None
         run = SupervisedRun(directory)
         deadline = time.monotonic() + START_TIMEOUT_S
         while not run.state_path.exists():
@@ -112,8 +123,9 @@ class ProcessEngine:
                     return run
             if process_identity(pid) is not None:
                 return ForeignProcess(pid)
-        raise HarnessError(f"no process run or live process {id!r} (process runs live in {self.root})",
-                           ExitCode.NOT_FOUND)
+        raise HarnessError(
+            f"no process run or live process {id!r} (process runs live in {self.root})", ExitCode.NOT_FOUND
+        )
 
     def list(self, labels: Mapping[str, Optional[str]]) -> list["SupervisedRun"]:
         """Every run in the engine's root, running or not, that carries these labels."""
@@ -265,8 +277,9 @@ class SupervisedRun(_ProcessGroup):
         started = _read_json(self.state_path) or {}
         common = dict(id=self.id, name=self.id, labels=self.labels, started_at=started.get("started_at"))
         if ended is not None:
-            return Description(**common, state=EXITED, exit_code=ended.get("exit_code"),
-                               finished_at=ended.get("finished_at"))
+            return Description(
+                **common, state=EXITED, exit_code=ended.get("exit_code"), finished_at=ended.get("finished_at")
+            )
         if not started:
             return Description(**common, state=CREATED if self.directory.exists() else GONE)
         live = self._live()
@@ -326,8 +339,10 @@ class SupervisedRun(_ProcessGroup):
             if ended is not None:
                 return int(ended.get("exit_code", -1))
             if self.describe().state == GONE:
-                raise HarnessError(f"process run {self.id}: the trainer and its supervisor are gone and no end "
-                                   "was recorded", ExitCode.ENGINE_UNAVAILABLE)
+                raise HarnessError(
+                    f"process run {self.id}: the trainer and its supervisor are gone and no end was recorded",
+                    ExitCode.ENGINE_UNAVAILABLE,
+                )
             if deadline is not None and time.monotonic() >= deadline:
                 return None
             time.sleep(POLL_S)
@@ -340,9 +355,12 @@ class SupervisedRun(_ProcessGroup):
 
     def facts(self) -> dict[str, Any]:
         identity = self.identity()
-        return {"process_run": self.id, "run_dir": str(self.directory),
-                "command": list(self.run_record.get("command") or []),
-                **(identity.to_dict() if identity else {})}
+        return {
+            "process_run": self.id,
+            "run_dir": str(self.directory),
+            "command": list(self.run_record.get("command") or []),
+            **(identity.to_dict() if identity else {}),
+        }
 
 
 class ProcessRun(_ProcessGroup):
@@ -356,8 +374,9 @@ class ProcessRun(_ProcessGroup):
         self.process = process
         self.id = str(process.pid)
         found = process_identity(process.pid)
-        self._identity = ProcessIdentity(process.pid, process.pid, found and found["start_ticks"],
-                                         found and found["boot_id"])
+        self._identity = ProcessIdentity(
+            process.pid, process.pid, found and found["start_ticks"], found and found["boot_id"]
+        )
 
     def identity(self) -> ProcessIdentity:
         return self._identity
@@ -416,8 +435,7 @@ class ForeignProcess(_ProcessGroup):
         return Description(self.id, self.id, state)
 
     def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
-        raise HarnessError(f"process {self.id} was not started by the harness: it has no log here",
-                           ExitCode.NOT_FOUND)
+        raise HarnessError(f"process {self.id} was not started by the harness: it has no log here", ExitCode.NOT_FOUND)
 
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -44,8 +44,7 @@ def process_identity(pid: int) -> Optional[dict[str, Any]]:
         boot_id: Optional[str] = (PROC / "sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         boot_id = None
-    return {"pid": pid, "pgid": int(fields[2]), "start_ticks": int(fields[19]), "boot_id": boot_id,
-            "state": fields[0]}
+    return {"pid": pid, "pgid": int(fields[2]), "start_ticks": int(fields[19]), "boot_id": boot_id, "state": fields[0]}
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -69,17 +68,24 @@ def main(run_dir: Path) -> int:
     command = json.loads((run_dir / "run.json").read_text())["command"]
     out_fd = os.open(run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
     try:
-        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                 preexec_fn=_default_signals)
+        child = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_default_signals,
+        )
     except OSError as err:
         write_json(run_dir / "start-error.json", {"error": f"cannot start {command[0]!r}: {err.strerror or err}"})
         return 1
     identity = process_identity(child.pid) or {"pid": child.pid, "pgid": child.pid}
     identity.pop("state", None)
     shim = process_identity(os.getpid()) or {}
-    write_json(run_dir / "state.json", {**identity, "shim_pid": os.getpid(), "shim_start_ticks": shim.get("start_ticks"),
-                                        "started_at": stamp_now()})
+    write_json(
+        run_dir / "state.json",
+        {**identity, "shim_pid": os.getpid(), "shim_start_ticks": shim.get("start_ticks"), "started_at": stamp_now()},
+    )
     reader = threading.Thread(target=pump, args=(child.stdout, out_fd), daemon=True)
     reader.start()
     code = child.wait()

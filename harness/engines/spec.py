@@ -85,7 +85,6 @@ class LaunchSpec:
         return data
 
 
-
 def docker_run_command(spec: LaunchSpec) -> list[str]:
     """The `docker run` line that starts what `spec` starts; secrets (and URLs with a password) passed by name."""
     argv = ["docker", "run", "--name", spec.container_name]

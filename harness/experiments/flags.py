@@ -103,8 +103,11 @@ def refuse_conflicts(sources: Sequence[tuple[str, milesargv.Flag]]) -> None:
         earlier_source, earlier = first[flag.name]
         if _same_values(earlier.values, flag.values):
             continue
-        hint = (f"set miles.args.{flag.name[2:]} to change a flag of the base run" if earlier_source.startswith("the base run")
-                else "give it once")
+        hint = (
+            f"set miles.args.{flag.name[2:]} to change a flag of the base run"
+            if earlier_source.startswith("the base run")
+            else "give it once"
+        )
         raise HarnessError(
             f"{source}: {flag.name} is given twice with different values: {_words(flag.values)} here and "
             f"{_words(earlier.values)} at {earlier_source}; {hint}"

@@ -13,6 +13,7 @@ from harness.experiments.flags import HARNESS_ENV, split_or_none
 from harness.experiments.yamlfile import MAX_DEPTH, BoundedLoader, key_text, one_line
 from harness.secrets import REDACTED, is_secret_flag, redact_userinfo, secret_flags
 
+
 def deep_merge(parent: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str, Any]:
     """Child onto parent: mappings merge key by key; lists, strings and scalars replace."""
     merged = copy.deepcopy(dict(parent))

@@ -139,8 +139,12 @@ RESOURCE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,63}$")
 
 
 # Ray's own resources, which the run's task asks for through other keys (or not at all).
-RAY_RESERVED_RESOURCES = {"GPU": "every run asks for one GPU", "CPU": "set cluster.num_cpus",
-                          "memory": "Ray's memory resource is not used", "object_store_memory": "not a task resource"}
+RAY_RESERVED_RESOURCES = {
+    "GPU": "every run asks for one GPU",
+    "CPU": "set cluster.num_cpus",
+    "memory": "Ray's memory resource is not used",
+    "object_store_memory": "not a task resource",
+}
 
 
 class ClusterConfig(_Strict):
@@ -157,8 +161,10 @@ class ClusterConfig(_Strict):
             if name in RAY_RESERVED_RESOURCES:
                 raise ValueError(f"{name!r} is Ray's own resource: {RAY_RESERVED_RESOURCES[name]}")
             if not RESOURCE_NAME.match(name):
-                raise ValueError(f"{shown(name)} is not a Ray resource name (a letter or '_', then letters, digits, "
-                                 "'_', '.', ':', '/', '-')")
+                raise ValueError(
+                    f"{shown(name)} is not a Ray resource name (a letter or '_', then letters, digits, "
+                    "'_', '.', ':', '/', '-')"
+                )
             if not amount > 0:
                 raise ValueError(f"{name}: {amount} is not a positive amount")
         return resources
@@ -245,6 +251,7 @@ def redacted_experiment(experiment: Experiment) -> dict[str, Any]:
     """The resolved experiment as `to_dict` gives it, each secret's value (and URL password) in container.env as ***."""
     data = experiment.to_dict()
     env = data["container"]["env"]
-    data["container"]["env"] = {name: shown_env_value(experiment.container.is_secret(name), value)
-                                for name, value in env.items()}
+    data["container"]["env"] = {
+        name: shown_env_value(experiment.container.is_secret(name), value) for name, value in env.items()
+    }
     return data

@@ -29,6 +29,7 @@ from harness.fs.paths import not_regular
 from harness.lab import milesargv
 from harness.secrets import REDACTED, SECRET_FLAG_HINT, is_secret_env, is_secret_flag, secret_flags
 
+
 def _secret_test(data: Mapping[str, Any]) -> Callable[[str], bool]:
     """Whether an env name is secret, from still-unvalidated data (its container.secret_env, if well formed)."""
     container = data.get("container")
@@ -205,7 +206,7 @@ def _refuse_secret_flags(data: Mapping[str, Any], place: Callable[[Any], str]) -
     miles = data.get("miles")
     miles = miles if isinstance(miles, dict) else {}
     args = miles.get("args")
-    for name, value in (args.items() if isinstance(args, dict) else ()):
+    for name, value in args.items() if isinstance(args, dict) else ():
         if is_secret_flag(str(name)) and value is not True and value is not False and value is not None:
             flag = "--" + one_line(str(name).lstrip("-"), 60)
             raise HarnessError(f"{place(['miles', 'args', name])}: {flag} {SECRET_FLAG_HINT}")
@@ -262,10 +263,12 @@ def _check_trainer_flags(experiment: Experiment, base_args: Sequence[str], place
     return warnings
 
 
-
-
-def _validate(model: type, data: dict[str, Any], place: Callable[[Any], str],
-              is_secret: Callable[[str], bool] = lambda name: False) -> Any:
+def _validate(
+    model: type,
+    data: dict[str, Any],
+    place: Callable[[Any], str],
+    is_secret: Callable[[str], bool] = lambda name: False,
+) -> Any:
     """model(**data), with the first error as one line: where the key was set, and the reason."""
     try:
         return model.model_validate(data)
@@ -273,11 +276,15 @@ def _validate(model: type, data: dict[str, Any], place: Callable[[Any], str],
         errors = err.errors()
         # A NaN or infinity in a union (a Miles flag) also fails every other member: say what matters.
         first = next((e for e in errors if e["type"] == "finite_number"), errors[0])
-        loc = [part for part in first["loc"] if part != "[key]"
-               and not (isinstance(part, str) and part.startswith("function-"))]
+        loc = [
+            part
+            for part in first["loc"]
+            if part != "[key]" and not (isinstance(part, str) and part.startswith("function-"))
+        ]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        secret = ((loc[:2] == ["container", "env"] and (len(loc) == 2 or is_secret(str(loc[2]))))
-                  or (loc[:2] == ["miles", "args"] and (len(loc) == 2 or is_secret_flag(str(loc[2])))))
+        secret = (loc[:2] == ["container", "env"] and (len(loc) == 2 or is_secret(str(loc[2])))) or (
+            loc[:2] == ["miles", "args"] and (len(loc) == 2 or is_secret_flag(str(loc[2])))
+        )
         raise HarnessError(f"{place(loc)}: {one_line(_reason(first, model, loc, secret), 240)}{more}") from None
 
 

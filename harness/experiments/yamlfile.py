@@ -73,8 +73,9 @@ class BoundedLoader(yaml.SafeLoader):
             event = self.peek_event()
             node = super().compose_node(parent, index)
             if id(node) not in self._values:  # still being composed: the alias points into itself
-                raise _Refused(f"alias *{one_line(event.anchor, SHOWN_CHARS)} refers to a value that contains it",
-                               event.start_mark)
+                raise _Refused(
+                    f"alias *{one_line(event.anchor, SHOWN_CHARS)} refers to a value that contains it", event.start_mark
+                )
             self._aliases = True
             self._count(self._values[id(node)], event.start_mark)
             return node

@@ -16,6 +16,17 @@ from harness.guard.sensors import SensorChoice, open_sensor
 from harness.guard.session import GuardSession
 
 __all__ = [
-    "Action", "Decision", "GuardLoop", "GuardReading", "GuardSession", "GuardState", "Pausable", "Sample", "Sensor",
-    "SensorChoice", "SensorUnavailable", "decide", "open_sensor",
+    "Action",
+    "Decision",
+    "GuardLoop",
+    "GuardReading",
+    "GuardSession",
+    "GuardState",
+    "Pausable",
+    "Sample",
+    "Sensor",
+    "SensorChoice",
+    "SensorUnavailable",
+    "decide",
+    "open_sensor",
 ]

@@ -94,8 +94,10 @@ class BoundedReader:
         return found, (f"sensor {self.sensor.name}: {problem}" if found is None and problem else None)
 
     def _slow(self, timeout_s: float) -> str:
-        return (f"sensor {self.sensor.name}: no answer within {timeout_s:g} s; a blocked read counts as a missing "
-                "reading (and no other read starts until it returns)")
+        return (
+            f"sensor {self.sensor.name}: no answer within {timeout_s:g} s; a blocked read counts as a missing "
+            "reading (and no other read starts until it returns)"
+        )
 
 
 class Pausable(Protocol):
@@ -161,7 +163,9 @@ class GuardLoop:
         self._append_record = append  # the capture's writer: a run on a Ray node also streams it to the driver
         self._reader = BoundedReader(sensor)
         self._noted: set[str] = set()
-        self._notes_lock = threading.Lock()  # notes come from the guard's thread (reads are off the main lock) and stop()
+        self._notes_lock = (
+            threading.Lock()
+        )  # notes come from the guard's thread (reads are off the main lock) and stop()
         self._looked = False  # whether a first reading has been compared with the target's frozen state
         self._state = GuardState()
         self._window: Optional[dict[str, Any]] = None  # the open pause window, as written
@@ -199,8 +203,10 @@ class GuardLoop:
             if thaw:
                 self._thaw()
             elif self._window is not None:
-                self._note("the run may still be frozen: its pause window stays open until `harness recover` "
-                           "thaws it and closes the window")
+                self._note(
+                    "the run may still be frozen: its pause window stays open until `harness recover` "
+                    "thaws it and closes the window"
+                )
         finally:
             if locked:
                 self._lock.release()
@@ -271,8 +277,10 @@ class GuardLoop:
             self._note(problem)
         why = implausible(sample) if sample is not None else None
         if why is not None:
-            self._note(f"sensor {self.sensor.name}: an implausible reading ({why}) counts as a missing reading",
-                       once_as="implausible")
+            self._note(
+                f"sensor {self.sensor.name}: an implausible reading ({why}) counts as a missing reading",
+                once_as="implausible",
+            )
             return None
         return sample
 
@@ -283,8 +291,9 @@ class GuardLoop:
         self._looked = True
         return self._window is None and not self._state.paused and self._answers_paused() is True
 
-    def _found_frozen(self, state: GuardState, decision: Decision, sample: Sample,
-                      now: float) -> tuple[GuardState, Decision]:
+    def _found_frozen(
+        self, state: GuardState, decision: Decision, sample: Sample, now: float
+    ) -> tuple[GuardState, Decision]:
         """A target found frozen: thawed at once if the GPU is cool, else kept as a pause of ours until it is."""
         temp = sample.temp_c
         if decision.action is Action.PAUSE:
@@ -297,8 +306,10 @@ class GuardLoop:
             self.handle.resume()
             self._note(f"found the run frozen with the GPU cool ({temp:.1f} C): thawed it")
         except Exception as err:  # noqa: BLE001 - said, and the guard goes on
-            self._note(f"found the run frozen with the GPU cool ({temp:.1f} C) but could not thaw it: "
-                       f"{type(err).__name__}: {err}")
+            self._note(
+                f"found the run frozen with the GPU cool ({temp:.1f} C) but could not thaw it: "
+                f"{type(err).__name__}: {err}"
+            )
         return state, decision
 
     def _answers_paused(self) -> Optional[bool]:
@@ -318,8 +329,12 @@ class GuardLoop:
             self._stop.set()
             return False
         self._window_start_us = self._wall_us()
-        self._window = {"start": format_time_us(self._window_start_us), "end": None,
-                        "reason": decision.reason, "peak_c": decision.peak_c}
+        self._window = {
+            "start": format_time_us(self._window_start_us),
+            "end": None,
+            "reason": decision.reason,
+            "peak_c": decision.peak_c,
+        }
         self._append(self.pauses_path, self._window)
         if not freeze:
             self._tell_sensor(True)
@@ -414,13 +429,16 @@ class GuardLoop:
         if not (due or is_hot(self._state) or decision.action is not Action.NONE):
             return
         self._last_recorded = now
-        self._append(self.samples_path, {
-            "t": format_time_us(sample.time_us if sample is not None else self._wall_us()),
-            "temp_c": sample.temp_c if sample is not None else None,
-            "reasons": sample.reasons if sample is not None else None,
-            "power_w": sample.power_w if sample is not None else None,
-            "paused": self._state.paused,
-        })
+        self._append(
+            self.samples_path,
+            {
+                "t": format_time_us(sample.time_us if sample is not None else self._wall_us()),
+                "temp_c": sample.temp_c if sample is not None else None,
+                "reasons": sample.reasons if sample is not None else None,
+                "power_w": sample.power_w if sample is not None else None,
+                "paused": self._state.paused,
+            },
+        )
 
     def _publish(self, temp_c: Optional[float], decision: Decision) -> None:
         previous = self._reading

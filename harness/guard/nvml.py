@@ -20,8 +20,11 @@ from harness.guard.samples import Sample, SensorUnavailable, WallClock, finite, 
 
 # The queries read on every poll; the others are probed once, for the manifest and `guard probe`.
 LIVE_QUERIES = ("temperature", "clock_event_reasons", "power_usage")
-THRESHOLDS = {"slowdown": "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", "shutdown": "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN",
-              "gpu_max": "NVML_TEMPERATURE_THRESHOLD_GPU_MAX"}
+THRESHOLDS = {
+    "slowdown": "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN",
+    "shutdown": "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN",
+    "gpu_max": "NVML_TEMPERATURE_THRESHOLD_GPU_MAX",
+}
 OK = "OK"
 # An entry point this library or this nvidia-ml-py lacks: try the older one.
 _TRY_NEXT = ("FUNCTION_NOT_FOUND", "ARGUMENT_VERSION_MISMATCH", "NOT_IN_PYNVML")
@@ -104,8 +107,10 @@ def _candidates(pynvml: Any) -> dict[str, list[Query]]:
     gpu = pynvml.NVML_TEMPERATURE_GPU
     candidates = {
         "temperature": [call("nvmlDeviceGetTemperatureV", gpu), call("nvmlDeviceGetTemperature", gpu)],
-        "clock_event_reasons": [call("nvmlDeviceGetCurrentClocksEventReasons"),
-                                call("nvmlDeviceGetCurrentClocksThrottleReasons")],
+        "clock_event_reasons": [
+            call("nvmlDeviceGetCurrentClocksEventReasons"),
+            call("nvmlDeviceGetCurrentClocksThrottleReasons"),
+        ],
         "power_usage": [call("nvmlDeviceGetPowerUsage")],
     }
     for name, constant in THRESHOLDS.items():
@@ -120,7 +125,7 @@ class _NotInPynvml(Exception):
 
 def _error_names(pynvml: Any) -> dict[int, str]:
     prefix = "NVML_ERROR_"
-    return {v: k[len(prefix):] for k, v in vars(pynvml).items() if k.startswith(prefix) and isinstance(v, int)}
+    return {v: k[len(prefix) :] for k, v in vars(pynvml).items() if k.startswith(prefix) and isinstance(v, int)}
 
 
 class _Nvml:
@@ -198,8 +203,9 @@ def probe(pynvml: Any) -> tuple[NvmlProbe, list[tuple[Any, dict[str, Query]]]]:
             queries[name], chosen = nvml.ask(options, handle)
             if chosen is not None and name in LIVE_QUERIES:
                 answered[name] = chosen
-        devices.append(DeviceProbe(index, nvml.text("nvmlDeviceGetName", handle),
-                                   nvml.text("nvmlDeviceGetUUID", handle), queries))
+        devices.append(
+            DeviceProbe(index, nvml.text("nvmlDeviceGetName", handle), nvml.text("nvmlDeviceGetUUID", handle), queries)
+        )
         live.append((handle, answered))
     found = NvmlProbe(nvml.text("nvmlSystemGetDriverVersion"), nvml.text("nvmlSystemGetNVMLVersion"), devices)
     return found, live
@@ -226,8 +232,13 @@ class NvmlSensor:
 
     name = "nvml"
 
-    def __init__(self, pynvml: Any, found: NvmlProbe, live: list[tuple[Any, dict[str, Query]]],
-                 wall_us: WallClock = wall_clock_us) -> None:
+    def __init__(
+        self,
+        pynvml: Any,
+        found: NvmlProbe,
+        live: list[tuple[Any, dict[str, Query]]],
+        wall_us: WallClock = wall_clock_us,
+    ) -> None:
         self.probe = found
         self._pynvml = pynvml
         self._live = live

@@ -26,7 +26,6 @@ from harness.guard.config import GuardConfig
 from harness.guard.samples import THERMAL_REASONS, Sample
 
 
-
 class Action(str, enum.Enum):
     """What the loop does after a poll."""
 

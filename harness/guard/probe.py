@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.guard.nvml import NvmlProbe, probe_nvml
-from harness.guard.sensors import THERMAL_ROOT, ThermalZone, probe_thermal_zones
 from harness.guard.samples import SensorUnavailable
+from harness.guard.sensors import THERMAL_ROOT, ThermalZone, probe_thermal_zones
 
 
 @dataclass(frozen=True)
@@ -37,14 +37,21 @@ class MachineProbe:
             nvml = "NVML: no GPU"
         else:
             nvml = "NVML: no GPU reports its temperature"
-        zones = (f"{len(self.zones)} thermal zones under {self.thermal_root}, none readable" if self.zones
-                 else f"no thermal zones under {self.thermal_root}")
+        zones = (
+            f"{len(self.zones)} thermal zones under {self.thermal_root}, none readable"
+            if self.zones
+            else f"no thermal zones under {self.thermal_root}"
+        )
         return f"no temperature can be read here: {nvml}; sysfs: {zones}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "nvml": None if self.nvml is None else {**self.nvml.facts(), "values": [
-                {q: r.value for q, r in d.queries.items()} for d in self.nvml.devices]},
+            "nvml": None
+            if self.nvml is None
+            else {
+                **self.nvml.facts(),
+                "values": [{q: r.value for q, r in d.queries.items()} for d in self.nvml.devices],
+            },
             "nvml_error": self.nvml_error,
             "sysfs": {"root": str(self.thermal_root), "zones": [asdict(zone) for zone in self.zones]},
             "temperature_readable_by": self.readable_by(),

@@ -27,13 +27,13 @@ from typing import Any, Optional
 from harness.errors import HarnessError
 from harness.guard.config import GuardConfig, SimSensorConfig
 from harness.guard.samples import (
-    nvmlClocksEventReasonSwThermalSlowdown,
     Clock,
     Sample,
     Sensor,
     SensorUnavailable,
     WallClock,
     finite,
+    nvmlClocksEventReasonSwThermalSlowdown,
     wall_clock_us,
 )
 
@@ -233,7 +233,7 @@ def open_sensor(
     if requested == "none":
         return SensorChoice(None, {"requested": "none", "picked": None})
     if requested.startswith("file:"):
-        sensor = FileSensor(Path(requested[len("file:"):]), wall_us)
+        sensor = FileSensor(Path(requested[len("file:") :]), wall_us)
         try:
             sensor.check()
         except SensorUnavailable as err:

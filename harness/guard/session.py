@@ -54,17 +54,31 @@ class GuardSession:
             facts["warnings"] = list(self.choice.warnings)
         return facts
 
-    def start(self, handle: Any, *, pauses_path: Path, samples_path: Path,
-              on_note: Optional[Callable[[str], None]] = None,
-              on_stop: Optional[Callable[[str], None]] = None,
-              on_reading: Optional[Callable[[GuardReading], None]] = None,
-              append: Optional[Callable[[Path, Any], None]] = None) -> Optional[GuardLoop]:
+    def start(
+        self,
+        handle: Any,
+        *,
+        pauses_path: Path,
+        samples_path: Path,
+        on_note: Optional[Callable[[str], None]] = None,
+        on_stop: Optional[Callable[[str], None]] = None,
+        on_reading: Optional[Callable[[GuardReading], None]] = None,
+        append: Optional[Callable[[Path, Any], None]] = None,
+    ) -> Optional[GuardLoop]:
         """Start guarding `handle` (None when unguarded). The callbacks run in the guard's thread: never block."""
         if self.choice.sensor is None:
             return None
-        loop = GuardLoop(handle, self.choice.sensor, self.config, pauses_path=pauses_path,
-                         samples_path=samples_path, on_note=on_note, on_stop=on_stop, on_reading=on_reading,
-                         **({"append": append} if append is not None else {}))
+        loop = GuardLoop(
+            handle,
+            self.choice.sensor,
+            self.config,
+            pauses_path=pauses_path,
+            samples_path=samples_path,
+            on_note=on_note,
+            on_stop=on_stop,
+            on_reading=on_reading,
+            **({"append": append} if append is not None else {}),
+        )
         return loop.start()
 
     def close(self) -> None:
@@ -106,8 +120,14 @@ def guard_until_exit(
         stop_reasons.append(reason)
         stopped.set()
 
-    loop = session.start(handle, pauses_path=record_dir / "pauses.jsonl", samples_path=record_dir / "guard.jsonl",
-                         on_note=on_note, on_stop=max_pause_stop, on_reading=on_reading)
+    loop = session.start(
+        handle,
+        pauses_path=record_dir / "pauses.jsonl",
+        samples_path=record_dir / "guard.jsonl",
+        on_note=on_note,
+        on_stop=max_pause_stop,
+        on_reading=on_reading,
+    )
     assert loop is not None, "guard_until_exit needs a sensor"
     exit_code: Optional[int] = None
     try:

@@ -81,8 +81,7 @@ def check_data(words: Sequence[str], exists: Callable[[str], bool] = os.path.exi
         for path in paths:
             if not exists(path):
                 raise EntryError(
-                    f"{PROG}: {what} not found at {path} ({flag}); "
-                    "fetch it on the GB10 host with 'make data'",
+                    f"{PROG}: {what} not found at {path} ({flag}); fetch it on the GB10 host with 'make data'",
                     EXIT_NO_DATA,
                 )
 
@@ -90,8 +89,7 @@ def check_data(words: Sequence[str], exists: Callable[[str], bool] = os.path.exi
 def ray_start_argv(words: Sequence[str]) -> list[str]:
     """A one-node Ray head with as many GPUs as the actor asks for (default 1)."""
     gpus = (milesargv.flag_values(words).get("--actor-num-gpus-per-node") or ["1"])[0]
-    return ["ray", "start", "--head", "--node-ip-address", "127.0.0.1",
-            "--num-gpus", gpus, "--disable-usage-stats"]
+    return ["ray", "start", "--head", "--node-ip-address", "127.0.0.1", "--num-gpus", gpus, "--disable-usage-stats"]
 
 
 def job_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -101,8 +99,18 @@ def job_env(env: Mapping[str, str]) -> dict[str, str]:
 def job_submit_argv(words: Sequence[str], submission_id: str, env: Mapping[str, str]) -> list[str]:
     """`ray job submit ... -- python3 train.py WORDS`: Ray quotes each word for its shell."""
     runtime_env = json.dumps({"env_vars": job_env(env)}, sort_keys=True, allow_nan=False)
-    return ["ray", "job", "submit", f"--address={RAY_ADDRESS}", f"--submission-id={submission_id}",
-            f"--runtime-env-json={runtime_env}", "--", "python3", "train.py", *words]
+    return [
+        "ray",
+        "job",
+        "submit",
+        f"--address={RAY_ADDRESS}",
+        f"--submission-id={submission_id}",
+        f"--runtime-env-json={runtime_env}",
+        "--",
+        "python3",
+        "train.py",
+        *words,
+    ]
 
 
 def new_submission_id() -> str:

@@ -67,14 +67,14 @@ def derive_step_values(metrics: Mapping[str, Any]) -> dict[str, Any]:
                 unreadable.append(key)
                 continue
             dropped_total += count
-            reward = _reward_suffix(key[len(ZERO_STD_DROP_PREFIX):]) if key.startswith(ZERO_STD_DROP_PREFIX) else None
+            reward = _reward_suffix(key[len(ZERO_STD_DROP_PREFIX) :]) if key.startswith(ZERO_STD_DROP_PREFIX) else None
             if reward is None:
-                reason = key[len(DROP_PREFIX):]
+                reason = key[len(DROP_PREFIX) :]
                 dropped_other[reason] = dropped_other.get(reason, 0) + count
             else:
                 dropped_by_reward[reward] = dropped_by_reward.get(reward, 0) + count
         elif key.startswith(ZERO_STD_COUNT_PREFIX):
-            reward = _reward_suffix(key[len(ZERO_STD_COUNT_PREFIX):])
+            reward = _reward_suffix(key[len(ZERO_STD_COUNT_PREFIX) :])
             count = whole_number(value)
             if reward is None or count is None:
                 unreadable.append(key)

@@ -57,7 +57,7 @@ def split_ray_prefix(text: str) -> tuple[str, str]:
     m = _RAY_PREFIX.match(text)
     if m is None:
         return "", text
-    return m.group(1), text[m.end():]
+    return m.group(1), text[m.end() :]
 
 
 def find_metric(segment: str) -> re.Match[str] | None:
@@ -74,12 +74,18 @@ def read_metric(segment: str, head: re.Match[str]) -> MetricLine:
     try:
         payload, end = parse_dict_repr(segment, start)
     except ReprError as err:
-        return MetricLine(kind, ident, None, f"payload does not parse: {err.reason} at character {err.column - start} of the payload", "")
+        return MetricLine(
+            kind,
+            ident,
+            None,
+            f"payload does not parse: {err.reason} at character {err.column - start} of the payload",
+            "",
+        )
     rest = segment[end:]
     if rest and not rest.isspace():
         repeat = _REPEAT.match(rest)
         if repeat is not None:
-            rest = rest[repeat.end():]
+            rest = rest[repeat.end() :]
         rest = rest.strip()
     else:
         rest = ""
@@ -179,11 +185,11 @@ def read_launch(text: str) -> tuple[list[str] | None, str | None]:
     at = text.find(LAUNCH_MARKER)
     if at < 0:
         return None, None
-    rest = text[at + len(LAUNCH_MARKER):]
+    rest = text[at + len(LAUNCH_MARKER) :]
     colon = rest.find(": ")
     if colon < 0:
         return None, "launch line without a command"
-    command = rest[colon + 2:].strip()
+    command = rest[colon + 2 :].strip()
     try:
         return shlex.split(command), None
     except ValueError as err:

@@ -305,8 +305,11 @@ class LogParser:
         if self._args_source is not None and n - self._args_last > STALE_LINES:
             self._args_source = None
         if self._tracebacks:
-            for source in [s for s, tb in self._tracebacks.items()
-                           if n - tb.last_line > (STALE_LINES if tb.in_frames else FINISHED_TRACEBACK_LINES)]:
+            for source in [
+                s
+                for s, tb in self._tracebacks.items()
+                if n - tb.last_line > (STALE_LINES if tb.in_frames else FINISHED_TRACEBACK_LINES)
+            ]:
                 del self._tracebacks[source]
         self._idle = self._args_source is None and not self._tracebacks
         return out
@@ -394,8 +397,11 @@ class LogParser:
         if line.trailing:
             if step_kind and ident not in self._done:
                 self._open_step(ident)  # so that the problem is listed on the step too
-            self._problem(n, f"{kind} {ident}: text after the payload ignored: {line.trailing[:80]!r}",
-                          ident if step_kind else None)
+            self._problem(
+                n,
+                f"{kind} {ident}: text after the payload ignored: {line.trailing[:80]!r}",
+                ident if step_kind else None,
+            )
         payload = line.payload
         stamp = None if stamp_ns is None else format_time_us(stamp_ns // 1000)
         if kind == "step" or kind == "critic-step":
@@ -411,8 +417,9 @@ class LogParser:
             step = self._open[ident] = _OpenStep(ident)
         return step
 
-    def _merge(self, kind: str, ident: int, payload: dict[str, Any], stamp: str | None, n: int,
-               out: list[StepRecord]) -> None:
+    def _merge(
+        self, kind: str, ident: int, payload: dict[str, Any], stamp: str | None, n: int, out: list[StepRecord]
+    ) -> None:
         label = f"{kind} {ident}"
         if ident in self._done:
             self._problem(n, f"{label} came after step {ident} was complete: ignored", ident)
@@ -470,8 +477,15 @@ class LogParser:
         for subs in (step.train_steps, step.critic_steps):
             if subs:
                 last = subs[-1]
-                self._merge_keys(metrics, last.payload, f"step line {last.number}", last.line, step.step,
-                                 step.key_lines, step.problems)
+                self._merge_keys(
+                    metrics,
+                    last.payload,
+                    f"step line {last.number}",
+                    last.line,
+                    step.step,
+                    step.key_lines,
+                    step.problems,
+                )
         record = StepRecord(
             step=step.step,
             complete=complete,
@@ -487,9 +501,16 @@ class LogParser:
         self._records.append(record)
         return record
 
-    def _merge_keys(self, into: dict[str, Any], payload: dict[Any, Any], label: str, n: int,
-                    ident: int | None, key_lines: dict[str, int] | None,
-                    problems: list[dict[str, Any]] | None) -> None:
+    def _merge_keys(
+        self,
+        into: dict[str, Any],
+        payload: dict[Any, Any],
+        label: str,
+        n: int,
+        ident: int | None,
+        key_lines: dict[str, int] | None,
+        problems: list[dict[str, Any]] | None,
+    ) -> None:
         if into.keys().isdisjoint(payload) and _all_str(payload):  # every key new: nothing to compare
             into.update(payload)
             if key_lines is not None:
@@ -505,12 +526,13 @@ class LogParser:
             elif not _same(into[key], value):
                 where = f" on line {key_lines[key]}" if key_lines and key in key_lines else ""
                 self._problem(
-                    n, f"{label}: {key} = {_short(value)} differs from {_short(into[key])} read{where}; kept the first",
-                    ident, problems,
+                    n,
+                    f"{label}: {key} = {_short(value)} differs from {_short(into[key])} read{where}; kept the first",
+                    ident,
+                    problems,
                 )
 
-    def _problem(self, n: int, reason: str, step: int | None = None,
-                 into: list[dict[str, Any]] | None = None) -> None:
+    def _problem(self, n: int, reason: str, step: int | None = None, into: list[dict[str, Any]] | None = None) -> None:
         """Record a problem; one about an open step is also listed on that step."""
         problem: dict[str, Any] = {"line": n, "reason": reason}
         if step is not None:

@@ -123,8 +123,16 @@ _JSON_DECODE = json.JSONDecoder().raw_decode
 
 def _json_dict(text: str, start: int) -> tuple[dict[str, Any], int] | None:
     rest = text[start:] if start else text
-    if ('"' in rest or "\\" in rest or "null" in rest or "true" in rest or "false" in rest or "NaN" in rest
-            or "Infinity" in rest or rest.count("[") + rest.count("{") > MAX_DEPTH):
+    if (
+        '"' in rest
+        or "\\" in rest
+        or "null" in rest
+        or "true" in rest
+        or "false" in rest
+        or "NaN" in rest
+        or "Infinity" in rest
+        or rest.count("[") + rest.count("{") > MAX_DEPTH
+    ):
         return None
     try:
         value, end = _JSON_DECODE(rest.replace("'", '"'))

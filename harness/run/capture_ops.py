@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from harness.capture import Capture, RunState, RunStatus, this_host, utc_now, write_json_atomic
-from harness.capture.lock import in_use
-from harness.capture.records import PauseWindow
 from harness.capture.bounded import Unreadable, last_jsonl, open_regular
+from harness.capture.lock import in_use
 from harness.capture.reader import read_pauses
+from harness.capture.records import PauseWindow
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
 from harness.times import US_PER_S, format_time_us, parse_time_us
@@ -48,23 +48,24 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
     for capture in captures:
         found = capture.status_read()
         if found.status is None:
-            rows.append(CaptureRow(capture.run, f"broken: {found.broken or 'no status.json'}", "-", "-", "-", "-",
-                                   "-"))
+            rows.append(CaptureRow(capture.run, f"broken: {found.broken or 'no status.json'}", "-", "-", "-", "-", "-"))
             continue
         status = found.status
         windows = read_pauses(capture.pauses_path, [])
-        rows.append(CaptureRow(
-            run=capture.run,
-            state=_state_text(capture, status),
-            steps=f"{status.steps_complete}/{status.steps_expected}",
-            pauses=_pauses(windows, status),
-            exit_code="-" if status.exit_code is None else str(status.exit_code),
-            started=status.started_at[:19].replace("T", " "),
-            duration=_duration(status),
-            guard=_guard(capture, status, windows),
-            host=_host(capture) or status.harness_host or "",
-            placed_by_ray=bool(_host(capture)),
-        ))
+        rows.append(
+            CaptureRow(
+                run=capture.run,
+                state=_state_text(capture, status),
+                steps=f"{status.steps_complete}/{status.steps_expected}",
+                pauses=_pauses(windows, status),
+                exit_code="-" if status.exit_code is None else str(status.exit_code),
+                started=status.started_at[:19].replace("T", " "),
+                duration=_duration(status),
+                guard=_guard(capture, status, windows),
+                host=_host(capture) or status.harness_host or "",
+                placed_by_ray=bool(_host(capture)),
+            )
+        )
     return rows
 
 
@@ -78,8 +79,11 @@ def _host(capture: Capture) -> str:
 
 def harness_gone(capture: Capture, status: RunStatus) -> bool:
     """A running capture whose harness (on this machine) no longer holds its lock."""
-    return (status.state == RunState.RUNNING and status.harness_host in (None, this_host())
-            and not in_use(capture.directory))
+    return (
+        status.state == RunState.RUNNING
+        and status.harness_host in (None, this_host())
+        and not in_use(capture.directory)
+    )
 
 
 def _state_text(capture: Capture, status: RunStatus) -> str:
@@ -125,8 +129,9 @@ def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> s
         sampled_at = parse_time_us(last.get("t")) if last is not None else None
         if window.peak_c is not None and (temp is None or sampled_at is None or sampled_at < window.start_us):
             temp = window.peak_c  # the reading that opened it, when no later sample was written
-        text = f"PAUSED since {format_time_us(window.start_us)[11:19]}" + (f", {temp:.1f} C" if temp is not None
-                                                                              else "")
+        text = f"PAUSED since {format_time_us(window.start_us)[11:19]}" + (
+            f", {temp:.1f} C" if temp is not None else ""
+        )
         if status.is_final or harness_gone(capture, status):
             text += " (left frozen? harness recover thaws it)"
         return text
@@ -149,8 +154,9 @@ def frozen_now(capture: Capture, status: RunStatus) -> Optional[bool]:
         return None
     problems: list[str] = []
     directory = Path(os.path.abspath(capture.directory))
-    objects = [o for o in engine_objects([engine], problems) if o.capture_dir == directory
-               and o.run_id == status.run_id]
+    objects = [
+        o for o in engine_objects([engine], problems) if o.capture_dir == directory and o.run_id == status.run_id
+    ]
     if problems:
         return None
     return any(o.description.state == PAUSED for o in objects)
@@ -240,8 +246,9 @@ def _engine_handle(capture: Capture):  # noqa: ANN202
 # --------------------------------------------------------------------------- stop
 
 
-def request_stop(capture: Capture, reason: str, *, timeout_s: float, note: Callable[[str], None],
-                 warn: Callable[[str], None]) -> RunStatus:
+def request_stop(
+    capture: Capture, reason: str, *, timeout_s: float, note: Callable[[str], None], warn: Callable[[str], None]
+) -> RunStatus:
     """Ask the run's harness to stop it (`note`); if that harness is gone, recover the run through its engine (`warn`)."""
     status = capture.read_status()
     if status is None:
@@ -258,8 +265,9 @@ def request_stop(capture: Capture, reason: str, *, timeout_s: float, note: Calla
         if current is not None and current.is_final:
             return current
         time.sleep(FOLLOW_POLL_S)
-    raise HarnessError(f"run {capture.run} did not stop within {timeout_s:g} s; it may still be shutting down",
-                       ExitCode.RUN_FAILED)
+    raise HarnessError(
+        f"run {capture.run} did not stop within {timeout_s:g} s; it may still be shutting down", ExitCode.RUN_FAILED
+    )
 
 
 def _recover_orphan(capture: Capture, note: Callable[[str], None]) -> RunStatus:
@@ -275,12 +283,12 @@ def _recover_orphan(capture: Capture, note: Callable[[str], None]) -> RunStatus:
     plan = plan_recovery(found, None, objects, here=this_host())
     if plan is None or plan.action == "leave":
         why = plan.reason if plan is not None else "there is nothing of it to stop"
-        raise HarnessError(f"run {capture.run}: {why}" + (f" ({'; '.join(problems)})" if problems else ""),
-                           ExitCode.NOT_FOUND)
+        raise HarnessError(
+            f"run {capture.run}: {why}" + (f" ({'; '.join(problems)})" if problems else ""), ExitCode.NOT_FOUND
+        )
     note(f"the harness of {capture.run} is gone: stopping it through its engine instead")
     result = carry_out(plan)
     if result.skipped:
         raise HarnessError(f"run {capture.run}: {result.skipped}", ExitCode.BUSY)
     assert result.status is not None
     return result.status
-

@@ -37,8 +37,14 @@ class Decision:
         return f"run {self.run} not started: {self.reason}"
 
 
-def decide(run: str, run_id: str, status: Optional[RunStatus], mode: Mode, broken: Optional[str] = None,
-           changes: Sequence[str] = ()) -> Decision:
+def decide(
+    run: str,
+    run_id: str,
+    status: Optional[RunStatus],
+    mode: Mode,
+    broken: Optional[str] = None,
+    changes: Sequence[str] = (),
+) -> Decision:
     """Whether `run` should start given its existing capture (if any) and the rerun mode.
 
     A capture that never started (`not_started`) counts as no capture: it is
@@ -49,44 +55,65 @@ def decide(run: str, run_id: str, status: Optional[RunStatus], mode: Mode, broke
     """
     if broken is not None:
         if mode == "force":
-            return Decision(run, "run", f"--force replaces a capture whose status is broken ({broken}); the old "
-                                        "one is kept under .replaced/")
+            return Decision(
+                run,
+                "run",
+                f"--force replaces a capture whose status is broken ({broken}); the old one is kept under .replaced/",
+            )
         return Decision(run, "skip", f"its status is broken ({broken}); --force replaces it (kept under .replaced/)")
     if status is None:
         return Decision(run, "run", "no capture yet")
     if status.state == RunState.NOT_STARTED:
-        return Decision(run, "run", f"its last attempt never started ({status.error or 'no reason recorded'})",
-                        keep_old=False)
+        return Decision(
+            run, "run", f"its last attempt never started ({status.error or 'no reason recorded'})", keep_old=False
+        )
     if status.state == RunState.RUNNING:
-        return Decision(run, "skip", f"its capture says running (harness pid {status.harness_pid} on "
-                                     f"{status.harness_host}); if that harness is gone, `harness recover` settles it")
-    changed = ("" if status.run_id == run_id
-               else f" with another configuration ({_changed(status.run_id, run_id, changes)})")
+        return Decision(
+            run,
+            "skip",
+            f"its capture says running (harness pid {status.harness_pid} on "
+            f"{status.harness_host}); if that harness is gone, `harness recover` settles it",
+        )
+    changed = (
+        "" if status.run_id == run_id else f" with another configuration ({_changed(status.run_id, run_id, changes)})"
+    )
     if mode == "force":
-        return Decision(run, "run", f"--force reruns the {status.state} capture{changed}; the old one is kept under "
-                                    ".replaced/")
+        return Decision(
+            run, "run", f"--force reruns the {status.state} capture{changed}; the old one is kept under .replaced/"
+        )
     if status.state == RunState.SUCCEEDED:
         if changed:
-            return Decision(run, "skip", f"its capture succeeded at {status.ended_at}{changed}; --force "
-                                         "(make: FORCE=1) reruns it, keeping the old capture under .replaced/",
-                            refused=True)
+            return Decision(
+                run,
+                "skip",
+                f"its capture succeeded at {status.ended_at}{changed}; --force "
+                "(make: FORCE=1) reruns it, keeping the old capture under .replaced/",
+                refused=True,
+            )
         return Decision(run, "skip", f"succeeded at {status.ended_at}; --force reruns it")
     if status.state in RERUN_ON_RETRY:
         if mode == "retry":
-            return Decision(run, "run", f"--retry reruns it: it was {status.state} "
-                                        f"({status.error or 'no reason recorded'})")
+            return Decision(
+                run, "run", f"--retry reruns it: it was {status.state} ({status.error or 'no reason recorded'})"
+            )
         return Decision(run, "skip", f"was {status.state} ({status.error or 'no reason recorded'}); --retry reruns it")
     return Decision(run, "skip", f"unknown state {status.state!r} in its status.json")
 
 
 def _changed(old_run_id: str, run_id: str, changes: Sequence[str]) -> str:
-    what = ", ".join(changes[:MAX_CHANGES_SHOWN]) + (f" and {len(changes) - MAX_CHANGES_SHOWN} more"
-                                                      if len(changes) > MAX_CHANGES_SHOWN else "")
+    what = ", ".join(changes[:MAX_CHANGES_SHOWN]) + (
+        f" and {len(changes) - MAX_CHANGES_SHOWN} more" if len(changes) > MAX_CHANGES_SHOWN else ""
+    )
     return f"{what}; run id {old_run_id}, now {run_id}" if what else f"run id {old_run_id}, now {run_id}"
 
 
-def configuration_changes(manifest: Optional[Mapping[str, Any]], experiment: Mapping[str, Any],
-                          trainer_argv: Sequence[str], image: str, time_scale: float) -> list[str]:
+def configuration_changes(
+    manifest: Optional[Mapping[str, Any]],
+    experiment: Mapping[str, Any],
+    trainer_argv: Sequence[str],
+    image: str,
+    time_scale: float,
+) -> list[str]:
     """What differs between an old capture's manifest and a launch now, as `key old -> new` (pure).
 
     Compared: the time scale (its environment variable is the same fact, said
@@ -108,12 +135,12 @@ def configuration_changes(manifest: Optional[Mapping[str, Any]], experiment: Map
         if old_flat.get(key, _ABSENT) != new_flat.get(key, _ABSENT):
             changes.append(_change(key, old_flat.get(key, _ABSENT), new_flat.get(key, _ABSENT)))
     if list(manifest.get("trainer_argv") or ()) != list(trainer_argv) and not any(
-            change.startswith("miles.") for change in changes):
+        change.startswith("miles.") for change in changes
+    ):
         changes.append("trainer argv")
     if manifest.get("image") != image and not any(change.startswith("image ") for change in changes):
         changes.append(_change("image", manifest.get("image", _ABSENT), image))
     return changes
-
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -126,8 +153,10 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _change(key: str, old: Any, new: Any) -> str:
-    shown = [("absent" if value is _ABSENT else f"{value:g}" if isinstance(value, float) else str(value))
-             for value in (old, new)]
+    shown = [
+        ("absent" if value is _ABSENT else f"{value:g}" if isinstance(value, float) else str(value))
+        for value in (old, new)
+    ]
     if any(len(value) > MAX_VALUE_SHOWN for value in shown):
         return key
     return f"{key} {shown[0]} -> {shown[1]}"

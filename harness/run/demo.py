@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from harness.experiments.store import ExperimentStore
-from harness.run.lifecycle import Planned, RunOptions, SweepResult, plan_runs, run_planned
-from harness.run.execute import Progress, StopControl
-from harness.run.simswap import SimTarget
 from harness.run.decide import Decision, Mode
+from harness.run.execute import Progress, StopControl
+from harness.run.lifecycle import Planned, RunOptions, SweepResult, plan_runs, run_planned
+from harness.run.simswap import SimTarget
 
 if TYPE_CHECKING:
     from harness.summary.document import Comparison, SummaryDocument
@@ -39,14 +39,23 @@ DEMO_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("plain-48", (1, 2, 3)),
     ("e6a-base", (1,)),
 )
-def plan_demo(store: ExperimentStore, capture_root: Path, target: SimTarget, *, steps: Optional[int] = None,
-              environ: Optional[dict[str, str]] = None) -> list[Planned]:
+
+
+def plan_demo(
+    store: ExperimentStore,
+    capture_root: Path,
+    target: SimTarget,
+    *,
+    steps: Optional[int] = None,
+    environ: Optional[dict[str, str]] = None,
+) -> list[Planned]:
     """The demo's runs on the simulator, as `run --sim` plans them (`steps`: fewer, for a quick look)."""
     plans: list[Planned] = []
     for name, seeds in DEMO_RUNS:
         overrides = [] if steps is None else [f"steps={steps}"]
-        plans += plan_runs(store, name, seeds, overrides, capture_root, dict(os.environ if environ is None else environ),
-                           sim=target)
+        plans += plan_runs(
+            store, name, seeds, overrides, capture_root, dict(os.environ if environ is None else environ), sim=target
+        )
     return plans
 
 
@@ -67,9 +76,19 @@ def run_at_once(
     Call from the main thread: it waits in short joins, so Ctrl-C reaches the
     signal handler (which asks `stop` to stop every run).
     """
+
     def one(plan: Planned) -> SweepResult:
-        return run_planned(plan, options=options, progress=progress_for(plan), stop=stop, on_wait=on_wait,
-                           mode=mode, on_decision=on_decision, on_warning=on_warning, provenance=provenance)
+        return run_planned(
+            plan,
+            options=options,
+            progress=progress_for(plan),
+            stop=stop,
+            on_wait=on_wait,
+            mode=mode,
+            on_decision=on_decision,
+            on_warning=on_warning,
+            provenance=provenance,
+        )
 
     with ThreadPoolExecutor(max_workers=max(1, len(plans)), thread_name_prefix="demo-run") as pool:
         futures = [pool.submit(one, plan) for plan in plans]
@@ -113,8 +132,10 @@ def _batches(comparison: Optional["Comparison"], key: str, steps: Optional[int])
     group = comparison.by_batches.get(key) if comparison is not None else None
     if group is None:
         return f"0 of {_num(steps, 'd')}"
-    return (f"{group.steps} of {_num(steps, 'd')}: {_num(group.rollout_time_adjusted_median_s, '.1f', ' s')}, "
-            f"{_num(group.ratio, '.2f', 'x')}")
+    return (
+        f"{group.steps} of {_num(steps, 'd')}: {_num(group.rollout_time_adjusted_median_s, '.1f', ' s')}, "
+        f"{_num(group.ratio, '.2f', 'x')}"
+    )
 
 
 def _share(part: Any, whole: Any) -> str:
@@ -134,19 +155,30 @@ def headline(document: "SummaryDocument") -> list[HeadlineRow]:
     batch = plain_run.rollout_batch_size if plain_run is not None else None
 
     zero_std = "-"
-    if plain is not None and plain.zero_std_all_right_total is not None and plain.zero_std_all_wrong_total is not None \
-            and plain.steps and batch:
+    if (
+        plain is not None
+        and plain.zero_std_all_right_total is not None
+        and plain.zero_std_all_wrong_total is not None
+        and plain.steps
+        and batch
+    ):
         right, wrong = plain.zero_std_all_right_total, plain.zero_std_all_wrong_total
-        zero_std = (f"{_share(right + wrong, plain.steps * batch)} of groups "
-                    f"({right / plain.steps:.1f} all right, {wrong / plain.steps:.1f} all wrong per step)")
+        zero_std = (
+            f"{_share(right + wrong, plain.steps * batch)} of groups "
+            f"({right / plain.steps:.1f} all right, {wrong / plain.steps:.1f} all wrong per step)"
+        )
     dropped_right = filtered.dropped_all_right_total if filtered is not None else None
     dropped_wrong = filtered.dropped_all_wrong_total if filtered is not None else None
     dropped_total = dropped_right + dropped_wrong if dropped_right is not None and dropped_wrong is not None else None
     steps = filtered.steps if filtered is not None else None
     overlapped = filtered.steps - filtered.clean_steps if filtered is not None else None
     sums = "-"
-    if filtered is not None and plain is not None and filtered.step_time_sum_s is not None \
-            and plain.step_time_sum_s is not None:
+    if (
+        filtered is not None
+        and plain is not None
+        and filtered.step_time_sum_s is not None
+        and plain.step_time_sum_s is not None
+    ):
         sums = f"{filtered.step_time_sum_s / 60:.0f} vs {plain.step_time_sum_s / 60:.0f} min"
 
     def plain_value(name: str) -> Any:
@@ -160,25 +192,42 @@ def headline(document: "SummaryDocument") -> list[HeadlineRow]:
 
     return [
         HeadlineRow("plain: zero-variance groups", zero_std, WRITE_UP["plain_zero_std"]),
-        HeadlineRow("plain: median rollout, pauses out", _num(plain_value("rollout_time_adjusted_median_s"), ".1f", " s"),
-                    WRITE_UP["plain_median"]),
-        HeadlineRow("filter: dropped groups per step",
-                    f"{_num(filtered_value('dropped_groups_min'), 'd')}-{_num(filtered_value('dropped_groups_max'), 'd')}, "
-                    f"median {_num(filtered_value('dropped_groups_median'), 'g')}", WRITE_UP["dropped"]),
-        HeadlineRow("filter: dropped groups all right", _share(dropped_right, dropped_total), WRITE_UP["dropped_right"]),
+        HeadlineRow(
+            "plain: median rollout, pauses out",
+            _num(plain_value("rollout_time_adjusted_median_s"), ".1f", " s"),
+            WRITE_UP["plain_median"],
+        ),
+        HeadlineRow(
+            "filter: dropped groups per step",
+            f"{_num(filtered_value('dropped_groups_min'), 'd')}-{_num(filtered_value('dropped_groups_max'), 'd')}, "
+            f"median {_num(filtered_value('dropped_groups_median'), 'g')}",
+            WRITE_UP["dropped"],
+        ),
+        HeadlineRow(
+            "filter: dropped groups all right", _share(dropped_right, dropped_total), WRITE_UP["dropped_right"]
+        ),
         HeadlineRow("filter: one-batch steps, x plain", _batches(comparison, "1", steps), WRITE_UP["one_batch"]),
         HeadlineRow("filter: two-batch steps, x plain", _batches(comparison, "2", steps), WRITE_UP["two_batch"]),
-        HeadlineRow("reward: filter (unfiltered) vs plain",
-                    f"{_num(reward_value('run_mean'), '.3f')} vs {_num(reward_value('baseline_mean'), '.3f')}",
-                    WRITE_UP["reward"]),
-        HeadlineRow("reward: the baselines' spread",
-                    f"{_num(reward_value('spread_min'), '.3f')}-{_num(reward_value('spread_max'), '.3f')}",
-                    WRITE_UP["baselines"]),
-        HeadlineRow("reward: first four steps",
-                    f"{_num(reward_value('run_mean_first4'), '.3f')} vs {_num(reward_value('baseline_mean_first4'), '.3f')}",
-                    WRITE_UP["first4"]),
-        HeadlineRow("filter: heat pauses",
-                    f"{_num(overlapped, 'd')} of {_num(steps, 'd')} rollouts overlapped one; "
-                    f"{_num(filtered_value('pause_total_s'), '.0f', ' s')} paused", WRITE_UP["pauses"]),
+        HeadlineRow(
+            "reward: filter (unfiltered) vs plain",
+            f"{_num(reward_value('run_mean'), '.3f')} vs {_num(reward_value('baseline_mean'), '.3f')}",
+            WRITE_UP["reward"],
+        ),
+        HeadlineRow(
+            "reward: the baselines' spread",
+            f"{_num(reward_value('spread_min'), '.3f')}-{_num(reward_value('spread_max'), '.3f')}",
+            WRITE_UP["baselines"],
+        ),
+        HeadlineRow(
+            "reward: first four steps",
+            f"{_num(reward_value('run_mean_first4'), '.3f')} vs {_num(reward_value('baseline_mean_first4'), '.3f')}",
+            WRITE_UP["first4"],
+        ),
+        HeadlineRow(
+            "filter: heat pauses",
+            f"{_num(overlapped, 'd')} of {_num(steps, 'd')} rollouts overlapped one; "
+            f"{_num(filtered_value('pause_total_s'), '.0f', ' s')} paused",
+            WRITE_UP["pauses"],
+        ),
         HeadlineRow("sum of step times, filter vs plain", sums, WRITE_UP["step_sums"]),
     ]

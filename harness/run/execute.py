@@ -45,9 +45,9 @@ from harness.capture import (
 from harness.capture.files import NO_SPACE
 from harness.capture.writer import CaptureWriter, Forward
 from harness.engines import Engine, EngineUnavailable, RunHandle
+from harness.engines.spec import LABEL_PREFIX, LaunchSpec
 from harness.errors import HarnessError
 from harness.failpoints import failpoint
-from harness.engines.spec import LABEL_PREFIX, LaunchSpec
 from harness.run.plan import redact_manifest
 
 if TYPE_CHECKING:
@@ -148,11 +148,20 @@ def decide_outcome(
     """
     all_steps = steps_complete >= steps_expected
     if capture_error:
-        return Outcome(RunState.FAILED, f"{capture_error}: the capture stops there, so the run cannot be trusted",
-                       False, capture_complete=False)
+        return Outcome(
+            RunState.FAILED,
+            f"{capture_error}: the capture stops there, so the run cannot be trusted",
+            False,
+            capture_complete=False,
+        )
     if engine_error:
-        return Outcome(RunState.FAILED, f"{engine_error}; the container is left with its labels: once the engine "
-                       "answers again, `harness recover` saves the rest", False, capture_complete=False)
+        return Outcome(
+            RunState.FAILED,
+            f"{engine_error}; the container is left with its labels: once the engine "
+            "answers again, `harness recover` saves the rest",
+            False,
+            capture_complete=False,
+        )
     lost = f" (while it ran, {outages[0]})" if outages else ""
     if stop_state is not None:
         error = (stop_reason or stop_state) + lost
@@ -162,8 +171,9 @@ def decide_outcome(
     if exit_code == 0:
         if all_steps:  # every step completed: usable, as for a run stopped after its last step
             return Outcome(RunState.SUCCEEDED, None, True)
-        return Outcome(RunState.NO_METRICS, f"exited 0 after {steps_complete} of {steps_expected} complete steps"
-                       + lost, False)
+        return Outcome(
+            RunState.NO_METRICS, f"exited 0 after {steps_complete} of {steps_expected} complete steps" + lost, False
+        )
     reason = failure["line"] if failure else _exit_reason(exit_code)
     return Outcome(RunState.FAILED, f"exit code {exit_code}: {reason}{lost}", False)
 
@@ -181,7 +191,9 @@ def _exit_reason(exit_code: Optional[int]) -> str:
 class CaptureWrites:
     """The capture's writes after the trainer started: the first failure stops them all, and is said once."""
 
-    def __init__(self, capture: Capture, engine: str, progress: Progress, writer: Optional[CaptureWriter] = None) -> None:
+    def __init__(
+        self, capture: Capture, engine: str, progress: Progress, writer: Optional[CaptureWriter] = None
+    ) -> None:
         self.capture = capture
         self.writer = writer or CaptureWriter(capture)
         self.engine = engine
@@ -195,8 +207,10 @@ class CaptureWrites:
             if self.error is not None:
                 return
             self.error = f"{describe_os_error(err, what)} ({hint}, then run `harness recover`)"
-        self.progress.note(f"{self.capture.run}: {self.error}: the capture stops here; the trainer goes on and "
-                           f"the {self.engine} engine keeps its log")
+        self.progress.note(
+            f"{self.capture.run}: {self.error}: the capture stops here; the trainer goes on and "
+            f"the {self.engine} engine keeps its log"
+        )
 
     def attempt(self, what: str, write: Callable[[], None]) -> bool:
         """Do one write unless writing has stopped; a failure stops writing."""
@@ -213,8 +227,9 @@ class CaptureWrites:
 class LogPump(threading.Thread):
     """Reads every line once: to container.log whole, to the parser, and each completed step to metrics.jsonl."""
 
-    def __init__(self, handle: RunHandle, capture: Capture, parser: Any, progress: Progress,
-                 writes: CaptureWrites) -> None:
+    def __init__(
+        self, handle: RunHandle, capture: Capture, parser: Any, progress: Progress, writes: CaptureWrites
+    ) -> None:
         super().__init__(name="log-pump", daemon=True)
         self.handle = handle
         self.capture = capture
@@ -278,8 +293,9 @@ class LogPump(threading.Thread):
 
     def _save(self, record: Any) -> bool:
         row = record.to_json(include_derived=False)
-        if not self.writes.attempt(self.capture.metrics_path.name,
-                                   lambda: self.writes.writer.jsonl(self.capture.metrics_path, row)):
+        if not self.writes.attempt(
+            self.capture.metrics_path.name, lambda: self.writes.writer.jsonl(self.capture.metrics_path, row)
+        ):
             return False
         if record.complete:
             self.steps_complete += 1
@@ -297,20 +313,23 @@ def build_manifest(
     guard_facts: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:
     """manifest.json: what ran, from which code, on what, under which heat guard (secrets as ***)."""
-    return redact_manifest({
-        "run": spec.run,
-        "run_id": spec.run_id,
-        "experiment": experiment,
-        "time_scale": time_scale,
-        "image": spec.image,
-        "trainer_argv": list(spec.trainer_argv),
-        "env": spec.display_env(),
-        "launch_spec": spec.to_dict(),
-        "engine": engine_facts,
-        "guard": guard_facts,
-        **provenance,
-        "created_at": utc_now(),
-    }, spec)
+    return redact_manifest(
+        {
+            "run": spec.run,
+            "run_id": spec.run_id,
+            "experiment": experiment,
+            "time_scale": time_scale,
+            "image": spec.image,
+            "trainer_argv": list(spec.trainer_argv),
+            "env": spec.display_env(),
+            "launch_spec": spec.to_dict(),
+            "engine": engine_facts,
+            "guard": guard_facts,
+            **provenance,
+            "created_at": utc_now(),
+        },
+        spec,
+    )
 
 
 def execute(
@@ -346,17 +365,36 @@ def execute(
         capture.directory.rmdir()  # empty: no capture is better than one without a status
         raise
     status = RunStatus(
-        run=spec.run, run_id=spec.run_id, state=RunState.RUNNING, exit_code=None, started_at=utc_now(),
-        ended_at=None, steps_expected=spec.steps_expected, steps_complete=0, error=None,
-        harness_pid=os.getpid(), harness_host=this_host(), engine=engine.name,
+        run=spec.run,
+        run_id=spec.run_id,
+        state=RunState.RUNNING,
+        exit_code=None,
+        started_at=utc_now(),
+        ended_at=None,
+        steps_expected=spec.steps_expected,
+        steps_complete=0,
+        error=None,
+        harness_pid=os.getpid(),
+        harness_host=this_host(),
+        engine=engine.name,
     )
     writer = CaptureWriter(capture, forward)
     writer.status(status)
 
-    labels = {LABEL_HARNESS_PID: str(os.getpid()), LABEL_HARNESS_HOST: this_host(), **({LABEL_KEEP: "1"} if keep else {})}
+    labels = {
+        LABEL_HARNESS_PID: str(os.getpid()),
+        LABEL_HARNESS_HOST: this_host(),
+        **({LABEL_KEEP: "1"} if keep else {}),
+    }
     try:
-        manifest = build_manifest(spec, experiment, time_scale=time_scale, engine_facts=engine.facts(),
-                                  provenance=provenance, guard_facts=guard.facts())
+        manifest = build_manifest(
+            spec,
+            experiment,
+            time_scale=time_scale,
+            engine_facts=engine.facts(),
+            provenance=provenance,
+            guard_facts=guard.facts(),
+        )
         writer.json(capture.manifest_path, manifest)
         failpoint("before-container")
         handle = engine.start(spec, labels)
@@ -370,10 +408,13 @@ def execute(
     failpoint("after-start")
     progress.started(spec)
     loop = guard.start(
-        handle, pauses_path=capture.pauses_path, samples_path=capture.guard_path,
+        handle,
+        pauses_path=capture.pauses_path,
+        samples_path=capture.guard_path,
         on_note=lambda message: progress.note(f"{spec.run}: heat guard: {message}"),
         on_stop=lambda reason: stop.request("stopped", f"heat guard: {reason}"),
-        on_reading=progress.guard, append=writer.jsonl,
+        on_reading=progress.guard,
+        append=writer.jsonl,
     )
     exit_code: Optional[int] = None
     engine_error: Optional[str] = None
@@ -404,9 +445,18 @@ def execute(
         if writes.error is None and not pump.is_alive():
             pump.finish()
         failpoint("at-exit")
-        outcome = _record_end(capture, status, parser, pump, writes, exit_code, stop,
-                              engine_error or pump.engine_error, getattr(handle, "outages", ()),
-                              loop.notes if loop is not None else ())
+        outcome = _record_end(
+            capture,
+            status,
+            parser,
+            pump,
+            writes,
+            exit_code,
+            stop,
+            engine_error or pump.engine_error,
+            getattr(handle, "outages", ()),
+            loop.notes if loop is not None else (),
+        )
         progress.finished(status)
     failpoint("before-remove")
     if not keep and outcome.capture_complete:

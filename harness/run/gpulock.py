@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
 
 from harness.errors import HarnessError
-from harness.fs.paths import lock_dir
 from harness.fs.filelock import (
     EXCLUSIVE,
     SHARED,
@@ -26,6 +25,8 @@ from harness.fs.filelock import (
     unlock,
     write_owner,
 )
+from harness.fs.paths import lock_dir
+
 
 def docker_host_key() -> str:
     """A short, file-name-safe key for the Docker host the runs go to."""
@@ -36,8 +37,13 @@ def docker_host_key() -> str:
 class GpuLock:
     """The locks of one run's GPU set; `acquire` waits (or fails at once with `wait=False`)."""
 
-    def __init__(self, gpus: Union[str, Sequence[int]], owner: dict, directory: Optional[Path] = None,
-                 host_key: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        gpus: Union[str, Sequence[int]],
+        owner: dict,
+        directory: Optional[Path] = None,
+        host_key: Optional[str] = None,
+    ) -> None:
         self.directory = directory or lock_dir()
         self.owner = owner
         key = host_key or docker_host_key()
@@ -49,18 +55,29 @@ class GpuLock:
             self._plan += [(self.directory / f"{key}-gpu{i}.lock", EXCLUSIVE) for i in sorted(gpus)]
         self._held: list[tuple[int, int]] = []
 
-    def acquire(self, *, wait: bool, on_wait: Callable[[str], None] = lambda message: None,
-                cancelled: Callable[[], bool] = lambda: False, poll_s: float = 2.0) -> None:
+    def acquire(
+        self,
+        *,
+        wait: bool,
+        on_wait: Callable[[str], None] = lambda message: None,
+        cancelled: Callable[[], bool] = lambda: False,
+        poll_s: float = 2.0,
+    ) -> None:
         """Take every lock of the set, in a fixed order (no deadlock between runs); Ctrl-C ends the wait."""
         for path, mode in self._plan:
             fd = open_lock_file(path)
             try:
                 lock_or_wait(
-                    fd, mode, wait=wait, holder=lambda: _holder(path),
+                    fd,
+                    mode,
+                    wait=wait,
+                    holder=lambda: _holder(path),
                     busy=lambda holder: f"the GPU is busy ({holder}); without --no-wait this run would wait",
                     waiting=lambda holder: f"waiting for the GPU: {holder}",
                     cancelled_message="interrupted while waiting for the GPU; nothing was started",
-                    on_wait=on_wait, cancelled=cancelled, poll_s=poll_s,
+                    on_wait=on_wait,
+                    cancelled=cancelled,
+                    poll_s=poll_s,
                 )
             except HarnessError:
                 os.close(fd)

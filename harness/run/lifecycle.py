@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from harness.capture import Capture, CaptureLock, RunState, RunStatus, this_host, utc_now
-from harness.errors import ExitCode, HarnessError
-from harness.experiments.schema import Experiment
-from harness.experiments.store import ExperimentStore
-from harness.run.gpulock import GpuLock
 from harness.engines.spec import LaunchSpec
-from harness.run.plan import plan_launch
-from harness.experiments.schema import redacted_experiment
-from harness.run.execute import DEFAULT_GRACE_S, Progress, StopControl, execute
-from harness.run.simswap import SimTarget, simulated
+from harness.errors import ExitCode, HarnessError
+from harness.experiments.schema import Experiment, redacted_experiment
+from harness.experiments.store import ExperimentStore
 from harness.run.decide import Decision, Mode, configuration_changes, decide
+from harness.run.execute import DEFAULT_GRACE_S, Progress, StopControl, execute
+from harness.run.gpulock import GpuLock
+from harness.run.plan import plan_launch
+from harness.run.simswap import SimTarget, simulated
 
 
 @dataclass(frozen=True)
@@ -64,10 +63,17 @@ def plan_runs(
     for seed in seeds or [None]:
         loaded = store.load(name, seed=seed, overrides=overrides)
         experiment = loaded.experiment if sim is None else simulated(loaded.experiment, sim)
-        spec = plan_launch(experiment, base_args=store.base_args, capture_root=str(capture_root),
-                           project_root=str(Path.cwd()), environ=environ)
-        missing = tuple(f"{env} is listed in container.pass_env but not set in this environment; the container "
-                        "gets none" for env in spec.missing_env)
+        spec = plan_launch(
+            experiment,
+            base_args=store.base_args,
+            capture_root=str(capture_root),
+            project_root=str(Path.cwd()),
+            environ=environ,
+        )
+        missing = tuple(
+            f"{env} is listed in container.pass_env but not set in this environment; the container gets none"
+            for env in spec.missing_env
+        )
         plans.append(Planned(experiment, spec, loaded.warnings + missing, sim))
     return plans
 
@@ -79,8 +85,13 @@ def decide_on_capture(plan: Planned, mode: Mode, found: Any = None) -> Decision:
     found = found or capture.status_read()
     changes: list[str] = []
     if found.status is not None and found.status.run_id != plan.spec.run_id:
-        changes = configuration_changes(capture.read_manifest(), redacted_experiment(plan.experiment),
-                                        plan.spec.trainer_argv, plan.spec.image, plan.time_scale)
+        changes = configuration_changes(
+            capture.read_manifest(),
+            redacted_experiment(plan.experiment),
+            plan.spec.trainer_argv,
+            plan.spec.image,
+            plan.time_scale,
+        )
     return decide(plan.spec.run, plan.spec.run_id, found.status, mode, found.broken, changes)
 
 
@@ -127,8 +138,8 @@ def run_planned(
     written and an earlier capture is left as it was (`not_started` is for a
     run that failed after its capture was made). `forward`: see `execute`.
     """
-    from harness.guard.session import GuardSession
     from harness.engines import engine_for
+    from harness.guard.session import GuardSession
     from harness.mileslog import LogParser
     from harness.run.provenance import git_facts, harness_facts, nvml_probe
     from harness.run.settle import settle_for_run
@@ -150,13 +161,15 @@ def run_planned(
             return SweepResult(decision, found.status)
         problems = engine.preflight(spec)
         if problems:
-            raise HarnessError(f"run {spec.run} not started: " + "; ".join(p.message for p in problems),
-                               problems[0].exit_code)
+            raise HarnessError(
+                f"run {spec.run} not started: " + "; ".join(p.message for p in problems), problems[0].exit_code
+            )
         if provenance is None:
             provenance = {**harness_facts(), **git_facts(Path.cwd()), "nvml": nvml_probe()}
         with GpuLock(plan.experiment.container.gpus, owner) as gpu_lock:
-            gpu_lock.acquire(wait=options.wait_for_gpu, on_wait=on_wait, cancelled=lambda: stop.state is not None,
-                             poll_s=0.5)
+            gpu_lock.acquire(
+                wait=options.wait_for_gpu, on_wait=on_wait, cancelled=lambda: stop.state is not None, poll_s=0.5
+            )
             # Opened once the GPU is ours: the simulated sensor's model starts with the run, not with the wait.
             try:
                 guard = GuardSession.open(plan.experiment.guard)
@@ -204,12 +217,24 @@ def run_sweep(
         if stop.state is not None:
             results.append(SweepResult(Decision(plan.spec.run, "skip", "the sweep was interrupted"), None))
             continue
-        result = run_planned(plan, options=options, progress=progress, stop=stop, on_wait=on_wait, mode=mode,
-                             on_decision=on_decision, on_warning=on_warning, engine=engine)
+        result = run_planned(
+            plan,
+            options=options,
+            progress=progress,
+            stop=stop,
+            on_wait=on_wait,
+            mode=mode,
+            on_decision=on_decision,
+            on_warning=on_warning,
+            engine=engine,
+        )
         results.append(result)
         status = result.status
-        if result.decision.action == "run" and status is not None and (
-                status.state == RunState.INTERRUPTED or (fail_fast and status.state != RunState.SUCCEEDED)):
+        if (
+            result.decision.action == "run"
+            and status is not None
+            and (status.state == RunState.INTERRUPTED or (fail_fast and status.state != RunState.SUCCEEDED))
+        ):
             break
     return results
 

@@ -34,7 +34,6 @@ from harness.secrets import redact_text, shown_env_value
 _NOT_IN_RUN_ID = ("description", "compare", "limits", "extends", "guard", "cluster")
 
 
-
 def compute_run_id(experiment: Experiment, trainer_argv: Sequence[str], image: str) -> str:
     """`<run>-<8 hex>`: the run name plus a hash of what changes the results (a secret's value does not)."""
     facts = {k: v for k, v in redacted_experiment(experiment).items() if k not in _NOT_IN_RUN_ID}
@@ -138,8 +137,10 @@ def redact_manifest(manifest: dict[str, Any], spec: "LaunchSpec") -> dict[str, A
     experiment = redacted.get("experiment")
     if isinstance(experiment, dict) and isinstance(experiment.get("container"), dict):
         container = dict(experiment["container"])
-        container["env"] = {name: shown_env_value(name in spec.secret_env, str(value))
-                            for name, value in (container.get("env") or {}).items()}
+        container["env"] = {
+            name: shown_env_value(name in spec.secret_env, str(value))
+            for name, value in (container.get("env") or {}).items()
+        }
         redacted["experiment"] = {**experiment, "container": container}
     if isinstance(redacted.get("harness_argv"), list):
         values = spec.secret_values()

@@ -13,6 +13,7 @@ from harness import __version__
 
 def git_facts(directory: Path) -> dict[str, Any]:
     """Commit sha and dirty flag of the checkout at `directory` (None when it is not one)."""
+
     def git(*args: str) -> str | None:
         try:
             out = subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True, timeout=10)

@@ -47,13 +47,20 @@ from harness.capture import (
     utc_now,
     write_json_atomic,
 )
-from harness.capture.lock import CaptureLock, holder, in_use
-from harness.capture.reader import RUNNING_AGAIN_SLACK_US, StatusRead, find_runs, first_stamps_after, read_pauses, read_status
 from harness.capture.bounded import iter_jsonl
-from harness.fs.paths import not_regular
+from harness.capture.lock import CaptureLock, holder, in_use
+from harness.capture.reader import (
+    RUNNING_AGAIN_SLACK_US,
+    StatusRead,
+    find_runs,
+    first_stamps_after,
+    read_pauses,
+    read_status,
+)
 from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, EngineUnavailable, RunHandle
 from harness.engines.logstream import LogPosition
 from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
+from harness.fs.paths import not_regular
 from harness.run.execute import DEFAULT_GRACE_S, LABEL_KEEP, decide_outcome
 from harness.times import format_time_us, parse_time_us
 
@@ -139,8 +146,15 @@ def engine_objects(engines: Sequence[Engine], notes: list[str]) -> list[EngineOb
     return found
 
 
-def plan_recovery(found: StatusRead, holder_now: Optional[str], objects: Sequence[EngineObject], *,
-                  here: str, other_hosts: bool = False, open_window: bool = False) -> Optional[Plan]:
+def plan_recovery(
+    found: StatusRead,
+    holder_now: Optional[str],
+    objects: Sequence[EngineObject],
+    *,
+    here: str,
+    other_hosts: bool = False,
+    open_window: bool = False,
+) -> Optional[Plan]:
     """What to do with one capture (pure); None when there is nothing to do or say.
 
     `holder_now`: who holds the capture's lock (None: nobody, its harness is gone).
@@ -152,20 +166,32 @@ def plan_recovery(found: StatusRead, holder_now: Optional[str], objects: Sequenc
             return None
         return Plan(directory, "leave", f"in use by a live harness ({holder_now})")
     if found.broken is not None:
-        return Plan(directory, "leave", f"its status is broken ({found.broken}); nothing is changed",
-                    strangers=tuple((o, "its capture's status is broken") for o in objects))
+        return Plan(
+            directory,
+            "leave",
+            f"its status is broken ({found.broken}); nothing is changed",
+            strangers=tuple((o, "its capture's status is broken") for o in objects),
+        )
     status = found.status
     if status is None:
         if not objects:
             return None
-        return Plan(directory, "leave", "no capture names it (no status.json); remove it by hand if it is not needed",
-                    strangers=tuple((o, f"no capture at {directory}") for o in objects))
+        return Plan(
+            directory,
+            "leave",
+            "no capture names it (no status.json); remove it by hand if it is not needed",
+            strangers=tuple((o, f"no capture at {directory}") for o in objects),
+        )
     owned, strangers = _owned(status, objects)
     plan = Plan(directory, "leave", "", status, owned, strangers)
     if status.state == RunState.RUNNING:
         if status.harness_host not in (None, here) and not other_hosts:
-            return replace(plan, owned=None, reason=f"its harness ran on {status.harness_host}, whose lock cannot be "
-                                                    "seen from here (--all settles it)")
+            return replace(
+                plan,
+                owned=None,
+                reason=f"its harness ran on {status.harness_host}, whose lock cannot be "
+                "seen from here (--all settles it)",
+            )
         gone = _harness_gone(status)
         return replace(plan, action="settle", reason=f"{gone}; its capture still says running")
     if not status.capture_complete:
@@ -174,18 +200,21 @@ def plan_recovery(found: StatusRead, holder_now: Optional[str], objects: Sequenc
         return replace(plan, action="complete", reason=f"its capture is incomplete ({status.error})")
     frozen = owned is not None and owned.description.state == PAUSED
     if open_window and not frozen and status.harness_host in (None, here):
-        return replace(plan, action="close", reason=f"{status.state}, with a pause window left open although the run "
-                                                    "is not frozen")
+        return replace(
+            plan, action="close", reason=f"{status.state}, with a pause window left open although the run is not frozen"
+        )
     if owned is not None and owned.description.state in (EXITED, GONE) and not owned.kept:
-        return replace(plan, action="remove", reason=f"{status.state}; its harness recorded the end but did not "
-                                                     "remove it")
+        return replace(
+            plan, action="remove", reason=f"{status.state}; its harness recorded the end but did not remove it"
+        )
     if not strangers and owned is None:
         return None
     return replace(plan, reason=f"its capture is final ({status.state}): never rewritten")
 
 
-def _owned(status: RunStatus, objects: Sequence[EngineObject]) -> tuple[Optional[EngineObject],
-                                                                        tuple[tuple[EngineObject, str], ...]]:
+def _owned(
+    status: RunStatus, objects: Sequence[EngineObject]
+) -> tuple[Optional[EngineObject], tuple[tuple[EngineObject, str], ...]]:
     owned, strangers = None, []
     for obj in objects:
         if obj.run_id != status.run_id:
@@ -203,8 +232,14 @@ def _harness_gone(status: RunStatus) -> str:
     return f"its harness (pid {status.harness_pid} on {status.harness_host}) is gone"
 
 
-def plan_all(capture_root: Optional[Path], engines: Sequence[Engine], notes: list[str], *,
-             other_hosts: bool = False, outside: Optional[list[EngineObject]] = None) -> list[Plan]:
+def plan_all(
+    capture_root: Optional[Path],
+    engines: Sequence[Engine],
+    notes: list[str],
+    *,
+    other_hosts: bool = False,
+    outside: Optional[list[EngineObject]] = None,
+) -> list[Plan]:
     """A plan per capture that is running without its harness, incomplete, or named by an engine object.
 
     With `outside` (a list to fill), only the engine objects whose capture-dir
@@ -228,12 +263,18 @@ def plan_all(capture_root: Optional[Path], engines: Sequence[Engine], notes: lis
     for directory in sorted(directories):
         found = read_status(directory)
         window = has_open_window(directory)
-        if not by_dir.get(directory) and found.status is not None and found.status.state.is_final \
-                and found.status.capture_complete and not window:
+        if (
+            not by_dir.get(directory)
+            and found.status is not None
+            and found.status.state.is_final
+            and found.status.capture_complete
+            and not window
+        ):
             continue
         holder_now = holder(directory) if in_use(directory) else None
-        plan = plan_recovery(found, holder_now, by_dir.get(directory, []), here=this_host(),
-                             other_hosts=other_hosts, open_window=window)
+        plan = plan_recovery(
+            found, holder_now, by_dir.get(directory, []), here=this_host(), other_hosts=other_hosts, open_window=window
+        )
         if plan is not None:
             plans.append(plan)
     return plans
@@ -262,22 +303,28 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
-def carry_out(plan: Plan, *, leave_running: bool = False, keep: bool = False,
-              grace_s: float = DEFAULT_GRACE_S) -> Result:
+def carry_out(
+    plan: Plan, *, leave_running: bool = False, keep: bool = False, grace_s: float = DEFAULT_GRACE_S
+) -> Result:
     """Act on a plan under the capture's lock (taken here; a harness that holds it wins)."""
     if plan.action == "leave":
         return Result(plan, plan.status, skipped=plan.reason)
     odd = [why for why in (not_regular(plan.capture_dir / name) for name in CAPTURE_FILES) if why]
     if odd:
         return Result(plan, plan.status, skipped=f"{'; '.join(odd)}: nothing is changed")
-    lock = CaptureLock(plan.capture_dir, {"pid": os.getpid(), "host": this_host(), "recover": True,
-                                          "since": utc_now()})
+    lock = CaptureLock(plan.capture_dir, {"pid": os.getpid(), "host": this_host(), "recover": True, "since": utc_now()})
     if not lock.try_acquire():
         return Result(plan, plan.status, skipped=f"in use by a live harness ({holder(plan.capture_dir)})")
     try:
         found = read_status(plan.capture_dir)  # again, under the lock: it may have changed since the plan
-        fresh = plan_recovery(found, None, [plan.owned] if plan.owned else [], here=this_host(), other_hosts=True,
-                              open_window=has_open_window(plan.capture_dir))
+        fresh = plan_recovery(
+            found,
+            None,
+            [plan.owned] if plan.owned else [],
+            here=this_host(),
+            other_hosts=True,
+            open_window=has_open_window(plan.capture_dir),
+        )
         if fresh is None or fresh.action != plan.action:
             return Result(plan, found.status, skipped="its capture changed meanwhile; run recover again")
         return _act(replace(plan, status=found.status), leave_running=leave_running, keep=keep, grace_s=grace_s)
@@ -337,10 +384,13 @@ def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Resu
         status.capture_complete = False
     else:
         outcome = decide_outcome(
-            exit_code=after.exit_code, steps_complete=steps_complete, steps_expected=status.steps_expected,
+            exit_code=after.exit_code,
+            steps_complete=steps_complete,
+            steps_expected=status.steps_expected,
             stop_state="interrupted" if stopped else None,
             stop_reason=f"{gone}; stopped by harness recover" if stopped else None,
-            failure=parser.failure, capture_error=None,
+            failure=parser.failure,
+            capture_error=None,
         )
         status.state, status.error, status.steps_usable = outcome.state, outcome.error, outcome.steps_usable
         if not stopped:
@@ -348,8 +398,9 @@ def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Resu
         status.exit_code = after.exit_code
         status.ended_at = after.finished_at or utc_now()
         status.capture_complete = True
-    status.steps_usable = status.steps_usable or (status.state != RunState.SUCCEEDED
-                                                  and steps_complete >= status.steps_expected > 0)
+    status.steps_usable = status.steps_usable or (
+        status.state != RunState.SUCCEEDED and steps_complete >= status.steps_expected > 0
+    )
     if exited:
         result.container = _remove(handle, keep or obj.kept)
     else:
@@ -377,8 +428,9 @@ def _close_windows(capture: Capture, status: RunStatus, result: Result, *, froze
         end, when = running_again_at(capture, status)
     closed = close_open_windows(capture.pauses_path, end)
     if closed and note:
-        status.notes.append(f"harness recover closed {closed} open pause window{'s' if closed != 1 else ''} at "
-                            f"{end}, {when}")
+        status.notes.append(
+            f"harness recover closed {closed} open pause window{'s' if closed != 1 else ''} at {end}, {when}"
+        )
     result.windows_closed, result.closed_at, result.closed_when = closed, end, when
 
 
@@ -444,7 +496,7 @@ def log_position(log_path: Path) -> LogPosition:
     except FileNotFoundError:
         return LogPosition()
     # The whole tail, not only its last stamp: Docker writes lines slightly out of timestamp order.
-    return LogPosition.after(line for line in tail[1 if start else 0:] if line)  # a first line may be cut
+    return LogPosition.after(line for line in tail[1 if start else 0 :] if line)  # a first line may be cut
 
 
 def save_remaining_logs(handle: RunHandle, capture: Capture) -> int:
@@ -503,11 +555,12 @@ def settle_for_run(capture_dir: Path, engine: Engine, *, grace_s: float = DEFAUL
     if plan is None or plan.action != "settle":
         return plan.reason if plan is not None else None
     if plan.owned is not None and plan.owned.description.alive:
-        return (f"its capture says running, its harness is gone, and its {plan.owned.name} is still "
-                f"{plan.owned.description.state}; `harness recover` stops it and saves its log "
-                "(`--leave-running` keeps it running)")
+        return (
+            f"its capture says running, its harness is gone, and its {plan.owned.name} is still "
+            f"{plan.owned.description.state}; `harness recover` stops it and saves its log "
+            "(`--leave-running` keeps it running)"
+        )
     if notes:
         return f"its capture says running and its engine cannot be asked ({'; '.join(notes)})"
     _act(plan, leave_running=False, keep=False, grace_s=grace_s)
     return None
-

@@ -66,8 +66,11 @@ class SimTarget:
 
     def describe(self) -> str:
         """One line: what runs the simulator, why, and at which time scale."""
-        where = (f"the sim image {self.image} on Docker" if self.engine == "docker"
-                 else f"the process engine ({' '.join(self.command)})")
+        where = (
+            f"the sim image {self.image} on Docker"
+            if self.engine == "docker"
+            else f"the process engine ({' '.join(self.command)})"
+        )
         return f"simulator: {where}, time scale {self.time_scale:g} ({self.reason}); no GPU, no GPU lock, no data mount"
 
 
@@ -77,8 +80,10 @@ def check_time_scale(time_scale: float) -> float:
 
     problem = time_scale_problem(time_scale, zero_allowed=False)
     if problem is not None:
-        raise HarnessError(f"--time-scale {time_scale:g}: {problem} (a run's pause windows are converted with it); "
-                           "`harness sim --time-scale 0` prints a log as fast as it can")
+        raise HarnessError(
+            f"--time-scale {time_scale:g}: {problem} (a run's pause windows are converted with it); "
+            "`harness sim --time-scale 0` prints a log as fast as it can"
+        )
     return time_scale
 
 
@@ -108,8 +113,9 @@ def simulated(experiment: "Experiment", target: SimTarget) -> "Experiment":
 
     data = experiment.to_dict()
     container = data["container"]
-    container.update(gpus="none", volumes=[], ulimits={},
-                     env={**container["env"], TIME_SCALE_ENV: repr(float(target.time_scale))})
+    container.update(
+        gpus="none", volumes=[], ulimits={}, env={**container["env"], TIME_SCALE_ENV: repr(float(target.time_scale))}
+    )
     data["guard"] = simulated_guard(experiment.guard.model_dump(mode="json"), target.time_scale)
     data["image"] = target.image
     if target.engine == "docker":
@@ -121,6 +127,7 @@ def simulated(experiment: "Experiment", target: SimTarget) -> "Experiment":
 
 def simulated_guard(guard: dict, time_scale: float) -> dict:
     """A guard (as the YAML writes it) on the simulated GB10: the `sim` sensor, its times in wall seconds (pure)."""
+
     def wall(seconds: float, floor: float = 0.0) -> float:
         return max(seconds * time_scale, floor)
 
@@ -131,6 +138,9 @@ def simulated_guard(guard: dict, time_scale: float) -> dict:
         "min_pause_s": wall(guard["min_pause_s"]),
         "max_pause_s": wall(guard["max_pause_s"]),
         "record_every_s": wall(guard["record_every_s"]),
-        "sim": {**guard["sim"], "heat_tau_s": wall(guard["sim"]["heat_tau_s"]),
-                "cool_tau_s": wall(guard["sim"]["cool_tau_s"])},
+        "sim": {
+            **guard["sim"],
+            "heat_tau_s": wall(guard["sim"]["heat_tau_s"]),
+            "cool_tau_s": wall(guard["sim"]["cool_tau_s"]),
+        },
     }

@@ -19,8 +19,13 @@ The names below load on first use, so the harness's CLI can read
 
 from typing import Any
 
-_EXPORTS = {"main": "cli", "SimConfig": "config", "parse_argv": "config", "DEFAULT_PARAMS": "params",
-            "ModelParams": "params"}
+_EXPORTS = {
+    "main": "cli",
+    "SimConfig": "config",
+    "parse_argv": "config",
+    "DEFAULT_PARAMS": "params",
+    "ModelParams": "params",
+}
 __all__ = sorted(_EXPORTS)
 
 

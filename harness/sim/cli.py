@@ -109,8 +109,10 @@ def main(
 def _banner(scale: float) -> str:
     if scale == 0:
         return f"{PROG}: the simulated Miles trainer; time scale 0: times are simulated seconds"
-    return (f"{PROG}: the simulated Miles trainer; time scale {scale:g}: "
-            f"times are measured wall seconds / {scale:g}, pauses included")
+    return (
+        f"{PROG}: the simulated Miles trainer; time scale {scale:g}: "
+        f"times are measured wall seconds / {scale:g}, pauses included"
+    )
 
 
 def _refuse(argv: Sequence[str], env: Mapping[str, str], out: TextIO, err: TextIO, refusal: MilesRefusal) -> int:

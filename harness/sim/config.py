@@ -61,7 +61,7 @@ class UnfillableBatch(MilesRefusal):
     """A command line no batch can fill: refused where Miles would generate forever (the simulator's own check)."""
 
     kind = "ValueError"
-    source = "raise ValueError(f\"--n-samples-per-prompt 1 with the zero-variance filter: ...\")"
+    source = 'raise ValueError(f"--n-samples-per-prompt 1 with the zero-variance filter: ...")'
 
 
 @dataclass(frozen=True)
@@ -191,8 +191,7 @@ def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimCon
     if over_sampling < batch:
         # Miles's own words (miles/utils/arguments.py), raised as an AssertionError.
         raise MilesRefusal(
-            f"over_sampling_batch_size {over_sampling} should be greater than or equal to "
-            f"rollout_batch_size {batch}"
+            f"over_sampling_batch_size {over_sampling} should be greater than or equal to rollout_batch_size {batch}"
         )
     if known.num_rollout < 0:
         raise SimUsageError(f"argument --num-rollout: must be at least 0, not {known.num_rollout}")
@@ -238,8 +237,10 @@ def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimCon
 def help_text() -> str:
     """argparse's usage and help for the flags the simulator models."""
     text = _flag_parser().format_help()
-    return text + (f"\n  {TIME_SCALE_FLAG} X    wall seconds per simulated second, {TIME_SCALE_RANGE} (0: as fast "
-                   "as possible; default 0)\n")
+    return text + (
+        f"\n  {TIME_SCALE_FLAG} X    wall seconds per simulated second, {TIME_SCALE_RANGE} (0: as fast "
+        "as possible; default 0)\n"
+    )
 
 
 def _is_flag(word: str) -> bool:

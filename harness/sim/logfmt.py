@@ -99,19 +99,32 @@ def job_end_lines(job_id: str, status: str) -> list[str]:
 
 def refusal_lines(job_id: str, exception: str, source: str) -> list[str]:
     """A trainer that stopped while parsing its arguments: the traceback, then Ray's failure lines."""
-    return failure_lines(job_id, exception, [
-        ('  File "train.py", in <module>', "    args = parse_args()"),
-        ('  File "miles/utils/arguments.py", in miles_validate_args', f"    {source}"),
-    ])
+    return failure_lines(
+        job_id,
+        exception,
+        [
+            ('  File "train.py", in <module>', "    args = parse_args()"),
+            ('  File "miles/utils/arguments.py", in miles_validate_args', f"    {source}"),
+        ],
+    )
 
 
 def rollout_failure_lines(job_id: str, exception: str) -> list[str]:
     """A trainer that stopped in a rollout: the traceback, then Ray's failure lines."""
-    return failure_lines(job_id, exception, [
-        ('  File "train.py", in train', "    rollout_data_ref = ray.get(rollout_manager.generate.remote(rollout_id))"),
-        ('  File "miles/rollout/sglang_rollout.py", in generate_rollout_async',
-         "    while len(data) < target_data_size:"),
-    ])
+    return failure_lines(
+        job_id,
+        exception,
+        [
+            (
+                '  File "train.py", in train',
+                "    rollout_data_ref = ray.get(rollout_manager.generate.remote(rollout_id))",
+            ),
+            (
+                '  File "miles/rollout/sglang_rollout.py", in generate_rollout_async',
+                "    while len(data) < target_data_size:",
+            ),
+        ],
+    )
 
 
 def failure_lines(job_id: str, exception: str, frames: Iterable[tuple[str, str]]) -> list[str]:

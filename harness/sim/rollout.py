@@ -78,8 +78,17 @@ TAKE_CHUNK = 64
 class RolloutStarved(Exception):
     """The filter kept too few groups for a batch from as many prompts as the data set holds."""
 
-    def __init__(self, step: int, kept: int, batch: int, prompts_submitted: int, dropped: int, running: int,
-                 over_sampling: int, dataset_prompts: int) -> None:
+    def __init__(
+        self,
+        step: int,
+        kept: int,
+        batch: int,
+        prompts_submitted: int,
+        dropped: int,
+        running: int,
+        over_sampling: int,
+        dataset_prompts: int,
+    ) -> None:
         super().__init__(
             f"rollout {step}: the dynamic filter kept {kept} of {batch} groups from {prompts_submitted} prompts "
             f"({dropped} dropped, {running} still running), and another {over_sampling} would take more prompts "
@@ -99,7 +108,11 @@ def drop_reason(group: Group) -> str:
 
 
 def run_rollout(
-    config: SimConfig, params: ModelParams, source: PromptSource, policy: Policy, step: int,
+    config: SimConfig,
+    params: ModelParams,
+    source: PromptSource,
+    policy: Policy,
+    step: int,
     check_stop: Callable[[], None] = _no_stop,
 ) -> RolloutResult:
     """Run rollout `step` to the moment B groups are kept, abort the rest, and say what happened.
@@ -118,8 +131,16 @@ def run_rollout(
         while remaining < batch:
             submitted = sum(count for _, count in submissions)
             if submissions and submitted + over_sampling > params.dataset_prompts:
-                raise RolloutStarved(step, len(kept), batch, submitted, len(judged) - len(kept),
-                                     remaining - len(kept), over_sampling, params.dataset_prompts)
+                raise RolloutStarved(
+                    step,
+                    len(kept),
+                    batch,
+                    submitted,
+                    len(judged) - len(kept),
+                    remaining - len(kept),
+                    over_sampling,
+                    params.dataset_prompts,
+                )
             groups = []
             while len(groups) < over_sampling:
                 check_stop()
@@ -142,8 +163,14 @@ def run_rollout(
     abort_at = engine.now
     aborted = engine.abort()
     result = RolloutResult(
-        step=step, kept=kept, judged=judged, dropped=dropped, aborted=aborted,
-        submissions=submissions, abort_at=abort_at, tokens=engine.tokens,
+        step=step,
+        kept=kept,
+        judged=judged,
+        dropped=dropped,
+        aborted=aborted,
+        submissions=submissions,
+        abort_at=abort_at,
+        tokens=engine.tokens,
     )
     result.events.append((abort_at, "abort"))
     drained = abort_at + params.abort_drain_s

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 from harness.sim import logfmt
 from harness.sim.clock import Clock
-from harness.sim.config import DEPRECATED_FILTER_PATH, CURRENT_FILTER_PATH, SimConfig
+from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, SimConfig
 from harness.sim.logfmt import Actor, LogWriter
 from harness.sim.model import Policy, PromptSource
 from harness.sim.params import ModelParams
@@ -62,15 +62,17 @@ def plan_training(config: SimConfig, params: ModelParams, result: RolloutResult)
     optimizer_steps = []
     for k in range(count):
         pg_loss = rng.gauss(0.0, 0.02) * signal
-        optimizer_steps.append({
-            "train/loss": pg_loss,
-            "train/pg_loss": pg_loss,
-            "train/pg_clipfrac": 0.004 * signal * rng.uniform(0.5, 1.5),
-            "train/ppo_kl": 2e-4 * signal * rng.uniform(-1.0, 1.0),
-            "train/grad_norm": (0.05 + 0.3 * signal) * rng.uniform(0.8, 1.2),
-            "train/lr-pg_0": config.lr,
-            "train/step": result.step * count + k,
-        })
+        optimizer_steps.append(
+            {
+                "train/loss": pg_loss,
+                "train/pg_loss": pg_loss,
+                "train/pg_clipfrac": 0.004 * signal * rng.uniform(0.5, 1.5),
+                "train/ppo_kl": 2e-4 * signal * rng.uniform(-1.0, 1.0),
+                "train/grad_norm": (0.05 + 0.3 * signal) * rng.uniform(0.8, 1.2),
+                "train/lr-pg_0": config.lr,
+                "train/step": result.step * count + k,
+            }
+        )
     return TrainPlan(
         wait_extra_s=jitter(params.train_wait_extra_s),
         sleep_s=jitter(params.sleep_s),
@@ -118,7 +120,8 @@ class SimRun:
         self.rollout_actor = Actor("RolloutManager", pids.randrange(2000, 4000), "rollout_manager")
         self.train_actor = Actor(
             TRAIN_ACTORS.get(config.train_backend, TRAIN_ACTORS["megatron"]),
-            pids.randrange(4000, 6000), "actor_cell0_rank0",
+            pids.randrange(4000, 6000),
+            "actor_cell0_rank0",
         )
         self.source = PromptSource(
             params, config.seed, config.rollout_seed, config.n_samples_per_prompt, config.rollout_max_response_len
@@ -132,8 +135,11 @@ class SimRun:
         self.out.lines(logfmt.launch_lines(self.job_id, self.config.miles_argv))
         self.out.lines(logfmt.argument_dump_lines(self.config.dump))
         if self.config.dynamic_sampling_filter_path == DEPRECATED_FILTER_PATH:
-            self.out.log(self.rollout_actor, "dynamic_sampling_filters.py:12",
-                         f"WARNING: {DEPRECATED_FILTER_PATH} is deprecated; use {CURRENT_FILTER_PATH}")
+            self.out.log(
+                self.rollout_actor,
+                "dynamic_sampling_filters.py:12",
+                f"WARNING: {DEPRECATED_FILTER_PATH} is deprecated; use {CURRENT_FILTER_PATH}",
+            )
         self.clock.advance(self.params.startup_s)
 
     def run(self) -> list[StepLog]:
@@ -160,8 +166,11 @@ class SimRun:
             if event == "abort":
                 out.log(rollout_actor, "sglang_rollout.py:350", f"Abort request for {logfmt.SGLANG_URLS!r}")
             elif event == "partial":
-                out.log(rollout_actor, "sglang_rollout.py:372",
-                        f"Collected {result.partial_answers} partial samples into the data buffer")
+                out.log(
+                    rollout_actor,
+                    "sglang_rollout.py:372",
+                    f"Collected {result.partial_answers} partial samples into the data buffer",
+                )
         clock.advance(result.seconds - at)
         rollout_time = clock.now() - step_start
         log.rollout_perf = {

@@ -39,8 +39,10 @@ def run_median(values: Sequence[float], steps: int, what: str, notes: RunNotes) 
     """
     if len(values) * 2 >= steps or not values:  # none: the notes of the steps say why
         return median(values)
-    notes.append(f"{what} is null: only {len(values)} of {steps} complete steps have a value "
-                 f"(the median of those is {median(values)!r})")
+    notes.append(
+        f"{what} is null: only {len(values)} of {steps} complete steps have a value "
+        f"(the median of those is {median(values)!r})"
+    )
     return None
 
 
@@ -67,8 +69,7 @@ def total(values: Sequence[Optional[int]], what: str, notes: RunNotes) -> Option
     return counted
 
 
-def aggregate(table: StepTable, filter_on: bool, pause_total_s: float, reward_key: str,
-              notes: RunNotes) -> Aggregates:
+def aggregate(table: StepTable, filter_on: bool, pause_total_s: float, reward_key: str, notes: RunNotes) -> Aggregates:
     """The aggregates of one run; `notes` gets what they leave out."""
     done = table.complete_positions()
     adjusted = [v for v in (table.rollout_time_adjusted_s[i] for i in done) if v is not None]
@@ -88,8 +89,10 @@ def aggregate(table: StepTable, filter_on: bool, pause_total_s: float, reward_ke
         try:
             step_time_sum = math.fsum(step_times)
         except OverflowError:
-            notes.flag(f"step_time_sum_s is null: the sum of the step times overflows "
-                         f"(values up to {values_text([max(step_times)])})")
+            notes.flag(
+                f"step_time_sum_s is null: the sum of the step times overflows "
+                f"(values up to {values_text([max(step_times)])})"
+            )
 
     def column_total(name: str) -> Optional[int]:
         column = getattr(table, name)
@@ -101,12 +104,14 @@ def aggregate(table: StepTable, filter_on: bool, pause_total_s: float, reward_ke
         rollout_time_adjusted_median_s=run_median(adjusted, len(done), "rollout_time_adjusted_median_s", notes),
         rollout_time_clean_median_s=median(clean),
         dropped_groups_min=min(dropped) if filter_on and dropped else None,
-        dropped_groups_median=(run_median(dropped, len(done), "dropped_groups_median", notes)
-                               if filter_on and dropped else None),
+        dropped_groups_median=(
+            run_median(dropped, len(done), "dropped_groups_median", notes) if filter_on and dropped else None
+        ),
         dropped_groups_max=max(dropped) if filter_on and dropped else None,
         reward_mean=mean(rewards, f"reward_mean ({source})", notes),
-        reward_mean_first4=(mean(first_rewards, f"reward_mean_first4 ({source})", notes)
-                            if len(first_rewards) == FIRST_STEPS else None),
+        reward_mean_first4=(
+            mean(first_rewards, f"reward_mean_first4 ({source})", notes) if len(first_rewards) == FIRST_STEPS else None
+        ),
         step_time_sum_s=step_time_sum,
         pause_total_s=pause_total_s,
         incomplete_steps=len(table) - len(done),

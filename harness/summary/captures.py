@@ -5,6 +5,8 @@ limits live in the capture package.
 """
 
 from harness.capture.reader import SUMMARY_DIR_NAME, RunCapture, Skipped, find_runs, read_capture
-from harness.capture.records import STATES, PauseWindow as Pause, StepRow as MetricsRow
+from harness.capture.records import STATES
+from harness.capture.records import PauseWindow as Pause
+from harness.capture.records import StepRow as MetricsRow
 
 __all__ = ["STATES", "SUMMARY_DIR_NAME", "MetricsRow", "Pause", "RunCapture", "Skipped", "find_runs", "read_capture"]

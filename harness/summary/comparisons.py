@@ -64,13 +64,21 @@ def compare_run(name: str, block: CompareBlock, runs: Mapping[str, RunSummary]) 
     run_mean = run.aggregates.reward_mean
     base_rewards: dict[int, float] = {}
     if base is not None:
-        base_rewards = {step: reward for step, done, reward in zip(base.steps.step, base.steps.complete,
-                                                                    base.steps.reward)
-                        if done and reward is not None}
-    shared = [(reward, base_rewards[step]) for step, done, reward in zip(table.step, table.complete, table.reward)
-              if done and reward is not None and step in base_rewards]
-    seeds = {r.seed for r in runs.values()
-             if run.experiment is not None and r.experiment == run.experiment and r.aggregates.steps}
+        base_rewards = {
+            step: reward
+            for step, done, reward in zip(base.steps.step, base.steps.complete, base.steps.reward)
+            if done and reward is not None
+        }
+    shared = [
+        (reward, base_rewards[step])
+        for step, done, reward in zip(table.step, table.complete, table.reward)
+        if done and reward is not None and step in base_rewards
+    ]
+    seeds = {
+        r.seed
+        for r in runs.values()
+        if run.experiment is not None and r.experiment == run.experiment and r.aggregates.steps
+    }
     facts = RewardFacts(
         run=name,
         baseline=baseline_name,
@@ -111,7 +119,9 @@ def compare_run(name: str, block: CompareBlock, runs: Mapping[str, RunSummary]) 
 def _null_non_finite(comparison: Comparison) -> None:
     """A ratio of two huge medians can overflow: null, with a note (strict JSON)."""
     for where, owner in [(f"comparison.by_batches.{k}", g) for k, g in comparison.by_batches.items()] + [
-            ("comparison.reward", comparison.reward), ("comparison", comparison)]:
+        ("comparison.reward", comparison.reward),
+        ("comparison", comparison),
+    ]:
         for key, value in vars(owner).items():
             if type(value) is float and not math.isfinite(value):
                 setattr(owner, key, None)

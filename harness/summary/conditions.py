@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-SIM_TIME_SCALE_ENV = "HARNESS_SIM_TIME_SCALE"  # harness.sim.config.TIME_SCALE_ENV, not imported: the summary stays light
+SIM_TIME_SCALE_ENV = (
+    "HARNESS_SIM_TIME_SCALE"  # harness.sim.config.TIME_SCALE_ENV, not imported: the summary stays light
+)
 SIM_IMAGE_PREFIX = "miles-gb10-lab/sim"
 
 
@@ -86,9 +88,14 @@ def condition_notes(run: str, others: Sequence[str], conditions: Mapping[str, Ru
         if other == run or theirs is None:
             continue
         a, b = mine.facts(), theirs.facts()
-        differ = [f"{fact}: {run} {a[fact]}, {other} {b[fact]}" for fact in a
-                  if a[fact] is not None and b[fact] is not None and a[fact] != b[fact]]
+        differ = [
+            f"{fact}: {run} {a[fact]}, {other} {b[fact]}"
+            for fact in a
+            if a[fact] is not None and b[fact] is not None and a[fact] != b[fact]
+        ]
         if differ:
-            notes.append(f"{run} and {other} ran under different conditions ({'; '.join(differ)}): "
-                         "their numbers are not like for like")
+            notes.append(
+                f"{run} and {other} ran under different conditions ({'; '.join(differ)}): "
+                "their numbers are not like for like"
+            )
     return notes

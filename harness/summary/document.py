@@ -42,8 +42,16 @@ ROW_KEYS = (
     "zero_std_other",
 )
 _EXTRA_ROW_KEYS = ("dropped_other", "zero_std_other")
-FLOAT_ROW_KEYS = ("rollout_time_s", "pause_overlap_s", "rollout_time_adjusted_s", "reward", "raw_reward",
-                  "raw_reward_unfiltered", "truncated_ratio", "step_time_s")
+FLOAT_ROW_KEYS = (
+    "rollout_time_s",
+    "pause_overlap_s",
+    "rollout_time_adjusted_s",
+    "reward",
+    "raw_reward",
+    "raw_reward_unfiltered",
+    "truncated_ratio",
+    "step_time_s",
+)
 
 
 @dataclass
@@ -83,8 +91,11 @@ class StepTable:
 
     def pick(self, column: Sequence[Any], *, complete: bool = True) -> tuple[list[int], list[Any]]:
         """(steps, values) of one column, over the complete (or the incomplete) steps that have a value."""
-        pairs = [(step, value) for step, done, value in zip(self.step, self.complete, column)
-                 if done is complete and value is not None]
+        pairs = [
+            (step, value)
+            for step, done, value in zip(self.step, self.complete, column)
+            if done is complete and value is not None
+        ]
         return [step for step, _ in pairs], [value for _, value in pairs]
 
     def complete_positions(self) -> list[int]:

@@ -24,8 +24,10 @@ COLUMNS = RUN_COLUMNS + ROW_KEYS
 FLOAT_COLUMNS = frozenset(FLOAT_ROW_KEYS)
 BOOL_COLUMNS = frozenset({"complete", "clean"})
 TEXT_COLUMNS = frozenset({"run", "experiment"})
-PYARROW_HINT = ("parquet needs pyarrow: `make setup` installs it (or pip install 'miles-gb10-lab[export]'); "
-                "--format csv needs nothing more")
+PYARROW_HINT = (
+    "parquet needs pyarrow: `make setup` installs it (or pip install 'miles-gb10-lab[export]'); "
+    "--format csv needs nothing more"
+)
 
 
 def default_export_path(summary_dir: Path, fmt: str) -> Path:
@@ -75,8 +77,9 @@ def _parquet(columns: dict[str, list[Any]]) -> bytes:
             return pa.float64()
         return pa.int64()
 
-    schema = pa.schema([pa.field(name, kind(name), nullable=name not in ("run", "step", "complete"))
-                        for name in COLUMNS])
+    schema = pa.schema(
+        [pa.field(name, kind(name), nullable=name not in ("run", "step", "complete")) for name in COLUMNS]
+    )
     table = pa.Table.from_pydict(columns, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)

@@ -68,7 +68,7 @@ def rollout_time_text(document: SummaryDocument, comparison: Comparison) -> tupl
     groups = comparison.by_batches
     ratios = [(int(k), v.ratio) for k, v in groups.items() if v.ratio is not None]
     if ratios and len(ratios) == 1:
-        (k, ratio), = ratios
+        ((k, ratio),) = ratios
         title = f"Every step needed {_batches(k)} of prompts and took {ratio:.1f}x the rollout time without the filter"
     elif ratios:
         (k0, r0), rest = ratios[0], ratios[1:]
@@ -162,29 +162,63 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison):  # noq
         axes.plot(xs, ys, "-", color="0.45", marker=".", label=f"{baseline}", gid="rollout-baseline")
     base_median = comparison.baseline_rollout_time_adjusted_median_s
     if base_median is not None:
-        axes.axhline(base_median, color="0.45", ls="--", lw=1,
-                     label=f"{baseline} median {base_median:.1f} s", gid="rollout-baseline-median")
+        axes.axhline(
+            base_median,
+            color="0.45",
+            ls="--",
+            lw=1,
+            label=f"{baseline} median {base_median:.1f} s",
+            gid="rollout-baseline-median",
+        )
 
     table = run_doc.steps
-    rows = [(step, batches, adjusted) for step, done, batches, adjusted
-            in zip(table.step, table.complete, table.batches, table.rollout_time_adjusted_s)
-            if done and adjusted is not None]
+    rows = [
+        (step, batches, adjusted)
+        for step, done, batches, adjusted in zip(
+            table.step, table.complete, table.batches, table.rollout_time_adjusted_s
+        )
+        if done and adjusted is not None
+    ]
     groups = sorted({batches for _, batches, _ in rows if batches is not None})
     for i, k in enumerate(groups):
         chosen = [(step, adjusted) for step, batches, adjusted in rows if batches == k]
         stats = comparison.by_batches.get(str(k))
         ratio = f", {stats.ratio:.1f}x" if stats is not None and stats.ratio is not None else ""
-        axes.plot([step for step, _ in chosen], [adjusted for _, adjusted in chosen], ls="none",
-                  marker=_MARKERS[i % len(_MARKERS)], ms=8, color=f"C{i}",
-                  label=f"{run}: {_batches(k)} ({len(chosen)} steps{ratio})", gid=f"rollout-batches-{k}")
+        axes.plot(
+            [step for step, _ in chosen],
+            [adjusted for _, adjusted in chosen],
+            ls="none",
+            marker=_MARKERS[i % len(_MARKERS)],
+            ms=8,
+            color=f"C{i}",
+            label=f"{run}: {_batches(k)} ({len(chosen)} steps{ratio})",
+            gid=f"rollout-batches-{k}",
+        )
     rest = [(step, adjusted) for step, batches, adjusted in rows if batches is None]
     if rest:
-        axes.plot([step for step, _ in rest], [adjusted for _, adjusted in rest], ls="none", marker="o",
-                  ms=7, color="C3", label=f"{run}", gid="rollout-run")
+        axes.plot(
+            [step for step, _ in rest],
+            [adjusted for _, adjusted in rest],
+            ls="none",
+            marker="o",
+            ms=7,
+            color="C3",
+            label=f"{run}",
+            gid="rollout-run",
+        )
     xs, ys = _adjusted(run_doc, complete=False)
     if xs:
-        axes.plot(xs, ys, ls="none", marker="o", ms=8, mfc="none", color="C7",
-                  label="incomplete step (not in medians)", gid="rollout-incomplete")
+        axes.plot(
+            xs,
+            ys,
+            ls="none",
+            marker="o",
+            ms=8,
+            mfc="none",
+            color="C7",
+            label="incomplete step (not in medians)",
+            gid="rollout-incomplete",
+        )
     axes.set_xlabel(STEP_LABEL)
     axes.set_ylabel(ROLLOUT_LABEL)
     axes.set_ylim(bottom=0)
@@ -208,9 +242,16 @@ def draw_reward(document: SummaryDocument, comparison: Comparison):  # noqa: ANN
             per_step.setdefault(x, []).append(y)
     if len(found) >= 2 and per_step:
         steps = sorted(per_step)
-        axes.fill_between(steps, [min(per_step[s]) for s in steps], [max(per_step[s]) for s in steps],
-                          color="0.8", alpha=0.7, lw=0, label=f"baselines ({len(found)} runs): lowest to highest",
-                          gid="reward-band")
+        axes.fill_between(
+            steps,
+            [min(per_step[s]) for s in steps],
+            [max(per_step[s]) for s in steps],
+            color="0.8",
+            alpha=0.7,
+            lw=0,
+            label=f"baselines ({len(found)} runs): lowest to highest",
+            gid="reward-band",
+        )
     xs, ys = _rewards(base_doc)
     if xs:
         axes.plot(xs, ys, "-", color="0.35", marker=".", label=f"{baseline}", gid="reward-baseline")
@@ -220,8 +261,16 @@ def draw_reward(document: SummaryDocument, comparison: Comparison):  # noqa: ANN
         axes.plot(xs, ys, "-", color="C0", marker="o", label=label, gid="reward-run")
     xs, ys = _rewards(run_doc, complete=False)
     if xs:
-        axes.plot(xs, ys, ls="none", marker="o", mfc="none", color="C7",
-                  label="incomplete step (not in means)", gid="reward-run-incomplete")
+        axes.plot(
+            xs,
+            ys,
+            ls="none",
+            marker="o",
+            mfc="none",
+            color="C7",
+            label="incomplete step (not in means)",
+            gid="reward-run-incomplete",
+        )
     axes.set_xlabel(STEP_LABEL)
     axes.set_ylabel(REWARD_LABEL)
     axes.legend(loc="best", fontsize=8.5)
@@ -281,9 +330,19 @@ def fingerprint(document: SummaryDocument, comparison: Comparison) -> str:
         if run is None:
             return None
         table = run.steps
-        return [name, run.seed, run.filter, run.rollout_batch_size, run.over_sampling_batch_size,
-                run.aggregates.steps, table.step, table.complete, table.rollout_time_adjusted_s, table.batches,
-                table.reward]
+        return [
+            name,
+            run.seed,
+            run.filter,
+            run.rollout_batch_size,
+            run.over_sampling_batch_size,
+            run.aggregates.steps,
+            table.step,
+            table.complete,
+            table.rollout_time_adjusted_s,
+            table.batches,
+            table.reward,
+        ]
 
     names = [comparison.run, comparison.baseline, *comparison.reward.baselines]
     data = orjson.dumps([_code_stamp(), to_plain(comparison), [shown(name) for name in names]])
@@ -310,8 +369,10 @@ def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = Fa
             continue
         paths = figure_paths(out_dir, comparison.run)
         stamp = fingerprint(document, comparison)
-        for key, text, draw in (("rollout_time", rollout_time_text, draw_rollout_time),
-                                ("reward", reward_text, draw_reward)):
+        for key, text, draw in (
+            ("rollout_time", rollout_time_text, draw_rollout_time),
+            ("reward", reward_text, draw_reward),
+        ):
             path = paths[key]
             if not force and _fingerprint_of(path) == stamp.encode():
                 rendered.unchanged.append(path)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from harness.capture.columns import MetricsColumns
-from harness.capture.reader import LOG_NAME, RunCapture, RUNNING_AGAIN_SLACK_US, first_stamps_after, sim_time_scale
+from harness.capture.reader import LOG_NAME, RUNNING_AGAIN_SLACK_US, RunCapture, first_stamps_after, sim_time_scale
 from harness.capture.records import STATES
 from harness.summary.conditions import RunConditions, read_conditions
 from harness.summary.notes import RunNotes, shown
@@ -86,8 +86,9 @@ def read_frame(capture: RunCapture) -> RunFrame:
 
     span = _span(status, notes)
     steps = _steps_in_range(capture.steps, notes)
-    known = _times_in_span(span, steps.t_rollout_end_us, steps.t_step_end_us,
-                           [t for p in capture.pauses for t in (p.start_us, p.end_us)])
+    known = _times_in_span(
+        span, steps.t_rollout_end_us, steps.t_step_end_us, [t for p in capture.pauses for t in (p.start_us, p.end_us)]
+    )
     windows = _pause_windows(capture, span, known, steps, notes)
     return RunFrame(
         name=capture.name,
@@ -123,7 +124,9 @@ def _state(capture: RunCapture, notes: list[str]) -> str:
         if status.get("error"):
             detail.append(str(status["error"]))
         so_far = " so far" if state == "running" else ""
-        notes.append(f"state {state}" + (f" ({'; '.join(detail)})" if detail else "") + f": summarized as captured{so_far}")
+        notes.append(
+            f"state {state}" + (f" ({'; '.join(detail)})" if detail else "") + f": summarized as captured{so_far}"
+        )
     return state
 
 
@@ -152,8 +155,10 @@ def _time_scale(capture: RunCapture, manifest: dict[str, Any], notes: RunNotes) 
             return scale
         why += f", and the time scale the simulator printed, {text} ({LOG_NAME} line {line}), {problem}"
         say = notes.flag
-    say(f"{why}: time scale unknown, so no pause overlap and no adjusted rollout time where the run has pause "
-        "windows (time_scale 1 written: pause_total_s in wall seconds)")
+    say(
+        f"{why}: time scale unknown, so no pause overlap and no adjusted rollout time where the run has pause "
+        "windows (time_scale 1 written: pause_total_s in wall seconds)"
+    )
     return None
 
 
@@ -184,8 +189,10 @@ def _span(status: dict[str, Any], notes: list[str]) -> Span:
         bounds.append(micros)
     start, end = bounds
     if start is not None and end is not None and end < start:
-        notes.flag(f"status.json ended_at {format_time_us(end)} is before started_at {format_time_us(start)}: "
-                     "the run's span is unknown")
+        notes.flag(
+            f"status.json ended_at {format_time_us(end)} is before started_at {format_time_us(start)}: "
+            "the run's span is unknown"
+        )
         return Span(None, None)
     return Span(start, end)
 
@@ -213,8 +220,9 @@ def _steps_in_range(steps: MetricsColumns, notes: RunNotes) -> MetricsColumns:
     return steps.select(sorted(keep))
 
 
-def _pause_windows(capture: RunCapture, span: Span, known: list[int], steps: MetricsColumns,
-                   notes: list[str]) -> list[tuple[int, int]]:
+def _pause_windows(
+    capture: RunCapture, span: Span, known: list[int], steps: MetricsColumns, notes: list[str]
+) -> list[tuple[int, int]]:
     """The closed, clipped pause windows of the run (docstring rules), in the order logged."""
     windows: list[tuple[int, int]] = []
     ends = _open_window_ends(capture, span, steps, notes) if span.end_us is not None else {}
@@ -243,17 +251,21 @@ def _pause_windows(capture: RunCapture, span: Span, known: list[int], steps: Met
         if (start, clipped_end) != (pause.start_us, end) and end > pause.start_us:
             logged = f"{format_time_us(pause.start_us)} to {format_time_us(end)}"
             if clipped_end == start:
-                notes.flag(f"pauses.jsonl line {pause.line}: window {logged} lies outside the run "
-                             f"({span.text()}): left out")
+                notes.flag(
+                    f"pauses.jsonl line {pause.line}: window {logged} lies outside the run ({span.text()}): left out"
+                )
                 continue
-            notes.flag(f"pauses.jsonl line {pause.line}: window {logged} reaches outside the run "
-                         f"({span.text()}): clipped to it")
+            notes.flag(
+                f"pauses.jsonl line {pause.line}: window {logged} reaches outside the run "
+                f"({span.text()}): clipped to it"
+            )
         windows.append((start, clipped_end))
     return windows
 
 
-def _open_window_ends(capture: RunCapture, span: Span, steps: MetricsColumns,
-                      notes: list[str]) -> dict[int, tuple[int, str]]:
+def _open_window_ends(
+    capture: RunCapture, span: Span, steps: MetricsColumns, notes: list[str]
+) -> dict[int, tuple[int, str]]:
     """For each open window of a finished run, (where it ends, what that time is).
 
     A frozen run prints nothing, so the window ends at the latest at the first
@@ -267,11 +279,17 @@ def _open_window_ends(capture: RunCapture, span: Span, steps: MetricsColumns,
     if not starts:
         return {}
     after = {start: start + RUNNING_AGAIN_SLACK_US for start in starts}
-    logged = (first_stamps_after(capture.directory / LOG_NAME, list(after.values()), notes)
-              if capture.directory is not None else {})
-    step_times = sorted((t, step, key) for key, column in (("t_rollout_end", steps.t_rollout_end_us),
-                                                          ("t_step_end", steps.t_step_end_us))
-                        for t, step in zip(column, steps.step) if t is not None)
+    logged = (
+        first_stamps_after(capture.directory / LOG_NAME, list(after.values()), notes)
+        if capture.directory is not None
+        else {}
+    )
+    step_times = sorted(
+        (t, step, key)
+        for key, column in (("t_rollout_end", steps.t_rollout_end_us), ("t_step_end", steps.t_step_end_us))
+        for t, step in zip(column, steps.step)
+        if t is not None
+    )
     ends: dict[int, tuple[int, str]] = {}
     for start, bound in after.items():
         candidates = [(span.end_us, "the run's end")]
@@ -283,4 +301,3 @@ def _open_window_ends(capture: RunCapture, span: Span, steps: MetricsColumns,
             candidates.append((later[0], f"step {later[1]}'s {later[2]}"))
         ends[start] = min(candidates, key=lambda candidate: candidate[0])
     return ends
-

@@ -69,8 +69,17 @@ class StepNotes:
         self._found: dict[str, tuple[tuple, list[int], list[int], list[Any]]] = {}
         self._flags: set[str] = set()
 
-    def add(self, problem: str, positions: Sequence[int], steps: Sequence[int], values: Sequence[Any] = (),
-            *, phase: int = 0, rank: Any = 0, flag: bool = False) -> None:
+    def add(
+        self,
+        problem: str,
+        positions: Sequence[int],
+        steps: Sequence[int],
+        values: Sequence[Any] = (),
+        *,
+        phase: int = 0,
+        rank: Any = 0,
+        flag: bool = False,
+    ) -> None:
         """The problem is in the rows at `positions` (row order), whose step ids are `steps`.
 
         `flag`: the problem is a value out of range (see `RunNotes`).

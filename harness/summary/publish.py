@@ -67,8 +67,9 @@ def no_runs_message(where: str, skipped: Sequence[Skipped] = (), hint: str = "")
     return text + hint
 
 
-def summarize_to_files(capture_dir: Path, out: Optional[Path] = None, *, figures: bool = True,
-                       hint: str = "") -> Published:
+def summarize_to_files(
+    capture_dir: Path, out: Optional[Path] = None, *, figures: bool = True, hint: str = ""
+) -> Published:
     """Summarize every capture, write the JSON (and the figures next to it, those whose inputs changed).
 
     No run at all is an error (`hint` ends its line), and no JSON is written:

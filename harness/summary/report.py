@@ -18,7 +18,7 @@ from harness.summary.figures import figure_paths, reward_text, rollout_time_text
 REPORT_FILE_NAME = "report.md"
 CLEAN_DEFINITION = (
     "A step is *clean* when no heat-guard pause overlaps its rollout, so its rollout time needs no correction; "
-    "the clean median is the raw rollout time's median over the clean complete steps (docs/summary.md, \"The rules\")."
+    'the clean median is the raw rollout time\'s median over the clean complete steps (docs/summary.md, "The rules").'
 )
 DASH = "-"
 
@@ -59,7 +59,9 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             f"time scale, which is not 1 for {', '.join(scaled)}; the pause columns give both."
         )
     else:
-        out.append("Seconds are wall seconds: every run here has time scale 1, so the trainer's seconds are the wall's.")
+        out.append(
+            "Seconds are wall seconds: every run here has time scale 1, so the trainer's seconds are the wall's."
+        )
     out.append("")
 
     out += ["## Runs", ""]
@@ -69,21 +71,45 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         expected = run.steps_expected
         steps = f"{agg.steps}" + (f" of {expected}" if expected is not None else "")
         step_sum = agg.step_time_sum_s
-        rows.append([
-            name, run.state, "on" if run.filter else "off",
-            _int(run.rollout_batch_size), _int(run.over_sampling_batch_size), _int(run.n_samples_per_prompt),
-            steps, str(agg.clean_steps),
-            _num(agg.rollout_time_adjusted_median_s, 1), _num(agg.rollout_time_clean_median_s, 1),
-            _num(agg.reward_mean, 3), _num(agg.reward_mean_first4, 3),
-            _num(step_sum / 60 if step_sum is not None else None, 1), _num(agg.pause_total_s, 1),
-        ])
+        rows.append(
+            [
+                name,
+                run.state,
+                "on" if run.filter else "off",
+                _int(run.rollout_batch_size),
+                _int(run.over_sampling_batch_size),
+                _int(run.n_samples_per_prompt),
+                steps,
+                str(agg.clean_steps),
+                _num(agg.rollout_time_adjusted_median_s, 1),
+                _num(agg.rollout_time_clean_median_s, 1),
+                _num(agg.reward_mean, 3),
+                _num(agg.reward_mean_first4, 3),
+                _num(step_sum / 60 if step_sum is not None else None, 1),
+                _num(agg.pause_total_s, 1),
+            ]
+        )
         if scaled:
             pauses = agg.pause_total_s
             rows[-1].append(_num(pauses * run.time_scale if pauses is not None else None, 1))
     minutes = "trainer min" if scaled else "min"
     out += _table(
-        ["run", "state", "filter", "B", "O", "n", "steps", "clean", f"rollout median ({unit})",
-         f"clean median ({unit})", "reward mean", "first 4", f"step time sum ({minutes})", f"pauses ({unit})"]
+        [
+            "run",
+            "state",
+            "filter",
+            "B",
+            "O",
+            "n",
+            "steps",
+            "clean",
+            f"rollout median ({unit})",
+            f"clean median ({unit})",
+            "reward mean",
+            "first 4",
+            f"step time sum ({minutes})",
+            f"pauses ({unit})",
+        ]
         + (["pauses (wall s)"] if scaled else []),
         rows,
     )
@@ -94,8 +120,17 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         out += ["## Dropped groups per step (filter runs)", ""]
         out += _table(
             ["run", "min", "median", "max", "all right (total)", "all wrong (total)"],
-            [[n, _int(agg.dropped_groups_min), _int(agg.dropped_groups_median), _int(agg.dropped_groups_max),
-              _int(agg.dropped_all_right_total), _int(agg.dropped_all_wrong_total)] for n, agg in filtered],
+            [
+                [
+                    n,
+                    _int(agg.dropped_groups_min),
+                    _int(agg.dropped_groups_median),
+                    _int(agg.dropped_groups_max),
+                    _int(agg.dropped_all_right_total),
+                    _int(agg.dropped_all_wrong_total),
+                ]
+                for n, agg in filtered
+            ],
         )
         out.append("")
     plain = [(n, r) for n, r in runs.items() if not r.filter and r.aggregates.zero_std_all_right_total is not None]
@@ -103,9 +138,15 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         out += ["## Kept groups that taught nothing (runs without the filter)", ""]
         out += _table(
             ["run", "all right (total)", "all wrong (total)", "groups trained on"],
-            [[n, _int(r.aggregates.zero_std_all_right_total), _int(r.aggregates.zero_std_all_wrong_total),
-              _int(r.rollout_batch_size * r.aggregates.steps) if r.rollout_batch_size else DASH]
-             for n, r in plain],
+            [
+                [
+                    n,
+                    _int(r.aggregates.zero_std_all_right_total),
+                    _int(r.aggregates.zero_std_all_wrong_total),
+                    _int(r.rollout_batch_size * r.aggregates.steps) if r.rollout_batch_size else DASH,
+                ]
+                for n, r in plain
+            ],
         )
         out.append("")
 
@@ -114,21 +155,30 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         out += [f"## {run} against {baseline}", ""]
         base_median = comparison.baseline_rollout_time_adjusted_median_s
         if comparison.by_batches:
-            out.append(f"Rollout time by batches of prompts needed ({baseline}: median {_num(base_median, 1, ' ' + unit)}):")
+            out.append(
+                f"Rollout time by batches of prompts needed ({baseline}: median {_num(base_median, 1, ' ' + unit)}):"
+            )
             out.append("")
             out += _table(
                 ["batches", "steps", f"median ({unit})", f"ratio to {baseline}"],
-                [[k, str(v.steps), _num(v.rollout_time_adjusted_median_s, 1), _num(v.ratio, 2, "x")]
-                 for k, v in comparison.by_batches.items()],
+                [
+                    [k, str(v.steps), _num(v.rollout_time_adjusted_median_s, 1), _num(v.ratio, 2, "x")]
+                    for k, v in comparison.by_batches.items()
+                ],
             )
             out.append("")
         reward = comparison.reward
         out += _table(
             ["reward", "mean", "first 4 steps"],
-            [[run, _num(reward.run_mean, 3), _num(reward.run_mean_first4, 3)],
-             [baseline, _num(reward.baseline_mean, 3), _num(reward.baseline_mean_first4, 3)],
-             [f"baselines ({len([v for v in reward.baselines.values() if v is not None])} runs)",
-              f"{_num(reward.spread_min, 3)} to {_num(reward.spread_max, 3)}", DASH]],
+            [
+                [run, _num(reward.run_mean, 3), _num(reward.run_mean_first4, 3)],
+                [baseline, _num(reward.baseline_mean, 3), _num(reward.baseline_mean_first4, 3)],
+                [
+                    f"baselines ({len([v for v in reward.baselines.values() if v is not None])} runs)",
+                    f"{_num(reward.spread_min, 3)} to {_num(reward.spread_max, 3)}",
+                    DASH,
+                ],
+            ],
         )
         out.append("")
         out += [f"**Verdict.** {reward.verdict}", ""]

@@ -28,21 +28,26 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from harness.capture.columns import MetricsColumns
 from harness.mileslog import keys
 from harness.mileslog.derive import derive_step_values, whole_number
-from harness.capture.columns import MetricsColumns
 from harness.summary.document import StepTable
 from harness.summary.frames import RunFrame
-from harness.summary.run_config import RunConfig
 from harness.summary.notes import RunNotes, StepNotes
+from harness.summary.run_config import RunConfig
 from harness.summary.sanity import MAX_EXACT_INT, SPAN_SLACK_US
 from harness.times import US_PER_S, format_time_us
 
 METRICS = "metrics.jsonl"
 _ABSENT = object()
 _INF = math.inf
-_VALUE_KEYS = (keys.ROLLOUT_TIME, keys.RAW_REWARD, keys.RAW_REWARD_UNFILTERED, keys.TRUNCATED_RATIO,
-               *keys.STEP_TIME_KEYS)
+_VALUE_KEYS = (
+    keys.ROLLOUT_TIME,
+    keys.RAW_REWARD,
+    keys.RAW_REWARD_UNFILTERED,
+    keys.TRUNCATED_RATIO,
+    *keys.STEP_TIME_KEYS,
+)
 
 # The order of the checks within one step (see StepNotes): phase 0 reads the rollout
 # times, phase 1 the rest of the step; notes come out as if the steps were read one by one.
@@ -91,12 +96,24 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     any_reward = any(value is not None for value in reward)
     no_reward = reward_key + " missing in {steps}: no reward there"
     reward_flagged = flagged.get(reward_key, set())
-    found.add(no_reward, [i for i, (value, side, done) in enumerate(zip(reward, rollout_side, complete))
-                          if value is None and (side or done) and i not in reward_flagged], phase=1, rank=_REWARD)
+    found.add(
+        no_reward,
+        [
+            i
+            for i, (value, side, done) in enumerate(zip(reward, rollout_side, complete))
+            if value is None and (side or done) and i not in reward_flagged
+        ],
+        phase=1,
+        rank=_REWARD,
+    )
 
     step_time = _step_times(columns.metrics, complete, flagged, found)
-    found.add("{steps} incomplete (the run ended before the step did): shown, left out of medians and means",
-              [i for i, done in enumerate(complete) if not done], phase=1, rank=_INCOMPLETE)
+    found.add(
+        "{steps} incomplete (the run ended before the step did): shown, left out of medians and means",
+        [i for i, done in enumerate(complete) if not done],
+        phase=1,
+        rank=_INCOMPLETE,
+    )
 
     if config.filter and not any_reward and len(columns):
         notes.append(
@@ -111,8 +128,9 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     if not len(columns):
         notes.append("no step records (metrics.jsonl missing or empty)")
     elif frame.steps_expected is not None and complete_count < frame.steps_expected:
-        notes.append(f"{complete_count} complete step{'' if complete_count == 1 else 's'} of "
-                     f"{frame.steps_expected} expected")
+        notes.append(
+            f"{complete_count} complete step{'' if complete_count == 1 else 's'} of {frame.steps_expected} expected"
+        )
 
     table = StepTable(
         step=list(columns.step),
@@ -131,8 +149,10 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     return Rows(table, reward_key if any_reward else None, overlaps.pause_total_s)
 
 
-def _read_columns(columns: MetricsColumns, found: _Found,
-                  ) -> tuple[dict[str, list[Any]], list[str], list[list[Any]], dict[str, set[int]]]:
+def _read_columns(
+    columns: MetricsColumns,
+    found: _Found,
+) -> tuple[dict[str, list[Any]], list[str], list[list[Any]], dict[str, set[int]]]:
     """(the value keys' columns, the group keys, their columns, the positions flagged per key).
 
     Absent values are None in the value columns, `_ABSENT` in the group
@@ -147,16 +167,22 @@ def _read_columns(columns: MetricsColumns, found: _Found,
     for key, column in values.items():
         bad = _out_of_range(column)
         if bad:
-            found.add(f"{METRICS}: {key} is an integer beyond 2^53 ({{values}}) in {{steps}}: read as missing",
-                      bad, [column[i] for i in bad], rank=(_FLAGGED, key), flag=True)
+            found.add(
+                f"{METRICS}: {key} is an integer beyond 2^53 ({{values}}) in {{steps}}: read as missing",
+                bad,
+                [column[i] for i in bad],
+                rank=(_FLAGGED, key),
+                flag=True,
+            )
             flagged[key] = set(bad)
             for i in bad:
                 column[i] = None
     return values, group_keys, groups, flagged
 
 
-def _rollout_times(raw: list[Any], complete: Sequence[bool], flagged: dict[str, set[int]],
-                   found: _Found) -> list[Optional[float]]:
+def _rollout_times(
+    raw: list[Any], complete: Sequence[bool], flagged: dict[str, set[int]], found: _Found
+) -> list[Optional[float]]:
     """The rollout times in seconds: finite and not negative, else None (with a note)."""
     rollout = finite_column(raw)
     rollout_flagged = flagged.get(keys.ROLLOUT_TIME, set())
@@ -166,9 +192,10 @@ def _rollout_times(raw: list[Any], complete: Sequence[bool], flagged: dict[str, 
     for i in negative:
         rollout[i] = None
     for problem, positions in (
-            (f"{keys.ROLLOUT_TIME} is not a finite number in {{steps}}: no rollout time there", not_number),
-            (f"{keys.ROLLOUT_TIME} is negative ({{values}}) in {{steps}}: no rollout time there", negative),
-            (f"{keys.ROLLOUT_TIME} missing in complete {{steps}}: no rollout time there", missing)):
+        (f"{keys.ROLLOUT_TIME} is not a finite number in {{steps}}: no rollout time there", not_number),
+        (f"{keys.ROLLOUT_TIME} is negative ({{values}}) in {{steps}}: no rollout time there", negative),
+        (f"{keys.ROLLOUT_TIME} missing in complete {{steps}}: no rollout time there", missing),
+    ):
         found.add(problem, positions, [raw[i] for i in positions], rank=_ROLLOUT, flag=positions is negative)
     return rollout
 
@@ -201,12 +228,20 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
     high = np.inf if span.end_us is None else span.end_us + SPAN_SLACK_US
     with np.errstate(invalid="ignore"):
         outside = (end_us < low) | (end_us > high)
-    found.add("t_rollout_end missing in {steps}: pause overlap unknown there", np.flatnonzero(no_end).tolist(),
-              rank=_ROLLOUT_END)
+    found.add(
+        "t_rollout_end missing in {steps}: pause overlap unknown there",
+        np.flatnonzero(no_end).tolist(),
+        rank=_ROLLOUT_END,
+    )
     positions = np.flatnonzero(has_rollout & outside).tolist()
-    found.add(f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
-              "pause overlap unknown, not counted clean", positions, [format_time_us(ends[i]) for i in positions],
-              rank=_ROLLOUT_END, flag=True)
+    found.add(
+        f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
+        "pause overlap unknown, not counted clean",
+        positions,
+        [format_time_us(ends[i]) for i in positions],
+        rank=_ROLLOUT_END,
+        flag=True,
+    )
     known = has_rollout & ~no_end & ~outside
     known &= ~_back_in_time(ends, end_us, outside, bool(starts.size), found)
     if frame.time_scale is None and starts.size:  # where the rollouts lie against the windows is unknown (a note)
@@ -218,9 +253,14 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
     if span.start_us is not None and frame.time_scale is not None:
         early = known & ~(lo >= low - origin)
         positions = np.flatnonzero(early).tolist()
-        found.add(f"{keys.ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
-                  f"({format_time_us(span.start_us)}) in {{steps}}: pause overlap unknown, not counted clean",
-                  positions, [rollout[i] for i in positions], rank=_ROLLOUT_END, flag=True)
+        found.add(
+            f"{keys.ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
+            f"({format_time_us(span.start_us)}) in {{steps}}: pause overlap unknown, not counted clean",
+            positions,
+            [rollout[i] for i in positions],
+            rank=_ROLLOUT_END,
+            flag=True,
+        )
         known &= ~early
         hi = np.where(known, hi, 0.0)
         lo = np.where(known, lo, 0.0)
@@ -235,16 +275,25 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
     for rank, (name, column) in enumerate((("pause_overlap_s", overlap), ("rollout_time_adjusted_s", adjusted))):
         bad = known & ~np.isfinite(column)  # strict JSON: an overflow is null, with a note per value
         for i in np.flatnonzero(bad).tolist():
-            found.add(f"{name} is not a finite number ({float(column[i])!r}) in {{steps}}: null", [i],
-                      rank=(_NON_FINITE, rank), flag=True)
+            found.add(
+                f"{name} is not a finite number ({float(column[i])!r}) in {{steps}}: null",
+                [i],
+                rank=(_NON_FINITE, rank),
+                flag=True,
+            )
         column[~(known & ~bad)] = np.nan
     covered = nothing_left & touched
-    found.add("the pause windows cover the whole rollout in {steps}: rollout_time_adjusted_s null (nothing of it "
-              "is left once the pauses are taken out)", np.flatnonzero(covered).tolist(), rank=_ROLLOUT_END,
-              flag=True)
+    found.add(
+        "the pause windows cover the whole rollout in {steps}: rollout_time_adjusted_s null (nothing of it "
+        "is left once the pauses are taken out)",
+        np.flatnonzero(covered).tolist(),
+        rank=_ROLLOUT_END,
+        flag=True,
+    )
     positions = np.flatnonzero(nothing_left & ~touched).tolist()
-    found.add(f"{keys.ROLLOUT_TIME} is 0 in {{steps}}: rollout_time_adjusted_s null", positions, rank=_ROLLOUT_END,
-              flag=True)
+    found.add(
+        f"{keys.ROLLOUT_TIME} is 0 in {{steps}}: rollout_time_adjusted_s null", positions, rank=_ROLLOUT_END, flag=True
+    )
     adjusted[nothing_left] = np.nan
     return _Overlaps(
         overlap=_floats_or_none(overlap),
@@ -254,8 +303,7 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
     )
 
 
-def _back_in_time(ends: Sequence[Optional[int]], end_us: Any, outside: Any, has_windows: bool,
-                  found: _Found) -> Any:
+def _back_in_time(ends: Sequence[Optional[int]], end_us: Any, outside: Any, has_windows: bool, found: _Found) -> Any:
     """The steps whose t_rollout_end goes back in time from the step before (both of each pair), noted.
 
     Rollouts end in the order of their steps, so one of the two times is
@@ -270,15 +318,20 @@ def _back_in_time(ends: Sequence[Optional[int]], end_us: Any, outside: Any, has_
     for k in np.flatnonzero(end_us[timed][1:] < end_us[timed][:-1]).tolist():
         before, after = int(timed[k]), int(timed[k + 1])
         unknown = ": pause overlap unknown in both, not counted clean" if has_windows else ""
-        found.add(f"t_rollout_end goes back in time from step {found.steps[before]} "
-                  f"({format_time_us(ends[before])}) to step {found.steps[after]} ({format_time_us(ends[after])})"
-                  + unknown, [before, after], rank=_ROLLOUT_END, flag=True)
+        found.add(
+            f"t_rollout_end goes back in time from step {found.steps[before]} "
+            f"({format_time_us(ends[before])}) to step {found.steps[after]} ({format_time_us(ends[after])})" + unknown,
+            [before, after],
+            rank=_ROLLOUT_END,
+            flag=True,
+        )
         suspect[[before, after]] = has_windows
     return suspect
 
 
-def _group_counts(config: RunConfig, group_keys: list[str], groups: list[list[Any]], rollout_side: list[bool],
-                  found: _Found) -> dict[str, list[Optional[int]]]:
+def _group_counts(
+    config: RunConfig, group_keys: list[str], groups: list[list[Any]], rollout_side: list[bool], found: _Found
+) -> dict[str, list[Optional[int]]]:
     """The dropped and zero-variance group columns, and the batches of prompts (filter runs), by the Miles rules.
 
     A group key whose value is not a count (`_Counted`) leaves the fields it
@@ -319,25 +372,48 @@ def _group_counts(config: RunConfig, group_keys: list[str], groups: list[list[An
             columns[name][i] = values[name]
     for key, found_at in not_counts.items():
         unknown = [*_fields_of(key), *(["batches"] if key.startswith(keys.DROP_PREFIX) else [])]
-        found.add(f"{METRICS}: {key} is not a count ({{values}}) in {{steps}}: {', '.join(unknown)} unknown there",
-                  [i for i, _ in found_at], [value for _, value in found_at], phase=1, rank=(_GROUPS, key), flag=True)
+        found.add(
+            f"{METRICS}: {key} is not a count ({{values}}) in {{steps}}: {', '.join(unknown)} unknown there",
+            [i for i, _ in found_at],
+            [value for _, value in found_at],
+            phase=1,
+            rank=(_GROUPS, key),
+            flag=True,
+        )
     for name, found_at in past_exact.items():
-        found.add(f"{METRICS}: {name} sums to more than 2^53 ({{values}}) in {{steps}}: unknown there",
-                  [i for i, _ in found_at], [total for _, total in found_at], phase=1, rank=(_GROUPS, name),
-                  flag=True)
+        found.add(
+            f"{METRICS}: {name} sums to more than 2^53 ({{values}}) in {{steps}}: unknown there",
+            [i for i, _ in found_at],
+            [total for _, total in found_at],
+            phase=1,
+            rank=(_GROUPS, name),
+            flag=True,
+        )
     for key, positions in unreadable.items():
-        found.add(f"{key} is not a count the Miles rules read (its suffix is not a reward) in {{steps}}: "
-                  "left out of the counts", positions, phase=1, rank=(_GROUPS, key))
+        found.add(
+            f"{key} is not a count the Miles rules read (its suffix is not a reward) in {{steps}}: "
+            "left out of the counts",
+            positions,
+            phase=1,
+            rank=(_GROUPS, key),
+        )
     found.add("no rollout-side keys in {steps}: dropped groups unknown there", no_rollout_side, phase=1, rank=_DROPS)
-    found.add("drop keys logged without the filter in {steps}: not shown", drops_without_filter, phase=1,
-              rank=_DROPS)
+    found.add("drop keys logged without the filter in {steps}: not shown", drops_without_filter, phase=1, rank=_DROPS)
     return columns
 
 
 _DROP_FIELDS = ("dropped_groups", "dropped_all_right", "dropped_all_wrong", "dropped_other")
 _ZERO_STD_FIELDS = ("zero_std_all_right", "zero_std_all_wrong", "zero_std_other")
-_COUNT_FIELDS = ("dropped_groups", "dropped_all_right", "dropped_all_wrong", "batches", "zero_std_all_right",
-                 "zero_std_all_wrong", "dropped_other", "zero_std_other")
+_COUNT_FIELDS = (
+    "dropped_groups",
+    "dropped_all_right",
+    "dropped_all_wrong",
+    "batches",
+    "zero_std_all_right",
+    "zero_std_all_wrong",
+    "dropped_other",
+    "zero_std_other",
+)
 
 
 @dataclass(frozen=True)
@@ -363,8 +439,9 @@ class _Counted:
 def _fields_of(key: str) -> tuple[str, ...]:
     """The fields a group key counts in, by the Miles rules: those that one group under it adds to."""
     one = derive_step_values({key: 1})
-    fields = [name for name in ("dropped_groups", "dropped_all_right", "dropped_all_wrong", *_ZERO_STD_FIELDS)
-              if one[name]]
+    fields = [
+        name for name in ("dropped_groups", "dropped_all_right", "dropped_all_wrong", *_ZERO_STD_FIELDS) if one[name]
+    ]
     if sum(one["dropped_other"].values()):
         fields.append("dropped_other")
     return tuple(fields)
@@ -394,8 +471,13 @@ def _counted(group_keys: Sequence[str], values: Sequence[Any]) -> _Counted:
             unknown.add(name)
     for name in unknown:
         counts[name] = None
-    return _Counted(counts, tuple(not_counts), tuple(past_exact), tuple(derived["unreadable_keys"]),
-                    any(key.startswith(keys.DROP_PREFIX) for key, _ in not_counts))
+    return _Counted(
+        counts,
+        tuple(not_counts),
+        tuple(past_exact),
+        tuple(derived["unreadable_keys"]),
+        any(key.startswith(keys.DROP_PREFIX) for key, _ in not_counts),
+    )
 
 
 _COUNTED: dict[tuple, _Counted] = {}  # shared by all runs: the counting is pure
@@ -447,8 +529,9 @@ def _floats_or_none(values: Any) -> list[Optional[float]]:
     return [None if v != v else v for v in values.tolist()]
 
 
-def _step_times(metrics: Sequence[dict], complete: Sequence[bool], flagged: dict[str, set[int]],
-                found: _Found) -> list[Optional[float]]:
+def _step_times(
+    metrics: Sequence[dict], complete: Sequence[bool], flagged: dict[str, set[int]], found: _Found
+) -> list[Optional[float]]:
     """The step times by the Miles rule (`keys.step_time`), not negative; notes for the older name and the gaps."""
     flagged_steps = set().union(*(flagged.get(key, ()) for key in keys.STEP_TIME_KEYS))
     newer = finite_column([m.get(keys.STEP_TIME) for m in metrics])
@@ -469,11 +552,20 @@ def _step_times(metrics: Sequence[dict], complete: Sequence[bool], flagged: dict
         elif seconds is None and complete[i] and i not in flagged_steps:
             missing.append(i)
         times.append(seconds)
-    found.add(keys.STEP_TIME + " not logged in {steps}: " + keys.STEP_TIME_OLD + " (older name) used", old_name,
-              phase=1, rank=_STEP_TIME)
+    found.add(
+        keys.STEP_TIME + " not logged in {steps}: " + keys.STEP_TIME_OLD + " (older name) used",
+        old_name,
+        phase=1,
+        rank=_STEP_TIME,
+    )
     found.add(keys.STEP_TIME + " missing in complete {steps}", missing, phase=1, rank=_STEP_TIME)
     for key in keys.STEP_TIME_KEYS:
-        found.add(f"{key} is negative ({{values}}) in {{steps}}: no step time there",
-                  [i for i, _ in negative.get(key, [])], [seconds for _, seconds in negative.get(key, [])],
-                  phase=1, rank=_STEP_TIME, flag=True)
+        found.add(
+            f"{key} is negative ({{values}}) in {{steps}}: no step time there",
+            [i for i, _ in negative.get(key, [])],
+            [seconds for _, seconds in negative.get(key, [])],
+            phase=1,
+            rank=_STEP_TIME,
+            flag=True,
+        )
     return times

@@ -41,8 +41,7 @@ _CONFIG_KEYS = {
     "n_samples_per_prompt": ("n_samples_per_prompt", "--n-samples-per-prompt"),
 }
 _ABSENT = object()
-_SOURCE_FILES = {"args.json": "args.json", "trainer_argv": "manifest.json trainer_argv",
-                 "experiment": "the experiment"}
+_SOURCE_FILES = {"args.json": "args.json", "trainer_argv": "manifest.json trainer_argv", "experiment": "the experiment"}
 
 
 def python_value(value: Any) -> Any:
@@ -123,8 +122,11 @@ def resolve_config(capture: RunCapture, notes: RunNotes) -> RunConfig:
     over = raw["over_sampling_batch_size"]
     over_value = None if over is _ABSENT else python_value(over)
     over_int = batch if over_value is None else whole("over_sampling_batch_size", over_value)
-    samples = (whole("n_samples_per_prompt", raw["n_samples_per_prompt"])
-               if raw["n_samples_per_prompt"] is not _ABSENT else None)
+    samples = (
+        whole("n_samples_per_prompt", raw["n_samples_per_prompt"])
+        if raw["n_samples_per_prompt"] is not _ABSENT
+        else None
+    )
 
     used = sorted({source for source in sources.values() if source != "args.json"})
     if used == ["none"]:

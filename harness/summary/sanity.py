@@ -72,8 +72,9 @@ class Span:
 
     def contains(self, micros: int, slack_us: int = 0) -> bool:
         """Whether `micros` lies in the span (or within `slack_us` of it)."""
-        return ((self.start_us is None or micros >= self.start_us - slack_us)
-                and (self.end_us is None or micros <= self.end_us + slack_us))
+        return (self.start_us is None or micros >= self.start_us - slack_us) and (
+            self.end_us is None or micros <= self.end_us + slack_us
+        )
 
     def clip(self, start: int, end: int) -> tuple[int, int]:
         """[start, end] cut to the span."""

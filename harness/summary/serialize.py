@@ -36,8 +36,9 @@ def dumps_summary(document: SummaryDocument, encoded_rows: Optional[Mapping[str,
     they were computed, in parallel), by run name; the others are encoded here.
     """
     out: list[bytes] = []
-    ready = {id(document.runs[name].steps): data for name, data in (encoded_rows or {}).items()
-             if name in document.runs}
+    ready = {
+        id(document.runs[name].steps): data for name, data in (encoded_rows or {}).items() if name in document.runs
+    }
     _write(document, 0, out, ready)
     out.append(b"\n")
     return b"".join(out)
@@ -149,8 +150,10 @@ def _check_finite(table: StepTable) -> None:
         except (TypeError, ValueError):
             raise ValueError(f"a step row's {key} holds a value that is not a number") from None
         if np.isinf(values).any() or int(np.isnan(values).sum()) != column.count(None):
-            raise ValueError(f"not strict JSON: a step row's {key} is not a finite number "
-                             "(the summary nulls such values, with a note)")
+            raise ValueError(
+                f"not strict JSON: a step row's {key} is not a finite number "
+                "(the summary nulls such values, with a note)"
+            )
 
 
 def write_summary(document: SummaryDocument, out: Path, encoded_rows: Optional[Mapping[str, bytes]] = None) -> Path:

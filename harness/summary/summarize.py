@@ -35,8 +35,17 @@ from harness.summary.rows import build_rows
 from harness.summary.serialize import dumps_summary, encode_rows, load_summary, write_summary
 from harness.times import now_rfc3339
 
-__all__ = ["Summary", "dumps_summary", "load_summary", "summarize", "summarize_captures", "summarize_directory",
-           "summarize_run", "summarize_with_warnings", "write_summary"]
+__all__ = [
+    "Summary",
+    "dumps_summary",
+    "load_summary",
+    "summarize",
+    "summarize_captures",
+    "summarize_directory",
+    "summarize_run",
+    "summarize_with_warnings",
+    "write_summary",
+]
 
 
 @dataclass
@@ -70,8 +79,9 @@ def summarize_run(capture: RunCapture) -> RunResult:
     notes = frame.notes
     rows = build_rows(frame, notes)
     config = frame.config
-    aggregates = aggregate(rows.table, config.filter, rows.pause_total_s,
-                           rows.reward_key or keys.reward_key(config.filter), notes)
+    aggregates = aggregate(
+        rows.table, config.filter, rows.pause_total_s, rows.reward_key or keys.reward_key(config.filter), notes
+    )
     null_non_finite(aggregates, notes)
     summary = RunSummary(
         experiment=frame.experiment,
@@ -93,20 +103,26 @@ def summarize_run(capture: RunCapture) -> RunResult:
     return RunResult(capture.name, summary, compare, flagged=notes.flags > 0, conditions=frame.conditions)
 
 
-def summarize_captures(captures: Sequence[RunCapture], *, skipped: Sequence[Skipped] = (),
-                       generated_at: Optional[str] = None) -> Summary:
+def summarize_captures(
+    captures: Sequence[RunCapture], *, skipped: Sequence[Skipped] = (), generated_at: Optional[str] = None
+) -> Summary:
     """The document for already-read captures, with the warnings the commands print."""
     return _document([_summarize_or_skip(c) for c in sorted(captures, key=lambda c: c.name)], skipped, generated_at)
 
 
-def summarize(capture_dir: Path, *, generated_at: Optional[str] = None, workers: Optional[int] = None,
-              ) -> SummaryDocument:
+def summarize(
+    capture_dir: Path,
+    *,
+    generated_at: Optional[str] = None,
+    workers: Optional[int] = None,
+) -> SummaryDocument:
     """Read every capture under `capture_dir` and return the summary document."""
     return summarize_with_warnings(capture_dir, generated_at=generated_at, workers=workers).document
 
 
-def summarize_with_warnings(capture_dir: Path, *, generated_at: Optional[str] = None,
-                            workers: Optional[int] = None, encode: bool = False) -> Summary:
+def summarize_with_warnings(
+    capture_dir: Path, *, generated_at: Optional[str] = None, workers: Optional[int] = None, encode: bool = False
+) -> Summary:
     """`summarize`, with the warnings the commands print.
 
     The runs are read and summarized in `workers` processes (default: one
@@ -123,8 +139,14 @@ def summarize_with_warnings(capture_dir: Path, *, generated_at: Optional[str] = 
 
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         with ProcessPoolExecutor(min(workers, len(run_dirs)), mp_context=context) as pool:
-            outcomes = list(pool.map(summarize_directory, run_dirs, [encode] * len(run_dirs),
-                                     chunksize=max(1, len(run_dirs) // (4 * workers))))
+            outcomes = list(
+                pool.map(
+                    summarize_directory,
+                    run_dirs,
+                    [encode] * len(run_dirs),
+                    chunksize=max(1, len(run_dirs) // (4 * workers)),
+                )
+            )
     else:
         outcomes = [summarize_directory(d, encode) for d in run_dirs]
     return _document(outcomes, skipped, generated_at)
@@ -173,8 +195,9 @@ def _summarize_or_skip(capture: RunCapture) -> Union[RunResult, Skipped]:
         return Skipped(capture.name, f"could not be summarized ({type(err).__name__}: {err})")
 
 
-def _document(outcomes: Sequence[Union[RunResult, Skipped]], skipped: Sequence[Skipped],
-              generated_at: Optional[str]) -> Summary:
+def _document(
+    outcomes: Sequence[Union[RunResult, Skipped]], skipped: Sequence[Skipped], generated_at: Optional[str]
+) -> Summary:
     from harness import __version__
 
     skipped = list(skipped)
@@ -201,8 +224,9 @@ def _document(outcomes: Sequence[Union[RunResult, Skipped]], skipped: Sequence[S
             warnings.append(f"{name}: no comparison ({type(err).__name__}: {err})")
     for name, result in results.items():
         if result.summary.state == "unknown":
-            warnings.append(f"{name}: status.json unreadable, summarized with state unknown "
-                            f"({'; '.join(result.summary.notes[:1])})")
+            warnings.append(
+                f"{name}: status.json unreadable, summarized with state unknown ({'; '.join(result.summary.notes[:1])})"
+            )
         if result.flagged:
             warnings.append(f"{name}: values out of range, flagged in its notes")
     document = SummaryDocument(SCHEMA_ID, generated_at or now_rfc3339(), __version__, runs, comparisons, skipped)

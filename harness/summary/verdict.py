@@ -80,7 +80,7 @@ def reward_verdict(facts: RewardFacts) -> str:
         if missing_text:
             position += f" ({missing_text})"
     elif len(values) == 1:
-        (name, value), = values.items()
+        ((name, value),) = values.items()
         position_kind = "above" if mean > value else "below" if mean < value else "equal"
         word = {"above": "above", "below": "below", "equal": "equal to"}[position_kind]
         extra = f"; {missing_text}" if missing_text else ""

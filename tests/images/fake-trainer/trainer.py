@@ -51,8 +51,11 @@ def argument_dump():
 
 
 def step(n):
-    rollout = {"perf/rollout_time": 50.0 + n, "rollout/raw_reward_unfiltered": 0.6 + n / 100,
-               "rollout/truncated_ratio": 0.02}
+    rollout = {
+        "perf/rollout_time": 50.0 + n,
+        "rollout/raw_reward_unfiltered": 0.6 + n / 100,
+        "rollout/truncated_ratio": 0.02,
+    }
     if FILTER:
         rollout["rollout/dynamic_filter/drop_zero_std_1"] = 10 + n
         rollout["rollout/dynamic_filter/drop_zero_std_0"] = 2
@@ -65,8 +68,10 @@ def step(n):
     for _ in range(2):  # Megatron prints each step line twice
         say(f"{TRAIN} {stamp()} log_utils.py:90 - step {n}: {{'train/step': {n}, 'train/loss': 0.1}}")
     time.sleep(DELAY_S)
-    say(f"{TRAIN} {stamp()} train_metric_utils.py:40 - perf {n}: "
-        f"{{'perf/train_time': 9.0, 'perf/step_time': {60.0 + n}}}")
+    say(
+        f"{TRAIN} {stamp()} train_metric_utils.py:40 - perf {n}: "
+        f"{{'perf/train_time': 9.0, 'perf/step_time': {60.0 + n}}}"
+    )
 
 
 def on_sigterm(signum, frame):
@@ -87,7 +92,7 @@ if SCENARIO == "no_metrics":
 if SCENARIO == "burst":
     lines = int(os.environ.get("FAKE_BURST_LINES", "100000"))
     for i in range(lines):
-        sys.stdout.write(f"INFO:     127.0.0.1:5{i % 10000:04d} - \"POST /generate HTTP/1.1\" 200 OK line={i}\n")
+        sys.stdout.write(f'INFO:     127.0.0.1:5{i % 10000:04d} - "POST /generate HTTP/1.1" 200 OK line={i}\n')
         if i == lines // 2:
             sys.stdout.write("BIG " + "x" * (1024 * 1024) + " END\n")
     sys.stdout.flush()

@@ -17,12 +17,18 @@ def option(name: str, default: str) -> str:
     return args[args.index(name) + 1] if name in args[:-1] else default
 
 
-print("STANDIN-TRAIN " + json.dumps({
-    "argv": sys.argv,
-    "pid": os.getpid(),
-    "cwd": os.getcwd(),
-    "pwned": os.path.exists("/tmp/pwned"),
-    "env": {key: os.environ.get(key) for key in WATCHED_ENV},
-}), flush=True)
+print(
+    "STANDIN-TRAIN "
+    + json.dumps(
+        {
+            "argv": sys.argv,
+            "pid": os.getpid(),
+            "cwd": os.getcwd(),
+            "pwned": os.path.exists("/tmp/pwned"),
+            "env": {key: os.environ.get(key) for key in WATCHED_ENV},
+        }
+    ),
+    flush=True,
+)
 time.sleep(float(option("--standin-sleep", "0")))
 sys.exit(int(option("--standin-exit", "0")))
