@@ -1,4 +1,4 @@
-"""Over-sampling batch size advice: how many prompts to submit at a time (DESIGN section 7).
+"""Over-sampling batch size advice: how many prompts to submit at a time (docs/summary.md, "The planner").
 
 The model is Miles's rollout rule with the dynamic filter: submit O prompts
 whenever kept + running groups fall below B; judge groups as they finish,

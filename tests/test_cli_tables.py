@@ -193,7 +193,7 @@ def test_the_sweep_table_keeps_run_and_state_whole(terminal):
 
     from rich.console import Console
 
-    from harness.cli.runs import _print_sweep
+    from harness.cli.render import print_sweep as _print_sweep
 
     buffer = StringIO()
     console = Console(file=buffer, width=80, force_terminal=terminal, color_system="standard" if terminal else None)

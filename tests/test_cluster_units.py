@@ -38,8 +38,9 @@ def test_a_run_forwarded_through_the_writer_gives_the_same_capture_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The runner's writes, applied by EventSink to another directory, are the local capture file for file."""
-    from harness.run.execute import NullProgress, StopControl
-    from harness.run.lifecycle import RunOptions, plan_runs, run_planned
+    from harness.run.context import RunContext
+    from harness.run.lifecycle import run_planned
+    from harness.run.plan import plan_runs
 
     monkeypatch.setenv("HARNESS_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.setenv("HARNESS_PROCESS_DIR", str(tmp_path / "processes"))
@@ -80,14 +81,7 @@ def test_a_run_forwarded_through_the_writer_gives_the_same_capture_elsewhere(
         kinds.add(event[1])
         sink.apply(copy.deepcopy(event))
 
-    result = run_planned(
-        plan,
-        options=RunOptions(),
-        progress=NullProgress(),
-        stop=StopControl(),
-        on_wait=lambda message: None,
-        forward=forward,
-    )
+    result = run_planned(plan, RunContext(forward=forward))
     sink.close()
     assert result.status is not None and result.status.state == "succeeded"
     local = Path(plan.spec.capture_dir)
@@ -411,8 +405,9 @@ def test_a_sweep_with_ray_skips_a_succeeded_run_with_the_line_a_local_sweep_prin
 
 def test_the_driver_decides_with_the_configuration_changes_the_local_path_names(ray_cli, tmp_path: Path) -> None:  # noqa: ANN001
     from harness.cluster.driver import RaySweep
-    from harness.run.execute import StopControl
-    from harness.run.lifecycle import RunOptions, decide_on_capture, plan_runs
+    from harness.run.context import RecordingReporter, RunContext, RunOptions
+    from harness.run.lifecycle import decide_on_capture
+    from harness.run.plan import plan_runs
     from harness.run.simswap import SimTarget
 
     first = ray_cli("run", "plain", "--set", "steps=1")
@@ -421,22 +416,12 @@ def test_the_driver_decides_with_the_configuration_changes_the_local_path_names(
     (plan,) = plan_runs(
         ExperimentStore(REPO / "experiments"), "plain", [], ["steps=3"], tmp_path / "capture", {}, sim=target
     )
-    decisions: list = []
-    sweep = RaySweep(
-        FakeRay(),
-        "fake",
-        mode="cached",
-        fail_fast=False,
-        options=RunOptions(),
-        stop=StopControl(),
-        on_decision=decisions.append,
-        on_note=print,
-        on_wait=print,
-        board=Board(lambda *_: None),
-        provenance={},
-    )
+    reporter = RecordingReporter()
+    ctx = RunContext(options=RunOptions(mode="cached"), reporter=reporter, provenance={})
+    sweep = RaySweep(FakeRay(), "fake", ctx=ctx, board=Board(lambda *_: None))
 
     (run,) = sweep.run([plan])
 
+    decisions = [event[2] for event in reporter.of("decided")]
     assert decisions == [run.decision] == [decide_on_capture(plan, "cached")]
     assert run.decision.refused and "steps 1 -> 3" in run.decision.reason

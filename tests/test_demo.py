@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.experiments.store import ExperimentStore
 from harness.run.demo import DEMO_RUNS, WRITE_UP, headline, plan_demo
-from harness.run.lifecycle import plan_runs
+from harness.run.plan import plan_runs
 from harness.run.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SimTarget
 from harness.summary.document import SummaryDocument
 from harness.summary.summarize import summarize

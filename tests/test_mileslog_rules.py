@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from harness.capture import append_jsonl, write_json_atomic
 from harness.cli import app
-from harness.cli.progress import PlainProgress, RichProgress
+from harness.cli.progress import PlainReporter, RichReporter
 from harness.engines.spec import LaunchSpec
 from harness.mileslog import LogParser, keys, parse_file
 from harness.summary.summarize import summarize
@@ -51,16 +51,16 @@ def spec_for(argv: list[str]) -> LaunchSpec:
 def progress_rewards(log: Path) -> tuple[dict[int, float | None], str]:
     """What live progress shows per step, fed line by line as the runner feeds it."""
     launch = parse_file(log).launch
-    plain = PlainProgress(stream=io.StringIO())
-    rich = RichProgress(Console(file=io.StringIO(), force_terminal=True, width=120))
+    plain = PlainReporter(stream=io.StringIO())
+    rich = RichReporter(Console(file=io.StringIO(), force_terminal=True, width=120))
     for progress in (plain, rich):
         progress.started(spec_for(launch))
     parser = LogParser()
     shown: dict[int, float | None] = {}
     records = [r for line in log.read_text().splitlines() for r in parser.feed(line)] + parser.finish()
     for n, record in enumerate(records, start=1):
-        plain.step(record, n)
-        rich.step(record, n)
+        plain.step("r", record, n)
+        rich.step("r", record, n)
         shown[record.step] = rich.last["reward"]
     rich.finished(None)
     return shown, plain.stream.getvalue()

@@ -16,8 +16,7 @@ from harness.cli import app
 from harness.engines.dockerapi import DockerApiError
 from harness.errors import HarnessError
 from harness.experiments.store import ExperimentStore
-from harness.run.lifecycle import plan_runs
-from harness.run.plan import plan_launch
+from harness.run.plan import plan_launch, plan_runs
 from harness.run.simswap import (
     DEFAULT_TIME_SCALE,
     MIN_POLL_S,

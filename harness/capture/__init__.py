@@ -1,4 +1,4 @@
-"""The capture format, both ways (DESIGN section 4): typed records, the atomic writer, one tolerant reader.
+"""The capture format, both ways (the capture contract: docs/architecture.md): typed records, the atomic writer, one tolerant reader.
 
 - records: `RunStatus` with its `RunState` (a str enum; `is_final`), pause
   windows, step rows;

@@ -1,6 +1,6 @@
 """One run's capture directory (capture/gpu/<run>/...): its files, a fresh start, the space reserve.
 
-The layout is a contract (DESIGN section 4). `status.json` is the only truth
+The layout is a contract (docs/architecture.md, "The capture contract"). `status.json` is the only truth
 about whether a run is done; nothing here infers it from other files.
 """
 

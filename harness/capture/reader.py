@@ -1,4 +1,4 @@
-"""The one reader of captures (DESIGN section 4): tolerant, bounded, never raising on contents.
+"""The one reader of captures (the capture contract: docs/architecture.md): tolerant, bounded, never raising on contents.
 
 `harness status`, `recover`, `run`'s decisions, the summary and
 `scripts/check-capture.py` all read captures here. What is missing,

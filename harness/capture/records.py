@@ -1,6 +1,6 @@
 """The typed records of a capture: the run's status and its state machine, pause windows, step rows.
 
-States (DESIGN section 4). The harness writes `running` when it has made the
+States (the capture contract, docs/architecture.md). The harness writes `running` when it has made the
 capture, then exactly one final state:
 
     running -> succeeded | failed | no_metrics | interrupted | stopped   (the trainer ran)

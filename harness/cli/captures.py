@@ -9,6 +9,7 @@ from typing_extensions import Annotated
 
 from harness.cli.app import (
     CaptureDirOrSim,
+    RecoverRayOption,
     SimCapturesOption,
     capture_root,
     command,
@@ -16,7 +17,6 @@ from harness.cli.app import (
     stdout,
     warn,
 )
-from harness.cli.cluster import RecoverRayOption
 
 if TYPE_CHECKING:
     from harness.capture import RunStatus

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Optional, Sequence
 
 from harness.capture import RERUN_ON_RETRY, RunState, RunStatus
+from harness.errors import HarnessError
 
 Mode = Literal["cached", "retry", "force"]
 
@@ -160,3 +161,11 @@ def _change(key: str, old: Any, new: Any) -> str:
     if any(len(value) > MAX_VALUE_SHOWN for value in shown):
         return key
     return f"{key} {shown[0]} -> {shown[1]}"
+
+
+def refuse_before_starting(decisions: Sequence[Decision]) -> None:
+    """Refuse (exit 2) naming the first run refused: a succeeded capture of another configuration, as `run` does."""
+    refused = [decision for decision in decisions if decision.refused]
+    if refused:
+        more = f" (and {len(refused) - 1} more: --dry-run lists them)" if len(refused) > 1 else ""
+        raise HarnessError(refused[0].not_started() + more)

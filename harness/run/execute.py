@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from harness.capture import (
     Capture,
@@ -43,80 +43,26 @@ from harness.capture import (
     utc_now,
 )
 from harness.capture.files import NO_SPACE
-from harness.capture.writer import CaptureWriter, Forward
+from harness.capture.writer import CaptureWriter
 from harness.engines import Engine, EngineUnavailable, RunHandle
 from harness.engines.spec import LABEL_PREFIX, LaunchSpec
 from harness.errors import HarnessError
 from harness.failpoints import failpoint
-from harness.run.plan import redact_manifest
+from harness.run.context import Reporter, RunContext, StopControl
+from harness.run.plan import Planned, redact_manifest
 
 if TYPE_CHECKING:
-    from harness.guard import GuardLoop, GuardReading
+    from harness.guard import GuardLoop
     from harness.guard.session import GuardSession
+    from harness.mileslog import LogParser
 
 LABEL_HARNESS_PID = f"{LABEL_PREFIX}.harness-pid"
 LABEL_HARNESS_HOST = f"{LABEL_PREFIX}.harness-host"
 LABEL_KEEP = f"{LABEL_PREFIX}.keep"  # `--keep`: recover never removes it
 
-DEFAULT_GRACE_S = 60.0  # Ray and SGLang need a while to shut down cleanly on SIGTERM
 POLL_S = 0.5
 LOG_FSYNC_EVERY_S = 1.0
 PUMP_DRAIN_TIMEOUT_S = 60.0
-
-
-class Progress(Protocol):
-    """What the runner reports while it works (the CLI renders it)."""
-
-    def started(self, spec: LaunchSpec) -> None: ...
-
-    def step(self, record: Any, steps_complete: int) -> None: ...
-
-    def note(self, message: str) -> None: ...
-
-    def guard(self, reading: "GuardReading") -> None: ...
-
-    def finished(self, status: RunStatus) -> None: ...
-
-
-class NullProgress:
-    """Reports nothing."""
-
-    def started(self, spec: LaunchSpec) -> None:
-        pass
-
-    def step(self, record: Any, steps_complete: int) -> None:
-        pass
-
-    def note(self, message: str) -> None:
-        pass
-
-    def guard(self, reading: "GuardReading") -> None:
-        pass
-
-    def finished(self, status: RunStatus) -> None:
-        pass
-
-
-class StopControl:
-    """Requests to end a run early: Ctrl-C/SIGTERM, the time limit, `harness stop`. The first one wins."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.state: Optional[str] = None  # "interrupted" or "stopped"
-        self.reason: Optional[str] = None
-        self.kill_requested = False
-
-    def request(self, state: str, reason: str) -> bool:
-        """Ask for a graceful stop; False if one was already asked for."""
-        with self._lock:
-            if self.state is not None:
-                return False
-            self.state, self.reason = state, reason
-            return True
-
-    def request_kill(self) -> None:
-        """Ask for SIGKILL now (a second Ctrl-C)."""
-        self.kill_requested = True
 
 
 @dataclass(frozen=True)
@@ -192,12 +138,12 @@ class CaptureWrites:
     """The capture's writes after the trainer started: the first failure stops them all, and is said once."""
 
     def __init__(
-        self, capture: Capture, engine: str, progress: Progress, writer: Optional[CaptureWriter] = None
+        self, capture: Capture, engine: str, reporter: Reporter, writer: Optional[CaptureWriter] = None
     ) -> None:
         self.capture = capture
         self.writer = writer or CaptureWriter(capture)
         self.engine = engine
-        self.progress = progress
+        self.reporter = reporter
         self.error: Optional[str] = None
         self._lock = threading.Lock()
 
@@ -207,7 +153,7 @@ class CaptureWrites:
             if self.error is not None:
                 return
             self.error = f"{describe_os_error(err, what)} ({hint}, then run `harness recover`)"
-        self.progress.note(
+        self.reporter.note(
             f"{self.capture.run}: {self.error}: the capture stops here; the trainer goes on and "
             f"the {self.engine} engine keeps its log"
         )
@@ -228,13 +174,13 @@ class LogPump(threading.Thread):
     """Reads every line once: to container.log whole, to the parser, and each completed step to metrics.jsonl."""
 
     def __init__(
-        self, handle: RunHandle, capture: Capture, parser: Any, progress: Progress, writes: CaptureWrites
+        self, handle: RunHandle, capture: Capture, parser: LogParser, reporter: Reporter, writes: CaptureWrites
     ) -> None:
         super().__init__(name="log-pump", daemon=True)
         self.handle = handle
         self.capture = capture
         self.parser = parser
-        self.progress = progress
+        self.reporter = reporter
         self.writes = writes
         self.steps_complete = 0
         self.lines = 0
@@ -299,7 +245,7 @@ class LogPump(threading.Thread):
             return False
         if record.complete:
             self.steps_complete += 1
-        self.progress.step(record, self.steps_complete)
+        self.reporter.step(self.capture.run, record, self.steps_complete)
         return True
 
 
@@ -333,29 +279,25 @@ def build_manifest(
 
 
 def execute(
-    spec: LaunchSpec,
-    experiment: dict[str, Any],
+    plan: Planned,
+    ctx: RunContext,
     *,
     engine: Engine,
-    parser: Any,
-    progress: Progress,
-    stop: StopControl,
-    provenance: dict[str, Any],
     guard: "GuardSession",
-    grace_s: float = DEFAULT_GRACE_S,
-    keep: bool = False,
-    time_scale: float = 1.0,
-    clock: Callable[[], float] = time.monotonic,
     keep_old: bool = True,
-    forward: Optional[Forward] = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> RunStatus:
-    """Run `spec` to its end and return the final status (also on disk). The caller holds the capture lock.
+    """Run `plan` to its end and return the final status (also on disk). The caller holds the capture lock.
 
     `keep_old`: an earlier capture is moved under .replaced/ (else deleted: it held no run).
     `guard`: the experiment's heat guard, its sensor opened (the caller closes it).
-    `forward`: every capture write, once on disk, is also passed on (a run Ray placed streams it to its driver).
     A run that never started is recorded `not_started` and raised as a HarnessError.
     """
+    from harness.mileslog import LogParser
+
+    spec, reporter, stop = plan.spec, ctx.reporter, ctx.stop
+    grace_s, keep = ctx.options.grace_s, ctx.options.keep
+    parser = LogParser()
     capture = Capture(Path(spec.capture_dir))
     failpoint("before-capture")
     capture.start_fresh(keep_old=keep_old)
@@ -378,7 +320,7 @@ def execute(
         harness_host=this_host(),
         engine=engine.name,
     )
-    writer = CaptureWriter(capture, forward)
+    writer = CaptureWriter(capture, ctx.forward)
     writer.status(status)
 
     labels = {
@@ -389,10 +331,10 @@ def execute(
     try:
         manifest = build_manifest(
             spec,
-            experiment,
-            time_scale=time_scale,
+            plan.experiment.to_dict(),
+            time_scale=plan.time_scale,
             engine_facts=engine.facts(),
-            provenance=provenance,
+            provenance=ctx.code_facts(),
             guard_facts=guard.facts(),
         )
         writer.json(capture.manifest_path, manifest)
@@ -406,20 +348,20 @@ def execute(
         _record_not_started(writer, status, message)
         raise HarnessError(f"run {spec.run} did not start: {message}") from None
     failpoint("after-start")
-    progress.started(spec)
+    reporter.started(spec)
     loop = guard.start(
         handle,
         pauses_path=capture.pauses_path,
         samples_path=capture.guard_path,
-        on_note=lambda message: progress.note(f"{spec.run}: heat guard: {message}"),
+        on_note=lambda message: reporter.note(f"{spec.run}: heat guard: {message}"),
         on_stop=lambda reason: stop.request("stopped", f"heat guard: {reason}"),
-        on_reading=progress.guard,
+        on_reading=lambda reading: reporter.guard(spec.run, reading),
         append=writer.jsonl,
     )
     exit_code: Optional[int] = None
     engine_error: Optional[str] = None
-    writes = CaptureWrites(capture, engine.name, progress, writer)
-    pump = LogPump(handle, capture, parser, progress, writes)
+    writes = CaptureWrites(capture, engine.name, reporter, writer)
+    pump = LogPump(handle, capture, parser, reporter, writes)
     try:
         status.container = handle.id
         identity = getattr(handle, "identity", lambda: None)()
@@ -428,7 +370,7 @@ def execute(
         manifest["handle"] = handle.facts()
         writes.attempt(capture.manifest_path.name, lambda: writer.json(capture.manifest_path, manifest))
         pump.start()
-        exit_code = _supervise(handle, spec, stop, capture, grace_s, clock, progress, loop)
+        exit_code = _supervise(handle, spec, stop, capture, grace_s, clock, reporter, loop)
     except EngineUnavailable as err:
         engine_error = err.message
     finally:
@@ -457,13 +399,13 @@ def execute(
             getattr(handle, "outages", ()),
             loop.notes if loop is not None else (),
         )
-        progress.finished(status)
+        reporter.finished(status)
     failpoint("before-remove")
     if not keep and outcome.capture_complete:
         try:
             handle.remove()
         except (EngineUnavailable, HarnessError) as err:
-            progress.note(f"{spec.run}: the container was not removed ({err.message}); `harness recover` does it")
+            reporter.note(f"{spec.run}: the container was not removed ({err.message}); `harness recover` does it")
     return status
 
 
@@ -474,7 +416,7 @@ def _supervise(
     capture: Capture,
     grace_s: float,
     clock: Callable[[], float],
-    progress: Progress,
+    reporter: Reporter,
     guard: Optional["GuardLoop"] = None,
 ) -> int:
     """Wait for the exit; meanwhile act on stop requests and the time limit. Returns the exit code."""
@@ -489,15 +431,15 @@ def _supervise(
             if deadline is not None and clock() >= deadline:
                 stop.request("stopped", f"time limit of {spec.max_minutes:g} min reached")
             elif capture.stop_request_path.exists():
-                stop.request("stopped", _stop_request_reason(capture))
+                stop.request("stopped", stop_request_reason(capture))
         if stop.state is not None and stopper is None:
             if guard is not None:
                 guard.stop()  # thawed, its window closed, and no new pause while the trainer shuts down
-            progress.note(f"stopping {spec.run} ({stop.reason}): SIGTERM, then SIGKILL after {grace_s:g} s")
+            reporter.note(f"stopping {spec.run} ({stop.reason}): SIGTERM, then SIGKILL after {grace_s:g} s")
             stopper = threading.Thread(target=_quietly, args=(handle.stop, grace_s), name="stopper", daemon=True)
             stopper.start()
         if stop.kill_requested and not killed:
-            progress.note(f"killing {spec.run} now")
+            reporter.note(f"killing {spec.run} now")
             _quietly(handle.kill)
             killed = True
 
@@ -518,7 +460,7 @@ def _kill_and_wait(handle: RunHandle) -> Optional[int]:
         return None
 
 
-def _stop_request_reason(capture: Capture) -> str:
+def stop_request_reason(capture: Capture) -> str:
     try:
         return str(json.loads(capture.stop_request_path.read_text()).get("reason") or "stopped by harness stop")
     except (OSError, ValueError, AttributeError):
@@ -542,7 +484,7 @@ def _record_not_started(writer: CaptureWriter, status: RunStatus, reason: str) -
 def _record_end(
     capture: Capture,
     status: RunStatus,
-    parser: Any,
+    parser: "LogParser",
     pump: LogPump,
     writes: CaptureWrites,
     exit_code: Optional[int],

@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from pathlib import PurePosixPath
-from typing import Any, Mapping, Sequence, Tuple
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping, Optional, Sequence, Tuple
 
 from harness.engines.spec import (
     ENV_EXTRA_ARGS,
@@ -26,6 +27,8 @@ from harness.engines.spec import (
     Mount,
 )
 from harness.experiments.schema import ENV_REFERENCE, VOLUME, Experiment, redacted_experiment
+from harness.experiments.store import ExperimentStore
+from harness.run.simswap import SimTarget, simulated
 from harness.secrets import redact_text, shown_env_value
 
 # Keys of the resolved experiment that do not change what a run measures (the
@@ -146,3 +149,47 @@ def redact_manifest(manifest: dict[str, Any], spec: "LaunchSpec") -> dict[str, A
         values = spec.secret_values()
         redacted["harness_argv"] = [redact_text(str(word), values) for word in redacted["harness_argv"]]
     return redacted
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One run, resolved and planned, with the warnings to show before it starts."""
+
+    experiment: Experiment
+    spec: LaunchSpec
+    warnings: tuple[str, ...] = ()
+    sim: Optional[SimTarget] = None  # on the simulator (harness.run.simswap), at its time scale
+
+    @property
+    def time_scale(self) -> float:
+        """Wall seconds per trainer second: 1 for a real run."""
+        return self.sim.time_scale if self.sim is not None else 1.0
+
+
+def plan_runs(
+    store: ExperimentStore,
+    name: str,
+    seeds: Sequence[int],
+    overrides: Sequence[str],
+    capture_root: Path,
+    environ: dict[str, str],
+    sim: Optional[SimTarget] = None,
+) -> list[Planned]:
+    """Every run of experiment `name` over `seeds` (the file's own seed when none); on the simulator with `sim`."""
+    plans = []
+    for seed in seeds or [None]:
+        loaded = store.load(name, seed=seed, overrides=overrides)
+        experiment = loaded.experiment if sim is None else simulated(loaded.experiment, sim)
+        spec = plan_launch(
+            experiment,
+            base_args=store.base_args,
+            capture_root=str(capture_root),
+            project_root=str(Path.cwd()),
+            environ=environ,
+        )
+        missing = tuple(
+            f"{env} is listed in container.pass_env but not set in this environment; the container gets none"
+            for env in spec.missing_env
+        )
+        plans.append(Planned(experiment, spec, loaded.warnings + missing, sim))
+    return plans

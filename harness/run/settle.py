@@ -61,7 +61,8 @@ from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, 
 from harness.engines.logstream import LogPosition
 from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
 from harness.fs.paths import not_regular
-from harness.run.execute import DEFAULT_GRACE_S, LABEL_KEEP, decide_outcome
+from harness.run.context import DEFAULT_GRACE_S
+from harness.run.execute import LABEL_KEEP, decide_outcome
 from harness.times import format_time_us, parse_time_us
 
 Action = Literal["settle", "complete", "remove", "close", "leave"]

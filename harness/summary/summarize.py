@@ -1,4 +1,4 @@
-"""Captures -> the summary document, schema `miles-gb10-lab/1` (DESIGN section 7; the rules in docs/summary.md).
+"""Captures -> the summary document, schema `miles-gb10-lab/1` (the rules in docs/summary.md).
 
 The jobs, each in its own module, in the order they run:
 
