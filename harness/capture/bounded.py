@@ -13,9 +13,12 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, BinaryIO, Callable, Generator, Iterator, Optional
 
 from harness.fs.paths import file_kind
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject, JSONValue
 
 MAX_STATUS_BYTES = 1 << 20
 MAX_JSON_BYTES = 64 << 20  # manifest.json, args.json
@@ -36,7 +39,8 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
         size = os.fstat(fd).st_size
         if size > max_bytes:
             raise Unreadable(f"{path.name} is too large ({size:,} bytes; the cap is {max_bytes:,})")
-        chunks, total = [], 0
+        chunks: list[bytes] = []
+        total = 0
         while True:
             chunk = os.read(fd, READ_CHUNK)
             if not chunk:
@@ -73,19 +77,20 @@ def open_regular(path: Path) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
-def loads_json(data: bytes) -> Any:
+def loads_json(data: bytes) -> JSONValue:
     """Parsed JSON; ValueError for anything that is not, however deep or long.
 
     `NaN` and `Infinity` are read (captures written before strict JSON have
     them); the typed records and the summary reject or null them.
     """
     try:
-        return json.loads(data)
+        value: JSONValue = json.loads(data)
     except RecursionError:
         raise ValueError("nested too deeply") from None
+    return value
 
 
-def read_json_file(path: Path, max_bytes: int = MAX_JSON_BYTES) -> Any:
+def read_json_file(path: Path, max_bytes: int = MAX_JSON_BYTES) -> JSONValue:
     """A parsed JSON file; FileNotFoundError when absent, Unreadable (with the reason) otherwise."""
     data = read_bounded(path, max_bytes)
     try:
@@ -96,7 +101,7 @@ def read_json_file(path: Path, max_bytes: int = MAX_JSON_BYTES) -> Any:
 
 def iter_lines(
     path: Path, *, max_bytes: int = MAX_JSONL_BYTES, max_line: int = MAX_LINE_BYTES
-) -> Iterator[tuple[int, Optional[bytes], bool]]:
+) -> Generator[tuple[int, Optional[bytes], bool], None, None]:
     """(line number, bytes or None if over `max_line`, whether the line lacks its newline) of a regular file.
 
     FileNotFoundError when absent, Unreadable when it cannot be opened; reading
@@ -132,8 +137,12 @@ def iter_lines(
 
 
 def iter_jsonl(
-    path: Path, notes: list[str], *, max_bytes: int = MAX_JSONL_BYTES, loads: Optional[Callable[[bytes], Any]] = None
-) -> Iterator[tuple[int, dict]]:
+    path: Path,
+    notes: list[str],
+    *,
+    max_bytes: int = MAX_JSONL_BYTES,
+    loads: Optional[Callable[[bytes], JSONValue]] = None,
+) -> Iterator[tuple[int, JSONObject]]:
     """(line number, object) for each good line of a JSONL file; a note for each bad one.
 
     `loads` decodes a line (default `loads_json`; ValueError for a bad line).
@@ -166,7 +175,7 @@ def iter_jsonl(
         notes.append(str(err))
 
 
-def last_jsonl(path: Path, notes: list[str], *, tail_bytes: int = TAIL_BYTES) -> Optional[dict[str, Any]]:
+def last_jsonl(path: Path, notes: list[str], *, tail_bytes: int = TAIL_BYTES) -> Optional[JSONObject]:
     """The last whole JSON object line of a JSONL file, reading only its last `tail_bytes` (None if none there).
 
     A torn last line (the writer stopped mid-line) and lines that are not
@@ -201,7 +210,7 @@ def last_jsonl(path: Path, notes: list[str], *, tail_bytes: int = TAIL_BYTES) ->
     return None
 
 
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+def read_jsonl(path: Path) -> Iterator[JSONObject]:
     """The objects of a JSONL file; bad lines (a torn last line after a power-off) are skipped."""
     for _, obj in iter_jsonl(Path(path), []):
         yield obj

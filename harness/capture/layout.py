@@ -11,7 +11,7 @@ import os
 import shutil
 import socket
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from harness.capture.bounded import read_json_file
 from harness.capture.files import NO_SPACE, write_json_atomic
@@ -19,6 +19,9 @@ from harness.capture.reader import StatusRead, find_runs, is_run_name, read_stat
 from harness.capture.records import RunStatus
 from harness.errors import ExitCode, HarnessError
 from harness.times import now_rfc3339
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 REPLACED_DIR = ".replaced"
 STOP_REQUEST = "stop-request.json"
@@ -78,7 +81,7 @@ class Capture:
                 if err.errno not in NO_SPACE or not self.release_reserve_chunk():
                     raise
 
-    def read_manifest(self) -> Optional[dict[str, Any]]:
+    def read_manifest(self) -> Optional[JSONObject]:
         """manifest.json, or None when it is absent or unreadable."""
         try:
             manifest = read_json_file(self.manifest_path)

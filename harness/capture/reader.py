@@ -37,7 +37,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from harness.capture.bounded import (
     MAX_JSON_BYTES,
@@ -55,6 +55,7 @@ from harness.capture.records import PauseWindow, RunStatus, StepRow
 
 if TYPE_CHECKING:
     from harness.capture.columns import MetricsColumns
+    from harness.jsontypes import JSONObject, JSONValue
 
 SUMMARY_DIR_NAME = "summary"
 STATUS_NAME = "status.json"
@@ -102,9 +103,9 @@ class RunCapture:
     """What one run directory holds, read tolerantly; `notes` says what was odd."""
 
     name: str
-    status: Optional[dict[str, Any]]  # None: missing or unreadable (state "unknown")
-    manifest: Optional[dict[str, Any]]
-    args: Optional[dict[str, Any]]  # None: no args.json
+    status: Optional[JSONObject]  # None: missing or unreadable (state "unknown")
+    manifest: Optional[JSONObject]
+    args: Optional[JSONObject]  # None: no args.json
     steps: "MetricsColumns"  # metrics.jsonl, one entry per step, as columns
     pauses: list[PauseWindow]
     notes: list[str] = field(default_factory=list)
@@ -116,7 +117,7 @@ class RunCapture:
         return self.steps.rows()
 
     @property
-    def experiment(self) -> dict[str, Any]:
+    def experiment(self) -> JSONObject:
         """The resolved experiment from the manifest ({} when unknown)."""
         experiment = (self.manifest or {}).get("experiment")
         return experiment if isinstance(experiment, dict) else {}
@@ -159,20 +160,20 @@ def read_capture(run_dir: Path) -> RunCapture:
     """Read one run directory for the summary; never raises for bad contents (see the module rules)."""
     run_dir = Path(run_dir)
     notes: list[str] = []
-    status = _json_for_summary(run_dir / STATUS_NAME, notes, required=True, max_bytes=MAX_STATUS_BYTES)
-    if status is not None and not isinstance(status, dict):
-        notes.append("status.json is not a JSON object: state unknown")
-        status = None
-    elif status is None:
+    found = _json_for_summary(run_dir / STATUS_NAME, notes, required=True, max_bytes=MAX_STATUS_BYTES)
+    status = _object_for_summary(found, "status.json is not a JSON object: state unknown", notes)
+    if found is None:
         notes.append("state unknown: status.json could not be read")
-    manifest = _json_for_summary(run_dir / "manifest.json", notes, required=True)
-    if manifest is not None and not isinstance(manifest, dict):
-        notes.append("manifest.json is not a JSON object: ignored")
-        manifest = None
-    args = _json_for_summary(run_dir / "args.json", notes, required=False)
-    if args is not None and not isinstance(args, dict):
-        notes.append("args.json is not a JSON object: ignored")
-        args = None
+    manifest = _object_for_summary(
+        _json_for_summary(run_dir / "manifest.json", notes, required=True),
+        "manifest.json is not a JSON object: ignored",
+        notes,
+    )
+    args = _object_for_summary(
+        _json_for_summary(run_dir / "args.json", notes, required=False),
+        "args.json is not a JSON object: ignored",
+        notes,
+    )
     from harness.capture.columns import read_metrics_columns
 
     steps = read_metrics_columns(run_dir / "metrics.jsonl", notes)
@@ -180,7 +181,16 @@ def read_capture(run_dir: Path) -> RunCapture:
     return RunCapture(run_dir.name, status, manifest, args, steps, pauses, notes, run_dir)
 
 
-def _json_for_summary(path: Path, notes: list[str], *, required: bool, max_bytes: int = MAX_JSON_BYTES) -> Any:
+def _object_for_summary(value: JSONValue, not_object: str, notes: list[str]) -> Optional[JSONObject]:
+    """The value when it is a JSON object; else None, and `not_object` as a note when it is some other value."""
+    if isinstance(value, dict):
+        return value
+    if value is not None:
+        notes.append(not_object)
+    return None
+
+
+def _json_for_summary(path: Path, notes: list[str], *, required: bool, max_bytes: int = MAX_JSON_BYTES) -> JSONValue:
     try:
         data = read_bounded(path, max_bytes)
     except FileNotFoundError:
@@ -249,7 +259,8 @@ def read_head(path: Path, max_bytes: int) -> bytes:
     """The first `max_bytes` of a regular file (all of a shorter one); FileNotFoundError, else Unreadable."""
     fd = _open_regular(path)
     try:
-        chunks, total = [], 0
+        chunks: list[bytes] = []
+        total = 0
         while total < max_bytes:
             chunk = os.read(fd, min(READ_CHUNK, max_bytes - total))
             if not chunk:

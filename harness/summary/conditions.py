@@ -17,7 +17,10 @@ A fact that is unknown for a run is not said to differ.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 SIM_TIME_SCALE_ENV = (
     "HARNESS_SIM_TIME_SCALE"  # harness.sim.config.TIME_SCALE_ENV, not imported: the summary stays light
@@ -33,7 +36,7 @@ class RunConditions:
     time_scale: Optional[float]
     guard: Optional[str]  # "off", "on (sensor nvml)", or None when the capture does not say
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> dict[str, Optional[str]]:
         """The facts by the words a note uses for them."""
         return {
             "trainer": None if self.simulated is None else ("simulator" if self.simulated else "real"),
@@ -42,15 +45,16 @@ class RunConditions:
         }
 
 
-def read_conditions(manifest: Optional[Mapping[str, Any]], time_scale: Optional[float]) -> RunConditions:
+def read_conditions(manifest: Optional[JSONObject], time_scale: Optional[float]) -> RunConditions:
     """A run's conditions from its manifest (None: no manifest) and its checked time scale."""
     if not isinstance(manifest, Mapping):
         return RunConditions(None, time_scale, None)
-    experiment = manifest.get("experiment") if isinstance(manifest.get("experiment"), Mapping) else {}
+    found = manifest.get("experiment")
+    experiment = found if isinstance(found, Mapping) else {}
     return RunConditions(_simulated(manifest, experiment), time_scale, _guard(manifest, experiment))
 
 
-def _simulated(manifest: Mapping[str, Any], experiment: Mapping[str, Any]) -> Optional[bool]:
+def _simulated(manifest: JSONObject, experiment: JSONObject) -> Optional[bool]:
     container = experiment.get("container")
     env = container.get("env") if isinstance(container, Mapping) else None
     if isinstance(env, Mapping) and SIM_TIME_SCALE_ENV in env:
@@ -61,7 +65,7 @@ def _simulated(manifest: Mapping[str, Any], experiment: Mapping[str, Any]) -> Op
     return None
 
 
-def _guard(manifest: Mapping[str, Any], experiment: Mapping[str, Any]) -> Optional[str]:
+def _guard(manifest: JSONObject, experiment: JSONObject) -> Optional[str]:
     facts = manifest.get("guard")
     if isinstance(facts, Mapping) and isinstance(facts.get("guarded"), bool):
         if not facts["guarded"]:

@@ -29,9 +29,13 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from harness.summary.document import Comparison, RunSummary, SummaryDocument
+
+if TYPE_CHECKING:  # matplotlib is loaded only when a figure is drawn
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 STEP_LABEL = "step (Miles rollout id)"
 ROLLOUT_LABEL = "rollout time, pause time taken out (s)"
@@ -104,7 +108,7 @@ def reward_text(document: SummaryDocument, comparison: Comparison) -> tuple[str,
     subject = "The mean reward before the filter" if run_doc.filter else f"The mean reward of {run}"
     if mean is None:
         title = f"No comparable reward: {run} did not log the reward before the filter"
-    elif low is None:
+    elif low is None or high is None:
         title = f"{subject}: no baseline run to compare with"
     elif mean > high:
         title = f"{subject} read higher than every baseline run"
@@ -122,19 +126,19 @@ def reward_text(document: SummaryDocument, comparison: Comparison) -> tuple[str,
     return title, caption + "."
 
 
-def _adjusted(run_doc: Optional[RunSummary], *, complete: bool = True) -> tuple[list, list]:
+def _adjusted(run_doc: Optional[RunSummary], *, complete: bool = True) -> tuple[list[int], list[float]]:
     if run_doc is None:
         return [], []
     return run_doc.steps.pick(run_doc.steps.rollout_time_adjusted_s, complete=complete)
 
 
-def _rewards(run_doc: Optional[RunSummary], *, complete: bool = True) -> tuple[list, list]:
+def _rewards(run_doc: Optional[RunSummary], *, complete: bool = True) -> tuple[list[int], list[float]]:
     if run_doc is None:
         return [], []
     return run_doc.steps.pick(run_doc.steps.reward, complete=complete)
 
 
-def _new_figure(title: str, caption: str):  # noqa: ANN202
+def _new_figure(title: str, caption: str) -> tuple[Figure, Axes]:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(9.0, 5.6))
@@ -149,7 +153,7 @@ def _new_figure(title: str, caption: str):  # noqa: ANN202
     return figure, axes
 
 
-def draw_rollout_time(document: SummaryDocument, comparison: Comparison):  # noqa: ANN201
+def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figure:
     """The rollout-time figure (a matplotlib Figure) of one comparison."""
     run, baseline = comparison.run, comparison.baseline
     run_doc = document.runs[run]
@@ -226,7 +230,7 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison):  # noq
     return figure
 
 
-def draw_reward(document: SummaryDocument, comparison: Comparison):  # noqa: ANN201
+def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
     """The reward figure (a matplotlib Figure) of one comparison."""
     run, baseline = comparison.run, comparison.baseline
     run_doc = document.runs[run]
@@ -277,7 +281,7 @@ def draw_reward(document: SummaryDocument, comparison: Comparison):  # noqa: ANN
     return figure
 
 
-def _save(figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:  # noqa: ANN001
+def _save(figure: Figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:
     import io
 
     import matplotlib
@@ -325,7 +329,7 @@ def fingerprint(document: SummaryDocument, comparison: Comparison) -> str:
 
     from harness.summary.document import to_plain
 
-    def shown(name: str) -> Optional[list]:
+    def shown(name: str) -> Optional[list[object]]:
         run = document.runs.get(name)
         if run is None:
             return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypeVar
 
 from harness.errors import ExitCode, HarnessError
 from harness.summary import SUMMARY_FILE_NAME
@@ -17,6 +17,9 @@ from harness.summary.document import SummaryDocument
 
 if TYPE_CHECKING:
     from harness.capture.reader import Skipped
+    from harness.summary.summarize import Summary
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -36,7 +39,7 @@ def default_summary_path(capture_dir: Path) -> Path:
     return Path(capture_dir) / SUMMARY_DIR_NAME / SUMMARY_FILE_NAME
 
 
-def writing(path: Path, write):  # noqa: ANN001, ANN201
+def writing(path: Path, write: Callable[[], T]) -> T:
     """`write()`, an OSError (a full disk, no permission) becoming one line naming the file."""
     from harness.capture.files import describe_os_error
 
@@ -46,7 +49,7 @@ def writing(path: Path, write):  # noqa: ANN001, ANN201
         raise HarnessError(describe_os_error(err, str(path))) from None
 
 
-def summarize_captures_in(capture_dir: Path, *, encode: bool = False, hint: str = ""):  # noqa: ANN201
+def summarize_captures_in(capture_dir: Path, *, encode: bool = False, hint: str = "") -> Summary:
     """The document (a summarize.Summary) of every capture under `capture_dir`.
 
     No such directory is a HarnessError (`hint` ends its line).

@@ -12,15 +12,18 @@ already turned each one into null with a note).
 from __future__ import annotations
 
 import math
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 import orjson
 
 from harness.capture.reader import Skipped
 from harness.summary import SCHEMA_ID
 from harness.summary.document import FLOAT_ROW_KEYS, StepTable, SummaryDocument
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 MAX_SUMMARY_BYTES = 1 << 30
 _INDENT = b"  "
@@ -50,25 +53,28 @@ def encode_rows(table: StepTable) -> bytes:
     return _rows_one_per_line(table.rows(), _INDENT * (ROWS_LEVEL + 1))
 
 
-def _items(value: Any) -> list[tuple[str, Any]]:
+def _items(value: object) -> list[tuple[str, object]]:
+    """The (key, value) pairs of an object of the document: a dict, a dataclass or a Skipped."""
     if isinstance(value, dict):
         return list(value.items())
     if isinstance(value, Skipped):
         return list(value.to_dict().items())
-    return [(spec.name, getattr(value, spec.name)) for spec in fields(value)]
+    if is_dataclass(value) and not isinstance(value, type):
+        return [(spec.name, getattr(value, spec.name)) for spec in fields(value)]
+    raise TypeError(f"not an object of a summary document: {type(value).__name__}")
 
 
-def _is_object(value: Any) -> bool:
+def _is_object(value: object) -> bool:
     return isinstance(value, dict) or hasattr(value, "__dataclass_fields__")
 
 
-def _scalar(value: Any) -> bytes:
+def _scalar(value: object) -> bytes:
     if type(value) is float and not math.isfinite(value):
         raise ValueError(f"not strict JSON: {value!r} (the summary nulls such values, with a note)")
     return orjson.dumps(value)
 
 
-def _flat(value: Any) -> bool:
+def _flat(value: object) -> bool:
     """A value written on one line inside a list: a scalar, or an object of scalars."""
     if isinstance(value, StepTable) or isinstance(value, list):
         return False
@@ -77,13 +83,13 @@ def _flat(value: Any) -> bool:
     return True
 
 
-def _one_line(value: Any) -> bytes:
+def _one_line(value: object) -> bytes:
     if _is_object(value):
         return b"{" + b", ".join(orjson.dumps(str(key)) + b": " + _scalar(item) for key, item in _items(value)) + b"}"
     return _scalar(value)
 
 
-def _write(value: Any, level: int, out: list[bytes], ready: Mapping[int, bytes]) -> None:
+def _write(value: object, level: int, out: list[bytes], ready: Mapping[int, bytes]) -> None:
     pad, inner = _INDENT * level, _INDENT * (level + 1)
     if isinstance(value, StepTable):
         if not len(value):
@@ -125,7 +131,7 @@ def _write(value: Any, level: int, out: list[bytes], ready: Mapping[int, bytes])
     out.append(_scalar(value))
 
 
-def _rows_one_per_line(rows: list[dict[str, Any]], inner: bytes) -> bytes:
+def _rows_one_per_line(rows: list[JSONObject], inner: bytes) -> bytes:
     """The rows, comma-separated, one per line.
 
     Encoded in one orjson call, whose compact output puts exactly `},{`
