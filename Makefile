@@ -19,8 +19,10 @@ SIM_FLAGS = $(if $(sim_on),--sim $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_
 # passes more flags to run and sweep, e.g. ARGS="--max-minutes 30 --set steps=4".
 FORCE ?=
 ARGS ?=
+# NAME=: run (or sweep) the configuration under a run name of its own (--name), e.g. a variant with ARGS="--set ...".
+NAME ?=
 force_on := $(filter-out 0 no false,$(FORCE))
-RUN_FLAGS = $(SIM_FLAGS) $(if $(force_on),--force) $(ARGS)
+RUN_FLAGS = $(SIM_FLAGS) $(if $(force_on),--force) $(if $(NAME),--name '$(NAME)') $(ARGS)
 # The smoke run's captures stay apart from the lab's, so no summary of capture/gpu or
 # capture/sim ever counts one; real and simulated smoke runs apart from each other too.
 SMOKE_CAPTURE_ROOT = capture/smoke/$(if $(sim_on),sim,gpu)
@@ -97,10 +99,10 @@ data: setup ## download the model and the data set into data/ (or MILES_LAB_DATA
 		'$(DATASET_REPO)' '$(MILES_LAB_DATA)/$(notdir $(DATASET_REPO))'
 	@echo "data ready in $(MILES_LAB_DATA)/: mount it at /data"
 
-run: setup $(if $(sim_on),sim-ready) ## run one experiment on the GPU: make run EXP=e2b-dapo-filter (SIM=1, FORCE=1, ARGS=...)
+run: setup $(if $(sim_on),sim-ready) ## run one experiment on the GPU: make run EXP=e2b-dapo-filter (SIM=1, FORCE=1, NAME=, ARGS=...)
 	$(HARNESS) run $(EXP) $(RUN_FLAGS)
 
-sweep: setup $(if $(sim_on),sim-ready) ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3" (SIM=1, FORCE=1, ARGS=...)
+sweep: setup $(if $(sim_on),sim-ready) ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3" (SIM=1, FORCE=1, NAME=, ARGS=...)
 	$(HARNESS) sweep $(EXP) --seeds $(SEEDS) $(RUN_FLAGS)
 
 status: setup ## every capture: state, steps, pauses, exit code (SIM=1: the simulator's)

@@ -25,6 +25,7 @@ MAX_JSON_BYTES = 64 << 20  # manifest.json, args.json
 MAX_JSONL_BYTES = 1 << 30  # metrics.jsonl of a very long run; lines past the cap are noted, not read
 MAX_LINE_BYTES = 16 << 20
 READ_CHUNK = 1 << 20
+NUL = b"\0"  # a file's tail a power loss left: its blocks allocated, never written
 TAIL_BYTES = 64 << 10  # `last_jsonl`: a guard.jsonl of a week's run is never read whole for its last sample
 
 
@@ -156,6 +157,10 @@ def iter_jsonl(
                 return
             if raw is None:
                 notes.append(f"{path.name} line {number}: longer than {MAX_LINE_BYTES:,} bytes: skipped")
+                continue
+            nuls = raw.count(NUL)
+            if nuls:  # what a power loss leaves where a line was being written: never parsed
+                notes.append(f"{path.name} line {number}: torn ({nuls:,} NUL bytes: a power loss?): skipped")
                 continue
             if not raw.strip():
                 continue

@@ -23,7 +23,6 @@ from harness.times import now_rfc3339
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
 
-REPLACED_DIR = ".replaced"
 STOP_REQUEST = "stop-request.json"
 RESERVE_DIR = ".reserve"
 # Disk space kept back so that status.json can be written when the disk is full:
@@ -42,11 +41,11 @@ def this_host() -> str:
 
 
 class Capture:
-    """One run's capture directory."""
+    """One capture directory: a run's (`<root>/<run>`, its current attempt) or one attempt's (`run` names its run)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, run: Optional[str] = None) -> None:
         self.directory = Path(directory)
-        self.run = self.directory.name
+        self.run = run or self.directory.name
         self.manifest_path = self.directory / "manifest.json"
         self.status_path = self.directory / "status.json"
         self.log_path = self.directory / "container.log"
@@ -88,36 +87,6 @@ class Capture:
         except (FileNotFoundError, OSError, ValueError):
             return None
         return manifest if isinstance(manifest, dict) else None
-
-    # --- a fresh start --------------------------------------------------------------------------
-
-    def start_fresh(self, *, keep_old: bool = True) -> Optional[Path]:
-        """Make the directory empty for a new run; an earlier capture is moved under .replaced/ (or deleted).
-
-        Only under the capture's lock. `keep_old=False` is for captures that
-        hold no run (not_started): they are replaced, not kept.
-        """
-        moved = None
-        if self.directory.exists() and any(self.directory.iterdir()):
-            if not keep_old:
-                shutil.rmtree(self.directory)
-            else:
-                moved = self._move_aside()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        return moved
-
-    def _move_aside(self) -> Path:
-        found = self.status_read()
-        started = found.status.started_at if found.status else utc_now()
-        stamp = started.replace(":", "").replace("-", "")
-        target = self.directory.parent / REPLACED_DIR / f"{self.run}-{stamp}"
-        suffix = 1
-        while target.exists():
-            suffix += 1
-            target = target.with_name(f"{self.run}-{stamp}-{suffix}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        self.directory.rename(target)
-        return target
 
     # --- the space reserve ------------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ never touches a capture whose harness is alive; a lock that can be taken
 proves the harness that held it is gone. Separate from the GPU lock, and
 taken before it.
 
-The lock files live beside the captures, in `<capture root>/.locks/`: a file
-inside the capture directory would move with it to `.replaced/`.
+The lock files live beside the captures, in `<capture root>/.locks/<run>.lock`: one
+lock per run, whichever of its attempts is being written.
 """
 
 from __future__ import annotations

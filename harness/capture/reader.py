@@ -43,13 +43,13 @@ from harness.capture.bounded import (
     MAX_JSON_BYTES,
     MAX_JSONL_BYTES,
     MAX_STATUS_BYTES,
+    NUL,
     READ_CHUNK,
     Unreadable,
     _open_regular,
     iter_lines,
     loads_json,
     read_bounded,
-    read_json_file,
 )
 from harness.capture.records import PauseWindow, RunStatus, StepRow
 
@@ -63,15 +63,21 @@ STATUS_NAME = "status.json"
 
 @dataclass(frozen=True)
 class StatusRead:
-    """A capture's status as found: typed, or broken with the reason, or absent (both None)."""
+    """A capture's status as found: typed, or broken with the reason, or absent (both None).
+
+    `torn`: its bytes are what a power loss leaves (empty, NUL bytes, cut
+    short), not a status someone wrote wrong: `recover` rebuilds it from the
+    evidence on disk.
+    """
 
     directory: Path
     status: Optional[RunStatus]
     broken: Optional[str]
+    torn: bool = False
 
     @property
     def run(self) -> str:
-        return self.directory.name
+        return run_path_of(self.directory).name
 
     @property
     def absent(self) -> bool:
@@ -82,13 +88,21 @@ def read_status(directory: Path) -> StatusRead:
     """The status.json of a capture directory, checked key by key; never raises, never blocks."""
     directory = Path(directory)
     try:
-        data = read_json_file(directory / STATUS_NAME, MAX_STATUS_BYTES)
+        raw = read_bounded(directory / STATUS_NAME, MAX_STATUS_BYTES)
     except FileNotFoundError:
         return StatusRead(directory, None, None)
     except NotADirectoryError:
         return StatusRead(directory, None, f"{directory.name} is not a directory")
     except Unreadable as err:
         return StatusRead(directory, None, str(err))
+    if is_torn(raw):
+        return StatusRead(directory, None, f"{STATUS_NAME} is torn ({torn_kind(raw)}: a power loss?)", torn=True)
+    try:
+        data = loads_json(raw)
+    except ValueError as err:
+        if not raw.rstrip().endswith(b"}"):  # cut short where it should end: a write that never finished
+            return StatusRead(directory, None, f"{STATUS_NAME} is torn (cut short: a power loss?)", torn=True)
+        return StatusRead(directory, None, f"{STATUS_NAME} is not valid JSON ({err})")
     try:
         return StatusRead(directory, RunStatus.from_dict(data), None)
     except ValueError as err:
@@ -96,6 +110,31 @@ def read_status(directory: Path) -> StatusRead:
 
 
 # --------------------------------------------------------------------------- runs
+
+ATTEMPTS_DIR = ".attempts"  # <root>/.attempts/<run>/<n>/: each attempt of a run (harness.capture.attempts)
+
+
+def run_path_of(directory: Path) -> Path:
+    """The run's capture path (`<root>/<run>`) of an attempt's directory, or of the run's own directory."""
+    directory = Path(directory)
+    if directory.parent.parent.name == ATTEMPTS_DIR:
+        return directory.parent.parent.parent / directory.parent.name
+    return directory
+
+
+def is_torn(data: bytes) -> bool:
+    """Whether a file's bytes are what a power loss leaves: nothing, or NUL bytes where text was being written."""
+    return not data.strip() or NUL in data
+
+
+def torn_kind(data: bytes) -> str:
+    """What a torn file holds, in words."""
+    nuls = data.count(NUL)
+    if not data:
+        return "empty"
+    if nuls == len(data):
+        return f"{nuls:,} NUL bytes"
+    return f"{nuls:,} NUL bytes in it" if nuls else "only blanks"
 
 
 @dataclass

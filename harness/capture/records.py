@@ -113,6 +113,7 @@ class RunStatus:
     engine: Optional[str] = None  # "docker" or "process"; None in captures older than the field
     process: Optional[JSONObject] = None  # ProcessIdentity of a process-engine run, as status.json holds it
     capture_complete: bool = True  # False: the engine holds lines the capture lacks (`harness recover`)
+    attempt: Optional[int] = None  # which start of the run this is (harness.capture.attempts); None before attempts
 
     def __post_init__(self) -> None:
         self.state = RunState(self.state)
@@ -220,6 +221,7 @@ _CHECKS: dict[str, Check] = {
     "engine": _optional(_text),
     "process": _optional(_process),
     "capture_complete": _flag,
+    "attempt": _optional(_count),
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from typing_extensions import Annotated
@@ -91,16 +91,29 @@ def logs(
         bool, typer.Option("-f", "--follow", help="Keep printing new lines while the run is running.")
     ] = False,
     timestamps: Annotated[bool, typer.Option("--timestamps", help="Keep each line's receive-time prefix.")] = False,
+    attempt: Annotated[
+        Optional[int],
+        typer.Option(
+            "--attempt",
+            min=0,
+            help="This attempt's log (harness history lists them) [default: the one "
+            "running now, else the current one].",
+        ),
+    ] = None,
     capture_dir: CaptureDirOrSim = None,
     sim: SimCapturesOption = False,
 ) -> None:
     """Print a run's container.log (the trainer's output as the harness received it)."""
     import sys
 
-    from harness.capture import find_capture
-    from harness.run.capture_ops import follow_log
+    from harness.capture import Capture, RunAttempts, find_capture
+    from harness.run.capture_ops import follow_log, live_capture
 
     capture = find_capture(capture_root(capture_dir, sim), run)
+    if attempt is not None:
+        capture = Capture(RunAttempts(capture.directory).find(attempt).directory, capture.run)
+    else:
+        capture = live_capture(capture)
     for line in follow_log(capture, follow=follow):
         sys.stdout.write((line if timestamps else line.split(" ", 1)[-1]) + "\n")
         sys.stdout.flush()
@@ -124,6 +137,65 @@ def stop(
         find_capture(capture_root(capture_dir, sim), run), reason, timeout_s=timeout_s, note=note, warn=warn
     )
     stdout().print(stop_line(run, final), markup=False)
+
+
+@command("history")
+def history(run: RunArgument, capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) -> None:
+    """List a run's attempts: each start of the run, its state, steps, start and duration, and what differs in
+    configuration from the current one (marked *), which status, the summary and the report read.
+
+    The current attempt is the newest that succeeded, or the newest when none
+    has; `harness restore RUN ATTEMPT` makes another one current.
+    """
+    from rich.text import Text
+
+    from harness.capture import find_capture
+    from harness.cli.tables import Column, print_table
+    from harness.run.capture_ops import attempt_rows
+
+    capture = find_capture(capture_root(capture_dir, sim), run)
+    rows = attempt_rows(capture)
+    columns = [
+        Column("attempt", "right"),
+        Column("state", wrap=True),
+        Column("steps", "right"),
+        Column("started", drop=2),
+        Column("duration", "right", drop=1),
+        Column("differs from the current", wrap=True),
+    ]
+    cells = [
+        tuple(
+            Text(cell)
+            for cell in (
+                f"{row.attempt}{' *' if row.current else ''}",
+                row.state,
+                row.steps,
+                row.started,
+                row.duration,
+                row.differs,
+            )
+        )
+        for row in rows
+    ]
+    print_table(stdout(), columns, cells, title=f"attempts of {run} (* current)")
+
+
+@command("restore")
+def restore(
+    run: RunArgument,
+    attempt: Annotated[int, typer.Argument(min=0, help="The attempt to make current (harness history lists them).")],
+    reason: Annotated[str, typer.Option("--reason", help="Why; recorded with who chose it.")] = "chosen by hand",
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
+) -> None:
+    """Make one of a run's attempts its current capture (the one status, the summary and the report read); who chose
+    it, when and why are recorded in the run's attempts directory (current.jsonl)."""
+    from harness.capture import find_capture
+    from harness.run.capture_ops import restore_attempt
+
+    capture = find_capture(capture_root(capture_dir, sim), run)
+    restored = restore_attempt(capture, attempt, reason)
+    stdout().print(f"{run}: attempt {restored.number} is current ({reason})", markup=False)
 
 
 def stop_line(run: str, final: "RunStatus") -> str:

@@ -17,6 +17,10 @@ from harness.errors import ExitCode
 from harness.run.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES
 from harness.sim.timescale import TIME_SCALE_RANGE
 
+# A quick look (`--steps N`) has a capture root of its own: its runs are another configuration of the demo's, and
+# beside them they would be refused (or, with --force, would replace them in the demo's summary).
+QUICK_LOOK_CAPTURE_DIR = Path("capture/sim-quick")
+
 if TYPE_CHECKING:
     from harness.capture import RunStatus
     from harness.engines.spec import LaunchSpec
@@ -206,13 +210,15 @@ def demo(
     force: Annotated[bool, typer.Option("--force", help="Rerun runs that already succeeded.")] = False,
     experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR,
     capture_dir: Annotated[
-        Path,
+        Optional[Path],
         typer.Option(
             "--capture-dir",
-            help="Where the demo's captures and summary go; never a lab's capture/gpu, so simulated "
-            "numbers never mix with real ones.",
+            show_default=False,
+            help=f"Where the demo's captures and summary go; never a lab's capture/gpu, so simulated numbers never "
+            f"mix with real ones [default: {SIM_CAPTURE_DIR}; {QUICK_LOOK_CAPTURE_DIR} with --steps, so a quick look "
+            "never changes the demo's runs].",
         ),
-    ] = SIM_CAPTURE_DIR,
+    ] = None,
 ) -> Optional[ExitCode]:
     from harness.errors import HarnessError
     from harness.experiments.store import ExperimentStore
@@ -221,6 +227,8 @@ def demo(
     from harness.run.lifecycle import exit_code_for, leftover_warnings, stop_on_signals
 
     started = time.monotonic()
+    if capture_dir is None:
+        capture_dir = SIM_CAPTURE_DIR if steps is None else QUICK_LOOK_CAPTURE_DIR
     check_capture_root(capture_dir, sim=True)
     target = sim_target_from_cli(True, time_scale, sim_engine)
     plans = plan_demo(ExperimentStore(experiments_dir), capture_dir, target, steps=steps)

@@ -129,6 +129,7 @@ def plan_from_cli(
     seeds: Sequence[int],
     overrides: Sequence[str],
     sim: Optional[SimTarget] = None,
+    variant: Optional[str] = None,
 ) -> list["Planned"]:
     """Plan the runs of `name` over `seeds` (a sweep file's own seeds when it is one); warnings are printed."""
     from harness.errors import HarnessError
@@ -141,7 +142,7 @@ def plan_from_cli(
         name, seeds = sweep_file.sweep, list(seeds) or sweep_file.seeds
     if len(set(seeds)) != len(seeds):
         raise HarnessError(f"--seeds: each seed once, got {list(seeds)}")
-    plans = plan_runs(store, name, seeds, overrides, capture_dir, dict(os.environ), sim=sim)
+    plans = plan_runs(store, name, seeds, overrides, capture_dir, dict(os.environ), sim=sim, variant=variant)
     for message in dict.fromkeys(m for plan in plans for m in plan.warnings):  # once, not once per seed
         warn(message)
     return plans
@@ -190,6 +191,15 @@ SimEngineOption = Annotated[
         "--sim-engine",
         metavar="|".join(SIM_ENGINE_CHOICES),
         help="With --sim: auto (Docker where the sim image is built, else a process), docker or process.",
+    ),
+]
+NameOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--name",
+        metavar="NAME",
+        help="Run under this run name instead of the experiment's (a variant, e.g. with --set, gets a capture of "
+        "its own beside the experiment's; make: NAME=).",
     ),
 ]
 ExperimentArgument = Annotated[
@@ -260,6 +270,7 @@ def run(
     capture_dir: CaptureDirOrSim = None,
     seed: SeedOption = None,
     set_: SetOption = None,
+    name: NameOption = None,
     ray: RayOption = None,
     nodes: NodesOption = 1,
 ) -> Optional[ExitCode]:
@@ -271,7 +282,9 @@ def run(
     capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
     overrides = [*(set_ or ()), *([f"limits.max_minutes={max_minutes}"] if max_minutes else [])]
-    plans = plan_from_cli(experiment, experiments_dir, capture_dir, [seed] if seed else [], overrides, target)
+    plans = plan_from_cli(
+        experiment, experiments_dir, capture_dir, [seed] if seed else [], overrides, target, variant=name
+    )
     if len(plans) != 1:
         raise HarnessError(f"{experiment} is a sweep file: run it with `harness sweep {experiment}`")
     (plan,) = plans
@@ -331,6 +344,7 @@ def sweep(
     experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR,
     capture_dir: CaptureDirOrSim = None,
     set_: SetOption = None,
+    name: NameOption = None,
     ray: RayOption = None,
 ) -> Optional[ExitCode]:
     from harness.errors import HarnessError
@@ -345,7 +359,7 @@ def sweep(
     experiment = chosen_experiment(experiment)
     capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
-    plans = plan_from_cli(experiment, experiments_dir, capture_dir, list(seeds or ()), set_ or (), target)
+    plans = plan_from_cli(experiment, experiments_dir, capture_dir, list(seeds or ()), set_ or (), target, variant=name)
     mode: Mode = "force" if force else "retry" if retry else "cached"
     decisions = [decide_on_capture(plan, mode) for plan in plans]
     if dry_run:

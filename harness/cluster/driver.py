@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from harness.capture import Capture, CaptureLock, RunState, RunStatus, describe_os_error, this_host, utc_now
+from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.writer import EventSink
 from harness.cluster.connect import Node, NodeFacts, alive_nodes, nodes_for, run_request
 from harness.errors import ExitCode, HarnessError
@@ -62,8 +63,13 @@ class RayRun:
     def run(self) -> str:
         return self.plan.spec.run
 
+    attempt: Optional[Attempt] = None  # made on the driver with the run's first write
+
     @property
     def capture(self) -> Capture:
+        """The attempt's capture once it is made; before, the run's (its current attempt)."""
+        if self.attempt is not None:
+            return Capture(self.attempt.directory, self.run)
         return Capture(Path(self.plan.spec.capture_dir))
 
     @property
@@ -278,11 +284,15 @@ class RaySweep:
         if run.write_error is not None:
             return
         try:
-            if run.sink is None:  # the run's first write: now the capture is made, as a local run makes it
-                run.capture.start_fresh(keep_old=run.decision.keep_old)
+            if run.sink is None:  # the run's first write: now the attempt is made, as a local run makes it
+                attempts = RunAttempts(Path(run.plan.spec.capture_dir))
+                run.attempt = attempts.new()
                 run.capture.make_reserve()
-                run.sink = EventSink(run.capture, on_status=self._as_harness)
-            run.sink.apply(event)
+                run.sink = EventSink(run.capture, on_status=lambda status: self._as_harness(run, status))
+                run.sink.apply(event)
+                attempts.started(run.attempt)
+            else:
+                run.sink.apply(event)
         except OSError as err:
             self._write_failed(run, err)
             return
@@ -294,10 +304,14 @@ class RaySweep:
             run.status = run.sink.last_status
             if run.status is not None and run.status.is_final and run.status.capture_complete:
                 run.capture.drop_reserve()
+            if run.status is not None and run.status.state == RunState.SUCCEEDED and run.attempt is not None:
+                RunAttempts(Path(run.plan.spec.capture_dir)).succeeded(run.attempt)
 
-    def _as_harness(self, status: RunStatus) -> RunStatus:
-        """The driver is the run's harness: its pid and host are the ones a capture's lock and recover check."""
+    def _as_harness(self, run: RayRun, status: RunStatus) -> RunStatus:
+        """The driver is the run's harness: its pid and host are the ones a capture's lock and recover check; the
+        attempt is the driver's."""
         status.harness_pid, status.harness_host = os.getpid(), this_host()
+        status.attempt = run.attempt.number if run.attempt is not None else status.attempt
         return status
 
     def _write_failed(self, run: RayRun, err: OSError) -> None:

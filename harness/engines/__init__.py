@@ -33,6 +33,7 @@ from harness.engines.base import (
     EngineUnavailable,
     NotStarted,
     Problem,
+    RunGone,
     RunHandle,
 )
 from harness.errors import HarnessError
@@ -51,6 +52,7 @@ __all__ = [
     "PAUSED",
     "Problem",
     "RUNNING",
+    "RunGone",
     "RunHandle",
     "ENGINE_NAMES",
     "engine_for",

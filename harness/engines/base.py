@@ -23,6 +23,15 @@ class EngineUnavailable(HarnessError):
         super().__init__(message, ExitCode.ENGINE_UNAVAILABLE)
 
 
+class RunGone(HarnessError):
+    """What ran the trainer vanished from its engine while it ran: a container removed from outside, or a process
+    run whose trainer and supervisor are gone with no end recorded. What it printed after the capture's last line
+    is gone with it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ExitCode.RUN_FAILED)
+
+
 class NotStarted(HarnessError):
     """`start` failed and nothing runs: the capture records not_started."""
 

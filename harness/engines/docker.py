@@ -24,6 +24,7 @@ from harness.engines.base import (
     EngineUnavailable,
     NotStarted,
     Problem,
+    RunGone,
 )
 from harness.engines.dockerapi import DockerApi, DockerApiError, docker_host, is_local
 from harness.engines.logstream import LogPosition, split_lines
@@ -107,6 +108,11 @@ def is_connection_error(err: BaseException) -> bool:
             docker.errors.DockerException,
         ),
     )
+
+
+# What a run's container that was removed from outside (`docker rm -f`) is recorded as.
+_REMOVED = "its container was removed while it ran"
+_MARKED_FOR_REMOVAL = "marked for removal"
 
 
 def _short(err: BaseException) -> str:
@@ -389,7 +395,11 @@ class DockerRun:
                     outage.over()
                     yield line
             except docker.errors.NotFound:
-                return  # removed while being read: what it printed is all there is
+                raise RunGone(_REMOVED) from None
+            except docker.errors.APIError as err:
+                if err.status_code == 409 and _MARKED_FOR_REMOVAL in str(err):
+                    raise RunGone(_REMOVED) from None  # `docker rm -f` while the stream was open
+                raise
             except Exception as err:  # the connection broke: reopen after the last whole line
                 if not (isinstance(err, EngineUnavailable) or is_connection_error(err)):
                     raise
@@ -422,7 +432,7 @@ class DockerRun:
             try:
                 self._exit_code = int(self.container.wait()["StatusCode"])
                 return
-            except Exception as err:  # a dropped connection: the container may well still run
+            except Exception:  # a dropped connection: the container may well still run
                 try:
                     state = self._state()
                 except EngineUnavailable as lost:
@@ -433,9 +443,7 @@ class DockerRun:
                         return
                     continue
                 if state is None:
-                    self._wait_error = HarnessError(
-                        f"the container {self.id[:12]} was removed while it ran ({err})", ExitCode.ENGINE_UNAVAILABLE
-                    )
+                    self._wait_error = RunGone(_REMOVED)
                     return
                 outage.over()
                 if not (state.get("Running") or state.get("Paused") or state.get("Restarting")):

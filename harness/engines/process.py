@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional, Sequence, Union
 
 from harness.capture.records import ProcessIdentity
-from harness.engines.base import CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem
+from harness.engines.base import CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem, RunGone
 from harness.engines.logstream import LogPosition, stamp_now
 from harness.engines.shim import LiveProcess, process_identity
 from harness.engines.spec import LaunchSpec
@@ -347,9 +347,9 @@ class SupervisedRun(_ProcessGroup):
                 code = _integer(ended.get("exit_code"))
                 return -1 if code is None else code
             if self.describe().state == GONE:
-                raise HarnessError(
-                    f"process run {self.id}: the trainer and its supervisor are gone and no end was recorded",
-                    ExitCode.ENGINE_UNAVAILABLE,
+                raise RunGone(
+                    f"its process run {self.id} vanished while it ran: the trainer and its supervisor are gone "
+                    "and no end was recorded"
                 )
             if deadline is not None and time.monotonic() >= deadline:
                 return None

@@ -21,7 +21,7 @@ from harness.experiments.flags import (
     refuse_conflicts,
     split_or_none,
 )
-from harness.experiments.naming import check_experiment_name, makers_of
+from harness.experiments.naming import check_experiment_name, check_safe_name, makers_of
 from harness.experiments.overrides import apply_set, deep_merge, parse_set
 from harness.experiments.schema import Experiment, Sweep
 from harness.experiments.yamlfile import RawMapping, key_text, load_mapping, one_line, shown
@@ -142,6 +142,20 @@ class ExperimentStore:
         self._check_one_capture(experiment, child_path)
         warnings = _check_trainer_flags(experiment, self.base_args, place)
         return Loaded(experiment, tuple(p for p, _ in chain), tuple(warnings))
+
+    def check_variant_name(self, variant: str) -> None:
+        """`--name VARIANT`: a safe run name that no experiment file makes (its captures would be mixed up)."""
+        try:
+            check_safe_name(variant)
+        except ValueError as err:
+            raise HarnessError(f"--name: {err}") from None
+        for other, seed in makers_of(variant):
+            path = self.directory / f"{other}.yaml"
+            if path.is_file() and not self._is_sweep_file(path):
+                how = "as its own run" if seed == 1 else f"with seed {seed}"
+                raise HarnessError(
+                    f"--name {variant}: {path} makes that run {how}; a variant needs a run name of its own"
+                )
 
     def _chain(self, name: str) -> list[tuple[Path, RawMapping]]:
         """[(path, data)] from `name` up through its parents; paths, cycles and missing parents rejected."""

@@ -30,7 +30,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
@@ -42,14 +42,15 @@ from harness.capture import (
     this_host,
     utc_now,
 )
+from harness.capture.attempts import RunAttempts
 from harness.capture.files import NO_SPACE
 from harness.capture.writer import CaptureWriter
-from harness.engines import Engine, EngineUnavailable, RunHandle
+from harness.engines import Engine, EngineUnavailable, RunGone, RunHandle
 from harness.engines.spec import LABEL_PREFIX, LaunchSpec
 from harness.errors import HarnessError
 from harness.failpoints import failpoint
 from harness.run.context import Reporter, RunContext, StopControl
-from harness.run.plan import Planned, redact_manifest
+from harness.run.plan import Planned, attempt_container_name, redact_manifest
 
 if TYPE_CHECKING:
     from harness.guard import GuardLoop
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 LABEL_HARNESS_PID = f"{LABEL_PREFIX}.harness-pid"
 LABEL_HARNESS_HOST = f"{LABEL_PREFIX}.harness-host"
 LABEL_KEEP = f"{LABEL_PREFIX}.keep"  # `--keep`: recover never removes it
+LABEL_ATTEMPT = f"{LABEL_PREFIX}.attempt"  # which attempt of the run it is (harness.capture.attempts)
 
 POLL_S = 0.5
 LOG_FSYNC_EVERY_S = 1.0
@@ -86,13 +88,23 @@ def decide_outcome(
     capture_error: Optional[str],
     engine_error: Optional[str] = None,
     outages: Sequence[str] = (),
+    gone: Optional[str] = None,
 ) -> Outcome:
     """The final state from the exit code, the complete steps and why the harness stopped it (pure).
 
     `capture_error`: the capture stopped being written; `engine_error`: the
-    engine was lost for good; `outages`: the engine went away and came back.
+    engine was lost for good; `outages`: the engine went away and came back;
+    `gone`: what ran the trainer vanished from the engine (removed from outside).
     """
     all_steps = steps_complete >= steps_expected
+    if gone and stop_state is None:
+        # Final, with nothing left to recover: what it printed after the capture's last line went with it.
+        return Outcome(
+            RunState.FAILED,
+            f"{gone}; the lines it printed after the capture's last one are gone with it "
+            f"({steps_complete} of {steps_expected} steps were saved)",
+            False,
+        )
     if capture_error:
         return Outcome(
             RunState.FAILED,
@@ -186,12 +198,15 @@ class LogPump(threading.Thread):
         self.lines = 0
         self.error: Optional[str] = None  # anything but a write failure: a lost engine, a bug
         self.engine_error: Optional[str] = None
+        self.gone: Optional[str] = None  # what ran the trainer vanished from the engine
 
     def run(self) -> None:
         fd = None
         try:
             fd = os.open(self.capture.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
             self._pump(fd)
+        except RunGone as err:
+            self.gone = err.message
         except EngineUnavailable as err:
             self.engine_error = err.message
         except OSError as err:
@@ -284,28 +299,32 @@ def execute(
     *,
     engine: Engine,
     guard: "GuardSession",
-    keep_old: bool = True,
     clock: Callable[[], float] = time.monotonic,
 ) -> RunStatus:
-    """Run `plan` to its end and return the final status (also on disk). The caller holds the capture lock.
+    """Run `plan` as a new attempt to its end and return the final status (also on disk). The caller holds the
+    capture lock.
 
-    `keep_old`: an earlier capture is moved under .replaced/ (else deleted: it held no run).
-    `guard`: the experiment's heat guard, its sensor opened (the caller closes it).
-    A run that never started is recorded `not_started` and raised as a HarnessError.
+    The attempt becomes the run's current capture when it starts if no
+    attempt of the run had succeeded, and when it succeeds
+    (harness.capture.attempts). `guard`: the experiment's heat guard, its
+    sensor opened (the caller closes it). A run that never started is
+    recorded `not_started` and raised as a HarnessError.
     """
     from harness.mileslog import LogParser
 
-    spec, reporter, stop = plan.spec, ctx.reporter, ctx.stop
+    reporter, stop = ctx.reporter, ctx.stop
     grace_s, keep = ctx.options.grace_s, ctx.options.keep
     parser = LogParser()
-    capture = Capture(Path(spec.capture_dir))
+    attempts = RunAttempts(Path(plan.spec.capture_dir))
     failpoint("before-capture")
-    capture.start_fresh(keep_old=keep_old)
+    attempt = attempts.new()
+    capture = Capture(attempt.directory, plan.spec.run)
     try:
         capture.make_reserve()
     except HarnessError:
-        capture.directory.rmdir()  # empty: no capture is better than one without a status
+        attempt.directory.rmdir()  # empty: no attempt is better than one without a status
         raise
+    spec = replace(plan.spec, container_name=attempt_container_name(plan.spec, attempt.number))
     status = RunStatus(
         run=spec.run,
         run_id=spec.run_id,
@@ -319,13 +338,16 @@ def execute(
         harness_pid=os.getpid(),
         harness_host=this_host(),
         engine=engine.name,
+        attempt=attempt.number,
     )
     writer = CaptureWriter(capture, ctx.forward)
     writer.status(status)
+    attempts.started(attempt)
 
     labels = {
         LABEL_HARNESS_PID: str(os.getpid()),
         LABEL_HARNESS_HOST: this_host(),
+        LABEL_ATTEMPT: str(attempt.number),
         **({LABEL_KEEP: "1"} if keep else {}),
     }
     try:
@@ -360,6 +382,7 @@ def execute(
     )
     exit_code: Optional[int] = None
     engine_error: Optional[str] = None
+    gone: Optional[str] = None
     writes = CaptureWrites(capture, engine.name, reporter, writer)
     pump = LogPump(handle, capture, parser, reporter, writes)
     try:
@@ -371,12 +394,14 @@ def execute(
         writes.attempt(capture.manifest_path.name, lambda: writer.json(capture.manifest_path, manifest))
         pump.start()
         exit_code = _supervise(handle, spec, stop, capture, grace_s, clock, reporter, loop)
+    except RunGone as err:
+        gone = err.message
     except EngineUnavailable as err:
         engine_error = err.message
     finally:
         if loop is not None:  # first: a frozen trainer can act on nothing, and the window must close
             loop.stop(thaw=engine_error is None)
-        if engine_error is None:
+        if engine_error is None and gone is None:
             _never_leave_frozen(handle)
             if exit_code is None:  # the harness itself is going down: stop the trainer before recording
                 exit_code = _kill_and_wait(handle)
@@ -398,10 +423,13 @@ def execute(
             engine_error or pump.engine_error,
             getattr(handle, "outages", ()),
             loop.notes if loop is not None else (),
+            gone or pump.gone,
         )
+        if outcome.state == RunState.SUCCEEDED:
+            attempts.succeeded(attempt)
         reporter.finished(status)
     failpoint("before-remove")
-    if not keep and outcome.capture_complete:
+    if not keep and outcome.capture_complete and gone is None and pump.gone is None:
         try:
             handle.remove()
         except (EngineUnavailable, HarnessError) as err:
@@ -492,6 +520,7 @@ def _record_end(
     engine_error: Optional[str],
     outages: Sequence[str],
     guard_notes: Sequence[str] = (),
+    gone: Optional[str] = None,
 ) -> Outcome:
     if parser.args is not None:
         writes.attempt(capture.args_path.name, lambda: writes.writer.json(capture.args_path, parser.args))
@@ -505,6 +534,7 @@ def _record_end(
         capture_error=writes.error or pump.error,
         engine_error=engine_error,
         outages=outages,
+        gone=gone,
     )
     status.state, status.error, status.steps_usable = outcome.state, outcome.error, outcome.steps_usable
     status.capture_complete = outcome.capture_complete

@@ -107,7 +107,7 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
             try:
                 for message in guard.warnings:
                     reporter.warning(f"{spec.run}: {message}")
-                status = execute(plan, ctx, engine=engine, guard=guard, keep_old=decision.keep_old)
+                status = execute(plan, ctx, engine=engine, guard=guard)
             finally:
                 guard.close()
     return SweepResult(decision, status)
