@@ -179,20 +179,47 @@ def is_run_name(name: str) -> bool:
 
 
 def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:
-    """Run directories (those with a status.json) sorted by name, and the directories skipped."""
+    """Run directories (those with a status.json) sorted by name, and the directories skipped.
+
+    A run's capture is normally a link to its current attempt
+    (`.attempts/<run>/<n>`); a link that leads anywhere else (out of the
+    capture root, to another run) is never followed, and one whose attempt is
+    gone is skipped with the reason.
+    """
     runs: list[Path] = []
     skipped: list[Skipped] = []
     capture_dir = Path(capture_dir)
     if not capture_dir.is_dir():
         return runs, skipped
     for path in sorted(capture_dir.iterdir()):
-        if not is_run_name(path.name) or not path.is_dir():
+        if not is_run_name(path.name):
+            continue
+        if path.is_symlink():
+            why = link_problem(path)
+            if why is not None:
+                skipped.append(Skipped(path.name, why))
+                continue
+        elif not path.is_dir():
             continue
         if os.path.lexists(path / STATUS_NAME):
             runs.append(path)
         else:
             skipped.append(Skipped(path.name, "no status.json, so not a run"))
     return runs, skipped
+
+
+def link_problem(run_path: Path) -> Optional[str]:
+    """Why a run's link is not followed (None: it leads to one of its own attempts, which exists)."""
+    target = os.readlink(run_path)
+    parts = Path(target).parts
+    if len(parts) != 3 or parts[:2] != (ATTEMPTS_DIR, run_path.name) or not parts[2].isdigit():
+        return f"a link to {target}, not to one of its attempts ({ATTEMPTS_DIR}/{run_path.name}/N): not read"
+    if not (run_path.parent / target).is_dir():
+        return (
+            f"its current attempt ({target}) is missing (deleted by hand?); `harness history {run_path.name}` lists "
+            f"the others and `harness restore {run_path.name} N` makes one current"
+        )
+    return None
 
 
 def read_capture(run_dir: Path) -> RunCapture:

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from harness.capture import RunStatus
     from harness.run.settle import Plan
 
+# find_runs's reason for a directory that is simply not a run: not worth a warning.
+NOT_A_RUN = "no status.json, so not a run"
 RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under the capture dir).")]
 
 
@@ -37,12 +39,16 @@ def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) 
     """
     from rich.text import Text
 
-    from harness.capture import list_captures
+    from harness.capture import Capture, find_runs
     from harness.cli.tables import Column, print_table
     from harness.run.capture_ops import capture_rows
 
     capture_dir = capture_root(capture_dir, sim)
-    rows = capture_rows(list_captures(capture_dir))
+    runs, skipped = find_runs(capture_dir)
+    for odd in skipped:
+        if odd.reason != NOT_A_RUN:
+            warn(f"{odd.directory}: {odd.reason}")
+    rows = capture_rows([Capture(path) for path in runs])
     if not rows:
         stdout().print(Text(f"no captures in {capture_dir}"))
         return
@@ -149,12 +155,10 @@ def history(run: RunArgument, capture_dir: CaptureDirOrSim = None, sim: SimCaptu
     """
     from rich.text import Text
 
-    from harness.capture import find_capture
     from harness.cli.tables import Column, print_table
-    from harness.run.capture_ops import attempt_rows
+    from harness.run.capture_ops import attempt_rows, find_run
 
-    capture = find_capture(capture_root(capture_dir, sim), run)
-    rows = attempt_rows(capture)
+    rows = attempt_rows(find_run(capture_root(capture_dir, sim), run))
     columns = [
         Column("attempt", "right"),
         Column("state", wrap=True),
@@ -190,11 +194,9 @@ def restore(
 ) -> None:
     """Make one of a run's attempts its current capture (the one status, the summary and the report read); who chose
     it, when and why are recorded in the run's attempts directory (current.jsonl)."""
-    from harness.capture import find_capture
-    from harness.run.capture_ops import restore_attempt
+    from harness.run.capture_ops import find_run, restore_attempt
 
-    capture = find_capture(capture_root(capture_dir, sim), run)
-    restored = restore_attempt(capture, attempt, reason)
+    restored = restore_attempt(find_run(capture_root(capture_dir, sim), run), attempt, reason)
     stdout().print(f"{run}: attempt {restored.number} is current ({reason})", markup=False)
 
 

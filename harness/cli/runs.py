@@ -40,6 +40,7 @@ from harness.run.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES, SimTarge
 from harness.sim.timescale import TIME_SCALE_RANGE
 
 if TYPE_CHECKING:
+    from harness.capture import RunStatus
     from harness.run.context import RunOptions
     from harness.run.decide import Mode
     from harness.run.plan import Planned
@@ -120,6 +121,10 @@ class SeedsCommand(TyperCommand):
 
     def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
         return super().parse_args(ctx, spread_seeds(args))
+
+
+def _succeeded(status: Optional["RunStatus"]) -> bool:
+    return status is not None and status.state == "succeeded"
 
 
 def plan_from_cli(
@@ -218,7 +223,7 @@ Examples:
   make run EXP=e2b-dapo-filter              (= harness run e2b-dapo-filter)
   harness run e2b-dapo-filter --dry-run     (what would start; starts nothing)
   make run EXP=e2b-dapo-filter SIM=1        (= harness run e2b-dapo-filter --sim)
-  make run EXP=plain FORCE=1 ARGS="--set steps=4"   (= harness run plain --force --set steps=4)
+  make run EXP=plain NAME=plain-4 ARGS="--set steps=4"   (= harness run plain --name plain-4 --set steps=4)
   make smoke                                (the GPU smoke test: harness run smoke --force)
   make smoke SIM=1                          (the same on the simulator, as CI runs it)
 
@@ -255,7 +260,7 @@ def run(
     json_: JsonOption = False,
     force: Annotated[
         bool,
-        typer.Option("--force", help="Rerun even if the capture succeeded (the old one is kept under .replaced/)."),
+        typer.Option("--force", help="Rerun even if the capture succeeded: a new attempt (the old one is kept)."),
     ] = False,
     max_minutes: Annotated[
         Optional[float], typer.Option("--max-minutes", min=0.01, help="Time limit; overrides limits.max_minutes.")
@@ -301,6 +306,9 @@ def run(
     _, ctx = _context([plan], capture_dir, options, say_skips=False)
     with stop_on_signals(ctx.stop, ctx.reporter.note):
         result = run_planned(plan, ctx)
+    if result.decision.action == "skip" and not result.decision.refused and _succeeded(result.status):
+        note(f"{plan.spec.run}: already {result.decision.reason}")  # the run asked for is there: nothing to do
+        return ExitCode.OK
     if result.decision.action == "skip" or result.status is None:
         raise HarnessError(result.decision.not_started())
     report_status(result.status, capture_dir)

@@ -348,6 +348,17 @@ class AttemptRow:
     differs: str  # what differs in configuration from the current attempt
 
 
+def find_run(capture_root: Path, run: str) -> Capture:
+    """The capture of `run` for `history` and `restore`: it has attempts, even if its current one is gone."""
+    from harness.capture import find_capture
+    from harness.capture.reader import is_run_name
+
+    run_path = Path(capture_root) / run
+    if "/" not in run and is_run_name(run) and RunAttempts(run_path).list():
+        return Capture(run_path)
+    return find_capture(capture_root, run)  # its error lists the runs there are
+
+
 def attempt_rows(capture: Capture) -> list[AttemptRow]:
     """Every attempt of the run, oldest first: its state, steps, start, duration, and what differs from the
     current attempt's configuration."""
