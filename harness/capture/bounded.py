@@ -222,3 +222,28 @@ def read_jsonl(path: Path) -> Iterator[JSONObject]:
 
 
 # --------------------------------------------------------------------------- status
+
+
+class WholeLines:
+    """A binary file read up to its last whole line before any torn tail (NUL bytes a power loss left, or a last
+    line with no newline): what a reader after the fact may parse. `read(n)` as a file's."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.held = b""  # read, but not yet known to end a whole line
+        self.ended = False
+
+    def read(self, size: int = -1) -> bytes:
+        while not self.ended:
+            chunk = self.handle.read(READ_CHUNK if size < 0 else max(size, 1))
+            torn_at = chunk.find(NUL)
+            if torn_at >= 0:
+                chunk, self.ended = chunk[:torn_at], True
+            elif not chunk:
+                self.ended = True
+            data = self.held + chunk
+            end = data.rfind(b"\n") + 1
+            self.held = data[end:]
+            if end:
+                return data[:end]
+        return b""  # what is held is a torn last line: never given out

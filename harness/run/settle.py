@@ -48,7 +48,7 @@ from harness.capture import (
     write_json_atomic,
 )
 from harness.capture.attempts import RunAttempts, all_attempts
-from harness.capture.bounded import iter_jsonl
+from harness.capture.bounded import WholeLines, iter_jsonl
 from harness.capture.lock import CaptureLock, holder, in_use
 from harness.capture.reader import (
     RUNNING_AGAIN_SLACK_US,
@@ -605,7 +605,7 @@ def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> tuple[Any,
     records = []
     try:
         with capture.log_path.open("rb") as handle:
-            records.extend(parser.feed_stream(handle))
+            records.extend(parser.feed_stream(WholeLines(handle)))  # type: ignore[arg-type]  # read() is all it needs
     except FileNotFoundError:
         pass
     if include_incomplete:
