@@ -18,7 +18,7 @@ import argparse
 import math
 import re
 from dataclasses import dataclass
-from typing import Sequence, Union
+from typing import NoReturn, Sequence, Union
 
 from harness.sim.timescale import TIME_SCALE_RANGE, time_scale_problem
 
@@ -110,7 +110,7 @@ class _ArgparseError(Exception):
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of printing usage and exiting."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise _ArgparseError(message)
 
 
