@@ -39,7 +39,7 @@ export MILES_LAB_DATA ?= data
 MODEL_REPO ?= Qwen/Qwen3-0.6B
 DATASET_REPO ?= zhuzilin/gsm8k
 
-.PHONY: help setup demo test offline-images sim-image sim-ready image data run sweep status smoke summarize report
+.PHONY: help setup demo test lint offline-images sim-image sim-ready image data run sweep status smoke summarize report
 
 # Targets are grouped by `##@` lines, in the order a newcomer meets them;
 # a target's `## text` is its line in `make help`.
@@ -67,11 +67,17 @@ $(BIN)/harness: pyproject.toml
 
 # Said on `make setup` and `make test`, the README's first steps; other targets stay quiet.
 VENV_HINT := harness is installed in $(VENV): run $(BIN)/harness, or 'source $(VENV)/bin/activate' to put harness on PATH
-setup: $(BIN)/harness ## create .venv and install the harness with its test tools and Ray (for --ray)
+setup: $(BIN)/harness ## create .venv and install the harness with its test and lint tools and Ray (for --ray)
 	@$(if $(filter setup test,$(MAKECMDGOALS)),echo "$(VENV_HINT)",:)
 
 test: setup ## run the test suite (the Docker tests run where an engine answers)
 	$(BIN)/pytest -q
+
+# mypy checks the packages [tool.mypy] lists in pyproject.toml; its cache (.mypy_cache) makes a rerun fast.
+lint: setup ## ruff (lint and format) and mypy, as CI runs them before the tests
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 offline-images: ## build the busybox and python base images without a registry, from what this machine has
 	bash scripts/offline-images.sh
