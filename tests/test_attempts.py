@@ -57,7 +57,7 @@ def test_an_interrupted_rerun_leaves_the_succeeded_attempt_current(tmp_path: Pat
     assert attempts.current().number == 1
     assert read_status(tmp_path / "plain").status.steps_complete == 12
     assert [a.number for a in attempts.newer_than_current()] == [2]
-    assert [a.number for a in attempts.list()] == [1, 2]  # nothing lost
+    assert [a.number for a in attempts.all()] == [1, 2]  # nothing lost
 
 
 def test_a_newer_attempt_becomes_current_when_it_succeeds(tmp_path: Path) -> None:
@@ -105,14 +105,14 @@ def test_a_capture_from_before_attempts_is_read_as_it_is_and_moved_in_place_when
     (legacy.directory / "container.log").write_text("a line\n")
     attempts = RunAttempts(tmp_path / "plain")
 
-    assert [(a.number, a.legacy) for a in attempts.list()] == [(0, True)]
+    assert [(a.number, a.legacy) for a in attempts.all()] == [(0, True)]
     assert attempts.current().legacy
 
     start(attempts, "interrupted", done=1)
 
     assert os.readlink(tmp_path / "plain") == ".attempts/plain/1"  # the old capture, kept and current
     assert (tmp_path / ".attempts" / "plain" / "1" / "container.log").read_text() == "a line\n"
-    assert [a.number for a in attempts.list()] == [1, 2]
+    assert [a.number for a in attempts.all()] == [1, 2]
 
 
 def test_an_empty_run_directory_is_no_capture_but_a_full_one_without_status_is_refused(tmp_path: Path) -> None:
@@ -152,5 +152,5 @@ def test_a_current_attempt_deleted_by_hand_is_said_and_the_others_still_listed(t
 
     runs, skipped = find_runs(tmp_path)
     assert runs == [] and "its current attempt (.attempts/plain/2) is missing" in skipped[0].reason
-    assert attempts.current() is None and [a.number for a in attempts.list()] == [1]
+    assert attempts.current() is None and [a.number for a in attempts.all()] == [1]
     assert [(a.run, a.number) for a in all_attempts(tmp_path)] == [("plain", 1)]

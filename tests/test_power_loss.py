@@ -38,9 +38,29 @@ def real_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "XDG_STATE_HOME": str(root / "state"),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "plain", "--sim", "--sim-engine", "process", "--time-scale", "0.002",
-         "--set", "steps=4", "--capture-dir", str(root / "capture"), "--experiments-dir", str(REPO / "experiments")],
-        capture_output=True, text=True, env=env, timeout=300, cwd=root,
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            "plain",
+            "--sim",
+            "--sim-engine",
+            "process",
+            "--time-scale",
+            "0.002",
+            "--set",
+            "steps=4",
+            "--capture-dir",
+            str(root / "capture"),
+            "--experiments-dir",
+            str(REPO / "experiments"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=root,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return (root / "capture" / "plain").resolve()  # the attempt's own directory

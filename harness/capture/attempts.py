@@ -46,7 +46,7 @@ def all_attempts(root: Path) -> list[Attempt]:
             names.update(entry.name for entry in os.scandir(parent) if is_run_name(entry.name))
         except (FileNotFoundError, NotADirectoryError):
             continue
-    return [attempt for name in sorted(names) for attempt in RunAttempts(root / name).list()]
+    return [attempt for name in sorted(names) for attempt in RunAttempts(root / name).all()]
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class RunAttempts:
 
     # --- reading --------------------------------------------------------------------------------
 
-    def list(self) -> list[Attempt]:
+    def all(self) -> list[Attempt]:
         """Every attempt, oldest first (a legacy capture alone, as attempt 0)."""
         attempts = [Attempt(self.run, number, self.directory / str(number)) for number in self._numbers()]
         if not attempts and self._legacy_directory():
@@ -117,14 +117,14 @@ class RunAttempts:
         """The attempts started after the current one (those that did not become current), oldest first."""
         current = self.current()
         floor = current.number if current is not None else -1
-        return [attempt for attempt in self.list() if attempt.number > floor]
+        return [attempt for attempt in self.all() if attempt.number > floor]
 
     def find(self, number: int) -> Attempt:
         """Attempt `number`, or one line naming the attempts there are."""
-        for attempt in self.list():
+        for attempt in self.all():
             if attempt.number == number:
                 return attempt
-        known = ", ".join(str(attempt.number) for attempt in self.list()) or "none"
+        known = ", ".join(str(attempt.number) for attempt in self.all()) or "none"
         raise HarnessError(f"run {self.run} has no attempt {number} (attempts: {known})", ExitCode.NOT_FOUND)
 
     # --- acting (under the run's capture lock) ---------------------------------------------------

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
+from harness.engines.base import RunHandle
 from harness.errors import ExitCode, HarnessError
 from harness.guard.config import GuardConfig
 from harness.guard.loop import GuardReading
@@ -30,8 +31,9 @@ def check_request(container: Optional[str], pid: Optional[int], record: Optional
     return record
 
 
-def attach_target(container: Optional[str], pid: Optional[int]) -> tuple[Any, str]:
+def attach_target(container: Optional[str], pid: Optional[int]) -> tuple[RunHandle, str]:
     """The engine's handle on the running target (`check_request` first), and how to name it."""
+    handle: RunHandle
     if container is not None:
         from harness.engines.docker import DockerEngine
 
@@ -47,7 +49,7 @@ def attach_target(container: Optional[str], pid: Optional[int]) -> tuple[Any, st
 
 
 def guard_target(
-    handle: Any,
+    handle: RunHandle,
     what: str,
     config: GuardConfig,
     record: Path,

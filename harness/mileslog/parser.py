@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Iterable, TypeGuard
+from typing import BinaryIO, Iterable, Protocol, TypeGuard
 
 from harness.mileslog.derive import derive_step_values
 from harness.mileslog.keys import ends_step, is_rollout_side
@@ -110,6 +110,12 @@ class _OpenStep:
 class _Traceback:
     in_frames: bool  # False once its exception line has been read
     last_line: int
+
+
+class ByteStream(Protocol):
+    """What `feed_stream` reads: a binary file, or anything with its `read`."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class LogParser:
@@ -211,7 +217,7 @@ class LogParser:
             return []
         return self._process(line, n)
 
-    def feed_stream(self, stream: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> list[StepRecord]:
+    def feed_stream(self, stream: ByteStream, chunk_bytes: int = CHUNK_BYTES) -> list[StepRecord]:
         """Read a binary stream to its end (bytes decoded as UTF-8, bad bytes replaced).
 
         Same result as feeding every line; a last line without a newline is a line.

@@ -20,6 +20,7 @@ from harness.capture.bounded import Unreadable, last_jsonl, open_regular
 from harness.capture.lock import in_use
 from harness.capture.reader import read_pauses, run_path_of
 from harness.capture.records import PauseWindow
+from harness.engines.base import RunHandle
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
 from harness.times import US_PER_S, format_time_us, parse_time_us
@@ -78,9 +79,8 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
 def _host(capture: Capture) -> str:
     """The host a run Ray placed ran on (`manifest.ray.hostname`); "" for a local run."""
     ray = (capture.read_manifest() or {}).get("ray")
-    if isinstance(ray, dict) and isinstance(ray.get("hostname"), str):
-        return ray["hostname"]
-    return ""
+    hostname = ray.get("hostname") if isinstance(ray, dict) else None
+    return hostname if isinstance(hostname, str) else ""
 
 
 def _newer_attempts(capture: Capture) -> str:
@@ -98,7 +98,7 @@ def _newer_attempts(capture: Capture) -> str:
 
 def live_capture(capture: Capture) -> Capture:
     """The attempt of the run that runs now (the newest that says running), else the run's current capture."""
-    for attempt in reversed(RunAttempts(run_path_of(capture.directory)).list()):
+    for attempt in reversed(RunAttempts(run_path_of(capture.directory)).all()):
         status = attempt.status_read().status
         if status is not None and status.state == RunState.RUNNING:
             return Capture(attempt.directory, capture.run)
@@ -258,7 +258,7 @@ def _capture_done(capture: Capture) -> bool:
     return status is None or status.is_final or harness_gone(capture, status)
 
 
-def _engine_handle(capture: Capture):  # noqa: ANN202
+def _engine_handle(capture: Capture) -> Optional[RunHandle]:
     """The engine's handle on the trainer of a capture that stops short of it (None when complete or gone)."""
     from harness.engines import engine_named
     from harness.run.settle import engine_objects, plan_recovery
@@ -354,7 +354,7 @@ def find_run(capture_root: Path, run: str) -> Capture:
     from harness.capture.reader import is_run_name
 
     run_path = Path(capture_root) / run
-    if "/" not in run and is_run_name(run) and RunAttempts(run_path).list():
+    if "/" not in run and is_run_name(run) and RunAttempts(run_path).all():
         return Capture(run_path)
     return find_capture(capture_root, run)  # its error lists the runs there are
 
@@ -368,7 +368,7 @@ def attempt_rows(capture: Capture) -> list[AttemptRow]:
     current = attempts.current()
     current_manifest = Capture(current.directory, capture.run).read_manifest() if current is not None else None
     rows = []
-    for attempt in attempts.list():
+    for attempt in attempts.all():
         found = attempt.status_read()
         status = found.status
         is_current = current is not None and attempt.number == current.number

@@ -12,8 +12,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Optional, Protocol
 
+from harness.jsontypes import JSONObject
 from harness.run.decide import Mode
 
 if TYPE_CHECKING:
@@ -126,9 +127,9 @@ class RecordingReporter:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.events: list[tuple[str, str, Any]] = []
+        self.events: list[tuple[str, str, object]] = []
 
-    def _add(self, kind: str, subject: str, detail: Any = None) -> None:
+    def _add(self, kind: str, subject: str, detail: object = None) -> None:
         with self._lock:
             self.events.append((kind, subject, detail))
 
@@ -153,7 +154,7 @@ class RecordingReporter:
     def finished(self, status: "RunStatus") -> None:
         self._add("finished", status.run, status)
 
-    def of(self, kind: str) -> list[tuple[str, str, Any]]:
+    def of(self, kind: str) -> list[tuple[str, str, object]]:
         """The events of one kind, in order."""
         with self._lock:
             return [event for event in self.events if event[0] == kind]
@@ -173,12 +174,12 @@ class RunContext:
     options: RunOptions = field(default_factory=RunOptions)
     reporter: Reporter = field(default_factory=NullReporter)
     stop: StopControl = field(default_factory=StopControl)
-    provenance: Optional[dict[str, Any]] = None
+    provenance: Optional[JSONObject] = None
     forward: Optional["Forward"] = None
     engine: Optional["Engine"] = None
     _provenance_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def code_facts(self) -> dict[str, Any]:
+    def code_facts(self) -> JSONObject:
         """The provenance facts, computed once (git, harness version, NVML) when not given."""
         with self._provenance_lock:
             if self.provenance is None:

@@ -8,7 +8,7 @@ between deciding and acting.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Optional, Sequence
+from typing import Literal, Mapping, Optional, Sequence
 
 from harness.capture import RERUN_ON_RETRY, RunState, RunStatus
 from harness.errors import HarnessError
@@ -111,8 +111,8 @@ def _changed(old_run_id: str, run_id: str, changes: Sequence[str]) -> str:
 
 
 def configuration_changes(
-    manifest: Optional[Mapping[str, Any]],
-    experiment: Mapping[str, Any],
+    manifest: Optional[Mapping[str, object]],
+    experiment: Mapping[str, object],
     trainer_argv: Sequence[str],
     image: str,
     time_scale: float,
@@ -137,7 +137,8 @@ def configuration_changes(
             continue
         if old_flat.get(key, _ABSENT) != new_flat.get(key, _ABSENT):
             changes.append(_change(key, old_flat.get(key, _ABSENT), new_flat.get(key, _ABSENT)))
-    if list(manifest.get("trainer_argv") or ()) != list(trainer_argv) and not any(
+    old_argv = manifest.get("trainer_argv")
+    if (old_argv if isinstance(old_argv, list) else []) != list(trainer_argv) and not any(
         change.startswith("miles.") for change in changes
     ):
         changes.append("trainer argv")
@@ -146,7 +147,7 @@ def configuration_changes(
     return changes
 
 
-def manifest_changes(old: Optional[Mapping[str, Any]], new: Optional[Mapping[str, Any]]) -> list[str]:
+def manifest_changes(old: Optional[Mapping[str, object]], new: Optional[Mapping[str, object]]) -> list[str]:
     """What differs between two captures' manifests, as `key old -> new` (pure; the same rules as a new launch)."""
     if not new:
         return ["the current attempt's manifest.json is missing or unreadable"]
@@ -162,16 +163,16 @@ def manifest_changes(old: Optional[Mapping[str, Any]], new: Optional[Mapping[str
     )
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+def _flatten(value: object, prefix: str = "") -> dict[str, object]:
     if isinstance(value, Mapping) and value:
-        flat: dict[str, Any] = {}
+        flat: dict[str, object] = {}
         for key, item in value.items():
             flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
         return flat
     return {prefix: value}
 
 
-def _change(key: str, old: Any, new: Any) -> str:
+def _change(key: str, old: object, new: object) -> str:
     shown = [
         ("absent" if value is _ABSENT else f"{value:g}" if isinstance(value, float) else str(value))
         for value in (old, new)

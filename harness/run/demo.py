@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from harness.capture import RunState
 from harness.experiments.store import ExperimentStore
@@ -134,7 +134,7 @@ class HeadlineRow:
     write_up: str
 
 
-def _num(value: Any, fmt: str, suffix: str = "") -> str:
+def _num(value: object, fmt: str, suffix: str = "") -> str:
     return "-" if not isinstance(value, (int, float)) else f"{value:{fmt}}{suffix}"
 
 
@@ -148,7 +148,7 @@ def _batches(comparison: Optional["Comparison"], key: str, steps: Optional[int])
     )
 
 
-def _share(part: Any, whole: Any) -> str:
+def _share(part: object, whole: object) -> str:
     if not isinstance(part, (int, float)) or not isinstance(whole, (int, float)) or not whole:
         return "-"
     return f"{100 * part / whole:.0f}%"
@@ -191,13 +191,13 @@ def headline(document: "SummaryDocument") -> list[HeadlineRow]:
     ):
         sums = f"{filtered.step_time_sum_s / 60:.0f} vs {plain.step_time_sum_s / 60:.0f} min"
 
-    def plain_value(name: str) -> Any:
+    def plain_value(name: str) -> object:
         return getattr(plain, name) if plain is not None else None
 
-    def filtered_value(name: str) -> Any:
+    def filtered_value(name: str) -> object:
         return getattr(filtered, name) if filtered is not None else None
 
-    def reward_value(name: str) -> Any:
+    def reward_value(name: str) -> object:
         return getattr(reward, name) if reward is not None else None
 
     return [

@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from harness.capture import (
     Capture,
@@ -49,6 +49,7 @@ from harness.engines import Engine, EngineUnavailable, RunGone, RunHandle
 from harness.engines.spec import LABEL_PREFIX, LaunchSpec
 from harness.errors import HarnessError
 from harness.failpoints import failpoint
+from harness.jsontypes import JSONObject
 from harness.run.context import Reporter, RunContext, StopControl
 from harness.run.plan import Planned, attempt_container_name, redact_manifest
 
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from harness.guard import GuardLoop
     from harness.guard.session import GuardSession
     from harness.mileslog import LogParser
+    from harness.mileslog.records import Failure, StepRecord
 
 LABEL_HARNESS_PID = f"{LABEL_PREFIX}.harness-pid"
 LABEL_HARNESS_HOST = f"{LABEL_PREFIX}.harness-host"
@@ -84,7 +86,7 @@ def decide_outcome(
     steps_expected: int,
     stop_state: Optional[str],
     stop_reason: Optional[str],
-    failure: Optional[dict[str, Any]],
+    failure: Optional["Failure"],
     capture_error: Optional[str],
     engine_error: Optional[str] = None,
     outages: Sequence[str] = (),
@@ -252,7 +254,7 @@ class LogPump(threading.Thread):
         except Exception as err:
             self.error = self.error or f"{type(err).__name__}: {err}"
 
-    def _save(self, record: Any) -> bool:
+    def _save(self, record: "StepRecord") -> bool:
         row = record.to_json(include_derived=False)
         if not self.writes.attempt(
             self.capture.metrics_path.name, lambda: self.writes.writer.jsonl(self.capture.metrics_path, row)
@@ -266,13 +268,13 @@ class LogPump(threading.Thread):
 
 def build_manifest(
     spec: LaunchSpec,
-    experiment: dict[str, Any],
+    experiment: JSONObject,
     *,
     time_scale: float,
-    engine_facts: dict[str, Any],
-    provenance: dict[str, Any],
-    guard_facts: Optional[dict[str, Any]] = None,
-) -> dict[str, Any]:
+    engine_facts: JSONObject,
+    provenance: JSONObject,
+    guard_facts: Optional[JSONObject] = None,
+) -> dict[str, object]:
     """manifest.json: what ran, from which code, on what, under which heat guard (secrets as ***)."""
     return redact_manifest(
         {
@@ -376,7 +378,7 @@ def execute(
         pauses_path=capture.pauses_path,
         samples_path=capture.guard_path,
         on_note=lambda message: reporter.note(f"{spec.run}: heat guard: {message}"),
-        on_stop=lambda reason: stop.request("stopped", f"heat guard: {reason}"),
+        on_stop=lambda reason: _request_stop(stop, f"heat guard: {reason}"),
         on_reading=lambda reading: reporter.guard(spec.run, reading),
         append=writer.jsonl,
     )
@@ -464,7 +466,9 @@ def _supervise(
             if guard is not None:
                 guard.stop()  # thawed, its window closed, and no new pause while the trainer shuts down
             reporter.note(f"stopping {spec.run} ({stop.reason}): SIGTERM, then SIGKILL after {grace_s:g} s")
-            stopper = threading.Thread(target=_quietly, args=(handle.stop, grace_s), name="stopper", daemon=True)
+            stopper = threading.Thread(
+                target=_quietly, args=(lambda: handle.stop(grace_s),), name="stopper", daemon=True
+            )
             stopper.start()
         if stop.kill_requested and not killed:
             reporter.note(f"killing {spec.run} now")
@@ -472,10 +476,15 @@ def _supervise(
             killed = True
 
 
-def _quietly(action: Callable[..., None], *args: Any) -> None:
+def _request_stop(stop: StopControl, reason: str) -> None:
+    """The heat guard's `on_max_pause: stop`: the run ends stopped, with the guard's reason."""
+    stop.request("stopped", reason)
+
+
+def _quietly(action: Callable[[], None]) -> None:
     """An action on the trainer whose failure the supervisor's next wait reports anyway."""
     try:
-        action(*args)
+        action()
     except HarnessError:
         pass
 

@@ -11,7 +11,8 @@ import signal
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence
+from types import FrameType
+from typing import Callable, Iterator, Optional, Sequence
 
 from harness.capture import Capture, CaptureLock, RunState, RunStatus, StatusRead, this_host, utc_now
 from harness.errors import ExitCode, HarnessError
@@ -145,7 +146,7 @@ def exit_code_for(states: Sequence[str]) -> ExitCode:
 def stop_on_signals(stop: StopControl, note: Callable[[str], None]) -> Iterator[None]:
     """First Ctrl-C or SIGTERM: graceful stop, marked interrupted; a second Ctrl-C: kill at once."""
 
-    def handle(signum: int, frame: Any) -> None:
+    def handle(signum: int, frame: Optional[FrameType]) -> None:
         name = signal.Signals(signum).name
         if stop.request("interrupted", f"interrupted by {name}"):
             note(f"{name}: stopping gracefully and saving what there is (Ctrl-C again kills at once)")

@@ -13,7 +13,7 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from typing import Mapping, Optional, Sequence, Tuple, Union
 
 from harness.engines.spec import (
     ENV_EXTRA_ARGS,
@@ -43,14 +43,16 @@ def compute_run_id(experiment: Experiment, trainer_argv: Sequence[str], image: s
     """`<run>-<8 hex>`: the run name (the experiment's, or `run`) plus a hash of what changes the results (a
     secret's value does not)."""
     facts = {k: v for k, v in redacted_experiment(experiment).items() if k not in _NOT_IN_RUN_ID}
-    facts["container"].pop("secret_env")
+    container = facts.get("container")
+    if isinstance(container, dict):  # which names are secret is not a fact of the run; their values are not in it
+        facts["container"] = {key: value for key, value in container.items() if key != "secret_env"}
     facts["trainer_argv"] = list(trainer_argv)
     facts["image"] = image
     canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return f"{run or experiment.run_name}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
 
 
-def _device_requests(gpus: Any) -> Tuple[DeviceRequest, ...]:
+def _device_requests(gpus: Union[str, Sequence[int]]) -> Tuple[DeviceRequest, ...]:
     if gpus == "none":
         return ()
     if gpus == "all":
@@ -137,7 +139,7 @@ def plan_launch(
     )
 
 
-def redact_manifest(manifest: dict[str, Any], spec: "LaunchSpec") -> dict[str, Any]:
+def redact_manifest(manifest: dict[str, object], spec: "LaunchSpec") -> dict[str, object]:
     """A manifest with no secret in clear: the experiment's container.env, and the harness's own command line.
 
     The env and the launch spec come from `display_env` / `to_dict`; a secret
@@ -152,9 +154,10 @@ def redact_manifest(manifest: dict[str, Any], spec: "LaunchSpec") -> dict[str, A
             for name, value in (container.get("env") or {}).items()
         }
         redacted["experiment"] = {**experiment, "container": container}
-    if isinstance(redacted.get("harness_argv"), list):
+    argv = redacted.get("harness_argv")
+    if isinstance(argv, list):
         values = spec.secret_values()
-        redacted["harness_argv"] = [redact_text(str(word), values) for word in redacted["harness_argv"]]
+        redacted["harness_argv"] = [redact_text(str(word), values) for word in argv]
     return redacted
 
 
@@ -191,7 +194,8 @@ def plan_runs(
     if variant is not None:
         store.check_variant_name(variant)
     plans = []
-    for seed in seeds or [None]:
+    own_seed: list[Optional[int]] = [None]
+    for seed in list(seeds) or own_seed:
         loaded = store.load(name, seed=seed, overrides=overrides)
         experiment = loaded.experiment if sim is None else simulated(loaded.experiment, sim)
         spec = plan_launch(

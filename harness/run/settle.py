@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence
+from typing import TYPE_CHECKING, Literal, Optional, Sequence
 
 from harness.capture import (
     Capture,
@@ -63,9 +63,13 @@ from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, 
 from harness.engines.logstream import LogPosition
 from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
 from harness.fs.paths import not_regular
+from harness.jsontypes import JSONObject
 from harness.run.context import DEFAULT_GRACE_S
 from harness.run.execute import LABEL_ATTEMPT, LABEL_KEEP, decide_outcome
 from harness.times import format_time_us, parse_time_us
+
+if TYPE_CHECKING:
+    from harness.mileslog import LogParser
 
 Action = Literal["settle", "complete", "remove", "close", "leave"]
 CAPTURE_FILES = ("container.log", "metrics.jsonl", "args.json", "pauses.jsonl")  # what recover reads or appends to
@@ -325,6 +329,7 @@ def read_status_for_recover(directory: Path) -> StatusRead:
     experiment = manifest.get("experiment")
     experiment = experiment if isinstance(experiment, dict) else {}
     engine = manifest.get("engine")
+    engine_name = engine.get("engine") if isinstance(engine, dict) else None
     run_id = manifest.get("run_id")
     expected = spec.get("steps_expected", experiment.get("steps"))
     created = manifest.get("created_at")
@@ -339,7 +344,7 @@ def read_status_for_recover(directory: Path) -> StatusRead:
         steps_expected=expected if isinstance(expected, int) and not isinstance(expected, bool) else 0,
         steps_complete=count_complete_steps(capture.metrics_path),
         error=None,
-        engine=engine.get("engine") if isinstance(engine, dict) and isinstance(engine.get("engine"), str) else None,
+        engine=engine_name if isinstance(engine_name, str) else None,
         attempt=int(directory.name) if attempt else None,
         notes=[f"harness recover rebuilt this status from the manifest and the files: {found.broken}"],
     )
@@ -535,7 +540,7 @@ def close_open_windows(pauses_path: Path, end: str) -> int:
     if not pauses_path.exists():
         return 0
     cut_torn_tail(pauses_path)
-    last: dict[int, dict[str, Any]] = {}
+    last: dict[int, JSONObject] = {}
     for _, obj in iter_jsonl(pauses_path, []):
         start = parse_time_us(obj.get("start"))
         if start is not None:
@@ -594,7 +599,7 @@ def save_remaining_logs(handle: RunHandle, capture: Capture) -> int:
     return added
 
 
-def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> tuple[Any, int]:
+def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> tuple["LogParser", int]:
     """Re-parse container.log, append the steps metrics.jsonl lacks; the parser and the complete-step count."""
     from harness.capture import append_jsonl
     from harness.capture.reader import count_complete_steps
@@ -605,7 +610,7 @@ def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> tuple[Any,
     records = []
     try:
         with capture.log_path.open("rb") as handle:
-            records.extend(parser.feed_stream(WholeLines(handle)))  # type: ignore[arg-type]  # read() is all it needs
+            records.extend(parser.feed_stream(WholeLines(handle)))
     except FileNotFoundError:
         pass
     if include_incomplete:
@@ -628,7 +633,7 @@ def settle_for_run(run_path: Path, engine: Engine, *, grace_s: float = DEFAULT_G
     """
     notes: list[str] = []
     objects: Optional[list[EngineObject]] = None
-    for attempt in RunAttempts(run_path).list():
+    for attempt in RunAttempts(run_path).all():
         found = read_status_for_recover(attempt.directory)
         if found.status is None or found.status.state != RunState.RUNNING:
             continue
