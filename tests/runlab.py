@@ -128,9 +128,14 @@ class Lab:
         path = self.captures / run / "container.log"
         return path.read_text().split("\n")[:-1] if path.exists() else []
 
-    def replaced(self) -> list[str]:
-        directory = self.captures / ".replaced"
-        return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+    def attempts(self, run: str) -> list[tuple[int, str]]:
+        """Each attempt of `run` (its number and state), oldest first; nothing a run makes is deleted."""
+        from harness.capture import RunAttempts
+
+        return [
+            (attempt.number, str(found.status.state) if (found := attempt.status_read()).status else "broken")
+            for attempt in RunAttempts(self.captures / run).all()
+        ]
 
     # --- what the engine holds -----------------------------------------------------------------------
 

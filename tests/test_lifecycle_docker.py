@@ -265,17 +265,16 @@ def test_sweep_skips_succeeded_and_retries_only_failures(lab: Lab) -> None:
     assert "--retry reruns it: it was failed (made up for the test)" in retried.output
     assert lab.status("sw")["started_at"] == started_1
     assert lab.status("sw-s2")["state"] == "succeeded"
-    replaced = list((lab.captures / ".replaced").iterdir())
-    assert len(replaced) == 1 and replaced[0].name.startswith("sw-s2-")
+    assert lab.attempts("sw-s2") == [(1, "failed"), (2, "succeeded")]  # the failed one is kept
 
 
 def test_run_refuses_to_overwrite_a_success_without_force(lab: Lab) -> None:
     run = lab.experiment("once", steps=1)
     assert lab.cli("run", run).exit_code == 0
     again = lab.cli("run", run)
-    assert again.exit_code == 2 and "run once not started: succeeded" in again.stderr and "--force" in again.stderr
+    assert again.exit_code == 0 and "once: already succeeded at " in again.stderr and "--force" in again.stderr
     assert lab.cli("run", run, "--force").exit_code == 0
-    assert len(list((lab.captures / ".replaced").iterdir())) == 1
+    assert lab.attempts(run) == [(1, "succeeded"), (2, "succeeded")]
 
 
 def test_recover_leave_running_thaws_and_saves_but_does_not_stop(lab: Lab, client: Any) -> None:

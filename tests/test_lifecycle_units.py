@@ -107,8 +107,8 @@ def test_a_succeeded_capture_of_another_configuration_is_refused_naming_what_cha
     assert decision.action == "skip" and decision.refused
     assert decision.not_started() == (
         "run r not started: its capture succeeded at 2026-01-01T01:00:00Z with another configuration (time scale "
-        "0.02 -> 0.01; run id r-1, now r-2); --force (make: FORCE=1) reruns it, keeping the old capture under "
-        ".replaced/"
+        "0.02 -> 0.01; run id r-1, now r-2); --force (make: FORCE=1) reruns it, keeping the old attempt, or --name "
+        "NAME runs this configuration under a run name of its own"
     )
     assert not decide("r", "r-1", status("succeeded"), mode).refused  # the same run: reused
     assert decide("r", "r-2", status("succeeded", run_id="r-1"), "force").action == "run"
@@ -232,17 +232,6 @@ def test_a_torn_last_jsonl_line_is_skipped(tmp_path: Path) -> None:
     with path.open("a") as handle:
         handle.write('{"a": 2, "cut')
     assert list(read_jsonl(path)) == [{"a": 1}]
-
-
-def test_start_fresh_moves_an_old_capture_aside(tmp_path: Path) -> None:
-    capture = Capture(tmp_path / "run")
-    capture.directory.mkdir()
-    capture.write_status(status("failed"))
-    (capture.directory / "container.log").write_text("old\n")
-    moved = capture.start_fresh()
-    assert moved is not None and (moved / "container.log").read_text() == "old\n"
-    assert moved.parent == tmp_path / ".replaced"
-    assert list(capture.directory.iterdir()) == []
 
 
 def test_a_corrupt_status_is_an_error_not_a_guess(tmp_path: Path) -> None:

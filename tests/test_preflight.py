@@ -103,7 +103,7 @@ def test_a_container_that_cannot_start_is_not_started_and_runs_again_without_ret
     assert sweep.exit_code == 0, sweep.output
     assert "its last attempt never started" in sweep.output  # in the sweep table, once it ran
     assert docker_lab.status(run)["state"] == "succeeded"
-    assert docker_lab.replaced() == []  # replaced, not kept under .replaced/
+    assert docker_lab.attempts(run) == [(1, "not_started"), (2, "succeeded")]  # the first attempt is kept
 
 
 def test_a_missing_command_fails_before_any_capture(process_lab: Lab) -> None:
@@ -129,5 +129,6 @@ def test_a_process_that_cannot_start_is_not_started_and_runs_again(process_lab: 
     process_lab.experiment("interp", steps=1)
     again = process_lab.cli("run", run)
     assert again.exit_code == 0, again.output
-    assert process_lab.status(run)["state"] == "succeeded" and process_lab.replaced() == []
+    assert process_lab.status(run)["state"] == "succeeded"
+    assert process_lab.attempts(run) == [(1, "not_started"), (2, "succeeded")]
     assert json.loads((process_lab.captures / run / "manifest.json").read_text())["run_id"] != status["run_id"]

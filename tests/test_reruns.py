@@ -66,7 +66,10 @@ def test_run_sim_reuses_its_own_capture_and_refuses_another_time_scale_naming_it
     assert line.startswith("error: run plain not started: its capture succeeded at ")
     assert "with another configuration (time scale 0.002 -> 0.001, guard.max_pause_s 0.6 -> 0.3, " in line
     assert "; run id plain-" in line
-    assert line.endswith("--force (make: FORCE=1) reruns it, keeping the old capture under .replaced/")
+    assert line.endswith(
+        "--force (make: FORCE=1) reruns it, keeping the old attempt, or --name NAME runs this configuration "
+        "under a run name of its own"
+    )
     assert "running" not in again.output
     forced = sim_run(env, captures, "--time-scale", "0.001", "--force")
     assert forced.exit_code == 0, forced.output

@@ -65,9 +65,10 @@ STATUS_NAME = "status.json"
 class StatusRead:
     """A capture's status as found: typed, or broken with the reason, or absent (both None).
 
-    `torn`: its bytes are what a power loss leaves (empty, NUL bytes, cut
-    short), not a status someone wrote wrong: `recover` rebuilds it from the
-    evidence on disk.
+    `torn`: its bytes are what a power loss leaves (empty, or NUL bytes where
+    the file's blocks were allocated but never written: it is written whole
+    and renamed, so nothing else is), not a status someone wrote wrong:
+    `recover` rebuilds it from the evidence on disk.
     """
 
     directory: Path
@@ -100,8 +101,6 @@ def read_status(directory: Path) -> StatusRead:
     try:
         data = loads_json(raw)
     except ValueError as err:
-        if not raw.rstrip().endswith(b"}"):  # cut short where it should end: a write that never finished
-            return StatusRead(directory, None, f"{STATUS_NAME} is torn (cut short: a power loss?)", torn=True)
         return StatusRead(directory, None, f"{STATUS_NAME} is not valid JSON ({err})")
     try:
         return StatusRead(directory, RunStatus.from_dict(data), None)
