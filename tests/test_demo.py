@@ -198,8 +198,8 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
         ],
         env=env,
     )
-    assert same.exit_code == 2  # the demo's run is the run `run --sim` makes: not another configuration
-    assert "succeeded at" in same.output and "another configuration" not in same.output
+    assert same.exit_code == 0  # the demo's run is the run `run --sim` makes: not another configuration
+    assert "e2b-dapo-filter: already succeeded at" in same.output and "another configuration" not in same.output
 
     fewer = CliRunner().invoke(
         app, ["demo", "--steps", "1", "--time-scale", "0.002", "--capture-dir", str(captures)], env=env
@@ -223,7 +223,9 @@ def test_the_demo_s_help_speaks_of_the_demo_not_of_an_option_it_does_not_have():
 
 def test_make_demo_from_a_fresh_clone_without_docker(tmp_path):
     clone = fresh_clone(tmp_path / "clone")
-    done = make(clone, "demo", "DEMO_FLAGS=--steps 2", "SIM_TIME_SCALE=0.002", docker_host="unix:///nonexistent.sock")
+    # --steps alone would be a quick look, under capture/sim-quick: the demo's own root is asked for here.
+    flags = "DEMO_FLAGS=--steps 2 --capture-dir capture/sim"
+    done = make(clone, "demo", flags, "SIM_TIME_SCALE=0.002", docker_host="unix:///nonexistent.sock")
 
     assert done.returncode == 0, done.stdout + done.stderr
     check_demo_output(done.stdout, clone / "capture" / "sim", 2, shown=Path("capture/sim"))

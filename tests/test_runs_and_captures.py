@@ -42,7 +42,9 @@ def test_recover_never_touches_the_newer_run_of_a_forced_rerun(lab: Lab) -> None
     result = lab.capture_cli("recover", "--grace-s", "2")
     assert result.exit_code == 0, result.output
     assert (lab.captures / run / "status.json").read_bytes() == before
-    assert f"left alone: it belongs to run id {old_id}; the capture holds {lab.status(run)['run_id']}" in result.output
+    # Each kept object belongs to its own attempt now: both captures are final, and both are left alone.
+    assert f"{run} attempt 1: left alone: its capture is final (succeeded)" in result.output
+    assert f"{run}: left alone: its capture is final (succeeded)" in result.output  # attempt 2, the current one
     assert len(lab.objects()) == 2
 
 

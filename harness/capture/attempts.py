@@ -129,11 +129,17 @@ class RunAttempts:
 
     # --- acting (under the run's capture lock) ---------------------------------------------------
 
+    def next_number(self) -> int:
+        """The number `new` will give (under the run's lock, so nothing else takes it meanwhile)."""
+        numbers = self._numbers()
+        if numbers:
+            return numbers[-1] + 1
+        return 2 if self._legacy_directory() else 1  # a legacy capture becomes attempt 1 first
+
     def new(self) -> Attempt:
         """Make the next attempt's directory (a legacy capture is first moved in place to attempt 1)."""
         self._migrate()
-        numbers = self._numbers()
-        number = (numbers[-1] if numbers else 0) + 1
+        number = self.next_number()
         directory = self.directory / str(number)
         directory.mkdir(parents=True)
         fsync_dir(self.directory)

@@ -260,15 +260,15 @@ def recover(
         )
     for plan, result in results:
         for stranger, why in plan.strangers:
-            console.print(f"{plan.run}: {stranger.name} left alone: {why}", markup=False)
+            console.print(f"{plan.label}: {stranger.name} left alone: {why}", markup=False)
         if result.skipped is not None:
-            console.print(f"{plan.run}: left alone: {result.skipped}", markup=False)
+            console.print(f"{plan.label}: left alone: {result.skipped}", markup=False)
             continue
         final = result.status
         assert final is not None
         if plan.action == "close":
             console.print(
-                f"{plan.run}: closed {result.windows_closed} open pause window"
+                f"{plan.label}: closed {result.windows_closed} open pause window"
                 f"{'s' if result.windows_closed != 1 else ''} at {result.closed_at}, {result.closed_when} "
                 "(the run is not frozen; its status is final and unchanged)",
                 markup=False,
@@ -280,7 +280,7 @@ def recover(
             else ""
         )
         console.print(
-            f"{plan.run}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
+            f"{plan.label}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
             f"{result.lines_saved} log line(s) added, {_kind(plan, final)} {result.container}{closed}",
             markup=False,
         )

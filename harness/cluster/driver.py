@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -31,7 +31,7 @@ from harness.cluster.connect import Node, NodeFacts, alive_nodes, nodes_for, run
 from harness.errors import ExitCode, HarnessError
 from harness.run.context import RunContext, StopControl
 from harness.run.decide import Decision
-from harness.run.execute import stop_request_reason  # `harness stop`'s reason
+from harness.run.execute import LABEL_ATTEMPT, stop_request_reason  # `harness stop`'s reason
 from harness.run.lifecycle import decide_on_capture
 from harness.run.plan import Planned
 
@@ -64,6 +64,7 @@ class RayRun:
         return self.plan.spec.run
 
     attempt: Optional[Attempt] = None  # made on the driver with the run's first write
+    attempt_number: Optional[int] = None  # its number, known when the run is submitted
 
     @property
     def capture(self) -> Capture:
@@ -219,7 +220,12 @@ class RaySweep:
             num_returns="streaming",
             name=f"harness run {spec.run}",
         )
-        run.generator = task.remote(plan, self.ctx.options, self.ctx.code_facts(), self.control)
+        # The trainer on the node is labelled with the attempt this driver will record, so that a recover from
+        # here finds it; the driver makes that attempt with the run's first write (it holds the run's lock).
+        run.attempt_number = RunAttempts(Path(spec.capture_dir)).next_number()
+        labels = {**spec.labels, LABEL_ATTEMPT: str(run.attempt_number)}
+        placed = replace(plan, spec=replace(spec, labels=labels))
+        run.generator = task.remote(placed, self.ctx.options, self.ctx.code_facts(), self.control)
         threading.Thread(target=self._follow, args=(run,), name=f"follow-{spec.run}", daemon=True).start()
         return run
 
@@ -287,6 +293,7 @@ class RaySweep:
             if run.sink is None:  # the run's first write: now the attempt is made, as a local run makes it
                 attempts = RunAttempts(Path(run.plan.spec.capture_dir))
                 run.attempt = attempts.new()
+                assert run.attempt.number == run.attempt_number, "the run's lock keeps the number it was labelled with"
                 run.capture.make_reserve()
                 run.sink = EventSink(run.capture, on_status=lambda status: self._as_harness(run, status))
                 run.sink.apply(event)

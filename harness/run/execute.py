@@ -349,7 +349,8 @@ def execute(
     labels = {
         LABEL_HARNESS_PID: str(os.getpid()),
         LABEL_HARNESS_HOST: this_host(),
-        LABEL_ATTEMPT: str(attempt.number),
+        # A run Ray placed is labelled with the driver's attempt, whose capture recover settles.
+        LABEL_ATTEMPT: spec.labels.get(LABEL_ATTEMPT, str(attempt.number)),
         **({LABEL_KEEP: "1"} if keep else {}),
     }
     try:

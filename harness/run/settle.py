@@ -155,11 +155,19 @@ class Plan:
         """The attempt's number (None for a run's own directory, from before attempts)."""
         return int(self.capture_dir.name) if self.run_path != self.capture_dir else None
 
+    @property
+    def label(self) -> str:
+        """`RUN`, or `RUN attempt N` for an attempt that is not the run's current one: how recover names what it
+        looked at."""
+        current = RunAttempts(self.run_path).current()
+        if self.attempt is None or (current is not None and current.number == self.attempt):
+            return self.run
+        return f"{self.run} attempt {self.attempt}"
+
     def describe(self) -> str:
         """One line for `run`'s warning about leftovers."""
         what = f" ({self.owned.name}, {self.owned.description.state})" if self.owned else ""
-        attempt = f" attempt {self.attempt}" if self.attempt is not None else ""
-        return f"run {self.run}{attempt}{what}: {self.reason}"
+        return f"run {self.label}{what}: {self.reason}"
 
 
 def engine_objects(engines: Sequence[Engine], notes: list[str]) -> list[EngineObject]:
