@@ -286,6 +286,12 @@ class SupervisedRun(_ProcessGroup):
         if live is None:
             if self._supervisor_alive(started):
                 return Description(**common, state=RUNNING)  # ended; the supervisor is recording it
+            # The supervisor's last acts are to record the end and exit: it may have done both since the first look.
+            ended = self._exit()
+            if ended is not None:
+                return Description(
+                    **common, state=EXITED, exit_code=ended.get("exit_code"), finished_at=ended.get("finished_at")
+                )
             # The trainer is gone and nobody recorded its end (the supervisor was killed too).
             return Description(**common, state=GONE)
         return Description(**common, state=PAUSED if live["state"] in ("T", "t") else RUNNING)
