@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runlab import Lab, UnixProxy, docker_client, fake_trainer  # noqa: F401  (fixture)
+
+from support.lab import Lab, UnixProxy, docker_client
 
 pytestmark = pytest.mark.docker
 

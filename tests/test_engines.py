@@ -16,13 +16,16 @@ import time
 from pathlib import Path
 
 import pytest
-from runlab import IMAGE, Lab, docker_client, eventually, fake_trainer  # noqa: F401  (fixture)
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.engines import EXITED, GONE, PAUSED, RUNNING
 from harness.engines.process import ForeignProcess, ProcessEngine
 from harness.errors import HarnessError
+from support.lab import IMAGE, Lab, docker_client
+from support.timing import eventually
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.mark.docker

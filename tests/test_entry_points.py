@@ -89,6 +89,7 @@ def test_harness_experiment_names_the_default(tmp_path):
     assert "experiment plain, as HARNESS_EXPERIMENT says" in said
 
 
+@pytest.mark.integration
 def test_sweep_as_typed_through_the_installed_command(tmp_path):
     harness = Path(sys.executable).with_name("harness")
     if not harness.exists():
@@ -224,6 +225,7 @@ def docker_host() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("engine", [pytest.param("docker", marks=pytest.mark.docker), "process"])
 def test_make_smoke_sim_from_a_fresh_clone(clone, engine, request):
     if engine == "docker":
@@ -243,6 +245,7 @@ def test_make_smoke_sim_from_a_fresh_clone(clone, engine, request):
         assert "simulator: the sim image miles-gb10-lab/sim:latest on Docker" in done.stderr
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("engine", [pytest.param("docker", marks=pytest.mark.docker), "process"])
 def test_make_run_the_filter_experiment_sim_from_a_fresh_clone(clone, engine, request):
     if engine == "docker":
@@ -261,6 +264,7 @@ def test_make_run_the_filter_experiment_sim_from_a_fresh_clone(clone, engine, re
     assert "e2b-dapo-filter: succeeded, 12/12 steps complete, exit code 0" in done.stdout
 
 
+@pytest.mark.integration
 def test_make_sweep_without_exp_sweeps_the_default_and_status_summarize_report_agree(clone):
     done = make(clone, "sweep", "SEEDS=1 2", "SIM=1", "SIM_TIME_SCALE=0.001", docker_host=DEAD_DOCKER)
 

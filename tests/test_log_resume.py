@@ -97,9 +97,8 @@ echo ready; while true; do sleep 0.05; done
 
 @pytest.mark.docker
 def test_a_paused_then_stopped_container_gives_every_line_once(busybox_image: str) -> None:
-    from runlab import docker_client
-
     from harness.engines.docker import DockerRun
+    from support.lab import docker_client
 
     client = docker_client()
     expected = (

@@ -13,7 +13,10 @@ import time
 from typing import Any
 
 import pytest
-from runlab import Lab, fake_trainer, killed, lab  # noqa: F401  (fixtures)
+
+from support.lab import Lab, killed
+
+pytestmark = pytest.mark.integration
 
 
 def texts(lines: list[str]) -> list[str]:

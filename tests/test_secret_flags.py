@@ -151,6 +151,7 @@ def test_a_password_in_a_url_is_stars_in_the_dry_run_and_show(exp_dir: Path) -> 
     assert done.exit_code == 2 and PASSWORD not in done.output
 
 
+@pytest.mark.integration
 def test_the_finding_a_flag_is_refused_and_the_environment_way_keeps_every_file_clean(tmp_path: Path) -> None:
     """The attack's command is refused before anything runs; by environment the run succeeds, nothing in clear."""
     captures = tmp_path / "capture"

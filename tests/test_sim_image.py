@@ -11,7 +11,6 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-from simimage import sim_image  # noqa: F401  (the fixture)
 
 from harness.lab import milesargv
 from harness.mileslog import parse_lines
