@@ -76,7 +76,7 @@ def piped(argv: list[str], cwd: Path = REPO_ROOT) -> str:
 
 
 @pytest.fixture(scope="module")
-def captures(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def table_captures(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("tables") / "capture"
     for run, (state, steps, exit_code) in RUNS.items():
         (root / run).mkdir(parents=True)
@@ -105,8 +105,8 @@ def assert_fits(out: str, columns: int = 80) -> None:
 
 
 @pytest.mark.integration
-def test_status_at_80_columns_keeps_run_state_and_numbers_whole(captures):
-    out = in_terminal(["status", "--capture-dir", str(captures)])
+def test_status_at_80_columns_keeps_run_state_and_numbers_whole(table_captures):
+    out = in_terminal(["status", "--capture-dir", str(table_captures)])
 
     assert_fits(out)
     for run, (state, steps, exit_code) in RUNS.items():
@@ -115,8 +115,8 @@ def test_status_at_80_columns_keeps_run_state_and_numbers_whole(captures):
 
 
 @pytest.mark.integration
-def test_status_piped_is_plain_with_one_line_per_run(captures):
-    out = piped(["status", "--capture-dir", str(captures)])
+def test_status_piped_is_plain_with_one_line_per_run(table_captures):
+    out = piped(["status", "--capture-dir", str(table_captures)])
 
     assert not ANSI.search(out) and not BOX.search(out), out
     for run, (state, steps, exit_code) in RUNS.items():

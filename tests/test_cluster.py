@@ -25,6 +25,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from support.timing import scaled
 
 pytestmark = pytest.mark.ray
 
@@ -288,7 +289,7 @@ def test_recover_with_ray_settles_the_runs_of_a_killed_driver_through_the_nodes(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while not all(_steps(ray_lab, run) >= 1 for run in ("sim", "sim-s2")):
             assert time.monotonic() < deadline and driver.poll() is None, driver.communicate()[0]
             time.sleep(0.1)
@@ -341,7 +342,7 @@ def test_harness_stop_and_ctrl_c_reach_the_runs_on_their_nodes(ray_lab: RayLab, 
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while not all(_steps(ray_lab, run) >= 1 for run in ("sim", "sim-s2")):
             assert time.monotonic() < deadline and driver.poll() is None, driver.communicate()[0]
             time.sleep(0.05)
@@ -407,7 +408,7 @@ def test_a_node_lost_mid_sweep_interrupts_its_run_only_and_retry_reruns_it(
     lost: dict[str, str] = {}
 
     def remove_a_node_mid_run() -> None:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while time.monotonic() < deadline:
             for run in ("sim", "sim-s2"):
                 if _steps(ray_lab, run) >= 1 and (ray_lab.captures / run / "manifest.json").exists():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +17,11 @@ from harness.cli import app
 from harness.cli.app import DEFAULT_CAPTURE_DIR, SIM_CAPTURE_DIR, capture_root
 from harness.cli.runs import DEFAULT_EXPERIMENT, spread_seeds
 from harness.run.simswap import DEFAULT_TIME_SCALE
+from support.clones import DEAD_DOCKER, make
+from support.machine import docker_host
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
-DEAD_DOCKER = "unix:///nonexistent/docker.sock"
 
 
 # --- `--seeds` takes every number after it ---------------------------------------------------------
@@ -166,63 +166,11 @@ def test_captures_go_under_capture_sim_for_the_simulator_unless_a_directory_is_g
 # --- make, from a fresh clone, on the simulator ---------------------------------------------------
 
 
-def fresh_clone(destination: Path) -> Path:
-    """The checkout's files as a fresh clone has them (tracked and new, never ignored ones such as .venv)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        timeout=60,
-    )
-    if listed.returncode != 0:
-        pytest.skip("not a git checkout: a fresh clone cannot be made from it")
-    for name in filter(None, listed.stdout.decode().split("\0")):
-        source = REPO_ROOT / name
-        if source.is_file():
-            target = destination / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    return destination
-
-
-@pytest.fixture
-def clone(tmp_path: Path) -> Path:
-    return fresh_clone(tmp_path / "clone")
-
-
-def make(clone: Path, *args: str, docker_host: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`make ARGS` in the clone with this venv (its `harness` taken as up to date: no pip install)."""
-    venv = Path(sys.prefix)
-    harness = venv / "bin" / "harness"
-    if not harness.exists():
-        pytest.skip(f"the tests do not run from a venv with harness installed ({sys.prefix}): `make setup`")
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in ("HARNESS_CAPTURE_DIR", "HARNESS_EXPERIMENT", "MAKEFLAGS", "MAKELEVEL")
-    }
-    env.update(
-        DOCKER_HOST=docker_host, HARNESS_LOCK_DIR=str(clone / ".locks"), HARNESS_PROCESS_DIR=str(clone / ".processes")
-    )
-    return subprocess.run(
-        ["make", "--no-print-directory", f"VENV={venv}", "-o", str(harness), *args],
-        cwd=clone,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-
-
 def capture_state(capture: Path) -> tuple[str, int, float, str]:
     status = json.loads((capture / "status.json").read_text())
     manifest = json.loads((capture / "manifest.json").read_text())
     complete = sum(1 for line in (capture / "metrics.jsonl").read_text().splitlines() if json.loads(line)["complete"])
     return status["state"], complete, manifest["time_scale"], manifest["experiment"]["engine"]
-
-
-def docker_host() -> str:
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
 @pytest.mark.integration

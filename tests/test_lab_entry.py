@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness.lab import entry, milesargv
+from support.timing import scaled
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STANDIN = REPO_ROOT / "tests" / "images" / "miles-standin"
@@ -235,7 +236,7 @@ def test_the_script_submits_train_py_in_the_miles_dir_and_nothing_is_evaluated(e
 def test_the_script_exits_143_on_sigterm_after_stopping_the_job_and_ray(entry_env):
     proc = start_entry({**entry_env, "MILES_EXTRA_ARGS": "--standin-sleep 60"})
     lines: list[str] = []
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while not any(line.startswith("STANDIN-TRAIN") for line in lines):
         assert time.monotonic() < deadline and proc.poll() is None, lines
         lines.append(proc.stdout.readline())
@@ -247,7 +248,7 @@ def test_the_script_exits_143_on_sigterm_after_stopping_the_job_and_ray(entry_en
     assert "[ray stand-in] ray job stop" in out and "[ray stand-in] ray stop --force" in out
     assert "SIGTERM: stopping job raysubmit_" in err
     trainer = standin_train("".join(lines))["pid"]
-    deadline = time.monotonic() + 10  # `ray job stop` terminated the job's process group
+    deadline = time.monotonic() + scaled(10)  # `ray job stop` terminated the job's process group
     while running(trainer):
         assert time.monotonic() < deadline, f"train.py (pid {trainer}) still runs"
         time.sleep(0.1)

@@ -98,7 +98,7 @@ def test_the_gpu_lock_makes_a_second_run_wait(process_lab: Lab) -> None:
     process_lab.experiment("second", steps=1, gpus=[0])
     process_lab.experiment("other-gpu", steps=1, gpus=[1])
     first = process_lab.spawn("run", "first")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while not (process_lab.captures / "first" / "status.json").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     busy = process_lab.cli("run", "second", "--no-wait")
@@ -150,7 +150,7 @@ def test_logs_follow_prints_lines_as_the_run_writes_them(process_lab: Lab) -> No
     process_lab.experiment("live", scenario="hang")
     harness = process_lab.spawn("run", "live", "--grace-s", "5")
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + scaled(30)
         while not (process_lab.captures / "live" / "container.log").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         follower = subprocess.Popen(

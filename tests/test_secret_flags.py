@@ -24,16 +24,7 @@ from harness.secrets import is_secret_flag
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "wk-SEKRET5"
 PASSWORD = "pw-SEKRET9"
-PARENT = "name: parent\nsteps: 4\nmiles:\n  args: {rollout-batch-size: 32}\n"
 BASE = ["--rollout-batch-size", "32", "--input-key", "messages", "--num-rollout", "12", "--seed", "1"]
-
-
-@pytest.fixture
-def exp_dir(tmp_path: Path) -> Path:
-    directory = tmp_path / "experiments"
-    directory.mkdir()
-    (directory / "parent.yaml").write_text(PARENT)
-    return directory
 
 
 def cli(exp_dir: Path, *args: str):

@@ -99,16 +99,16 @@ def test_a_less_decided_rollout_pulls_pass_rates_toward_a_half() -> None:
 
 
 @pytest.fixture(scope="module")
-def filter_runs() -> list[list[StepLog]]:
+def filter_runs_o48() -> list[list[StepLog]]:
     """The filter at O=48: seeds 1-12 x 12 steps."""
     return [simulate(["--seed", str(seed), "--rollout-seed", str(seed), *FILTER_48]) for seed in range(1, 13)]
 
 
 @pytest.mark.integration
 def test_the_filter_drops_a_median_in_the_30s_and_rarely_needs_a_third_batch(
-    filter_runs: list[list[StepLog]],
+    filter_runs_o48: list[list[StepLog]],
 ) -> None:
-    logs = [log for run in filter_runs for log in run]
+    logs = [log for run in filter_runs_o48 for log in run]
     drops = sorted(log.result.dropped_total for log in logs)
     assert 30 <= statistics.median(drops) <= 39  # the lab: 16-48, median 36
     assert drops[len(drops) // 10] >= 10 and drops[9 * len(drops) // 10] <= 52
@@ -119,10 +119,10 @@ def test_the_filter_drops_a_median_in_the_30s_and_rarely_needs_a_third_batch(
 
 @pytest.mark.integration
 def test_one_and_two_batch_rollouts_take_about_1_5x_and_2_8x_the_plain_median(
-    filter_runs: list[list[StepLog]],
+    filter_runs_o48: list[list[StepLog]],
 ) -> None:
     one, two = [], []
-    for seed, run in enumerate(filter_runs, start=1):
+    for seed, run in enumerate(filter_runs_o48, start=1):
         plain = simulate(["--seed", str(seed), "--rollout-seed", str(seed)])
         median = statistics.median(log.rollout_perf["perf/rollout_time"] for log in plain)
         assert 52 <= median <= 64  # the lab: 58.0 s

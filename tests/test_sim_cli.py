@@ -21,6 +21,7 @@ from harness.lab.milesargv import read_base_args
 from harness.mileslog import parse_lines
 from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, parse_argv
 from harness.sim.trainer import StepLog, simulate
+from support.timing import scaled
 
 REPO = Path(__file__).resolve().parent.parent
 FILTER_EXTRA = ["--dynamic-sampling-filter-path", CURRENT_FILTER_PATH, "--over-sampling-batch-size", "48"]
@@ -280,7 +281,7 @@ class LineReader:
 
     def until(self, marker: str, timeout: float) -> None:
         """Wait for the first line containing marker."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         checked = 0
         while True:
             if any(marker in line for line in self.seen[checked:]):
