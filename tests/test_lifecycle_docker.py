@@ -31,7 +31,7 @@ def containers_of(client: Any, docker_lab: Lab) -> list[Any]:
     return [
         c
         for c in client.containers.list(all=True, filters={"label": LABEL_RUN})
-        if c.labels.get(LABEL_CAPTURE_DIR, "").startswith(str(docker_lab.root))
+        if c.labels.get(LABEL_CAPTURE_DIR, "").startswith(f"{docker_lab.root}/")
     ]
 
 

@@ -53,6 +53,16 @@ def test_each_fixture_name_is_defined_once() -> None:
     assert {name: places for name, places in where.items() if len(places) > 1} == {}
 
 
+def test_fixtures_come_through_the_conftest_never_by_import() -> None:
+    fixtures = {name for path in (TESTS / "support").glob("*.py") for name in fixtures_defined(path)}
+    imported = set()
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("support"):
+                imported.update(f"{path.name}: {alias.name}" for alias in node.names if alias.name in fixtures)
+    assert imported == set()
+
+
 def test_there_is_one_eventually() -> None:
     defined = [path.name for path in SOURCES if "def " + "eventually(" in path.read_text()]
     assert defined == ["timing.py"]

@@ -146,7 +146,8 @@ class Lab:
             from harness.engines.process import ProcessEngine
 
             found = ProcessEngine(self.processes).list({LABEL_RUN: None})
-        return [h for h in found if h.describe().labels.get(LABEL_CAPTURE_DIR, "").startswith(str(self.root))]
+        inside = str(self.root) + os.sep  # not a sibling test's root (test_x1 is a prefix of test_x10)
+        return [h for h in found if h.describe().labels.get(LABEL_CAPTURE_DIR, "").startswith(inside)]
 
     def engine_lines(self, handle: Any) -> list[str]:
         """Every line the engine holds for a handle, stamped."""
@@ -163,7 +164,7 @@ class Lab:
             except Exception:
                 pass
             try:
-                handle.wait(10)
+                handle.wait(scaled(10))
                 handle.remove()
             except Exception:
                 pass
