@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -175,9 +176,9 @@ def test_docker_list_skips_a_container_removed_between_the_listing_and_its_looku
     from harness.engines.docker import DockerEngine
 
     client = docker.from_env()
-    label = "org.miles-gb10-lab.test-list-race"
-    kept = client.containers.create(busybox_image, ["true"], labels={label: "1"})
-    gone = client.containers.create(busybox_image, ["true"], labels={label: "1"})
+    label, ours = "org.miles-gb10-lab.test-list-race", uuid.uuid4().hex  # never another suite's at the same time
+    kept = client.containers.create(busybox_image, ["true"], labels={label: ours})
+    gone = client.containers.create(busybox_image, ["true"], labels={label: ours})
     from docker.models.containers import ContainerCollection
 
     original = ContainerCollection.get
@@ -189,7 +190,7 @@ def test_docker_list_skips_a_container_removed_between_the_listing_and_its_looku
 
     monkeypatch.setattr(ContainerCollection, "get", get_after_removal)
     try:
-        assert [handle.id for handle in DockerEngine(client).list({label: None})] == [kept.id]
+        assert [handle.id for handle in DockerEngine(client).list({label: ours})] == [kept.id]
     finally:
         kept.remove(force=True)
         try:

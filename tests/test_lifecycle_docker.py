@@ -28,11 +28,22 @@ def client() -> Any:
 
 
 def containers_of(client: Any, docker_lab: Lab) -> list[Any]:
-    return [
-        c
-        for c in client.containers.list(all=True, filters={"label": LABEL_RUN})
-        if c.labels.get(LABEL_CAPTURE_DIR, "").startswith(f"{docker_lab.root}/")
+    """The lab's containers; never another test's or another project's, which may come and go meanwhile."""
+    import docker
+
+    listed = client.containers.list(all=True, filters={"label": LABEL_RUN}, sparse=True)
+    ours = [
+        c.id
+        for c in listed
+        if (c.attrs.get("Labels") or {}).get(LABEL_CAPTURE_DIR, "").startswith(f"{docker_lab.root}/")
     ]
+    found = []
+    for container_id in ours:
+        try:
+            found.append(client.containers.get(container_id))
+        except docker.errors.NotFound:
+            pass  # removed since it was listed
+    return found
 
 
 def test_a_successful_run_captures_everything_and_removes_its_container(docker_lab: Lab, client: Any) -> None:
