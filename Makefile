@@ -39,7 +39,7 @@ export MILES_LAB_DATA ?= data
 MODEL_REPO ?= Qwen/Qwen3-0.6B
 DATASET_REPO ?= zhuzilin/gsm8k
 
-.PHONY: help setup demo test lint offline-images sim-image sim-ready image data run sweep status smoke summarize report
+.PHONY: help setup demo test test-fast lint offline-images sim-image sim-ready image data run sweep status smoke summarize report
 
 # Targets are grouped by `##@` lines, in the order a newcomer meets them;
 # a target's `## text` is its line in `make help`.
@@ -70,8 +70,18 @@ VENV_HINT := harness is installed in $(VENV): run $(BIN)/harness, or 'source $(V
 setup: $(BIN)/harness ## create .venv and install the harness with its test and lint tools and Ray (for --ray)
 	@$(if $(filter setup test,$(MAKECMDGOALS)),echo "$(VENV_HINT)",:)
 
-test: setup ## run the test suite (the Docker tests run where an engine answers)
+test: setup ## run the whole test suite, as CI does (the Docker tests run where an engine answers)
 	$(BIN)/pytest -q
+
+# The fast tier: every test not marked docker, gpu, ray or integration, on TEST_WORKERS workers
+# (pytest-xdist), each property test searching a fifth of its examples (tests/support/properties.py).
+# Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: without it pytest rewrites the asserts
+# of every test module again on every run, seconds of the budget.
+TEST_WORKERS ?= 2
+FAST_TIER = not (docker or gpu or ray or integration)
+test-fast: setup ## the fast tier: the tests not marked docker, gpu, ray or integration, under 30 s on 2 cores
+	@SECONDS=0; env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(TEST_WORKERS) --hypothesis-profile=fast \
+		-m "$(FAST_TIER)" && echo "make test-fast: done in $$SECONDS s"
 
 # mypy checks the packages [tool.mypy] lists in pyproject.toml; its cache (.mypy_cache) makes a rerun fast.
 lint: setup ## ruff (lint and format) and mypy, as CI runs them before the tests

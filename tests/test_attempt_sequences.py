@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from runlab import Lab, fake_trainer, lab  # noqa: F401  (fixtures)
+
+from support.lab import Lab
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.integration

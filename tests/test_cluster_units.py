@@ -34,6 +34,7 @@ def write_experiment(directory: Path, **data: object) -> ExperimentStore:
 # --- the capture stream ------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_run_forwarded_through_the_writer_gives_the_same_capture_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -272,6 +273,7 @@ def probe(args: list[str], block: str = "") -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args",
     [
@@ -288,6 +290,7 @@ def test_ray_is_imported_only_when_ray_is_used(args: list[str]) -> None:
     assert out.stdout.strip().splitlines()[-1] == "RAY:False", out.stdout[-500:] + out.stderr[-500:]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args", [["run", "plain", "--ray", "auto"], ["sweep", "seeds", "--ray", "auto"], ["recover", "--ray", "auto"]]
 )
@@ -378,6 +381,7 @@ def ray_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     return invoke
 
 
+@pytest.mark.integration
 def test_run_with_ray_refuses_a_changed_capture_exactly_as_run_does_naming_what_changed(ray_cli) -> None:  # noqa: ANN001
     first = ray_cli("run", "plain", "--set", "steps=1")
     assert first.exit_code == 0, first.output
@@ -390,6 +394,7 @@ def test_run_with_ray_refuses_a_changed_capture_exactly_as_run_does_naming_what_
     assert on_ray.output == local.output  # the same decision, the same words, nothing more
 
 
+@pytest.mark.integration
 def test_a_sweep_with_ray_skips_a_succeeded_run_with_the_line_a_local_sweep_prints(ray_cli) -> None:  # noqa: ANN001
     first = ray_cli("sweep", "plain-48", "--seeds", "1", "--set", "steps=1")
     assert first.exit_code == 0, first.output
@@ -403,6 +408,7 @@ def test_a_sweep_with_ray_skips_a_succeeded_run_with_the_line_a_local_sweep_prin
     assert "skipping" not in on_ray.output and "running:" not in on_ray.output
 
 
+@pytest.mark.integration
 def test_the_driver_decides_with_the_configuration_changes_the_local_path_names(ray_cli, tmp_path: Path) -> None:  # noqa: ANN001
     from harness.cluster.driver import RaySweep
     from harness.run.context import RecordingReporter, RunContext, RunOptions

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from support.clones import fresh_clone
+
 REPO = Path(__file__).resolve().parent.parent
 MARK = "<!-- runnable on the simulator -->"
 pytestmark = pytest.mark.integration
@@ -32,8 +34,6 @@ def test_the_readme_marks_blocks_and_each_names_real_commands() -> None:
 
 
 def test_the_readme_blocks_run_as_printed_on_a_fresh_clone(tmp_path: Path) -> None:
-    from test_entry_points import fresh_clone  # moves to tests/support with the tiered tests
-
     venv = Path(sys.prefix)
     if not (venv / "bin" / "harness").exists():
         pytest.skip(f"the tests do not run from a venv with harness installed ({sys.prefix}): `make setup`")

@@ -13,7 +13,10 @@ import time
 from typing import Any
 
 import pytest
-from runlab import Lab, fake_trainer, killed, lab  # noqa: F401  (fixtures)
+
+from support.lab import Lab, killed
+
+pytestmark = pytest.mark.integration
 
 
 def texts(lines: list[str]) -> list[str]:
@@ -119,31 +122,25 @@ def test_two_runs_of_one_run_name_never_share_a_capture(lab: Lab, gpus: Any) -> 
     assert lab.status(run)["state"] == "succeeded" and lab.attempts(run) == [(1, "succeeded")]
 
 
-def test_a_process_run_whose_harness_died_is_recovered_through_its_engine(tmp_path: Any) -> None:
-    lab = Lab(tmp_path, "process")
-    os.environ.update(lab.env)
-    try:
-        run = lab.experiment("bare", scenario="hang")
-        harness = lab.spawn("run", run)
-        lab.wait_for(lambda: lab.metrics(run), what="the first step")
-        harness.send_signal(signal.SIGKILL)
-        harness.wait(30)
-        pid = lab.status(run)["process"]["pid"]
-        time.sleep(0.5)  # the trainer goes on printing without its harness
-        os.kill(pid, 0)
-        result = lab.capture_cli("stop", run)
-        assert result.exit_code == 0, result.output
-        status = lab.status(run)
-        assert status["state"] == "interrupted" and status["exit_code"] == 143
-        assert "stopped by harness recover" in status["error"]
-        lab.wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout_s=10, what="the trainer to be gone")
-        log = texts(lab.log(run))
-        assert log[-1] == "fake trainer: SIGTERM, shutting down" and log.count("INFO still generating") > 1
-        assert lab.objects() == []
-    finally:
-        lab.cleanup()
-        for name in lab.env:
-            os.environ.pop(name, None)
+def test_a_process_run_whose_harness_died_is_recovered_through_its_engine(process_lab: Lab) -> None:
+    lab = process_lab
+    run = lab.experiment("bare", scenario="hang")
+    harness = lab.spawn("run", run)
+    lab.wait_for(lambda: lab.metrics(run), what="the first step")
+    harness.send_signal(signal.SIGKILL)
+    harness.wait(30)
+    pid = lab.status(run)["process"]["pid"]
+    time.sleep(0.5)  # the trainer goes on printing without its harness
+    os.kill(pid, 0)
+    result = lab.capture_cli("stop", run)
+    assert result.exit_code == 0, result.output
+    status = lab.status(run)
+    assert status["state"] == "interrupted" and status["exit_code"] == 143
+    assert "stopped by harness recover" in status["error"]
+    lab.wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout_s=10, what="the trainer to be gone")
+    log = texts(lab.log(run))
+    assert log[-1] == "fake trainer: SIGTERM, shutting down" and log.count("INFO still generating") > 1
+    assert lab.objects() == []
 
 
 def test_logs_of_a_run_whose_harness_died_continue_from_the_engine(lab: Lab) -> None:

@@ -227,7 +227,7 @@ def recover(
     final status is never rewritten. With --ray, the trainers are looked for on
     every node of the cluster (a small task per node asks its engines).
     """
-    from harness.engines import ENGINE_NAMES, engine_named
+    from harness.engines import engine_named, listed_engine_names
     from harness.run.settle import carry_out, plan_all
 
     outside: list = []
@@ -241,7 +241,7 @@ def recover(
         notes = []
         plans = plan_all(
             capture_root(capture_dir, sim),
-            [engine_named(name) for name in ENGINE_NAMES],
+            [engine_named(name) for name in listed_engine_names()],
             notes,
             other_hosts=all_,
             outside=outside if capture_dir is not None else None,

@@ -219,13 +219,13 @@ def recover_on_ray(
     """Plans for the captures whose runs the cluster's nodes still hold (or whose harness is gone), carried out."""
     from harness.cluster.connect import alive_nodes, connect, disconnect
     from harness.cluster.remote import node_engines
-    from harness.engines import ENGINE_NAMES
+    from harness.engines import listed_engine_names
     from harness.run.settle import carry_out, plan_all
 
     ray = connect(address)
     try:
         notes: list[str] = []
-        engines = node_engines(ray, alive_nodes(ray), tuple(ENGINE_NAMES))
+        engines = node_engines(ray, alive_nodes(ray), listed_engine_names())
         plans = plan_all(capture_dir, engines, notes, other_hosts=all_)
         results = [(plan, carry_out(plan, leave_running=leave_running, keep=keep, grace_s=grace_s)) for plan in plans]
     finally:

@@ -293,6 +293,10 @@ class SupervisedRun(_ProcessGroup):
         if live is None:
             if self._supervisor_alive(started):
                 return described(RUNNING)  # ended; the supervisor is recording it
+            # The supervisor's last acts are to record the end and exit: it may have done both since the first look.
+            ended = self._exit()
+            if ended is not None:
+                return described(EXITED, _integer(ended.get("exit_code")), _text(ended.get("finished_at")))
             # The trainer is gone and nobody recorded its end (the supervisor was killed too).
             return described(GONE)
         return described(PAUSED if live["state"] in ("T", "t") else RUNNING)

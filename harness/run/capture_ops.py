@@ -176,12 +176,14 @@ def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> s
 
 def frozen_now(capture: Capture, status: RunStatus) -> Optional[bool]:
     """Whether the engine holds the capture's run frozen now; None when it cannot be asked (another host, no engine)."""
-    from harness.engines import PAUSED, engine_named
+    from harness.engines import PAUSED, engine_named, listed_engine_names
     from harness.run.settle import engine_objects
 
     if status.harness_host not in (None, this_host()):
         return None
     try:
+        if (status.engine or "docker") not in listed_engine_names():
+            return None  # HARNESS_ENGINES leaves it out
         engine = engine_named(status.engine or "docker")
     except HarnessError:
         return None
@@ -308,12 +310,12 @@ def request_stop(
 
 
 def _recover_orphan(capture: Capture, note: Callable[[str], None]) -> RunStatus:
-    from harness.engines import ENGINE_NAMES, engine_named
+    from harness.engines import engine_named, listed_engine_names
     from harness.run.settle import carry_out, engine_objects, plan_recovery
 
     found = capture.status_read()
     assert found.status is not None
-    names = [found.status.engine] if found.status.engine else list(ENGINE_NAMES)
+    names = [found.status.engine] if found.status.engine else list(listed_engine_names())
     problems: list[str] = []
     objects = [
         o for o in engine_objects([engine_named(n) for n in names], problems) if same_attempt(o.attempt_dir, capture)

@@ -43,10 +43,11 @@ def decide_on_capture(plan: Planned, mode: Mode, found: Optional[StatusRead] = N
 
 def leftover_warnings(capture_root: Path, engine_names: Sequence[str]) -> list[str]:
     """Read-only: captures and engine objects `harness recover` would act on (nothing is changed)."""
-    from harness.engines import engine_named
+    from harness.engines import engine_named, listed_engine_names
     from harness.run.settle import plan_all
 
-    engines = [engine_named(name) for name in dict.fromkeys(engine_names)]
+    listed = listed_engine_names()
+    engines = [engine_named(name) for name in dict.fromkeys(engine_names) if name in listed]
     # Only this capture root's leftovers, as `harness recover --capture-dir` sees them: another root's are
     # that root's business (and its own recover's).
     plans = plan_all(capture_root, engines, [], outside=[])
