@@ -60,7 +60,7 @@ def test_restore_makes_the_rerun_current_and_the_summary_follows(lab: Lab) -> No
 @pytest.mark.docker
 def test_a_kept_container_never_blocks_a_later_attempt_or_another_capture_root(
     tmp_path: Path,
-    fake_trainer: str,  # noqa: F811
+    fake_trainer: str,
 ) -> None:
     (tmp_path / "one").mkdir(), (tmp_path / "two").mkdir()
     lab, other = Lab(tmp_path / "one", "docker"), Lab(tmp_path / "two", "docker")
@@ -82,7 +82,7 @@ def test_a_kept_container_never_blocks_a_later_attempt_or_another_capture_root(
 @pytest.mark.docker
 def test_a_container_removed_from_outside_is_recorded_as_such_with_no_endless_hint(
     tmp_path: Path,
-    fake_trainer: str,  # noqa: F811
+    fake_trainer: str,
 ) -> None:
     lab = Lab(tmp_path, "docker")
     try:
