@@ -273,3 +273,29 @@ def test_waiting_for_the_gpu_ends_when_cancelled(tmp_path: Path) -> None:
             waiter.acquire(wait=True, on_wait=asked.append, cancelled=lambda: bool(asked), poll_s=0.01)
         assert err.value.exit_code == 130
         assert asked == ["waiting for the GPU: run holder (harness pid 1 on h) holds it"]
+
+
+def test_an_engine_object_removed_between_the_listing_and_the_look_is_passed_over() -> None:
+    """Another harness may remove its container meanwhile: recover goes on with the others, never fails on it."""
+    from harness.engines import Description
+    from harness.errors import ExitCode, HarnessError
+    from harness.run.settle import engine_objects
+
+    class Gone:
+        def describe(self) -> Description:
+            raise HarnessError("no container 'abc' on the Docker engine", ExitCode.NOT_FOUND)
+
+    class Here:
+        def describe(self) -> Description:
+            return Description("def", "mgl-x", "exited", 0, {"org.miles-gb10-lab.run": "x"}, None, None)
+
+    class TwoObjects:
+        name = "docker"
+
+        def list(self, labels: object) -> list[object]:
+            return [Gone(), Here()]
+
+    notes: list[str] = []
+    found = engine_objects([TwoObjects()], notes)  # type: ignore[list-item]
+
+    assert [obj.id for obj in found] == ["def"] and notes == []

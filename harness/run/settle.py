@@ -62,6 +62,7 @@ from harness.capture.reader import (
 from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, EngineUnavailable, RunHandle
 from harness.engines.logstream import LogPosition
 from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
+from harness.errors import ExitCode, HarnessError
 from harness.fs.paths import not_regular
 from harness.jsontypes import JSONObject
 from harness.run.context import DEFAULT_GRACE_S
@@ -176,7 +177,14 @@ def engine_objects(engines: Sequence[Engine], notes: list[str]) -> list[EngineOb
     for engine in engines:
         try:
             for handle in engine.list({LABEL_RUN: None}):
-                found.append(EngineObject(engine.name, handle, handle.describe()))
+                try:
+                    found.append(EngineObject(engine.name, handle, handle.describe()))
+                except EngineUnavailable:
+                    raise
+                except HarnessError as err:
+                    if err.exit_code != ExitCode.NOT_FOUND:
+                        raise
+                    # Removed between the listing and the look (another harness finished with it): not ours to do.
         except EngineUnavailable as err:
             notes.append(f"{engine.name} engine: {err.message}")
     return found
