@@ -379,7 +379,7 @@ def test_nvml_temperature_drill_pauses_and_resumes_a_process_group(fake_gpu: Fak
         (True, 60.0),
         (False, 60.0),
     ]
-    assert windows[0]["reason"] == "temperature 88.0 C >= pause_at_c 85 C"
+    assert windows[0]["reason"] == "GPU 88.0 C >= pause_at_c 85 C"
 
 
 def test_nvml_a_temperature_drill_pauses_a_run_through_harness_run(fake_gpu: FakeGpu, lab: Lab) -> None:
@@ -413,7 +413,7 @@ def test_nvml_a_temperature_drill_pauses_a_run_through_harness_run(fake_gpu: Fak
         harness.kill()
     assert harness.returncode == 0, out
     windows = read_pauses(lab.captures / run / "pauses.jsonl", [])
-    assert [w.reason for w in windows] == ["temperature 90.0 C >= pause_at_c 85 C", "clock event HwThermalSlowdown"]
+    assert [w.reason for w in windows] == ["GPU 90.0 C >= pause_at_c 85 C", "clock event HwThermalSlowdown"]
     assert all(w.end_us is not None for w in windows)
     guard = json.loads((lab.captures / run / "manifest.json").read_text())["guard"]
     assert guard["guarded"] is True and guard["picked"] == "nvml" and guard["requested"] == "nvml"

@@ -111,7 +111,7 @@ def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_en
 
     opened, closed = jsonl(lab.captures / run / "pauses.jsonl")
     assert opened["end"] is None and closed["start"] == opened["start"]
-    assert opened["reason"] == closed["reason"] == "temperature 90.0 C >= pause_at_c 85 C"
+    assert opened["reason"] == closed["reason"] == "GPU 90.0 C >= pause_at_c 85 C"
     assert closed["peak_c"] == 90.0
     [window] = read_pauses(lab.captures / run / "pauses.jsonl", [])
     assert 0 <= window.start_us - hot_at <= ONE_POLL_SLACK_S * 1e6  # within one poll of the crossing
@@ -136,7 +136,7 @@ def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_en
         "path": str(temp),
         "readable": True,
     }
-    assert f"{run}: PAUSED by the heat guard: temperature 90.0 C >= pause_at_c 85 C" in out
+    assert f"{run}: PAUSED by the heat guard: GPU 90.0 C >= pause_at_c 85 C" in out
     assert f"{run}: resumed by the heat guard: 60.0 C; 1 pause, " in out
 
 

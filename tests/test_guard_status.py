@@ -49,7 +49,7 @@ HOT = GuardReading(
     temp_c=86.5,
     paused=True,
     paused_since=SINCE,
-    reason="temperature 86.5 C >= pause_at_c 85 C",
+    reason="GPU 86.5 C >= pause_at_c 85 C",
     pauses=3,
     paused_s=60.0,
 )
@@ -73,7 +73,7 @@ def test_describe_guard_shows_the_temperature_and_while_paused_since_when_why_an
     assert describe_guard(GuardReading()) == "- C"
     now = parse_time_us(SINCE) + 30_000_000
     assert describe_guard(HOT, now) == (
-        "PAUSED since 12:03:04 (temperature 86.5 C >= pause_at_c 85 C), 86.5 C; 3 pauses, 90 wall s paused"
+        "PAUSED since 12:03:04 (GPU 86.5 C >= pause_at_c 85 C), 86.5 C; 3 pauses, 90 wall s paused"
     )
     assert describe_guard(GuardReading(temp_c=70.0, pauses=1, paused_s=31.4)) == "70.0 C; 1 pause, 31 wall s paused"
 
@@ -92,7 +92,7 @@ def test_plain_progress_says_each_pause_and_resume_once_and_puts_the_temperature
     progress.step(SPEC.run, record(), 1)
     lines = out.getvalue().splitlines()[1:]
     assert lines[:2] == [
-        "e2b: PAUSED by the heat guard: temperature 86.5 C >= pause_at_c 85 C",
+        "e2b: PAUSED by the heat guard: GPU 86.5 C >= pause_at_c 85 C",
         "e2b: resumed by the heat guard: 77.0 C; 3 pauses, 95 wall s paused",
     ]
     assert lines[2].startswith("e2b: step 0 (1/12 complete) | ") and lines[2].endswith(
@@ -119,10 +119,7 @@ def test_the_live_panel_shows_the_heat_guard_row() -> None:
     rendered = io.StringIO()
     Console(file=rendered, width=160).print(progress._render())
     progress.finished(None)
-    assert (
-        "heat guard  PAUSED since 12:03:04 (temperature 86.5 C >= pause_at_c 85 C), 86.5 C; 3 pauses"
-        in rendered.getvalue()
-    )
+    assert "heat guard  PAUSED since 12:03:04 (GPU 86.5 C >= pause_at_c 85 C), 86.5 C; 3 pauses" in rendered.getvalue()
 
 
 # --------------------------------------------------------------------------- harness status
