@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.experiments.store import ExperimentStore
-from harness.run.demo import DEMO_RUNS, WRITE_UP, headline, plan_demo
+from harness.run.demo import DEMO_RUNS, DEMO_START_BELOW_C, WRITE_UP, headline, plan_demo
 from harness.run.plan import plan_runs
 from harness.run.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SimTarget
 from harness.summary.document import SummaryDocument
@@ -76,7 +76,11 @@ def test_the_demo_makes_the_runs_run_sim_makes_so_each_reuses_the_other_s_captur
 
     assert DEFAULT_TIME_SCALE == 0.01  # a 12-step filter run well under a minute (issue: entry points)
     assert [plan.spec.run_id for plan in demo] == [plan.spec.run_id for plan in by_hand]
-    assert [plan.experiment.guard for plan in demo] == [plan.experiment.guard for plan in by_hand]
+    # The same guard, but for the demo's cooled start (which is not in the run id: each still reuses the other's).
+    assert [plan.experiment.guard.start_below_c for plan in demo] == [DEMO_START_BELOW_C] * len(demo)
+    assert [plan.experiment.guard.model_copy(update={"start_below_c": None}) for plan in demo] == [
+        plan.experiment.guard for plan in by_hand
+    ]
 
 
 def test_tiny_time_scales_still_make_a_valid_guard():

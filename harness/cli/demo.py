@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from harness.capture import RunStatus
     from harness.engines.spec import LaunchSpec
     from harness.guard import GuardReading
+    from harness.guard.start import CoolingReading
     from harness.mileslog.records import StepRecord
     from harness.run.decide import Decision
     from harness.run.plan import Planned
@@ -115,6 +116,15 @@ class DemoBoard:
         temp = "-" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
         heat = f"{'PAUSED, ' if reading.paused else ''}{temp}, {reading.pauses} pause{'s' * (reading.pauses != 1)}"
         self.update(run, heat=heat)
+
+    def cooling(self, run: str, reading: "CoolingReading") -> None:
+        """The cooled start: the row says the run waits to cool, and how warm it is; a line when the wait ends."""
+        hottest = reading.hottest
+        heat = f"{hottest[1]:.1f} C ({hottest[0]})" if hottest else "-"
+        if reading.outcome is None:
+            self.update(run, state=f"cooling below {reading.below_c:g} C", heat=heat)
+        else:
+            self.update(run, f"{run}: heat guard: {reading.describe()}", heat=heat)
 
     def finished(self, status: "RunStatus") -> None:
         self.update(

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # annotations only: `harness parse-log` and `--help` need not
     from harness.capture import RunStatus
     from harness.engines.spec import LaunchSpec
     from harness.guard import GuardReading
+    from harness.guard.start import CoolingReading
     from harness.mileslog.records import StepRecord
     from harness.run.decide import Decision
 
@@ -53,7 +54,7 @@ def describe_step(summary: dict[str, Any]) -> str:
 
 
 def describe_guard(reading: "GuardReading", now_us: Optional[int] = None) -> str:
-    """`72.0 C`, or `PAUSED since 12:03:04 (temperature 86.0 C >= pause_at_c 85 C), 81.5 C`; then `2 pauses, 62 wall s paused`."""
+    """`72.0 C`, or `PAUSED since 12:03:04 (GPU 86.0 C >= pause_at_c 85 C), 81.5 C`; then `2 pauses, 62 wall s paused`."""
     from harness.times import parse_time_us
 
     temp = "- C" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
@@ -79,6 +80,9 @@ def guard_change(previous: Optional["GuardReading"], reading: "GuardReading") ->
     if was_paused and not reading.paused:
         return f"resumed by the heat guard: {describe_guard(reading)}"
     return None
+
+
+COOLING_LINE_EVERY_S = 10.0  # piped: a line per this much waiting to cool, besides its first and last
 
 
 def _elapsed(seconds: float) -> str:
@@ -112,6 +116,7 @@ class PlainReporter:
         self.runs: dict[str, _RunView] = {}
         self.current: Optional[_RunView] = None  # the run started last
         self._lock = threading.Lock()
+        self._cooling_said: dict[str, float] = {}  # run -> the wait (s) its last cooling line showed
 
     def _say(self, text: str) -> None:
         with self._lock:
@@ -161,6 +166,16 @@ class PlainReporter:
         if change:
             self._say(f"{run}: {change}")
 
+    def cooling(self, run: str, reading: "CoolingReading") -> None:
+        """The first line of a wait to cool, one every COOLING_LINE_EVERY_S, and how it ended."""
+        said = self._cooling_said.get(run)
+        if reading.outcome is None and said is not None and reading.waited_s - said < COOLING_LINE_EVERY_S:
+            return
+        self._cooling_said[run] = reading.waited_s
+        if reading.outcome is not None:
+            self._cooling_said.pop(run, None)
+        self._say(f"{run}: heat guard: {reading.describe()}")
+
     def finished(self, status: "RunStatus") -> None:
         pass
 
@@ -173,6 +188,7 @@ class RichReporter(PlainReporter):
         super().__init__(say_skips=say_skips)
         self.console = console
         self.live: Any = None
+        self.cooling_live: Any = None  # the wait to cool, before the run's panel starts
 
     @property
     def last(self) -> Optional[dict[str, Any]]:
@@ -217,6 +233,23 @@ class RichReporter(PlainReporter):
         view = self.runs.get(run)
         if view is not None:
             view.reading = reading  # the panel shows it at its next refresh
+
+    def cooling(self, run: str, reading: "CoolingReading") -> None:
+        """A live line while the run waits to cool; the last one stays."""
+        from rich.live import Live
+        from rich.text import Text
+
+        line = Text(f"{run}: heat guard: {reading.describe()}", style="yellow" if reading.outcome is None else "")
+        if reading.outcome is not None:
+            if self.cooling_live is not None:
+                self.cooling_live.stop()
+                self.cooling_live = None
+            self.console.print(line)
+        elif self.cooling_live is None:
+            self.cooling_live = Live(line, console=self.console, refresh_per_second=2, transient=True)
+            self.cooling_live.start()
+        else:
+            self.cooling_live.update(line)
 
     def finished(self, status: "RunStatus") -> None:
         if self.live is not None:
