@@ -10,12 +10,15 @@ sampled every few milliseconds by a watcher thread.
 from __future__ import annotations
 
 import json
+import math
 import re
 import signal
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from harness.capture.reader import read_pauses
 from harness.engines import PAUSED, RUNNING
@@ -220,9 +223,26 @@ def test_the_sim_sensor_heats_the_run_into_real_pauses_and_cools_it_out_of_them(
     assert seen  # the engine really froze it (the watcher may start after the first pause)...
     for first, last in seen:  # ...each time inside a recorded window
         assert any(w.start_us <= first and last <= w.end_us for w in windows)
-    temps = [s["temp_c"] for s in jsonl(lab.captures / run / "guard.jsonl")]
+    temps = [s["gpu_c"] for s in jsonl(lab.captures / run / "guard.jsonl") if "gpu_c" in s]  # samples only
     assert max(temps) >= 85 and min(temps[temps.index(max(temps)) :]) <= 78  # heated into a pause, cooled out
     assert json.loads((lab.captures / run / "manifest.json").read_text())["guard"]["picked"] == "sim"
+
+
+@pytest.mark.integration
+def test_a_sim_run_waits_for_its_warm_cpu_side_to_cool_before_it_starts(process_lab: Lab) -> None:
+    lab = process_lab
+    cpu = {"start_c": 70, "idle_c": 45, "hot_c": 100, "heat_tau_s": 5, "cool_tau_s": 0.5}
+    guard = {"sensor": "sim", "poll_s": 0.05, "min_pause_s": 0.3, "start_below_c": 55, "sim": {"cpu": cpu}}
+    run = lab.experiment("cooled-sim", steps=1, guard=guard)
+
+    done = lab.cli("run", run)
+
+    assert done.exit_code == 0, done.output
+    start = json.loads((lab.captures / run / "manifest.json").read_text())["guard"]["start"]
+    assert start["outcome"] == "cool" and start["temps_c"]["sim_cpu"] < 55 <= 70
+    assert start["waited_s"] >= 0.5 * math.log((70 - 45) / (55 - 45)) * 0.9  # Newton cooling from 70 to 55
+    first = [s for s in jsonl(lab.captures / run / "guard.jsonl") if "zones" in s][0]
+    assert first["zones"]["sim_cpu"] < 65  # the run started from where the wait left it (then heats: tau 5 s)
 
 
 def test_a_named_sensor_that_cannot_read_stops_the_run_before_anything_starts(lab: Lab, tmp_path: Path) -> None:

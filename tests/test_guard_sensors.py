@@ -257,3 +257,40 @@ def test_open_sensor_file_that_cannot_be_read_is_one_line_error(tmp_path: Path) 
     assert str(err.value) == (
         f"guard.sensor file:{tmp_path / 'junk'}: {tmp_path / 'junk'} does not start with a temperature in C ('hot')"
     )
+
+
+def test_guard_probe_shows_each_zone_s_trip_points_and_where_the_guard_would_pause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.guard import probe
+    from harness.guard.samples import SensorUnavailable as Unavailable
+
+    def no_driver() -> object:
+        raise Unavailable("NVML: no NVIDIA driver (libnvidia-ml.so.1 not found)")
+
+    monkeypatch.setattr(probe, "probe_nvml", no_driver)  # the zones alone, on any machine
+    root = zones(tmp_path / "thermal", 45000, 61000)
+    trips(root, 0, ("passive", 95000), ("critical", 104500))
+    env = {"HARNESS_THERMAL_ROOT": str(root), "COLUMNS": "200"}
+    shown = CliRunner().invoke(app, ["guard", "probe"], env=env)
+    assert shown.exit_code == 0, shown.output
+    lines = [" ".join(line.split()) for line in shown.output.splitlines()]
+    assert f"thermal zones under {root}" in lines
+    assert (
+        "thermal_zone0 acpitz-0 45.0 C passive 95.0 C, critical 104.5 C 94.5 C, 10 C below its critical point 104.5 C"
+        in lines
+    )
+    assert "thermal_zone1 acpitz-1 61.0 C - pause_at_c 85 C" in lines
+    assert "sensor auto reads: sysfs" in lines
+    found = json.loads(CliRunner().invoke(app, ["guard", "probe", "--json"], env=env).output)
+    zone0 = found["sysfs"]["zones"][0]
+    assert zone0["trips"] == [
+        {"index": 0, "type": "passive", "temp_c": 95.0},
+        {"index": 1, "type": "critical", "temp_c": 104.5},
+    ]
+    assert (zone0["pause_at_c"], zone0["resume_at_c"]) == (94.5, 87.5)

@@ -73,7 +73,9 @@ class SimSensorConfig(_GuardModel):
     hot_c: Temperature = 95.0
     heat_tau_s: float = Field(default=30.0, gt=0)
     cool_tau_s: float = Field(default=15.0, gt=0)
-    throttle_at_c: Temperature = 87.0  # above it the model reports a software thermal slowdown, as GB10 does
+    throttle_at_c: float = (
+        87.0  # above it the model reports a software thermal slowdown, as GB10 does (above hot_c: never)
+    )
     cpu: SimZoneConfig = Field(default_factory=SimZoneConfig)
 
     @model_validator(mode="after")
