@@ -447,6 +447,7 @@ def test_a_zone_past_its_trip_point_s_margin_pauses_the_run_and_the_records_say_
     write_temp(temp, "95000")
     assert guard.poll().action is Action.PAUSE and handle.paused
     assert guard.reading.reason == "thermal_zone3 (soc) 95.0 C >= 94.5 C, 10 C below its critical point 104.5 C"
+    assert guard.reading.temps == (("thermal_zone3 (soc)", 95.0),) and guard.reading.temp_c == 95.0
     clock.now = 3.0
     write_temp(temp, "87000")
     assert guard.poll().action is Action.RESUME and not handle.paused  # 87 C <= 94.5 - (85 - 78)

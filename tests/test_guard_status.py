@@ -251,3 +251,10 @@ def test_status_names_every_runs_host_the_same_way_ray_placed_or_not(tmp_path: P
     header, rows = status_table(tmp_path)
     assert header[-1] == "host"
     assert rows["placed"][-1] == "spark-2" and rows["local"][-1] == "elsewhere"
+
+
+def test_with_zones_watched_progress_names_each_temperature() -> None:
+    both = GuardReading(temp_c=84.4, temps=(("GPU", 70.2), ("CPU (sim)", 84.4)), pauses=2, paused_s=61.0)
+    assert describe_guard(both) == "GPU 70.2 C, CPU (sim) 84.4 C; 2 pauses, 61 wall s paused"
+    one = GuardReading(temp_c=72.0, temps=(("GPU", 72.0),))
+    assert describe_guard(one) == "72.0 C"  # one temperature: as it always read

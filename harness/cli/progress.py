@@ -57,7 +57,10 @@ def describe_guard(reading: "GuardReading", now_us: Optional[int] = None) -> str
     """`72.0 C`, or `PAUSED since 12:03:04 (GPU 86.0 C >= pause_at_c 85 C), 81.5 C`; then `2 pauses, 62 wall s paused`."""
     from harness.times import parse_time_us
 
-    temp = "- C" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
+    if len(reading.temps) > 1:  # the GPU and the zones: each by name (the hottest alone could be any of them)
+        temp = ", ".join(f"{label} {celsius:.1f} C" for label, celsius in reading.temps)
+    else:
+        temp = "- C" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
     paused_s = reading.paused_s
     if reading.paused:
         since = reading.paused_since or ""

@@ -52,6 +52,7 @@ from harness.capture import append_jsonl
 from harness.engines import EXITED, GONE
 from harness.guard.config import GuardConfig
 from harness.guard.policy import (
+    GPU_LABEL,
     Action,
     Decision,
     GuardState,
@@ -199,6 +200,7 @@ class GuardReading:
     pauses: int = 0  # windows opened so far
     paused_s: float = 0.0  # seconds spent in closed windows
     stop_reason: Optional[str] = None  # set when on_max_pause: stop fired
+    temps: tuple[tuple[str, float], ...] = ()  # (label, C) of each temperature read at the last poll
 
 
 class GuardLoop:
@@ -384,7 +386,12 @@ class GuardLoop:
                 state = replace(self._state, peak_c=decision.peak_c)  # still frozen: resume again next poll
         self._state = state
         # A poll without a reading shows none; acting at the max-pause limit (no poll) keeps the last one shown.
-        self._publish(sample.hottest_c if sample is not None else None if record else self._reading.temp_c, decision)
+        if sample is not None:
+            self._publish(sample.hottest_c, decision, _labelled(sample))
+        elif record:
+            self._publish(None, decision, ())
+        else:
+            self._publish(self._reading.temp_c, decision, self._reading.temps)
 
     def _after(self, decision: Decision) -> None:
         """What follows an action, off the lock: the live reading, and a max-pause stop's callback."""
@@ -543,7 +550,7 @@ class GuardLoop:
             peak_c = self._state.peak_c if self._state.paused else self._window_peak_c
             if self._resume(peak_c, "guard stopped"):
                 self._state = replace(self._state, paused=False, paused_at=None, reason=None, peak_c=None)
-                self._publish(self._reading.temp_c, Decision())
+                self._publish(self._reading.temp_c, Decision(), self._reading.temps)
             return
         try:
             if self.handle.is_paused():  # never leave a run frozen, whoever froze it
@@ -604,9 +611,10 @@ class GuardLoop:
         }
         self._append(self.samples_path, record)
 
-    def _publish(self, temp_c: Optional[float], decision: Decision) -> None:
+    def _publish(self, temp_c: Optional[float], decision: Decision, temps: tuple[tuple[str, float], ...]) -> None:
         previous = self._reading
         self._reading = GuardReading(
+            temps=temps,
             temp_c=temp_c,
             paused=self._state.paused,
             paused_since=self._window["start"] if self._window is not None else None,
@@ -633,3 +641,9 @@ class GuardLoop:
             self.notes.append(message)
         if self._on_note is not None:
             self._on_note(message)
+
+
+def _labelled(sample: Sample) -> tuple[tuple[str, float], ...]:
+    """(label, C) of each temperature a sample read: the GPU's first, then each zone's."""
+    gpu = ((GPU_LABEL, sample.temp_c),) if sample.temp_c is not None else ()
+    return gpu + tuple((zone.label, zone.temp_c) for zone in sample.zones if zone.temp_c is not None)

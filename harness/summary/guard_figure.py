@@ -5,7 +5,7 @@ redrawn from a capture, on any machine), as `guard-<run>.svg`:
 
 - every watched temperature over wall time (`guard-temp-gpu`,
   `guard-temp-<zone>`; `guard-temp` for a capture from before zones were
-  watched), minutes since the first sample;
+  watched), since the first sample (seconds under 3 minutes, else minutes);
 - the pause and resume thresholds as lines (`guard-pause-at`,
   `guard-resume-at`), and each zone's own pause point and trip point
   (`guard-limit-<zone>`, `guard-trip-<zone>`);
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 PAUSES_LOG = "pauses.jsonl"
 US_PER_MIN = 60_000_000
+SECONDS_UP_TO_US = 180_000_000  # a record shorter than this is drawn in seconds, a longer one in minutes
 THERMAL_MASK = sum(THERMAL_REASONS.values())
 
 
@@ -84,8 +85,19 @@ class GuardTrace:
         return total
 
     def throttled(self) -> list[tuple[int, Optional[float]]]:
-        """(time, temperature) of each sample that shows a thermal slowdown clock event."""
-        return [(s.t_us, s.temp_c) for s in self.log.samples if s.reasons and s.reasons & THERMAL_MASK]
+        """(time, the GPU's temperature) of each sample that shows a thermal slowdown clock event (the GPU's)."""
+        return [
+            (s.t_us, s.gpu_c if s.gpu_c is not None else s.temp_c)
+            for s in self.log.samples
+            if s.reasons and s.reasons & THERMAL_MASK
+        ]
+
+    @property
+    def span_us(self) -> int:
+        """From the first sample (or window) to the last."""
+        t0 = self.t0_us
+        ends = [s.t_us for s in self.log.samples] + [w.end_us for w in self.windows]
+        return max(ends) - t0 if ends and t0 is not None else 0
 
 
 def read_guard_trace(directory: Path) -> GuardTrace:
@@ -140,7 +152,7 @@ def guard_text(run: str, trace: GuardTrace) -> tuple[str, str]:
         limits = "(this record predates the guard writing its thresholds)"
     samples = len(log.samples)
     caption = (
-        f"Every temperature the guard watched ({', '.join(watched) or 'none recorded'}) over wall minutes{since}, "
+        f"Every temperature the guard watched ({', '.join(watched) or 'none recorded'}) over wall time{since}, "
         f"{limits}; pause windows shaded; thermal slowdown clock events marked x. "
         f"Drawn from {GUARD_LOG} ({samples} sample{'' if samples == 1 else 's'}: one per poll while hot or paused, "
         f"sparser while cool) and {PAUSES_LOG}."
@@ -166,9 +178,10 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
     axes.grid(True, alpha=0.3)
     t0 = trace.t0_us or 0
     log = trace.log
+    unit_us, unit = (1_000_000, "s") if trace.span_us < SECONDS_UP_TO_US else (US_PER_MIN, "min")
 
-    def minutes(t_us: int) -> float:
-        return (t_us - t0) / US_PER_MIN
+    def minutes(t_us: int) -> float:  # on the axis's unit: seconds for a short record, else minutes
+        return (t_us - t0) / unit_us
 
     for i, window in enumerate(trace.windows):
         axes.axvspan(
@@ -256,7 +269,7 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
             label=f"thermal slowdown clock event ({len(throttled)} samples)",
             gid="guard-throttle",
         )
-    axes.set_xlabel("wall time since the first sample (min)")
+    axes.set_xlabel(f"wall time since the first sample ({unit})")
     axes.set_ylabel("temperature (C)")
     if axes.has_data():
         axes.legend(loc="best", fontsize=7.5)
