@@ -51,7 +51,7 @@ class CoolingReading:
         return max(self.temps, key=lambda temp: temp[1]) if self.temps else None
 
     def describe(self) -> str:
-        """`waiting to cool below 50 C: CPU (sim) 57.3 C, GPU 44.1 C; waited 12 s of 600 s`."""
+        """`waiting to cool below 50 C: GPU 44.1 C, CPU (sim) 57.3 C; waited 12 s of 600 s` (tenths under 10 s)."""
         shown = ", ".join(f"{label} {temp:.1f} C" for label, temp in self.temps) or "no reading"
         head = {
             None: "waiting to cool",
@@ -62,7 +62,8 @@ class CoolingReading:
             "read": "read",
             "unread": "could not read",
         }[self.outcome]
-        return f"{head} below {self.below_c:g} C: {shown}; waited {self.waited_s:.0f} s of {self.timeout_s:g} s"
+        waited = f"{self.waited_s:.1f}" if self.waited_s < 10 else f"{self.waited_s:.0f}"
+        return f"{head} below {self.below_c:g} C: {shown}; waited {waited} s of {self.timeout_s:g} s"
 
 
 @dataclass
