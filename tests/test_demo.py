@@ -133,12 +133,15 @@ def check_demo_output(output: str, captures: Path, steps: int, shown: Path | Non
         manifest = json.loads((captures / run / "manifest.json").read_text())
         assert manifest["experiment"]["guard"]["sensor"] == "sim"
         assert manifest["experiment"]["container"]["gpus"] == "none"
+        start = manifest["guard"]["start"]  # a cooled start: the simulated host starts warm, each run waits
+        assert start["outcome"] == "cool" and start["hottest_c"] < DEMO_START_BELOW_C, run
     summary = json.loads((captures / "summary" / "miles-gb10-lab.json").read_text())
     assert sorted(summary["runs"]) == sorted(WRITE_UPS_RUNS)
     assert [c["run"] for c in summary["comparisons"]] == ["e2b-dapo-filter"]
     assert (captures / "summary" / "report.md").is_file()
     figures = sorted(p.name for p in (captures / "summary").glob("*.svg"))
-    assert figures == ["reward-e2b-dapo-filter.svg", "rollout-time-e2b-dapo-filter.svg"]
+    guard = sorted(f"guard-{run}.svg" for run in WRITE_UPS_RUNS)  # the heat guard's figure of each run
+    assert figures == sorted(["reward-e2b-dapo-filter.svg", "rollout-time-e2b-dapo-filter.svg", *guard])
     assert "headline numbers" in output and "write-up (GB10)" in output
     shown = shown or captures
     assert f"summary JSON  {shown / 'summary' / 'miles-gb10-lab.json'}" in output
