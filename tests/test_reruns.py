@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from support.messages import messages
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEAD_DOCKER = "unix:///nonexistent/docker.sock"
@@ -49,7 +50,8 @@ def sim_run(env, captures: Path, *args: str, command: str = "run", experiment: s
 
 
 def error_lines(output: str) -> list[str]:
-    return [line for line in output.splitlines() if line.startswith("error:")]
+    """The error messages in the output, each whole (the renderer fits them to 80 columns here)."""
+    return [message for message in messages(output) if message.startswith("error:")]
 
 
 @pytest.mark.integration
@@ -173,7 +175,7 @@ def test_simulated_captures_never_go_to_the_lab_s_real_root_nor_real_ones_to_the
         done = harness(env, *args, "--dry-run") if args[0] != "demo" else harness(env, *args)
 
         assert done.exit_code == 2, (args, done.output)
-        (line,) = done.output.strip().splitlines()
+        (line,) = messages(done.output)
         assert "one summary would mix" in line, line
 
 

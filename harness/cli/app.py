@@ -143,29 +143,35 @@ def command(*args: Any, on: Optional[typer.Typer] = None, **kwargs: Any) -> Call
 
 
 def fail(message: str, exit_code: int) -> NoReturn:
-    """Print one error line on stderr and exit."""
-    from rich.console import Console
-    from rich.markup import escape
-
-    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(f"[red]error:[/red] {escape(message)}")
+    """Print the error on stderr (one line when it fits: harness.cli.messages) and exit."""
+    say(message, label="error", style="red")
     raise typer.Exit(int(exit_code))
 
 
 def note(message: str) -> None:
-    """Print one line for the user on stderr (what was chosen for them), leaving stdout to the results."""
-    from rich.console import Console
-
-    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(message, markup=False)
+    """Tell the user something on stderr (what was chosen for them), leaving stdout to the results."""
+    say(message)
 
 
 def warn(message: str) -> None:
-    """Print one warning line on stderr."""
-    from rich.console import Console
-    from rich.markup import escape
+    """Print a warning on stderr."""
+    say(message, label="warning", style="yellow")
 
-    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
-        f"[yellow]warning:[/yellow] {escape(message)}"
-    )
+
+def say(message: str, *, label: str = "", style: str = "") -> None:
+    """One message on stderr, fitted to the width by the one renderer (harness.cli.messages)."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from harness.cli.messages import message_lines, output_width
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+    prefix = f"{label}: " if label else ""
+    for number, line in enumerate(message_lines(prefix, message, output_width(console.is_terminal, console.width))):
+        text = Text(line)
+        if number == 0 and label:
+            text.stylize(style, 0, len(label) + 1)
+        console.print(text)
 
 
 def stdout() -> "Any":
