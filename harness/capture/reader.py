@@ -190,7 +190,7 @@ def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:
     capture_dir = Path(capture_dir)
     if not capture_dir.is_dir():
         return runs, skipped
-    for path in sorted(capture_dir.iterdir()):
+    for path in sorted(capture_dir.iterdir(), key=lambda path: natural_key(path.name)):
         if not is_run_name(path.name):
             continue
         if path.is_symlink():
@@ -205,6 +205,11 @@ def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:
         else:
             skipped.append(Skipped(path.name, "no status.json, so not a run"))
     return runs, skipped
+
+
+def natural_key(name: str) -> tuple[tuple[int, int, str], ...]:
+    """A sort key that puts `plain-48-s2` before `plain-48-s10`: digit runs compare as numbers."""
+    return tuple((1, int(part), "") if part.isdigit() else (0, 0, part) for part in re.split(r"([0-9]+)", name) if part)
 
 
 def link_problem(run_path: Path) -> Optional[str]:

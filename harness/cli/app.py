@@ -22,6 +22,30 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+
+def _version(asked: bool) -> None:
+    if asked:
+        from harness.run.provenance import version_line
+
+        typer.echo(version_line())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_version,
+            help="Print the version, the code's git sha, Python, and whether Docker and NVML answer; exit.",
+        ),
+    ] = False,
+) -> None:
+    """Run, guard and summarize Miles RL experiments on an NVIDIA GB10."""
+
+
 ExperimentsDir = Annotated[
     Path,
     typer.Option(
@@ -97,6 +121,20 @@ def capture_root(capture_dir: Optional[Path], sim: bool) -> Path:
     if capture_dir is not None:
         return capture_dir
     return SIM_CAPTURE_DIR if sim else DEFAULT_CAPTURE_DIR
+
+
+def sim_root_hint(capture_dir: Path, run: Optional[str] = None) -> str:
+    """Where to look instead, when the real root was looked in and the simulator's has what was wanted ("": no)."""
+    from harness.capture import find_runs
+
+    if Path(capture_dir).resolve() != DEFAULT_CAPTURE_DIR.resolve() or not SIM_CAPTURE_DIR.is_dir():
+        return ""
+    names = [path.name for path in find_runs(SIM_CAPTURE_DIR)[0]]
+    if run is not None:
+        return f"; {SIM_CAPTURE_DIR} has it: add --sim" if run in names else ""
+    if not names:
+        return ""
+    return f"; {SIM_CAPTURE_DIR} has {len(names)} simulated run{'s' if len(names) != 1 else ''}: add --sim"
 
 
 F = TypeVar("F", bound=Callable[..., Any])

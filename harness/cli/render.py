@@ -39,11 +39,24 @@ def print_sweep(console: Any, results: Sequence["SweepResult"]) -> None:
             result.decision.action,
             status.state if status else "-",
             steps,
-            result.decision.reason,
+            sweep_reason(result),
         )
         rows.append(tuple(Text(cell) for cell in cells))  # Text: a reason quoting a log line is never markup
     columns = [Column("run"), Column("action"), Column("state"), Column("steps", "right"), Column("reason", wrap=True)]
     print_table(console, columns, rows, title="sweep")
+
+
+def sweep_reason(result: "SweepResult") -> str:
+    """Why a run of a sweep ended as it did: for one that ran, how it ended (never the reason it was started,
+    which was true only before it ran); for one that was skipped, why."""
+    status = result.status
+    if result.decision.action != "run":
+        return result.decision.reason
+    if status is None:
+        return "not started"
+    if status.state == "succeeded":
+        return f"ran as attempt {status.attempt}" if status.attempt else "ran"
+    return status.error or f"exit code {status.exit_code}"
 
 
 def print_sweep_plan(plans: Sequence["Planned"], decisions: Sequence["Decision"], mode: str, *, as_json: bool) -> None:

@@ -93,8 +93,10 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
             return SweepResult(decision, found.status)
         problems = engine.preflight(spec)
         if problems:
+            # Without a GPU, image or data here, the same run still runs on the simulator: say how.
+            hint = "" if plan.sim is not None else "; on the simulator instead: --sim (make: SIM=1)"
             raise HarnessError(
-                f"run {spec.run} not started: " + "; ".join(p.message for p in problems), problems[0].exit_code
+                f"run {spec.run} not started: " + "; ".join(p.message for p in problems) + hint, problems[0].exit_code
             )
         ctx.code_facts()  # before the GPU is taken: git and NVML may take a moment
         with GpuLock(plan.experiment.container.gpus, owner) as gpu_lock:

@@ -67,3 +67,27 @@ def harness_facts() -> JSONObject:
         "host": socket.gethostname(),
         "python": sys.version.split()[0],
     }
+
+
+def version_line() -> str:
+    """`harness --version`: the version, the code's git sha, Python, and whether Docker and NVML answer."""
+    from harness.engines.dockerapi import DockerApi, DockerApiError
+
+    code = git_facts(Path(__file__).resolve().parent.parent.parent)
+    sha = code.get("git_sha")
+    git = f"git {str(sha)[:12]}{' (dirty)' if code.get('git_dirty') else ''}" if sha else "git: not a checkout"
+    api = DockerApi(timeout_s=2.0)
+    try:
+        status, answer = api.get("/version")
+        engine = answer.get("Version") if isinstance(answer, dict) else None
+        docker = f"Docker {engine} at {api.host}" if status == 200 and engine else f"Docker: no answer at {api.host}"
+    except DockerApiError:
+        docker = f"Docker: no answer at {api.host}"
+    nvml = nvml_probe()
+    gpus = nvml.get("gpus")
+    if nvml.get("available"):
+        names = ", ".join(str(name) for name in gpus) if isinstance(gpus, list) else "?"
+        nvml_text = f"NVML driver {nvml.get('driver_version')} ({names or 'no GPU'})"
+    else:
+        nvml_text = "NVML: not available"
+    return f"harness {__version__}, {git}, Python {sys.version.split()[0]}, {docker}, {nvml_text}"
