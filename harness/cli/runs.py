@@ -153,7 +153,9 @@ def plan_from_cli(
     return plans
 
 
-def _context(plans: Sequence["Planned"], capture_dir: Path, options: "RunOptions", *, say_skips: bool) -> Any:
+def _context(
+    plans: Sequence["Planned"], capture_dir: Path, options: "RunOptions", *, say_skips: bool, verbose: bool
+) -> Any:
     """Warn about leftovers `harness recover` would settle; the console and the runs' context."""
     from harness.cli.progress import reporter_for
     from harness.run.context import RunContext
@@ -162,7 +164,11 @@ def _context(plans: Sequence["Planned"], capture_dir: Path, options: "RunOptions
     for message in leftover_warnings(capture_dir, [plan.spec.engine for plan in plans]):
         warn(message)
     console = stdout()
-    return console, RunContext(options=options, reporter=reporter_for(console, say_skips=say_skips))
+    title = f"{len(plans)} runs" if len(plans) > 1 else ""
+    reporter = reporter_for(
+        console, say_skips=say_skips, verbose=verbose, specs=[plan.spec for plan in plans], title=title
+    )
+    return console, RunContext(options=options, reporter=reporter)
 
 
 GraceOption = Annotated[
@@ -197,6 +203,9 @@ SimEngineOption = Annotated[
         metavar="|".join(SIM_ENGINE_CHOICES),
         help="With --sim: auto (Docker where the sim image is built, else a process), docker or process.",
     ),
+]
+VerboseOption = Annotated[
+    bool, typer.Option("-v", "--verbose", help="Also a line for each pause and resume (else the step lines sum them).")
 ]
 NameOption = Annotated[
     Optional[str],
@@ -276,6 +285,7 @@ def run(
     seed: SeedOption = None,
     set_: SetOption = None,
     name: NameOption = None,
+    verbose: VerboseOption = False,
     ray: RayOption = None,
     nodes: NodesOption = 1,
 ) -> Optional[ExitCode]:
@@ -303,7 +313,7 @@ def run(
             warn(f"pre-flight: {problem}")
         print_spec(plan.spec, as_json=json_)
         return None
-    _, ctx = _context([plan], capture_dir, options, say_skips=False)
+    _, ctx = _context([plan], capture_dir, options, say_skips=False, verbose=verbose)
     with stop_on_signals(ctx.stop, ctx.reporter.note):
         result = run_planned(plan, ctx)
     if result.decision.action == "skip" and not result.decision.refused and _succeeded(result.status):
@@ -353,6 +363,7 @@ def sweep(
     capture_dir: CaptureDirOrSim = None,
     set_: SetOption = None,
     name: NameOption = None,
+    verbose: VerboseOption = False,
     ray: RayOption = None,
 ) -> Optional[ExitCode]:
     from harness.errors import HarnessError
@@ -379,7 +390,7 @@ def sweep(
         from harness.cli.cluster import run_on_ray
 
         return run_on_ray(plans, address=ray, options=options, single=False)
-    console, ctx = _context(plans, capture_dir, options, say_skips=True)
+    console, ctx = _context(plans, capture_dir, options, say_skips=True, verbose=verbose)
     with stop_on_signals(ctx.stop, ctx.reporter.note):
         results = run_sweep(plans, ctx)
     print_sweep(console, results)
