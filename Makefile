@@ -21,6 +21,8 @@ FORCE ?=
 ARGS ?=
 # NAME=: run (or sweep) the configuration under a run name of its own (--name), e.g. a variant with ARGS="--set ...".
 NAME ?=
+# PARALLEL=N: a sweep's runs N at a time where they take no GPU; on the simulator every seed at once by default.
+PARALLEL ?= $(if $(sim_on),$(words $(SEEDS)))
 force_on := $(filter-out 0 no false,$(FORCE))
 RUN_FLAGS = $(SIM_FLAGS) $(if $(force_on),--force) $(if $(NAME),--name '$(NAME)') $(ARGS)
 # The smoke run's captures stay apart from the lab's, so no summary of capture/gpu or
@@ -118,8 +120,8 @@ data: setup ## download the model and the data set into data/ (or MILES_LAB_DATA
 run: setup $(if $(sim_on),sim-ready) ## run one experiment on the GPU: make run EXP=e2b-dapo-filter (SIM=1, FORCE=1, NAME=, ARGS=...)
 	$(HARNESS) run $(EXP) $(RUN_FLAGS)
 
-sweep: setup $(if $(sim_on),sim-ready) ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3" (SIM=1, FORCE=1, NAME=, ARGS=...)
-	$(HARNESS) sweep $(EXP) --seeds $(SEEDS) $(RUN_FLAGS)
+sweep: setup $(if $(sim_on),sim-ready) ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3" (SIM=1, FORCE=1, NAME=, PARALLEL=, ARGS=...)
+	$(HARNESS) sweep $(EXP) --seeds $(SEEDS) $(if $(PARALLEL),--parallel $(PARALLEL)) $(RUN_FLAGS)
 
 status: setup ## every capture: state, steps, pauses, exit code (SIM=1: the simulator's)
 	$(HARNESS) status $(if $(sim_on),--sim)

@@ -353,6 +353,16 @@ def sweep(
     fail_fast: Annotated[
         bool, typer.Option("--fail-fast", help="Stop the sweep at the first run that does not succeed.")
     ] = False,
+    parallel: Annotated[
+        int,
+        typer.Option(
+            "--parallel",
+            min=1,
+            metavar="N",
+            help="Runs at a time when none takes a GPU (on the simulator, or gpus: none); GPU runs go one per "
+            "GPU whatever N is.",
+        ),
+    ] = 1,
     no_wait: NoWaitOption = False,
     keep: KeepOption = False,
     grace_s: GraceOption = 60.0,
@@ -369,7 +379,7 @@ def sweep(
     from harness.errors import HarnessError
     from harness.run.context import RunOptions
     from harness.run.decide import refuse_before_starting
-    from harness.run.lifecycle import decide_on_capture, exit_code_for, run_sweep, stop_on_signals
+    from harness.run.lifecycle import decide_on_capture, exit_code_for, run_sweep, stop_on_signals, takes_no_gpu
 
     if retry and force:
         raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
@@ -385,7 +395,11 @@ def sweep(
         print_sweep_plan(plans, decisions, mode, as_json=json_)
         return None
     refuse_before_starting(decisions)
-    options = RunOptions(mode=mode, fail_fast=fail_fast, wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
+    options = RunOptions(
+        mode=mode, fail_fast=fail_fast, wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s, parallel=parallel
+    )
+    if parallel > 1 and not all(takes_no_gpu(plan) for plan in plans):
+        note(f"--parallel {parallel}: these runs take a GPU, so they go one per GPU, as its lock has them")
     if ray:
         from harness.cli.cluster import run_on_ray
 
