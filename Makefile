@@ -14,7 +14,10 @@ SEEDS ?= 1 2 3
 SIM ?=
 SIM_TIME_SCALE ?=
 sim_on := $(filter-out 0 no false,$(SIM))
-SIM_FLAGS = $(if $(sim_on),--sim $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_SCALE)))
+# SIM_ENGINE=docker|process: what runs the simulator (empty: Docker where the sim image is, else a process);
+# CI's smoke job says docker, so a run that fell back to a process fails rather than proving nothing of the image.
+SIM_ENGINE ?=
+SIM_FLAGS = $(if $(sim_on),--sim $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_SCALE)) $(if $(SIM_ENGINE),--sim-engine $(SIM_ENGINE)))
 # run, sweep and demo: FORCE=1 reruns a run whose capture succeeded (--force); ARGS=
 # passes more flags to run and sweep, e.g. ARGS="--max-minutes 30 --set steps=4".
 FORCE ?=
