@@ -6,25 +6,18 @@ columns; the piped ones read its stdout through a pipe.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
 import re
 import shutil
-import struct
-import subprocess
-import sys
-import termios
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from support.terminal import ANSI, BOX, in_terminal, piped
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LAB = REPO_ROOT / "tests" / "data" / "captures" / "lab"
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-BOX = re.compile("[\u2500-\u257f]")  # box-drawing characters
 
 RUNS = {  # run -> (state, steps, exit code)
     "e2b-dapo-filter-s3": ("succeeded", "12/12", "0"),
@@ -32,47 +25,6 @@ RUNS = {  # run -> (state, steps, exit code)
     "e6a-base": ("interrupted", "3/12", "-"),
     "plain": ("failed", "0/12", "1"),
 }
-
-
-def harness_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR")}
-    return {**env, "PYTHONPATH": str(REPO_ROOT), "TERM": "xterm-256color"}
-
-
-def in_terminal(argv: list[str], columns: int = 80, cwd: Path = REPO_ROOT) -> str:
-    """The command's output in a pseudo-terminal `columns` wide, escape sequences removed."""
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "harness", *argv],
-        cwd=cwd,
-        env=harness_env(),
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        close_fds=True,
-    )
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the command has ended and closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(leader)
-    assert process.wait(timeout=60) == 0, b"".join(chunks).decode()
-    return ANSI.sub("", b"".join(chunks).decode().replace("\r\n", "\n"))
-
-
-def piped(argv: list[str], cwd: Path = REPO_ROOT) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", *argv], cwd=cwd, env=harness_env(), capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @pytest.fixture(scope="module")

@@ -213,16 +213,26 @@ def say(message: str, *, label: str = "", style: str = "") -> None:
 
 
 def stdout() -> "Any":
-    """A rich console on stdout that never wraps machine-readable text, and goes quiet when its reader leaves."""
+    """A rich console on stdout: what it prints is wrapped at spaces to the width (harness.cli.messages), a word
+    longer than the width kept whole; `soft_wrap=True` keeps a line as it is (machine-readable text); it goes
+    quiet when its reader leaves."""
     from rich.console import Console
 
+    from harness.cli.messages import output_width
+
     class StdoutConsole(Console):
+        def print(self, *objects: Any, **options: Any) -> None:  # noqa: A003  (rich's own name)
+            options.setdefault("overflow", "ignore")  # never cut a path or a command in two
+            super().print(*objects, **options)
+
         def on_broken_pipe(self) -> None:
             # Rich exits here; a run or sweep must go on (its capture is the record), so only go quiet.
             self.quiet = True
             discard_stdout()
 
-    return StdoutConsole(highlight=False, soft_wrap=True, emoji=False)
+    console = StdoutConsole(highlight=False, soft_wrap=False, emoji=False)
+    console.width = output_width(console.is_terminal, console.width)
+    return console
 
 
 def reader_has_left() -> bool:

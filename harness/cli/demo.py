@@ -152,7 +152,7 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, r
     for comparison in document.comparisons:
         console.print(
             Text(f"{comparison.run} against {comparison.baseline}: {comparison.reward.verdict}"),
-            soft_wrap=not console.is_terminal,
+            overflow="ignore",
         )
     console.print()
     console.print(Text(f"summary JSON  {published.summary_path}"))

@@ -229,36 +229,49 @@ RUN_HELP = f"""Run one experiment in a container on the GPU, capture it, and exi
 
 \b
 Examples:
-  make run EXP=e2b-dapo-filter              (= harness run e2b-dapo-filter)
-  harness run e2b-dapo-filter --dry-run     (what would start; starts nothing)
-  make run EXP=e2b-dapo-filter SIM=1        (= harness run e2b-dapo-filter --sim)
-  make run EXP=plain NAME=plain-4 ARGS="--set steps=4"   (= harness run plain --name plain-4 --set steps=4)
-  make smoke                                (the GPU smoke test: harness run smoke --force)
-  make smoke SIM=1                          (the same on the simulator, as CI runs it)
+  make run EXP=e2b-dapo-filter
+      = harness run e2b-dapo-filter
+  harness run e2b-dapo-filter --dry-run
+      what would start; starts nothing
+  make run EXP=e2b-dapo-filter SIM=1
+      = harness run e2b-dapo-filter --sim
+  make run EXP=plain NAME=plain-4 ARGS="--set steps=4"
+      = harness run plain --name plain-4 --set steps=4: a variant
+  make smoke
+      the GPU smoke test: harness run smoke --force
+  make smoke SIM=1
+      the same on the simulator, as CI runs it
 
 Without an experiment: ${EXPERIMENT_ENV}, else {DEFAULT_EXPERIMENT}. With --sim
 the simulated trainer runs instead of Miles (docs/simulator.md), guarded
 on simulated heat: the run `make demo` makes, under capture/sim. A capture
 that succeeded with another configuration is refused, naming what changed
-(--force reruns it). The smoke run's captures go under capture/smoke.
+(--force reruns it as a new attempt; --name runs it under a name of its
+own). The smoke run's captures go under capture/smoke.
 """
 
-SWEEP_HELP = f"""Run an experiment over seeds, one after another; succeeded runs are skipped unless --force.
+SWEEP_HELP = f"""Run an experiment over seeds; succeeded runs are skipped unless --force.
 
 \b
 Examples:
-  harness sweep --seeds 1 2 3               (the lab's default experiment, {DEFAULT_EXPERIMENT})
+  harness sweep --seeds 1 2 3
+      the lab's default experiment, {DEFAULT_EXPERIMENT}
   harness sweep plain-48 --seeds 1 2 3
   harness sweep --seeds 1 2 3 plain-48
-  harness sweep seeds                       (a sweep file: plain-48 over seeds 1 2 3)
-  make sweep SEEDS="1 2 3"                  (EXP=plain-48 names another experiment)
-  make sweep SIM=1                          (= harness sweep --seeds 1 2 3 --sim)
-  harness sweep plain-48 --seeds 1 2 3 4 --ray auto   (side by side on a Ray cluster's GPUs: docs/cluster.md)
+  harness sweep seeds
+      a sweep file: plain-48 over seeds 1 2 3
+  make sweep SEEDS="1 2 3"
+      EXP=plain-48 names another experiment
+  make sweep SIM=1
+      = harness sweep --seeds 1 2 3 --sim --parallel 3
+  harness sweep plain-48 --seeds 1 2 3 4 --ray auto
+      side by side on a Ray cluster's GPUs: docs/cluster.md
 
 --seeds takes every number that follows it. Without an experiment:
 ${EXPERIMENT_ENV}, else {DEFAULT_EXPERIMENT}; the choice is printed first.
-A run whose capture succeeded with another configuration is refused before
-any starts (exit 2, naming what changed), unless --force.
+Runs go one after another, or --parallel N at a time where none takes a
+GPU. A run whose capture succeeded with another configuration is refused
+before any starts (exit 2, naming what changed), unless --force.
 """
 
 

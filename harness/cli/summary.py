@@ -70,7 +70,7 @@ def summarize_command(
         console.print(
             f"[bold]{escape(comparison.run)}[/bold] against {escape(comparison.baseline)}: "
             f"{escape(comparison.reward.verdict)}",
-            soft_wrap=not console.is_terminal,
+            overflow="ignore",
         )
     console.print(f"wrote {escape(str(published.summary_path))}")
     for path in published.figures:

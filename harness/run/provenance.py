@@ -70,24 +70,21 @@ def harness_facts() -> JSONObject:
 
 
 def version_line() -> str:
-    """`harness --version`: the version, the code's git sha, Python, and whether Docker and NVML answer."""
+    """`harness --version`, on one line: the version, the code's git sha, Python, whether Docker and NVML answer."""
     from harness.engines.dockerapi import DockerApi, DockerApiError
 
     code = git_facts(Path(__file__).resolve().parent.parent.parent)
     sha = code.get("git_sha")
-    git = f"git {str(sha)[:12]}{' (dirty)' if code.get('git_dirty') else ''}" if sha else "git: not a checkout"
-    api = DockerApi(timeout_s=2.0)
+    git = f" (git {str(sha)[:8]}{'-dirty' if code.get('git_dirty') else ''})" if sha else ""
     try:
-        status, answer = api.get("/version")
+        status, answer = DockerApi(timeout_s=2.0).get("/version")
         engine = answer.get("Version") if isinstance(answer, dict) else None
-        docker = f"Docker {engine} at {api.host}" if status == 200 and engine else f"Docker: no answer at {api.host}"
+        docker = f"Docker {engine}" if status == 200 and engine else "no Docker"
     except DockerApiError:
-        docker = f"Docker: no answer at {api.host}"
+        docker = "no Docker"
     nvml = nvml_probe()
     gpus = nvml.get("gpus")
-    if nvml.get("available"):
-        names = ", ".join(str(name) for name in gpus) if isinstance(gpus, list) else "?"
-        nvml_text = f"NVML driver {nvml.get('driver_version')} ({names or 'no GPU'})"
-    else:
-        nvml_text = "NVML: not available"
-    return f"harness {__version__}, {git}, Python {sys.version.split()[0]}, {docker}, {nvml_text}"
+    count = len(gpus) if isinstance(gpus, list) else 0
+    plural = "s" if count != 1 else ""
+    nvml_text = f"NVML {nvml.get('driver_version')} ({count} GPU{plural})" if nvml.get("available") else "no NVML"
+    return f"harness {__version__}{git}, Python {sys.version.split()[0]}, {docker}, {nvml_text}"
