@@ -62,12 +62,12 @@ demo: ## the whole pipeline on the simulator: 6 runs with heat pauses, summary, 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,export,cluster]'
+	$(BIN)/pip install -q -e '.[dev,export,cluster,board,wandb]'
 	@touch $@
 
 # Said on `make setup` and `make test`, the README's first steps; other targets stay quiet.
 VENV_HINT := harness is installed in $(VENV): run $(BIN)/harness, or 'source $(VENV)/bin/activate' to put harness on PATH
-setup: $(BIN)/harness ## create .venv and install the harness with its test and lint tools and Ray (for --ray)
+setup: $(BIN)/harness ## create .venv and install the harness with its test and lint tools, Ray (--ray), TensorBoard and W&B
 	@$(if $(filter setup test,$(MAKECMDGOALS)),echo "$(VENV_HINT)",:)
 
 test: setup ## run the whole test suite, as CI does (the Docker tests run where an engine answers)
