@@ -1,8 +1,9 @@
 """Board records -> one TensorBoard event file (the TFRecord format, with tensorboardX's protocol buffers).
 
-Scalars are written as float64 tensors of TensorBoard's scalars plugin, so a
-value reads back exactly as metrics.jsonl holds it (a `simple_value` would
-round it to float32). Texts go to the text plugin, images to the image
+Scalars are TensorBoard's classic `simple_value`, which every reader of
+event files takes (TensorBoard's fast loader shows no other kind of scalar
+tensor than a float32 one): TensorBoard holds them as 32-bit floats, the
+capture holds the exact values. Texts go to the text plugin, images to the image
 plugin, hyperparameters to the hparams plugin (a session start, and a session
 end when the run ends). Writes are plain buffered appends flushed once per
 batch: the events are the lesser record, never fsynced (a capture file is).
@@ -111,15 +112,8 @@ class EventFile:
 
     def _scalar(self, record: Scalar) -> object:
         from tensorboardX.proto.summary_pb2 import Summary
-        from tensorboardX.proto.tensor_pb2 import TensorProto
-        from tensorboardX.proto.tensor_shape_pb2 import TensorShapeProto
 
-        tensor = TensorProto(dtype="DT_DOUBLE", double_val=[record.value], tensor_shape=TensorShapeProto())
-        value = Summary.Value(tag=record.tag, tensor=tensor)
-        metadata = self._metadata(record.tag, "scalars")
-        if metadata is not None:
-            value.metadata.CopyFrom(metadata)
-        return Summary(value=[value])
+        return Summary(value=[Summary.Value(tag=record.tag, simple_value=record.value)])
 
     def _text(self, record: Text) -> object:
         from tensorboardX.proto.plugin_text_pb2 import TextPluginData

@@ -18,9 +18,11 @@ into records:
   the power.
 
 Live and replayed, a run's events come in the same order per file, and
-nothing here depends on how the files interleave: the summary's values of a
-step wait until every pause window that began before its rollout ended has
-closed (or the run ended), so they see the same windows either way.
+nothing here depends on how the files interleave beyond what the guard makes
+certain (it writes a window's opening before it freezes the run, so before
+any step that ends after it): the summary's values of a step wait until every
+pause window that began before its rollout ended has closed (or the run
+ended), so they see the same windows either way.
 """
 
 from __future__ import annotations
