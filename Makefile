@@ -78,8 +78,8 @@ test: setup ## run the whole test suite, as CI does (the Docker tests run where 
 # Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: without it pytest rewrites the asserts
 # of every test module again on every run, seconds of the budget.
 TEST_WORKERS ?= 2
-FAST_TIER = not (docker or gpu or ray or integration)
-test-fast: setup ## the fast tier: the tests not marked docker, gpu, ray or integration, under 30 s on 2 cores
+FAST_TIER = not (docker or gpu or ray or integration or browser)
+test-fast: setup ## the fast tier: the tests not marked docker, gpu, ray, integration or browser, under 30 s on 2 cores
 	@SECONDS=0; env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(TEST_WORKERS) --hypothesis-profile=fast \
 		-m "$(FAST_TIER)" && echo "make test-fast: done in $$SECONDS s"
 

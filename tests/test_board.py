@@ -122,7 +122,14 @@ def test_the_summarys_step_values_are_the_summarys(lab_root: Path) -> None:
     _, records = replay_records("e2b-dapo-filter", run_dir)
     table = summarize_run(read_capture(run_dir)).summary.steps
     checked = 0
-    for field in ("rollout_time_adjusted_s", "pause_overlap_s", "dropped_all_right", "dropped_all_wrong", "batches", "reward"):
+    for field in (
+        "rollout_time_adjusted_s",
+        "pause_overlap_s",
+        "dropped_all_right",
+        "dropped_all_wrong",
+        "batches",
+        "reward",
+    ):
         shown = scalars_of(records, f"harness/{field}")
         for step, value in zip(table.step, getattr(table, field)):
             if value is None:
@@ -179,7 +186,9 @@ def test_non_finite_values_are_skipped_and_counted() -> None:
     records = board.feed(("jsonl", "metrics.jsonl", row))
     assert {r.tag for r in records if isinstance(r, Scalar) and not r.tag.startswith("harness/")} == {"ok"}
     assert board.skipped == 3
-    assert "3 non-finite value(s) skipped" in board.skipped_text() and "train/loss (nan) at step 3" in board.skipped_text()
+    assert (
+        "3 non-finite value(s) skipped" in board.skipped_text() and "train/loss (nan) at step 3" in board.skipped_text()
+    )
     end = board.feed(("status", "status.json", {"state": "failed", "ended_at": "2026-01-01T00:02:00Z"}))
     assert any(isinstance(r, Text) and r.tag == "run/skipped" for r in end)
 
@@ -361,7 +370,9 @@ def test_non_finite_lines_from_old_captures_never_reach_the_board(tmp_path: Path
     root = tmp_path / "capture"
     shutil.copytree(LAB / "plain", root / "plain")
     with (root / "plain" / "metrics.jsonl").open("a") as handle:
-        handle.write('{"step": 9, "complete": true, "t_step_end": "2026-11-29T08:20:00Z", "metrics": {"x": NaN, "y": 2}}\n')
+        handle.write(
+            '{"step": 9, "complete": true, "t_step_end": "2026-11-29T08:20:00Z", "metrics": {"x": NaN, "y": 2}}\n'
+        )
     rebuilt = rebuild(root)
     assert "x (not finite) at step 9" in rebuilt.skipped_values["plain"]
     values = read_board(root / "tensorboard").scalars.value.tolist()

@@ -28,6 +28,7 @@ def board_command(
     Every run writes its events there as it runs (docs/tensorboard.md); `harness export --format tensorboard`
     rebuilds them from the captures. TensorBoard is an optional extra: pip install '.[board]'. Ctrl-C stops it.
     """
+    import signal
     import tempfile
 
     from harness.board.names import TENSORBOARD_DIR_NAME
@@ -46,6 +47,7 @@ def board_command(
         )
     chosen = port if port is not None else free_port(LOCALHOST)
     url = f"http://{LOCALHOST}:{chosen}/"
+    signal.signal(signal.SIGTERM, _stop)  # SIGTERM stops TensorBoard too, as Ctrl-C does
     with tempfile.TemporaryFile() as log:
         process = start_tensorboard(logdir, chosen, log)
         try:
@@ -71,6 +73,10 @@ def board_command(
                 except Exception:
                     process.kill()
     return None
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def summary_images(capture_dir: Path, document: "SummaryDocument", *, changed: bool) -> None:
