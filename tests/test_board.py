@@ -115,8 +115,8 @@ def test_every_numeric_miles_metric_of_each_step_at_its_rollout_id(lab_root: Pat
 
 
 def test_the_summarys_step_values_are_the_summarys(lab_root: Path) -> None:
-    from harness.summary.summarize import summarize_run
     from harness.summary.captures import read_capture
+    from harness.summary.summarize import summarize_run
 
     run_dir = lab_root / "e2b-dapo-filter"
     _, records = replay_records("e2b-dapo-filter", run_dir)
