@@ -73,7 +73,7 @@ setup: $(BIN)/harness ## create .venv and install the harness with its test and 
 test: setup ## run the whole test suite, as CI does (the Docker tests run where an engine answers)
 	$(BIN)/pytest -q
 
-# The fast tier: every test not marked docker, gpu, ray or integration, on TEST_WORKERS workers
+# The fast tier: every test not marked docker, gpu, ray, integration or browser, on TEST_WORKERS workers
 # (pytest-xdist), each property test searching a fifth of its examples (tests/support/properties.py).
 # Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: without it pytest rewrites the asserts
 # of every test module again on every run, seconds of the budget.
