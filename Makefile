@@ -67,24 +67,24 @@ demo: ## the whole pipeline on the simulator: 6 runs with heat pauses, summary, 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,export,cluster]'
+	$(BIN)/pip install -q -e '.[dev,export,cluster,board,wandb]'
 	@touch $@
 
 # Said on `make setup` and `make test`, the README's first steps; other targets stay quiet.
 VENV_HINT := harness is installed in $(VENV): run $(BIN)/harness, or 'source $(VENV)/bin/activate' to put harness on PATH
-setup: $(BIN)/harness ## create .venv and install the harness with its test and lint tools and Ray (for --ray)
+setup: $(BIN)/harness ## create .venv and install the harness with its test and lint tools, Ray (--ray), TensorBoard and W&B
 	@$(if $(filter setup test,$(MAKECMDGOALS)),echo "$(VENV_HINT)",:)
 
 test: setup ## run the whole test suite, as CI does (the Docker tests run where an engine answers)
 	$(BIN)/pytest -q
 
-# The fast tier: every test not marked docker, gpu, ray or integration, on TEST_WORKERS workers
+# The fast tier: every test not marked docker, gpu, ray, integration or browser, on TEST_WORKERS workers
 # (pytest-xdist), each property test searching a fifth of its examples (tests/support/properties.py).
 # Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: without it pytest rewrites the asserts
 # of every test module again on every run, seconds of the budget.
 TEST_WORKERS ?= 2
-FAST_TIER = not (docker or gpu or ray or integration)
-test-fast: setup ## the fast tier: the tests not marked docker, gpu, ray or integration, under 30 s on 2 cores
+FAST_TIER = not (docker or gpu or ray or integration or browser)
+test-fast: setup ## the fast tier: the tests not marked docker, gpu, ray, integration or browser, under 30 s on 2 cores
 	@SECONDS=0; env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(TEST_WORKERS) --hypothesis-profile=fast \
 		-m "$(FAST_TIER)" && echo "make test-fast: done in $$SECONDS s"
 

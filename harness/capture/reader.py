@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     from harness.jsontypes import JSONObject, JSONValue
 
 SUMMARY_DIR_NAME = "summary"
+# The board's directories in the capture root (harness.board): TensorBoard's event files, offline W&B runs.
+BOARD_DIR_NAMES = ("tensorboard", "wandb")
 STATUS_NAME = "status.json"
 
 
@@ -173,8 +175,8 @@ class Skipped:
 
 
 def is_run_name(name: str) -> bool:
-    """Whether a name in the capture root can be a run (`summary` and dot-names never are)."""
-    return not name.startswith(".") and name != SUMMARY_DIR_NAME
+    """Whether a name in the capture root can be a run (`summary`, the board's directories and dot-names never are)."""
+    return not name.startswith(".") and name != SUMMARY_DIR_NAME and name not in BOARD_DIR_NAMES
 
 
 def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:

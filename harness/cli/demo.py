@@ -139,6 +139,9 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, r
     from harness.summary.publish import report_from_summary, summarize_to_files
 
     published = summarize_to_files(capture_dir)
+    from harness.cli.board import summary_images
+
+    summary_images(capture_dir, published.document, changed=bool(published.figures))
     report = report_from_summary(published.summary_path)
     document = published.document
     rows = [tuple(Text(cell) for cell in (row.figure, row.demo, row.write_up)) for row in headline(document)]

@@ -123,6 +123,11 @@ class SeedsCommand(TyperCommand):
         return super().parse_args(ctx, spread_seeds(args))
 
 
+def _wandb(wandb: bool) -> list[str]:
+    """`--wandb` as the override it stands for."""
+    return ["export.wandb=offline"] if wandb else []
+
+
 def _succeeded(status: Optional["RunStatus"]) -> bool:
     return status is not None and status.state == "succeeded"
 
@@ -216,6 +221,14 @@ NameOption = Annotated[
         "its own beside the experiment's; make: NAME=).",
     ),
 ]
+WandbOption = Annotated[
+    bool,
+    typer.Option(
+        "--wandb",
+        help="Also write an offline W&B run of each run under <capture dir>/wandb (= --set export.wandb=offline); "
+        "nothing is sent: `wandb sync` uploads it (docs/tensorboard.md).",
+    ),
+]
 ExperimentArgument = Annotated[
     Optional[str],
     typer.Argument(
@@ -299,6 +312,7 @@ def run(
     set_: SetOption = None,
     name: NameOption = None,
     verbose: VerboseOption = False,
+    wandb: WandbOption = False,
     ray: RayOption = None,
     nodes: NodesOption = 1,
 ) -> Optional[ExitCode]:
@@ -309,7 +323,7 @@ def run(
     experiment = chosen_experiment(experiment)
     capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
-    overrides = [*(set_ or ()), *([f"limits.max_minutes={max_minutes}"] if max_minutes else [])]
+    overrides = [*(set_ or ()), *([f"limits.max_minutes={max_minutes}"] if max_minutes else []), *_wandb(wandb)]
     plans = plan_from_cli(
         experiment, experiments_dir, capture_dir, [seed] if seed else [], overrides, target, variant=name
     )
@@ -387,6 +401,7 @@ def sweep(
     set_: SetOption = None,
     name: NameOption = None,
     verbose: VerboseOption = False,
+    wandb: WandbOption = False,
     ray: RayOption = None,
 ) -> Optional[ExitCode]:
     from harness.errors import HarnessError
@@ -401,7 +416,8 @@ def sweep(
     experiment = chosen_experiment(experiment)
     capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
-    plans = plan_from_cli(experiment, experiments_dir, capture_dir, list(seeds or ()), set_ or (), target, variant=name)
+    overrides = [*(set_ or ()), *_wandb(wandb)]
+    plans = plan_from_cli(experiment, experiments_dir, capture_dir, list(seeds or ()), overrides, target, variant=name)
     mode: Mode = "force" if force else "retry" if retry else "cached"
     decisions = [decide_on_capture(plan, mode) for plan in plans]
     if dry_run:

@@ -35,8 +35,8 @@ from harness.secrets import redact_text, shown_env_value
 
 # Keys of the resolved experiment that do not change what a run measures (the
 # guard decides when the run is frozen, and its pauses are taken out of the times;
-# `cluster` only says where Ray places the run).
-_NOT_IN_RUN_ID = ("description", "compare", "limits", "extends", "guard", "cluster")
+# `cluster` only says where Ray places the run; `export`, where its records are shown besides the capture).
+_NOT_IN_RUN_ID = ("description", "compare", "limits", "extends", "guard", "cluster", "export")
 
 
 def compute_run_id(experiment: Experiment, trainer_argv: Sequence[str], image: str, run: Optional[str] = None) -> str:
