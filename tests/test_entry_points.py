@@ -154,7 +154,7 @@ def test_help_shows_the_entry_points_as_typed(command, forms):
 
     assert done.exit_code == 0
     for form in forms:
-        assert form in done.output, form
+        assert form.rstrip() in done.output, form
 
 
 def test_captures_go_under_capture_sim_for_the_simulator_unless_a_directory_is_given(tmp_path):

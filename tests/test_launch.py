@@ -160,7 +160,7 @@ def test_dry_run_shows_extra_args_gpu_request_and_argv_and_starts_nothing() -> N
     )
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert f"MILES_EXTRA_ARGS={FILTER_ARGS}\n" in out
+    assert f"MILES_EXTRA_ARGS={FILTER_ARGS}" in " ".join(out.split())  # fitted to 80 columns, words whole
     assert "gpu request     all GPUs (driver nvidia, capabilities gpu,utility)" in out
     assert "python3 train.py \\" in out
     assert "--over-sampling-batch-size 48\n" in out

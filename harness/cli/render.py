@@ -181,10 +181,13 @@ def print_spec(spec: "LaunchSpec", *, as_json: bool) -> None:
 
 
 def shell_lines(groups: Sequence[Sequence[str]], width: int, *, first: str, more: str) -> list[str]:
-    """A command as shell lines to copy, continued with ` \\`: a group (a flag and its values) per line, its
-    words apart where the group is wider than `width`; a word is never broken."""
+    """A command as shell lines to copy: one line where it fits `width`, else continued with ` \\`, a group (a
+    flag and its values) per line, its words apart where the group is wider than `width`; a word is never broken."""
     import shlex
 
+    whole = shlex.join(word for group in groups for word in group)
+    if len(first) + len(whole) <= width:
+        return [first + whole]
     pieces: list[str] = []
     for group in groups:
         joined = shlex.join(group)
