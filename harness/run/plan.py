@@ -66,6 +66,12 @@ def _mount(volume: str, project_root: str, environ: Mapping[str, str]) -> Mount:
     return Mount(source=source, target=parts["target"], read_only=parts["mode"] == "ro")
 
 
+def container_name(run_id: str, capture_dir: str) -> str:
+    """`mgl-<run id>-<capture tag>`: the run id names the configuration, the tag the capture, so two capture roots
+    running one experiment at once on one Docker engine never ask for the same name."""
+    return f"mgl-{run_id}-{hashlib.sha256(capture_dir.encode()).hexdigest()[:6]}"
+
+
 def plan_launch(
     experiment: Experiment,
     *,
@@ -104,7 +110,7 @@ def plan_launch(
         engine=experiment.engine,
         image=experiment.image,
         command=tuple(experiment.command) if experiment.command else None,
-        container_name=f"mgl-{run_id}",
+        container_name=container_name(run_id, capture_dir),
         trainer_argv=trainer_argv,
         env=env,
         labels={
