@@ -114,7 +114,7 @@ def test_two_runs_of_one_run_name_never_share_a_capture(lab: Lab, gpus: Any) -> 
     out_first, _ = first.communicate(timeout=scaled(120))
     out_second = second.finish()
     assert first.returncode == 0, out_first
-    assert second.returncode == 2, out_second
+    assert second.process.returncode == 2, out_second
     assert "waiting for run twice to end" in out_second and "run twice not started: succeeded" in out_second
     lines = texts(lab.log(run))
     assert len(lines) == len(set(lines)) or lines.count("training done") == 1
