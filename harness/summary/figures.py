@@ -27,9 +27,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from harness.summary.document import Comparison, RunSummary, SummaryDocument
 
@@ -281,9 +282,16 @@ def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
     return figure
 
 
+# Each figure drawn is also shown, as it is, to these (the TensorBoard images of harness.board.images).
+FIGURE_OBSERVERS: ContextVar[tuple[Callable[[Path, "Figure"], None], ...]] = ContextVar("figure_observers", default=())
+
+
 def save_svg(figure: Figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:
     """Write `figure` as SVG (text as text, no date), with its title, caption and fingerprint as metadata."""
     import io
+
+    for observe in FIGURE_OBSERVERS.get():
+        observe(path, figure)
 
     import matplotlib
 
