@@ -134,6 +134,29 @@ def test_the_live_table_says_paused_and_for_how_long_while_the_guard_holds_the_r
     assert row.split()[1] == "paused" and "paused " in row and ", at 86.5 C" in row
 
 
+def test_the_live_table_says_a_run_waits_to_cool_and_the_line_of_how_the_wait_ended_stays() -> None:
+    from harness.guard.start import CoolingReading
+
+    out = io.StringIO()
+    progress = RichReporter(Console(file=out, force_terminal=True, width=160), specs=[SPEC])
+    waiting = CoolingReading(below_c=55.0, timeout_s=600.0, waited_s=12.4, temps=(("GPU", 44.1), ("CPU (sim)", 57.3)))
+    progress.cooling(SPEC.run, waiting)
+    assert progress.live is not None  # the table shows the wait before the run starts
+    rendered = io.StringIO()
+    Console(file=rendered, width=160).print(progress._render())
+    row = next(line for line in rendered.getvalue().splitlines() if line.startswith("e2b "))
+    assert "cooling below 55 C" in row and "57.3 C (CPU (sim)), waited 12 s" in row
+    cooled = CoolingReading(55.0, 600.0, 41.0, (("GPU", 44.0), ("CPU (sim)", 54.8)), outcome="cool")
+    progress.cooling(SPEC.run, cooled)
+    progress.started(SPEC)
+    rendered = io.StringIO()
+    Console(file=rendered, width=160).print(progress._render())
+    row = next(line for line in rendered.getvalue().splitlines() if line.startswith("e2b "))
+    assert row.split()[1] == "running" and "cooling" not in row
+    progress.stop_live()
+    assert "e2b: heat guard: cooled below 55 C: GPU 44.0 C, CPU (sim) 54.8 C; waited 41 s of 600 s" in out.getvalue()
+
+
 # --------------------------------------------------------------------------- harness status
 
 
