@@ -92,7 +92,7 @@ def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_en
     temp = tmp_path / "temp"
     write_temp(temp, "60")
     run = ticking(lab, "drill", file_guard(temp))
-    harness = lab.spawn("run", run)
+    harness = lab.spawn("run", run, "-v")  # piped, a line per pause and resume
     try:
         handle = wait_for_ticks(lab, run)
         watch = EngineWatch(handle)
@@ -129,9 +129,10 @@ def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_en
     assert [n for _, n in ticks] == list(range(150))  # no line lost (or doubled) across the pause
     inside = [n for stamp, n in ticks if first_paused + 200_000 < stamp < last_paused - 200_000]
     assert inside == []  # frozen: nothing printed
-    samples = jsonl(lab.captures / run / "guard.jsonl")
+    samples = [line for line in jsonl(lab.captures / run / "guard.jsonl") if "temp_c" in line]  # not the watch line
     assert [s["temp_c"] for s in samples if s["paused"]] and all(s["temp_c"] == 90.0 for s in samples if s["paused"])
     guard = json.loads((lab.captures / run / "manifest.json").read_text())["guard"]
+    assert guard.pop("start")["outcome"] == "read"  # no cooled start asked for: the temperatures read once
     assert guard == {
         "guarded": True,
         "requested": f"file:{temp}",
@@ -261,7 +262,8 @@ def test_sensor_none_runs_unguarded_and_says_so_in_the_manifest(lab: Lab) -> Non
     result = lab.cli("run", run)
     assert result.exit_code == 0, result.output
     manifest = json.loads((lab.captures / run / "manifest.json").read_text())
-    assert manifest["guard"] == {"guarded": False, "requested": "none", "picked": None}
+    start = {"outcome": "unread", "below_c": None, "waited_s": 0.0, "hottest_c": None, "temps_c": {}}
+    assert manifest["guard"] == {"guarded": False, "requested": "none", "picked": None, "start": start}
     assert not (lab.captures / run / "pauses.jsonl").exists() and not (lab.captures / run / "guard.jsonl").exists()
 
 
