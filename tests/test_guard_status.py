@@ -157,6 +157,17 @@ def test_the_live_table_says_a_run_waits_to_cool_and_the_line_of_how_the_wait_en
     assert "e2b: heat guard: cooled below 55 C: GPU 44.0 C, CPU (sim) 54.8 C; waited 41 s of 600 s" in out.getvalue()
 
 
+def test_a_run_its_wait_to_cool_does_not_start_ends_the_live_table() -> None:
+    """Else a refused run's table would stay live over the error line, the terminal's cursor hidden."""
+    from harness.guard.start import CoolingReading
+
+    progress = RichReporter(Console(file=io.StringIO(), force_terminal=True, width=160), specs=[SPEC])
+    progress.cooling(SPEC.run, CoolingReading(55.0, 1.0, 0.2, (("GPU", 70.0),)))
+    assert progress.live is not None
+    progress.cooling(SPEC.run, CoolingReading(55.0, 1.0, 1.0, (("GPU", 69.0),), outcome="refused"))
+    assert progress.live is None and progress.runs[SPEC.run].state == "not started"
+
+
 # --------------------------------------------------------------------------- harness status
 
 

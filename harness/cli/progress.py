@@ -415,12 +415,16 @@ class RichReporter(PlainReporter):
 
     def cooling(self, run: str, reading: "CoolingReading") -> None:
         """The run's row says it waits to cool and how warm it is (the table starts with the wait); a line when
-        the wait ends."""
-        self._view(run).cooling = reading if reading.outcome is None else None
+        the wait ends (a run it does not start is `not started`, and the table ends when no run is left)."""
+        view = self._view(run)
+        view.cooling = reading if reading.outcome is None else None
         if reading.outcome is None:
             self.start_live()
-        else:
-            self.console.print(f"{run}: heat guard: {reading.describe()}", markup=False, highlight=False)
+            return
+        self.console.print(f"{run}: heat guard: {reading.describe()}", markup=False, highlight=False)
+        if reading.outcome in ("refused", "interrupted"):
+            view.state = "not started"
+            self._stop_when_done()
 
     def stop_live(self) -> None:
         if self.live is not None:
@@ -439,6 +443,9 @@ class RichReporter(PlainReporter):
 
     def finished(self, status: "RunStatus") -> None:
         super().finished(status)
+        self._stop_when_done()
+
+    def _stop_when_done(self) -> None:
         if all(view.state not in ("running", "waiting") for view in self.runs.values()):
             self.stop_live()
 
