@@ -19,7 +19,9 @@ from harness.cli import app
 from harness.guard.config import GuardConfig
 from harness.guard.loop import GuardLoop
 from harness.guard.samples import Limit, Sample, ZoneTemp
+from harness.summary import palette
 from harness.summary.guard_figure import (
+    draw_guard,
     guard_figure_path,
     read_guard_trace,
     render_guard_figure,
@@ -156,6 +158,23 @@ def test_the_figure_shows_every_temperature_the_limits_the_windows_and_the_throt
     assert "pause_at_c 85 C" in legend and "resume_at_c 78 C" in legend
     assert "thermal_zone3 (soc): pauses at 94.5 C" in legend and "critical point 104.5 C" in legend
     assert "thermal slowdown clock event (1 samples)" in legend
+
+
+def test_each_element_takes_its_role_s_colour_from_the_palette(tmp_path: Path) -> None:
+    """Pauses red, resumes teal, the GPU and each zone its own sensor colour, slowdowns black crosses: as in every
+    figure the harness draws."""
+    from matplotlib.colors import to_hex
+
+    figure = draw_guard("run", read_guard_trace(guarded_record(tmp_path / "run")))
+    lines = {line.get_gid(): line for axes in figure.axes for line in axes.get_lines()}
+    shaded = {patch.get_gid(): patch for axes in figure.axes for patch in axes.patches}
+    colour = {gid: to_hex(line.get_color()) for gid, line in lines.items()}
+    assert colour["guard-temp-gpu"] == palette.GPU_TEMPERATURE
+    assert colour["guard-temp-thermal_zone3"] == palette.zone_color(0)
+    assert colour["guard-limit-thermal_zone3"] == colour["guard-trip-thermal_zone3"] == palette.zone_color(0)
+    assert colour["guard-pause-at"] == palette.PAUSED and colour["guard-resume-at"] == palette.RESUMED
+    assert colour["guard-throttle"] == palette.THROTTLED.color and lines["guard-throttle"].get_marker() == "x"
+    assert to_hex(shaded["guard-pause-0"].get_facecolor()) == palette.PAUSED
 
 
 def test_it_is_drawn_again_only_when_its_records_change(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from harness.capture.bounded import MAX_JSONL_BYTES, Unreadable, read_bounded
 from harness.capture.columns import read_pause_windows
 from harness.capture.guardlog import GUARD_LOG, GuardLog, read_guard_log
 from harness.guard.samples import THERMAL_REASONS
+from harness.summary import palette
 from harness.times import format_time_us
 
 if TYPE_CHECKING:
@@ -187,7 +188,7 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
         axes.axvspan(
             minutes(window.start_us),
             minutes(window.end_us),
-            color="tab:red",
+            color=palette.PAUSED,
             alpha=0.15 if not window.open else 0.08,
             lw=0,
             label="paused by the heat guard" if i == 0 else None,
@@ -200,13 +201,13 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
             [x for x, _ in gpu],
             [y for _, y in gpu],
             "-",
-            color="C0",
+            color=palette.GPU_TEMPERATURE,
             lw=1.2,
             label="temperature" if legacy else "GPU",
             gid="guard-temp" if legacy else "guard-temp-gpu",
         )
-    for i, name in enumerate(log.zone_names(), start=1):
-        color = f"C{i % 10}"
+    for i, name in enumerate(log.zone_names()):
+        color = palette.zone_color(i)
         zone = log.zones.get(name)
         label = zone.label if zone is not None else name
         points = [(minutes(s.t_us), s.zones.get(name)) for s in log.samples]
@@ -242,7 +243,7 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
     if log.pause_at_c is not None:
         axes.axhline(
             log.pause_at_c,
-            color="tab:red",
+            color=palette.PAUSED,
             ls="--",
             lw=1,
             label=f"pause_at_c {log.pause_at_c:g} C",
@@ -251,7 +252,7 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
     if log.resume_at_c is not None:
         axes.axhline(
             log.resume_at_c,
-            color="tab:green",
+            color=palette.RESUMED,
             ls="--",
             lw=1,
             label=f"resume_at_c {log.resume_at_c:g} C",
@@ -263,9 +264,9 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
             [x for x, _ in throttled],
             [y for _, y in throttled],
             ls="none",
-            marker="x",
+            marker=palette.THROTTLED.marker,
             ms=6,
-            color="black",
+            color=palette.THROTTLED.color,
             label=f"thermal slowdown clock event ({len(throttled)} samples)",
             gid="guard-throttle",
         )
