@@ -40,7 +40,7 @@ DEMO_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("e6a-base", (1,)),
 )
 # Every demo run starts cooled, as the seeds sweep's do: the simulated machine starts with its CPU side warm (the
-# host was busy), and each run waits, shown on the board, until every watched temperature is below this.
+# host was busy), and each run waits, shown in the live table, until every watched temperature is below this.
 DEMO_START_BELOW_C = 55.0
 
 
