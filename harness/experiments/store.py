@@ -6,6 +6,7 @@ line. Inside the harness the types are trusted.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, Tuple, TypeVar
@@ -25,7 +26,7 @@ from harness.experiments.naming import check_experiment_name, check_safe_name, m
 from harness.experiments.overrides import apply_set, deep_merge, parse_set
 from harness.experiments.schema import Experiment, Sweep
 from harness.experiments.yamlfile import RawMapping, key_text, load_mapping, one_line, shown
-from harness.fs.paths import not_regular
+from harness.fs.paths import not_regular, outside_root
 from harness.lab import milesargv
 from harness.secrets import REDACTED, SECRET_FLAG_HINT, is_secret_env, is_secret_flag, secret_flags
 
@@ -85,6 +86,7 @@ class ExperimentStore:
         why = not_regular(path)
         if why:
             raise HarnessError(f"{path}: {why}; an experiment is a regular YAML file")
+        self._refuse_leaving(path, f"{path}")
         if not path.is_file():
             known = ", ".join(self.names()) or "none"
             raise HarnessError(f"unknown experiment {name!r} in {self.directory} (known: {one_line(known)})")
@@ -179,10 +181,20 @@ class ExperimentStore:
             why = not_regular(parent_path)
             if why:
                 raise HarnessError(f"{path}: extends: {parent_path}: {why}")
+            self._refuse_leaving(parent_path, f"{path}: extends: {parent}")
             if not parent_path.is_file():
                 raise HarnessError(f"{path}: extends: parent experiment {parent!r} not found in {self.directory}")
             seen.append(parent)
             chain.append((parent_path, self.read(parent_path)))
+
+    def _refuse_leaving(self, path: Path, where: str) -> None:
+        """An experiment file is read only inside the experiments directory: a link that leads out is refused."""
+        if os.path.lexists(path):
+            if outside_root(self.directory, path) is not None:
+                raise HarnessError(
+                    f"{where}: refused: a link that leads out of the experiments directory (to "
+                    f"{os.path.realpath(path)}); an experiment file lives in it"
+                )
 
     def _check_one_capture(self, experiment: Experiment, path: Path) -> None:
         """Refuse a run name that another experiment file also makes: two runs would share one capture."""
