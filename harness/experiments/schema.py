@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import TYPE_CHECKING, Dict, List, Literal, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Literal, Optional, Sequence, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from typing_extensions import Annotated
@@ -243,6 +243,10 @@ class Experiment(_Strict):
         data: JSONObject = self.model_dump(mode="json")
         return data
 
+    def is_secret(self, name: str) -> bool:
+        """True when environment variable `name`'s value is never shown, in whichever env map it is set."""
+        return self.container.is_secret(name)
+
 
 class Sweep(_Strict):
     """A sweep file: one experiment over several seeds."""
@@ -260,13 +264,49 @@ class Sweep(_Strict):
         return seeds
 
 
+def env_map_paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> tuple[tuple[str, ...], ...]:
+    """Every env map of the schema, as key paths: each mapping keyed by `EnvName`, found by walking the models, so
+    that an env map added later goes through the secret rule too (`redact_env_maps`)."""
+    found: list[tuple[str, ...]] = []
+    for name, field in model.model_fields.items():
+        for kind in (field.annotation, *get_args(field.annotation)):
+            if get_origin(kind) is dict and get_args(kind)[0] == EnvName:
+                found.append((*prefix, name))
+            elif isinstance(kind, type) and issubclass(kind, BaseModel):
+                found += env_map_paths(kind, (*prefix, name))
+    return tuple(dict.fromkeys(found))
+
+
+ENV_MAPS = env_map_paths(Experiment)
+
+
+def env_map_at(loc: Sequence[object]) -> Optional[tuple[str, ...]]:
+    """The env map a key path lies in or is (`container.env.HF_TOKEN` -> container.env), or None."""
+    keys = tuple(str(part) for part in loc)
+    return next((path for path in ENV_MAPS if keys[: len(path)] == path), None)
+
+
+def redact_env_maps(data: JSONObject, is_secret: Callable[[str], bool]) -> JSONObject:
+    """`data` (an experiment as JSON) with every env map's secrets, and URL passwords, shown as *** (a copy)."""
+    redacted = dict(data)
+    for path in ENV_MAPS:
+        parents = [redacted]
+        for part in path[:-1]:
+            child = parents[-1].get(part)
+            if not isinstance(child, dict):
+                break
+            parents.append(dict(child))
+        else:
+            env = parents[-1].get(path[-1])
+            if isinstance(env, dict):
+                parents[-1][path[-1]] = {
+                    str(name): shown_env_value(is_secret(str(name)), str(value)) for name, value in env.items()
+                }
+            for depth in range(len(parents) - 1, 0, -1):
+                parents[depth - 1][path[depth - 1]] = parents[depth]
+    return redacted
+
+
 def redacted_experiment(experiment: Experiment) -> JSONObject:
-    """The resolved experiment as `to_dict` gives it, each secret's value (and URL password) in container.env as ***."""
-    data = experiment.to_dict()
-    container = data["container"]
-    if isinstance(container, dict):  # always: the schema's container block
-        container["env"] = {
-            name: shown_env_value(experiment.container.is_secret(name), value)
-            for name, value in experiment.container.env.items()
-        }
-    return data
+    """The resolved experiment as `to_dict` gives it, each secret's value (and URL password) in every env map as ***."""
+    return redact_env_maps(experiment.to_dict(), experiment.is_secret)

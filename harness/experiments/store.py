@@ -24,7 +24,7 @@ from harness.experiments.flags import (
 )
 from harness.experiments.naming import check_experiment_name, check_safe_name, makers_of
 from harness.experiments.overrides import apply_set, deep_merge, parse_set
-from harness.experiments.schema import Experiment, Sweep
+from harness.experiments.schema import Experiment, Sweep, env_map_at
 from harness.experiments.yamlfile import RawMapping, key_text, load_mapping, one_line, shown
 from harness.fs.paths import not_regular, outside_root
 from harness.lab import milesargv
@@ -315,7 +315,8 @@ def _validate(
             if part != "[key]" and not (isinstance(part, str) and part.startswith("function-"))
         ]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        secret = (loc[:2] == ["container", "env"] and (len(loc) == 2 or is_secret(str(loc[2])))) or (
+        env_map = env_map_at(loc)
+        secret = (env_map is not None and (len(loc) == len(env_map) or is_secret(str(loc[len(env_map)])))) or (
             loc[:2] == ["miles", "args"] and (len(loc) == 2 or is_secret_flag(str(loc[2])))
         )
         raise HarnessError(f"{place(loc)}: {one_line(_reason(first, model, loc, secret), 240)}{more}") from None
