@@ -130,6 +130,8 @@ class ExperimentStore:
             """Where the key at `loc` was set, for messages: `--set KEY=VALUE`, else `FILE: key`."""
             keys = tuple(str(part) for part in loc)
             key = key_text(keys)
+            if seed is not None and keys[:1] == ("seed",):
+                return "--seed"  # given on the command line, for this run only
             for override in reversed(assignments):
                 shared = min(len(keys), len(override.path))
                 if shared and keys[:shared] == override.path[:shared]:
