@@ -49,8 +49,8 @@ def test_an_abbreviated_flag_in_args_is_refused(exp_dir: Path, flag: str) -> Non
     assert f"abbr.yaml: miles.args.{flag}:" in line and FULL_NAME in line
 
 
-@pytest.mark.parametrize("word", ["--rollout-batch", "--over-sampling=8", "--seed", "--num-roll"])
-def test_an_abbreviated_or_owned_flag_in_the_command_is_refused(exp_dir: Path, word: str) -> None:
+@pytest.mark.parametrize("word", ["--rollout-batch", "--over-sampling=8", "--see", "--num-roll"])
+def test_an_abbreviated_flag_in_the_command_is_refused(exp_dir: Path, word: str) -> None:
     write(
         exp_dir,
         "abbr",
@@ -59,6 +59,13 @@ def test_an_abbreviated_or_owned_flag_in_the_command_is_refused(exp_dir: Path, w
     line = one_error_line(cli(exp_dir, "show", "abbr"))
     assert "abbr.yaml: command:" in line
     assert FULL_NAME in line or "`seed`" in line or "`steps`" in line
+
+
+def test_a_command_that_runs_a_trainer_bare_may_name_its_flags_in_full(exp_dir: Path) -> None:
+    words = "[python3, train.py, --num-rollout, '2', --rollout-batch-size, '8', --seed, '1']"
+    write(exp_dir, "bare", f"name: bare\nsteps: 2\nengine: process\ncommand: {words}\n")
+    shown = cli(exp_dir, "show", "bare")
+    assert shown.exit_code == 0, shown.output
 
 
 def test_ls_marks_the_abbreviation_broken_rather_than_show_the_wrong_figures(exp_dir: Path) -> None:

@@ -112,10 +112,11 @@ def refused_flag(flag: str) -> Optional[str]:
     return abbreviated_flag(flag)
 
 
-def refuse_flags(words: Sequence[str]) -> None:
-    """ValueError naming the first flag among `words` that `refused_flag` refuses."""
+def refuse_flags(words: Sequence[str], *, owned: bool = True) -> None:
+    """ValueError naming the first flag among `words` that `refused_flag` refuses; with owned=False the owned flags
+    written in full pass (a process engine's command may run a trainer bare, with its own argv)."""
     for parsed in milesargv.parse_flags(words):
-        why = refused_flag(parsed.name)
+        why = None if not owned and parsed.name in OWNED_FLAGS else refused_flag(parsed.name)
         if why:
             raise ValueError(one_line(why, 240))
 

@@ -224,8 +224,9 @@ class Experiment(_Strict):
     @field_validator("command")
     @classmethod
     def _command_flags(cls, command: Optional[List[str]]) -> Optional[List[str]]:
-        # The image's entry (and a trainer run bare) passes the command's words after MILES_EXTRA_ARGS: they win.
-        refuse_flags(command or [])
+        # The image's entry passes the command's words after MILES_EXTRA_ARGS, and a trainer run bare reads them
+        # alone: an abbreviation there is expanded unseen too.
+        refuse_flags(command or [], owned=False)
         return command
 
     @model_validator(mode="after")
