@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.experiments.flags import HARNESS_FLAGS, refused_flag
 from support.experiment_files import cli, one_error_line, write
+from support.properties import examples
 
 HARNESS_DIR = Path(__file__).resolve().parent.parent / "harness"
 FULL_NAME = "write the full flag name"
@@ -248,3 +251,38 @@ def test_docker_references_pass(exp_dir: Path, image: str) -> None:
     (exp_dir / "img.yaml").write_text(yaml.safe_dump({"name": "img", "extends": "parent", "image": image}))
     shown = cli(exp_dir, "show", "img")
     assert shown.exit_code == 0, shown.output
+
+
+def _argparse_reading(word: str) -> str | None:
+    """The flag Python's argparse (as Miles uses it: abbreviations allowed) reads `word` as, among the base run's flags
+    and the harness's; None when it reads none (unknown, or ambiguous)."""
+    import argparse
+
+    from harness.lab import milesargv
+
+    class Quiet(argparse.ArgumentParser):
+        def error(self, message: str) -> None:  # type: ignore[override]
+            raise ValueError(message)
+
+    parser = Quiet(add_help=False)
+    names = {flag.name for flag in milesargv.parse_flags(milesargv.read_base_args()) if flag.name} | set(HARNESS_FLAGS)
+    for name in sorted(names):
+        parser.add_argument(name, dest=name, nargs="?")
+    try:
+        known, _ = parser.parse_known_args([word, "1"])
+    except ValueError:
+        return None  # ambiguous: Miles would stop, which the harness refuses before that
+    return next((name for name, value in vars(known).items() if value is not None), None)
+
+
+@given(
+    st.one_of(
+        st.sampled_from(HARNESS_FLAGS).flatmap(lambda flag: st.integers(3, len(flag)).map(lambda end: flag[:end])),
+        st.from_regex(r"--[a-z][a-z-]{0,20}", fullmatch=True),
+    )
+)
+@settings(max_examples=examples(300))
+def test_no_word_argparse_would_expand_to_a_harness_flag_gets_past(word: str) -> None:
+    read_as = _argparse_reading(word)
+    if read_as in HARNESS_FLAGS and read_as != word:
+        assert refused_flag(word) is not None, (word, read_as)
