@@ -185,6 +185,12 @@ def test_ls_lists_the_other_files_when_a_seed_is_huge(exp_dir: Path) -> None:
     assert any(line.lstrip("│ ").startswith("parent") for line in lines)
 
 
+def test_steps_are_bounded(exp_dir: Path) -> None:
+    write(exp_dir, "many", "name: many\nextends: parent\nsteps: " + "9" * 300 + "\n")
+    line = one_error_line(cli(exp_dir, "show", "many"))
+    assert "many.yaml: steps:" in line and "1000000" in line and "9" * 100 not in line
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [

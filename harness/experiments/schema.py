@@ -29,6 +29,7 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SIZE = re.compile(r"^[0-9]+[bkmgBKMG]?$")
 SIZE_UNITS = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 INT64_MAX = 2**63 - 1  # Docker's sizes and limits are 64-bit integers
+MAX_STEPS = 1_000_000
 MAX_GPU_INDEX = 255  # far more GPUs than one host has; an index becomes a device name (`device=3`)
 
 
@@ -209,7 +210,8 @@ class Experiment(_Strict):
     extends: Optional[ExperimentName] = None
     description: str = ""
     seed: Seed = 1
-    steps: int = Field(gt=0)
+    # A step takes minutes on a GB10: a million is years of training, and keeps the figure printable everywhere.
+    steps: int = Field(gt=0, le=MAX_STEPS)
     image: ImageReference = "miles-gb10-lab:latest"
     engine: Literal["docker", "process"] = "docker"
     command: Optional[List[Word]] = None
