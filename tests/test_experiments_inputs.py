@@ -71,6 +71,12 @@ def test_a_command_that_runs_a_trainer_bare_may_name_its_flags_in_full(exp_dir: 
     assert shown.exit_code == 0, shown.output
 
 
+@pytest.mark.parametrize("assignment", ["miles.args.rollout-batch=64", "miles.extra_args=--over-sampling 8"])
+def test_an_abbreviated_flag_given_with_set_is_refused(exp_dir: Path, assignment: str) -> None:
+    line = one_error_line(cli(exp_dir, "run", "parent", "--dry-run", "--set", assignment))
+    assert "--set miles." in line and FULL_NAME in line
+
+
 def test_ls_marks_the_abbreviation_broken_rather_than_show_the_wrong_figures(exp_dir: Path) -> None:
     write(exp_dir, "abbr", "name: abbr\nextends: parent\nmiles:\n  extra_args: '--over-sampling 8'\n")
     listed = cli(exp_dir, "ls")
