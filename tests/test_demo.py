@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.experiments.store import ExperimentStore
-from harness.run.demo import DEMO_RUNS, WRITE_UP, headline, plan_demo
+from harness.run.demo import DEMO_RUNS, DEMO_START_BELOW_C, WRITE_UP, headline, plan_demo
 from harness.run.plan import plan_runs
 from harness.run.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SimTarget
 from harness.summary.document import SummaryDocument
@@ -76,7 +76,11 @@ def test_the_demo_makes_the_runs_run_sim_makes_so_each_reuses_the_other_s_captur
 
     assert DEFAULT_TIME_SCALE == 0.01  # a 12-step filter run well under a minute (issue: entry points)
     assert [plan.spec.run_id for plan in demo] == [plan.spec.run_id for plan in by_hand]
-    assert [plan.experiment.guard for plan in demo] == [plan.experiment.guard for plan in by_hand]
+    # The same guard, but for the demo's cooled start (which is not in the run id: each still reuses the other's).
+    assert [plan.experiment.guard.start_below_c for plan in demo] == [DEMO_START_BELOW_C] * len(demo)
+    assert [plan.experiment.guard.model_copy(update={"start_below_c": None}) for plan in demo] == [
+        plan.experiment.guard for plan in by_hand
+    ]
 
 
 def test_tiny_time_scales_still_make_a_valid_guard():
@@ -129,12 +133,15 @@ def check_demo_output(output: str, captures: Path, steps: int, shown: Path | Non
         manifest = json.loads((captures / run / "manifest.json").read_text())
         assert manifest["experiment"]["guard"]["sensor"] == "sim"
         assert manifest["experiment"]["container"]["gpus"] == "none"
+        start = manifest["guard"]["start"]  # a cooled start: the simulated host starts warm, each run waits
+        assert start["outcome"] == "cool" and start["hottest_c"] < DEMO_START_BELOW_C, run
     summary = json.loads((captures / "summary" / "miles-gb10-lab.json").read_text())
     assert sorted(summary["runs"]) == sorted(WRITE_UPS_RUNS)
     assert [c["run"] for c in summary["comparisons"]] == ["e2b-dapo-filter"]
     assert (captures / "summary" / "report.md").is_file()
     figures = sorted(p.name for p in (captures / "summary").glob("*.svg"))
-    assert figures == ["reward-e2b-dapo-filter.svg", "rollout-time-e2b-dapo-filter.svg"]
+    guard = sorted(f"guard-{run}.svg" for run in WRITE_UPS_RUNS)  # the heat guard's figure of each run
+    assert figures == sorted(["reward-e2b-dapo-filter.svg", "rollout-time-e2b-dapo-filter.svg", *guard])
     assert "headline numbers" in output and "write-up (GB10)" in output
     shown = shown or captures
     assert f"summary JSON  {shown / 'summary' / 'miles-gb10-lab.json'}" in output

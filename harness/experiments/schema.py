@@ -280,6 +280,9 @@ class Sweep(_Strict):
     description: str = ""
     sweep: ExperimentName
     seeds: List[Seed] = Field(min_length=1)
+    # Guard keys for every run of the sweep, over the experiment's own (a cooled start, say); each run's guard block
+    # is validated whole when it is loaded, and names this file for a bad key.
+    guard: Dict[str, object] = Field(default_factory=dict)
 
     @field_validator("seeds")
     @classmethod

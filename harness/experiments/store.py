@@ -110,14 +110,22 @@ class ExperimentStore:
             raise HarnessError(f"{path}: name: {sweep.name!r} does not match the file name {name!r}")
         return sweep
 
-    def load(self, name: str, *, seed: Optional[int] = None, overrides: Sequence[str] = ()) -> Loaded:
-        """Resolve `extends`, apply `--set` overrides and the seed, validate everything."""
+    def load(
+        self, name: str, *, seed: Optional[int] = None, overrides: Sequence[str] = (), sweep: Optional[str] = None
+    ) -> Loaded:
+        """Resolve `extends`, apply a sweep file's `guard` block (`sweep`: its name), the `--set` overrides and the
+        seed, validate everything."""
         chain = self._chain(name)
         merged: RawMapping = {}
         for _, data in reversed(chain):
             merged = deep_merge(merged, data)
         merged.pop("extends", None)
         child_path, child_data = chain[0]
+        if sweep is not None:
+            sweep_path = self.path(sweep)
+            layer: RawMapping = {"guard": dict(self.load_sweep(sweep).guard)}
+            merged = deep_merge(merged, layer)
+            chain = [(sweep_path, layer), *chain]  # so a bad key of the sweep's guard block is named in its file
         if "extends" in child_data:
             merged["extends"] = child_data["extends"]
         assignments = parse_set(overrides)
