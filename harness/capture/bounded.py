@@ -9,6 +9,7 @@ file and the line number.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -57,12 +58,20 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
 
 
 def _open_regular(path: Path) -> int:
-    """Open for reading without blocking on a FIFO; anything but a regular file is Unreadable."""
+    """Open for reading without blocking on a FIFO; anything but a regular file is Unreadable.
+
+    A capture's files are never links (the harness writes regular files only), so a link is not followed:
+    it could lead anywhere out of the capture root.
+    """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError:
         raise
     except OSError as err:
+        if err.errno == errno.ELOOP and os.path.islink(path):
+            raise Unreadable(
+                f"{Path(path).name} is not a regular file (it is a symbolic link, never followed)"
+            ) from None
         raise Unreadable(f"{path.name} unreadable: {err.strerror or err}") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):

@@ -16,6 +16,7 @@ from harness.errors import ExitCode
 from harness.run.context import NullReporter
 
 if TYPE_CHECKING:
+    from harness.experiments.schema import Experiment
     from harness.run.context import RunOptions
     from harness.run.decide import Decision
     from harness.run.plan import Planned
@@ -207,7 +208,7 @@ def dry_run_over_hosts(plan: Any, *, address: str, nodes: int, as_json: bool) ->
     scale = plan_scale_out(
         plan.spec,
         hosts,
-        cluster_env=plan.experiment.cluster.env,
+        cluster_env=redacted_cluster_env(plan.experiment),
         metadata=metadata_for(plan.spec, provenance, nodes, hosts=hosts),
     )
     if as_json:
@@ -236,3 +237,10 @@ def recover_on_ray(
     finally:
         disconnect()
     return results, notes
+
+
+def redacted_cluster_env(experiment: "Experiment") -> dict[str, str]:
+    """cluster.env as the plan of a run over several hosts shows it: each secret's value (and URL password) as ***."""
+    from harness.secrets import shown_env_value
+
+    return {name: shown_env_value(experiment.is_secret(name), value) for name, value in experiment.cluster.env.items()}

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
+from harness.fs.files import prepare_directory
 from harness.guard.config import GuardConfig
 from harness.guard.loop import GuardLoop, GuardReading, Pausable
 from harness.guard.samples import Clock, WallClock, wall_clock_us
@@ -146,7 +147,7 @@ def guard_until_exit(
 
     `on_max_pause: stop` stops the target (SIGTERM, then SIGKILL after `grace_s`).
     """
-    record_dir.mkdir(parents=True, exist_ok=True)
+    prepare_directory(record_dir)
     stop_reasons: list[str] = []
 
     def max_pause_stop(reason: str) -> None:

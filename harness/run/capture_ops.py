@@ -296,7 +296,7 @@ def request_stop(
         return _recover_orphan(capture, warn)
     if status.state != RunState.RUNNING:
         raise HarnessError(f"run {capture.run} is not running (it is {status.state})", ExitCode.NOT_FOUND)
-    write_json_atomic(capture.stop_request_path, {"reason": reason, "requested_at": utc_now()})
+    write_json_atomic(capture.stop_request_path, {"reason": reason, "requested_at": utc_now()}, root=capture.root)
     note(f"asked the harness of {capture.run} (pid {status.harness_pid}) to stop it: {reason}")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

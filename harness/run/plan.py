@@ -27,10 +27,10 @@ from harness.engines.spec import (
     Mount,
 )
 from harness.experiments.naming import run_name
-from harness.experiments.schema import ENV_REFERENCE, VOLUME, Experiment, redacted_experiment
+from harness.experiments.schema import ENV_REFERENCE, VOLUME, Experiment, redact_env_maps, redacted_experiment
 from harness.experiments.store import ExperimentStore
 from harness.run.simswap import SimTarget, simulated
-from harness.secrets import redact_text, shown_env_value
+from harness.secrets import is_secret_env, redact_text
 
 # Keys of the resolved experiment that do not change what a run measures (the
 # guard decides when the run is frozen, and its pauses are taken out of the times;
@@ -152,13 +152,13 @@ def redact_manifest(manifest: dict[str, object], spec: "LaunchSpec") -> dict[str
     """
     redacted = dict(manifest)
     experiment = redacted.get("experiment")
-    if isinstance(experiment, dict) and isinstance(experiment.get("container"), dict):
-        container = dict(experiment["container"])
-        container["env"] = {
-            name: shown_env_value(name in spec.secret_env, str(value))
-            for name, value in (container.get("env") or {}).items()
-        }
-        redacted["experiment"] = {**experiment, "container": container}
+    if isinstance(experiment, dict):
+        container = experiment.get("container")
+        listed = container.get("secret_env") if isinstance(container, dict) else None
+        names = [str(name) for name in listed] if isinstance(listed, list) else []
+        redacted["experiment"] = redact_env_maps(
+            experiment, lambda name: name in spec.secret_env or is_secret_env(name, names)
+        )
     argv = redacted.get("harness_argv")
     if isinstance(argv, list):
         values = spec.secret_values()

@@ -358,10 +358,12 @@ def fingerprint(document: SummaryDocument, comparison: Comparison) -> str:
 
 def _fingerprint_of(path: Path) -> Optional[bytes]:
     """The fingerprint an existing SVG carries (None when there is no such file or none in it)."""
-    try:
-        with open(path, "rb") as handle:
+    from harness.capture.bounded import Unreadable, open_regular
+
+    try:  # a regular file only: a FIFO in a figure's place must not hang the read (the writer refuses it)
+        with open_regular(path) as handle:
             head = handle.read(16384)  # matplotlib writes the metadata at the top
-    except OSError:
+    except (OSError, Unreadable):
         return None
     match = _IDENTIFIER.search(head)
     return match.group(1) if match else None

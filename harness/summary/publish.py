@@ -83,6 +83,11 @@ def summarize_to_files(
     summary = summarize_captures_in(capture_dir, encode=True, hint=hint)
     if not summary.document.runs:
         raise HarnessError(no_runs_message(f"under {capture_dir}", summary.document.skipped, hint), ExitCode.NOT_FOUND)
+    if out is None:  # the capture root's own summary directory: inside the root, or refused before anything is written
+        from harness.fs.files import prepare_directory
+
+        directory = default_summary_path(capture_dir).parent
+        writing(directory, lambda: prepare_directory(directory, capture_dir))
     out = Path(out) if out is not None else default_summary_path(capture_dir)
     path = writing(out, lambda: write_summary(summary.document, out, summary.encoded_rows))
     published = Published(summary.document, path, warnings=summary.warnings)
