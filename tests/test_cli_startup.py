@@ -1,4 +1,4 @@
-"""`harness --help`, `ls` and `--dry-run` must not import Docker, pandas, matplotlib or NVML."""
+"""`harness --help`, `ls` and `--dry-run` must not import Docker, pandas, matplotlib, NVML, numpy or scipy."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-HEAVY = ("docker", "pandas", "matplotlib", "pynvml", "numpy")
+HEAVY = ("docker", "pandas", "matplotlib", "pynvml", "numpy", "scipy")
 
 PROBE = """
 import sys
