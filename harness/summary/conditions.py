@@ -12,17 +12,31 @@ what the experiment measures. The conditions come from the manifest:
   (`experiment.guard.sensor`; `none` is off), else unknown.
 
 A fact that is unknown for a run is not said to differ.
+
+`config_hash`: what a run measured, without its seed, as a hash (the
+condition its seeds share; docs/summary.md, "Across seeds"): the resolved
+experiment from the manifest without the keys that do not change the numbers
+(those the run id leaves out: description, compare, limits, extends, guard,
+cluster; and the secrets' names) and without `seed`; the trainer's argv
+without the seed flags' values; the image; the time scale; and whether it is
+simulated. Two runs with the same hash differ only in their seed.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
+
+import orjson
 
 SIM_TIME_SCALE_ENV = (
     "HARNESS_SIM_TIME_SCALE"  # harness.sim.config.TIME_SCALE_ENV, not imported: the summary stays light
 )
 SIM_IMAGE_PREFIX = "miles-gb10-lab/sim"
+# harness.run.plan's _NOT_IN_RUN_ID, and the seed: what the condition leaves out of the experiment.
+NOT_IN_CONDITION = ("description", "compare", "limits", "extends", "guard", "cluster", "seed")
+SEED_FLAGS = ("--seed", "--rollout-seed")  # harness.experiments.flags.OWNED_FLAGS' seed flags
 
 
 @dataclass(frozen=True)
@@ -32,6 +46,8 @@ class RunConditions:
     simulated: Optional[bool]
     time_scale: Optional[float]
     guard: Optional[str]  # "off", "on (sensor nvml)", or None when the capture does not say
+    config: Optional[dict[str, Any]] = None  # the configuration without the seed (None: no manifest says it)
+    config_hash: Optional[str] = None
 
     def facts(self) -> dict[str, Any]:
         """The facts by the words a note uses for them."""
@@ -47,7 +63,71 @@ def read_conditions(manifest: Optional[Mapping[str, Any]], time_scale: Optional[
     if not isinstance(manifest, Mapping):
         return RunConditions(None, time_scale, None)
     experiment = manifest.get("experiment") if isinstance(manifest.get("experiment"), Mapping) else {}
-    return RunConditions(_simulated(manifest, experiment), time_scale, _guard(manifest, experiment))
+    simulated = _simulated(manifest, experiment)
+    if simulated is None and time_scale is not None and time_scale != 1:
+        simulated = True  # only the simulator runs at another time scale than 1
+    config = condition_config(manifest, experiment, simulated, time_scale) if experiment else None
+    return RunConditions(
+        simulated, time_scale, _guard(manifest, experiment), config, config_hash(config) if config else None
+    )
+
+
+def condition_config(
+    manifest: Mapping[str, Any], experiment: Mapping[str, Any], simulated: Optional[bool], time_scale: Optional[float]
+) -> dict[str, Any]:
+    """The run's configuration without its seed (the module doc), as plain data."""
+    config = {key: value for key, value in experiment.items() if key not in NOT_IN_CONDITION}
+    container = config.get("container")
+    if isinstance(container, Mapping):
+        config["container"] = {key: value for key, value in container.items() if key != "secret_env"}
+    argv = manifest.get("trainer_argv")
+    config["trainer_argv"] = without_seed_flags(argv) if isinstance(argv, list) else None
+    config["image"] = manifest.get("image")
+    config["time_scale"] = time_scale
+    config["simulated"] = simulated
+    return config
+
+
+def without_seed_flags(argv: Sequence[Any]) -> list[Any]:
+    """The argv with each seed flag's value blanked (`--seed 3` and `--seed=3` alike)."""
+    out: list[Any] = []
+    blank_next = False
+    for word in argv:
+        if blank_next:
+            out.append("<seed>")
+            blank_next = False
+        elif isinstance(word, str) and word in SEED_FLAGS:
+            out.append(word)
+            blank_next = True
+        elif isinstance(word, str) and word.split("=", 1)[0] in SEED_FLAGS and "=" in word:
+            out.append(word.split("=", 1)[0] + "=<seed>")
+        else:
+            out.append(word)
+    return out
+
+
+def config_hash(config: Mapping[str, Any]) -> Optional[str]:
+    """A short stable hash of a configuration (sorted keys, compact JSON); None when it is not plain JSON data."""
+    try:
+        canonical = orjson.dumps(config, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return None
+    return hashlib.sha256(canonical).hexdigest()[:12]
+
+
+def config_differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "", depth: int = 2) -> list[str]:
+    """The keys (dotted, `depth` levels deep) in which two configurations differ."""
+    out = []
+    for key in sorted(set(a) | set(b), key=str):
+        left, right = a.get(key), b.get(key)
+        if left == right:
+            continue
+        name = f"{prefix}{key}"
+        if depth > 1 and isinstance(left, Mapping) and isinstance(right, Mapping):
+            out += config_differences(left, right, f"{name}.", depth - 1)
+        else:
+            out.append(name)
+    return out
 
 
 def _simulated(manifest: Mapping[str, Any], experiment: Mapping[str, Any]) -> Optional[bool]:

@@ -2,11 +2,15 @@
 
 The layout is for people as well as programs: two-space indents, each step
 row on one line. Every value is encoded by orjson, which only writes strict
-JSON; a run's rows are encoded at once and laid one per line only where the
-encoded text proves where each row ends (else row by row), so the layout
-holds whatever a row or a note contains. A float that is not finite is
-refused, never written as null behind the reader's back (the summarizer has
-already turned each one into null with a note).
+JSON: a run's rows at once, laid one per line only where the encoded text
+proves where each row ends (else row by row), so the layout holds whatever a
+row or a note contains; everything else an object at a time (each run's
+facts, the comparisons, the conditions), indented by orjson. A float that is
+not finite is refused, never written as null behind the reader's back (the
+summarizer has already turned each one into null with a note).
+
+The text is built in one buffer: the many small runs of a large capture
+root cost what their bytes cost, not a Python object each.
 """
 
 from __future__ import annotations
@@ -20,13 +24,13 @@ import orjson
 
 from harness.capture.reader import Skipped
 from harness.summary import SCHEMA_ID
-from harness.summary.document import FLOAT_ROW_KEYS, StepTable, SummaryDocument
+from harness.summary.document import FLOAT_ROW_KEYS, RunSummary, StepTable, SummaryDocument
 
 MAX_SUMMARY_BYTES = 1 << 30
 _INDENT = b"  "
-
-
 ROWS_LEVEL = 3  # document > runs > <run> > steps
+_RUN_LEVEL = 2  # document > runs > <run>
+_STEPS_PLACEHOLDER = b'\n  "steps": []'  # a run's own `steps` key, as orjson indents the run alone
 
 
 def dumps_summary(document: SummaryDocument, encoded_rows: Optional[Mapping[str, bytes]] = None) -> bytes:
@@ -35,13 +39,18 @@ def dumps_summary(document: SummaryDocument, encoded_rows: Optional[Mapping[str,
     `encoded_rows`: runs whose rows `encode_rows` has already encoded (where
     they were computed, in parallel), by run name; the others are encoded here.
     """
-    out: list[bytes] = []
-    ready = {
-        id(document.runs[name].steps): data for name, data in (encoded_rows or {}).items() if name in document.runs
-    }
-    _write(document, 0, out, ready)
-    out.append(b"\n")
-    return b"".join(out)
+    out = bytearray(b"{\n")
+    names = _field_names(type(document))
+    for i, name in enumerate(names):
+        out += _INDENT + orjson.dumps(name) + b": "
+        value = getattr(document, name)
+        if name == "runs":
+            _write_runs(value, out, encoded_rows or {})
+        else:
+            out += _indented(strict_plain(value, name), 1)
+        out += b",\n" if i < len(names) - 1 else b"\n"
+    out += b"}\n"
+    return bytes(out)
 
 
 def encode_rows(table: StepTable) -> bytes:
@@ -50,79 +59,73 @@ def encode_rows(table: StepTable) -> bytes:
     return _rows_one_per_line(table.rows(), _INDENT * (ROWS_LEVEL + 1))
 
 
-def _items(value: Any) -> list[tuple[str, Any]]:
+def _write_runs(runs: Mapping[str, RunSummary], out: bytearray, encoded_rows: Mapping[str, bytes]) -> None:
+    if not runs:
+        out += b"{}"
+        return
+    out += b"{\n"
+    for i, (name, run) in enumerate(runs.items()):
+        out += _INDENT * _RUN_LEVEL + orjson.dumps(str(name)) + b": "
+        out += _run_bytes(run, encoded_rows.get(name), f"runs.{name}")
+        out += b",\n" if i < len(runs) - 1 else b"\n"
+    out += _INDENT + b"}"
+
+
+def _run_bytes(run: RunSummary, rows: Optional[bytes], where: str) -> bytes:
+    """One run's object, its facts indented by orjson and its rows one per line where `steps` stands."""
+    plain = {name: strict_plain(getattr(run, name), f"{where}.{name}") for name in _field_names(RunSummary)}
+    plain["steps"] = []  # a marker the rows replace: the run's only key at its own top level called so
+    encoded = _indented(plain, _RUN_LEVEL)
+    if not len(run.steps):
+        return encoded
+    if rows is None:
+        rows = encode_rows(run.steps)
+    marker = _STEPS_PLACEHOLDER.replace(b"\n", b"\n" + _INDENT * _RUN_LEVEL)
+    inner, pad = _INDENT * (ROWS_LEVEL + 1), _INDENT * ROWS_LEVEL
+    return encoded.replace(marker, marker[:-2] + b"[\n" + inner + rows + b"\n" + pad + b"]", 1)
+
+
+def _indented(value: Any, level: int) -> bytes:
+    """orjson's two-space layout, every line after the first moved in by `level` indents.
+
+    A raw newline only ever stands between tokens (a string's own newlines
+    are escaped), so shifting every one shifts the layout and nothing else.
+    """
+    encoded = orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    return encoded.replace(b"\n", b"\n" + _INDENT * level) if level else encoded
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(spec.name for spec in fields(kind))
+    return names
+
+
+def strict_plain(value: Any, where: str = "the document") -> Any:
+    """The value as plain JSON data (as `document.to_plain`); ValueError for a float that is not finite."""
+    kind = type(value)
+    if kind is float:
+        if not math.isfinite(value):
+            raise ValueError(f"not strict JSON: {where} is {value!r} (the summary nulls such values, with a note)")
+        return value
+    if value is None or kind in (str, int, bool):
+        return value
+    if kind is StepTable:
+        _check_finite(value)
+        return value.rows()
+    if kind is Skipped:
+        return value.to_dict()
+    if kind is list or kind is tuple:
+        return [strict_plain(item, f"{where}[{i}]") for i, item in enumerate(value)]
     if isinstance(value, dict):
-        return list(value.items())
-    if isinstance(value, Skipped):
-        return list(value.to_dict().items())
-    return [(spec.name, getattr(value, spec.name)) for spec in fields(value)]
-
-
-def _is_object(value: Any) -> bool:
-    return isinstance(value, dict) or hasattr(value, "__dataclass_fields__")
-
-
-def _scalar(value: Any) -> bytes:
-    if type(value) is float and not math.isfinite(value):
-        raise ValueError(f"not strict JSON: {value!r} (the summary nulls such values, with a note)")
-    return orjson.dumps(value)
-
-
-def _flat(value: Any) -> bool:
-    """A value written on one line inside a list: a scalar, or an object of scalars."""
-    if isinstance(value, StepTable) or isinstance(value, list):
-        return False
-    if _is_object(value):
-        return not any(_is_object(item) or isinstance(item, (list, StepTable)) for _, item in _items(value))
-    return True
-
-
-def _one_line(value: Any) -> bytes:
-    if _is_object(value):
-        return b"{" + b", ".join(orjson.dumps(str(key)) + b": " + _scalar(item) for key, item in _items(value)) + b"}"
-    return _scalar(value)
-
-
-def _write(value: Any, level: int, out: list[bytes], ready: Mapping[int, bytes]) -> None:
-    pad, inner = _INDENT * level, _INDENT * (level + 1)
-    if isinstance(value, StepTable):
-        if not len(value):
-            out.append(b"[]")
-            return
-        encoded = ready.get(id(value)) if level == ROWS_LEVEL else None
-        if encoded is None:
-            _check_finite(value)
-            encoded = _rows_one_per_line(value.rows(), inner)
-        out += [b"[\n", inner, encoded, b"\n", pad, b"]"]
-        return
-    if _is_object(value):
-        items = _items(value)
-        if not items:
-            out.append(b"{}")
-            return
-        out.append(b"{\n")
-        for i, (key, item) in enumerate(items):
-            out += [inner, orjson.dumps(str(key)), b": "]
-            _write(item, level + 1, out, ready)
-            out.append(b",\n" if i < len(items) - 1 else b"\n")
-        out += [pad, b"}"]
-        return
-    if isinstance(value, list):
-        if not value:
-            out.append(b"[]")
-        elif len(value) == 1 and not (_is_object(value[0]) or isinstance(value[0], list)):
-            out += [b"[", _scalar(value[0]), b"]"]
-        elif all(_flat(item) for item in value):
-            out += [b"[\n", inner, (b",\n" + inner).join(_one_line(item) for item in value), b"\n", pad, b"]"]
-        else:
-            out.append(b"[\n")
-            for i, item in enumerate(value):
-                out.append(inner)
-                _write(item, level + 1, out, ready)
-                out.append(b",\n" if i < len(value) - 1 else b"\n")
-            out += [pad, b"]"]
-        return
-    out.append(_scalar(value))
+        return {key: strict_plain(item, f"{where}.{key}") for key, item in value.items()}
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: strict_plain(getattr(value, name), f"{where}.{name}") for name in _field_names(kind)}
+    return value  # a number type orjson knows (a numpy float, say): encoded as it is
 
 
 def _rows_one_per_line(rows: list[dict[str, Any]], inner: bytes) -> bytes:
@@ -139,8 +142,21 @@ def _rows_one_per_line(rows: list[dict[str, Any]], inner: bytes) -> bytes:
     return (b",\n" + inner).join(map(orjson.dumps, rows))
 
 
+SMALL_TABLE = 64  # rows below which the check is a plain loop (numpy's set-up costs more)
+
+
 def _check_finite(table: StepTable) -> None:
     """orjson would write NaN as null: refuse it instead (the summarizer has nulled such values, with a note)."""
+    if len(table) < SMALL_TABLE:
+        for key in FLOAT_ROW_KEYS:
+            for value in getattr(table, key):
+                if value is None:
+                    continue
+                if type(value) not in (float, int, bool):
+                    raise ValueError(f"a step row's {key} holds a value that is not a number")
+                if not math.isfinite(value):
+                    raise ValueError(_NOT_FINITE.format(key=key))
+        return
     import numpy as np
 
     for key in FLOAT_ROW_KEYS:
@@ -150,10 +166,10 @@ def _check_finite(table: StepTable) -> None:
         except (TypeError, ValueError):
             raise ValueError(f"a step row's {key} holds a value that is not a number") from None
         if np.isinf(values).any() or int(np.isnan(values).sum()) != column.count(None):
-            raise ValueError(
-                f"not strict JSON: a step row's {key} is not a finite number "
-                "(the summary nulls such values, with a note)"
-            )
+            raise ValueError(_NOT_FINITE.format(key=key))
+
+
+_NOT_FINITE = "not strict JSON: a step row's {key} is not a finite number (the summary nulls such values, with a note)"
 
 
 def write_summary(document: SummaryDocument, out: Path, encoded_rows: Optional[Mapping[str, bytes]] = None) -> Path:

@@ -25,13 +25,15 @@ from typing import Optional, Sequence, Union
 
 from harness.capture.reader import RunCapture, Skipped, find_runs, read_capture
 from harness.mileslog import keys
+from harness.seedstats import DEFAULT_EFFECT
 from harness.summary import SCHEMA_ID
 from harness.summary.aggregates import aggregate, null_non_finite
-from harness.summary.comparisons import CompareBlock, compare_run
+from harness.summary.comparisons import CompareBlock, compare_run, seeds_by_experiment
 from harness.summary.conditions import RunConditions, condition_notes
 from harness.summary.document import Comparison, RunSummary, SummaryDocument, to_plain
 from harness.summary.frames import read_frame
 from harness.summary.rows import build_rows
+from harness.summary.seeds import SeedComparisons, summarize_conditions
 from harness.summary.serialize import dumps_summary, encode_rows, load_summary, write_summary
 from harness.times import now_rfc3339
 
@@ -98,16 +100,23 @@ def summarize_run(capture: RunCapture) -> RunResult:
         steps_expected=frame.steps_expected,
         reward_key=rows.reward_key,
         config_sources=config.sources,
+        simulated=frame.conditions.simulated if frame.conditions is not None else None,
+        config_hash=frame.conditions.config_hash if frame.conditions is not None else None,
     )
     compare = CompareBlock(frame.baseline, frame.baselines) if frame.baseline is not None else None
     return RunResult(capture.name, summary, compare, flagged=notes.flags > 0, conditions=frame.conditions)
 
 
 def summarize_captures(
-    captures: Sequence[RunCapture], *, skipped: Sequence[Skipped] = (), generated_at: Optional[str] = None
+    captures: Sequence[RunCapture],
+    *,
+    skipped: Sequence[Skipped] = (),
+    generated_at: Optional[str] = None,
+    effect: float = DEFAULT_EFFECT,
 ) -> Summary:
     """The document for already-read captures, with the warnings the commands print."""
-    return _document([_summarize_or_skip(c) for c in sorted(captures, key=lambda c: c.name)], skipped, generated_at)
+    outcomes = [_summarize_or_skip(c) for c in sorted(captures, key=lambda c: c.name)]
+    return _document(outcomes, skipped, generated_at, effect)
 
 
 def summarize(
@@ -115,13 +124,19 @@ def summarize(
     *,
     generated_at: Optional[str] = None,
     workers: Optional[int] = None,
+    effect: float = DEFAULT_EFFECT,
 ) -> SummaryDocument:
     """Read every capture under `capture_dir` and return the summary document."""
-    return summarize_with_warnings(capture_dir, generated_at=generated_at, workers=workers).document
+    return summarize_with_warnings(capture_dir, generated_at=generated_at, workers=workers, effect=effect).document
 
 
 def summarize_with_warnings(
-    capture_dir: Path, *, generated_at: Optional[str] = None, workers: Optional[int] = None, encode: bool = False
+    capture_dir: Path,
+    *,
+    generated_at: Optional[str] = None,
+    workers: Optional[int] = None,
+    encode: bool = False,
+    effect: float = DEFAULT_EFFECT,
 ) -> Summary:
     """`summarize`, with the warnings the commands print.
 
@@ -129,6 +144,8 @@ def summarize_with_warnings(
     per core, up to 8, when the captures are large enough to gain from it);
     each run's result is the same either way. `encode`: also encode each
     run's rows for the JSON where they are computed (`Summary.encoded_rows`).
+    `effect`: the difference in mean reward the across-seed comparisons say
+    how many seeds would detect.
     """
     run_dirs, skipped = find_runs(Path(capture_dir))
     if workers is None:
@@ -149,7 +166,7 @@ def summarize_with_warnings(
             )
     else:
         outcomes = [summarize_directory(d, encode) for d in run_dirs]
-    return _document(outcomes, skipped, generated_at)
+    return _document(outcomes, skipped, generated_at, effect)
 
 
 PARALLEL_BYTES = 32 << 20  # below this much metrics.jsonl, starting processes costs more than it saves
@@ -196,7 +213,10 @@ def _summarize_or_skip(capture: RunCapture) -> Union[RunResult, Skipped]:
 
 
 def _document(
-    outcomes: Sequence[Union[RunResult, Skipped]], skipped: Sequence[Skipped], generated_at: Optional[str]
+    outcomes: Sequence[Union[RunResult, Skipped]],
+    skipped: Sequence[Skipped],
+    generated_at: Optional[str],
+    effect: float = DEFAULT_EFFECT,
 ) -> Summary:
     from harness import __version__
 
@@ -210,18 +230,28 @@ def _document(
     warnings = [f"skipped {s.directory}: {s.reason}" for s in skipped]
     runs = {name: result.summary for name, result in results.items()}
     conditions = {name: result.conditions for name, result in results.items() if result.conditions is not None}
+    grouped = summarize_conditions(runs, {name: c.config for name, c in conditions.items()})
+    warnings.extend(grouped.warnings)
+    across = SeedComparisons(runs, grouped, effect)
+    seeds_of = seeds_by_experiment(runs)
     comparisons: list[Comparison] = []
     for name, result in results.items():
         if result.compare is None:
             continue
         try:
-            comparison = compare_run(name, result.compare, runs)
+            comparison = compare_run(name, result.compare, runs, seeds_of)
             differ = condition_notes(name, [result.compare.baseline, *result.compare.baselines], conditions)
             comparison.notes.extend(differ)
             warnings.extend(differ)  # not silent: the commands say it too
             comparisons.append(comparison)
         except Exception as err:  # as above: one comparison, not the document
             warnings.append(f"{name}: no comparison ({type(err).__name__}: {err})")
+            continue
+        try:
+            comparison.across_seeds = across.blocks(name, result.compare.baseline, result.compare.baselines)
+        except Exception as err:  # the run's own comparison stands without it
+            comparison.notes.append(f"no comparison across seeds ({type(err).__name__}: {err})")
+            warnings.append(f"{name}: no comparison across seeds ({type(err).__name__}: {err})")
     for name, result in results.items():
         if result.summary.state == "unknown":
             warnings.append(
@@ -229,6 +259,16 @@ def _document(
             )
         if result.flagged:
             warnings.append(f"{name}: values out of range, flagged in its notes")
-    document = SummaryDocument(SCHEMA_ID, generated_at or now_rfc3339(), __version__, runs, comparisons, skipped)
+    simulated = [run.simulated for run in runs.values()]
+    document = SummaryDocument(
+        SCHEMA_ID,
+        generated_at or now_rfc3339(),
+        __version__,
+        runs,
+        comparisons,
+        skipped,
+        simulated=True if True in simulated else (False if simulated and None not in simulated else None),
+        conditions=grouped.summaries,
+    )
     encoded = {name: result.rows_json for name, result in results.items() if result.rows_json is not None}
     return Summary(document, warnings, encoded)
