@@ -118,6 +118,8 @@ def variance(values: Sequence[float]) -> Optional[float]:
     centre = mean(values)
     if len(values) < 2 or centre is None:
         return None
+    if min(values) == max(values):
+        return 0.0  # exactly: the mean of equal values need not be their value to the last bit
     try:
         return _finite(math.fsum((v - centre) * (v - centre) for v in values) / (len(values) - 1))
     except OverflowError:

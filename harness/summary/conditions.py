@@ -4,7 +4,8 @@ Two runs are comparable only when they ran alike: a time ratio between a
 guarded and an unguarded run, or between a simulated and a real one, is not
 what the experiment measures. The conditions come from the manifest:
 
-- `simulated`: the experiment's container env holds the simulator's time
+- `simulated`: the run's time scale is not 1 (only the simulator runs at
+  another), or the experiment's container env holds the simulator's time
   scale variable (what `run --sim` sets), else the image is the sim image;
 - `time_scale`: the frame's (the manifest's or the simulator's, checked; None when unknown);
 - `guard`: `off`, or `on (sensor S)` with the sensor picked when the run
@@ -63,9 +64,8 @@ def read_conditions(manifest: Optional[Mapping[str, Any]], time_scale: Optional[
     if not isinstance(manifest, Mapping):
         return RunConditions(None, time_scale, None)
     experiment = manifest.get("experiment") if isinstance(manifest.get("experiment"), Mapping) else {}
-    simulated = _simulated(manifest, experiment)
-    if simulated is None and time_scale is not None and time_scale != 1:
-        simulated = True  # only the simulator runs at another time scale than 1
+    # only the simulator runs at a time scale other than 1, whatever image the manifest names
+    simulated = True if time_scale is not None and time_scale != 1 else _simulated(manifest, experiment)
     config = condition_config(manifest, experiment, simulated, time_scale) if experiment else None
     return RunConditions(
         simulated, time_scale, _guard(manifest, experiment), config, config_hash(config) if config else None

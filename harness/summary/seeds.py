@@ -288,7 +288,7 @@ class SeedComparisons:
         x = self._means([f.run for f in mine.seeds], steps, notes)
         y = self._means([f.run for c in others for f in conditions.summaries[c].seeds], steps, notes)
         stats = seedstats.compare(list(x.values()), list(y.values()), self.effect)
-        label = others[0] if against == BASELINE else f"the baselines ({', '.join(others)})"
+        label = others[0] if against == BASELINE else f"the baselines ({', '.join(others)})"  # as baseline_label
         interval = stats.interval
         n_least = min(stats.x.n, stats.y.n)
         needed = stats.seeds_needed_for_effect.seeds
@@ -368,3 +368,46 @@ def per_step_rewards(runs: Sequence[RunSummary], steps: frozenset[int]) -> dict[
 def describe_steps(steps: frozenset[int]) -> str:
     """`steps 0-11` for the pooled steps."""
     return steps_text(sorted(steps)) if steps else "no steps"
+
+
+# --------------------------------------------------------------------------- read back, for figures and report
+
+
+def pooled_steps(document_runs: Mapping[str, RunSummary], condition: ConditionSummary) -> frozenset[int]:
+    """The steps a condition's figures are pooled over: complete in every one of its pooled seeds."""
+    sets = [complete_steps(document_runs[f.run]) for f in condition.seeds if f.run in document_runs]
+    return frozenset.intersection(*sets) if sets else frozenset()
+
+
+def seed_values(
+    document_runs: Mapping[str, RunSummary], conditions: Mapping[str, ConditionSummary], block: SeedComparison
+) -> dict[str, dict[str, float]]:
+    """Condition -> {run: its mean reward over the steps the block compared}, for each condition of the block."""
+    keys = [block.condition, *block.baseline_conditions]
+    found = [conditions[key] for key in keys if key in conditions]
+    steps = frozenset.intersection(*(pooled_steps(document_runs, c) for c in found)) if found else frozenset()
+    out: dict[str, dict[str, float]] = {}
+    for key in keys:
+        values: dict[str, float] = {}
+        for figures in conditions[key].seeds if key in conditions else []:
+            run = document_runs.get(figures.run)
+            value = per_seed_mean(run, steps) if run is not None else None
+            if value is not None:
+                values[figures.run] = value
+        out[key] = values
+    return out
+
+
+def unique_blocks(blocks: Iterable[SeedComparison]) -> list[SeedComparison]:
+    """The across-seed comparisons once each (the runs of a condition carry the same ones), in order."""
+    seen: dict[tuple[str, str, tuple[str, ...]], SeedComparison] = {}
+    for block in blocks:
+        seen.setdefault((block.condition, block.against, tuple(block.baseline_conditions)), block)
+    return list(seen.values())
+
+
+def baseline_label(block: SeedComparison) -> str:
+    """`plain`, or `the baselines (plain, plain-48)`."""
+    if block.against == BASELINE:
+        return block.baseline_conditions[0]
+    return f"the baselines ({', '.join(block.baseline_conditions)})"

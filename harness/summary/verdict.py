@@ -239,8 +239,9 @@ def seeds_verdict(facts: SeedFacts) -> str:
     improvement = (
         f"; {mine} higher in {stats.p_improvement:.0%} of seed pairs" if stats.p_improvement is not None else ""
     )
+    against = f"for {theirs}" if x.n == y.n else "for them"  # the head named them
     first = (
-        f"{head}, {what} of {mine} was {x.mean:.3f} against {y.mean:.3f} for {theirs} over {facts.steps} steps: "
+        f"{head}, {what} of {mine} was {x.mean:.3f} against {y.mean:.3f} {against} over {facts.steps} steps: "
         f"a difference of {_signed(difference)}, {span} ({_p(stats.welch_p)}{improvement})"
     )
     if stats.excludes_zero and stats.welch_p is not None and stats.welch_p < ALPHA:
