@@ -259,8 +259,12 @@ def power(seeds: int, effect: float, sd: float, alpha: float = ALPHA) -> float:
     dof = 2 * seeds - 2
     noncentrality = abs(effect) / sd * math.sqrt(seeds / 2)
     critical = float(stdtrit(dof, 1.0 - alpha / 2))
-    p = 1.0 - float(nctdtr(dof, noncentrality, critical)) + float(nctdtr(dof, noncentrality, -critical))
-    return _clip01(p)
+    below = float(nctdtr(dof, noncentrality, critical))
+    if not math.isfinite(below):  # scipy's series gives up far in a tail: the normal approximation there
+        below = NormalDist().cdf(critical - noncentrality)
+    # the far tail, below -t_crit: at most alpha / 2 (no shift), and where scipy cannot compute it, nothing
+    far = float(nctdtr(dof, noncentrality, -critical))
+    return _clip01(1.0 - below + (far if math.isfinite(far) else 0.0))
 
 
 def seeds_needed(effect: float, sd: Optional[float], target_power: float = POWER, alpha: float = ALPHA) -> SeedsNeeded:

@@ -108,6 +108,13 @@ def test_seeds_needed_says_why_there_is_no_number(effect, sd, why):
     assert needed.seeds is None and why in (needed.why or "")
 
 
+def test_the_power_grows_with_the_seeds_even_where_scipy_s_tail_series_gives_up():
+    # at 100 seeds of an effect of 1.33 SD the far tail underflows in scipy (NaN): the power is still about 1
+    powers = [seedstats.power(n, 0.02, 0.015) for n in (10, 30, 100, 1_000, 100_000)]
+    assert powers == sorted(powers) and powers[2] > 0.999 and all(math.isfinite(p) for p in powers)
+    assert seedstats.seeds_needed(0.0005, 0.1).seeds == pytest.approx(627_910, rel=0.01)  # 2 (2.8 / 0.005)^2
+
+
 def test_a_huge_effect_needs_two_seeds_not_fewer():
     assert seedstats.seeds_needed(100.0, 1.0).seeds == 2
 

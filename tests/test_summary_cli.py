@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -132,3 +133,53 @@ def test_a_summary_that_cannot_be_written_is_one_error_line(tmp_path):
         app, ["export", "--capture-dir", str(captures), "--format", "csv", "--out", str(blocked / "t.csv")]
     )
     assert result.exit_code != 0 and f"writing {blocked / 't.csv'}" in result.output
+
+
+def test_summarize_says_the_across_seed_verdicts_once_and_marks_a_simulated_capture(tmp_path):
+    """The finding: after a three-seed sweep the summary gave three separate verdicts and nothing across seeds."""
+    from seedcaptures import write_three_conditions
+
+    captures = write_three_conditions(tmp_path / "sim", simulated=True, time_scale=0.01)
+    result = runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--no-figures", "--effect", "0.03"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+
+    assert lines[0] == "SIMULATED: every run ran on the simulated trainer, not on a GB10"
+    across = [line for line in lines if line.startswith("across seeds, ")]
+    assert [line.split(":")[0] for line in across] == [
+        "across seeds, e2b-dapo-filter against plain",
+        "across seeds, e2b-dapo-filter against the baselines (plain, plain-48)",
+    ]
+    assert "Across 4 seeds of e2b-dapo-filter and 3 of plain" in across[0] and "bootstrap interval" in across[0]
+    document = json.loads((captures / "summary" / "miles-gb10-lab.json").read_text())
+    assert document["simulated"] is True and document["conditions"]["plain"]["simulated"] is True
+    assert all(run["simulated"] for run in document["runs"].values())
+    assert document["comparisons"][0]["across_seeds"][0]["effect"] == 0.03
+    listed = runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--no-figures", "--json"])
+    assert json.loads(listed.stdout)["conditions"] == ["e2b-dapo-filter", "plain", "plain-48"]
+
+
+def test_summarize_refuses_an_effect_that_is_not_a_difference(tmp_path):
+    captures = copy_case(tmp_path, "lab")
+    out = tmp_path / "s.json"
+    result = runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--effect", "-0.1", "--out", str(out)])
+    assert result.exit_code != 0 and result.output == "error: --effect must be a difference above 0, not -0.1\n"
+    assert not out.exists()
+
+
+def test_report_reads_a_summary_written_before_conditions_existed(tmp_path):
+    """Old documents (no conditions, no across-seed blocks, no simulated flags) are still read by `harness report`."""
+    old = subprocess.run(
+        ["git", "show", "18c36a3:tests/data/golden/summary-lab.json"], cwd=REPO, capture_output=True, text=True
+    )
+    if old.returncode != 0:
+        pytest.skip("no git history here to take the old golden summary from")
+    path = tmp_path / "summary" / "miles-gb10-lab.json"
+    path.parent.mkdir()
+    text = json.loads(old.stdout)
+    text.update(generated_at="2026-11-30T00:00:00Z", harness_version="0.1.0")
+    path.write_text(json.dumps(text))
+    result = runner.invoke(app, ["report", "--summary", str(path)])
+    assert result.exit_code == 0, result.output
+    report = (path.parent / "report.md").read_text()
+    assert "## e2b-dapo-filter against plain" in report and "## Across seeds" not in report

@@ -254,7 +254,7 @@ def test_one_seed_on_a_side_has_no_interval_and_says_how_many_seeds_are_needed(t
     assert (block.seeds, block.baseline_seeds) == (1, 3)
     assert block.interval_low is None and block.interval_high is None and block.welch_p is None
     assert block.too_few_seeds and block.seeds_needed_for_effect is not None
-    assert block.verdict.startswith("No interval across seeds: e2b-dapo-filter has one seed")
+    assert block.verdict.startswith("No interval across seeds: e2b-dapo-filter has one seed and plain 3")
     assert "run at least a second seed of e2b-dapo-filter" in block.verdict
     assert f"{block.seeds_needed_for_effect} seeds each an effect of 0.020" in block.verdict
     assert "bootstrap interval" not in block.verdict

@@ -208,17 +208,21 @@ def seeds_verdict(facts: SeedFacts) -> str:
         lacking = mine if x.mean is None else theirs
         return f"No comparison across seeds: {lacking} has no seed with a reward in the {facts.steps} steps compared."
     if x.n < 2 or y.n < 2:
+        means = f"{what} {x.mean:.3f} against {y.mean:.3f} over {facts.steps} steps"
         if x.n < 2 and y.n < 2:
-            who = f"{mine} and {theirs} have one seed each"
-            more = "a second seed of each"
-        else:
-            single, other = (mine, y.n) if x.n < 2 else (theirs, x.n)
-            who = f"{single} has one seed (the other side {other})"
-            more = f"a second seed of {single}"
+            return (
+                f"No interval across seeds: {mine} and {theirs} have one seed each ({means}), and one seed has no "
+                "spread to judge a difference by, nor to say how many seeds would: too few seeds to conclude "
+                "anything; run at least a second seed of each."
+            )
+        single = mine if x.n < 2 else theirs
+        counts = (
+            f"{mine} has {_seeds(x.n)} and {theirs} {y.n}" if x.n < 2 else f"{theirs} has one seed and {mine} {x.n}"
+        )
         return (
-            f"No interval across seeds: {who}, and one seed has no spread to judge a difference by "
-            f"({what} {x.mean:.3f} against {y.mean:.3f} over {facts.steps} steps); {_needed(facts)}: "
-            f"too few seeds to conclude anything, so run at least {more}."
+            f"No interval across seeds: {counts} ({means}), and one seed has no spread to judge a difference by: "
+            f"too few seeds to conclude anything; run at least a second seed of {single}. From the spread of the "
+            f"seeds there are, {_needed(facts)}."
         )
     head = f"Across {_seeds(x.n)} each" if x.n == y.n else f"Across {_seeds(x.n)} of {mine} and {y.n} of {theirs}"
     difference = stats.difference if stats.difference is not None else 0.0
