@@ -24,6 +24,20 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 STORE = ExperimentStore(REPO_ROOT / "experiments")
 LAB_CAPTURES = REPO_ROOT / "tests" / "data" / "captures" / "lab"
 WRITE_UPS_RUNS = ["e2b-dapo-filter", "plain", "plain-48", "plain-48-s2", "plain-48-s3", "e6a-base"]
+# The write-up's runs, and the seeds it asks for: the filter and plain over three seeds each.
+DEMO_RUN_NAMES = [
+    "e2b-dapo-filter",
+    "e2b-dapo-filter-s2",
+    "e2b-dapo-filter-s3",
+    "plain",
+    "plain-s2",
+    "plain-s3",
+    "plain-48",
+    "plain-48-s2",
+    "plain-48-s3",
+    "e6a-base",
+]
+FILTER_SEEDS = ["e2b-dapo-filter", "e2b-dapo-filter-s2", "e2b-dapo-filter-s3"]
 
 
 def target(time_scale: float = DEFAULT_TIME_SCALE) -> SimTarget:
@@ -33,10 +47,12 @@ def target(time_scale: float = DEFAULT_TIME_SCALE) -> SimTarget:
 # --- what the demo runs -------------------------------------------------------------------------
 
 
-def test_the_demo_runs_the_write_up_s_six_runs_the_filter_run_against_all_five_baselines():
+def test_the_demo_runs_the_write_up_s_runs_with_three_seeds_of_the_filter_and_of_plain():
     plans = plan_demo(STORE, Path("capture/sim"), target(), environ={})
 
-    assert [plan.spec.run for plan in plans] == WRITE_UPS_RUNS
+    assert [plan.spec.run for plan in plans] == DEMO_RUN_NAMES
+    assert set(WRITE_UPS_RUNS) <= set(DEMO_RUN_NAMES)
+    assert dict(DEMO_RUNS)["e2b-dapo-filter"] == (1, 2, 3) and dict(DEMO_RUNS)["plain"] == (1, 2, 3)
     compare = next(plan.experiment.compare for plan in plans if plan.spec.run == "e2b-dapo-filter")
     assert compare is not None and compare.baseline == "plain"
     assert sorted(compare.baselines) == sorted(run for run in WRITE_UPS_RUNS if run != "e2b-dapo-filter")
@@ -113,8 +129,8 @@ def test_the_headline_of_an_empty_summary_is_dashes_not_an_error():
         )
     )
 
-    assert len(rows) == 11
-    assert rows[1].demo == "-" and rows[4].demo == "0 of -"
+    assert len(rows) == 12
+    assert rows[1].demo == "-" and rows[4].demo == "0 of -" and rows[-1].demo == "-"
 
 
 # --- end to end -------------------------------------------------------------------------------
@@ -122,19 +138,33 @@ def test_the_headline_of_an_empty_summary_is_dashes_not_an_error():
 
 def check_demo_output(output: str, captures: Path, steps: int, shown: Path | None = None) -> None:
     """Every run succeeded with its steps on simulated heat; summary, figures, report written and where they are said."""
-    for run in WRITE_UPS_RUNS:
+    for run in DEMO_RUN_NAMES:
         status = json.loads((captures / run / "status.json").read_text())
         assert (status["state"], status["steps_complete"]) == ("succeeded", steps), run
         manifest = json.loads((captures / run / "manifest.json").read_text())
         assert manifest["experiment"]["guard"]["sensor"] == "sim"
         assert manifest["experiment"]["container"]["gpus"] == "none"
     summary = json.loads((captures / "summary" / "miles-gb10-lab.json").read_text())
-    assert sorted(summary["runs"]) == sorted(WRITE_UPS_RUNS)
-    assert [c["run"] for c in summary["comparisons"]] == ["e2b-dapo-filter"]
-    assert (captures / "summary" / "report.md").is_file()
+    assert sorted(summary["runs"]) == sorted(DEMO_RUN_NAMES)
+    assert [c["run"] for c in summary["comparisons"]] == FILTER_SEEDS
+    assert summary["simulated"] is True and sorted(summary["conditions"]) == [
+        "e2b-dapo-filter",
+        "e6a-base",
+        "plain",
+        "plain-48",
+    ]
+    report = (captures / "summary" / "report.md").read_text()
+    assert report.startswith("# miles-gb10-lab: summary (SIMULATED)") and "## Across seeds" in report
     figures = sorted(p.name for p in (captures / "summary").glob("*.svg"))
-    assert figures == ["reward-e2b-dapo-filter.svg", "rollout-time-e2b-dapo-filter.svg"]
+    assert figures == sorted(
+        [f"{kind}-{run}.svg" for run in FILTER_SEEDS for kind in ("reward", "rollout-time")]
+        + [f"seeds-reward-{c}.svg" for c in ("e2b-dapo-filter", "plain", "plain-48")]
+        + ["seeds-e2b-dapo-filter-vs-plain.svg", "seeds-e2b-dapo-filter-vs-baselines.svg"]
+    )
     assert "headline numbers" in output and "write-up (GB10)" in output
+    assert "reward across seeds, filter vs plain" in output
+    assert "across seeds, e2b-dapo-filter against plain: Across 3 seeds each" in output
+    assert "across seeds, e2b-dapo-filter against the baselines (e6a-base, plain, plain-48): Across 3 seeds" in output
     shown = shown or captures
     assert f"summary JSON  {shown / 'summary' / 'miles-gb10-lab.json'}" in output
     assert f"report        {shown / 'summary' / 'report.md'}" in output
@@ -163,7 +193,7 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
     assert filtered["aggregates"]["pause_total_s"] > 0 and filtered["time_scale"] == 0.002
     assert "heat guard: " in done.stdout
     assert "simulator: the process engine" in done.stderr
-    assert "demo: 6 runs at once" in done.stderr
+    assert "demo: 10 runs at once" in done.stderr
     assert "e2b-dapo-filter: step 1 (2/2 complete)" in done.stdout  # live progress, one line per step when piped
 
     again = CliRunner().invoke(
@@ -171,9 +201,9 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
     )
 
     assert again.exit_code == 0, again.output
-    assert again.stdout.count(" reused: succeeded at ") == 6
+    assert again.stdout.count(" reused: succeeded at ") == 10
     check_demo_output(again.stdout, captures, 2)  # the same end results, figures included
-    assert "6 of 6 runs reused" in again.stdout and "runs reused" not in done.stdout
+    assert "10 of 10 runs reused" in again.stdout and "runs reused" not in done.stdout
     assert f"`harness status --capture-dir {captures}` lists the captures" in again.stdout
     on_a_terminal = CliRunner().invoke(
         app,
@@ -210,7 +240,7 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
         .splitlines()[-1]
         .startswith("error: run e2b-dapo-filter not started: its capture succeeded at ")
     )
-    assert "steps 2 -> 1" in fewer.output and "(and 5 more, above)" in fewer.output
+    assert "steps 2 -> 1" in fewer.output and "(and 9 more, above)" in fewer.output
 
 
 def test_the_demo_s_help_speaks_of_the_demo_not_of_an_option_it_does_not_have():
@@ -268,7 +298,7 @@ def test_the_demo_run_again_reruns_what_did_not_succeed_and_publishes_nothing_bu
 
     assert again.exit_code == 0, again.output
     assert "--retry" not in again.output
-    assert again.stdout.count(" reused: succeeded at ") == 5 and "5 of 6 runs reused" in again.stdout
+    assert again.stdout.count(" reused: succeeded at ") == 9 and "9 of 10 runs reused" in again.stdout
     rerun = json.loads(status_path.read_text())
     assert (rerun["state"], rerun["steps_complete"]) == ("succeeded", 1) and rerun["started_at"] != interrupted[
         "started_at"
@@ -288,6 +318,6 @@ def test_the_demo_run_again_reruns_what_did_not_succeed_and_publishes_nothing_bu
         line.startswith("warning: plain-48-s2 not run: its status is broken") and "--force" in line for line in lines
     ), broken.output
     assert lines[-1] == (
-        "warning: no summary, figures or headline numbers: they need all 6 runs, and plain-48-s2 "
-        "did not succeed; `harness demo` again reruns it and reuses the 5 that succeeded"
+        "warning: no summary, figures or headline numbers: they need all 10 runs, and plain-48-s2 "
+        "did not succeed; `harness demo` again reruns it and reuses the 9 that succeeded"
     )

@@ -17,14 +17,15 @@ from harness.sim.timescale import TIME_SCALE_RANGE
 
 DEMO_HELP = """The lab's whole pipeline on the simulator, on any machine: no GPU, Docker optional.
 
-Runs plain, plain-48 (seeds 1-3), e6a-base and e2b-dapo-filter from the lab's
-experiment files on the simulated trainer, all at once, with the heat guard
-on the simulated GB10 (the `sim` sensor) so it really pauses them, each
-exactly as `harness run EXP --sim` runs it; then summarizes the captures,
-draws the figures, writes the report, and prints the headline numbers
-beside the write-up's. Runs that already succeeded are reused (--force
-reruns them); runs that did not (Ctrl-C, a failure) run again, and until
-all six succeeded nothing is summarized. `make demo` sets up the venv and
+Runs e2b-dapo-filter, plain and plain-48 (seeds 1-3 each) and e6a-base from
+the lab's experiment files on the simulated trainer, all at once, with the
+heat guard on the simulated GB10 (the `sim` sensor) so it really pauses them,
+each exactly as `harness run EXP --sim` runs it; then summarizes the
+captures, draws the figures, writes the report, and prints the headline
+numbers beside the write-up's and the filter against plain across seeds.
+Runs that already succeeded are reused (--force reruns them); runs that did
+not (Ctrl-C, a failure) run again, and until all of them succeeded nothing
+is summarized. `make demo` sets up the venv and
 the sim image first.
 
 \b
@@ -275,7 +276,7 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, r
     from rich.text import Text
 
     from harness.cli.tables import Column, print_table
-    from harness.run.demo import headline
+    from harness.run.demo import headline, verdict_lines
     from harness.summary.publish import report_from_summary, summarize_to_files
 
     published = summarize_to_files(capture_dir)
@@ -289,11 +290,8 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, r
         rows,
         title="headline numbers",
     )
-    for comparison in document.comparisons:
-        console.print(
-            Text(f"{comparison.run} against {comparison.baseline}: {comparison.reward.verdict}"),
-            soft_wrap=not console.is_terminal,
-        )
+    for line in verdict_lines(document):  # each run's verdict, then each comparison across seeds
+        console.print(Text(line), soft_wrap=not console.is_terminal)
     console.print()
     console.print(Text(f"summary JSON  {published.summary_path}"))
     for path in sorted([*published.figures, *published.figures_unchanged]):  # unchanged ones are results too
