@@ -336,3 +336,13 @@ def _student_t_cdf(dof: float, t: float) -> float:
 
 def _clip01(value: float) -> float:
     return min(1.0, max(0.0, value))
+
+
+def warm() -> None:
+    """Import what the interval and the power need (scipy), so that no comparison waits for it.
+
+    The summarizer calls it while its worker processes read large captures,
+    where the import costs no time of its own.
+    """
+    import scipy.special  # noqa: F401
+    import scipy.stats  # type: ignore[import-untyped]  # noqa: F401

@@ -106,21 +106,15 @@ def summarize_command(
             f"{escape(comparison.reward.verdict)}",
             soft_wrap=not console.is_terminal,
         )
-    for line in across_seeds_lines(document):
+    from harness.summary.seeds import across_seeds_lines
+
+    for line in across_seeds_lines(document.comparisons):
         console.print(escape(line), soft_wrap=not console.is_terminal)
     console.print(f"wrote {escape(str(published.summary_path))}")
     for path in published.figures:
         console.print(f"wrote {escape(str(path))}")
     if published.figures_unchanged:
         console.print(f"{len(published.figures_unchanged)} figures unchanged (their inputs are the same)")
-
-
-def across_seeds_lines(document: "SummaryDocument") -> list[str]:
-    """`across seeds, X against Y: <verdict>`, once per comparison of conditions."""
-    from harness.summary.seeds import baseline_label, unique_blocks
-
-    blocks = unique_blocks(block for comparison in document.comparisons for block in comparison.across_seeds)
-    return [f"across seeds, {b.condition} against {baseline_label(b)}: {b.verdict}" for b in blocks]
 
 
 def _sim_hint(capture_dir: Path, sim: bool) -> str:

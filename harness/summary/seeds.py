@@ -406,6 +406,12 @@ def unique_blocks(blocks: Iterable[SeedComparison]) -> list[SeedComparison]:
     return list(seen.values())
 
 
+def across_seeds_lines(comparisons: Iterable[Any]) -> list[str]:
+    """`across seeds, X against Y: <verdict>`, once per comparison of conditions (of the document's comparisons)."""
+    blocks = unique_blocks(block for comparison in comparisons for block in comparison.across_seeds)
+    return [f"across seeds, {b.condition} against {baseline_label(b)}: {b.verdict}" for b in blocks]
+
+
 def baseline_label(block: SeedComparison) -> str:
     """`plain`, or `the baselines (plain, plain-48)`."""
     if block.against == BASELINE:

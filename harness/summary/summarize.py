@@ -156,17 +156,28 @@ def summarize_with_warnings(
 
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         with ProcessPoolExecutor(min(workers, len(run_dirs)), mp_context=context) as pool:
-            outcomes = list(
-                pool.map(
-                    summarize_directory,
-                    run_dirs,
-                    [encode] * len(run_dirs),
-                    chunksize=max(1, len(run_dirs) // (4 * workers)),
-                )
+            pending = pool.map(
+                summarize_directory,
+                run_dirs,
+                [encode] * len(run_dirs),
+                chunksize=max(1, len(run_dirs) // (4 * workers)),
             )
+            _warm_statistics()  # while the workers read: the main process would only wait
+            outcomes = list(pending)
     else:
         outcomes = [summarize_directory(d, encode) for d in run_dirs]
     return _document(outcomes, skipped, generated_at, effect)
+
+
+def _warm_statistics() -> None:
+    """Import scipy for the across-seed comparisons now (every worker is already forked); without it, say nothing:
+    each comparison across seeds says so itself."""
+    from harness import seedstats
+
+    try:
+        seedstats.warm()
+    except ImportError:
+        pass
 
 
 PARALLEL_BYTES = 32 << 20  # below this much metrics.jsonl, starting processes costs more than it saves
