@@ -9,8 +9,9 @@ facts, the comparisons, the conditions), indented by orjson. A float that is
 not finite is refused, never written as null behind the reader's back (the
 summarizer has already turned each one into null with a note).
 
-The text is built in one buffer: the many small runs of a large capture
-root cost what their bytes cost, not a Python object each.
+The text is built from a few pieces a run, joined once: never a piece a
+value (orjson's smallest output holds about 4 KB), so the many small runs of
+a large capture root cost about what their bytes cost.
 """
 
 from __future__ import annotations
@@ -39,18 +40,18 @@ def dumps_summary(document: SummaryDocument, encoded_rows: Optional[Mapping[str,
     `encoded_rows`: runs whose rows `encode_rows` has already encoded (where
     they were computed, in parallel), by run name; the others are encoded here.
     """
-    out = bytearray(b"{\n")
+    out: list[bytes] = [b"{\n"]  # a few pieces a run, joined once at the end
     names = _field_names(type(document))
     for i, name in enumerate(names):
-        out += _INDENT + orjson.dumps(name) + b": "
+        out.append(_INDENT + orjson.dumps(name) + b": ")
         value = getattr(document, name)
         if name == "runs":
             _write_runs(value, out, encoded_rows or {})
         else:
-            out += _indented(strict_plain(value, name), 1)
-        out += b",\n" if i < len(names) - 1 else b"\n"
-    out += b"}\n"
-    return bytes(out)
+            out.append(_indented(strict_plain(value, name), 1))
+        out.append(b",\n" if i < len(names) - 1 else b"\n")
+    out.append(b"}\n")
+    return b"".join(out)
 
 
 def encode_rows(table: StepTable) -> bytes:
@@ -59,30 +60,38 @@ def encode_rows(table: StepTable) -> bytes:
     return _rows_one_per_line(table.rows(), _INDENT * (ROWS_LEVEL + 1))
 
 
-def _write_runs(runs: Mapping[str, RunSummary], out: bytearray, encoded_rows: Mapping[str, bytes]) -> None:
+def _write_runs(runs: Mapping[str, RunSummary], out: list[bytes], encoded_rows: Mapping[str, bytes]) -> None:
     if not runs:
-        out += b"{}"
+        out.append(b"{}")
         return
-    out += b"{\n"
+    out.append(b"{\n")
+    last = len(runs) - 1
     for i, (name, run) in enumerate(runs.items()):
-        out += _INDENT * _RUN_LEVEL + orjson.dumps(str(name)) + b": "
-        out += _run_bytes(run, encoded_rows.get(name), f"runs.{name}")
-        out += b",\n" if i < len(runs) - 1 else b"\n"
-    out += _INDENT + b"}"
+        out.append(_INDENT * _RUN_LEVEL + orjson.dumps(str(name)) + b": ")
+        _write_run(run, encoded_rows.get(name), f"runs.{name}", out)
+        out.append(b",\n" if i < last else b"\n")
+    out.append(_INDENT + b"}")
 
 
-def _run_bytes(run: RunSummary, rows: Optional[bytes], where: str) -> bytes:
-    """One run's object, its facts indented by orjson and its rows one per line where `steps` stands."""
-    plain = {name: strict_plain(getattr(run, name), f"{where}.{name}") for name in _field_names(RunSummary)}
-    plain["steps"] = []  # a marker the rows replace: the run's only key at its own top level called so
+_MARKER = _STEPS_PLACEHOLDER.replace(b"\n", b"\n" + _INDENT * _RUN_LEVEL)
+
+
+def _write_run(run: RunSummary, rows: Optional[bytes], where: str, out: list[bytes]) -> None:
+    """One run's object: its facts indented by orjson, its rows one per line where `steps` stands."""
+    plain = {
+        # `steps` is a marker the rows replace: the run's only key at its own top level called so
+        name: strict_plain(getattr(run, name), f"{where}.{name}") if name != "steps" else []
+        for name in _field_names(RunSummary)
+    }
     encoded = _indented(plain, _RUN_LEVEL)
     if not len(run.steps):
-        return encoded
+        out.append(encoded)
+        return
     if rows is None:
         rows = encode_rows(run.steps)
-    marker = _STEPS_PLACEHOLDER.replace(b"\n", b"\n" + _INDENT * _RUN_LEVEL)
+    cut = encoded.index(_MARKER) + len(_MARKER) - 2  # before the marker's `[]`
     inner, pad = _INDENT * (ROWS_LEVEL + 1), _INDENT * ROWS_LEVEL
-    return encoded.replace(marker, marker[:-2] + b"[\n" + inner + rows + b"\n" + pad + b"]", 1)
+    out += [encoded[:cut], b"[\n", inner, rows, b"\n", pad, b"]", encoded[cut + 2 :]]
 
 
 def _indented(value: Any, level: int) -> bytes:
@@ -106,26 +115,61 @@ def _field_names(kind: type) -> tuple[str, ...]:
 
 
 def strict_plain(value: Any, where: str = "the document") -> Any:
-    """The value as plain JSON data (as `document.to_plain`); ValueError for a float that is not finite."""
+    """The value as plain JSON data (as `document.to_plain`); ValueError naming where a float is not finite."""
+    try:
+        return _plain(value)
+    except _NotFinite:
+        raise ValueError(
+            f"not strict JSON: {where}{_path_to_non_finite(value)} is not a finite number "
+            "(the summary nulls such values, with a note)"
+        ) from None
+
+
+class _NotFinite(Exception):
+    pass
+
+
+def _plain(value: Any) -> Any:
     kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
     if kind is float:
-        if not math.isfinite(value):
-            raise ValueError(f"not strict JSON: {where} is {value!r} (the summary nulls such values, with a note)")
+        if value - value != 0.0:  # inf - inf and nan - nan are nan: not finite
+            raise _NotFinite
         return value
-    if value is None or kind in (str, int, bool):
-        return value
+    if kind is list or kind is tuple:
+        return [_plain(item) for item in value]
+    if kind is dict:
+        return {key: _plain(item) for key, item in value.items()}
     if kind is StepTable:
         _check_finite(value)
         return value.rows()
     if kind is Skipped:
         return value.to_dict()
-    if kind is list or kind is tuple:
-        return [strict_plain(item, f"{where}[{i}]") for i, item in enumerate(value)]
-    if isinstance(value, dict):
-        return {key: strict_plain(item, f"{where}.{key}") for key, item in value.items()}
     if hasattr(value, "__dataclass_fields__"):
-        return {name: strict_plain(getattr(value, name), f"{where}.{name}") for name in _field_names(kind)}
+        return {name: _plain(getattr(value, name)) for name in _field_names(kind)}
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
     return value  # a number type orjson knows (a numpy float, say): encoded as it is
+
+
+def _path_to_non_finite(value: Any) -> str:
+    """Where in `value` the first float that is not finite is (`.aggregates.reward_mean`), for the error."""
+    if type(value) is float:
+        return "" if math.isfinite(value) else f" ({value!r})"
+    items: list[tuple[str, Any]] = []
+    if isinstance(value, (list, tuple)):
+        items = [(f"[{i}]", item) for i, item in enumerate(value)]
+    elif isinstance(value, dict):
+        items = [(f".{key}", item) for key, item in value.items()]
+    elif hasattr(value, "__dataclass_fields__") and type(value) is not StepTable:
+        items = [(f".{name}", getattr(value, name)) for name in _field_names(type(value))]
+    for step, item in items:
+        try:
+            _plain(item)
+        except _NotFinite:
+            return step + _path_to_non_finite(item)
+    return ""
 
 
 def _rows_one_per_line(rows: list[dict[str, Any]], inner: bytes) -> bytes:

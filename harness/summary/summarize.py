@@ -141,7 +141,8 @@ def summarize_with_warnings(
     """`summarize`, with the warnings the commands print.
 
     The runs are read and summarized in `workers` processes (default: one
-    per core, up to 8, when the captures are large enough to gain from it);
+    per core, up to 8, when the captures are large enough, or many enough,
+    to gain from it);
     each run's result is the same either way. `encode`: also encode each
     run's rows for the JSON where they are computed (`Summary.encoded_rows`).
     `effect`: the difference in mean reward the across-seed comparisons say
@@ -181,6 +182,7 @@ def _warm_statistics() -> None:
 
 
 PARALLEL_BYTES = 32 << 20  # below this much metrics.jsonl, starting processes costs more than it saves
+PARALLEL_RUNS = 1_000  # unless there are this many runs: each costs its own files' reading, however short
 MAX_WORKERS = 8
 
 
@@ -193,7 +195,7 @@ def _default_workers(run_dirs: Sequence[Path]) -> int:
             total += os.stat(run_dir / "metrics.jsonl").st_size
         except OSError:
             continue
-    if total < PARALLEL_BYTES:
+    if total < PARALLEL_BYTES and len(run_dirs) < PARALLEL_RUNS:
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(cores, MAX_WORKERS))
