@@ -33,7 +33,7 @@ import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 if TYPE_CHECKING:
     import numpy as np
@@ -208,12 +208,11 @@ def bootstrap_interval(
     import warnings
 
     import numpy as np
-    from scipy.stats import bootstrap  # type: ignore[import-untyped]
 
     seeds = len(x) + len(y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scipy's warnings about few distinct values: the interval says it
-        result = bootstrap(
+        result = _scipy().stats.bootstrap(
             (np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)),
             _difference_of_means,
             n_resamples=resamples_for(seeds),
@@ -254,16 +253,15 @@ def power(seeds: int, effect: float, sd: float, alpha: float = ALPHA) -> float:
         raise ValueError(f"a t-test needs at least 2 seeds a side, not {seeds}")
     if sd <= 0.0:
         raise ValueError(f"the standard deviation must be above 0, not {sd}")
-    from scipy.special import nctdtr, stdtrit  # type: ignore[import-untyped]
-
+    special = _scipy().special
     dof = 2 * seeds - 2
     noncentrality = abs(effect) / sd * math.sqrt(seeds / 2)
-    critical = float(stdtrit(dof, 1.0 - alpha / 2))
-    below = float(nctdtr(dof, noncentrality, critical))
+    critical = float(special.stdtrit(dof, 1.0 - alpha / 2))
+    below = float(special.nctdtr(dof, noncentrality, critical))
     if not math.isfinite(below):  # scipy's series gives up far in a tail: the normal approximation there
         below = NormalDist().cdf(critical - noncentrality)
     # the far tail, below -t_crit: at most alpha / 2 (no shift), and where scipy cannot compute it, nothing
-    far = float(nctdtr(dof, noncentrality, -critical))
+    far = float(special.nctdtr(dof, noncentrality, -critical))
     return _clip01(1.0 - below + (far if math.isfinite(far) else 0.0))
 
 
@@ -329,9 +327,15 @@ def compare(x: Sequence[float], y: Sequence[float], effect: float = DEFAULT_EFFE
 
 
 def _student_t_cdf(dof: float, t: float) -> float:
-    from scipy.special import stdtr
+    return float(_scipy().special.stdtr(dof, t))
 
-    return float(stdtr(dof, t))
+
+def _scipy() -> Any:  # Any: scipy ships no type information (no py.typed)
+    """scipy, with the two parts used here imported (on first use: they are heavy)."""
+    import scipy.special  # type: ignore[import-untyped]
+    import scipy.stats  # type: ignore[import-untyped]
+
+    return scipy
 
 
 def _clip01(value: float) -> float:
@@ -344,5 +348,4 @@ def warm() -> None:
     The summarizer calls it while its worker processes read large captures,
     where the import costs no time of its own.
     """
-    import scipy.special  # noqa: F401
-    import scipy.stats  # type: ignore[import-untyped]  # noqa: F401
+    _scipy()

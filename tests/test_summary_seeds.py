@@ -325,3 +325,17 @@ def test_an_old_document_without_conditions_still_reads_and_its_simulated_runs_a
 
     assert again.conditions == {} and again.comparisons[0].across_seeds == []
     assert again.simulated_runs() == list(again.runs)  # time scale 0.01: only the simulator runs at it
+
+
+def test_documents_across_seeds_are_valid_against_the_schema(three, tmp_path):
+    import jsonschema
+
+    from harness.summary import SCHEMA_FILE
+
+    schema = json.loads(SCHEMA_FILE.read_text())
+    root = tmp_path / "degenerate"
+    for seed in (1, 2):
+        write_run(root, "e2b-dapo-filter", seed, [0.7, 0.7], filter_on=True, compare={"baseline": "plain"})
+    write_run(root, "plain", 1, [0.6, 0.6])
+    for document in (three, summarize(root)):
+        jsonschema.validate(json.loads(dumps_summary(document)), schema)

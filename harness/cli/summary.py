@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, List, Optional
 
-import click
 import typer
 from typer.core import TyperGroup
 from typing_extensions import Annotated
@@ -246,7 +245,7 @@ def export_command(
 class PlanCommands(TyperGroup):
     """`harness plan seeds ...` is the seeds plan; anything else is the over-sampling plan, as `harness plan` was."""
 
-    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+    def parse_args(self, ctx: Any, args: List[str]) -> List[str]:  # Any: typer's own click Context (private)
         if not args or args[0] not in self.commands:
             args = [OVER_SAMPLING, *args]
         return super().parse_args(ctx, args)

@@ -63,7 +63,8 @@ def read_conditions(manifest: Optional[Mapping[str, Any]], time_scale: Optional[
     """A run's conditions from its manifest (None: no manifest) and its checked time scale."""
     if not isinstance(manifest, Mapping):
         return RunConditions(None, time_scale, None)
-    experiment = manifest.get("experiment") if isinstance(manifest.get("experiment"), Mapping) else {}
+    found = manifest.get("experiment")
+    experiment: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     # only the simulator runs at a time scale other than 1, whatever image the manifest names
     simulated = True if time_scale is not None and time_scale != 1 else _simulated(manifest, experiment)
     config = condition_config(manifest, experiment, simulated, time_scale) if experiment else None

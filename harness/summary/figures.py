@@ -40,9 +40,13 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from harness.summary.document import Comparison, RunSummary, SeedComparison, SummaryDocument
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 STEP_LABEL = "step (Miles rollout id)"
 ROLLOUT_LABEL = "rollout time, pause time taken out (s)"
@@ -167,7 +171,7 @@ def _rewards(run_doc: Optional[RunSummary], *, complete: bool = True) -> tuple[l
     return run_doc.steps.pick(run_doc.steps.reward, complete=complete)
 
 
-def _new_figure(title: str, caption: str):  # noqa: ANN202
+def _new_figure(title: str, caption: str) -> tuple["Figure", "Axes"]:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(9.0, 5.6))
@@ -394,7 +398,7 @@ def _seeds_of(document: SummaryDocument, key: str) -> list[Any]:
     return list(condition.seeds) if condition is not None else []
 
 
-def draw_condition(document: SummaryDocument, key: str):  # noqa: ANN201
+def draw_condition(document: SummaryDocument, key: str) -> "Figure":
     """A condition's reward across seeds (a matplotlib Figure)."""
     from harness.summary.seeds import pooled_steps
 
@@ -447,7 +451,7 @@ def draw_condition(document: SummaryDocument, key: str):  # noqa: ANN201
     return figure
 
 
-def draw_seed_comparison(document: SummaryDocument, block: SeedComparison):  # noqa: ANN201
+def draw_seed_comparison(document: SummaryDocument, block: SeedComparison) -> "Figure":
     """An across-seed comparison (a matplotlib Figure): dots per condition, and the difference with its interval."""
     from matplotlib.figure import Figure
 
@@ -519,7 +523,7 @@ def drawable_seed_comparisons(document: SummaryDocument) -> list[SeedComparison]
     return [block for block in blocks if block.seeds >= 2 and block.baseline_seeds >= 2]
 
 
-def _save(figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:  # noqa: ANN001
+def _save(figure: "Figure", path: Path, title: str, caption: str, fingerprint: str) -> Path:
     import io
 
     import matplotlib
@@ -635,14 +639,15 @@ def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = Fa
     out_dir = Path(out_dir)
     rendered = Rendered()
 
-    def one(path: Path, stamp: str, draw: Any, text: Any) -> None:
+    def one(path: Path, stamp: str, draw: Callable[[], "Figure"], text: Callable[[], tuple[str, str]]) -> None:
         """Draw one figure, unless the file already shows the same (`draw()` and `text()` make it)."""
         if not force and _fingerprint_of(path) == stamp.encode():
             rendered.unchanged.append(path)
             return
         _use_agg()
         out_dir.mkdir(parents=True, exist_ok=True)
-        rendered.drawn.append(_save(draw(), path, *text(), stamp))
+        title, caption = text()
+        rendered.drawn.append(_save(draw(), path, title, caption, stamp))
 
     for comparison in document.comparisons:
         if comparison.run not in document.runs:
