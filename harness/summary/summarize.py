@@ -9,6 +9,8 @@ The jobs, each in its own module, in the order they run:
 - `rows`: a frame -> its step rows (`StepTable`);
 - `aggregates`: the rows -> the run's aggregates;
 - `comparisons`: the runs -> one comparison per `compare` block;
+- `seeds`: the runs -> conditions, figures pooled over seeds, and each
+  comparison's across-seed block;
 - `document` and `serialize`: the typed document and its JSON.
 
 Each run is summarized on its own, from its own files: a run that cannot be

@@ -1,4 +1,9 @@
-"""The reward verdict: one sentence that states the result and its limits.
+"""The reward verdicts: one sentence that states the result and its limits.
+
+`reward_verdict` words one run against its baseline (the write-up's sentence);
+`seeds_verdict` a condition's seeds against its baseline's (docs/summary.md,
+"Across seeds"): the seeds on each side, the difference, its interval and
+whether that excludes 0, Welch's p, and what follows.
 
 Pure: it takes the facts a comparison found and words them. Numbers are shown
 with three decimals (display only; the JSON keeps them unrounded). The
