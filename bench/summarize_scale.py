@@ -35,7 +35,8 @@ Columns (best of --repeat; seconds of wall time unless said):
   and the JSON file included (runs summarized in parallel where large);
   `e2e cpu`: the CPU seconds that process used (all its processes);
   `peak MB`: the most memory its process tree held at once (the sum of the
-  resident sets of the script and its workers, sampled every 10 ms);
+  proportional set sizes of the script and its workers, sampled every 10 ms,
+  or the largest resident set one of them reached, whichever is more);
 - with --figures, for the largest size: the script with figures, first
   drawing them all, then again with nothing changed (every figure kept).
 
@@ -48,7 +49,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -244,32 +244,43 @@ def best_of(repeat: int, fn):  # noqa: ANN001, ANN201
 
 
 def script(root: Path, *extra: str) -> tuple[float, float, float]:
-    """(wall seconds, CPU seconds, peak MB of the process tree) of summarize_miles.py in a new process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, str(REPO / "summarize_miles.py"), "--capture-dir", str(root), *extra],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    peak = 0
-    while process.poll() is None:
-        peak = max(peak, tree_rss(process.pid))
-        time.sleep(0.01)
-    wall = time.perf_counter() - start
-    _, err = process.communicate()
-    if process.returncode:
-        raise RuntimeError(f"summarize_miles.py failed: {err.decode()[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    peak = max(peak, after.ru_maxrss * 1024)  # the largest one process held, whenever (from the kernel)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), peak / 1e6
+    """(wall seconds, CPU seconds, peak MB of the process tree) of summarize_miles.py in a new process.
+
+    Its CPU and largest resident set are its own and its workers' (wait4 on
+    it alone, so no other child of the bench counts).
+    """
+    with tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        process = subprocess.Popen(
+            [sys.executable, str(REPO / "summarize_miles.py"), "--capture-dir", str(root), *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+        )
+        peak = 0
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
+            peak = max(peak, tree_rss(process.pid))
+            time.sleep(0.01)
+        wall = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode:
+            errors.seek(0)
+            raise RuntimeError(f"summarize_miles.py failed: {errors.read().decode()[-2000:]}")
+    peak = max(peak, usage.ru_maxrss * 1024)  # the most one of its processes held, whenever (from the kernel)
+    return wall, usage.ru_utime + usage.ru_stime, peak / 1e6
 
 
 def tree_rss(pid: int) -> int:
-    """Resident bytes of a process and its descendants, now (Linux /proc; 0 elsewhere)."""
+    """Memory of a process and its descendants now: the sum of their proportional set sizes (Linux /proc).
+
+    Forked workers share the parent's pages until they write them; PSS counts
+    a shared page once, split between its sharers, where summing resident
+    sets would count it once per process. Resident sets where the kernel
+    gives no PSS; 0 without /proc.
+    """
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -283,13 +294,25 @@ def tree_rss(pid: int) -> int:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))  # fields[1]: the parent's pid
-        rss[int(entry)] = int(fields[21]) * page  # resident pages
     total, todo = 0, [pid]
     while todo:
         current = todo.pop()
-        total += rss.get(current, 0)
+        total += _memory(current)
         todo += children.get(current, [])
     return total
+
+
+def _memory(pid: int) -> int:
+    """One process's PSS (else RSS) in bytes; 0 once it is gone."""
+    for name, key in (("smaps_rollup", b"Pss:"), ("status", b"VmRSS:")):
+        try:
+            with open(f"/proc/{pid}/{name}", "rb") as handle:
+                for line in handle:
+                    if line.startswith(key):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return 0
 
 
 SCIPY_PROBE = "import time, numpy; t = time.perf_counter(); from harness.seedstats import warm; warm(); print(time.perf_counter() - t)"
