@@ -296,10 +296,10 @@ def test_a_condition_that_fails_costs_the_others_nothing(tmp_path, monkeypatch):
 
     real = seeds.summarize_condition
 
-    def broken(names, runs):
+    def broken(names, runs, *more):
         if names[0].startswith("plain-48"):
             raise RuntimeError("a bug")
-        return real(names, runs)
+        return real(names, runs, *more)
 
     monkeypatch.setattr(seeds, "summarize_condition", broken)
     result = summarize_with_warnings(write_three_conditions(tmp_path / "c"))

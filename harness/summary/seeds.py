@@ -49,6 +49,7 @@ class Conditions:
     of_run: dict[str, str] = field(default_factory=dict)
     steps: dict[str, frozenset[int]] = field(default_factory=dict)  # condition -> its pooled steps
     warnings: list[str] = field(default_factory=list)
+    step_sets: Optional["StepSets"] = None  # each run's complete steps, found once
 
 
 # --------------------------------------------------------------------------- grouping
@@ -114,16 +115,36 @@ def split_notes(
 
 def complete_steps(run: RunSummary) -> frozenset[int]:
     """The step ids of the run's complete steps."""
-    return frozenset(step for step, done in zip(run.steps.step, run.steps.complete) if done)
+    table = run.steps
+    if all(table.complete):
+        return frozenset(table.step)
+    return frozenset(step for step, done in zip(table.step, table.complete) if done)
 
 
-def pool(names: Sequence[str], runs: Mapping[str, RunSummary]) -> tuple[list[str], frozenset[int], dict[str, str]]:
+class StepSets:
+    """Each run's complete steps, found once (runs are compared step by step many times)."""
+
+    def __init__(self, runs: Mapping[str, RunSummary]) -> None:
+        self.runs = runs
+        self._found: dict[str, frozenset[int]] = {}
+
+    def __getitem__(self, name: str) -> frozenset[int]:
+        found = self._found.get(name)
+        if found is None:
+            found = self._found[name] = complete_steps(self.runs[name])
+        return found
+
+
+def pool(
+    names: Sequence[str], runs: Mapping[str, RunSummary], step_sets: Optional[StepSets] = None
+) -> tuple[list[str], frozenset[int], dict[str, str]]:
     """(the seeds pooled, the steps every one of them completed, run -> why it is left out).
 
     The pooled seeds are those with the most complete steps (a seed with
     fewer was cut short); a second run of a seed already pooled is left out.
     """
-    steps = {name: complete_steps(runs[name]) for name in names}
+    step_sets = step_sets or StepSets(runs)
+    steps = {name: step_sets[name] for name in names}
     longest = max((len(s) for s in steps.values()), default=0)
     kept: list[str] = []
     left_out: dict[str, str] = {}
@@ -142,21 +163,34 @@ def pool(names: Sequence[str], runs: Mapping[str, RunSummary]) -> tuple[list[str
     return kept, shared, left_out
 
 
-def seed_figures(name: str, run: RunSummary, steps: frozenset[int]) -> SeedFigures:
-    """One seed's figures over `steps` (its complete steps among them)."""
+def seed_figures(
+    name: str, run: RunSummary, steps: frozenset[int], own: Optional[frozenset[int]] = None
+) -> SeedFigures:
+    """One seed's figures over `steps` (its complete steps among them); `own`: its complete steps, if known.
+
+    Where `steps` are all its complete steps (the usual case), its own
+    aggregates are these figures already: the same values under the same
+    rules (means, the first four, a median over at least half the steps).
+    """
     table = run.steps
+    if (own if own is not None else complete_steps(run)) == steps:
+        aggregates = run.aggregates
+        positions = table.complete_positions() if not all(table.complete) else range(len(table))
+        return SeedFigures(
+            run=name,
+            seed=run.seed,
+            reward_mean=aggregates.reward_mean,
+            reward_mean_first4=aggregates.reward_mean_first4,
+            rollout_time_adjusted_median_s=aggregates.rollout_time_adjusted_median_s,
+            dropped_groups=_total(run, table.dropped_groups, positions),
+            dropped_all_right=_total(run, table.dropped_all_right, positions),
+            dropped_all_wrong=_total(run, table.dropped_all_wrong, positions),
+        )
     positions = [i for i, (step, done) in enumerate(zip(table.step, table.complete)) if done and step in steps]
     rewards = [table.reward[i] for i in positions]
     known = [r for r in rewards if r is not None]
     first = rewards[:FIRST_STEPS]
     adjusted = [t for t in (table.rollout_time_adjusted_s[i] for i in positions) if t is not None]
-
-    def total(column: Sequence[Optional[int]]) -> Optional[int]:
-        values = [column[i] for i in positions]
-        if not run.filter or not values or any(v is None for v in values):
-            return None
-        summed = sum(v for v in values if v is not None)
-        return summed if summed <= MAX_EXACT_INT else None
 
     return SeedFigures(
         run=name,
@@ -169,10 +203,21 @@ def seed_figures(name: str, run: RunSummary, steps: frozenset[int]) -> SeedFigur
         ),
         # a median over at least half of the steps, as a run's own (docs/summary.md, "The rules")
         rollout_time_adjusted_median_s=median(adjusted) if adjusted and 2 * len(adjusted) >= len(positions) else None,
-        dropped_groups=total(table.dropped_groups),
-        dropped_all_right=total(table.dropped_all_right),
-        dropped_all_wrong=total(table.dropped_all_wrong),
+        dropped_groups=_total(run, table.dropped_groups, positions),
+        dropped_all_right=_total(run, table.dropped_all_right, positions),
+        dropped_all_wrong=_total(run, table.dropped_all_wrong, positions),
     )
+
+
+def _total(run: RunSummary, column: Sequence[Optional[int]], positions: Sequence[int]) -> Optional[int]:
+    """A count summed over the steps at `positions`: a filter run's, and only where every one of them has it."""
+    if not run.filter or not positions:
+        return None
+    values = column if len(positions) == len(column) else [column[i] for i in positions]
+    if None in values:
+        return None
+    summed = sum(v for v in values if v is not None)
+    return summed if summed <= MAX_EXACT_INT else None
 
 
 def seed_spread(values: Iterable[Optional[float]]) -> SeedSpread:
@@ -182,17 +227,18 @@ def seed_spread(values: Iterable[Optional[float]]) -> SeedSpread:
 
 
 def summarize_condition(
-    names: Sequence[str], runs: Mapping[str, RunSummary]
+    names: Sequence[str], runs: Mapping[str, RunSummary], step_sets: Optional[StepSets] = None
 ) -> tuple[ConditionSummary, frozenset[int]]:
     """One condition's summary, and its pooled steps."""
+    step_sets = step_sets or StepSets(runs)
     first = runs[names[0]]
-    kept, steps, left_out = pool(names, runs)
-    figures = [seed_figures(name, runs[name], steps) for name in kept]
+    kept, steps, left_out = pool(names, runs, step_sets)
+    figures = [seed_figures(name, runs[name], steps, step_sets[name]) for name in kept]
     notes = [f"{name} is left out of the pooled figures: {why}" for name, why in left_out.items()]
     lacking = [f.run for f in figures if f.reward_mean is None]
     if lacking:
         notes.append(f"no reward in the pooled steps of {', '.join(lacking)}: left out of the reward figures")
-    if len(kept) > 1 and any(len(complete_steps(runs[n])) != len(steps) for n in kept):
+    if len(kept) > 1 and any(len(step_sets[n]) != len(steps) for n in kept):
         notes.append(f"the seeds' complete steps differ: pooled over the {len(steps)} steps every one completed")
     simulated = {runs[name].simulated for name in names}
     summary = ConditionSummary(
@@ -223,10 +269,10 @@ def summarize_conditions(
     """Every run in a condition, and every condition's pooled figures (a failure is one condition's note)."""
     groups, of_run = group_runs(runs)
     extra = split_notes(groups, runs, configs or {})
-    out = Conditions(of_run=of_run)
+    out = Conditions(of_run=of_run, step_sets=StepSets(runs))
     for key, names in groups.items():
         try:
-            summary, steps = summarize_condition(names, runs)
+            summary, steps = summarize_condition(names, runs, out.step_sets)
         except Exception as err:  # a bug must not cost the other conditions their figures: say it, go on
             out.warnings.append(f"condition {key}: no pooled figures ({type(err).__name__}: {err})")
             continue
@@ -335,8 +381,10 @@ class SeedComparisons:
     def _means(self, names: Sequence[str], steps: frozenset[int], notes: list[str]) -> dict[str, float]:
         """Each seed's mean reward over `steps` (those of its steps that have a reward); seeds with none left out."""
         out: dict[str, float] = {}
+        sets = self.conditions.step_sets or StepSets(self.runs)
         for name in names:
-            value = per_seed_mean(self.runs[name], steps)
+            run = self.runs[name]
+            value = run.aggregates.reward_mean if sets[name] == steps else per_seed_mean(run, steps)
             if value is None:
                 notes.append(f"{name} has no reward in the steps compared: left out")
             else:
