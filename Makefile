@@ -19,8 +19,10 @@ SIM_FLAGS = $(if $(sim_on),--sim $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_
 # passes more flags to run and sweep, e.g. ARGS="--max-minutes 30 --set steps=4".
 FORCE ?=
 ARGS ?=
+# NAME=: run (or sweep) the configuration under a run name of its own (--name), e.g. a variant with ARGS="--set ...".
+NAME ?=
 force_on := $(filter-out 0 no false,$(FORCE))
-RUN_FLAGS = $(SIM_FLAGS) $(if $(force_on),--force) $(ARGS)
+RUN_FLAGS = $(SIM_FLAGS) $(if $(force_on),--force) $(if $(NAME),--name '$(NAME)') $(ARGS)
 # The smoke run's captures stay apart from the lab's, so no summary of capture/gpu or
 # capture/sim ever counts one; real and simulated smoke runs apart from each other too.
 SMOKE_CAPTURE_ROOT = capture/smoke/$(if $(sim_on),sim,gpu)
@@ -37,7 +39,7 @@ export MILES_LAB_DATA ?= data
 MODEL_REPO ?= Qwen/Qwen3-0.6B
 DATASET_REPO ?= zhuzilin/gsm8k
 
-.PHONY: help setup demo test offline-images sim-image sim-ready image data run sweep status smoke summarize report
+.PHONY: help setup demo test test-fast lint offline-images sim-image sim-ready image data run sweep status smoke summarize report
 
 # Targets are grouped by `##@` lines, in the order a newcomer meets them;
 # a target's `## text` is its line in `make help`.
@@ -65,11 +67,27 @@ $(BIN)/harness: pyproject.toml
 
 # Said on `make setup` and `make test`, the README's first steps; other targets stay quiet.
 VENV_HINT := harness is installed in $(VENV): run $(BIN)/harness, or 'source $(VENV)/bin/activate' to put harness on PATH
-setup: $(BIN)/harness ## create .venv and install the harness with its test tools and Ray (for --ray)
+setup: $(BIN)/harness ## create .venv and install the harness with its test and lint tools and Ray (for --ray)
 	@$(if $(filter setup test,$(MAKECMDGOALS)),echo "$(VENV_HINT)",:)
 
-test: setup ## run the test suite (the Docker tests run where an engine answers)
+test: setup ## run the whole test suite, as CI does (the Docker tests run where an engine answers)
 	$(BIN)/pytest -q
+
+# The fast tier: every test not marked docker, gpu, ray or integration, on TEST_WORKERS workers
+# (pytest-xdist), each property test searching a fifth of its examples (tests/support/properties.py).
+# Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: without it pytest rewrites the asserts
+# of every test module again on every run, seconds of the budget.
+TEST_WORKERS ?= 2
+FAST_TIER = not (docker or gpu or ray or integration)
+test-fast: setup ## the fast tier: the tests not marked docker, gpu, ray or integration, under 30 s on 2 cores
+	@SECONDS=0; env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(TEST_WORKERS) --hypothesis-profile=fast \
+		-m "$(FAST_TIER)" && echo "make test-fast: done in $$SECONDS s"
+
+# mypy checks the packages [tool.mypy] lists in pyproject.toml; its cache (.mypy_cache) makes a rerun fast.
+lint: setup ## ruff (lint and format) and mypy, as CI runs them before the tests
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 offline-images: ## build the busybox and python base images without a registry, from what this machine has
 	bash scripts/offline-images.sh
@@ -97,10 +115,10 @@ data: setup ## download the model and the data set into data/ (or MILES_LAB_DATA
 		'$(DATASET_REPO)' '$(MILES_LAB_DATA)/$(notdir $(DATASET_REPO))'
 	@echo "data ready in $(MILES_LAB_DATA)/: mount it at /data"
 
-run: setup $(if $(sim_on),sim-ready) ## run one experiment on the GPU: make run EXP=e2b-dapo-filter (SIM=1, FORCE=1, ARGS=...)
+run: setup $(if $(sim_on),sim-ready) ## run one experiment on the GPU: make run EXP=e2b-dapo-filter (SIM=1, FORCE=1, NAME=, ARGS=...)
 	$(HARNESS) run $(EXP) $(RUN_FLAGS)
 
-sweep: setup $(if $(sim_on),sim-ready) ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3" (SIM=1, FORCE=1, ARGS=...)
+sweep: setup $(if $(sim_on),sim-ready) ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3" (SIM=1, FORCE=1, NAME=, ARGS=...)
 	$(HARNESS) sweep $(EXP) --seeds $(SEEDS) $(RUN_FLAGS)
 
 status: setup ## every capture: state, steps, pauses, exit code (SIM=1: the simulator's)

@@ -68,26 +68,17 @@ def write_experiment(root: Path, steps: int, time_scale: float) -> Path:
 
 def plans_for(experiments: Path, captures: Path, seeds: list[int]) -> list[Any]:
     from harness.experiments.store import ExperimentStore
-    from harness.run.lifecycle import plan_runs
+    from harness.run.plan import plan_runs
 
     return plan_runs(ExperimentStore(experiments), "paced", seeds, [], captures, dict(os.environ))
 
 
 def local_sweep(experiments: Path, captures: Path, seeds: list[int]) -> float:
-    from harness.run.execute import NullProgress, StopControl
-    from harness.run.lifecycle import RunOptions, run_sweep
+    from harness.run.context import RunContext, RunOptions
+    from harness.run.lifecycle import run_sweep
 
     start = time.monotonic()
-    results = run_sweep(
-        plans_for(experiments, captures, seeds),
-        mode="force",
-        fail_fast=False,
-        options=RunOptions(),
-        progress=NullProgress(),
-        stop=StopControl(),
-        on_decision=lambda d: None,
-        on_wait=lambda m: None,
-    )
+    results = run_sweep(plans_for(experiments, captures, seeds), RunContext(options=RunOptions(mode="force")))
     elapsed = time.monotonic() - start
     assert all(r.status is not None and r.status.state == "succeeded" for r in results), results
     return elapsed
@@ -101,8 +92,7 @@ def ray_sweep(root: Path, experiments: Path, nodes: int, seeds: list[int], delay
     from harness.capture import writer
     from harness.cluster.board import Board
     from harness.cluster.driver import RaySweep
-    from harness.run.execute import StopControl
-    from harness.run.lifecycle import RunOptions
+    from harness.run.context import RunContext, RunOptions
     from harness.run.provenance import git_facts, harness_facts
 
     cluster = Cluster(
@@ -141,19 +131,8 @@ def ray_sweep(root: Path, experiments: Path, nodes: int, seeds: list[int], delay
         # Warm each node's worker pool as a long-lived cluster has it: a first task per node starts Python.
         ray.get([ray.remote(lambda: None).options(num_gpus=1, num_cpus=0).remote() for _ in range(nodes)])
         captures = root / f"{nodes}-nodes" / "capture"
-        sweep = RaySweep(
-            ray,
-            cluster.address,
-            mode="force",
-            fail_fast=False,
-            options=RunOptions(),
-            stop=StopControl(),
-            on_decision=lambda d: None,
-            on_note=lambda m: None,
-            on_wait=lambda m: None,
-            board=Board(),
-            provenance={**harness_facts(), **git_facts(REPO)},
-        )
+        ctx = RunContext(options=RunOptions(mode="force"), provenance={**harness_facts(), **git_facts(REPO)})
+        sweep = RaySweep(ray, cluster.address, ctx=ctx, board=Board())
         start = time.monotonic()
         runs = sweep.run(plans_for(experiments, captures, seeds))
         elapsed = time.monotonic() - start

@@ -14,6 +14,7 @@ class ExitCode(IntEnum):
     ENGINE_UNAVAILABLE = 3  # Docker (or the trainer command) cannot be reached
     BUSY = 4  # the GPU lock is held and --no-wait was given
     NOT_FOUND = 5  # a run, capture or container that does not exist
+    INTERNAL = 70  # a bug in the harness (EX_SOFTWARE): one line, HARNESS_DEBUG=1 shows the traceback
     INTERRUPTED = 130  # Ctrl-C / SIGTERM
 
 

@@ -1,4 +1,4 @@
-"""Over-sampling batch size advice: how many prompts to submit at a time (DESIGN section 7).
+"""Over-sampling batch size advice: how many prompts to submit at a time (docs/summary.md, "The planner").
 
 The model is Miles's rollout rule with the dynamic filter: submit O prompts
 whenever kept + running groups fall below B; judge groups as they finish,
@@ -46,10 +46,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence, TypedDict
 
 from harness.errors import HarnessError
 from harness.seedstats import SeedsNeeded
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 DEFAULT_TARGET = 0.9
 MAX_OVER_SAMPLING_FACTOR = 64  # search O up to this many times B before giving up
@@ -188,7 +191,7 @@ class Candidate:
     def expected_prompts(self) -> float:
         return self.over_sampling_batch_size * self.expected_batches
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "over_sampling_batch_size": self.over_sampling_batch_size,
             "p_one_batch": self.p_one_batch,
@@ -214,7 +217,7 @@ class Measured:
         default_factory=dict
     )  # filter runs' O -> (one-batch steps, steps)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "keep_rate": self.keep_rate,
             "kept": self.kept,
@@ -237,7 +240,7 @@ class OneBatchCheck:
     one_batch_steps: int
     p_one_batch: float  # the model's, at that O
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "over_sampling_batch_size": self.over_sampling_batch_size,
             "steps": self.steps,
@@ -256,7 +259,7 @@ class Simulated:
     p_one_batch: float
     mean_batches: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "over_sampling_batch_size": self.over_sampling_batch_size,
             "trials": self.trials,
@@ -279,17 +282,18 @@ class Plan:
     simulated: Sequence[Simulated] = field(default_factory=tuple)
     checks: Sequence[OneBatchCheck] = field(default_factory=tuple)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The `--json` document: the contract keys, plus `measured`/`simulated` when asked for."""
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "recommended_over_sampling_batch_size": self.recommended,
             "keep_rate": self.keep_rate,
             "candidates": [c.to_dict() for c in self.candidates],
         }
         if self.measured is not None:
-            out["measured"] = self.measured.to_dict()
+            measured = self.measured.to_dict()
             if self.checks:
-                out["measured"]["one_batch_observed"] = [c.to_dict() for c in self.checks]
+                measured["one_batch_observed"] = [c.to_dict() for c in self.checks]
+            out["measured"] = measured
         if self.simulated:
             out["simulated"] = [s.to_dict() for s in self.simulated]
         return out
@@ -369,7 +373,27 @@ def _plan(batch: int, keep_rates: Sequence[float], target: float, keep_rate: flo
     return Plan(batch, keep_rate, target, candidates[-1].over_sampling_batch_size, candidates)
 
 
-def keep_rate_from_runs(runs: Mapping[str, Mapping[str, Any]]) -> Measured:
+class StepRowRead(TypedDict):
+    """The keys of a summary's step row that the planner reads."""
+
+    complete: bool
+    dropped_groups: Optional[int]
+    batches: Optional[int]
+    zero_std_all_right: Optional[int]
+    zero_std_all_wrong: Optional[int]
+    zero_std_other: Optional[int]
+
+
+class SummarizedRunRead(TypedDict):
+    """The keys of a summary's `runs.<run>` document that the planner reads."""
+
+    filter: bool
+    rollout_batch_size: Optional[int]
+    over_sampling_batch_size: Optional[int]
+    steps: list[StepRowRead]
+
+
+def keep_rate_from_runs(runs: Mapping[str, SummarizedRunRead]) -> Measured:
     """The pooled keep rate over the complete steps of summarized runs (their `runs.<run>` documents)."""
     kept_total = judged_total = 0
     per_step: list[float] = []
@@ -394,10 +418,10 @@ def keep_rate_from_runs(runs: Mapping[str, Mapping[str, Any]]) -> Measured:
                     counts[0] += row["batches"] == 1
                     counts[1] += 1
             else:
-                counts = [row["zero_std_all_right"], row["zero_std_all_wrong"], row.get("zero_std_other")]
+                zero_std = [row["zero_std_all_right"], row["zero_std_all_wrong"], row.get("zero_std_other")]
                 if row["zero_std_all_right"] is None:
                     continue
-                kept, judged = batch - sum(c or 0 for c in counts), batch
+                kept, judged = batch - sum(c or 0 for c in zero_std), batch
             kept_total += kept
             judged_total += judged
             per_step.append(kept / judged)
@@ -489,7 +513,7 @@ class SeedsPlan:
     alpha: float
     power: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The `--json` document."""
         return {
             "effect": self.effect,

@@ -33,7 +33,8 @@ import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Optional, Sequence
 
 if TYPE_CHECKING:
     import numpy as np
@@ -330,12 +331,13 @@ def _student_t_cdf(dof: float, t: float) -> float:
     return float(_scipy().special.stdtr(dof, t))
 
 
-def _scipy() -> Any:  # Any: scipy ships no type information (no py.typed)
+def _scipy() -> ModuleType:  # scipy ships no type information (no py.typed): its attributes are untyped
     """scipy, with the two parts used here imported (on first use: they are heavy)."""
     import scipy.special  # type: ignore[import-untyped]
     import scipy.stats  # type: ignore[import-untyped]
 
-    return scipy
+    module: ModuleType = scipy
+    return module
 
 
 def _clip01(value: float) -> float:

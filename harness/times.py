@@ -21,7 +21,11 @@ from __future__ import annotations
 import functools
 import re
 from datetime import datetime, timedelta, timezone
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
+
+if TYPE_CHECKING:  # numpy is loaded only for a column of times
+    import numpy as np
+    from numpy.typing import NDArray
 
 _RFC3339 = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})([Tt ])([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
@@ -159,7 +163,7 @@ def parse_times_us(values: Sequence[object]) -> list[Optional[int]]:
     return out
 
 
-def _fixed_width_us(texts: list[str], length: int):  # noqa: ANN202 - numpy arrays
+def _fixed_width_us(texts: list[str], length: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """(microseconds, readable) for ASCII `YYYY-MM-DDTHH:MM:SS[.f...]Z` strings of one length."""
     import numpy as np
 
@@ -167,7 +171,7 @@ def _fixed_width_us(texts: list[str], length: int):  # noqa: ANN202 - numpy arra
     codes = np.frombuffer("".join(texts).encode("ascii", "replace"), dtype=np.uint8).reshape(len(texts), length)
     digit = codes.astype(np.int16) - ord("0")
 
-    def number(start: int, stop: int):  # noqa: ANN202
+    def number(start: int, stop: int) -> NDArray[np.int64]:
         value = digit[:, start].astype(np.int64)
         for column in range(start + 1, stop):
             value = value * 10 + digit[:, column]

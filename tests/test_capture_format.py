@@ -133,6 +133,7 @@ def broken_captures(root: Path) -> dict[str, str]:
     return reasons
 
 
+@pytest.mark.integration
 def test_status_shows_every_broken_capture_as_a_row_with_its_reason(tmp_path: Path) -> None:
     root = tmp_path / "capture"
     reasons = broken_captures(root)
@@ -254,6 +255,7 @@ def test_status_of_a_running_capture_whose_harness_is_gone(tmp_path: Path) -> No
     assert "running? (its harness is gone: harness recover)" in result.output
 
 
+@pytest.mark.integration
 def test_logs_and_recover_never_wait_on_a_fifo(tmp_path: Path) -> None:
     root = tmp_path / "capture"
     (root / "piped").mkdir(parents=True)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.capture.reader import first_stamps_after, sim_time_scale
 from harness.times import parse_time_us
 
@@ -39,6 +41,7 @@ def first_line_of_the_simulator(time_scale: str) -> str:
             sim.kill()
 
 
+@pytest.mark.integration
 def test_the_time_scale_the_simulator_prints_first_is_read(tmp_path):
     log = tmp_path / "container.log"
     log.write_text(f"{stamp(0, '.123456789')} {first_line_of_the_simulator('0.25')}{stamp(1)} Job submitted\n")
@@ -77,6 +80,7 @@ def test_the_first_line_stamped_after_each_time(tmp_path):
     assert first_stamps_after(tmp_path / "absent.log", [us(0)], []) == {}
 
 
+@pytest.mark.integration
 def test_a_simulated_run_whose_manifest_lost_its_time_scale_is_summarized_as_with_it(tmp_path):
     """A real process-engine simulator run: its numbers with the manifest's time scale, without it, and without both."""
     import json

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Far more than a pipe holds (64 KiB), so the command is still writing when the reader has gone.
 MANY = 3000
@@ -25,7 +27,7 @@ def step_lines(count: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def pipe_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Captures (one with a long log), experiments and a long Miles log, each too big for a pipe."""
     root = tmp_path_factory.mktemp("pipes")
     for index in range(MANY // 3):
@@ -68,11 +70,11 @@ COMMANDS = {
 
 
 @pytest.mark.parametrize("argv", COMMANDS.values(), ids=COMMANDS.keys())
-def test_a_reader_that_leaves_early_ends_the_command_quietly(lab, argv):
+def test_a_reader_that_leaves_early_ends_the_command_quietly(pipe_root, argv):
     harness = [sys.executable, "-m", "harness", *argv]
     done = subprocess.run(
         ["bash", "-c", '"$@" | head -1 >/dev/null; echo "exit=${PIPESTATUS[0]}" >&2', "pipe", *harness],
-        cwd=lab,
+        cwd=pipe_root,
         capture_output=True,
         text=True,
         timeout=120,

@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("docker", "pandas", "matplotlib", "pynvml", "numpy", "scipy")
 
 PROBE = """
 import sys
 from harness.cli import app
+
 try:
     app({args!r}, standalone_mode=False)
 except SystemExit:

@@ -76,7 +76,7 @@ def piped(argv: list[str], cwd: Path = REPO_ROOT) -> str:
 
 
 @pytest.fixture(scope="module")
-def captures(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def table_captures(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("tables") / "capture"
     for run, (state, steps, exit_code) in RUNS.items():
         (root / run).mkdir(parents=True)
@@ -104,8 +104,9 @@ def assert_fits(out: str, columns: int = 80) -> None:
     assert "\u2026" not in out, out  # nothing cut with an ellipsis
 
 
-def test_status_at_80_columns_keeps_run_state_and_numbers_whole(captures):
-    out = in_terminal(["status", "--capture-dir", str(captures)])
+@pytest.mark.integration
+def test_status_at_80_columns_keeps_run_state_and_numbers_whole(table_captures):
+    out = in_terminal(["status", "--capture-dir", str(table_captures)])
 
     assert_fits(out)
     for run, (state, steps, exit_code) in RUNS.items():
@@ -113,8 +114,9 @@ def test_status_at_80_columns_keeps_run_state_and_numbers_whole(captures):
         assert re.search(rf"\s{state}\s+{steps}\s.*\s{re.escape(exit_code)}(\s|$)", row), (run, out)
 
 
-def test_status_piped_is_plain_with_one_line_per_run(captures):
-    out = piped(["status", "--capture-dir", str(captures)])
+@pytest.mark.integration
+def test_status_piped_is_plain_with_one_line_per_run(table_captures):
+    out = piped(["status", "--capture-dir", str(table_captures)])
 
     assert not ANSI.search(out) and not BOX.search(out), out
     for run, (state, steps, exit_code) in RUNS.items():
@@ -123,6 +125,7 @@ def test_status_piped_is_plain_with_one_line_per_run(captures):
         assert rows[0][1:4] == [state, steps, "0"] and exit_code in rows[0], rows[0]
 
 
+@pytest.mark.integration
 def test_ls_at_80_columns_keeps_names_and_numbers_whole_and_wraps_the_description():
     out = in_terminal(["ls"])
 
@@ -132,6 +135,7 @@ def test_ls_at_80_columns_keeps_names_and_numbers_whole_and_wraps_the_descriptio
         assert over in row, out
 
 
+@pytest.mark.integration
 def test_ls_piped_is_plain_with_one_line_per_experiment():
     out = piped(["ls"])
 
@@ -150,6 +154,7 @@ def lab_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy
 
 
+@pytest.mark.integration
 def test_summarize_at_80_columns_keeps_states_and_numbers_whole(lab_copy):
     out = in_terminal(["summarize", "--capture-dir", str(lab_copy), "--no-figures"])
 
@@ -158,6 +163,7 @@ def test_summarize_at_80_columns_keeps_states_and_numbers_whole(lab_copy):
     assert re.search(r"\bstopped\b", row) and re.search(r"\b4/4\b", row), out
 
 
+@pytest.mark.integration
 def test_summarize_piped_is_plain_with_one_line_per_run(lab_copy):
     out = piped(["summarize", "--capture-dir", str(lab_copy), "--no-figures"])
 
@@ -193,7 +199,7 @@ def test_the_sweep_table_keeps_run_and_state_whole(terminal):
 
     from rich.console import Console
 
-    from harness.cli.runs import _print_sweep
+    from harness.cli.render import print_sweep as _print_sweep
 
     buffer = StringIO()
     console = Console(file=buffer, width=80, force_terminal=terminal, color_system="standard" if terminal else None)

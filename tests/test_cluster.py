@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -23,8 +25,9 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from support.timing import scaled
 
-pytest.importorskip("ray", reason="Ray is not installed: pip install '.[cluster]' runs the cluster tests")
+pytestmark = pytest.mark.ray
 
 REPO = Path(__file__).resolve().parent.parent
 SIM_LINES = 44  # what the simulated trainer prints for the runs below (3 steps, 8 prompts x 4 answers)
@@ -92,19 +95,27 @@ class RayNodes:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    test_cluster = RayNodes(tmp_path_factory.mktemp("cluster"))
-    yield test_cluster
-    test_cluster.kill_leftovers()
-    test_cluster.cluster.shutdown()
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    # Here, not at import: collecting the module (as the fast tier does, to deselect it) costs no Ray import.
+    pytest.importorskip("ray", reason="Ray is not installed: pip install '.[cluster]' runs the cluster tests")
+    # Ray's sessions in a directory of this cluster's own, not /tmp/ray, which every cluster on the machine shares
+    # (short: Ray's socket paths must fit in 107 bytes).
+    ray_tmp = tempfile.mkdtemp(prefix="mgl-ray-")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_TMPDIR", ray_tmp)
+        test_cluster = RayNodes(tmp_path_factory.mktemp("cluster"))
+        yield test_cluster
+        test_cluster.kill_leftovers()
+        test_cluster.cluster.shutdown()
+    shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
-class Lab:
+class RayLab:
     """Experiments and the driver's captures for one test."""
 
-    def __init__(self, root: Path, cluster: RayNodes) -> None:
+    def __init__(self, root: Path, ray_cluster: RayNodes) -> None:
         self.root = root
-        self.cluster = cluster
+        self.cluster = ray_cluster
         self.experiments = root / "experiments"
         self.captures = root / "capture"
         self.experiments.mkdir()
@@ -162,9 +173,9 @@ class Lab:
 
 
 @pytest.fixture
-def lab(tmp_path: Path, cluster: RayNodes) -> Lab:
-    yield Lab(tmp_path, cluster)
-    cluster.kill_leftovers()
+def ray_lab(tmp_path: Path, ray_cluster: RayNodes) -> RayLab:
+    yield RayLab(tmp_path, ray_cluster)
+    ray_cluster.kill_leftovers()
 
 
 HOT_GUARD = {
@@ -179,61 +190,63 @@ HOT_GUARD = {
 
 
 def test_a_sweep_of_four_seeds_uses_both_nodes_one_run_each_at_a_time_and_every_capture_is_whole_on_the_driver(
-    lab: Lab, cluster: RayNodes
+    ray_lab: RayLab, ray_cluster: RayNodes
 ) -> None:
-    lab.sim(guard=HOT_GUARD)  # the simulated sensor heats up: pause windows and samples are streamed too
-    result = lab.cli("sweep", "sim", "--seeds", "1", "2", "3", "4")
+    ray_lab.sim(guard=HOT_GUARD)  # the simulated sensor heats up: pause windows and samples are streamed too
+    result = ray_lab.cli("sweep", "sim", "--seeds", "1", "2", "3", "4")
     assert result.exit_code == 0, result.output
     runs = ["sim", "sim-s2", "sim-s3", "sim-s4"]
     spans: dict[str, list[tuple[str, str]]] = {}
     for run in runs:
-        status, manifest = lab.status(run), lab.manifest(run)
+        status, manifest = ray_lab.status(run), ray_lab.manifest(run)
         assert status["state"] == "succeeded" and status["steps_complete"] == 3, status
         assert status["harness_pid"] == os.getpid()  # the driver is the run's harness
         node = manifest["ray"]
         assert set(node) == {"node_id", "node_ip", "hostname"}
         spans.setdefault(node["node_id"], []).append((status["started_at"], status["ended_at"]))
-        lines = lab.lines(run)
+        lines = ray_lab.lines(run)
         assert len(lines) == SIM_LINES and len(set(lines)) == SIM_LINES  # every line, each once
-        copy = cluster.node_copy(node["node_id"], run)  # the node keeps its own copy: the same files
+        copy = ray_cluster.node_copy(node["node_id"], run)  # the node keeps its own copy: the same files
         for name in ("container.log", "metrics.jsonl", "pauses.jsonl", "guard.jsonl"):
-            assert lab.lines(run, name) == lab.lines(run, name, copy), name
+            assert ray_lab.lines(run, name) == ray_lab.lines(run, name, copy), name
         assert json.loads((copy / "manifest.json").read_text()) == manifest
-        assert len([row for row in map(json.loads, lab.lines(run, "metrics.jsonl")) if row["complete"]]) == 3
-        assert lab.lines(run, "pauses.jsonl") and lab.lines(run, "guard.jsonl")
-    assert set(spans) == {node.node_id for node in cluster.nodes.values()}  # both nodes used
+        assert len([row for row in map(json.loads, ray_lab.lines(run, "metrics.jsonl")) if row["complete"]]) == 3
+        assert ray_lab.lines(run, "pauses.jsonl") and ray_lab.lines(run, "guard.jsonl")
+    assert set(spans) == {node.node_id for node in ray_cluster.nodes.values()}  # both nodes used
     for node_id, node_spans in spans.items():  # a node never runs two at once
         ordered = sorted(node_spans)
         assert all(earlier[1] <= later[0] for earlier, later in zip(ordered, ordered[1:])), (node_id, ordered)
     for run in runs:
         assert f"{run} on " in result.output  # live progress names each run's host
 
-    shown = CliRunner().invoke(app, ["status", "--capture-dir", str(lab.captures)], env={"COLUMNS": "300"})
+    shown = CliRunner().invoke(app, ["status", "--capture-dir", str(ray_lab.captures)], env={"COLUMNS": "300"})
     header, *rows = shown.output.splitlines()[1:]
     assert header.split()[-1] == "host" and all(
-        row.split()[-1] == lab.manifest(row.split()[0])["ray"]["hostname"] for row in rows
+        row.split()[-1] == ray_lab.manifest(row.split()[0])["ray"]["hostname"] for row in rows
     )
 
-    again = lab.cli("sweep", "sim", "--seeds", "1", "2", "3", "4")  # done runs are skipped, as in a local sweep
+    again = ray_lab.cli("sweep", "sim", "--seeds", "1", "2", "3", "4")  # done runs are skipped, as in a local sweep
     assert again.exit_code == 0 and again.output.count(" skipped: succeeded at ") == 4, again.output
 
 
-def test_a_node_without_what_the_run_needs_is_refused_before_anything_starts(lab: Lab, cluster: RayNodes) -> None:
-    lab.sim("needs-a", command=[ONLY_ON_A])  # host a has this command; host b does not
-    result = lab.cli("sweep", "needs-a", "--seeds", "1", "2")
+def test_a_node_without_what_the_run_needs_is_refused_before_anything_starts(
+    ray_lab: RayLab, ray_cluster: RayNodes
+) -> None:
+    ray_lab.sim("needs-a", command=[ONLY_ON_A])  # host a has this command; host b does not
+    result = ray_lab.cli("sweep", "needs-a", "--seeds", "1", "2")
     assert result.exit_code == 3, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and ONLY_ON_A in lines[0], result.output
-    assert cluster.nodes["b"].node_id[:12] in lines[0] and cluster.nodes["a"].node_id[:12] not in lines[0]
-    assert not lab.captures.exists() and not cluster.process_runs()
+    assert ray_cluster.nodes["b"].node_id[:12] in lines[0] and ray_cluster.nodes["a"].node_id[:12] not in lines[0]
+    assert not ray_lab.captures.exists() and not ray_cluster.process_runs()
 
 
 @pytest.mark.docker
 def test_a_node_whose_docker_lacks_the_image_is_refused_in_one_line_naming_node_and_image(
-    lab: Lab, cluster: RayNodes
+    ray_lab: RayLab, ray_cluster: RayNodes
 ) -> None:
     image = "miles-gb10-lab/absent:never-built"
-    (lab.experiments / "absent.yaml").write_text(
+    (ray_lab.experiments / "absent.yaml").write_text(
         json.dumps(
             {
                 "name": "absent",
@@ -243,53 +256,69 @@ def test_a_node_whose_docker_lacks_the_image_is_refused_in_one_line_naming_node_
             }
         )
     )
-    result = lab.cli("run", "absent")
+    result = ray_lab.cli("run", "absent")
     assert result.exit_code == 3, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and image in lines[0] and "node " in lines[0], result.output
-    assert any(node.node_id[:12] in lines[0] for node in cluster.nodes.values())
-    assert not lab.captures.exists()
+    assert any(node.node_id[:12] in lines[0] for node in ray_cluster.nodes.values())
+    assert not ray_lab.captures.exists()
 
 
-def test_recover_with_ray_settles_the_runs_of_a_killed_driver_through_the_nodes(lab: Lab, cluster: RayNodes) -> None:
-    lab.sim(time_scale=0.06)  # about 7 s a run: the driver is killed in the middle
+def test_recover_with_ray_settles_the_runs_of_a_killed_driver_through_the_nodes(
+    ray_lab: RayLab, ray_cluster: RayNodes
+) -> None:
+    ray_lab.sim(time_scale=0.06)  # about 7 s a run: the driver is killed in the middle
     driver = subprocess.Popen(
-        [sys.executable, "-m", "harness", "sweep", "sim", "--seeds", "1", "2", *lab.dirs(), "--ray", cluster.address],
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "sweep",
+            "sim",
+            "--seeds",
+            "1",
+            "2",
+            *ray_lab.dirs(),
+            "--ray",
+            ray_cluster.address,
+        ],
         cwd=REPO,
-        env={**os.environ, **lab.env},
+        env={**os.environ, **ray_lab.env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not all(_steps(lab, run) >= 1 for run in ("sim", "sim-s2")):
+        deadline = time.monotonic() + scaled(60)
+        while not all(_steps(ray_lab, run) >= 1 for run in ("sim", "sim-s2")):
             assert time.monotonic() < deadline and driver.poll() is None, driver.communicate()[0]
             time.sleep(0.1)
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.communicate()
-    assert {lab.status(run)["state"] for run in ("sim", "sim-s2")} == {"running"}
-    trainers = {run.labels["org.miles-gb10-lab.run"]: run for run in cluster.process_runs()}
+    assert {ray_lab.status(run)["state"] for run in ("sim", "sim-s2")} == {"running"}
+    trainers = {run.labels["org.miles-gb10-lab.run"]: run for run in ray_cluster.process_runs()}
     assert set(trainers) == {"sim", "sim-s2"}  # the trainers outlive the driver (and its Ray workers), on their nodes
     assert all(trainer.describe().alive for trainer in trainers.values())
 
     result = CliRunner().invoke(
-        app, ["recover", "--ray", cluster.address, "--capture-dir", str(lab.captures), "--grace-s", "5"], env=lab.env
+        app,
+        ["recover", "--ray", ray_cluster.address, "--capture-dir", str(ray_lab.captures), "--grace-s", "5"],
+        env=ray_lab.env,
     )
     assert result.exit_code == 0, result.output
     for run in ("sim", "sim-s2"):
-        status = lab.status(run)
+        status = ray_lab.status(run)
         assert status["state"] in ("interrupted", "succeeded") and status["capture_complete"], status
         assert f"{run}: {status['state']}" in result.output
-        lines = lab.lines(run)
+        lines = ray_lab.lines(run)
         assert len(lines) == len(set(lines)) and lines[0].split(" ", 1)[1].startswith("harness sim:")
         assert status["state"] != "succeeded" or len(lines) == SIM_LINES
-    assert not cluster.process_runs()  # stopped and removed on their nodes
+    assert not ray_cluster.process_runs()  # stopped and removed on their nodes
 
 
-def test_harness_stop_and_ctrl_c_reach_the_runs_on_their_nodes(lab: Lab, cluster: RayNodes) -> None:
-    lab.sim(time_scale=0.05)
+def test_harness_stop_and_ctrl_c_reach_the_runs_on_their_nodes(ray_lab: RayLab, ray_cluster: RayNodes) -> None:
+    ray_lab.sim(time_scale=0.05)
     driver = subprocess.Popen(
         [
             sys.executable,
@@ -302,25 +331,25 @@ def test_harness_stop_and_ctrl_c_reach_the_runs_on_their_nodes(lab: Lab, cluster
             "2",
             "3",
             "4",
-            *lab.dirs(),
+            *ray_lab.dirs(),
             "--ray",
-            cluster.address,
+            ray_cluster.address,
         ],
         cwd=REPO,
-        env={**os.environ, **lab.env},
+        env={**os.environ, **ray_lab.env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not all(_steps(lab, run) >= 1 for run in ("sim", "sim-s2")):
+        deadline = time.monotonic() + scaled(60)
+        while not all(_steps(ray_lab, run) >= 1 for run in ("sim", "sim-s2")):
             assert time.monotonic() < deadline and driver.poll() is None, driver.communicate()[0]
             time.sleep(0.05)
         stopped = CliRunner().invoke(
             app,
-            ["stop", "sim-s2", "--reason", "enough", "--capture-dir", str(lab.captures), "--timeout-s", "30"],
-            env=lab.env,
+            ["stop", "sim-s2", "--reason", "enough", "--capture-dir", str(ray_lab.captures), "--timeout-s", "30"],
+            env=ray_lab.env,
         )
         assert stopped.exit_code == 0 and "sim-s2: stopped (enough" in stopped.output, stopped.output
         driver.send_signal(signal.SIGINT)
@@ -329,74 +358,79 @@ def test_harness_stop_and_ctrl_c_reach_the_runs_on_their_nodes(lab: Lab, cluster
         if driver.poll() is None:
             driver.kill()
     assert driver.returncode == 130, out
-    assert lab.status("sim-s2")["state"] == "stopped" and lab.status("sim-s2")["stop_reason"] == "enough"
-    first = lab.status("sim")
+    assert ray_lab.status("sim-s2")["state"] == "stopped" and ray_lab.status("sim-s2")["stop_reason"] == "enough"
+    first = ray_lab.status("sim")
     assert first["state"] == "interrupted" and "SIGINT" in first["error"] and first["capture_complete"], first
     # sim-s2's GPU went to a queued run; the other stayed queued until Ctrl-C cancelled it: nothing written
-    later = {run: (lab.status(run)["state"] if (lab.captures / run).exists() else None) for run in ("sim-s3", "sim-s4")}
+    later = {
+        run: (ray_lab.status(run)["state"] if (ray_lab.captures / run).exists() else None)
+        for run in ("sim-s3", "sim-s4")
+    }
     assert set(later.values()) <= {"interrupted", None} and None in later.values(), later
-    assert not cluster.process_runs()  # both trainers stopped, their engine objects removed
+    assert not ray_cluster.process_runs()  # both trainers stopped, their engine objects removed
 
 
-def _steps(lab: Lab, run: str) -> int:
+def _steps(ray_lab: RayLab, run: str) -> int:
     try:
-        return lab.status(run)["steps_complete"] + len(lab.lines(run, "metrics.jsonl"))
+        return ray_lab.status(run)["steps_complete"] + len(ray_lab.lines(run, "metrics.jsonl"))
     except (OSError, ValueError):
         return 0
 
 
-def test_a_run_over_two_hosts_dry_run_prints_what_each_host_would_start(lab: Lab, cluster: RayNodes) -> None:
-    lab.sim()
-    result = lab.cli("run", "sim", "--nodes", "2", "--dry-run")
+def test_a_run_over_two_hosts_dry_run_prints_what_each_host_would_start(ray_lab: RayLab, ray_cluster: RayNodes) -> None:
+    ray_lab.sim()
+    result = ray_lab.cli("run", "sim", "--nodes", "2", "--dry-run")
     assert result.exit_code == 0, result.output
     hosts = [line for line in result.output.splitlines() if line.startswith("host ")]
     assert len(hosts) == 2 and "Ray head" in hosts[0] and "Ray worker" in hosts[1]
-    assert {node.node_id[:12] for node in cluster.nodes.values()} == {line.split("node ")[1][:12] for line in hosts}
+    assert {node.node_id[:12] for node in ray_cluster.nodes.values()} == {line.split("node ")[1][:12] for line in hosts}
     assert "submission id  sim-" in result.output and "docker run --detach" in result.output
-    assert not lab.captures.exists() and not cluster.process_runs()  # nothing started
+    assert not ray_lab.captures.exists() and not ray_cluster.process_runs()  # nothing started
 
-    as_json = json.loads(lab.cli("run", "sim", "--nodes", "2", "--dry-run", "--json").output)
+    as_json = json.loads(ray_lab.cli("run", "sim", "--nodes", "2", "--dry-run", "--json").output)
     assert [host["role"] for host in as_json["hosts"]] == ["head", "worker"]
     for args, fragment in [
         (("--nodes", "3", "--dry-run"), "--nodes 3 needs 3"),
         (("--nodes", "2"), "only its --dry-run is implemented"),
     ]:
-        refused = lab.cli("run", "sim", *args)
+        refused = ray_lab.cli("run", "sim", *args)
         assert refused.exit_code == 2 and fragment in refused.output and len(refused.output.splitlines()) == 1
 
-    single = lab.cli("run", "sim")  # one run, placed by Ray, reported as a local run is
+    single = ray_lab.cli("run", "sim")  # one run, placed by Ray, reported as a local run is
     assert single.exit_code == 0 and "sim: succeeded, 3/3 steps complete, exit code 0" in single.output, single.output
-    assert lab.manifest("sim")["ray"]["node_id"] in {node.node_id for node in cluster.nodes.values()}
+    assert ray_lab.manifest("sim")["ray"]["node_id"] in {node.node_id for node in ray_cluster.nodes.values()}
 
 
-def test_a_node_lost_mid_sweep_interrupts_its_run_only_and_retry_reruns_it(lab: Lab, cluster: RayNodes) -> None:
-    lab.sim(time_scale=0.04)
+def test_a_node_lost_mid_sweep_interrupts_its_run_only_and_retry_reruns_it(
+    ray_lab: RayLab, ray_cluster: RayNodes
+) -> None:
+    ray_lab.sim(time_scale=0.04)
     lost: dict[str, str] = {}
 
     def remove_a_node_mid_run() -> None:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while time.monotonic() < deadline:
             for run in ("sim", "sim-s2"):
-                if _steps(lab, run) >= 1 and (lab.captures / run / "manifest.json").exists():
-                    node_id = lab.manifest(run)["ray"]["node_id"]
-                    if lab.status(run)["state"] == "running":
+                if _steps(ray_lab, run) >= 1 and (ray_lab.captures / run / "manifest.json").exists():
+                    node_id = ray_lab.manifest(run)["ray"]["node_id"]
+                    if ray_lab.status(run)["state"] == "running":
                         lost.update(run=run, node_id=node_id)
-                        cluster.cluster.remove_node(cluster.nodes.pop(cluster.node_name_of(node_id)))
+                        ray_cluster.cluster.remove_node(ray_cluster.nodes.pop(ray_cluster.node_name_of(node_id)))
                         return
             time.sleep(0.05)
 
     remover = threading.Thread(target=remove_a_node_mid_run)
     remover.start()
-    result = lab.cli("sweep", "sim", "--seeds", "1", "2")
+    result = ray_lab.cli("sweep", "sim", "--seeds", "1", "2")
     remover.join()
     assert lost, result.output
     assert result.exit_code == 1, result.output
     other = "sim-s2" if lost["run"] == "sim" else "sim"
-    status = lab.status(lost["run"])
+    status = ray_lab.status(lost["run"])
     assert status["state"] == "interrupted" and lost["node_id"][:12] in status["error"], status
     assert not status["capture_complete"]
-    assert lab.status(other)["state"] == "succeeded"
+    assert ray_lab.status(other)["state"] == "succeeded"
 
-    retried = lab.cli("sweep", "sim", "--seeds", "1", "2", "--retry")
+    retried = ray_lab.cli("sweep", "sim", "--seeds", "1", "2", "--retry")
     assert retried.exit_code == 0, retried.output
-    assert lab.status(lost["run"])["state"] == "succeeded" and len(lab.lines(lost["run"])) == SIM_LINES
+    assert ray_lab.status(lost["run"])["state"] == "succeeded" and len(ray_lab.lines(lost["run"])) == SIM_LINES

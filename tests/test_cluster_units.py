@@ -34,12 +34,14 @@ def write_experiment(directory: Path, **data: object) -> ExperimentStore:
 # --- the capture stream ------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_run_forwarded_through_the_writer_gives_the_same_capture_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The runner's writes, applied by EventSink to another directory, are the local capture file for file."""
-    from harness.run.execute import NullProgress, StopControl
-    from harness.run.lifecycle import RunOptions, plan_runs, run_planned
+    from harness.run.context import RunContext
+    from harness.run.lifecycle import run_planned
+    from harness.run.plan import plan_runs
 
     monkeypatch.setenv("HARNESS_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.setenv("HARNESS_PROCESS_DIR", str(tmp_path / "processes"))
@@ -80,14 +82,7 @@ def test_a_run_forwarded_through_the_writer_gives_the_same_capture_elsewhere(
         kinds.add(event[1])
         sink.apply(copy.deepcopy(event))
 
-    result = run_planned(
-        plan,
-        options=RunOptions(),
-        progress=NullProgress(),
-        stop=StopControl(),
-        on_wait=lambda message: None,
-        forward=forward,
-    )
+    result = run_planned(plan, RunContext(forward=forward))
     sink.close()
     assert result.status is not None and result.status.state == "succeeded"
     local = Path(plan.spec.capture_dir)
@@ -278,6 +273,7 @@ def probe(args: list[str], block: str = "") -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args",
     [
@@ -294,6 +290,7 @@ def test_ray_is_imported_only_when_ray_is_used(args: list[str]) -> None:
     assert out.stdout.strip().splitlines()[-1] == "RAY:False", out.stdout[-500:] + out.stderr[-500:]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args", [["run", "plain", "--ray", "auto"], ["sweep", "seeds", "--ray", "auto"], ["recover", "--ray", "auto"]]
 )
@@ -384,6 +381,7 @@ def ray_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     return invoke
 
 
+@pytest.mark.integration
 def test_run_with_ray_refuses_a_changed_capture_exactly_as_run_does_naming_what_changed(ray_cli) -> None:  # noqa: ANN001
     first = ray_cli("run", "plain", "--set", "steps=1")
     assert first.exit_code == 0, first.output
@@ -396,6 +394,7 @@ def test_run_with_ray_refuses_a_changed_capture_exactly_as_run_does_naming_what_
     assert on_ray.output == local.output  # the same decision, the same words, nothing more
 
 
+@pytest.mark.integration
 def test_a_sweep_with_ray_skips_a_succeeded_run_with_the_line_a_local_sweep_prints(ray_cli) -> None:  # noqa: ANN001
     first = ray_cli("sweep", "plain-48", "--seeds", "1", "--set", "steps=1")
     assert first.exit_code == 0, first.output
@@ -409,10 +408,12 @@ def test_a_sweep_with_ray_skips_a_succeeded_run_with_the_line_a_local_sweep_prin
     assert "skipping" not in on_ray.output and "running:" not in on_ray.output
 
 
+@pytest.mark.integration
 def test_the_driver_decides_with_the_configuration_changes_the_local_path_names(ray_cli, tmp_path: Path) -> None:  # noqa: ANN001
     from harness.cluster.driver import RaySweep
-    from harness.run.execute import StopControl
-    from harness.run.lifecycle import RunOptions, decide_on_capture, plan_runs
+    from harness.run.context import RecordingReporter, RunContext, RunOptions
+    from harness.run.lifecycle import decide_on_capture
+    from harness.run.plan import plan_runs
     from harness.run.simswap import SimTarget
 
     first = ray_cli("run", "plain", "--set", "steps=1")
@@ -421,22 +422,12 @@ def test_the_driver_decides_with_the_configuration_changes_the_local_path_names(
     (plan,) = plan_runs(
         ExperimentStore(REPO / "experiments"), "plain", [], ["steps=3"], tmp_path / "capture", {}, sim=target
     )
-    decisions: list = []
-    sweep = RaySweep(
-        FakeRay(),
-        "fake",
-        mode="cached",
-        fail_fast=False,
-        options=RunOptions(),
-        stop=StopControl(),
-        on_decision=decisions.append,
-        on_note=print,
-        on_wait=print,
-        board=Board(lambda *_: None),
-        provenance={},
-    )
+    reporter = RecordingReporter()
+    ctx = RunContext(options=RunOptions(mode="cached"), reporter=reporter, provenance={})
+    sweep = RaySweep(FakeRay(), "fake", ctx=ctx, board=Board(lambda *_: None))
 
     (run,) = sweep.run([plan])
 
+    decisions = [event[2] for event in reporter.of("decided")]
     assert decisions == [run.decision] == [decide_on_capture(plan, "cached")]
     assert run.decision.refused and "steps 1 -> 3" in run.decision.reason

@@ -6,7 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import docker_problem
+
+from support.machine import docker_problem
 
 
 @pytest.mark.skipif(not shutil.which("docker"), reason="no docker command: the reason is about that instead")

@@ -10,14 +10,18 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import path_without
+
+from support.machine import path_without
 
 pytest_plugins = ["pytester"]
+
+pytestmark = pytest.mark.integration
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 TINY_SUITE = """
 import pytest
+
 
 @pytest.mark.docker
 def test_an_engine_answers():
@@ -36,13 +40,16 @@ def test_without_docker():
 def tiny_suite(pytester: pytest.Pytester) -> pytest.Pytester:
     """The tiny project, using this suite's conftest (fixtures, hooks and markers)."""
     pytester.makeconftest(
-        "import importlib.util\n"
+        "import importlib.util, sys\n"
+        f"sys.path.insert(0, {str(REPO_ROOT / 'tests')!r})  # tests/support\n"
         f"spec = importlib.util.spec_from_file_location('project_conftest', {str(REPO_ROOT / 'tests' / 'conftest.py')!r})\n"
         "project = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(project)\n"
         "globals().update({k: v for k, v in vars(project).items() if not k.startswith('__')})\n"
     )
-    pytester.makeini("[pytest]\naddopts = -ra --strict-markers\nmarkers =\n    docker: d\n    gpu: g\n")
+    pytester.makeini(
+        "[pytest]\naddopts = -ra --strict-markers\nmarkers =\n    docker: d\n    gpu: g\n    ray: r\n    integration: i\n"
+    )
     pytester.makepyfile(test_tiny=TINY_SUITE)
     return pytester
 

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runlab import Lab, UnixProxy, docker_client, fake_trainer  # noqa: F401  (fixture)
+
+from harness.engines.spec import LABEL_CAPTURE_DIR
+from support.lab import Lab, UnixProxy, docker_client
 
 pytestmark = pytest.mark.docker
 
@@ -68,7 +70,7 @@ def test_an_engine_that_stays_away_ends_the_run_failed_and_recover_keeps_the_rea
     assert "did not answer for 3 s" in status["error"] and "`harness recover` saves the rest" in status["error"]
 
     proxy.start()  # the engine is back; the container never stopped
-    (container,) = [c for c in docker_client(lab.engine_host).containers.list(all=True) if c.id == status["container"]]
+    container = docker_client(lab.engine_host).containers.get(status["container"])
     assert container.status == "running"
     recovered = lab.capture_cli("recover", "--keep", "--grace-s", "2")
     assert recovered.exit_code == 0, recovered.output
@@ -90,7 +92,7 @@ def test_a_restarted_engine_that_killed_the_container_is_failed_with_both_reason
 
     def restart() -> None:  # dockerd going down takes its containers with it, then comes back
         client = docker_client(lab.engine_host)  # the engine itself, not through the (stopped) forwarder
-        (container,) = client.containers.list(filters={"label": f"org.miles-gb10-lab.run={run}"})
+        (container,) = client.containers.list(filters={"label": f"{LABEL_CAPTURE_DIR}={lab.captures / run}"})
         container.kill()
         time.sleep(1.5)
         proxy.start()
@@ -125,7 +127,9 @@ def test_an_engine_lost_while_the_guard_holds_the_run_frozen_leaves_the_window_f
         lab.wait_for(lambda: lab.metrics(run), what="the first step")
         temp.write_text("92")
         lab.wait_for(
-            lambda: client.containers.list(filters={"label": f"org.miles-gb10-lab.run={run}", "status": "paused"}),
+            lambda: client.containers.list(
+                filters={"label": f"{LABEL_CAPTURE_DIR}={lab.captures / run}", "status": "paused"}
+            ),
             what="the guard's pause",
         )
         proxy.stop()
@@ -143,7 +147,7 @@ def test_an_engine_lost_while_the_guard_holds_the_run_frozen_leaves_the_window_f
     assert opened["end"] is None  # the harness could not thaw it, so the record does not say it did
 
     proxy.start()
-    (container,) = [c for c in client.containers.list(all=True) if c.id == status["container"]]
+    container = client.containers.get(status["container"])
     assert container.status == "paused"  # still frozen, as the record says
     recovered = lab.capture_cli("recover", "--keep", "--grace-s", "2")
     assert recovered.exit_code == 0, recovered.output

@@ -13,16 +13,20 @@ import stat
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
-from runlab import IMAGE, Lab, docker_client, eventually, fake_trainer  # noqa: F401  (fixture)
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.engines import EXITED, GONE, PAUSED, RUNNING
 from harness.engines.process import ForeignProcess, ProcessEngine
 from harness.errors import HarnessError
+from support.lab import IMAGE, Lab, docker_client
+from support.timing import eventually
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.mark.docker
@@ -172,9 +176,9 @@ def test_docker_list_skips_a_container_removed_between_the_listing_and_its_looku
     from harness.engines.docker import DockerEngine
 
     client = docker.from_env()
-    label = "org.miles-gb10-lab.test-list-race"
-    kept = client.containers.create(busybox_image, ["true"], labels={label: "1"})
-    gone = client.containers.create(busybox_image, ["true"], labels={label: "1"})
+    label, ours = "org.miles-gb10-lab.test-list-race", uuid.uuid4().hex  # never another suite's at the same time
+    kept = client.containers.create(busybox_image, ["true"], labels={label: ours})
+    gone = client.containers.create(busybox_image, ["true"], labels={label: ours})
     from docker.models.containers import ContainerCollection
 
     original = ContainerCollection.get
@@ -186,7 +190,7 @@ def test_docker_list_skips_a_container_removed_between_the_listing_and_its_looku
 
     monkeypatch.setattr(ContainerCollection, "get", get_after_removal)
     try:
-        assert [handle.id for handle in DockerEngine(client).list({label: None})] == [kept.id]
+        assert [handle.id for handle in DockerEngine(client).list({label: ours})] == [kept.id]
     finally:
         kept.remove(force=True)
         try:

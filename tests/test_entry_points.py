@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +17,11 @@ from harness.cli import app
 from harness.cli.app import DEFAULT_CAPTURE_DIR, SIM_CAPTURE_DIR, capture_root
 from harness.cli.runs import DEFAULT_EXPERIMENT, spread_seeds
 from harness.run.simswap import DEFAULT_TIME_SCALE
+from support.clones import DEAD_DOCKER, make
+from support.machine import docker_host
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
-DEAD_DOCKER = "unix:///nonexistent/docker.sock"
 
 
 # --- `--seeds` takes every number after it ---------------------------------------------------------
@@ -89,6 +89,7 @@ def test_harness_experiment_names_the_default(tmp_path):
     assert "experiment plain, as HARNESS_EXPERIMENT says" in said
 
 
+@pytest.mark.integration
 def test_sweep_as_typed_through_the_installed_command(tmp_path):
     harness = Path(sys.executable).with_name("harness")
     if not harness.exists():
@@ -165,54 +166,6 @@ def test_captures_go_under_capture_sim_for_the_simulator_unless_a_directory_is_g
 # --- make, from a fresh clone, on the simulator ---------------------------------------------------
 
 
-def fresh_clone(destination: Path) -> Path:
-    """The checkout's files as a fresh clone has them (tracked and new, never ignored ones such as .venv)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        timeout=60,
-    )
-    if listed.returncode != 0:
-        pytest.skip("not a git checkout: a fresh clone cannot be made from it")
-    for name in filter(None, listed.stdout.decode().split("\0")):
-        source = REPO_ROOT / name
-        if source.is_file():
-            target = destination / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    return destination
-
-
-@pytest.fixture
-def clone(tmp_path: Path) -> Path:
-    return fresh_clone(tmp_path / "clone")
-
-
-def make(clone: Path, *args: str, docker_host: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`make ARGS` in the clone with this venv (its `harness` taken as up to date: no pip install)."""
-    venv = Path(sys.prefix)
-    harness = venv / "bin" / "harness"
-    if not harness.exists():
-        pytest.skip(f"the tests do not run from a venv with harness installed ({sys.prefix}): `make setup`")
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in ("HARNESS_CAPTURE_DIR", "HARNESS_EXPERIMENT", "MAKEFLAGS", "MAKELEVEL")
-    }
-    env.update(
-        DOCKER_HOST=docker_host, HARNESS_LOCK_DIR=str(clone / ".locks"), HARNESS_PROCESS_DIR=str(clone / ".processes")
-    )
-    return subprocess.run(
-        ["make", "--no-print-directory", f"VENV={venv}", "-o", str(harness), *args],
-        cwd=clone,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-
-
 def capture_state(capture: Path) -> tuple[str, int, float, str]:
     status = json.loads((capture / "status.json").read_text())
     manifest = json.loads((capture / "manifest.json").read_text())
@@ -220,10 +173,7 @@ def capture_state(capture: Path) -> tuple[str, int, float, str]:
     return status["state"], complete, manifest["time_scale"], manifest["experiment"]["engine"]
 
 
-def docker_host() -> str:
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-
-
+@pytest.mark.integration
 @pytest.mark.parametrize("engine", [pytest.param("docker", marks=pytest.mark.docker), "process"])
 def test_make_smoke_sim_from_a_fresh_clone(clone, engine, request):
     if engine == "docker":
@@ -243,6 +193,7 @@ def test_make_smoke_sim_from_a_fresh_clone(clone, engine, request):
         assert "simulator: the sim image miles-gb10-lab/sim:latest on Docker" in done.stderr
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("engine", [pytest.param("docker", marks=pytest.mark.docker), "process"])
 def test_make_run_the_filter_experiment_sim_from_a_fresh_clone(clone, engine, request):
     if engine == "docker":
@@ -261,6 +212,7 @@ def test_make_run_the_filter_experiment_sim_from_a_fresh_clone(clone, engine, re
     assert "e2b-dapo-filter: succeeded, 12/12 steps complete, exit code 0" in done.stdout
 
 
+@pytest.mark.integration
 def test_make_sweep_without_exp_sweeps_the_default_and_status_summarize_report_agree(clone):
     done = make(clone, "sweep", "SEEDS=1 2", "SIM=1", "SIM_TIME_SCALE=0.001", docker_host=DEAD_DOCKER)
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_experiments_hostile import cli, exp_dir, one_error_line, write  # noqa: F401  (fixture)
 
 from harness.experiments.store import ExperimentStore
 from harness.experiments.yamlfile import BoundedLoader, load_mapping
+from support.experiment_files import cli, one_error_line, write
 
 BASE = ["--rollout-batch-size", "32", "--num-rollout", "12", "--seed", "1"]
 

@@ -18,6 +18,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from harness.cli import app
+from support.properties import examples
 
 # Built once: CliRunner.invoke rebuilds the command tree on every call, which would dominate this test.
 CLI = get_command(app)
@@ -159,7 +160,7 @@ def every_command(content: bytes, name: str = "fz", overrides: tuple[str, ...] =
         run_cli(["sweep", name, "--seeds", "1", "2", "--dry-run", *dirs, *capture, *sets])
 
 
-FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FUZZ

@@ -9,43 +9,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from harness.cli import app
 from harness.experiments.store import ExperimentStore
+from support.experiment_files import LONGEST_ERROR, PARENT, cli, one_error_line, write
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = ["--rollout-batch-size", "32", "--n-samples-per-prompt", "8", "--num-rollout", "12", "--seed", "1"]
 # Generous: a hang guard, not a speed target (bench/hostile_experiments.py prints the figures).
 HANG_GUARD_S = 20
-LONGEST_ERROR = 400
-
-PARENT = "name: parent\nsteps: 4\nmiles:\n  args: {rollout-batch-size: 32}\n"
-
-
-def write(directory: Path, name: str, text: str) -> Path:
-    path = directory / f"{name}.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def cli(directory: Path, *args: str, env: dict | None = None):
-    return CliRunner().invoke(app, [*args, "--experiments-dir", str(directory)], env={"COLUMNS": "200", **(env or {})})
-
-
-def one_error_line(result) -> str:
-    """Exit 2, no traceback, exactly one short `error:` line on stderr."""
-    assert result.exit_code == 2, (result.exit_code, result.output[-2000:])
-    assert "Traceback" not in result.output and "internal error" not in result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr[-2000:]
-    assert lines[0].startswith("error: ")
-    assert len(lines[0]) <= LONGEST_ERROR, lines[0][:500]
-    return lines[0]
 
 
 def harness(directory: Path, *args: str) -> subprocess.CompletedProcess:
@@ -70,14 +44,6 @@ def one_error_line_of(done: subprocess.CompletedProcess) -> str:
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
     assert len(lines[0]) <= LONGEST_ERROR, lines[0][:500]
     return lines[0]
-
-
-@pytest.fixture
-def exp_dir(tmp_path: Path) -> Path:
-    directory = tmp_path / "experiments"
-    directory.mkdir()
-    write(directory, "parent", PARENT)
-    return directory
 
 
 # --- path escapes ------------------------------------------------------------------------
@@ -130,6 +96,7 @@ def alias_bomb(levels: int, width: int = 10, key: str = "description") -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("key", ["description", "extends"])
 def test_an_alias_bomb_is_refused_promptly_in_one_short_line(exp_dir: Path, key: str) -> None:
     write(exp_dir, "bomb", alias_bomb(9, key=key))  # 10^9 strings once expanded
@@ -137,12 +104,14 @@ def test_an_alias_bomb_is_refused_promptly_in_one_short_line(exp_dir: Path, key:
     assert "bomb.yaml" in line and "alias" in line
 
 
+@pytest.mark.integration
 def test_a_small_bomb_gives_a_short_message_not_the_expanded_input(exp_dir: Path) -> None:
     write(exp_dir, "bomb", alias_bomb(6))  # 10^6: small enough to expand, far too big to print
     line = one_error_line_of(harness(exp_dir, "show", "bomb"))
     assert "bomb.yaml" in line and line.count("lol") <= 20
 
 
+@pytest.mark.integration
 def test_deep_nesting_is_refused_in_one_line(exp_dir: Path) -> None:
     (exp_dir / "deep.yaml").write_text("name: deep\nsteps: 1\ndescription: " + "[" * 50_000 + "]" * 50_000 + "\n")
     line = one_error_line_of(harness(exp_dir, "show", "deep"))
@@ -166,6 +135,7 @@ def test_a_file_that_is_not_utf8_text_is_named_and_exits_2(exp_dir: Path, conten
     assert "bad.yaml" in line and "not UTF-8 text" in line
 
 
+@pytest.mark.integration
 def test_ls_marks_hostile_files_broken_and_lists_the_rest(exp_dir: Path) -> None:
     (exp_dir / "binary.yaml").write_bytes(b"\x00\xff\xfe" * 100)
     (exp_dir / "deep.yaml").write_text("name: deep\nsteps: 1\ndescription: " + "[" * 50_000 + "]" * 50_000 + "\n")

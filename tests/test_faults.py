@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import pytest
-from runlab import Lab, fake_trainer, killed, lab  # noqa: F401  (fixtures)
+
+from support.lab import Lab, killed
 
 STEPS = 3
 CASES = [

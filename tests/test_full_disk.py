@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runlab import Lab, fake_trainer, lab  # noqa: F401  (fixtures)
+
+from support.lab import Lab
 
 
 class SmallDisk:

@@ -16,10 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runlab import Lab, process_lab  # noqa: F401  (fixture)
+import pytest
 
 from harness.experiments.store import ExperimentStore
 from harness.mileslog import LogParser
+from support.lab import Lab
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "gpu-check.sh"
@@ -62,6 +63,7 @@ def test_an_unknown_argument_is_refused() -> None:
     assert done.returncode == 1 and done.stderr.startswith("gpu-check: unknown argument --bogus")
 
 
+@pytest.mark.integration
 def test_the_experiment_it_writes_is_a_guarded_process_run_around_the_idle_temperature(tmp_path: Path) -> None:
     done = check("--write-experiment", str(tmp_path), "41", env={"DURATION_S": "90"})
     assert done.returncode == 0, done.stderr
@@ -112,6 +114,7 @@ def test_the_burners_lines_are_complete_steps_to_the_parser(tmp_path: Path) -> N
     assert records[1].metrics["perf/rollout_time"] == 10.25 and records[1].metrics["perf/step_time"] == 10.25
 
 
+@pytest.mark.integration
 def test_the_report_shows_each_window_and_the_fall_during_it(process_lab: Lab) -> None:
     lab = process_lab
     model = {"start_c": 84, "idle_c": 40, "hot_c": 95, "heat_tau_s": 2, "cool_tau_s": 0.5, "throttle_at_c": 200}
@@ -136,6 +139,7 @@ def test_the_report_shows_each_window_and_the_fall_during_it(process_lab: Lab) -
     assert lines[-1].startswith(f"gpu-check: OK: {len(rows)} pause(s); the GPU cooled during ")
 
 
+@pytest.mark.integration
 def test_the_report_of_a_run_that_never_paused_fails_with_the_reason(process_lab: Lab, tmp_path: Path) -> None:
     lab = process_lab
     (tmp_path / "temp").write_text("50")

@@ -10,38 +10,20 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
-from drills import jsonl, write_temp
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.engines import PAUSED, RUNNING
 from harness.engines.process import ProcessEngine
+from support.drills import jsonl, write_temp
+from support.guard import guard_command
+from support.timing import wait_until
 
-REPO = Path(__file__).resolve().parent.parent
 FAST = ["--poll-s", "0.05", "--min-pause-s", "0"]
-
-
-def wait_until(check: Any, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
-def guard(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "harness", "guard", *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 @pytest.fixture
@@ -57,13 +39,14 @@ def sleeper() -> Iterator[subprocess.Popen]:
     process.wait(10)
 
 
+@pytest.mark.integration
 def test_guard_pid_pauses_and_resumes_a_process_group_and_thaws_it_on_ctrl_c(
     sleeper: subprocess.Popen, tmp_path: Path
 ) -> None:
     temp, record = tmp_path / "temp", tmp_path / "record"
     write_temp(temp, "60")
     handle = ProcessEngine(tmp_path / "runs").attach(str(sleeper.pid))
-    harness = guard("--pid", str(sleeper.pid), "--sensor", f"file:{temp}", *FAST, "--record", str(record))
+    harness = guard_command("--pid", str(sleeper.pid), "--sensor", f"file:{temp}", *FAST, "--record", str(record))
     try:
         wait_until(lambda: jsonl(record / "guard.jsonl"))
         write_temp(temp, "88")
@@ -96,10 +79,13 @@ def test_guard_pid_pauses_and_resumes_a_process_group_and_thaws_it_on_ctrl_c(
     assert err == ""
 
 
+@pytest.mark.integration
 def test_guard_pid_ends_when_the_target_exits(sleeper: subprocess.Popen, tmp_path: Path) -> None:
     temp = tmp_path / "temp"
     write_temp(temp, "60")
-    harness = guard("--pid", str(sleeper.pid), "--sensor", f"file:{temp}", *FAST, "--record", str(tmp_path / "r"))
+    harness = guard_command(
+        "--pid", str(sleeper.pid), "--sensor", f"file:{temp}", *FAST, "--record", str(tmp_path / "r")
+    )
     wait_until(lambda: jsonl(tmp_path / "r" / "guard.jsonl"))
     os.killpg(sleeper.pid, signal.SIGKILL)
     sleeper.wait(10)
@@ -108,10 +94,11 @@ def test_guard_pid_ends_when_the_target_exits(sleeper: subprocess.Popen, tmp_pat
     assert out.splitlines()[-1] == f"process {sleeper.pid}: ended; 60.0 C"
 
 
+@pytest.mark.integration
 def test_guard_stops_a_target_that_does_not_cool_when_asked_to(sleeper: subprocess.Popen, tmp_path: Path) -> None:
     temp = tmp_path / "temp"
     write_temp(temp, "95")
-    harness = guard(
+    harness = guard_command(
         "--pid",
         str(sleeper.pid),
         "--sensor",
@@ -173,7 +160,7 @@ def test_guard_container_pauses_and_resumes_a_container_and_ends_with_it(tmp_pat
     container = client.containers.run(busybox_image, ["sleep", "120"], detach=True)
     temp, record = tmp_path / "temp", tmp_path / "record"
     write_temp(temp, "60")
-    harness = guard("--container", container.name, "--sensor", f"file:{temp}", *FAST, "--record", str(record))
+    harness = guard_command("--container", container.name, "--sensor", f"file:{temp}", *FAST, "--record", str(record))
     try:
         wait_until(lambda: jsonl(record / "guard.jsonl"))
 

@@ -6,16 +6,12 @@ call `poll()` with an injected clock and never sleep.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Optional
 
 import pytest
-from drills import jsonl, write_temp
 
 from harness.engines.process import ProcessRun
 from harness.guard import Action, GuardLoop
@@ -23,52 +19,10 @@ from harness.guard.config import GuardConfig, SimSensorConfig
 from harness.guard.samples import Sample
 from harness.guard.sensors import FileSensor, SimSensor
 from harness.times import format_time_us, parse_time_us
-
-# A trainer stand-in: a process group of two (a child that sleeps), printing a counter every 10 ms.
-TICKER = """
-import subprocess, time
-child = subprocess.Popen(["sleep", "120"])
-i = 0
-while True:
-    print(i, flush=True)
-    i += 1
-    time.sleep(0.01)
-"""
-
-
-def group_states(pgid: int) -> list[str]:
-    """The /proc state letter of every process in a process group."""
-    states = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid:
-            states.append(fields[0])
-    return states
-
-
-def frozen(pgid: int) -> bool:
-    states = group_states(pgid)
-    return len(states) == 2 and all(s == "T" for s in states)
-
-
-def running(pgid: int) -> bool:
-    states = group_states(pgid)
-    return len(states) == 2 and not any(s == "T" for s in states)
-
-
-def eventually(check: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.005)
-    return check()
+from support.drills import jsonl, write_temp
+from support.fakes import FakeClock
+from support.guard import frozen, running, synchronous
+from support.timing import eventually
 
 
 class Lines:
@@ -87,23 +41,6 @@ class Lines:
         self._thread.join(10)
 
 
-@pytest.fixture
-def ticker() -> Iterator[ProcessRun]:
-    process = subprocess.Popen(
-        [sys.executable, "-u", "-c", TICKER],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    handle = ProcessRun(process)
-    assert eventually(lambda: len(group_states(process.pid)) == 2)
-    yield handle
-    handle.kill()
-    process.wait(10)
-    handle.remove()
-
-
 def loop_for(handle, sensor, tmp_path: Path, **config) -> GuardLoop:
     settings = {"sensor": "file:x", "poll_s": 0.02, "min_pause_s": 0.0, "record_every_s": 60.0, **config}
     return GuardLoop(
@@ -115,6 +52,7 @@ def loop_for(handle, sensor, tmp_path: Path, **config) -> GuardLoop:
     )
 
 
+@pytest.mark.integration
 def test_a_hot_reading_freezes_the_group_within_a_poll_and_a_cool_one_thaws_it(
     ticker: ProcessRun, tmp_path: Path
 ) -> None:
@@ -157,6 +95,7 @@ def test_a_hot_reading_freezes_the_group_within_a_poll_and_a_cool_one_thaws_it(
     assert guard.reading.paused_s >= 0.6
 
 
+@pytest.mark.integration
 def test_stopping_the_guard_thaws_a_frozen_group_and_closes_the_window(ticker: ProcessRun, tmp_path: Path) -> None:
     temp = tmp_path / "temp"
     write_temp(temp, "99")
@@ -171,6 +110,7 @@ def test_stopping_the_guard_thaws_a_frozen_group_and_closes_the_window(ticker: P
     assert len(jsonl(tmp_path / "pauses.jsonl")) == 2
 
 
+@pytest.mark.integration
 def test_stop_thaws_a_group_someone_else_froze(ticker: ProcessRun, tmp_path: Path) -> None:
     temp = tmp_path / "temp"
     write_temp(temp, "50")
@@ -185,6 +125,7 @@ def test_stop_thaws_a_group_someone_else_froze(ticker: ProcessRun, tmp_path: Pat
     assert jsonl(tmp_path / "pauses.jsonl") == []  # not the guard's window to record
 
 
+@pytest.mark.integration
 def test_max_pause_stop_thaws_then_asks_the_runner_to_stop(ticker: ProcessRun, tmp_path: Path) -> None:
     temp = tmp_path / "temp"
     write_temp(temp, "95")
@@ -208,31 +149,7 @@ def test_max_pause_stop_thaws_then_asks_the_runner_to_stop(ticker: ProcessRun, t
     guard.stop()
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def wall_us(self) -> int:
-        return 1_700_000_000_000_000 + int(self.now * 1e6)
-
-
-def synchronous(handle, sensor, tmp_path: Path, clock: FakeClock, notes: Optional[list] = None, **config) -> GuardLoop:
-    settings = {"min_pause_s": 0.0, "record_every_s": 10.0, **config}
-    return GuardLoop(
-        handle,
-        sensor,
-        GuardConfig(**settings),
-        pauses_path=tmp_path / "pauses.jsonl",
-        samples_path=tmp_path / "guard.jsonl",
-        clock=clock,
-        wall_us=clock.wall_us,
-        on_note=None if notes is None else notes.append,
-    )
-
-
+@pytest.mark.integration
 def test_samples_are_downsampled_while_cool_and_all_kept_while_hot_or_paused(
     ticker: ProcessRun, tmp_path: Path
 ) -> None:
@@ -276,6 +193,7 @@ def test_a_handle_that_cannot_pause_is_noted_once_and_its_window_closed_empty(tm
     assert len(windows) == 6 and all(w["end"] == w["start"] for w in windows[1::2])
 
 
+@pytest.mark.integration
 def test_a_sensor_that_raises_counts_as_a_missing_reading(ticker: ProcessRun, tmp_path: Path) -> None:
     class Broken:
         name = "broken"
@@ -305,6 +223,7 @@ def test_a_sensor_that_raises_counts_as_a_missing_reading(ticker: ProcessRun, tm
     assert not ticker.is_paused()
 
 
+@pytest.mark.integration
 def test_the_sim_sensor_heats_while_running_and_cools_while_the_loop_holds_the_run(
     ticker: ProcessRun, tmp_path: Path
 ) -> None:
@@ -326,6 +245,7 @@ def test_the_sim_sensor_heats_while_running_and_cools_while_the_loop_holds_the_r
     assert all(85 <= p < 87 for p in peaks)
 
 
+@pytest.mark.integration
 def test_records_that_cannot_be_written_never_stop_a_pause(ticker: ProcessRun, tmp_path: Path) -> None:
     temp = tmp_path / "temp"
     clock, notes = FakeClock(), []

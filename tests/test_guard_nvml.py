@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runlab import Lab, fake_trainer, lab  # noqa: F401  (fixtures)
+
+from support.lab import Lab
+
+pytestmark = pytest.mark.integration  # a fake NVML library built with gcc; each query in a Python of its own
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_NVML_SOURCE = REPO / "tests" / "fake_nvml" / "fake_nvml.c"
@@ -111,7 +114,7 @@ class FakeGpu:
 
 
 @pytest.fixture
-def gpu(fake_nvml_lib: Path, tmp_path: Path) -> FakeGpu:
+def fake_gpu(fake_nvml_lib: Path, tmp_path: Path) -> FakeGpu:
     return FakeGpu(fake_nvml_lib, tmp_path)
 
 
@@ -126,9 +129,9 @@ print(json.dumps({{"reads": reads, "facts": facts}}))
 """
 
 
-def test_nvml_sensor_reads_a_gb10_and_probes_unsupported_queries_once(gpu: FakeGpu) -> None:
-    gpu.set(temperature_c=83, reasons="0x20", power_mw=35500)
-    out = gpu.python(READ.format(reads=5))
+def test_nvml_sensor_reads_a_gb10_and_probes_unsupported_queries_once(fake_gpu: FakeGpu) -> None:
+    fake_gpu.set(temperature_c=83, reasons="0x20", power_mw=35500)
+    out = fake_gpu.python(READ.format(reads=5))
     assert {(r["temp_c"], r["reasons"], r["power_w"]) for r in out["reads"]} == {(83.0, 0x20, 35.5)}
     facts = out["facts"]
     assert facts["driver_version"] == "580.00-fake"
@@ -150,7 +153,7 @@ def test_nvml_sensor_reads_a_gb10_and_probes_unsupported_queries_once(gpu: FakeG
         "threshold_shutdown",
         "threshold_slowdown",
     ]
-    calls = gpu.calls()
+    calls = fake_gpu.calls()
     assert not [c for c in calls if "MemoryInfo" in c]  # never asked, not even once
     assert calls.count("nvmlDeviceGetTemperatureThreshold") == 3  # probed once each, never polled
     assert calls.count("nvmlDeviceGetMarginTemperature") == 1
@@ -158,8 +161,8 @@ def test_nvml_sensor_reads_a_gb10_and_probes_unsupported_queries_once(gpu: FakeG
     assert calls[-1] == "nvmlShutdown"
 
 
-def test_nvml_one_failing_query_never_stops_the_others(gpu: FakeGpu) -> None:
-    out = gpu.python("""
+def test_nvml_one_failing_query_never_stops_the_others(fake_gpu: FakeGpu) -> None:
+    out = fake_gpu.python("""
     from dataclasses import asdict
     from harness.guard.nvml import NvmlSensor
     def put(text):
@@ -176,31 +179,31 @@ def test_nvml_one_failing_query_never_stops_the_others(gpu: FakeGpu) -> None:
     assert out == [[None, 0x40, 30.0], [71.0, None, None], None, [71.0, 0x40, 30.0]]
 
 
-def test_nvml_a_datacenter_gpu_reports_thresholds_and_margin(gpu: FakeGpu) -> None:
-    gpu.set(temperature_c=60, profile="full")
-    out = gpu.python(READ.format(reads=1))
+def test_nvml_a_datacenter_gpu_reports_thresholds_and_margin(fake_gpu: FakeGpu) -> None:
+    fake_gpu.set(temperature_c=60, profile="full")
+    out = fake_gpu.python(READ.format(reads=1))
     [device] = out["facts"]["devices"]
     assert device["name"] == "NVIDIA H200"
     assert device["thresholds_c"] == {"slowdown": 92.0, "shutdown": 95.0, "gpu_max": 87.0}
     assert device["margin_c"] == 32
     assert out["facts"]["unsupported"] == []
-    assert not [c for c in gpu.calls() if "MemoryInfo" in c]
+    assert not [c for c in fake_gpu.calls() if "MemoryInfo" in c]
 
 
-def test_nvml_an_older_driver_falls_back_to_the_older_entry_points(gpu: FakeGpu) -> None:
-    gpu.set(temperature_c=66, reasons="0x8", profile="old-driver")
-    out = gpu.python(READ.format(reads=3))
+def test_nvml_an_older_driver_falls_back_to_the_older_entry_points(fake_gpu: FakeGpu) -> None:
+    fake_gpu.set(temperature_c=66, reasons="0x8", profile="old-driver")
+    out = fake_gpu.python(READ.format(reads=3))
     assert {(r["temp_c"], r["reasons"]) for r in out["reads"]} == {(66.0, 0x8)}
     assert out["facts"]["devices"][0]["queries"]["temperature"] == "OK"
-    calls = gpu.calls()
+    calls = fake_gpu.calls()
     assert calls.count("nvmlDeviceGetTemperatureV") == 1 and calls.count("nvmlDeviceGetTemperature") == 4
     assert calls.count("nvmlDeviceGetCurrentClocksEventReasons") == 1
     assert calls.count("nvmlDeviceGetCurrentClocksThrottleReasons") == 4
 
 
-def test_nvml_several_gpus_give_the_hottest_the_union_of_reasons_and_the_total_power(gpu: FakeGpu) -> None:
-    gpu.set(devices=2, temperature_c=50, temperature_c__1=88, reasons="0x1", reasons__1="0x40", power_mw=20000)
-    out = gpu.python(READ.format(reads=1))
+def test_nvml_several_gpus_give_the_hottest_the_union_of_reasons_and_the_total_power(fake_gpu: FakeGpu) -> None:
+    fake_gpu.set(devices=2, temperature_c=50, temperature_c__1=88, reasons="0x1", reasons__1="0x40", power_mw=20000)
+    out = fake_gpu.python(READ.format(reads=1))
     assert [(r["temp_c"], r["reasons"], r["power_w"]) for r in out["reads"]] == [(88.0, 0x41, 40.0)]
     assert [d["index"] for d in out["facts"]["devices"]] == [0, 1]
 
@@ -220,10 +223,10 @@ print(json.dumps(answers))
 """
 
 
-def test_nvml_fake_library_answers_memory_info_like_a_gb10(gpu: FakeGpu) -> None:
-    assert gpu.python(MEMORY) == ["NOT_SUPPORTED", "NOT_SUPPORTED"]
-    gpu.set(profile="full")
-    assert gpu.python(MEMORY) == [141 << 30, 141 << 30]
+def test_nvml_fake_library_answers_memory_info_like_a_gb10(fake_gpu: FakeGpu) -> None:
+    assert fake_gpu.python(MEMORY) == ["NOT_SUPPORTED", "NOT_SUPPORTED"]
+    fake_gpu.set(profile="full")
+    assert fake_gpu.python(MEMORY) == [141 << 30, 141 << 30]
 
 
 OPEN = """
@@ -246,38 +249,38 @@ def zone(root: Path, millidegrees: int) -> None:
     (root / "thermal_zone0" / "temp").write_text(f"{millidegrees}\n")
 
 
-def test_nvml_auto_picks_nvml_else_sysfs_else_none_with_a_warning(gpu: FakeGpu) -> None:
-    zone(gpu.thermal_root, 48000)
-    picked = gpu.python(OPEN.format(sensor="auto", pause_at=85))
+def test_nvml_auto_picks_nvml_else_sysfs_else_none_with_a_warning(fake_gpu: FakeGpu) -> None:
+    zone(fake_gpu.thermal_root, 48000)
+    picked = fake_gpu.python(OPEN.format(sensor="auto", pause_at=85))
     assert picked["facts"]["picked"] == "nvml" and "tried" not in picked["facts"] and picked["warnings"] == []
-    gpu.set(driver="missing")
-    picked = gpu.python(OPEN.format(sensor="auto", pause_at=85))
+    fake_gpu.set(driver="missing")
+    picked = fake_gpu.python(OPEN.format(sensor="auto", pause_at=85))
     assert picked["facts"]["picked"] == "sysfs"
     assert picked["facts"]["tried"] == {"nvml": "NVML: Driver Not Loaded"}
-    shutil.rmtree(gpu.thermal_root / "thermal_zone0")
-    off = gpu.python(OPEN.format(sensor="auto", pause_at=85))
+    shutil.rmtree(fake_gpu.thermal_root / "thermal_zone0")
+    off = fake_gpu.python(OPEN.format(sensor="auto", pause_at=85))
     assert off["none"] and off["facts"]["picked"] is None
     assert off["warnings"] == [
         "heat guard off: no sensor can read a temperature here "
-        f"(nvml: NVML: Driver Not Loaded; sysfs: no readable thermal zone under {gpu.thermal_root} (none))"
+        f"(nvml: NVML: Driver Not Loaded; sysfs: no readable thermal zone under {fake_gpu.thermal_root} (none))"
     ]
-    named = gpu.python(OPEN.format(sensor="nvml", pause_at=85))
+    named = fake_gpu.python(OPEN.format(sensor="nvml", pause_at=85))
     assert named == {"error": "guard.sensor nvml: NVML: Driver Not Loaded"}
 
 
-def test_nvml_warns_when_the_gpu_would_throttle_before_the_guard_pauses(gpu: FakeGpu) -> None:
-    gpu.set(temperature_c=60, profile="full")
-    out = gpu.python(OPEN.format(sensor="nvml", pause_at=93))
+def test_nvml_warns_when_the_gpu_would_throttle_before_the_guard_pauses(fake_gpu: FakeGpu) -> None:
+    fake_gpu.set(temperature_c=60, profile="full")
+    out = fake_gpu.python(OPEN.format(sensor="nvml", pause_at=93))
     assert out["warnings"] == [
         "guard.pause_at_c 93 C is at or above GPU 0's slowdown threshold 92 C: "
         "the GPU will throttle itself before the guard pauses the run"
     ]
 
 
-def test_nvml_guard_probe_prints_each_query_and_exits_0(gpu: FakeGpu) -> None:
-    gpu.set(temperature_c=83, reasons="0x20", power_mw=35500)
-    zone(gpu.thermal_root, 61500)
-    done = gpu.harness("guard", "probe", "--thermal-root", str(gpu.thermal_root))
+def test_nvml_guard_probe_prints_each_query_and_exits_0(fake_gpu: FakeGpu) -> None:
+    fake_gpu.set(temperature_c=83, reasons="0x20", power_mw=35500)
+    zone(fake_gpu.thermal_root, 61500)
+    done = fake_gpu.harness("guard", "probe", "--thermal-root", str(fake_gpu.thermal_root))
     assert done.returncode == 0, done.stderr
     lines = [" ".join(line.split()) for line in done.stdout.splitlines()]
     for expected in (
@@ -295,31 +298,31 @@ def test_nvml_guard_probe_prints_each_query_and_exits_0(gpu: FakeGpu) -> None:
     ):
         assert expected in lines, (expected, done.stdout)
     assert done.stderr == ""
-    assert not [c for c in gpu.calls() if "MemoryInfo" in c]
+    assert not [c for c in fake_gpu.calls() if "MemoryInfo" in c]
 
 
-def test_nvml_guard_probe_json(gpu: FakeGpu) -> None:
-    gpu.set(temperature_c=70, profile="full")
-    done = gpu.harness("guard", "probe", "--thermal-root", str(gpu.thermal_root), "--json")
+def test_nvml_guard_probe_json(fake_gpu: FakeGpu) -> None:
+    fake_gpu.set(temperature_c=70, profile="full")
+    done = fake_gpu.harness("guard", "probe", "--thermal-root", str(fake_gpu.thermal_root), "--json")
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert found["temperature_readable_by"] == ["nvml"]
     assert found["nvml"]["devices"][0]["thresholds_c"] == {"slowdown": 92.0, "shutdown": 95.0, "gpu_max": 87.0}
     assert found["nvml"]["values"][0]["temperature"] == 70
-    assert found["sysfs"] == {"root": str(gpu.thermal_root), "zones": []}
+    assert found["sysfs"] == {"root": str(fake_gpu.thermal_root), "zones": []}
 
 
-def test_nvml_guard_probe_without_a_driver_exits_1_with_one_line(gpu: FakeGpu) -> None:
-    gpu.set(driver="missing")
-    done = gpu.harness("guard", "probe", "--thermal-root", str(gpu.thermal_root))
+def test_nvml_guard_probe_without_a_driver_exits_1_with_one_line(fake_gpu: FakeGpu) -> None:
+    fake_gpu.set(driver="missing")
+    done = fake_gpu.harness("guard", "probe", "--thermal-root", str(fake_gpu.thermal_root))
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
         "error: no temperature can be read here: NVML: Driver Not Loaded; "
-        f"sysfs: no thermal zones under {gpu.thermal_root}"
+        f"sysfs: no thermal zones under {fake_gpu.thermal_root}"
     ]
     assert "NVML: unavailable: Driver Not Loaded" in done.stdout
-    zone(gpu.thermal_root, 45000)  # a thermal zone is enough
-    assert gpu.harness("guard", "probe", "--thermal-root", str(gpu.thermal_root)).returncode == 0
+    zone(fake_gpu.thermal_root, 45000)  # a thermal zone is enough
+    assert fake_gpu.harness("guard", "probe", "--thermal-root", str(fake_gpu.thermal_root)).returncode == 0
 
 
 DRILL = """
@@ -362,10 +365,10 @@ print(json.dumps(seen))
 """
 
 
-def test_nvml_temperature_drill_pauses_and_resumes_a_process_group(gpu: FakeGpu, tmp_path: Path) -> None:
-    gpu.set(temperature_c=60)
+def test_nvml_temperature_drill_pauses_and_resumes_a_process_group(fake_gpu: FakeGpu, tmp_path: Path) -> None:
+    fake_gpu.set(temperature_c=60)
     code = DRILL.replace("sys.argv[1]", repr(str(tmp_path)))
-    seen = gpu.python(code)
+    seen = fake_gpu.python(code)
     assert seen["paused"] is True and seen["resumed"] is True
     assert seen["throttle"] == "clock event HwThermalSlowdown"
     assert seen["after_stop"] != "T"  # the guard thawed it on the way out
@@ -379,11 +382,11 @@ def test_nvml_temperature_drill_pauses_and_resumes_a_process_group(gpu: FakeGpu,
     assert windows[0]["reason"] == "temperature 88.0 C >= pause_at_c 85 C"
 
 
-def test_nvml_a_temperature_drill_pauses_a_run_through_harness_run(gpu: FakeGpu, lab: Lab) -> None:
+def test_nvml_a_temperature_drill_pauses_a_run_through_harness_run(fake_gpu: FakeGpu, lab: Lab) -> None:
     from harness.capture.reader import read_pauses
     from harness.engines import PAUSED, RUNNING
 
-    gpu.set(temperature_c=60)
+    fake_gpu.set(temperature_c=60)
     run = lab.experiment(
         "nvml-drill",
         scenario="ticks",
@@ -391,20 +394,20 @@ def test_nvml_a_temperature_drill_pauses_a_run_through_harness_run(gpu: FakeGpu,
         env={"FAKE_TICKS": "150", "FAKE_TICK_S": "0.02"},
         guard={"sensor": "nvml", "poll_s": 0.1, "min_pause_s": 0},
     )
-    harness = lab.spawn("run", run, env=gpu.library_env())
+    harness = lab.spawn("run", run, env=fake_gpu.library_env())
 
     def state_is(state: str) -> bool:
         return bool(lab.objects()) and lab.objects()[0].describe().state == state
 
     try:
         lab.wait_for(lambda: len(lab.log(run)) > 20 and lab.objects(), 60, "the first lines")
-        gpu.set(temperature_c=90)
+        fake_gpu.set(temperature_c=90)
         lab.wait_for(lambda: state_is(PAUSED), 10, "the pause at 90 C")
-        gpu.set(temperature_c=70)
+        fake_gpu.set(temperature_c=70)
         lab.wait_for(lambda: state_is(RUNNING), 10, "the resume at 70 C")
-        gpu.set(temperature_c=60, reasons="0x40")
+        fake_gpu.set(temperature_c=60, reasons="0x40")
         lab.wait_for(lambda: state_is(PAUSED), 10, "the pause on HW thermal slowdown")
-        gpu.set(temperature_c=60)
+        fake_gpu.set(temperature_c=60)
         out, _ = harness.communicate(timeout=120)
     finally:
         harness.kill()
@@ -421,13 +424,13 @@ def test_nvml_a_temperature_drill_pauses_a_run_through_harness_run(gpu: FakeGpu,
         "threshold_shutdown",
         "threshold_slowdown",
     ]
-    assert not [c for c in gpu.calls() if "MemoryInfo" in c]
+    assert not [c for c in fake_gpu.calls() if "MemoryInfo" in c]
 
 
-def test_nvml_named_without_a_driver_stops_the_run_before_anything_starts(gpu: FakeGpu, lab: Lab) -> None:
-    gpu.set(driver="missing")
+def test_nvml_named_without_a_driver_stops_the_run_before_anything_starts(fake_gpu: FakeGpu, lab: Lab) -> None:
+    fake_gpu.set(driver="missing")
     run = lab.experiment("nvml-blind", guard={"sensor": "nvml"})
-    harness = lab.spawn("run", run, env=gpu.library_env())
+    harness = lab.spawn("run", run, env=fake_gpu.library_env())
     out, _ = harness.communicate(timeout=60)
     assert harness.returncode == 2
     assert out.splitlines() == [f"error: run {run} not started: guard.sensor nvml: NVML: Driver Not Loaded"]

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from harness.guard.config import GuardConfig
 from harness.guard.policy import Action, GuardState, decide, is_hot, thermal_reasons
 from harness.guard.samples import THERMAL_REASONS, Sample
+from support.properties import examples
 
 CONFIG = GuardConfig(pause_at_c=85, resume_at_c=78, min_pause_s=30, max_pause_s=300, missing_polls=3)
 
@@ -154,7 +155,7 @@ def test_is_hot_marks_the_band_and_pauses() -> None:
 temps = st.one_of(st.none(), st.floats(min_value=30, max_value=100, allow_nan=False))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.tuples(temps, st.sampled_from([0, 0, 0, 0x20])), max_size=200),
     st.sampled_from(["pause_if_hot", "pause", "carry_on"]),

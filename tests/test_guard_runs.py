@@ -17,14 +17,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from drills import jsonl, write_temp
-from runlab import Lab, eventually, fake_trainer, lab  # noqa: F401  (fixtures)
-
 from harness.capture.reader import read_pauses
 from harness.engines import PAUSED, RUNNING
 from harness.times import parse_time_us
+from support.drills import (
+    DRILL_POLL_S,
+    file_guard,
+    jsonl,
+    ticking,
+    ticks_in_log,
+    wait_for_ticks,
+    wait_state,
+    write_temp,
+)
+from support.lab import Lab
+from support.timing import eventually
 
-POLL_S = 0.1
+POLL_S = DRILL_POLL_S
 # How late a pause may be recorded after the crossing: one poll, plus a loaded machine's scheduling.
 ONE_POLL_SLACK_S = POLL_S + 0.3
 # How far the engine's view may trail the record (docker pause/unpause take tens of ms; the watcher samples).
@@ -33,17 +42,6 @@ ENGINE_SLACK_S = 1.0
 
 def now_us() -> int:
     return time.time_ns() // 1000
-
-
-def ticking(lab: Lab, name: str, guard: dict, ticks: int = 150) -> str:
-    """A run that prints `tick 0` ... `tick N-1`, one every 20 ms, then one step."""
-    return lab.experiment(
-        name, scenario="ticks", steps=1, guard=guard, env={"FAKE_TICKS": str(ticks), "FAKE_TICK_S": "0.02"}
-    )
-
-
-def file_guard(temp: Path, **more: Any) -> dict:
-    return {"sensor": f"file:{temp}", "poll_s": POLL_S, "min_pause_s": 0, "record_every_s": 0.5, **more}
 
 
 class EngineWatch:
@@ -80,33 +78,11 @@ class EngineWatch:
         return [(a, b) for a, b in intervals]
 
 
-def ticks_in_log(lab: Lab, run: str) -> list[tuple[int, int]]:
-    """(receive stamp in us, tick number) of every tick line in container.log."""
-    found = []
-    for line in lab.log(run):
-        stamp, _, text = line.partition(" ")
-        if text.startswith("tick "):
-            found.append((parse_time_us(stamp), int(text.split()[1])))
-    return found
-
-
-def wait_for_ticks(lab: Lab, run: str, count: int = 5) -> Any:
-    lab.wait_for(lambda: len(ticks_in_log(lab, run)) >= count and lab.objects(), 60, "the first ticks")
-    return lab.objects()[0]
-
-
 def status_row(lab: Lab, run: str) -> list[str]:
     """The cells of `harness status`'s row for `run` (piped: columns two spaces apart; guard is the last)."""
     shown = lab.capture_cli("status")
     assert shown.exit_code == 0, shown.output
     return next(cells for cells in (re.split(r"\s{2,}", line) for line in shown.output.splitlines()) if cells[0] == run)
-
-
-def wait_state(handle: Any, state: str, timeout_s: float = 10) -> None:
-    deadline = time.monotonic() + timeout_s
-    while handle.describe().state != state:
-        assert time.monotonic() < deadline, f"never {state}"
-        time.sleep(0.005)
 
 
 def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_engine(lab: Lab, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from harness.errors import HarnessError
 from harness.guard.config import GuardConfig, SimSensorConfig
 from harness.guard.samples import PauseAware, SensorUnavailable
 from harness.guard.sensors import FileSensor, SimSensor, SysfsSensor, open_sensor, probe_thermal_zones
+from support.fakes import FakeClock
 
 
 def wall() -> int:
@@ -28,14 +29,6 @@ def zones(root: Path, *temps: object) -> Path:
         else:
             (zone / "temp").write_text(f"{temp}\n")
     return root
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_file_sensor_reads_a_temperature_and_an_optional_reasons_mask(tmp_path: Path) -> None:

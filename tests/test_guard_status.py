@@ -16,7 +16,7 @@ from harness.capture import Capture, RunState, RunStatus
 from harness.capture.bounded import last_jsonl
 from harness.capture.reader import read_pauses
 from harness.cli import app
-from harness.cli.progress import PlainProgress, RichProgress, describe_guard
+from harness.cli.progress import PlainReporter, RichReporter, describe_guard
 from harness.engines.spec import LaunchSpec
 from harness.guard import GuardReading
 from harness.run.settle import close_open_windows
@@ -80,16 +80,16 @@ def test_describe_guard_shows_the_temperature_and_while_paused_since_when_why_an
 
 def test_plain_progress_says_each_pause_and_resume_once_and_puts_the_temperature_on_step_lines() -> None:
     out = io.StringIO()
-    progress = PlainProgress(out)
+    progress = PlainReporter(out)
     progress.started(SPEC)
-    progress.guard(GuardReading(temp_c=80.0))
-    progress.guard(GuardReading(temp_c=84.0))
-    progress.guard(HOT)
+    progress.guard(SPEC.run, GuardReading(temp_c=80.0))
+    progress.guard(SPEC.run, GuardReading(temp_c=84.0))
+    progress.guard(SPEC.run, HOT)
     progress.guard(
-        GuardReading(temp_c=88.0, paused=True, paused_since=SINCE, reason=HOT.reason, pauses=3, paused_s=60.0)
+        SPEC.run, GuardReading(temp_c=88.0, paused=True, paused_since=SINCE, reason=HOT.reason, pauses=3, paused_s=60.0)
     )
-    progress.guard(GuardReading(temp_c=77.0, pauses=3, paused_s=95.0))
-    progress.step(record(), 1)
+    progress.guard(SPEC.run, GuardReading(temp_c=77.0, pauses=3, paused_s=95.0))
+    progress.step(SPEC.run, record(), 1)
     lines = out.getvalue().splitlines()[1:]
     assert lines[:2] == [
         "e2b: PAUSED by the heat guard: temperature 86.5 C >= pause_at_c 85 C",
@@ -103,19 +103,19 @@ def test_plain_progress_says_each_pause_and_resume_once_and_puts_the_temperature
 
 def test_plain_step_lines_of_an_unguarded_run_are_unchanged() -> None:
     out = io.StringIO()
-    progress = PlainProgress(out)
+    progress = PlainReporter(out)
     progress.started(SPEC)
-    progress.step(record(), 1)
+    progress.step(SPEC.run, record(), 1)
     assert out.getvalue().splitlines()[-1].endswith(" elapsed")
 
 
 def test_the_live_panel_shows_the_heat_guard_row() -> None:
-    progress = RichProgress(Console(file=io.StringIO(), force_terminal=True, width=160))
+    progress = RichReporter(Console(file=io.StringIO(), force_terminal=True, width=160))
     progress.started(SPEC)
     rendered = io.StringIO()
     Console(file=rendered, width=160).print(progress._render())
     assert "heat guard" not in rendered.getvalue()  # nothing read yet (or unguarded)
-    progress.guard(HOT)
+    progress.guard(SPEC.run, HOT)
     rendered = io.StringIO()
     Console(file=rendered, width=160).print(progress._render())
     progress.finished(None)

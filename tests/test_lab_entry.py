@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness.lab import entry, milesargv
+from support.timing import scaled
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STANDIN = REPO_ROOT / "tests" / "images" / "miles-standin"
@@ -173,7 +174,7 @@ def test_main_stops_before_ray_with_one_line_when_data_is_missing(capsys):
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> dict[str, str]:
+def entry_env(tmp_path: Path) -> dict[str, str]:
     """Environment for entry.py on this machine: stand-in ray on PATH, a Miles dir, data paths."""
     if shutil.which("python3") is None:
         pytest.skip("the stand-in ray runs `python3 train.py`")
@@ -208,14 +209,15 @@ def standin_train(stdout: str) -> dict:
     return json.loads(line.removeprefix("STANDIN-TRAIN "))
 
 
-def test_the_script_submits_train_py_in_the_miles_dir_and_nothing_is_evaluated(lab, tmp_path):
+@pytest.mark.integration
+def test_the_script_submits_train_py_in_the_miles_dir_and_nothing_is_evaluated(entry_env, tmp_path):
     sentinel = tmp_path / "evaluated"
     extra = f"--x \"a b\" '$(touch {sentinel})' ; touch {sentinel}"
-    proc = start_entry({**lab, "MILES_EXTRA_ARGS": extra})
+    proc = start_entry({**entry_env, "MILES_EXTRA_ARGS": extra})
     out, err = proc.communicate(timeout=60)
 
     assert proc.returncode == 0, out + err
-    words = shlex.split(lab["MILES_ARGS"])
+    words = shlex.split(entry_env["MILES_ARGS"])
     assert standin_train(out)["argv"] == [
         "train.py",
         *words,
@@ -226,14 +228,15 @@ def test_the_script_submits_train_py_in_the_miles_dir_and_nothing_is_evaluated(l
         "touch",
         str(sentinel),
     ]
-    assert standin_train(out)["cwd"] == lab["MILES_DIR"]
+    assert standin_train(out)["cwd"] == entry_env["MILES_DIR"]
     assert not sentinel.exists()
 
 
-def test_the_script_exits_143_on_sigterm_after_stopping_the_job_and_ray(lab):
-    proc = start_entry({**lab, "MILES_EXTRA_ARGS": "--standin-sleep 60"})
+@pytest.mark.integration
+def test_the_script_exits_143_on_sigterm_after_stopping_the_job_and_ray(entry_env):
+    proc = start_entry({**entry_env, "MILES_EXTRA_ARGS": "--standin-sleep 60"})
     lines: list[str] = []
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while not any(line.startswith("STANDIN-TRAIN") for line in lines):
         assert time.monotonic() < deadline and proc.poll() is None, lines
         lines.append(proc.stdout.readline())
@@ -245,7 +248,7 @@ def test_the_script_exits_143_on_sigterm_after_stopping_the_job_and_ray(lab):
     assert "[ray stand-in] ray job stop" in out and "[ray stand-in] ray stop --force" in out
     assert "SIGTERM: stopping job raysubmit_" in err
     trainer = standin_train("".join(lines))["pid"]
-    deadline = time.monotonic() + 10  # `ray job stop` terminated the job's process group
+    deadline = time.monotonic() + scaled(10)  # `ray job stop` terminated the job's process group
     while running(trainer):
         assert time.monotonic() < deadline, f"train.py (pid {trainer}) still runs"
         time.sleep(0.1)

@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from harness.lab import milesargv
+from support.timing import scaled
 
 pytestmark = pytest.mark.docker
 
@@ -183,7 +184,7 @@ def test_a_failing_trainer_fails_the_container(run_lab, data_dir):
 def test_docker_stop_stops_the_job_and_ray_and_exits_143(lab_image, containers, data_dir):
     container = containers(lab_image, data_dir, {"MILES_EXTRA_ARGS": "--standin-sleep 60"})
     assert docker("start", container).returncode == 0
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while "STANDIN-TRAIN" not in docker("logs", container).stdout:
         assert time.monotonic() < deadline, docker("logs", container).stdout
         time.sleep(0.2)

@@ -107,8 +107,8 @@ def test_a_succeeded_capture_of_another_configuration_is_refused_naming_what_cha
     assert decision.action == "skip" and decision.refused
     assert decision.not_started() == (
         "run r not started: its capture succeeded at 2026-01-01T01:00:00Z with another configuration (time scale "
-        "0.02 -> 0.01; run id r-1, now r-2); --force (make: FORCE=1) reruns it, keeping the old capture under "
-        ".replaced/"
+        "0.02 -> 0.01; run id r-1, now r-2); --force (make: FORCE=1) reruns it, keeping the old attempt, or --name "
+        "NAME runs this configuration under a run name of its own"
     )
     assert not decide("r", "r-1", status("succeeded"), mode).refused  # the same run: reused
     assert decide("r", "r-2", status("succeeded", run_id="r-1"), "force").action == "run"
@@ -234,17 +234,6 @@ def test_a_torn_last_jsonl_line_is_skipped(tmp_path: Path) -> None:
     assert list(read_jsonl(path)) == [{"a": 1}]
 
 
-def test_start_fresh_moves_an_old_capture_aside(tmp_path: Path) -> None:
-    capture = Capture(tmp_path / "run")
-    capture.directory.mkdir()
-    capture.write_status(status("failed"))
-    (capture.directory / "container.log").write_text("old\n")
-    moved = capture.start_fresh()
-    assert moved is not None and (moved / "container.log").read_text() == "old\n"
-    assert moved.parent == tmp_path / ".replaced"
-    assert list(capture.directory.iterdir()) == []
-
-
 def test_a_corrupt_status_is_an_error_not_a_guess(tmp_path: Path) -> None:
     capture = Capture(tmp_path / "run")
     capture.directory.mkdir()
@@ -284,3 +273,29 @@ def test_waiting_for_the_gpu_ends_when_cancelled(tmp_path: Path) -> None:
             waiter.acquire(wait=True, on_wait=asked.append, cancelled=lambda: bool(asked), poll_s=0.01)
         assert err.value.exit_code == 130
         assert asked == ["waiting for the GPU: run holder (harness pid 1 on h) holds it"]
+
+
+def test_an_engine_object_removed_between_the_listing_and_the_look_is_passed_over() -> None:
+    """Another harness may remove its container meanwhile: recover goes on with the others, never fails on it."""
+    from harness.engines import Description
+    from harness.errors import ExitCode, HarnessError
+    from harness.run.settle import engine_objects
+
+    class Gone:
+        def describe(self) -> Description:
+            raise HarnessError("no container 'abc' on the Docker engine", ExitCode.NOT_FOUND)
+
+    class Here:
+        def describe(self) -> Description:
+            return Description("def", "mgl-x", "exited", 0, {"org.miles-gb10-lab.run": "x"}, None, None)
+
+    class TwoObjects:
+        name = "docker"
+
+        def list(self, labels: object) -> list[object]:
+            return [Gone(), Here()]
+
+    notes: list[str] = []
+    found = engine_objects([TwoObjects()], notes)  # type: ignore[list-item]
+
+    assert [obj.id for obj in found] == ["def"] and notes == []

@@ -17,6 +17,7 @@ import pytest
 
 from harness.engines.logstream import RESUME_MAX_LINES, LogPosition, stamp_to_ns
 from harness.run.settle import log_position
+from support.timing import scaled
 
 T = "2026-01-01T00:00:00."
 
@@ -97,9 +98,8 @@ echo ready; while true; do sleep 0.05; done
 
 @pytest.mark.docker
 def test_a_paused_then_stopped_container_gives_every_line_once(busybox_image: str) -> None:
-    from runlab import docker_client
-
     from harness.engines.docker import DockerRun
+    from support.lab import docker_client
 
     client = docker_client()
     expected = (
@@ -116,7 +116,7 @@ def test_a_paused_then_stopped_container_gives_every_line_once(busybox_image: st
             lines: list[str] = []
             pump = threading.Thread(target=lambda: lines.extend(run.logs(follow=True)), daemon=True)
             pump.start()
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + scaled(20)
             while not any(line.endswith(" ready") for line in lines) and time.monotonic() < deadline:
                 time.sleep(0.05)
             run.pause()

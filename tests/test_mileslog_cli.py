@@ -121,6 +121,7 @@ def test_help_says_what_it_does() -> None:
     assert "parse-log" in listed.stdout
 
 
+@pytest.mark.integration
 def test_parse_log_imports_nothing_heavy() -> None:
     import subprocess
     import sys

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from harness.mileslog import LogParser, parse_file
 from harness.mileslog import parser as parser_module
 from harness.mileslog.records import strict_json_metrics
+from support.properties import examples
 
 RM = "(RolloutManager pid=2411) [2026-10-02 09:00:00.000 rollout_manager] metrics.py:88 - "
 TA = "(MegatronTrainRayActor pid=2590) [2026-10-02 09:00:10.000 actor_cell0_rank0] "
@@ -108,7 +109,7 @@ def document(parser: LogParser) -> str:
     return json.dumps(doc, sort_keys=True, allow_nan=False)  # strict: raises on NaN/Infinity
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines_strategy, st.integers(min_value=1, max_value=300))
 def test_feeding_lines_and_reading_a_stream_in_any_chunks_agree(lines: list[str], chunk: int) -> None:
     assert_line_and_stream_agree(lines, chunk)
@@ -132,7 +133,7 @@ def assert_line_and_stream_agree(lines: list[str], chunk: int) -> None:
     assert sorted(r.step for r in emitted) == sorted({r.step for r in emitted})
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines_strategy, st.integers(min_value=1, max_value=300))
 def test_line_and_stream_agree_where_dumps_and_tracebacks_go_stale(lines: list[str], chunk: int) -> None:
     # The limits shrunk here make a dump or a traceback go stale within the few lines generated.
@@ -150,7 +151,7 @@ def _same_json(a: list, b: list) -> bool:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.binary(max_size=3000), st.integers(min_value=1, max_value=500))
 def test_random_bytes_never_raise(data: bytes, chunk: int) -> None:
     parser = LogParser()
@@ -163,7 +164,7 @@ def test_random_bytes_never_raise(data: bytes, chunk: int) -> None:
     by_line.result()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=400))
 def test_random_text_after_a_metric_head_never_raises(tail: str) -> None:
     parsed = parse_file(io.BytesIO(f"x.py:1 - perf 0: {{{tail}\nx.py:1 - perf 0: {{'perf/step_time': 1.0}}\n".encode()))

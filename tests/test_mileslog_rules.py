@@ -11,12 +11,11 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from harness.capture import append_jsonl, write_json_atomic
 from harness.cli import app
-from harness.cli.progress import PlainProgress, RichProgress
+from harness.cli.progress import PlainReporter, RichReporter
 from harness.engines.spec import LaunchSpec
 from harness.mileslog import LogParser, keys, parse_file
-from harness.summary.summarize import summarize
+from support.summaries import summary_rewards
 
 LOGS = Path(__file__).parent / "data" / "logs"
 FILTER_LOG = LOGS / "container-log-docker-timestamps.log"  # filter on; both reward keys at step 0
@@ -51,16 +50,16 @@ def spec_for(argv: list[str]) -> LaunchSpec:
 def progress_rewards(log: Path) -> tuple[dict[int, float | None], str]:
     """What live progress shows per step, fed line by line as the runner feeds it."""
     launch = parse_file(log).launch
-    plain = PlainProgress(stream=io.StringIO())
-    rich = RichProgress(Console(file=io.StringIO(), force_terminal=True, width=120))
+    plain = PlainReporter(stream=io.StringIO())
+    rich = RichReporter(Console(file=io.StringIO(), force_terminal=True, width=120))
     for progress in (plain, rich):
         progress.started(spec_for(launch))
     parser = LogParser()
     shown: dict[int, float | None] = {}
     records = [r for line in log.read_text().splitlines() for r in parser.feed(line)] + parser.finish()
     for n, record in enumerate(records, start=1):
-        plain.step(record, n)
-        rich.step(record, n)
+        plain.step("r", record, n)
+        rich.step("r", record, n)
         shown[record.step] = rich.last["reward"]
     rich.finished(None)
     return shown, plain.stream.getvalue()
@@ -71,31 +70,6 @@ def parse_log_rewards(log: Path) -> tuple[dict[int, float | None], dict]:
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     return {step["step"]: step["reward"] for step in doc["steps"]}, doc
-
-
-def summary_rewards(log: Path, root: Path) -> tuple[dict[int, float | None], dict]:
-    """The summary of a capture made from the log the way the runner writes one."""
-    parsed = parse_file(log)
-    run = root / "r"
-    run.mkdir(parents=True)
-    write_json_atomic(
-        run / "status.json", {"run": "r", "run_id": "r-1", "state": "succeeded", "exit_code": 0, "steps_expected": 3}
-    )
-    write_json_atomic(
-        run / "manifest.json",
-        {
-            "run": "r",
-            "run_id": "r-1",
-            "time_scale": 1,
-            "experiment": {"name": "r", "seed": 1, "steps": 3},
-            "trainer_argv": parsed.launch,
-        },
-    )
-    write_json_atomic(run / "args.json", parsed.args)
-    for record in parsed.steps:
-        append_jsonl(run / "metrics.jsonl", record.to_json(include_derived=False))
-    document = summarize(root).to_dict()["runs"]["r"]
-    return {row["step"]: row["reward"] for row in document["steps"]}, document
 
 
 @pytest.mark.parametrize(("log", "key"), [(FILTER_LOG, keys.RAW_REWARD_UNFILTERED), (PLAIN_LOG, keys.RAW_REWARD)])

@@ -8,9 +8,9 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import regenerate_golden
 
 from harness.mileslog import LogParser, ParsedLog, StepRecord, parse_file, parse_lines
+from support.machine import regenerate_golden
 
 LOGS = Path(__file__).parent / "data" / "logs"
 GOLDEN = LOGS / "container-log-docker-timestamps.expected.json"

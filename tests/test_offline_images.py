@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import path_without
+
+from support.machine import path_without
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = REPO_ROOT / "scripts" / "offline-images.sh"

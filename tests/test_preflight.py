@@ -14,7 +14,8 @@ import json
 from typing import Any
 
 import pytest
-from runlab import IMAGE, Lab, docker_lab, fake_trainer, process_lab  # noqa: F401  (fixtures)
+
+from support.lab import IMAGE, Lab
 
 
 def no_gpu_runtime() -> bool:
@@ -103,9 +104,10 @@ def test_a_container_that_cannot_start_is_not_started_and_runs_again_without_ret
     assert sweep.exit_code == 0, sweep.output
     assert "its last attempt never started" in sweep.output  # in the sweep table, once it ran
     assert docker_lab.status(run)["state"] == "succeeded"
-    assert docker_lab.replaced() == []  # replaced, not kept under .replaced/
+    assert docker_lab.attempts(run) == [(1, "not_started"), (2, "succeeded")]  # the first attempt is kept
 
 
+@pytest.mark.integration
 def test_a_missing_command_fails_before_any_capture(process_lab: Lab) -> None:
     run = process_lab.experiment("nocmd", command=["/no/such/trainer", "--flag"])
     result = process_lab.cli("run", run)
@@ -116,6 +118,7 @@ def test_a_missing_command_fails_before_any_capture(process_lab: Lab) -> None:
     assert dry.exit_code == 0 and "warning: pre-flight: the command '/no/such/trainer'" in dry.stderr
 
 
+@pytest.mark.integration
 def test_a_process_that_cannot_start_is_not_started_and_runs_again(process_lab: Lab) -> None:
     script = process_lab.root / "trainer"
     script.write_text("#!/no/such/interpreter\n")
@@ -129,5 +132,6 @@ def test_a_process_that_cannot_start_is_not_started_and_runs_again(process_lab: 
     process_lab.experiment("interp", steps=1)
     again = process_lab.cli("run", run)
     assert again.exit_code == 0, again.output
-    assert process_lab.status(run)["state"] == "succeeded" and process_lab.replaced() == []
+    assert process_lab.status(run)["state"] == "succeeded"
+    assert process_lab.attempts(run) == [(1, "not_started"), (2, "succeeded")]
     assert json.loads((process_lab.captures / run / "manifest.json").read_text())["run_id"] != status["run_id"]

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from harness.cli.progress import PlainProgress, RichProgress, describe_step, progress_for
+from harness.cli.progress import PlainReporter, RichReporter, describe_step, reporter_for
 from harness.mileslog import LogParser
 
 LINES = [
@@ -51,15 +51,15 @@ def test_without_the_filter_the_zero_variance_groups_are_shown() -> None:
 def test_a_terminal_gets_the_live_panel_and_a_pipe_plain_lines() -> None:
     terminal = Console(file=io.StringIO(), force_terminal=True, width=120)
     pipe = Console(file=io.StringIO(), force_terminal=False)
-    assert isinstance(progress_for(terminal), RichProgress)
-    assert type(progress_for(pipe)) is PlainProgress
+    assert isinstance(reporter_for(terminal), RichReporter)
+    assert type(reporter_for(pipe)) is PlainReporter
 
 
 def test_the_live_panel_shows_the_last_step() -> None:
     from harness.engines.spec import LaunchSpec
 
     out = io.StringIO()
-    progress = RichProgress(Console(file=out, force_terminal=True, width=120))
+    progress = RichReporter(Console(file=out, force_terminal=True, width=120))
     spec = LaunchSpec(
         run="e2b",
         run_id="e2b-1234",
@@ -83,7 +83,7 @@ def test_the_live_panel_shows_the_last_step() -> None:
         max_minutes=None,
     )
     progress.started(spec)
-    progress.step(record(), 1)
+    progress.step(spec.run, record(), 1)
     rendered = io.StringIO()
     Console(file=rendered, width=120).print(progress._render())
     progress.finished(None)

@@ -68,6 +68,7 @@ def test_bare_harness_and_python_come_only_after_the_readme_says_to_activate_the
     assert activated_at < min(n for n, c in commands if c.startswith("harness "))
 
 
+@pytest.mark.integration
 def test_make_setup_says_how_to_use_the_venv():
     if not (REPO_ROOT / ".venv" / "bin" / "harness").exists():
         pytest.skip("no .venv here: `make setup` creates it")
@@ -77,6 +78,7 @@ def test_make_setup_says_how_to_use_the_venv():
     assert ACTIVATE in done.stdout and ".venv/bin/harness" in done.stdout
 
 
+@pytest.mark.integration
 def test_the_readme_s_harness_commands_that_start_nothing_run_as_written(tmp_path):
     runnable = [
         command
@@ -146,6 +148,7 @@ def test_the_data_directory_has_one_name_everywhere():
         assert "MILES_LAB_DATA" in texts[REPO_ROOT / name], name
 
 
+@pytest.mark.integration
 def test_the_gpu_tests_the_readme_promises_exist():
     done = subprocess.run(
         [

@@ -6,12 +6,14 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from runlab import process_lab  # noqa: F401 - a fixture
+import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.engines import listed_engine_names
 
 
+@pytest.mark.integration
 def test_recover_with_a_capture_dir_leaves_other_captures_objects_alone_and_names_a_process(
     process_lab: Any, tmp_path: Path
 ) -> None:
@@ -36,6 +38,7 @@ def test_recover_with_a_capture_dir_leaves_other_captures_objects_alone_and_name
     assert "container" not in ours.output
 
 
+@pytest.mark.integration
 def test_stop_of_a_run_that_has_no_error_says_no_none(process_lab: Any) -> None:
     lab = process_lab
     run = lab.experiment("plain", steps=1)
@@ -51,9 +54,8 @@ def test_stop_of_a_run_that_has_no_error_says_no_none(process_lab: Any) -> None:
 def test_a_window_whose_close_line_was_lost_is_not_paused_in_status_and_recover_closes_it(tmp_path: Path) -> None:
     import json
 
-    from drills import jsonl
-
     from harness.capture import Capture, RunState, RunStatus, this_host
+    from support.drills import jsonl
 
     root = tmp_path / "captures"
     capture = Capture(root / "lost")
@@ -89,6 +91,7 @@ def test_a_window_whose_close_line_was_lost_is_not_paused_in_status_and_recover_
     env = {
         "HARNESS_PROCESS_DIR": str(tmp_path / "processes"),
         "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
+        "HARNESS_ENGINES": "process",  # the machine's Docker engine may hold other projects' runs
         "COLUMNS": "300",
     }
     shown = CliRunner().invoke(app, ["status", "--capture-dir", str(root)], env=env)
@@ -103,3 +106,42 @@ def test_a_window_whose_close_line_was_lost_is_not_paused_in_status_and_recover_
     assert jsonl(capture.pauses_path)[-1] == {**opened, "end": "2026-03-01T12:04:30.500000Z"}
     again = CliRunner().invoke(app, ["recover", "--capture-dir", str(root)], env=env)
     assert again.output.splitlines() == ["nothing to recover: no run has lost its harness"]
+
+
+# --------------------------------------------------------------------------- HARNESS_ENGINES
+
+
+@pytest.mark.parametrize(
+    ("value", "listed"),
+    [("", ("docker", "process")), ("process", ("process",)), ("docker, process", ("docker", "process"))],
+)
+def test_harness_engines_names_the_engines_that_are_listed(value: str, listed: tuple[str, ...]) -> None:
+    assert listed_engine_names({"HARNESS_ENGINES": value}) == listed
+
+
+def test_recover_asks_only_the_engines_harness_engines_names(tmp_path: Path) -> None:
+    root = tmp_path / "captures"
+    root.mkdir()
+    env = {
+        "DOCKER_HOST": "unix:///nonexistent/docker.sock",  # an engine that cannot be asked
+        "HARNESS_PROCESS_DIR": str(tmp_path / "processes"),
+        "HARNESS_LOCK_DIR": str(tmp_path / "locks"),
+    }
+    every = CliRunner().invoke(app, ["recover", "--capture-dir", str(root)], env=env)
+    assert every.exit_code == 0, every.output
+    assert "cannot ask the docker engine" in every.stderr
+    process_only = CliRunner().invoke(
+        app, ["recover", "--capture-dir", str(root)], env={**env, "HARNESS_ENGINES": "process"}
+    )
+    assert process_only.exit_code == 0, process_only.output
+    assert process_only.output.splitlines() == ["nothing to recover: no run has lost its harness"]
+
+
+def test_an_unknown_engine_in_harness_engines_is_one_line(tmp_path: Path) -> None:
+    done = CliRunner().invoke(
+        app, ["recover", "--capture-dir", str(tmp_path)], env={"HARNESS_ENGINES": "process,podman"}
+    )
+    assert done.exit_code == 2
+    assert done.stderr.splitlines() == [
+        "error: HARNESS_ENGINES=process,podman: unknown engine 'podman' (engines: docker, process)"
+    ]

@@ -52,6 +52,7 @@ def error_lines(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.startswith("error:")]
 
 
+@pytest.mark.integration
 def test_run_sim_reuses_its_own_capture_and_refuses_another_time_scale_naming_it(env, tmp_path):
     captures = tmp_path / "capture"
     first = sim_run(env, captures, "--time-scale", "0.002")
@@ -66,12 +67,16 @@ def test_run_sim_reuses_its_own_capture_and_refuses_another_time_scale_naming_it
     assert line.startswith("error: run plain not started: its capture succeeded at ")
     assert "with another configuration (time scale 0.002 -> 0.001, guard.max_pause_s 0.6 -> 0.3, " in line
     assert "; run id plain-" in line
-    assert line.endswith("--force (make: FORCE=1) reruns it, keeping the old capture under .replaced/")
+    assert line.endswith(
+        "--force (make: FORCE=1) reruns it, keeping the old attempt, or --name NAME runs this configuration "
+        "under a run name of its own"
+    )
     assert "running" not in again.output
     forced = sim_run(env, captures, "--time-scale", "0.001", "--force")
     assert forced.exit_code == 0, forced.output
 
 
+@pytest.mark.integration
 def test_a_cached_sweep_refuses_a_changed_succeeded_run_like_run_and_starts_nothing(env, tmp_path):
     captures = tmp_path / "capture"
     first = sim_run(env, captures, "--seeds", "1", "--time-scale", "0.002", command="sweep", experiment="plain-48")
@@ -213,6 +218,7 @@ def test_make_smoke_captures_under_its_own_root(sim, root):
     assert f"--capture-dir {root}" in done.stdout and f"check-capture.py {root}/smoke " in done.stdout
 
 
+@pytest.mark.integration
 def test_a_run_that_did_not_succeed_says_so_in_one_line_with_where_its_log_is(env, tmp_path):
     captures = tmp_path / "capture"
     done = sim_run(env, captures, "--time-scale", "0.05", "--max-minutes", "0.01")

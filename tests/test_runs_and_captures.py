@@ -13,7 +13,10 @@ import time
 from typing import Any
 
 import pytest
-from runlab import Lab, fake_trainer, killed, lab  # noqa: F401  (fixtures)
+
+from support.lab import Lab, killed
+
+pytestmark = pytest.mark.integration
 
 
 def texts(lines: list[str]) -> list[str]:
@@ -42,7 +45,9 @@ def test_recover_never_touches_the_newer_run_of_a_forced_rerun(lab: Lab) -> None
     result = lab.capture_cli("recover", "--grace-s", "2")
     assert result.exit_code == 0, result.output
     assert (lab.captures / run / "status.json").read_bytes() == before
-    assert f"left alone: it belongs to run id {old_id}; the capture holds {lab.status(run)['run_id']}" in result.output
+    # Each kept object belongs to its own attempt now: both captures are final, and both are left alone.
+    assert f"{run} attempt 1: left alone: its capture is final (succeeded)" in result.output
+    assert f"{run}: left alone: its capture is final (succeeded)" in result.output  # attempt 2, the current one
     assert len(lab.objects()) == 2
 
 
@@ -61,7 +66,7 @@ def test_a_harness_killed_before_its_container_starts_leaves_a_run_that_never_st
     again = lab.cli("run", run)  # no --retry, no --force: a run that never started is no run
     assert again.exit_code == 0, again.output
     assert lab.status(run)["state"] == "succeeded"
-    assert lab.replaced() == []  # replaced, not kept
+    assert lab.attempts(run) == [(1, "not_started"), (2, "succeeded")]  # kept, and the new one current
 
 
 def test_stop_settles_a_run_whose_harness_died_before_its_container_started(lab: Lab) -> None:
@@ -78,7 +83,8 @@ def test_run_settles_what_a_dead_harness_left_and_runs_without_force(lab: Lab) -
     killed(lab.spawn("run", run, failpoint="before-container"))
     again = lab.cli("run", run)
     assert again.exit_code == 0, again.output
-    assert lab.status(run)["state"] == "succeeded" and lab.replaced() == []
+    assert lab.status(run)["state"] == "succeeded"
+    assert lab.attempts(run) == [(1, "not_started"), (2, "succeeded")]
 
 
 def test_run_refuses_while_a_dead_harness_left_its_trainer_running(lab: Lab) -> None:
@@ -107,40 +113,34 @@ def test_two_runs_of_one_run_name_never_share_a_capture(lab: Lab, gpus: Any) -> 
     out_first, _ = first.communicate(timeout=120)
     out_second, _ = second.communicate(timeout=120)
     assert first.returncode == 0, out_first
-    assert second.returncode == 2, out_second
-    assert "waiting for run twice to end" in out_second and "run twice not started: succeeded" in out_second
+    assert second.returncode == 0, out_second  # what it asked for is there: said, and nothing to do
+    assert "waiting for run twice to end" in out_second and "twice: already succeeded at " in out_second
     lines = texts(lab.log(run))
     assert len(lines) == len(set(lines)) or lines.count("training done") == 1
     assert sum(t.startswith("Running entrypoint") for t in lines) == 1 and lines.count("training done") == 1
     assert [(r["step"], r["complete"]) for r in lab.metrics(run)] == [(0, True), (1, True), (2, True)]
-    assert lab.status(run)["state"] == "succeeded" and lab.replaced() == []
+    assert lab.status(run)["state"] == "succeeded" and lab.attempts(run) == [(1, "succeeded")]
 
 
-def test_a_process_run_whose_harness_died_is_recovered_through_its_engine(tmp_path: Any) -> None:
-    lab = Lab(tmp_path, "process")
-    os.environ.update(lab.env)
-    try:
-        run = lab.experiment("bare", scenario="hang")
-        harness = lab.spawn("run", run)
-        lab.wait_for(lambda: lab.metrics(run), what="the first step")
-        harness.send_signal(signal.SIGKILL)
-        harness.wait(30)
-        pid = lab.status(run)["process"]["pid"]
-        time.sleep(0.5)  # the trainer goes on printing without its harness
-        os.kill(pid, 0)
-        result = lab.capture_cli("stop", run)
-        assert result.exit_code == 0, result.output
-        status = lab.status(run)
-        assert status["state"] == "interrupted" and status["exit_code"] == 143
-        assert "stopped by harness recover" in status["error"]
-        lab.wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout_s=10, what="the trainer to be gone")
-        log = texts(lab.log(run))
-        assert log[-1] == "fake trainer: SIGTERM, shutting down" and log.count("INFO still generating") > 1
-        assert lab.objects() == []
-    finally:
-        lab.cleanup()
-        for name in lab.env:
-            os.environ.pop(name, None)
+def test_a_process_run_whose_harness_died_is_recovered_through_its_engine(process_lab: Lab) -> None:
+    lab = process_lab
+    run = lab.experiment("bare", scenario="hang")
+    harness = lab.spawn("run", run)
+    lab.wait_for(lambda: lab.metrics(run), what="the first step")
+    harness.send_signal(signal.SIGKILL)
+    harness.wait(30)
+    pid = lab.status(run)["process"]["pid"]
+    time.sleep(0.5)  # the trainer goes on printing without its harness
+    os.kill(pid, 0)
+    result = lab.capture_cli("stop", run)
+    assert result.exit_code == 0, result.output
+    status = lab.status(run)
+    assert status["state"] == "interrupted" and status["exit_code"] == 143
+    assert "stopped by harness recover" in status["error"]
+    lab.wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout_s=10, what="the trainer to be gone")
+    log = texts(lab.log(run))
+    assert log[-1] == "fake trainer: SIGTERM, shutting down" and log.count("INFO still generating") > 1
+    assert lab.objects() == []
 
 
 def test_logs_of_a_run_whose_harness_died_continue_from_the_engine(lab: Lab) -> None:

@@ -24,16 +24,7 @@ from harness.secrets import is_secret_flag
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "wk-SEKRET5"
 PASSWORD = "pw-SEKRET9"
-PARENT = "name: parent\nsteps: 4\nmiles:\n  args: {rollout-batch-size: 32}\n"
 BASE = ["--rollout-batch-size", "32", "--input-key", "messages", "--num-rollout", "12", "--seed", "1"]
-
-
-@pytest.fixture
-def exp_dir(tmp_path: Path) -> Path:
-    directory = tmp_path / "experiments"
-    directory.mkdir()
-    (directory / "parent.yaml").write_text(PARENT)
-    return directory
 
 
 def cli(exp_dir: Path, *args: str):
@@ -151,6 +142,7 @@ def test_a_password_in_a_url_is_stars_in_the_dry_run_and_show(exp_dir: Path) -> 
     assert done.exit_code == 2 and PASSWORD not in done.output
 
 
+@pytest.mark.integration
 def test_the_finding_a_flag_is_refused_and_the_environment_way_keeps_every_file_clean(tmp_path: Path) -> None:
     """The attack's command is refused before anything runs; by environment the run succeeds, nothing in clear."""
     captures = tmp_path / "capture"

@@ -49,7 +49,7 @@ def sha(value: str) -> str:
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> dict:
+def secret_lab(tmp_path: Path) -> dict:
     experiments = tmp_path / "experiments"
     experiments.mkdir()
     experiment = {
@@ -88,24 +88,26 @@ SET_ROUTES = [
 ]
 
 
-def dirs(lab: dict, command: str) -> list[str]:
+def dirs(secret_lab: dict, command: str) -> list[str]:
     found = []
     if command in ("run", "sweep", "show", "ls"):
-        found += ["--experiments-dir", str(lab["experiments"])]
+        found += ["--experiments-dir", str(secret_lab["experiments"])]
     if command in ("run", "sweep", "status"):
-        found += ["--capture-dir", str(lab["captures"])]
+        found += ["--capture-dir", str(secret_lab["captures"])]
     return found
 
 
-def harness(lab: dict, command: str, *args: str) -> subprocess.CompletedProcess:
+def harness(secret_lab: dict, command: str, *args: str) -> subprocess.CompletedProcess:
     """A real `harness` process: its own command line is what the manifest records."""
-    argv = [sys.executable, "-m", "harness", command, *args, *dirs(lab, command)]
-    return subprocess.run(argv, cwd=lab["root"], env=lab["env"], capture_output=True, text=True, timeout=120)
+    argv = [sys.executable, "-m", "harness", command, *args, *dirs(secret_lab, command)]
+    return subprocess.run(
+        argv, cwd=secret_lab["root"], env=secret_lab["env"], capture_output=True, text=True, timeout=120
+    )
 
 
-def cli(lab: dict, command: str, *args: str) -> subprocess.CompletedProcess:
+def cli(secret_lab: dict, command: str, *args: str) -> subprocess.CompletedProcess:
     """The CLI in this process (faster), its result shaped like a process's."""
-    result = CliRunner().invoke(app, [command, *args, *dirs(lab, command)], env=lab["env"])
+    result = CliRunner().invoke(app, [command, *args, *dirs(secret_lab, command)], env=secret_lab["env"])
     return subprocess.CompletedProcess(command, result.exit_code, result.stdout, result.stderr)
 
 
@@ -114,16 +116,17 @@ def assert_no_secret(where: str, text: str) -> None:
         assert value not in text, f"{name}'s value in clear in {where}"
 
 
-def test_secrets_are_stars_in_every_output_and_every_capture_file(lab: dict) -> None:
+@pytest.mark.integration
+def test_secrets_are_stars_in_every_output_and_every_capture_file(secret_lab: dict) -> None:
     outputs = {
-        "dry run": cli(lab, "run", "sec", "--dry-run", *SET_ROUTES),
-        "dry run json": cli(lab, "run", "sec", "--dry-run", "--json", *SET_ROUTES),
-        "show": cli(lab, "show", "sec", *SET_ROUTES),
-        "sweep dry run": cli(lab, "sweep", "sec-seeds", "--dry-run", *SET_ROUTES),
-        "sweep dry run json": cli(lab, "sweep", "sec-seeds", "--dry-run", "--json", *SET_ROUTES),
-        "run": harness(lab, "run", "sec", *SET_ROUTES),
-        "status": cli(lab, "status"),
-        "ls": cli(lab, "ls"),
+        "dry run": cli(secret_lab, "run", "sec", "--dry-run", *SET_ROUTES),
+        "dry run json": cli(secret_lab, "run", "sec", "--dry-run", "--json", *SET_ROUTES),
+        "show": cli(secret_lab, "show", "sec", *SET_ROUTES),
+        "sweep dry run": cli(secret_lab, "sweep", "sec-seeds", "--dry-run", *SET_ROUTES),
+        "sweep dry run json": cli(secret_lab, "sweep", "sec-seeds", "--dry-run", "--json", *SET_ROUTES),
+        "run": harness(secret_lab, "run", "sec", *SET_ROUTES),
+        "status": cli(secret_lab, "status"),
+        "ls": cli(secret_lab, "ls"),
     }
     for what, done in outputs.items():
         assert done.returncode == 0, (what, done.stdout[-2000:], done.stderr[-2000:])
@@ -135,13 +138,13 @@ def test_secrets_are_stars_in_every_output_and_every_capture_file(lab: dict) -> 
     assert "HF_TOKEN=***" in outputs["dry run"].stdout and "-e HF_TOKEN " in outputs["dry run"].stdout
     assert "WANDB_API_KEY: '***'" in outputs["show"].stdout
 
-    capture = lab["captures"] / "sec"
+    capture = secret_lab["captures"] / "sec"
     status = json.loads((capture / "status.json").read_text())
     assert status["state"] == "succeeded", status  # the trainer saw every value, through its environment
-    files = [path for path in lab["captures"].rglob("*") if path.is_file()]
+    files = [path for path in secret_lab["captures"].rglob("*") if path.is_file()]
     assert {"manifest.json", "status.json", "container.log", "metrics.jsonl"} <= {path.name for path in files}
     for path in files:
-        assert_no_secret(str(path.relative_to(lab["root"])), path.read_bytes().decode("utf-8", "replace"))
+        assert_no_secret(str(path.relative_to(secret_lab["root"])), path.read_bytes().decode("utf-8", "replace"))
 
     manifest = json.loads((capture / "manifest.json").read_text())
     for name in SECRETS:
@@ -152,29 +155,30 @@ def test_secrets_are_stars_in_every_output_and_every_capture_file(lab: dict) -> 
     assert manifest["experiment"]["container"]["env"]["FAKE_SCENARIO"] == "steps"  # only secrets are hidden
 
 
-def test_errors_about_a_secret_never_quote_it(lab: dict) -> None:
-    done = cli(lab, "run", "sec", "--dry-run", "--set", f"container.env.API_KEY=[{SECRETS['WANDB_API_KEY']}]")
+def test_errors_about_a_secret_never_quote_it(secret_lab: dict) -> None:
+    done = cli(secret_lab, "run", "sec", "--dry-run", "--set", f"container.env.API_KEY=[{SECRETS['WANDB_API_KEY']}]")
     assert done.returncode == 2
     assert_no_secret("error", done.stdout + done.stderr)
     assert "--set container.env.API_KEY=***: " in done.stderr and "got ***" in done.stderr
-    (lab["experiments"] / "leak.yaml").write_text(
+    (secret_lab["experiments"] / "leak.yaml").write_text(
         f"name: leak\nsteps: 1\ncontainer: {{env: {{HF_TOKEN: [{SECRETS['HF_TOKEN']}]}}}}\n"
     )
-    done = cli(lab, "show", "leak")
+    done = cli(secret_lab, "show", "leak")
     assert done.returncode == 2 and "container.env.HF_TOKEN" in done.stderr
     assert_no_secret("error", done.stdout + done.stderr)
 
 
-def test_a_mount_may_not_read_a_secret(lab: dict) -> None:
-    (lab["experiments"] / "mount.yaml").write_text(
+def test_a_mount_may_not_read_a_secret(secret_lab: dict) -> None:
+    (secret_lab["experiments"] / "mount.yaml").write_text(
         "name: mount\nsteps: 1\ncontainer: {volumes: ['${HF_TOKEN}:/data:ro']}\n"
     )
-    done = cli(lab, "run", "mount", "--dry-run")
+    done = cli(secret_lab, "run", "mount", "--dry-run")
     assert done.returncode == 2 and "reads the secret ${HF_TOKEN}" in done.stderr
 
 
-def test_the_finding_a_token_in_the_file_and_a_key_by_set_stay_out_of_the_manifest(lab: dict) -> None:
-    (lab["experiments"] / "plainsec.yaml").write_text(
+@pytest.mark.integration
+def test_the_finding_a_token_in_the_file_and_a_key_by_set_stay_out_of_the_manifest(secret_lab: dict) -> None:
+    (secret_lab["experiments"] / "plainsec.yaml").write_text(
         json.dumps(
             {
                 "name": "plainsec",
@@ -185,8 +189,8 @@ def test_the_finding_a_token_in_the_file_and_a_key_by_set_stay_out_of_the_manife
             }
         )
     )
-    done = harness(lab, "run", "plainsec", "--set", f"container.env.WANDB_API_KEY={SECRETS['WANDB_API_KEY']}")
+    done = harness(secret_lab, "run", "plainsec", "--set", f"container.env.WANDB_API_KEY={SECRETS['WANDB_API_KEY']}")
     assert done.returncode == 0, done.stderr
-    manifest = (lab["captures"] / "plainsec" / "manifest.json").read_text()
+    manifest = (secret_lab["captures"] / "plainsec" / "manifest.json").read_text()
     assert_no_secret("manifest.json", manifest)
     assert json.loads(manifest)["experiment"]["container"]["env"] == {"HF_TOKEN": "***", "WANDB_API_KEY": "***"}

@@ -53,11 +53,13 @@ def default_batches() -> list[tuple[int, int]]:
     return first_batch_counts(DEFAULT_PARAMS, range(1, 51))
 
 
+@pytest.mark.integration
 def test_about_a_fifth_of_filter_steps_need_only_one_batch(default_batches: list[tuple[int, int]]) -> None:
     one_batch = sum(1 for zero_std, _ in default_batches if zero_std <= ONE_BATCH_MAX_ZERO_STD)
     assert 0.15 <= one_batch / len(default_batches) <= 0.30  # the lab: 3 of 12
 
 
+@pytest.mark.integration
 def test_about_half_the_groups_are_zero_variance_mostly_all_right(default_batches: list[tuple[int, int]]) -> None:
     zero_std = sum(count for count, _ in default_batches)
     all_right = sum(right for _, right in default_batches)
@@ -65,6 +67,7 @@ def test_about_half_the_groups_are_zero_variance_mostly_all_right(default_batche
     assert all_right > 2 * (zero_std - all_right)
 
 
+@pytest.mark.integration
 def test_steps_differ_more_than_independent_prompts_allow_and_the_spread_is_why(
     default_batches: list[tuple[int, int]],
 ) -> None:
@@ -96,15 +99,16 @@ def test_a_less_decided_rollout_pulls_pass_rates_toward_a_half() -> None:
 
 
 @pytest.fixture(scope="module")
-def filter_runs() -> list[list[StepLog]]:
+def filter_runs_o48() -> list[list[StepLog]]:
     """The filter at O=48: seeds 1-12 x 12 steps."""
     return [simulate(["--seed", str(seed), "--rollout-seed", str(seed), *FILTER_48]) for seed in range(1, 13)]
 
 
+@pytest.mark.integration
 def test_the_filter_drops_a_median_in_the_30s_and_rarely_needs_a_third_batch(
-    filter_runs: list[list[StepLog]],
+    filter_runs_o48: list[list[StepLog]],
 ) -> None:
-    logs = [log for run in filter_runs for log in run]
+    logs = [log for run in filter_runs_o48 for log in run]
     drops = sorted(log.result.dropped_total for log in logs)
     assert 30 <= statistics.median(drops) <= 39  # the lab: 16-48, median 36
     assert drops[len(drops) // 10] >= 10 and drops[9 * len(drops) // 10] <= 52
@@ -113,11 +117,12 @@ def test_the_filter_drops_a_median_in_the_30s_and_rarely_needs_a_third_batch(
     assert 0.10 <= batches.count(1) / len(batches) <= 0.35
 
 
+@pytest.mark.integration
 def test_one_and_two_batch_rollouts_take_about_1_5x_and_2_8x_the_plain_median(
-    filter_runs: list[list[StepLog]],
+    filter_runs_o48: list[list[StepLog]],
 ) -> None:
     one, two = [], []
-    for seed, run in enumerate(filter_runs, start=1):
+    for seed, run in enumerate(filter_runs_o48, start=1):
         plain = simulate(["--seed", str(seed), "--rollout-seed", str(seed)])
         median = statistics.median(log.rollout_perf["perf/rollout_time"] for log in plain)
         assert 52 <= median <= 64  # the lab: 58.0 s
@@ -128,6 +133,7 @@ def test_one_and_two_batch_rollouts_take_about_1_5x_and_2_8x_the_plain_median(
     assert 2.55 <= statistics.median(two) <= 3.05  # the lab: 2.8x
 
 
+@pytest.mark.integration
 def test_the_demo_s_filter_run_has_one_batch_and_two_batch_steps_for_figure_3_2() -> None:
     logs = simulate([*read_base_args(), *FILTER_48])  # the lab's argv: seed 1, 12 steps
     batches = [log.result.batches for log in logs]

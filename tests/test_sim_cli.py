@@ -21,6 +21,7 @@ from harness.lab.milesargv import read_base_args
 from harness.mileslog import parse_lines
 from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, parse_argv
 from harness.sim.trainer import StepLog, simulate
+from support.timing import scaled
 
 REPO = Path(__file__).resolve().parent.parent
 FILTER_EXTRA = ["--dynamic-sampling-filter-path", CURRENT_FILTER_PATH, "--over-sampling-batch-size", "48"]
@@ -84,6 +85,7 @@ def test_a_plain_run_prints_zero_std_counts_and_no_drops() -> None:
     assert stream.getvalue().count(" - step 0: {") == 2 and parsed.problems == []
 
 
+@pytest.mark.integration
 def test_the_process_prints_the_log_flushed_and_exits_0() -> None:
     done = sim_process("--num-rollout", "2", "--seed", "5")
     assert done.returncode == 0, done.stderr
@@ -97,6 +99,7 @@ def test_the_process_prints_the_log_flushed_and_exits_0() -> None:
     assert done.stderr == ""
 
 
+@pytest.mark.integration
 def test_processes_with_the_same_flags_print_the_same_log() -> None:
     first = sim_process("--num-rollout", "2", *FILTER_EXTRA)
     second = sim_process("--num-rollout", "2", *FILTER_EXTRA, env={**os.environ, "PYTHONHASHSEED": "123"})
@@ -106,6 +109,7 @@ def test_processes_with_the_same_flags_print_the_same_log() -> None:
     assert without_stamps(other_seed.stdout) != without_stamps(first.stdout)
 
 
+@pytest.mark.integration
 def test_the_deprecated_filter_path_prints_the_same_metrics_and_a_warning() -> None:
     current = sim_process("--num-rollout", "2", *FILTER_EXTRA)
     deprecated = sim_process(
@@ -121,6 +125,7 @@ def test_the_deprecated_filter_path_prints_the_same_metrics_and_a_warning() -> N
     assert "deprecated" in deprecated.stdout and "deprecated" not in current.stdout
 
 
+@pytest.mark.integration
 def test_over_sampling_below_the_batch_size_fails_the_job_as_miles_does() -> None:
     done = sim_process("--rollout-batch-size", "32", "--over-sampling-batch-size", "16")
     assert done.returncode == 1
@@ -134,6 +139,7 @@ def test_over_sampling_below_the_batch_size_fails_the_job_as_miles_does() -> Non
     assert re.search(r"^Job 'raysubmit_\w+' failed$", done.stdout, re.M)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args,reason",
     [
@@ -156,6 +162,7 @@ def test_a_command_line_the_sim_cannot_run_is_one_line_and_exit_2(args: list[str
     assert reason in done.stderr
 
 
+@pytest.mark.integration
 def test_one_answer_per_prompt_with_the_filter_fails_the_job_at_once_with_one_line_saying_why() -> None:
     done = sim_process("--n-samples-per-prompt", "1", *FILTER_EXTRA, timeout=30)
 
@@ -170,6 +177,7 @@ def test_one_answer_per_prompt_with_the_filter_fails_the_job_at_once_with_one_li
     assert re.search(r"^Job 'raysubmit_\w+' failed$", done.stdout, re.M)
 
 
+@pytest.mark.integration
 def test_a_filter_that_cannot_fill_a_batch_fails_the_job_with_one_line_saying_so() -> None:
     # Every answer is cut at one token, so scores 0: every group is zero-variance and dropped.
     done = sim_process("--rollout-max-response-len", "1", *FILTER_EXTRA, "--num-rollout", "3", timeout=30)
@@ -186,6 +194,7 @@ def test_a_filter_that_cannot_fill_a_batch_fails_the_job_with_one_line_saying_so
     assert re.search(r"^Job 'raysubmit_\w+' failed$", done.stdout, re.M)
 
 
+@pytest.mark.integration
 def test_harness_sim_passes_every_argument_through_untouched() -> None:
     args = [
         "--num-rollout",
@@ -224,6 +233,7 @@ def test_the_time_scale_comes_from_the_flag_else_the_environment() -> None:
     assert "--time-scale" not in parse_argv(["--time-scale", "1", "--seed", "2"]).miles_argv
 
 
+@pytest.mark.integration
 def test_sim_imports_only_the_standard_library() -> None:
     """Statically (every import in harness/sim, also inside functions, and in harness/lab, whose entry protocol
     the sim image's entry shares) and at run time (python -S)."""
@@ -271,7 +281,7 @@ class LineReader:
 
     def until(self, marker: str, timeout: float) -> None:
         """Wait for the first line containing marker."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         checked = 0
         while True:
             if any(marker in line for line in self.seen[checked:]):
@@ -299,6 +309,7 @@ def start_sim(*args: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.integration
 def test_sigterm_stops_the_run_promptly_with_ray_s_stopped_lines() -> None:
     proc = start_sim("--time-scale", "1")
     reader = LineReader(proc)
@@ -318,6 +329,7 @@ def test_sigterm_stops_the_run_promptly_with_ray_s_stopped_lines() -> None:
     assert err.strip() == "harness sim: SIGTERM: stopped before the first rollout"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_stops_the_run_promptly_in_the_middle_of_a_long_rollout(signum: int) -> None:
     # 8000 prompts x 64 answers in one rollout: seconds of CPU before its first line, on any machine.
@@ -341,6 +353,7 @@ def test_a_signal_stops_the_run_promptly_in_the_middle_of_a_long_rollout(signum:
     assert "perf 0:" not in out and re.search(r"^Job 'raysubmit_\w+' was stopped$", out, re.M)
 
 
+@pytest.mark.integration
 def test_a_frozen_process_makes_no_progress_and_its_rollout_time_holds_the_pause() -> None:
     # Rollout 1 lasts about 0.9 s of wall time: room for the test to be late in freezing it.
     scale, pause_s = 0.03, 1.0

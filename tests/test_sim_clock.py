@@ -5,22 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.sim.clock import ScaledClock, SimulatedClock, Stopped, make_clock
-
-
-class FakeWall:
-    """A monotonic clock and a sleep that advances it; `freeze_on_sleep` makes one sleep last longer."""
-
-    def __init__(self) -> None:
-        self.t = 100.0
-        self.sleeps: list[float] = []
-        self.freeze_on_sleep: dict[int, float] = {}
-
-    def monotonic(self) -> float:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.t += seconds + self.freeze_on_sleep.get(len(self.sleeps), 0.0)
+from support.fakes import FakeWall
 
 
 def scaled(wall: FakeWall, scale: float, stop=lambda: None) -> ScaledClock:

@@ -11,12 +11,12 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-from simimage import sim_image  # noqa: F401  (the fixture)
 
 from harness.lab import milesargv
 from harness.mileslog import parse_lines
 from harness.sim.config import CURRENT_FILTER_PATH
 from harness.sim.entry import main as entry_main
+from support.timing import scaled
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FILTER_ARGS = f"--dynamic-sampling-filter-path {CURRENT_FILTER_PATH} --over-sampling-batch-size 48"
@@ -124,7 +124,7 @@ def test_the_image_runs_the_filter_run_end_to_end_with_no_gpu_no_data_and_no_net
 
 def logs_once_they_show(container: str, text: str, timeout_s: float = 60) -> str:
     """The container's stdout, read until it shows `text`."""
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + scaled(timeout_s)
     while text not in (out := docker("logs", container).stdout):
         assert time.monotonic() < deadline, out
         time.sleep(0.1)

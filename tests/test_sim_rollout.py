@@ -44,26 +44,26 @@ FilterRuns = list[tuple[tuple[int, int, int], StepLog]]
 
 
 @pytest.fixture(scope="module")
-def filter_runs() -> FilterRuns:
+def filter_steps() -> FilterRuns:
     """Every shape x seed with the filter on: ((B, O, n), step log) for each step."""
     return [(shape, log) for shape in SHAPES for seed in SEEDS for log in run(seed, *shape, *FILTER)]
 
 
-def test_every_step_keeps_exactly_the_batch_size(filter_runs: FilterRuns) -> None:
-    for (batch, _, _), log in filter_runs:
+def test_every_step_keeps_exactly_the_batch_size(filter_steps: FilterRuns) -> None:
+    for (batch, _, _), log in filter_steps:
         assert len(log.result.kept) == batch, (batch, log.step)
         assert len({id(group) for group in log.result.kept}) == batch
 
 
-def test_prompts_are_submitted_in_whole_over_sampling_batches(filter_runs: FilterRuns) -> None:
-    for (_, over, _), log in filter_runs:
+def test_prompts_are_submitted_in_whole_over_sampling_batches(filter_steps: FilterRuns) -> None:
+    for (_, over, _), log in filter_steps:
         counts = [count for _, count in log.result.submissions]
         assert counts and all(count == over for count in counts)
         assert log.result.prompts_submitted % over == 0
 
 
-def test_a_batch_is_submitted_only_when_kept_plus_running_fell_below_b(filter_runs: FilterRuns) -> None:
-    for (batch, over, _), log in filter_runs:
+def test_a_batch_is_submitted_only_when_kept_plus_running_fell_below_b(filter_steps: FilterRuns) -> None:
+    for (batch, over, _), log in filter_steps:
         # Each batch after the first was needed: the drops before it pushed kept + running below B.
         batches_needed = 1
         while batches_needed * over - log.result.dropped_total < batch:
@@ -71,8 +71,8 @@ def test_a_batch_is_submitted_only_when_kept_plus_running_fell_below_b(filter_ru
         assert log.result.batches == batches_needed, (batch, over, log.result.dropped_total)
 
 
-def test_dropped_is_judged_minus_kept_and_the_drop_keys_say_so(filter_runs: FilterRuns) -> None:
-    for _, log in filter_runs:
+def test_dropped_is_judged_minus_kept_and_the_drop_keys_say_so(filter_steps: FilterRuns) -> None:
+    for _, log in filter_steps:
         result = log.result
         assert result.dropped_total == len(result.judged) - len(result.kept)
         printed = {k: v for k, v in log.rollout_perf.items() if k.startswith("rollout/dynamic_filter/drop_")}
@@ -81,28 +81,28 @@ def test_dropped_is_judged_minus_kept_and_the_drop_keys_say_so(filter_runs: Filt
         assert all(count > 0 for count in printed.values())  # a reason that did not occur has no key
 
 
-def test_with_the_filter_no_kept_group_is_zero_variance(filter_runs: FilterRuns) -> None:
-    for _, log in filter_runs:
+def test_with_the_filter_no_kept_group_is_zero_variance(filter_steps: FilterRuns) -> None:
+    for _, log in filter_steps:
         assert not any(group.zero_std for group in log.result.kept)
         assert not any(key.startswith("rollout/zero_std/") for key in log.rollout_perf)
 
 
-def test_every_submitted_group_is_judged_or_aborted_never_both(filter_runs: FilterRuns) -> None:
-    for _, log in filter_runs:
+def test_every_submitted_group_is_judged_or_aborted_never_both(filter_steps: FilterRuns) -> None:
+    for _, log in filter_steps:
         judged = {group.prompt for group in log.result.judged}
         aborted = {group.prompt for group in log.result.aborted}
         assert not judged & aborted
         assert len(judged) + len(aborted) == log.result.prompts_submitted
 
 
-def test_aborted_groups_are_not_in_the_unfiltered_reward(filter_runs: FilterRuns) -> None:
+def test_aborted_groups_are_not_in_the_unfiltered_reward(filter_steps: FilterRuns) -> None:
     differs = 0
-    for _, log in filter_runs:
+    for _, log in filter_steps:
         judged = [r for group in log.result.judged for r in group.rewards]
         everything = judged + [r for group in log.result.aborted for r in group.rewards]
         assert log.rollout_perf["rollout/raw_reward_unfiltered"] == pytest.approx(sum(judged) / len(judged))
         differs += sum(everything) / len(everything) != pytest.approx(sum(judged) / len(judged))
-    assert differs > len(filter_runs) // 2  # the aborted answers would have changed it
+    assert differs > len(filter_steps) // 2  # the aborted answers would have changed it
 
 
 def test_the_unfiltered_reward_counts_dropped_groups_and_the_reward_only_kept_ones() -> None:
@@ -281,10 +281,10 @@ def test_a_filter_that_cannot_fill_the_batch_stops_once_a_data_set_of_prompts_wa
 
 
 def test_the_default_data_set_is_gsm8k_s_training_split_far_above_what_a_step_of_the_lab_submits(
-    filter_runs: FilterRuns,
+    filter_steps: FilterRuns,
 ) -> None:
     assert DEFAULT_PARAMS.dataset_prompts == 7473
-    assert max(log.result.prompts_submitted for _, log in filter_runs) * 20 < DEFAULT_PARAMS.dataset_prompts
+    assert max(log.result.prompts_submitted for _, log in filter_steps) * 20 < DEFAULT_PARAMS.dataset_prompts
 
 
 class StopAfter:

@@ -9,15 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from simimage import sim_image  # noqa: F401  (the fixture)
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.engines.dockerapi import DockerApiError
 from harness.errors import HarnessError
 from harness.experiments.store import ExperimentStore
-from harness.run.lifecycle import plan_runs
-from harness.run.plan import plan_launch
+from harness.run.plan import plan_launch, plan_runs
 from harness.run.simswap import (
     DEFAULT_TIME_SCALE,
     MIN_POLL_S,
@@ -299,6 +297,7 @@ def check_simulated_capture(capture: Path, engine: str) -> dict:
     return manifest
 
 
+@pytest.mark.integration
 def test_a_process_engine_sim_run_succeeds_with_every_step(tmp_path):
     done, capture = run_on_the_simulator("process", tmp_path)
 
@@ -319,6 +318,7 @@ def test_a_sim_container_runs_end_to_end_through_the_docker_engine(tmp_path, sim
     assert "harness sim: the simulated Miles trainer; time scale 0.001" in log
 
 
+@pytest.mark.integration
 def test_a_run_whose_batch_can_never_fill_fails_at_once_naming_why(tmp_path):
     done, capture = run_on_the_simulator("process", tmp_path, "--set", "miles.args.n-samples-per-prompt=1")
 

@@ -73,6 +73,7 @@ def test_report_needs_a_summary_and_then_writes_report_md(tmp_path):
     assert (captures / "summary" / "reward-e2b-dapo-filter.svg").is_file()
 
 
+@pytest.mark.integration
 def test_the_script_and_the_command_write_the_same_document(tmp_path):
     captures = copy_case(tmp_path, "lab")
     script_out = tmp_path / "script.json"
@@ -102,6 +103,7 @@ def test_the_script_and_the_command_write_the_same_document(tmp_path):
     assert stable(json.loads(script_out.read_text())) == stable(json.loads(cli_out.read_text()))
 
 
+@pytest.mark.integration
 def test_commands_have_help_and_load_no_heavy_module():
     for name in ("summarize", "report", "export", "plan"):
         result = runner.invoke(app, [name, "--help"])
@@ -114,6 +116,7 @@ def test_commands_have_help_and_load_no_heavy_module():
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
+@pytest.mark.integration
 def test_a_summary_that_cannot_be_written_is_one_error_line(tmp_path):
     captures = copy_case(tmp_path, "lab")
     blocked = tmp_path / "file"

@@ -30,7 +30,7 @@ DATA = Path(__file__).resolve().parent / "data" / "captures"
 
 
 @pytest.fixture(scope="module")
-def lab() -> SummaryDocument:
+def lab_document() -> SummaryDocument:
     return summarize(DATA / "lab")
 
 
@@ -60,18 +60,18 @@ def test_the_types_hold_exactly_the_keys_the_schema_publishes(kind, name):
     assert {f.name for f in dataclasses.fields(kind)} == schema_properties(name)
 
 
-def test_the_step_row_keys_are_the_schema_s(lab):
+def test_the_step_row_keys_are_the_schema_s(lab_document):
     assert set(ROW_KEYS) == schema_properties("row")
 
 
-def test_a_summary_reads_back_into_the_same_document(lab, tmp_path):
-    path = write_summary(lab, tmp_path / "s.json")
+def test_a_summary_reads_back_into_the_same_document(lab_document, tmp_path):
+    path = write_summary(lab_document, tmp_path / "s.json")
     again = load_summary(path)
-    assert again == lab
-    assert dumps_summary(again) == dumps_summary(lab)
+    assert again == lab_document
+    assert dumps_summary(again) == dumps_summary(lab_document)
 
 
-def test_the_writer_holds_any_text_and_puts_each_row_on_one_line(lab):
+def test_the_writer_holds_any_text_and_puts_each_row_on_one_line(lab_document):
     document = summarize(DATA / "lab")
     odd = '}, {"step": 1}, {\n"quoted" \\ é ✓ \u2028'
     run = document.runs.pop("plain")
@@ -84,7 +84,7 @@ def test_the_writer_holds_any_text_and_puts_each_row_on_one_line(lab):
     assert len(row_lines) == sum(len(r.steps) for r in document.runs.values())
 
 
-def test_rows_are_laid_one_per_line_even_holding_what_their_types_forbid(lab):
+def test_rows_are_laid_one_per_line_even_holding_what_their_types_forbid(lab_document):
     document = summarize(DATA / "lab")
     steps = document.runs["plain"].steps
     steps.dropped_groups[1] = '}, {"step": 9}, {'
@@ -96,7 +96,7 @@ def test_rows_are_laid_one_per_line_even_holding_what_their_types_forbid(lab):
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 @pytest.mark.parametrize("where", ["aggregates", "row"])
-def test_the_writer_refuses_a_number_that_is_not_finite(lab, value, where):
+def test_the_writer_refuses_a_number_that_is_not_finite(lab_document, value, where):
     document = summarize(DATA / "lab")
     if where == "aggregates":
         document.runs["plain"].aggregates.reward_mean = value
@@ -119,8 +119,8 @@ def test_the_writer_refuses_a_number_that_is_not_finite(lab, value, where):
         ),
     ],
 )
-def test_a_summary_that_does_not_fit_is_one_error_naming_the_key(lab, tmp_path, change, said):
-    document = lab.to_dict()
+def test_a_summary_that_does_not_fit_is_one_error_naming_the_key(lab_document, tmp_path, change, said):
+    document = lab_document.to_dict()
     change(document)
     path = tmp_path / "s.json"
     path.write_text(json.dumps(document))

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -93,6 +94,7 @@ def test_export_sim_reads_capture_sim(tmp_path, monkeypatch):
     assert "did you mean --sim" in runner.invoke(app, ["export", "--format", "csv"]).output
 
 
+@pytest.mark.integration
 def test_the_script_prints_what_the_command_prints(tmp_path):
     captures = tmp_path / "lab"
     shutil.copytree(DATA / "lab", captures)

@@ -19,7 +19,7 @@ runner = CliRunner()
 
 
 @pytest.fixture()
-def captures(tmp_path: Path) -> Path:
+def edge_captures(tmp_path: Path) -> Path:
     target = tmp_path / "gpu"
     shutil.copytree(DATA / "edge", target)  # failed, running, simulated and unreadable runs: nulls of every kind
     return target
@@ -42,22 +42,22 @@ def expected_rows(capture_dir: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("fmt, read", [("parquet", pd.read_parquet), ("csv", pd.read_csv)])
-def test_export_writes_one_tidy_table_that_pandas_reads_back(captures, fmt, read):
-    result = runner.invoke(app, ["export", "--capture-dir", str(captures), "--format", fmt])
+def test_export_writes_one_tidy_table_that_pandas_reads_back(edge_captures, fmt, read):
+    result = runner.invoke(app, ["export", "--capture-dir", str(edge_captures), "--format", fmt])
     assert result.exit_code == 0, result.output
-    path = captures / "summary" / f"steps.{fmt}"
+    path = edge_captures / "summary" / f"steps.{fmt}"
     assert f"wrote {path}" in result.output
     table = read(path)
     assert list(table.columns) == ["run", "experiment", "seed", "simulated", *ROW_KEYS]
-    rows = expected_rows(captures)
+    rows = expected_rows(edge_captures)
     assert len(table) == len(rows) == 8
     for got, want in zip(table.to_dict("records"), rows):
         assert all(same(got[key], want[key]) for key in want), (got, want)
 
 
-def test_parquet_keeps_the_types(captures):
-    path = captures / "steps.parquet"
-    assert runner.invoke(app, ["export", "--capture-dir", str(captures), "--out", str(path)]).exit_code == 0
+def test_parquet_keeps_the_types(edge_captures):
+    path = edge_captures / "steps.parquet"
+    assert runner.invoke(app, ["export", "--capture-dir", str(edge_captures), "--out", str(path)]).exit_code == 0
     table = pd.read_parquet(path, dtype_backend="numpy_nullable")
     assert str(table["step"].dtype) == "Int64" and str(table["batches"].dtype) == "Int64"
     assert str(table["reward"].dtype) == "Float64" and str(table["clean"].dtype) == "boolean"
@@ -74,29 +74,29 @@ def test_parquet_keeps_the_types(captures):
     assert old_filter["reward"].isna().all()
 
 
-def test_export_from_a_published_summary(captures, tmp_path):
+def test_export_from_a_published_summary(edge_captures, tmp_path):
     summary = tmp_path / "published" / "s.json"
     assert (
         runner.invoke(
-            app, ["summarize", "--capture-dir", str(captures), "--out", str(summary), "--no-figures"]
+            app, ["summarize", "--capture-dir", str(edge_captures), "--out", str(summary), "--no-figures"]
         ).exit_code
         == 0
     )
-    shutil.rmtree(captures)
+    shutil.rmtree(edge_captures)
     result = runner.invoke(app, ["export", "--summary", str(summary), "--format", "csv"])
     assert result.exit_code == 0, result.output
     assert len(pd.read_csv(summary.parent / "steps.csv")) == 8
 
 
-def test_without_pyarrow_parquet_says_how_to_get_it_in_one_line(captures, monkeypatch):
+def test_without_pyarrow_parquet_says_how_to_get_it_in_one_line(edge_captures, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)  # `import pyarrow` now fails
-    result = runner.invoke(app, ["export", "--capture-dir", str(captures)])
+    result = runner.invoke(app, ["export", "--capture-dir", str(edge_captures)])
     assert result.exit_code != 0
     assert "pyarrow" in result.output and "make setup" in result.output and "--format csv" in result.output
     # 3 warnings: a skipped directory, an unreadable status, a comparison across time scales
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1 + 3
 
 
-def test_an_unknown_format_is_one_error_line(captures):
-    result = runner.invoke(app, ["export", "--capture-dir", str(captures), "--format", "xlsx"])
+def test_an_unknown_format_is_one_error_line(edge_captures):
+    result = runner.invoke(app, ["export", "--capture-dir", str(edge_captures), "--format", "xlsx"])
     assert result.exit_code != 0 and "one of parquet, csv" in result.output

@@ -144,6 +144,7 @@ def test_figures_are_drawn_again_only_when_what_they_show_changes(tmp_path):
     assert all(p.read_bytes() != before[p][0] for p in redrawn.figures)  # plain-48's across seeds is not plain
 
 
+@pytest.mark.integration
 def test_up_to_date_figures_do_not_load_matplotlib(tmp_path):
     import shutil
     import subprocess

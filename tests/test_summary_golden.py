@@ -14,11 +14,11 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import regenerate_golden
 
 from harness.summary import SCHEMA_FILE
 from harness.summary.serialize import dumps_summary
 from harness.summary.summarize import summarize
+from support.machine import regenerate_golden
 
 DATA = Path(__file__).resolve().parent / "data"
 CASES = ["lab", "edge"]
@@ -78,7 +78,7 @@ def test_schema_rejects_a_missing_contract_key_and_a_bad_state(schema):
 
 
 @pytest.fixture(scope="module")
-def lab() -> dict:
+def lab_summary() -> dict:
     return produced("lab")
 
 
@@ -91,8 +91,8 @@ def column(run: dict, key: str) -> list:
     return [row[key] for row in run["steps"]]
 
 
-def test_lab_plain_window_cutting_a_rollout_and_touching_windows(lab):
-    plain = lab["runs"]["plain"]
+def test_lab_plain_window_cutting_a_rollout_and_touching_windows(lab_summary):
+    plain = lab_summary["runs"]["plain"]
     assert column(plain, "pause_overlap_s") == [0.0, 10.0, 0.0, 0.0]
     assert column(plain, "rollout_time_adjusted_s") == [60.0, 50.0, 62.0, 56.0]
     assert column(plain, "clean") == [True, False, True, True]
@@ -107,8 +107,8 @@ def test_lab_plain_window_cutting_a_rollout_and_touching_windows(lab):
     assert plain["over_sampling_batch_size"] == 32  # 'None' in args.json: Miles's default, B
 
 
-def test_lab_filter_run_two_windows_overlapping_windows_open_window(lab):
-    run = lab["runs"]["e2b-dapo-filter"]
+def test_lab_filter_run_two_windows_overlapping_windows_open_window(lab_summary):
+    run = lab_summary["runs"]["e2b-dapo-filter"]
     assert column(run, "pause_overlap_s") == [20.5, 70.0, 0.0, 20.0]
     assert column(run, "rollout_time_adjusted_s") == [68.2, 90.0, 150.0, 70.0]
     assert column(run, "dropped_groups") == [16, 36, 17, 16]
@@ -125,8 +125,8 @@ def test_lab_filter_run_two_windows_overlapping_windows_open_window(lab):
     assert agg["reward_mean"] == pytest.approx(0.705, abs=1e-15)
 
 
-def test_lab_comparison_by_batches_and_the_baseline_spread(lab):
-    (comparison,) = lab["comparisons"]
+def test_lab_comparison_by_batches_and_the_baseline_spread(lab_summary):
+    (comparison,) = lab_summary["comparisons"]
     assert (comparison["run"], comparison["baseline"]) == ("e2b-dapo-filter", "plain")
     assert comparison["by_batches"] == {
         "1": {"steps": 2, "rollout_time_adjusted_median_s": 69.1, "ratio": 69.1 / 58.0},
@@ -145,9 +145,9 @@ def test_lab_comparison_by_batches_and_the_baseline_spread(lab):
     )
 
 
-def test_lab_skips_summary_dir_and_files(lab):
-    assert sorted(lab["runs"]) == ["e2b-dapo-filter", "e6a-base", "plain", "plain-48", "plain-48-s2"]
-    assert lab["skipped"] == []
+def test_lab_skips_summary_dir_and_files(lab_summary):
+    assert sorted(lab_summary["runs"]) == ["e2b-dapo-filter", "e6a-base", "plain", "plain-48", "plain-48-s2"]
+    assert lab_summary["skipped"] == []
 
 
 def test_edge_failed_old_filter_run(edge):

@@ -7,13 +7,13 @@ import re
 import shutil
 from pathlib import Path
 
-from test_mileslog_rules import summary_rewards
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.run.execute import decide_outcome
 from harness.summary.report import render_report
 from harness.summary.summarize import summarize
+from support.summaries import summary_rewards
 
 DATA = Path(__file__).resolve().parent / "data" / "captures"
 LOGS = Path(__file__).resolve().parent / "data" / "logs"

@@ -309,6 +309,7 @@ def notes_of(poisoned: dict, name: str) -> str:
     return "\n".join(run_of(poisoned, name)["notes"])
 
 
+@pytest.mark.integration
 def test_the_script_writes_the_json_with_warnings_and_no_traceback(poisoned):
     done = poisoned["done"]
     assert "Traceback" not in done.stderr + done.stdout
@@ -326,6 +327,7 @@ def test_the_document_is_valid_against_the_schema(poisoned):
     jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text())).validate(poisoned["document"])
 
 
+@pytest.mark.integration
 def test_good_runs_keep_exactly_their_numbers(poisoned, good):
     document = poisoned["document"]
     for name in GOOD:

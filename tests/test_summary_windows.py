@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.summary.windows import merge_windows, overlap_lengths, union_length
+from support.properties import examples
 
 
 def overlap(windows, lo, hi):  # noqa: ANN001, ANN201
@@ -64,7 +65,7 @@ windows_strategy = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(windows=windows_strategy, lo=st.integers(0, 250), length=st.integers(0, 120))
 def test_overlap_equals_a_second_by_second_count(windows, lo, length):
     hi = lo + length
@@ -74,7 +75,7 @@ def test_overlap_equals_a_second_by_second_count(windows, lo, length):
     assert union_length(starts, ends) == len(covered)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(windows=windows_strategy, intervals=st.lists(st.tuples(st.integers(0, 250), st.integers(0, 120)), max_size=10))
 def test_vectorised_overlap_matches_one_interval_at_a_time(windows, intervals):
     starts, ends = merge_windows(windows)

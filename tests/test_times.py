@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from harness.engines.logstream import stamp_to_ns
 from harness.mileslog import parse_lines
 from harness.times import parse_time_us
+from support.properties import examples
 
 EXAMPLES = [
     "2026-11-29T08:00:00Z",
@@ -64,7 +65,7 @@ def test_the_three_readers_agree(text: str) -> None:
     assert capture == log == stream
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(stamps)
 def test_the_three_readers_agree_on_any_stamp(text: str) -> None:
     capture, log, stream = readings(text)
@@ -121,7 +122,7 @@ def test_many_at_once_equals_one_by_one(values: list, monkeypatch) -> None:
     assert parse_times_us(values) == [parse_time_us(v) for v in values]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.one_of(stamps, st.text(max_size=30)), min_size=0, max_size=60))
 def test_many_at_once_equals_one_by_one_on_any_column(values: list) -> None:
     before, times._COLUMNAR_MIN = times._COLUMNAR_MIN, 1

@@ -23,6 +23,7 @@ def check_jsonschema(*paths: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 def test_both_workflows_are_valid_github_workflows():
     paths = sorted(WORKFLOWS.glob("*.yml"))
 
@@ -31,6 +32,7 @@ def test_both_workflows_are_valid_github_workflows():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.integration
 def test_the_schema_check_rejects_a_broken_workflow(tmp_path):
     broken = tmp_path / "broken.yml"
     broken.write_text("name: broken\non: [push]\njobs:\n  test:\n    steps:\n      - run: make test\n")  # no runs-on

@@ -1,4 +1,4 @@
-"""The capture format, both ways (DESIGN section 4): typed records, the atomic writer, one tolerant reader.
+"""The capture format, both ways (the contract: docs/architecture.md): typed records, atomic writes, one reader.
 
 - records: `RunStatus` with its `RunState` (a str enum; `is_final`), pause
   windows, step rows;
@@ -6,10 +6,12 @@
   follow the umask;
 - reader: bounded, regular files only, a `broken` reason instead of an
   exception; run discovery; the summary's read of a whole capture;
-- layout: one capture directory (fresh start, the disk-space reserve);
+- layout: one capture directory (its files, the disk-space reserve);
+- attempts: every start of a run is an attempt with its own directory; `<root>/<run>` is the current one;
 - lock: one harness per capture directory at a time.
 """
 
+from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.bounded import read_jsonl
 from harness.capture.files import (
     append_jsonl,
@@ -20,7 +22,6 @@ from harness.capture.files import (
     write_text_atomic,
 )
 from harness.capture.layout import (
-    REPLACED_DIR,
     STOP_REQUEST,
     Capture,
     find_capture,
@@ -41,14 +42,15 @@ from harness.capture.records import (
 )
 
 __all__ = [
-    "REPLACED_DIR",
     "RERUN_ON_RETRY",
     "STATES",
     "STOP_REQUEST",
+    "Attempt",
     "Capture",
     "CaptureLock",
     "PauseWindow",
     "ProcessIdentity",
+    "RunAttempts",
     "RunCapture",
     "RunState",
     "RunStatus",

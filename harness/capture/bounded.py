@@ -13,15 +13,19 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, BinaryIO, Callable, Generator, Iterator, Optional
 
 from harness.fs.paths import file_kind
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject, JSONValue
 
 MAX_STATUS_BYTES = 1 << 20
 MAX_JSON_BYTES = 64 << 20  # manifest.json, args.json
 MAX_JSONL_BYTES = 1 << 30  # metrics.jsonl of a very long run; lines past the cap are noted, not read
 MAX_LINE_BYTES = 16 << 20
 READ_CHUNK = 1 << 20
+NUL = b"\0"  # a file's tail a power loss left: its blocks allocated, never written
 TAIL_BYTES = 64 << 10  # `last_jsonl`: a guard.jsonl of a week's run is never read whole for its last sample
 
 
@@ -36,7 +40,8 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
         size = os.fstat(fd).st_size
         if size > max_bytes:
             raise Unreadable(f"{path.name} is too large ({size:,} bytes; the cap is {max_bytes:,})")
-        chunks, total = [], 0
+        chunks: list[bytes] = []
+        total = 0
         while True:
             chunk = os.read(fd, READ_CHUNK)
             if not chunk:
@@ -73,19 +78,20 @@ def open_regular(path: Path) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
-def loads_json(data: bytes) -> Any:
+def loads_json(data: bytes) -> JSONValue:
     """Parsed JSON; ValueError for anything that is not, however deep or long.
 
     `NaN` and `Infinity` are read (captures written before strict JSON have
     them); the typed records and the summary reject or null them.
     """
     try:
-        return json.loads(data)
+        value: JSONValue = json.loads(data)
     except RecursionError:
         raise ValueError("nested too deeply") from None
+    return value
 
 
-def read_json_file(path: Path, max_bytes: int = MAX_JSON_BYTES) -> Any:
+def read_json_file(path: Path, max_bytes: int = MAX_JSON_BYTES) -> JSONValue:
     """A parsed JSON file; FileNotFoundError when absent, Unreadable (with the reason) otherwise."""
     data = read_bounded(path, max_bytes)
     try:
@@ -96,7 +102,7 @@ def read_json_file(path: Path, max_bytes: int = MAX_JSON_BYTES) -> Any:
 
 def iter_lines(
     path: Path, *, max_bytes: int = MAX_JSONL_BYTES, max_line: int = MAX_LINE_BYTES
-) -> Iterator[tuple[int, Optional[bytes], bool]]:
+) -> Generator[tuple[int, Optional[bytes], bool], None, None]:
     """(line number, bytes or None if over `max_line`, whether the line lacks its newline) of a regular file.
 
     FileNotFoundError when absent, Unreadable when it cannot be opened; reading
@@ -132,8 +138,12 @@ def iter_lines(
 
 
 def iter_jsonl(
-    path: Path, notes: list[str], *, max_bytes: int = MAX_JSONL_BYTES, loads: Optional[Callable[[bytes], Any]] = None
-) -> Iterator[tuple[int, dict]]:
+    path: Path,
+    notes: list[str],
+    *,
+    max_bytes: int = MAX_JSONL_BYTES,
+    loads: Optional[Callable[[bytes], JSONValue]] = None,
+) -> Iterator[tuple[int, JSONObject]]:
     """(line number, object) for each good line of a JSONL file; a note for each bad one.
 
     `loads` decodes a line (default `loads_json`; ValueError for a bad line).
@@ -147,6 +157,10 @@ def iter_jsonl(
                 return
             if raw is None:
                 notes.append(f"{path.name} line {number}: longer than {MAX_LINE_BYTES:,} bytes: skipped")
+                continue
+            nuls = raw.count(NUL)
+            if nuls:  # what a power loss leaves where a line was being written: never parsed
+                notes.append(f"{path.name} line {number}: torn ({nuls:,} NUL bytes: a power loss?): skipped")
                 continue
             if not raw.strip():
                 continue
@@ -166,7 +180,7 @@ def iter_jsonl(
         notes.append(str(err))
 
 
-def last_jsonl(path: Path, notes: list[str], *, tail_bytes: int = TAIL_BYTES) -> Optional[dict[str, Any]]:
+def last_jsonl(path: Path, notes: list[str], *, tail_bytes: int = TAIL_BYTES) -> Optional[JSONObject]:
     """The last whole JSON object line of a JSONL file, reading only its last `tail_bytes` (None if none there).
 
     A torn last line (the writer stopped mid-line) and lines that are not
@@ -201,10 +215,35 @@ def last_jsonl(path: Path, notes: list[str], *, tail_bytes: int = TAIL_BYTES) ->
     return None
 
 
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+def read_jsonl(path: Path) -> Iterator[JSONObject]:
     """The objects of a JSONL file; bad lines (a torn last line after a power-off) are skipped."""
     for _, obj in iter_jsonl(Path(path), []):
         yield obj
 
 
 # --------------------------------------------------------------------------- status
+
+
+class WholeLines:
+    """A binary file read up to its last whole line before any torn tail (NUL bytes a power loss left, or a last
+    line with no newline): what a reader after the fact may parse. `read(n)` as a file's."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.held = b""  # read, but not yet known to end a whole line
+        self.ended = False
+
+    def read(self, size: int = -1) -> bytes:
+        while not self.ended:
+            chunk = self.handle.read(READ_CHUNK if size < 0 else max(size, 1))
+            torn_at = chunk.find(NUL)
+            if torn_at >= 0:
+                chunk, self.ended = chunk[:torn_at], True
+            elif not chunk:
+                self.ended = True
+            data = self.held + chunk
+            end = data.rfind(b"\n") + 1
+            self.held = data[end:]
+            if end:
+                return data[:end]
+        return b""  # what is held is a torn last line: never given out

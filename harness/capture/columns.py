@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence, TypeGuard, TypeVar, overload
 
 import orjson
 
@@ -34,15 +34,22 @@ from harness.capture.records import PauseWindow, StepRow
 from harness.mileslog.keys import finite_number
 from harness.times import parse_times_us
 
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject, JSONValue
+
 WHOLE_FILE_BYTES = 256 << 20  # a file up to this size is read at once; a larger one line by line
 
 
-def loads_line(data: bytes) -> Any:
+def loads_line(data: bytes) -> JSONValue:
     """One JSONL line: orjson where it can, else the reader's `loads_json` (ValueError for what is not JSON)."""
     try:
-        return orjson.loads(data)
+        value: JSONValue = orjson.loads(data)
     except orjson.JSONDecodeError:
         return loads_json(data)
+    return value
+
+
+Missing = TypeVar("Missing")
 
 
 @dataclass
@@ -53,7 +60,7 @@ class MetricsColumns:
     complete: list[bool]
     t_rollout_end_us: list[Optional[int]]
     t_step_end_us: list[Optional[int]]
-    metrics: list[dict[str, Any]]
+    metrics: list[JSONObject]
     line: list[int]
 
     def __len__(self) -> int:
@@ -63,17 +70,25 @@ class MetricsColumns:
         """Every metric key logged in any step."""
         return set().union(*self.metrics)
 
-    def column(self, key: str, missing: Any = None) -> list[Any]:
+    @overload
+    def column(self, key: str) -> list[JSONValue]: ...
+    @overload
+    def column(self, key: str, missing: Missing) -> list[JSONValue | Missing]: ...
+    def column(self, key: str, missing: Optional[Missing] = None) -> list[JSONValue | Missing]:
         """The values of one metric key, step by step; `missing` where a step did not log it."""
         return [metrics.get(key, missing) for metrics in self.metrics]
 
-    def columns(self, keys: Sequence[str], missing: Any = None) -> list[list[Any]]:
+    @overload
+    def columns(self, keys: Sequence[str]) -> list[list[JSONValue]]: ...
+    @overload
+    def columns(self, keys: Sequence[str], missing: Missing) -> list[list[JSONValue | Missing]]: ...
+    def columns(self, keys: Sequence[str], missing: Optional[Missing] = None) -> list[list[JSONValue | Missing]]:
         """`column` for several keys, in one pass over the steps."""
         if not self.metrics or not keys:
             return [[] for _ in keys]
         logged = self.keys()
         present = [key for key in keys if key in logged]
-        found: dict[str, list[Any]] = {}
+        found: dict[str, list[JSONValue | Missing]] = {}
         if present:
             try:  # the usual case: every step logged every key that any step logged
                 rows = list(map(itemgetter(*present), self.metrics))
@@ -97,17 +112,12 @@ class MetricsColumns:
     def select(self, positions: Sequence[int]) -> "MetricsColumns":
         """The records at `positions`, in that order."""
         return MetricsColumns(
-            *(
-                [column[i] for i in positions]
-                for column in (
-                    self.step,
-                    self.complete,
-                    self.t_rollout_end_us,
-                    self.t_step_end_us,
-                    self.metrics,
-                    self.line,
-                )
-            )
+            [self.step[i] for i in positions],
+            [self.complete[i] for i in positions],
+            [self.t_rollout_end_us[i] for i in positions],
+            [self.t_step_end_us[i] for i in positions],
+            [self.metrics[i] for i in positions],
+            [self.line[i] for i in positions],
         )
 
 
@@ -116,7 +126,7 @@ class _Lines:
     """The good lines of a JSONL file, and where its bad-line notes fall among them."""
 
     numbers: list[int]
-    objects: list[dict]
+    objects: list[JSONObject]
     bad_notes: list[str]
     bad_before: list[int]  # for each good line: how many bad-line notes come before it
 
@@ -167,7 +177,7 @@ def _read_whole(path: Path) -> Optional[_Lines]:
 
 def _read_line_by_line(path: Path) -> _Lines:
     numbers: list[int] = []
-    objects: list[dict] = []
+    objects: list[JSONObject] = []
     bad_notes: list[str] = []
     bad_before: list[int] = []
     for number, obj in iter_jsonl(Path(path), bad_notes, loads=loads_line):
@@ -177,7 +187,9 @@ def _read_line_by_line(path: Path) -> _Lines:
     return _Lines(numbers, objects, bad_notes, bad_before)
 
 
-def _parse_two_columns(first: list[Any], second: list[Any]) -> tuple[list[Optional[int]], list[Optional[int]]]:
+def _parse_two_columns(
+    first: list[JSONValue], second: list[JSONValue]
+) -> tuple[list[Optional[int]], list[Optional[int]]]:
     """`parse_times_us` of two columns, in one call (a call costs as much as many values)."""
     parsed = parse_times_us(first + second)
     return parsed[: len(first)], parsed[len(first) :]
@@ -193,21 +205,32 @@ def read_metrics_columns(path: Path, notes: list[str]) -> MetricsColumns:
     steps = [obj.get("step") for obj in objects]
     metrics = [obj.get("metrics") for obj in objects]
     complete = [obj.get("complete") for obj in objects]
-    as_written = (
+    if (  # as the harness writes it
         lines.clean()
-        and set(map(type, steps)) <= {int}
-        and set(map(type, metrics)) <= {dict}
-        and set(map(type, complete)) <= {bool}
+        and _ints(steps)
+        and _objects(metrics)
+        and _bools(complete)
         and len(set(steps)) == len(steps)
         and all(p is not None or r is None for p, r in zip(ends, raw_ends))
         and all(p is not None or r is None for p, r in zip(step_ends, raw_step_ends))
         and not any("non_finite" in obj for obj in objects)
-    )
-    if not as_written:
-        return _metrics_line_by_line(Path(path).name, lines, ends, step_ends, notes)
-    columns = MetricsColumns(steps, complete, ends, step_ends, metrics, lines.numbers)
-    order = sorted(range(len(steps)), key=steps.__getitem__)
-    return columns if order == list(range(len(steps))) else columns.select(order)
+    ):
+        columns = MetricsColumns(steps, complete, ends, step_ends, metrics, lines.numbers)
+        order = sorted(range(len(steps)), key=steps.__getitem__)
+        return columns if order == list(range(len(steps))) else columns.select(order)
+    return _metrics_line_by_line(Path(path).name, lines, ends, step_ends, notes)
+
+
+def _ints(values: list[JSONValue]) -> TypeGuard[list[int]]:
+    return set(map(type, values)) <= {int}
+
+
+def _bools(values: list[JSONValue]) -> TypeGuard[list[bool]]:
+    return set(map(type, values)) <= {bool}
+
+
+def _objects(values: list[JSONValue]) -> TypeGuard[list[JSONObject]]:
+    return set(map(type, values)) <= {dict}
 
 
 def _metrics_line_by_line(
@@ -218,7 +241,7 @@ def _metrics_line_by_line(
     completes: list[bool] = []
     kept_ends: list[Optional[int]] = []
     kept_step_ends: list[Optional[int]] = []
-    metrics_of: list[dict[str, Any]] = []
+    metrics_of: list[JSONObject] = []
     numbers: list[int] = []
     non_finite: dict[str, list[int]] = {}  # "key (nan)" -> steps: the parser wrote null where the log said nan/inf
     said = 0
@@ -244,16 +267,21 @@ def _metrics_line_by_line(
             for key, what in marked.items():
                 non_finite.setdefault(f"{key} ({what})", []).append(step)
         at = index_of.get(step)
-        values = (complete, ends[i], step_ends[i], metrics, number)
         if at is None:
             index_of[step] = len(steps)
             steps.append(step)
-            for column, value in zip((completes, kept_ends, kept_step_ends, metrics_of, numbers), values):
-                column.append(value)
+            completes.append(complete)
+            kept_ends.append(ends[i])
+            kept_step_ends.append(step_ends[i])
+            metrics_of.append(metrics)
+            numbers.append(number)
         else:
             notes.append(f"{name}: step {step} on lines {numbers[at]} and {number}: the last is used")
-            for column, value in zip((completes, kept_ends, kept_step_ends, metrics_of, numbers), values):
-                column[at] = value
+            completes[at] = complete
+            kept_ends[at] = ends[i]
+            kept_step_ends[at] = step_ends[i]
+            metrics_of[at] = metrics
+            numbers[at] = number
     notes.extend(lines.bad_notes[said:])
     for what, marked_steps in non_finite.items():
         shown = ", ".join(str(s) for s in marked_steps[:10])

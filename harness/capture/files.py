@@ -15,14 +15,13 @@ import json
 import os
 import secrets
 from pathlib import Path
-from typing import Any
 
 # Errors that mean "the disk cannot take more" rather than a bug.
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write `data` as strict JSON (no NaN), atomically (see `write_text_atomic`)."""
+def write_json_atomic(path: Path, data: object) -> None:
+    """Write `data` as strict JSON (no NaN), atomically (see `write_text_atomic`); what JSON lacks is a str."""
     write_text_atomic(path, json.dumps(data, indent=2, allow_nan=False, default=str) + "\n")
 
 
@@ -58,7 +57,7 @@ def _create_temporary(path: Path) -> tuple[Path, int]:
             continue
 
 
-def append_jsonl(path: Path, record: Any) -> None:
+def append_jsonl(path: Path, record: object) -> None:
     """Append one whole strict-JSON line and fsync; on failure the file is cut back to where it was."""
     append_line(path, json.dumps(record, allow_nan=False, default=str))
 

@@ -1,6 +1,6 @@
 """One run's capture directory (capture/gpu/<run>/...): its files, a fresh start, the space reserve.
 
-The layout is a contract (DESIGN section 4). `status.json` is the only truth
+The layout is a contract (docs/architecture.md, "The capture contract"). `status.json` is the only truth
 about whether a run is done; nothing here infers it from other files.
 """
 
@@ -11,7 +11,7 @@ import os
 import shutil
 import socket
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from harness.capture.bounded import read_json_file
 from harness.capture.files import NO_SPACE, write_json_atomic
@@ -20,7 +20,9 @@ from harness.capture.records import RunStatus
 from harness.errors import ExitCode, HarnessError
 from harness.times import now_rfc3339
 
-REPLACED_DIR = ".replaced"
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
+
 STOP_REQUEST = "stop-request.json"
 RESERVE_DIR = ".reserve"
 # Disk space kept back so that status.json can be written when the disk is full:
@@ -39,11 +41,11 @@ def this_host() -> str:
 
 
 class Capture:
-    """One run's capture directory."""
+    """One capture directory: a run's (`<root>/<run>`, its current attempt) or one attempt's (`run` names its run)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, run: Optional[str] = None) -> None:
         self.directory = Path(directory)
-        self.run = self.directory.name
+        self.run = run or self.directory.name
         self.manifest_path = self.directory / "manifest.json"
         self.status_path = self.directory / "status.json"
         self.log_path = self.directory / "container.log"
@@ -78,43 +80,13 @@ class Capture:
                 if err.errno not in NO_SPACE or not self.release_reserve_chunk():
                     raise
 
-    def read_manifest(self) -> Optional[dict[str, Any]]:
+    def read_manifest(self) -> Optional[JSONObject]:
         """manifest.json, or None when it is absent or unreadable."""
         try:
             manifest = read_json_file(self.manifest_path)
         except (FileNotFoundError, OSError, ValueError):
             return None
         return manifest if isinstance(manifest, dict) else None
-
-    # --- a fresh start --------------------------------------------------------------------------
-
-    def start_fresh(self, *, keep_old: bool = True) -> Optional[Path]:
-        """Make the directory empty for a new run; an earlier capture is moved under .replaced/ (or deleted).
-
-        Only under the capture's lock. `keep_old=False` is for captures that
-        hold no run (not_started): they are replaced, not kept.
-        """
-        moved = None
-        if self.directory.exists() and any(self.directory.iterdir()):
-            if not keep_old:
-                shutil.rmtree(self.directory)
-            else:
-                moved = self._move_aside()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        return moved
-
-    def _move_aside(self) -> Path:
-        found = self.status_read()
-        started = found.status.started_at if found.status else utc_now()
-        stamp = started.replace(":", "").replace("-", "")
-        target = self.directory.parent / REPLACED_DIR / f"{self.run}-{stamp}"
-        suffix = 1
-        while target.exists():
-            suffix += 1
-            target = target.with_name(f"{self.run}-{stamp}-{suffix}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        self.directory.rename(target)
-        return target
 
     # --- the space reserve ------------------------------------------------------------------------
 

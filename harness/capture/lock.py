@@ -8,14 +8,14 @@ never touches a capture whose harness is alive; a lock that can be taken
 proves the harness that held it is gone. Separate from the GPU lock, and
 taken before it.
 
-The lock files live beside the captures, in `<capture root>/.locks/`: a file
-inside the capture directory would move with it to `.replaced/`.
+The lock files live beside the captures, in `<capture root>/.locks/<run>.lock`: one
+lock per run, whichever of its attempts is being written.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Mapping, Optional
 
 from harness.errors import HarnessError
 from harness.fs.filelock import (
@@ -56,7 +56,7 @@ def holder(capture_dir: Path) -> str:
 class CaptureLock:
     """The lock of one capture directory; `acquire` waits, or fails in one line with `wait=False`."""
 
-    def __init__(self, capture_dir: Path, owner: dict[str, Any]) -> None:
+    def __init__(self, capture_dir: Path, owner: Mapping[str, object]) -> None:
         self.capture_dir = Path(capture_dir)
         self.path = lock_path(self.capture_dir)
         self.owner = owner

@@ -1,4 +1,4 @@
-"""The one reader of captures (DESIGN section 4): tolerant, bounded, never raising on contents.
+"""The one reader of captures (the capture contract: docs/architecture.md): tolerant, bounded, never raising on contents.
 
 `harness status`, `recover`, `run`'s decisions, the summary and
 `scripts/check-capture.py` all read captures here. What is missing,
@@ -37,24 +37,25 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from harness.capture.bounded import (
     MAX_JSON_BYTES,
     MAX_JSONL_BYTES,
     MAX_STATUS_BYTES,
+    NUL,
     READ_CHUNK,
     Unreadable,
     _open_regular,
     iter_lines,
     loads_json,
     read_bounded,
-    read_json_file,
 )
 from harness.capture.records import PauseWindow, RunStatus, StepRow
 
 if TYPE_CHECKING:
     from harness.capture.columns import MetricsColumns
+    from harness.jsontypes import JSONObject, JSONValue
 
 SUMMARY_DIR_NAME = "summary"
 STATUS_NAME = "status.json"
@@ -62,15 +63,22 @@ STATUS_NAME = "status.json"
 
 @dataclass(frozen=True)
 class StatusRead:
-    """A capture's status as found: typed, or broken with the reason, or absent (both None)."""
+    """A capture's status as found: typed, or broken with the reason, or absent (both None).
+
+    `torn`: its bytes are what a power loss leaves (empty, or NUL bytes where
+    the file's blocks were allocated but never written: it is written whole
+    and renamed, so nothing else is), not a status someone wrote wrong:
+    `recover` rebuilds it from the evidence on disk.
+    """
 
     directory: Path
     status: Optional[RunStatus]
     broken: Optional[str]
+    torn: bool = False
 
     @property
     def run(self) -> str:
-        return self.directory.name
+        return run_path_of(self.directory).name
 
     @property
     def absent(self) -> bool:
@@ -81,13 +89,19 @@ def read_status(directory: Path) -> StatusRead:
     """The status.json of a capture directory, checked key by key; never raises, never blocks."""
     directory = Path(directory)
     try:
-        data = read_json_file(directory / STATUS_NAME, MAX_STATUS_BYTES)
+        raw = read_bounded(directory / STATUS_NAME, MAX_STATUS_BYTES)
     except FileNotFoundError:
         return StatusRead(directory, None, None)
     except NotADirectoryError:
         return StatusRead(directory, None, f"{directory.name} is not a directory")
     except Unreadable as err:
         return StatusRead(directory, None, str(err))
+    if is_torn(raw):
+        return StatusRead(directory, None, f"{STATUS_NAME} is torn ({torn_kind(raw)}: a power loss?)", torn=True)
+    try:
+        data = loads_json(raw)
+    except ValueError as err:
+        return StatusRead(directory, None, f"{STATUS_NAME} is not valid JSON ({err})")
     try:
         return StatusRead(directory, RunStatus.from_dict(data), None)
     except ValueError as err:
@@ -96,15 +110,40 @@ def read_status(directory: Path) -> StatusRead:
 
 # --------------------------------------------------------------------------- runs
 
+ATTEMPTS_DIR = ".attempts"  # <root>/.attempts/<run>/<n>/: each attempt of a run (harness.capture.attempts)
+
+
+def run_path_of(directory: Path) -> Path:
+    """The run's capture path (`<root>/<run>`) of an attempt's directory, or of the run's own directory."""
+    directory = Path(directory)
+    if directory.parent.parent.name == ATTEMPTS_DIR:
+        return directory.parent.parent.parent / directory.parent.name
+    return directory
+
+
+def is_torn(data: bytes) -> bool:
+    """Whether a file's bytes are what a power loss leaves: nothing, or NUL bytes where text was being written."""
+    return not data.strip() or NUL in data
+
+
+def torn_kind(data: bytes) -> str:
+    """What a torn file holds, in words."""
+    nuls = data.count(NUL)
+    if not data:
+        return "empty"
+    if nuls == len(data):
+        return f"{nuls:,} NUL bytes"
+    return f"{nuls:,} NUL bytes in it" if nuls else "only blanks"
+
 
 @dataclass
 class RunCapture:
     """What one run directory holds, read tolerantly; `notes` says what was odd."""
 
     name: str
-    status: Optional[dict[str, Any]]  # None: missing or unreadable (state "unknown")
-    manifest: Optional[dict[str, Any]]
-    args: Optional[dict[str, Any]]  # None: no args.json
+    status: Optional[JSONObject]  # None: missing or unreadable (state "unknown")
+    manifest: Optional[JSONObject]
+    args: Optional[JSONObject]  # None: no args.json
     steps: "MetricsColumns"  # metrics.jsonl, one entry per step, as columns
     pauses: list[PauseWindow]
     notes: list[str] = field(default_factory=list)
@@ -116,7 +155,7 @@ class RunCapture:
         return self.steps.rows()
 
     @property
-    def experiment(self) -> dict[str, Any]:
+    def experiment(self) -> JSONObject:
         """The resolved experiment from the manifest ({} when unknown)."""
         experiment = (self.manifest or {}).get("experiment")
         return experiment if isinstance(experiment, dict) else {}
@@ -139,14 +178,27 @@ def is_run_name(name: str) -> bool:
 
 
 def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:
-    """Run directories (those with a status.json) sorted by name, and the directories skipped."""
+    """Run directories (those with a status.json) sorted by name, and the directories skipped.
+
+    A run's capture is normally a link to its current attempt
+    (`.attempts/<run>/<n>`); a link that leads anywhere else (out of the
+    capture root, to another run) is never followed, and one whose attempt is
+    gone is skipped with the reason.
+    """
     runs: list[Path] = []
     skipped: list[Skipped] = []
     capture_dir = Path(capture_dir)
     if not capture_dir.is_dir():
         return runs, skipped
     for path in sorted(capture_dir.iterdir()):
-        if not is_run_name(path.name) or not path.is_dir():
+        if not is_run_name(path.name):
+            continue
+        if path.is_symlink():
+            why = link_problem(path)
+            if why is not None:
+                skipped.append(Skipped(path.name, why))
+                continue
+        elif not path.is_dir():
             continue
         if os.path.lexists(path / STATUS_NAME):
             runs.append(path)
@@ -155,24 +207,38 @@ def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:
     return runs, skipped
 
 
+def link_problem(run_path: Path) -> Optional[str]:
+    """Why a run's link is not followed (None: it leads to one of its own attempts, which exists)."""
+    target = os.readlink(run_path)
+    parts = Path(target).parts
+    if len(parts) != 3 or parts[:2] != (ATTEMPTS_DIR, run_path.name) or not parts[2].isdigit():
+        return f"a link to {target}, not to one of its attempts ({ATTEMPTS_DIR}/{run_path.name}/N): not read"
+    if not (run_path.parent / target).is_dir():
+        return (
+            f"its current attempt ({target}) is missing (deleted by hand?); `harness history {run_path.name}` lists "
+            f"the others and `harness restore {run_path.name} N` makes one current"
+        )
+    return None
+
+
 def read_capture(run_dir: Path) -> RunCapture:
     """Read one run directory for the summary; never raises for bad contents (see the module rules)."""
     run_dir = Path(run_dir)
     notes: list[str] = []
-    status = _json_for_summary(run_dir / STATUS_NAME, notes, required=True, max_bytes=MAX_STATUS_BYTES)
-    if status is not None and not isinstance(status, dict):
-        notes.append("status.json is not a JSON object: state unknown")
-        status = None
-    elif status is None:
+    found = _json_for_summary(run_dir / STATUS_NAME, notes, required=True, max_bytes=MAX_STATUS_BYTES)
+    status = _object_for_summary(found, "status.json is not a JSON object: state unknown", notes)
+    if found is None:
         notes.append("state unknown: status.json could not be read")
-    manifest = _json_for_summary(run_dir / "manifest.json", notes, required=True)
-    if manifest is not None and not isinstance(manifest, dict):
-        notes.append("manifest.json is not a JSON object: ignored")
-        manifest = None
-    args = _json_for_summary(run_dir / "args.json", notes, required=False)
-    if args is not None and not isinstance(args, dict):
-        notes.append("args.json is not a JSON object: ignored")
-        args = None
+    manifest = _object_for_summary(
+        _json_for_summary(run_dir / "manifest.json", notes, required=True),
+        "manifest.json is not a JSON object: ignored",
+        notes,
+    )
+    args = _object_for_summary(
+        _json_for_summary(run_dir / "args.json", notes, required=False),
+        "args.json is not a JSON object: ignored",
+        notes,
+    )
     from harness.capture.columns import read_metrics_columns
 
     steps = read_metrics_columns(run_dir / "metrics.jsonl", notes)
@@ -180,7 +246,16 @@ def read_capture(run_dir: Path) -> RunCapture:
     return RunCapture(run_dir.name, status, manifest, args, steps, pauses, notes, run_dir)
 
 
-def _json_for_summary(path: Path, notes: list[str], *, required: bool, max_bytes: int = MAX_JSON_BYTES) -> Any:
+def _object_for_summary(value: JSONValue, not_object: str, notes: list[str]) -> Optional[JSONObject]:
+    """The value when it is a JSON object; else None, and `not_object` as a note when it is some other value."""
+    if isinstance(value, dict):
+        return value
+    if value is not None:
+        notes.append(not_object)
+    return None
+
+
+def _json_for_summary(path: Path, notes: list[str], *, required: bool, max_bytes: int = MAX_JSON_BYTES) -> JSONValue:
     try:
         data = read_bounded(path, max_bytes)
     except FileNotFoundError:
@@ -249,7 +324,8 @@ def read_head(path: Path, max_bytes: int) -> bytes:
     """The first `max_bytes` of a regular file (all of a shorter one); FileNotFoundError, else Unreadable."""
     fd = _open_regular(path)
     try:
-        chunks, total = [], 0
+        chunks: list[bytes] = []
+        total = 0
         while total < max_bytes:
             chunk = os.read(fd, min(READ_CHUNK, max_bytes - total))
             if not chunk:

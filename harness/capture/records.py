@@ -1,6 +1,6 @@
 """The typed records of a capture: the run's status and its state machine, pause windows, step rows.
 
-States (DESIGN section 4). The harness writes `running` when it has made the
+States (the capture contract, docs/architecture.md). The harness writes `running` when it has made the
 capture, then exactly one final state:
 
     running -> succeeded | failed | no_metrics | interrupted | stopped   (the trainer ran)
@@ -18,9 +18,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeGuard
 
 from harness.times import parse_time_us
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 
 class RunState(str, Enum):
@@ -74,11 +77,11 @@ class ProcessIdentity:
     start_ticks: Optional[int] = None
     boot_id: Optional[str] = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> JSONObject:
+        return {"pid": self.pid, "pgid": self.pgid, "start_ticks": self.start_ticks, "boot_id": self.boot_id}
 
     @classmethod
-    def from_dict(cls, data: Any) -> "ProcessIdentity":
+    def from_dict(cls, data: object) -> "ProcessIdentity":
         if not isinstance(data, dict):
             raise ValueError(f"is {_shown(data)}, not an object")
         pid, pgid = data.get("pid"), data.get("pgid")
@@ -108,8 +111,9 @@ class RunStatus:
     steps_usable: bool = False
     notes: list[str] = field(default_factory=list)
     engine: Optional[str] = None  # "docker" or "process"; None in captures older than the field
-    process: Optional[dict[str, Any]] = None  # ProcessIdentity of a process-engine run
+    process: Optional[JSONObject] = None  # ProcessIdentity of a process-engine run, as status.json holds it
     capture_complete: bool = True  # False: the engine holds lines the capture lacks (`harness recover`)
+    attempt: Optional[int] = None  # which start of the run this is (harness.capture.attempts); None before attempts
 
     def __post_init__(self) -> None:
         self.state = RunState(self.state)
@@ -118,20 +122,20 @@ class RunStatus:
     def is_final(self) -> bool:
         return self.state.is_final
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+    def to_dict(self) -> JSONObject:
+        data: JSONObject = asdict(self)
         data["state"] = self.state.value
         return data
 
     @classmethod
-    def from_dict(cls, data: Any) -> "RunStatus":
+    def from_dict(cls, data: object) -> "RunStatus":
         """A status from parsed JSON, checked key by key; ValueError names the first bad key."""
         if not isinstance(data, dict):
             raise ValueError(f"is {_shown(data)}, not a JSON object")
         for key in CONTRACT_KEYS:
             if key not in data:
                 raise ValueError(f"has no {key!r}")
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {}  # Any: each value is of its field's type, as its check above has made sure
         for spec in fields(cls):
             if spec.name not in data:
                 continue
@@ -145,48 +149,52 @@ class RunStatus:
         return cls(**values)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _text(value: Any) -> Optional[str]:
+# A check of one status.json value: None when it is fine, else why not.
+Check = Callable[[object], Optional[str]]
+
+
+def _text(value: object) -> Optional[str]:
     return None if isinstance(value, str) else "not a string"
 
 
-def _optional(check: Any) -> Any:
+def _optional(check: Check) -> Check:
     return lambda value: None if value is None else check(value)
 
 
-def _time(value: Any) -> Optional[str]:
+def _time(value: object) -> Optional[str]:
     return None if parse_time_us(value) is not None else "not an RFC 3339 time"
 
 
-def _count(value: Any) -> Optional[str]:
+def _count(value: object) -> Optional[str]:
     return None if _is_int(value) and value >= 0 else "not a count"
 
 
-def _integer(value: Any) -> Optional[str]:
+def _integer(value: object) -> Optional[str]:
     return None if _is_int(value) else "not an integer"
 
 
-def _flag(value: Any) -> Optional[str]:
+def _flag(value: object) -> Optional[str]:
     return None if isinstance(value, bool) else "not true or false"
 
 
-def _state(value: Any) -> Optional[str]:
+def _state(value: object) -> Optional[str]:
     return None if value in STATES else f"not a state ({', '.join(STATES)})"
 
 
-def _notes(value: Any) -> Optional[str]:
+def _notes(value: object) -> Optional[str]:
     return None if isinstance(value, list) and all(isinstance(n, str) for n in value) else "not a list of strings"
 
 
-def _process(value: Any) -> Optional[str]:
+def _process(value: object) -> Optional[str]:
     try:
         ProcessIdentity.from_dict(value)
     except ValueError as err:
@@ -194,7 +202,7 @@ def _process(value: Any) -> Optional[str]:
     return None
 
 
-_CHECKS = {
+_CHECKS: dict[str, Check] = {
     "run": _text,
     "run_id": _text,
     "state": _state,
@@ -213,6 +221,7 @@ _CHECKS = {
     "engine": _optional(_text),
     "process": _optional(_process),
     "capture_complete": _flag,
+    "attempt": _optional(_count),
 }
 
 
@@ -235,5 +244,5 @@ class StepRow:
     complete: bool
     t_rollout_end_us: Optional[int]
     t_step_end_us: Optional[int]
-    metrics: dict[str, Any]
+    metrics: JSONObject
     line: int

@@ -22,13 +22,15 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import Any, Callable, Optional, Tuple
+from typing import Callable, Optional
 
 from harness.capture.files import append_jsonl, write_json_atomic
 from harness.capture.layout import Capture
 from harness.capture.records import RunStatus
 
-Event = Tuple[str, str, Any]
+# (kind, file name, payload): a payload is whatever the kind's file takes, checked by `EventSink.apply`
+# (it may have come over the network).
+Event = tuple[str, str, object]
 Forward = Callable[[Event], None]
 
 JSON_FILES = frozenset({"manifest.json", "args.json"})
@@ -46,11 +48,11 @@ class CaptureWriter:
         self.capture.write_status(status)
         self._send("status", self.capture.status_path.name, status.to_dict())
 
-    def json(self, path: Path, data: Any) -> None:
+    def json(self, path: Path, data: object) -> None:
         write_json_atomic(path, data)
         self._send("json", Path(path).name, data)
 
-    def jsonl(self, path: Path, row: Any) -> None:
+    def jsonl(self, path: Path, row: object) -> None:
         append_jsonl(path, row)
         self._send("jsonl", Path(path).name, row)
 
@@ -58,7 +60,7 @@ class CaptureWriter:
         """A line the log pump has written to container.log (it writes the bytes itself, for speed)."""
         self._send("log", self.capture.log_path.name, line)
 
-    def _send(self, kind: str, name: str, payload: Any) -> None:
+    def _send(self, kind: str, name: str, payload: object) -> None:
         if self.forward is not None:
             self.forward((kind, name, payload))
 

@@ -5,7 +5,11 @@ lists them; none imports Docker, pandas, matplotlib or NVML at module level,
 so `harness --help` stays fast.
 """
 
-from harness.cli import captures, demo, experiments, guard, logs, runs, sim, summary  # noqa: F401,I001  (registers commands)
 from harness.cli.app import app, main
+
+# Each module registers its commands on the app; `--help` lists them in this order.
+# isort: off
+from harness.cli import experiments, runs, captures, logs, summary, guard, sim, demo  # noqa: F401,E402
+# isort: on
 
 __all__ = ["app", "main"]

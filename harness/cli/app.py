@@ -6,7 +6,7 @@ import functools
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, List, Optional, TypeVar
+from typing import Any, Callable, List, NoReturn, Optional, TypeVar
 
 import typer
 from typing_extensions import Annotated
@@ -66,6 +66,31 @@ SimCapturesOption = Annotated[
     bool, typer.Option("--sim", help=f"The simulator's captures: {SIM_CAPTURE_DIR} instead of {DEFAULT_CAPTURE_DIR}.")
 ]
 
+RayOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--ray",
+        envvar="RAY_ADDRESS",
+        metavar="ADDRESS",
+        help="Place each run on the Ray cluster at ADDRESS (auto, HOST:PORT, ray://HOST:10001): one GPU per run, "
+        "the rest queued (docs/cluster.md). Also RAY_ADDRESS.",
+    ),
+]
+RecoverRayOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--ray",
+        envvar="RAY_ADDRESS",
+        metavar="ADDRESS",
+        help="Look for the runs on every node of the Ray cluster at ADDRESS (a small task per node asks its engines). "
+        "Also RAY_ADDRESS.",
+    ),
+]
+NodesOption = Annotated[
+    int,
+    typer.Option("--nodes", min=1, help="Hosts one run spans, with --ray (over 1: --dry-run only; docs/scale-out.md)."),
+]
+
 
 def capture_root(capture_dir: Optional[Path], sim: bool) -> Path:
     """The capture directory given (or HARNESS_CAPTURE_DIR), else capture/sim for simulated runs, capture/gpu for real."""
@@ -78,13 +103,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def command(*args: Any, on: Optional[typer.Typer] = None, **kwargs: Any) -> Callable[[F], F]:
-    """Register a typer command on `app` (or the sub-app `on`); a HarnessError becomes one red line and an exit code."""
+    """Register a typer command on `app` (or the sub-app `on`).
+
+    The command returns an ExitCode (None: OK), which becomes the exit status; a HarnessError becomes one red
+    line and its exit code, any other exception one line and ExitCode.INTERNAL.
+    """
 
     def register(function: F) -> F:
         @functools.wraps(function)
         def guarded(*a: Any, **kw: Any) -> Any:
             try:
-                return function(*a, **kw)
+                code = function(*a, **kw)
             except HarnessError as err:
                 fail(err.message, err.exit_code)
             except KeyboardInterrupt:
@@ -100,7 +129,12 @@ def command(*args: Any, on: Optional[typer.Typer] = None, **kwargs: Any) -> Call
             except Exception as err:  # a bug: still one line, unless asked for more
                 if os.environ.get("HARNESS_DEBUG"):
                     raise
-                fail(f"internal error: {type(err).__name__}: {err} (HARNESS_DEBUG=1 shows the traceback)", 70)
+                fail(
+                    f"internal error: {type(err).__name__}: {err} (HARNESS_DEBUG=1 shows the traceback)",
+                    ExitCode.INTERNAL,
+                )
+            if code:
+                raise typer.Exit(int(code))
 
         (app if on is None else on).command(*args, **kwargs)(guarded)
         return function
@@ -108,7 +142,7 @@ def command(*args: Any, on: Optional[typer.Typer] = None, **kwargs: Any) -> Call
     return register
 
 
-def fail(message: str, exit_code: int) -> None:
+def fail(message: str, exit_code: int) -> NoReturn:
     """Print one error line on stderr and exit."""
     from rich.console import Console
     from rich.markup import escape

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from typing_extensions import Annotated
 
 from harness.cli.app import (
     CaptureDirOrSim,
+    RecoverRayOption,
     SimCapturesOption,
     capture_root,
     command,
@@ -16,12 +17,13 @@ from harness.cli.app import (
     stdout,
     warn,
 )
-from harness.cli.cluster import RecoverRayOption
 
 if TYPE_CHECKING:
     from harness.capture import RunStatus
     from harness.run.settle import Plan
 
+# find_runs's reason for a directory that is simply not a run: not worth a warning.
+NOT_A_RUN = "no status.json, so not a run"
 RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under the capture dir).")]
 
 
@@ -37,12 +39,16 @@ def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) 
     """
     from rich.text import Text
 
-    from harness.capture import list_captures
+    from harness.capture import Capture, find_runs
     from harness.cli.tables import Column, print_table
     from harness.run.capture_ops import capture_rows
 
     capture_dir = capture_root(capture_dir, sim)
-    rows = capture_rows(list_captures(capture_dir))
+    runs, skipped = find_runs(capture_dir)
+    for odd in skipped:
+        if odd.reason != NOT_A_RUN:
+            warn(f"{odd.directory}: {odd.reason}")
+    rows = capture_rows([Capture(path) for path in runs])
     if not rows:
         stdout().print(Text(f"no captures in {capture_dir}"))
         return
@@ -91,16 +97,29 @@ def logs(
         bool, typer.Option("-f", "--follow", help="Keep printing new lines while the run is running.")
     ] = False,
     timestamps: Annotated[bool, typer.Option("--timestamps", help="Keep each line's receive-time prefix.")] = False,
+    attempt: Annotated[
+        Optional[int],
+        typer.Option(
+            "--attempt",
+            min=0,
+            help="This attempt's log (harness history lists them) [default: the one "
+            "running now, else the current one].",
+        ),
+    ] = None,
     capture_dir: CaptureDirOrSim = None,
     sim: SimCapturesOption = False,
 ) -> None:
     """Print a run's container.log (the trainer's output as the harness received it)."""
     import sys
 
-    from harness.capture import find_capture
-    from harness.run.capture_ops import follow_log
+    from harness.capture import Capture, RunAttempts, find_capture
+    from harness.run.capture_ops import follow_log, live_capture
 
     capture = find_capture(capture_root(capture_dir, sim), run)
+    if attempt is not None:
+        capture = Capture(RunAttempts(capture.directory).find(attempt).directory, capture.run)
+    else:
+        capture = live_capture(capture)
     for line in follow_log(capture, follow=follow):
         sys.stdout.write((line if timestamps else line.split(" ", 1)[-1]) + "\n")
         sys.stdout.flush()
@@ -124,6 +143,61 @@ def stop(
         find_capture(capture_root(capture_dir, sim), run), reason, timeout_s=timeout_s, note=note, warn=warn
     )
     stdout().print(stop_line(run, final), markup=False)
+
+
+@command("history")
+def history(run: RunArgument, capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) -> None:
+    """List a run's attempts: each start of the run, its state, steps, start and duration, and what differs in
+    configuration from the current one (marked *), which status, the summary and the report read.
+
+    The current attempt is the newest that succeeded, or the newest when none
+    has; `harness restore RUN ATTEMPT` makes another one current.
+    """
+    from rich.text import Text
+
+    from harness.cli.tables import Column, print_table
+    from harness.run.capture_ops import attempt_rows, find_run
+
+    rows = attempt_rows(find_run(capture_root(capture_dir, sim), run))
+    columns = [
+        Column("attempt", "right"),
+        Column("state", wrap=True),
+        Column("steps", "right"),
+        Column("started", drop=2),
+        Column("duration", "right", drop=1),
+        Column("differs from the current", wrap=True),
+    ]
+    cells = [
+        tuple(
+            Text(cell)
+            for cell in (
+                f"{row.attempt}{' *' if row.current else ''}",
+                row.state,
+                row.steps,
+                row.started,
+                row.duration,
+                row.differs,
+            )
+        )
+        for row in rows
+    ]
+    print_table(stdout(), columns, cells, title=f"attempts of {run} (* current)")
+
+
+@command("restore")
+def restore(
+    run: RunArgument,
+    attempt: Annotated[int, typer.Argument(min=0, help="The attempt to make current (harness history lists them).")],
+    reason: Annotated[str, typer.Option("--reason", help="Why; recorded with who chose it.")] = "chosen by hand",
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
+) -> None:
+    """Make one of a run's attempts its current capture (the one status, the summary and the report read); who chose
+    it, when and why are recorded in the run's attempts directory (current.jsonl)."""
+    from harness.run.capture_ops import find_run, restore_attempt
+
+    restored = restore_attempt(find_run(capture_root(capture_dir, sim), run), attempt, reason)
+    stdout().print(f"{run}: attempt {restored.number} is current ({reason})", markup=False)
 
 
 def stop_line(run: str, final: "RunStatus") -> str:
@@ -153,7 +227,7 @@ def recover(
     final status is never rewritten. With --ray, the trainers are looked for on
     every node of the cluster (a small task per node asks its engines).
     """
-    from harness.engines import ENGINE_NAMES, engine_named
+    from harness.engines import engine_named, listed_engine_names
     from harness.run.settle import carry_out, plan_all
 
     outside: list = []
@@ -167,7 +241,7 @@ def recover(
         notes = []
         plans = plan_all(
             capture_root(capture_dir, sim),
-            [engine_named(name) for name in ENGINE_NAMES],
+            [engine_named(name) for name in listed_engine_names()],
             notes,
             other_hosts=all_,
             outside=outside if capture_dir is not None else None,
@@ -186,15 +260,15 @@ def recover(
         )
     for plan, result in results:
         for stranger, why in plan.strangers:
-            console.print(f"{plan.run}: {stranger.name} left alone: {why}", markup=False)
+            console.print(f"{plan.label}: {stranger.name} left alone: {why}", markup=False)
         if result.skipped is not None:
-            console.print(f"{plan.run}: left alone: {result.skipped}", markup=False)
+            console.print(f"{plan.label}: left alone: {result.skipped}", markup=False)
             continue
         final = result.status
         assert final is not None
         if plan.action == "close":
             console.print(
-                f"{plan.run}: closed {result.windows_closed} open pause window"
+                f"{plan.label}: closed {result.windows_closed} open pause window"
                 f"{'s' if result.windows_closed != 1 else ''} at {result.closed_at}, {result.closed_when} "
                 "(the run is not frozen; its status is final and unchanged)",
                 markup=False,
@@ -206,7 +280,7 @@ def recover(
             else ""
         )
         console.print(
-            f"{plan.run}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
+            f"{plan.label}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
             f"{result.lines_saved} log line(s) added, {_kind(plan, final)} {result.container}{closed}",
             markup=False,
         )

@@ -7,37 +7,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import typer
-from typing_extensions import Annotated
 
 from harness.cli.app import stdout, warn
+from harness.errors import ExitCode
+from harness.run.context import NullReporter
 
-RayOption = Annotated[
-    Optional[str],
-    typer.Option(
-        "--ray",
-        envvar="RAY_ADDRESS",
-        metavar="ADDRESS",
-        help="Place each run on the Ray cluster at ADDRESS (auto, HOST:PORT, ray://HOST:10001): one GPU per run, "
-        "the rest queued (docs/cluster.md). Also RAY_ADDRESS.",
-    ),
-]
-RecoverRayOption = Annotated[
-    Optional[str],
-    typer.Option(
-        "--ray",
-        envvar="RAY_ADDRESS",
-        metavar="ADDRESS",
-        help="Look for the runs on every node of the Ray cluster at ADDRESS (a small task per node asks its engines). "
-        "Also RAY_ADDRESS.",
-    ),
-]
-NodesOption = Annotated[
-    int,
-    typer.Option("--nodes", min=1, help="Hosts one run spans, with --ray (over 1: --dry-run only; docs/scale-out.md)."),
-]
+if TYPE_CHECKING:
+    from harness.run.context import RunOptions
+    from harness.run.decide import Decision
+    from harness.run.plan import Planned
 
 
 class BoardView:
@@ -92,10 +73,10 @@ class BoardView:
 
 
 def run_command_on_ray(
-    plan: Any, *, address: Optional[str], nodes: int, dry_run: bool, as_json: bool, force: bool, options: Any
-) -> None:
+    plan: "Planned", *, address: Optional[str], nodes: int, dry_run: bool, as_json: bool, options: "RunOptions"
+) -> Optional[ExitCode]:
     """`harness run EXP --ray ADDRESS [--nodes N] [--dry-run]`."""
-    from harness.cli.runs import print_spec
+    from harness.cli.render import print_spec
     from harness.errors import HarnessError
 
     if address is None:
@@ -106,48 +87,57 @@ def run_command_on_ray(
                 f"--nodes {nodes}: a run over several hosts is designed (docs/scale-out.md) but only "
                 "its --dry-run is implemented: add --dry-run to see what each host would start"
             )
-        return dry_run_over_hosts(plan, address=address, nodes=nodes, as_json=as_json)
+        dry_run_over_hosts(plan, address=address, nodes=nodes, as_json=as_json)
+        return None
     if dry_run:  # where it runs is Ray's choice; what it runs is the same spec
         print_spec(plan.spec, as_json=as_json)
-        return
-    run_on_ray(
-        [plan], address=address, mode="force" if force else "retry", fail_fast=False, options=options, single=True
-    )
+        return None
+    return run_on_ray([plan], address=address, options=options, single=True)
 
 
-def run_on_ray(plans: Sequence[Any], *, address: str, mode: str, fail_fast: bool, options: Any, single: bool) -> None:
+class _RayReporter(NullReporter):
+    """What the driver says while runs go on the cluster: notes above the board, warnings on stderr, and (for a
+    sweep) a line per run it skips. Steps and pauses reach the board as capture writes."""
+
+    def __init__(self, view: BoardView, *, say_skips: bool) -> None:
+        self.view = view
+        self.say_skips = say_skips
+
+    def note(self, message: str) -> None:
+        self.view.note(message)
+
+    def warning(self, message: str) -> None:
+        warn(message)
+
+    def decided(self, decision: "Decision") -> None:
+        if self.say_skips and decision.action == "skip":
+            self.view.note(f"{decision.run} skipped: {decision.reason}")
+
+
+def run_on_ray(plans: Sequence["Planned"], *, address: str, options: "RunOptions", single: bool) -> ExitCode:
     """Run `plans` on the Ray cluster at `address`, deciding and saying so as `run` and `sweep` do here; exit 0 only
     when every run succeeded."""
-    from harness.cli.runs import refuse_before_starting, report_status, say_skipped
+    from harness.cli.render import report_status
     from harness.cluster.connect import connect, disconnect
     from harness.cluster.driver import RaySweep, sweep_exit_code
     from harness.errors import HarnessError
-    from harness.run.execute import StopControl
+    from harness.run.context import RunContext
+    from harness.run.decide import refuse_before_starting
     from harness.run.lifecycle import stop_on_signals
     from harness.run.provenance import git_facts, harness_facts
 
     ray = connect(address)
     console = stdout()
     view = BoardView(console)
-    stop = StopControl()
-
     # `run` says nothing of its decision (a skip is its error, below); a sweep names each run it skips.
-    on_decision = (lambda decision: None) if single else say_skipped(view.note)
-    sweep = RaySweep(
-        ray,
-        address,
-        mode=mode,
-        fail_fast=fail_fast,
+    ctx = RunContext(
         options=options,
-        stop=stop,
-        on_decision=on_decision,
-        on_note=view.note,
-        on_wait=warn,
-        board=view.board,
+        reporter=_RayReporter(view, say_skips=not single),
         provenance={**harness_facts(), **git_facts(Path.cwd())},
     )
+    sweep = RaySweep(ray, address, ctx=ctx, board=view.board)
     try:
-        with stop_on_signals(stop, view.note), view:
+        with stop_on_signals(ctx.stop, view.note), view:
             runs = sweep.run(plans)
     finally:
         disconnect()
@@ -157,13 +147,12 @@ def run_on_ray(plans: Sequence[Any], *, address: str, mode: str, fail_fast: bool
             raise HarnessError(run.decision.not_started())
         if run.error and (run.status is None or run.status.state == "running" or run.sink is None):
             raise HarnessError(f"run {run.run} not started: {run.error}", run.error_code)
-        report_status(run.status)
+        if run.status is not None:
+            report_status(run.status)
     else:
         _print_results(console, runs)
         refuse_before_starting([run.decision for run in runs])  # a capture that changed while the sweep ran
-    code = sweep_exit_code(runs, stop)
-    if code:
-        raise typer.Exit(int(code))
+    return sweep_exit_code(runs, ctx.stop)
 
 
 def _print_results(console: Any, runs: Sequence[Any]) -> None:
@@ -230,13 +219,13 @@ def recover_on_ray(
     """Plans for the captures whose runs the cluster's nodes still hold (or whose harness is gone), carried out."""
     from harness.cluster.connect import alive_nodes, connect, disconnect
     from harness.cluster.remote import node_engines
-    from harness.engines import ENGINE_NAMES
+    from harness.engines import listed_engine_names
     from harness.run.settle import carry_out, plan_all
 
     ray = connect(address)
     try:
         notes: list[str] = []
-        engines = node_engines(ray, alive_nodes(ray), tuple(ENGINE_NAMES))
+        engines = node_engines(ray, alive_nodes(ray), listed_engine_names())
         plans = plan_all(capture_dir, engines, notes, other_hosts=all_)
         results = [(plan, carry_out(plan, leave_running=leave_running, keep=keep, grace_s=grace_s)) for plan in plans]
     finally:

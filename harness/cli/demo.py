@@ -5,15 +5,29 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import typer
 from typing_extensions import Annotated
 
 from harness.cli.app import DEFAULT_EXPERIMENTS_DIR, SIM_CAPTURE_DIR, ExperimentsDir, command, note, stdout, warn
-from harness.cli.runs import check_capture_root, report_status, sim_target_from_cli
+from harness.cli.render import report_status
+from harness.cli.runs import check_capture_root, sim_target_from_cli
+from harness.errors import ExitCode
 from harness.run.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES
 from harness.sim.timescale import TIME_SCALE_RANGE
+
+# A quick look (`--steps N`) has a capture root of its own: its runs are another configuration of the demo's, and
+# beside them they would be refused (or, with --force, would replace them in the demo's summary).
+QUICK_LOOK_CAPTURE_DIR = Path("capture/sim-quick")
+
+if TYPE_CHECKING:
+    from harness.capture import RunStatus
+    from harness.engines.spec import LaunchSpec
+    from harness.guard import GuardReading
+    from harness.mileslog.records import StepRecord
+    from harness.run.decide import Decision
+    from harness.run.plan import Planned
 
 DEMO_HELP = """The lab's whole pipeline on the simulator, on any machine: no GPU, Docker optional.
 
@@ -36,22 +50,80 @@ Examples:
 
 
 class DemoBoard:
-    """Live progress of runs that go at once: one table on a terminal, one line per event elsewhere."""
+    """The demo's Reporter: live progress of runs that go at once, one table on a terminal, one line per event
+    elsewhere."""
 
-    def __init__(self, console: Any, runs: list[str], steps: dict[str, int]) -> None:
+    def __init__(self, console: Any, plans: Sequence["Planned"]) -> None:
         self.console = console
+        self.specs = {plan.spec.run: plan.spec for plan in plans}
         self.rows: dict[str, dict[str, Any]] = {
-            run: {"state": "waiting", "steps": 0, "expected": steps[run], "last": None, "heat": "-", "t0": None}
-            for run in runs
+            plan.spec.run: {
+                "state": "waiting",
+                "steps": 0,
+                "expected": plan.spec.steps_expected,
+                "last": None,
+                "heat": "-",
+                "filter_on": False,
+            }
+            for plan in plans
         }
         self.t0 = time.monotonic()
         self._lock = threading.Lock()
         self.live: Any = None
 
-    # --- what the runs report ------------------------------------------------------------------
+    # --- what the runs report (the core's Reporter) -----------------------------------------------
 
-    def progress(self, run: str) -> "RunProgress":
-        return RunProgress(self, run)
+    def note(self, message: str) -> None:
+        self.say(message)
+
+    def warning(self, message: str) -> None:
+        warn(message)
+
+    def decided(self, decision: "Decision") -> None:
+        if decision.action != "skip":
+            return
+        from harness.capture import Capture
+
+        found = Capture(Path(self.specs[decision.run].capture_dir)).status_read().status
+        done = found.steps_complete if found is not None else 0
+        reused = found is not None and found.state == "succeeded" and not decision.refused
+        state = "reused" if reused else "refused" if decision.refused else "skipped"
+        self.update(decision.run, f"{decision.run} {state}: {decision.reason}", state=state, steps=done)
+
+    def started(self, spec: "LaunchSpec") -> None:
+        from harness.mileslog import keys
+
+        filter_on, _ = keys.filter_setting(None, spec.trainer_argv)
+        self.update(
+            spec.run, f"{spec.run}: started ({spec.engine}, run id {spec.run_id})", state="running", filter_on=filter_on
+        )
+
+    def step(self, run: str, record: "StepRecord", steps_complete: int) -> None:
+        from harness.cli.progress import describe_step, step_summary
+
+        row = self.rows[run]
+        summary = step_summary(record, row["filter_on"])
+        label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
+        heat = "" if row["heat"] == "-" else f" | heat guard: {row['heat']}"  # piped: no line per pause
+        self.update(
+            run,
+            f"{run}: {label} ({steps_complete}/{row['expected']} complete) | {describe_step(summary)}{heat}",
+            steps=steps_complete,
+            last=summary,
+        )
+
+    def guard(self, run: str, reading: "GuardReading") -> None:
+        temp = "-" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
+        heat = f"{'PAUSED, ' if reading.paused else ''}{temp}, {reading.pauses} pause{'s' * (reading.pauses != 1)}"
+        self.update(run, heat=heat)
+
+    def finished(self, status: "RunStatus") -> None:
+        self.update(
+            status.run,
+            f"{status.run}: {status.state}, {status.steps_complete}/{status.steps_expected} steps complete",
+            state=status.state,
+            steps=status.steps_complete,
+        )
 
     def update(self, run: str, line: Optional[str] = None, **changes: Any) -> None:
         with self._lock:
@@ -108,51 +180,6 @@ class DemoBoard:
         return table
 
 
-class RunProgress:
-    """One run's progress, reported to the board (the runner's Progress protocol)."""
-
-    def __init__(self, board: DemoBoard, run: str) -> None:
-        self.board = board
-        self.run = run
-        self.filter_on: Optional[bool] = False
-
-    def started(self, spec: Any) -> None:
-        from harness.mileslog import keys
-
-        self.filter_on, _ = keys.filter_setting(None, spec.trainer_argv)
-        self.board.update(self.run, f"{self.run}: started ({spec.engine}, run id {spec.run_id})", state="running")
-
-    def step(self, record: Any, steps_complete: int) -> None:
-        from harness.cli.progress import describe_step, step_summary
-
-        summary = step_summary(record, self.filter_on)
-        row = self.board.rows[self.run]
-        label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
-        heat = "" if row["heat"] == "-" else f" | heat guard: {row['heat']}"  # piped: no line per pause
-        self.board.update(
-            self.run,
-            f"{self.run}: {label} ({steps_complete}/{row['expected']} complete) | {describe_step(summary)}{heat}",
-            steps=steps_complete,
-            last=summary,
-        )
-
-    def guard(self, reading: Any) -> None:
-        temp = "-" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
-        heat = f"{'PAUSED, ' if reading.paused else ''}{temp}, {reading.pauses} pause{'s' * (reading.pauses != 1)}"
-        self.board.update(self.run, heat=heat)
-
-    def note(self, message: str) -> None:
-        self.board.say(message)
-
-    def finished(self, status: Any) -> None:
-        self.board.update(
-            self.run,
-            f"{self.run}: {status.state}, {status.steps_complete}/{status.steps_expected} steps complete",
-            state=status.state,
-            steps=status.steps_complete,
-        )
-
-
 def _elapsed(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     return f"{minutes}:{secs:02d}"
@@ -184,23 +211,25 @@ def demo(
     force: Annotated[bool, typer.Option("--force", help="Rerun runs that already succeeded.")] = False,
     experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR,
     capture_dir: Annotated[
-        Path,
+        Optional[Path],
         typer.Option(
             "--capture-dir",
-            help="Where the demo's captures and summary go; never a lab's capture/gpu, so simulated "
-            "numbers never mix with real ones.",
+            show_default=False,
+            help=f"Where the demo's captures and summary go; never a lab's capture/gpu, so simulated numbers never "
+            f"mix with real ones [default: {SIM_CAPTURE_DIR}; {QUICK_LOOK_CAPTURE_DIR} with --steps, so a quick look "
+            "never changes the demo's runs].",
         ),
-    ] = SIM_CAPTURE_DIR,
-) -> None:
-    from harness.capture import Capture
+    ] = None,
+) -> Optional[ExitCode]:
     from harness.errors import HarnessError
     from harness.experiments.store import ExperimentStore
-    from harness.run.demo import plan_demo, run_at_once
-    from harness.run.execute import StopControl
-    from harness.run.lifecycle import RunOptions, exit_code_for, leftover_warnings, stop_on_signals
-    from harness.run.provenance import git_facts, harness_facts, nvml_probe
+    from harness.run.context import RunContext, RunOptions
+    from harness.run.demo import demo_outcome, plan_demo, run_at_once
+    from harness.run.lifecycle import exit_code_for, leftover_warnings, stop_on_signals
 
     started = time.monotonic()
+    if capture_dir is None:
+        capture_dir = SIM_CAPTURE_DIR if steps is None else QUICK_LOOK_CAPTURE_DIR
     check_capture_root(capture_dir, sim=True)
     target = sim_target_from_cli(True, time_scale, sim_engine)
     plans = plan_demo(ExperimentStore(experiments_dir), capture_dir, target, steps=steps)
@@ -210,65 +239,32 @@ def demo(
         warn(message)
     note(f"demo: {len(plans)} runs at once ({', '.join(plan.spec.run for plan in plans)}); captures in {capture_dir}")
     console = stdout()
-    board = DemoBoard(console, [plan.spec.run for plan in plans], {p.spec.run: p.spec.steps_expected for p in plans})
-    specs = {plan.spec.run: plan.spec for plan in plans}
-    stop = StopControl()
-
-    def on_decision(decision: Any) -> None:
-        if decision.action == "skip":
-            found = Capture(Path(specs[decision.run].capture_dir)).status_read().status
-            done = found.steps_complete if found is not None else 0
-            reused = found is not None and found.state == "succeeded" and not decision.refused
-            state = "reused" if reused else "refused" if decision.refused else "skipped"
-            board.update(decision.run, f"{decision.run} {state}: {decision.reason}", state=state, steps=done)
-
-    provenance = {**harness_facts(), **git_facts(Path.cwd()), "nvml": nvml_probe()}
-    with board, stop_on_signals(stop, board.say):
-        # retry: a run that did not succeed (Ctrl-C, a failure) is run again; a succeeded one is reused.
-        results = run_at_once(
-            plans,
-            mode="force" if force else "retry",
-            options=RunOptions(),
-            progress_for=lambda plan: board.progress(plan.spec.run),
-            stop=stop,
-            on_decision=on_decision,
-            on_wait=warn,
-            on_warning=warn,
-            provenance=provenance,
-        )
+    board = DemoBoard(console, plans)
+    # retry: a run that did not succeed (Ctrl-C, a failure) is run again; a succeeded one is reused.
+    ctx = RunContext(options=RunOptions(mode="force" if force else "retry"), reporter=board)
+    with board, stop_on_signals(ctx.stop, board.say):
+        outcome = demo_outcome(run_at_once(plans, ctx))
     ran_s = time.monotonic() - started
-    refused = [result.decision for result in results if result.decision.refused]
-    if refused:  # its old capture would go into the summary as if it were the run asked for
-        more = f" (and {len(refused) - 1} more, above)" if len(refused) > 1 else ""
-        raise HarnessError(refused[0].not_started() + more)
-    states = [result.status.state if result.status else "not run" for result in results]
-    missing = [(result, state) for result, state in zip(results, states) if state != "succeeded"]
-    for result, _state in missing:
+    if outcome.refused:  # its old capture would go into the summary as if it were the run asked for
+        more = f" (and {len(outcome.refused) - 1} more, above)" if len(outcome.refused) > 1 else ""
+        raise HarnessError(outcome.refused[0].not_started() + more)
+    for result in outcome.missing:
         if result.decision.action == "run" and result.status is not None:
             report_status(result.status, capture_dir)  # what `harness run --sim` says of it, and where its log is
         else:
             why = result.decision.reason if result.decision.action == "skip" else "the demo was stopped first"
             warn(f"{result.decision.run} not run: {why}")
-    if missing:  # a summary without them would compare what is there as if it were the write-up's set
-        names = ", ".join(result.decision.run for result, _ in missing)
-        succeeded = len(results) - len(missing)
+    if outcome.publish:
+        _publish(console, capture_dir, ran_s, started, reused=outcome.reused, runs=len(outcome.results))
+    else:  # a summary without them would compare what is there as if it were the write-up's set
+        names = ", ".join(result.decision.run for result in outcome.missing)
+        succeeded = len(outcome.results) - len(outcome.missing)
         warn(
-            f"no summary, figures or headline numbers: they need all {len(results)} runs, and {names} did not "
-            f"succeed; `harness demo` again reruns {'it' if len(missing) == 1 else 'them'}"
+            f"no summary, figures or headline numbers: they need all {len(outcome.results)} runs, and {names} did "
+            f"not succeed; `harness demo` again reruns {'it' if len(outcome.missing) == 1 else 'them'}"
             + (f" and reuses the {succeeded} that succeeded" if succeeded else "")
         )
-    else:
-        _publish(
-            console,
-            capture_dir,
-            ran_s,
-            started,
-            reused=sum(r.decision.action == "skip" for r in results),
-            runs=len(results),
-        )
-    code = exit_code_for(states)
-    if code:
-        raise typer.Exit(int(code))
+    return exit_code_for(outcome.states)
 
 
 def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, reused: int, runs: int) -> None:

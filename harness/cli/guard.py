@@ -82,82 +82,44 @@ def guard_target(
         code = guard_command(container, pid, record, {k: v for k, v in settings.items() if v is not None}, grace_s)
     except HarnessError as err:
         fail(err.message, err.exit_code)
-    raise typer.Exit(code)
+    raise typer.Exit(int(code))
 
 
 def guard_command(
     container: Optional[str], pid: Optional[int], record: Optional[Path], settings: dict[str, Any], grace_s: float
-) -> int:
-    """Attach, open the sensor, guard until the end; the exit code (1 when the guard had to stop the target)."""
-    import os
-
-    from harness.cli.progress import describe_guard
-    from harness.guard.session import GuardSession
-
-    if (container is None) == (pid is None):
-        raise HarnessError("give the target: --container ID or --pid PID (one of them)")
-    if record is None:
-        raise HarnessError("--record DIR is needed: the directory pauses.jsonl and guard.jsonl are written to")
-    if pid is not None and pid == os.getpid():
-        raise HarnessError("--pid: that is this harness itself")
-    config = _guard_config(settings)
-    handle, what = _attach(container, pid)
-    state = handle.describe().state
-    if state not in ("running", "paused"):
-        raise HarnessError(f"{what} is not running (it is {state})", ExitCode.NOT_FOUND)
-    session = GuardSession.open(config)
-    try:
-        end = _guard_until_exit(handle, what, session, record, grace_s)
-    finally:
-        session.close()
-    if end.stop_reason is not None:
-        how = f"stopped by the heat guard ({end.stop_reason})"
-    elif end.exit_code is not None:
-        how = "ended" + (f" (exit code {end.exit_code})" if end.exit_code >= 0 else "")
-    else:
-        how = "left running: guarding ended"
-    stdout().print(f"{what}: {how}; {describe_guard(end.reading)}", markup=False)
-    return 1 if end.stop_reason is not None else 0
-
-
-def _guard_until_exit(handle: Any, what: str, session: Any, record: Path, grace_s: float) -> Any:
-    """Say what is guarded, then guard it until it exits or Ctrl-C/SIGTERM (which only end the guarding)."""
+) -> ExitCode:
+    """Attach, open the sensor, guard until the end (harness.guard.attach); Ctrl-C and SIGTERM only end the
+    guarding. The exit code is 1 when the guard had to stop the target."""
     import signal
     import threading
 
-    from harness.guard.session import guard_until_exit
+    from harness.cli.progress import describe_guard
+    from harness.guard.attach import attach_target, check_request, guard_target, how_it_ended
 
-    if not session.guarded:
-        raise HarnessError(session.warnings[0] if session.warnings else "--sensor none: nothing would guard it")
-    for message in session.warnings:
-        warn(message)
-    try:
-        record.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise HarnessError(f"--record {record}: {err.strerror or err}") from None
-    config = session.config
+    record = check_request(container, pid, record)
+    config = _guard_config(settings)
+    handle, what = attach_target(container, pid)
     console = stdout()
-    console.print(
-        f"guarding {what} with the {session.facts().get('picked')} sensor: pause at {config.pause_at_c:g} "
-        f"C, resume at {config.resume_at_c:g} C, a reading every {config.poll_s:g} s; recording into "
-        f"{record}. Ctrl-C ends (the target is thawed first).",
-        markup=False,
-    )
     stopped = threading.Event()
     previous = {sig: signal.signal(sig, lambda signum, frame: stopped.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return guard_until_exit(
+        end = guard_target(
             handle,
-            session,
+            what,
+            config,
             record,
-            stopped=stopped,
-            on_reading=_printer(console, what),
-            on_note=lambda message: warn(f"heat guard: {message}"),
             grace_s=grace_s,
+            stopped=stopped,
+            on_guarding=lambda message: console.print(message, markup=False),
+            on_warning=warn,
+            on_reading=_printer(console, what),
         )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    how, code = how_it_ended(end)
+    console.print(f"{what}: {how}; {describe_guard(end.reading)}", markup=False)
+    return code
 
 
 def _guard_config(settings: dict[str, Any]) -> Any:
@@ -175,17 +137,6 @@ def _guard_config(settings: dict[str, Any]) -> Any:
         for key, option in OPTION_FOR.items():
             message = message.replace(key, option)
         raise HarnessError(f"{where + ': ' if where else ''}{message}") from None
-
-
-def _attach(container: Optional[str], pid: Optional[int]) -> tuple[Any, str]:
-    """The engine's handle on the target, and how to name it."""
-    if container is not None:
-        from harness.engines.docker import DockerEngine
-
-        return DockerEngine().attach(container), f"container {container}"
-    from harness.engines.process import ProcessEngine
-
-    return ProcessEngine().attach(str(pid)), f"process {pid}"
 
 
 def _printer(console: Any, what: str) -> Any:

@@ -1,10 +1,11 @@
-"""Live progress of a run: a rich panel on a terminal, one plain line per step elsewhere."""
+"""The core's Reporter for the terminal: a live panel of the run going now, or one plain line per event elsewhere."""
 
 from __future__ import annotations
 
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from harness.mileslog import keys
@@ -13,6 +14,8 @@ if TYPE_CHECKING:  # annotations only: `harness parse-log` and `--help` need not
     from harness.capture import RunStatus
     from harness.engines.spec import LaunchSpec
     from harness.guard import GuardReading
+    from harness.mileslog.records import StepRecord
+    from harness.run.decide import Decision
 
 
 def step_summary(record: Any, filter_on: Optional[bool] = False) -> dict[str, Any]:
@@ -84,15 +87,30 @@ def _elapsed(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
-class PlainProgress:
-    """One line per completed step (for logs, CI, pipes)."""
+@dataclass
+class _RunView:
+    """What a reporter shows of one run."""
 
-    def __init__(self, stream: Any = None) -> None:
+    spec: "LaunchSpec"
+    filter_on: Optional[bool]
+    t0: float = field(default_factory=time.monotonic)
+    reading: Optional["GuardReading"] = None  # the heat guard's, while the run is guarded
+    last: Optional[dict[str, Any]] = None
+    steps_complete: int = 0
+
+
+class PlainReporter:
+    """The core's Reporter as plain lines (for logs, CI, pipes): one per completed step, pause and note.
+
+    `say_skips`: a sweep names each run it skips; `run` says nothing of its
+    decision (a skip is its error).
+    """
+
+    def __init__(self, stream: Any = None, *, say_skips: bool = False) -> None:
         self.stream = stream or sys.stdout
-        self.spec: Optional[LaunchSpec] = None
-        self.filter_on: Optional[bool] = False
-        self.t0 = time.monotonic()
-        self.reading: Optional["GuardReading"] = None  # the heat guard's, while the run is guarded
+        self.say_skips = say_skips
+        self.runs: dict[str, _RunView] = {}
+        self.current: Optional[_RunView] = None  # the run started last
         self._lock = threading.Lock()
 
     def _say(self, text: str) -> None:
@@ -100,89 +118,112 @@ class PlainProgress:
             self.stream.write(text + "\n")
             self.stream.flush()
 
-    def _start(self, spec: LaunchSpec) -> None:
-        self.spec, self.t0 = spec, time.monotonic()
-        self.filter_on, _ = keys.filter_setting(None, spec.trainer_argv)
-
-    def started(self, spec: LaunchSpec) -> None:
-        self._start(spec)
-        self._say(f"{spec.run}: started ({spec.engine}, run id {spec.run_id}, {spec.steps_expected} steps expected)")
-
-    def step(self, record: Any, steps_complete: int) -> None:
-        summary = step_summary(record, self.filter_on)
-        run = self.spec.run if self.spec else "run"
-        expected = self.spec.steps_expected if self.spec else "?"
-        label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
-        self._say(
-            f"{run}: {label} ({steps_complete}/{expected} complete) | {describe_step(summary)} | "
-            f"{_elapsed(time.monotonic() - self.t0)} elapsed" + self._guard_suffix()
-        )
-
-    def _guard_suffix(self) -> str:
-        return "" if self.reading is None else f" | {describe_guard(self.reading)}"
+    def _start(self, spec: "LaunchSpec") -> _RunView:
+        view = _RunView(spec, keys.filter_setting(None, spec.trainer_argv)[0])
+        self.runs[spec.run] = self.current = view
+        return view
 
     def note(self, message: str) -> None:
         self._say(message)
 
-    def guard(self, reading: "GuardReading") -> None:
+    def warning(self, message: str) -> None:
+        from harness.cli.app import warn
+
+        warn(message)
+
+    def decided(self, decision: "Decision") -> None:
+        if self.say_skips and decision.action == "skip":
+            self.note(f"{decision.run} skipped: {decision.reason}")
+
+    def started(self, spec: "LaunchSpec") -> None:
+        self._start(spec)
+        self._say(f"{spec.run}: started ({spec.engine}, run id {spec.run_id}, {spec.steps_expected} steps expected)")
+
+    def step(self, run: str, record: "StepRecord", steps_complete: int) -> None:
+        view = self.runs.get(run)
+        summary = step_summary(record, view.filter_on if view else False)
+        expected = view.spec.steps_expected if view else "?"
+        label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
+        elapsed = _elapsed(time.monotonic() - view.t0) if view else "-"
+        guard = f" | {describe_guard(view.reading)}" if view and view.reading is not None else ""
+        self._say(
+            f"{run}: {label} ({steps_complete}/{expected} complete) | {describe_step(summary)} | "
+            f"{elapsed} elapsed{guard}"
+        )
+
+    def guard(self, run: str, reading: "GuardReading") -> None:
         """A line when the heat guard pauses or resumes the run; the temperature rides on the step lines."""
-        previous, self.reading = self.reading, reading
+        view = self.runs.get(run)
+        previous = view.reading if view else None
+        if view:
+            view.reading = reading
         change = guard_change(previous, reading)
         if change:
-            self._say(f"{self.spec.run if self.spec else 'run'}: {change}")
+            self._say(f"{run}: {change}")
 
-    def finished(self, status: RunStatus) -> None:
+    def finished(self, status: "RunStatus") -> None:
         pass
 
 
-class RichProgress(PlainProgress):
-    """A live panel: run, step k/N, last rollout time, dropped or zero-variance groups, reward, elapsed."""
+class RichReporter(PlainReporter):
+    """A live panel of the run going now: run, step k/N, last rollout time, dropped or zero-variance groups,
+    reward, heat guard, elapsed."""
 
-    def __init__(self, console: Any) -> None:
-        super().__init__()
+    def __init__(self, console: Any, *, say_skips: bool = False) -> None:
+        super().__init__(say_skips=say_skips)
         self.console = console
-        self.last: Optional[dict[str, Any]] = None
-        self.steps_complete = 0
         self.live: Any = None
+
+    @property
+    def last(self) -> Optional[dict[str, Any]]:
+        """The last step of the run going now, as the panel shows it."""
+        return self.current.last if self.current else None
 
     def _render(self) -> Any:
         from rich.table import Table
         from rich.text import Text
 
         table = Table.grid(padding=(0, 2))
-        spec = self.spec
+        view = self.current
+        spec = view.spec if view else None
         expected = spec.steps_expected if spec else 0
-        table.add_row("[bold]run[/bold]", f"{spec.run if spec else '-'}  ({spec.run_id if spec else ''})")
-        table.add_row("[bold]steps[/bold]", f"{self.steps_complete}/{expected} complete")
-        table.add_row("[bold]last step[/bold]", describe_step(self.last) if self.last else "waiting for the first step")
-        if self.reading is not None:
-            style = "bold red" if self.reading.paused else "green"
-            table.add_row("[bold]heat guard[/bold]", Text(describe_guard(self.reading), style=style))
-        table.add_row("[bold]elapsed[/bold]", _elapsed(time.monotonic() - self.t0))
+        table.add_row("[bold]run[/bold]", Text(f"{spec.run if spec else '-'}  ({spec.run_id if spec else ''})"))
+        table.add_row("[bold]steps[/bold]", f"{view.steps_complete if view else 0}/{expected} complete")
+        last = view.last if view else None
+        table.add_row("[bold]last step[/bold]", describe_step(last) if last else "waiting for the first step")
+        if view is not None and view.reading is not None:
+            style = "bold red" if view.reading.paused else "green"
+            table.add_row("[bold]heat guard[/bold]", Text(describe_guard(view.reading), style=style))
+        table.add_row("[bold]elapsed[/bold]", _elapsed(time.monotonic() - view.t0) if view else "-")
         return table
-
-    def started(self, spec: LaunchSpec) -> None:
-        from rich.live import Live
-
-        self._start(spec)
-        self.live = Live(self._render(), console=self.console, refresh_per_second=1, get_renderable=self._render)
-        self.live.start()
-
-    def step(self, record: Any, steps_complete: int) -> None:
-        self.last, self.steps_complete = step_summary(record, self.filter_on), steps_complete
 
     def note(self, message: str) -> None:
         self.console.print(message, markup=False, highlight=False)
 
-    def guard(self, reading: "GuardReading") -> None:
-        self.reading = reading  # the panel shows it at its next refresh
+    def started(self, spec: "LaunchSpec") -> None:
+        from rich.live import Live
 
-    def finished(self, status: RunStatus) -> None:
+        self._start(spec)
+        if self.live is None:
+            self.live = Live(self._render(), console=self.console, refresh_per_second=1, get_renderable=self._render)
+            self.live.start()
+
+    def step(self, run: str, record: "StepRecord", steps_complete: int) -> None:
+        view = self.runs.get(run)
+        if view is not None:
+            view.last, view.steps_complete = step_summary(record, view.filter_on), steps_complete
+
+    def guard(self, run: str, reading: "GuardReading") -> None:
+        view = self.runs.get(run)
+        if view is not None:
+            view.reading = reading  # the panel shows it at its next refresh
+
+    def finished(self, status: "RunStatus") -> None:
         if self.live is not None:
             self.live.stop()
             self.live = None
 
 
-def progress_for(console: Any) -> PlainProgress:
+def reporter_for(console: Any, *, say_skips: bool = False) -> PlainReporter:
     """Rich on a terminal, plain lines otherwise."""
-    return RichProgress(console) if console.is_terminal else PlainProgress()
+    return RichReporter(console, say_skips=say_skips) if console.is_terminal else PlainReporter(say_skips=say_skips)

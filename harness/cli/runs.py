@@ -10,7 +10,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 import click
 import typer
@@ -24,6 +24,8 @@ from harness.cli.app import (
     CaptureDirOrSim,
     ExperimentsDir,
     JsonOption,
+    NodesOption,
+    RayOption,
     SeedOption,
     SetOption,
     capture_root,
@@ -32,10 +34,16 @@ from harness.cli.app import (
     stdout,
     warn,
 )
-from harness.cli.cluster import NodesOption, RayOption
-from harness.cli.progress import progress_for
+from harness.cli.render import preflight_problems, print_spec, print_sweep, print_sweep_plan, report_status
+from harness.errors import ExitCode
 from harness.run.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES, SimTarget, choose_target
 from harness.sim.timescale import TIME_SCALE_RANGE
+
+if TYPE_CHECKING:
+    from harness.capture import RunStatus
+    from harness.run.context import RunOptions
+    from harness.run.decide import Mode
+    from harness.run.plan import Planned
 
 # The lab's default experiment: the write-up's next step is a second seed of the filter run.
 # `make run` and `make sweep` without EXP, and `run`/`sweep` without an experiment, take it.
@@ -115,6 +123,10 @@ class SeedsCommand(TyperCommand):
         return super().parse_args(ctx, spread_seeds(args))
 
 
+def _succeeded(status: Optional["RunStatus"]) -> bool:
+    return status is not None and status.state == "succeeded"
+
+
 def plan_from_cli(
     name: str,
     experiments_dir: Path,
@@ -122,11 +134,12 @@ def plan_from_cli(
     seeds: Sequence[int],
     overrides: Sequence[str],
     sim: Optional[SimTarget] = None,
-) -> list:
+    variant: Optional[str] = None,
+) -> list["Planned"]:
     """Plan the runs of `name` over `seeds` (a sweep file's own seeds when it is one); warnings are printed."""
     from harness.errors import HarnessError
     from harness.experiments.store import ExperimentStore
-    from harness.run.lifecycle import plan_runs
+    from harness.run.plan import plan_runs
 
     store = ExperimentStore(experiments_dir)
     if store.is_sweep(name):
@@ -134,21 +147,22 @@ def plan_from_cli(
         name, seeds = sweep_file.sweep, list(seeds) or sweep_file.seeds
     if len(set(seeds)) != len(seeds):
         raise HarnessError(f"--seeds: each seed once, got {list(seeds)}")
-    plans = plan_runs(store, name, seeds, overrides, capture_dir, dict(os.environ), sim=sim)
+    plans = plan_runs(store, name, seeds, overrides, capture_dir, dict(os.environ), sim=sim, variant=variant)
     for message in dict.fromkeys(m for plan in plans for m in plan.warnings):  # once, not once per seed
         warn(message)
     return plans
 
 
-def _session(plans: list, capture_dir: Path) -> tuple:
-    """Warn about leftovers `harness recover` would settle; the console, live progress and stop control."""
-    from harness.run.execute import StopControl
+def _context(plans: Sequence["Planned"], capture_dir: Path, options: "RunOptions", *, say_skips: bool) -> Any:
+    """Warn about leftovers `harness recover` would settle; the console and the runs' context."""
+    from harness.cli.progress import reporter_for
+    from harness.run.context import RunContext
     from harness.run.lifecycle import leftover_warnings
 
     for message in leftover_warnings(capture_dir, [plan.spec.engine for plan in plans]):
         warn(message)
     console = stdout()
-    return console, progress_for(console), StopControl()
+    return console, RunContext(options=options, reporter=reporter_for(console, say_skips=say_skips))
 
 
 GraceOption = Annotated[
@@ -184,6 +198,15 @@ SimEngineOption = Annotated[
         help="With --sim: auto (Docker where the sim image is built, else a process), docker or process.",
     ),
 ]
+NameOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--name",
+        metavar="NAME",
+        help="Run under this run name instead of the experiment's (a variant, e.g. with --set, gets a capture of "
+        "its own beside the experiment's; make: NAME=).",
+    ),
+]
 ExperimentArgument = Annotated[
     Optional[str],
     typer.Argument(
@@ -200,7 +223,7 @@ Examples:
   make run EXP=e2b-dapo-filter              (= harness run e2b-dapo-filter)
   harness run e2b-dapo-filter --dry-run     (what would start; starts nothing)
   make run EXP=e2b-dapo-filter SIM=1        (= harness run e2b-dapo-filter --sim)
-  make run EXP=plain FORCE=1 ARGS="--set steps=4"   (= harness run plain --force --set steps=4)
+  make run EXP=plain NAME=plain-4 ARGS="--set steps=4"   (= harness run plain --name plain-4 --set steps=4)
   make smoke                                (the GPU smoke test: harness run smoke --force)
   make smoke SIM=1                          (the same on the simulator, as CI runs it)
 
@@ -237,7 +260,7 @@ def run(
     json_: JsonOption = False,
     force: Annotated[
         bool,
-        typer.Option("--force", help="Rerun even if the capture succeeded (the old one is kept under .replaced/)."),
+        typer.Option("--force", help="Rerun even if the capture succeeded: a new attempt (the old one is kept)."),
     ] = False,
     max_minutes: Annotated[
         Optional[float], typer.Option("--max-minutes", min=0.01, help="Time limit; overrides limits.max_minutes.")
@@ -252,56 +275,44 @@ def run(
     capture_dir: CaptureDirOrSim = None,
     seed: SeedOption = None,
     set_: SetOption = None,
+    name: NameOption = None,
     ray: RayOption = None,
     nodes: NodesOption = 1,
-) -> None:
+) -> Optional[ExitCode]:
     from harness.errors import HarnessError
-    from harness.run.lifecycle import RunOptions, exit_code_for, run_planned, stop_on_signals
+    from harness.run.context import RunOptions
+    from harness.run.lifecycle import exit_code_for, run_planned, stop_on_signals
 
     experiment = chosen_experiment(experiment)
     capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
     overrides = [*(set_ or ()), *([f"limits.max_minutes={max_minutes}"] if max_minutes else [])]
-    plans = plan_from_cli(experiment, experiments_dir, capture_dir, [seed] if seed else [], overrides, target)
+    plans = plan_from_cli(
+        experiment, experiments_dir, capture_dir, [seed] if seed else [], overrides, target, variant=name
+    )
     if len(plans) != 1:
         raise HarnessError(f"{experiment} is a sweep file: run it with `harness sweep {experiment}`")
     (plan,) = plans
+    options = RunOptions(mode="force" if force else "retry", wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     if ray or nodes > 1:
         from harness.cli.cluster import run_command_on_ray
 
-        return run_command_on_ray(
-            plan,
-            address=ray,
-            nodes=nodes,
-            dry_run=dry_run,
-            as_json=json_,
-            force=force,
-            options=RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s),
-        )
+        return run_command_on_ray(plan, address=ray, nodes=nodes, dry_run=dry_run, as_json=json_, options=options)
     if dry_run:
-        for problem in _preflight(plan.spec):
+        for problem in preflight_problems(plan.spec):
             warn(f"pre-flight: {problem}")
         print_spec(plan.spec, as_json=json_)
-        return
-    _, progress, stop = _session([plan], capture_dir)
-    options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
-    with stop_on_signals(stop, progress.note):
-        result = run_planned(
-            plan,
-            options=options,
-            progress=progress,
-            stop=stop,
-            on_wait=warn,
-            on_warning=warn,
-            mode="force" if force else "retry",
-        )
-    if result.decision.action == "skip":
+        return None
+    _, ctx = _context([plan], capture_dir, options, say_skips=False)
+    with stop_on_signals(ctx.stop, ctx.reporter.note):
+        result = run_planned(plan, ctx)
+    if result.decision.action == "skip" and not result.decision.refused and _succeeded(result.status):
+        note(f"{plan.spec.run}: already {result.decision.reason}")  # the run asked for is there: nothing to do
+        return ExitCode.OK
+    if result.decision.action == "skip" or result.status is None:
         raise HarnessError(result.decision.not_started())
-    status = result.status
-    report_status(status, capture_dir)
-    code = exit_code_for([status.state])
-    if code:
-        raise typer.Exit(int(code))
+    report_status(result.status, capture_dir)
+    return exit_code_for([result.status.state])
 
 
 @command("sweep", cls=SeedsCommand, help=SWEEP_HELP)
@@ -341,10 +352,13 @@ def sweep(
     experiments_dir: ExperimentsDir = DEFAULT_EXPERIMENTS_DIR,
     capture_dir: CaptureDirOrSim = None,
     set_: SetOption = None,
+    name: NameOption = None,
     ray: RayOption = None,
-) -> None:
+) -> Optional[ExitCode]:
     from harness.errors import HarnessError
-    from harness.run.lifecycle import RunOptions, decide_on_capture, exit_code_for, run_sweep, stop_on_signals
+    from harness.run.context import RunOptions
+    from harness.run.decide import refuse_before_starting
+    from harness.run.lifecycle import decide_on_capture, exit_code_for, run_sweep, stop_on_signals
 
     if retry and force:
         raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
@@ -353,205 +367,21 @@ def sweep(
     experiment = chosen_experiment(experiment)
     capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
-    plans = plan_from_cli(experiment, experiments_dir, capture_dir, list(seeds or ()), set_ or (), target)
-    mode = "force" if force else "retry" if retry else "cached"
+    plans = plan_from_cli(experiment, experiments_dir, capture_dir, list(seeds or ()), set_ or (), target, variant=name)
+    mode: Mode = "force" if force else "retry" if retry else "cached"
     decisions = [decide_on_capture(plan, mode) for plan in plans]
     if dry_run:
         print_sweep_plan(plans, decisions, mode, as_json=json_)
-        return
+        return None
     refuse_before_starting(decisions)
-    options = RunOptions(wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
+    options = RunOptions(mode=mode, fail_fast=fail_fast, wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
     if ray:
         from harness.cli.cluster import run_on_ray
 
-        return run_on_ray(plans, address=ray, mode=mode, fail_fast=fail_fast, options=options, single=False)
-    console, progress, stop = _session(plans, capture_dir)
-    with stop_on_signals(stop, progress.note):
-        results = run_sweep(
-            plans,
-            mode=mode,
-            fail_fast=fail_fast,
-            options=options,
-            progress=progress,
-            stop=stop,
-            on_decision=say_skipped(progress.note),
-            on_wait=warn,
-            on_warning=warn,
-        )
-    _print_sweep(console, results)
+        return run_on_ray(plans, address=ray, options=options, single=False)
+    console, ctx = _context(plans, capture_dir, options, say_skips=True)
+    with stop_on_signals(ctx.stop, ctx.reporter.note):
+        results = run_sweep(plans, ctx)
+    print_sweep(console, results)
     refuse_before_starting([result.decision for result in results])  # a capture that changed while the sweep ran
-    states = [r.status.state if r.status else "not run" for r in results]
-    code = exit_code_for(states)
-    if code:
-        raise typer.Exit(int(code))
-
-
-def say_skipped(note: Callable[[str], None]) -> Callable:
-    """A sweep's word on each decision, here or on a Ray cluster: a line for a run it skips (a run that starts
-    says so itself, once its pre-flight checks passed)."""
-
-    def on_decision(decision) -> None:  # noqa: ANN001
-        if decision.action == "skip":
-            note(f"{decision.run} skipped: {decision.reason}")
-
-    return on_decision
-
-
-def refuse_before_starting(decisions: Sequence) -> None:
-    """Exit 2 naming the first run refused (a succeeded capture of another configuration), as `run` does."""
-    from harness.errors import HarnessError
-
-    refused = [decision for decision in decisions if decision.refused]
-    if refused:
-        more = f" (and {len(refused) - 1} more: --dry-run lists them)" if len(refused) > 1 else ""
-        raise HarnessError(refused[0].not_started() + more)
-
-
-def _preflight(spec) -> list[str]:  # noqa: ANN001
-    """What would stop the run from starting, as `run` checks it (nothing is changed or started)."""
-    from harness.engines import engine_named
-
-    return [problem.message for problem in engine_named(spec.engine).preflight(spec)]
-
-
-def _print_sweep(console, results) -> None:  # noqa: ANN001
-    from rich.text import Text
-
-    from harness.cli.tables import Column, print_table
-
-    rows = []
-    for result in results:
-        status = result.status
-        steps = f"{status.steps_complete}/{status.steps_expected}" if status else "-"
-        cells = (
-            result.decision.run,
-            result.decision.action,
-            status.state if status else "-",
-            steps,
-            result.decision.reason,
-        )
-        rows.append(tuple(Text(cell) for cell in cells))  # Text: a reason quoting a log line is never markup
-    columns = [Column("run"), Column("action"), Column("state"), Column("steps", "right"), Column("reason", wrap=True)]
-    print_table(console, columns, rows, title="sweep")
-
-
-def print_sweep_plan(plans: Sequence, decisions: Sequence, mode: str, *, as_json: bool) -> None:
-    """What a sweep would do, run by run: run id, capture, run, skip or refuse and why. Starts nothing."""
-    import json
-
-    from rich.text import Text
-
-    from harness.cli.tables import Column, print_table
-
-    rows = []
-    for plan, decision in zip(plans, decisions):
-        spec = plan.spec
-        action = "refuse" if decision.refused else decision.action
-        rows.append(
-            {
-                "run": spec.run,
-                "run_id": spec.run_id,
-                "seed": spec.seed,
-                "capture_dir": spec.capture_dir,
-                "action": action,
-                "reason": decision.reason,
-            }
-        )
-    if as_json:
-        experiment = plans[0].spec.experiment if plans else None
-        typer.echo(
-            json.dumps(
-                {"experiment": experiment, "mode": mode, "dry_run": True, "runs": rows}, indent=2, allow_nan=False
-            )
-        )
-        return
-    columns = [
-        Column("run"),
-        Column("run id", drop=2),
-        Column("capture", drop=1),
-        Column("action"),
-        Column("reason", wrap=True),
-    ]
-    cells = [tuple(Text(row[key]) for key in ("run", "run_id", "capture_dir", "action", "reason")) for row in rows]
-    print_table(stdout(), columns, cells, title=f"sweep plan ({mode} mode, dry run: nothing started)")
-
-
-def report_status(status, capture_dir: Optional[Path] = None) -> None:  # noqa: ANN001
-    """One line: the run's final state; a warning that says why, and where to look, if it did not succeed."""
-    if status.state == "succeeded":
-        stdout().print(
-            f"{status.run}: succeeded, {status.steps_complete}/{status.steps_expected} steps complete, "
-            f"exit code {status.exit_code}",
-            markup=False,
-        )
-    else:
-        where = (
-            ""
-            if capture_dir in (None, DEFAULT_CAPTURE_DIR)
-            else " --sim"
-            if capture_dir == SIM_CAPTURE_DIR
-            else f" --capture-dir {capture_dir}"
-        )
-        warn(
-            f"run {status.run} {status.state} with {status.steps_complete}/{status.steps_expected} steps complete "
-            f"({status.error or f'exit code {status.exit_code}'}); `harness logs {status.run}{where}` shows its log"
-        )
-
-
-def print_spec(spec, *, as_json: bool) -> None:  # noqa: ANN001
-    """Print a launch spec: one JSON document, or a readable listing (values exactly as written, secrets as ***)."""
-    import json
-    import shlex
-
-    from rich.text import Text
-
-    from harness.engines.spec import docker_run_command
-
-    if as_json:
-        typer.echo(json.dumps(spec.to_dict(), indent=2, allow_nan=False))
-        return
-    console = stdout()
-
-    def out(*parts: Union[str, tuple[str, str]]) -> None:
-        # Text, never markup: an image or a path with [brackets] or :colons: is shown as written.
-        console.print(Text.assemble(*parts), soft_wrap=True)
-
-    out(("run", "bold"), f" {spec.run}   ", ("run id", "bold"), f" {spec.run_id}   (dry run: nothing started)")
-    out("engine          ", spec.engine + (f": {shlex.join(spec.command)}" if spec.command else ""))
-    out("image           ", spec.image)
-    out("container       ", spec.container_name)
-    out("capture         ", spec.capture_dir)
-    out("steps expected  ", str(spec.steps_expected))
-    out("time limit      ", f"{spec.max_minutes:g} min" if spec.max_minutes else "none")
-    if spec.device_requests:
-        for request in spec.device_requests:
-            which = "all GPUs" if request.count == -1 else f"GPUs {','.join(request.device_ids or ())}"
-            caps = ",".join(c for group in request.capabilities for c in group)
-            out("gpu request     ", f"{which} (driver {request.driver}, capabilities {caps})")
-    else:
-        out("gpu request     ", "none")
-    ulimits = " ".join(f"{k}={v}" for k, v in spec.ulimits.items())
-    out(
-        "shm size        ",
-        f"{spec.shm_size}   ipc {spec.ipc_mode}   init {'yes' if spec.init else 'no'}   ulimits {ulimits}",
-    )
-    for mount in spec.mounts:
-        out("mount           ", f"{mount.source} -> {mount.target}{' (read-only)' if mount.read_only else ''}")
-    for name, value in spec.labels.items():
-        out("label           ", f"{name}={value}")
-    out(("environment", "bold"))
-    for name, value in spec.display_env().items():
-        out("  ", f"{name}={value}")
-    out(("trainer argv", "bold"), " (as the image's entry runs it)")
-    out("  ", " \\\n    ".join(_argv_lines(spec.trainer_argv)))
-    out(("by hand", "bold"))
-    out("  ", shlex.join(docker_run_command(spec)))
-
-
-def _argv_lines(argv) -> list[str]:  # noqa: ANN001
-    """The argv shell-quoted, one flag and its values per line, each as written."""
-    import shlex
-
-    from harness.lab.milesargv import parse_flags
-
-    return [shlex.join(flag.words) for flag in parse_flags(list(argv))]
+    return exit_code_for([r.status.state if r.status else "not run" for r in results])

@@ -1,4 +1,4 @@
-"""Runs placed by Ray over several GPU hosts (DESIGN section 9; docs/cluster.md, docs/scale-out.md).
+"""Runs placed by Ray over several GPU hosts (docs/cluster.md, docs/scale-out.md).
 
 `--ray ADDRESS` on `run` and `sweep` makes each run one Ray task asking for
 one GPU (and the experiment's `cluster.resources`), so Ray places at most one

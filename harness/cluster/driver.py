@@ -20,18 +20,20 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from harness.capture import Capture, CaptureLock, RunState, RunStatus, describe_os_error, this_host, utc_now
+from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.writer import EventSink
 from harness.cluster.connect import Node, NodeFacts, alive_nodes, nodes_for, run_request
 from harness.errors import ExitCode, HarnessError
-from harness.run.decide import Decision, Mode
-from harness.run.execute import StopControl  # `harness stop`'s reason
-from harness.run.execute import _stop_request_reason as stop_request_reason
-from harness.run.lifecycle import Planned, RunOptions, decide_on_capture
+from harness.run.context import RunContext, StopControl
+from harness.run.decide import Decision
+from harness.run.execute import LABEL_ATTEMPT, stop_request_reason  # `harness stop`'s reason
+from harness.run.lifecycle import decide_on_capture
+from harness.run.plan import Planned
 
 WATCH_S = 0.2
 CHECK_TIMEOUT_S = 120
@@ -61,8 +63,14 @@ class RayRun:
     def run(self) -> str:
         return self.plan.spec.run
 
+    attempt: Optional[Attempt] = None  # made on the driver with the run's first write
+    attempt_number: Optional[int] = None  # its number, known when the run is submitted
+
     @property
     def capture(self) -> Capture:
+        """The attempt's capture once it is made; before, the run's (its current attempt)."""
+        if self.attempt is not None:
+            return Capture(self.attempt.directory, self.run)
         return Capture(Path(self.plan.spec.capture_dir))
 
     @property
@@ -136,15 +144,8 @@ class RaySweep:
 
     ray: Any
     address: str
-    mode: Mode
-    fail_fast: bool
-    options: RunOptions
-    stop: StopControl
-    on_decision: Callable[[Decision], None]
-    on_note: Callable[[str], None]
-    on_wait: Callable[[str], None]
+    ctx: RunContext  # its provenance is the driver's; each node adds its own host and NVML facts
     board: Any
-    provenance: dict[str, Any]
     failed_fast: bool = field(default=False, init=False)
     control: Any = field(default=None, init=False)
     _stop_sent: bool = field(default=False, init=False)
@@ -175,7 +176,7 @@ class RaySweep:
 
     def _would_run(self, plan: Planned) -> bool:
         """Whether the run would start as its capture is now (decided again, under its lock, before it does)."""
-        return decide_on_capture(plan, self.mode).action == "run"
+        return decide_on_capture(plan, self.ctx.options.mode).action == "run"
 
     # --- one run ----------------------------------------------------------------------------------
 
@@ -186,21 +187,23 @@ class RaySweep:
         lock = CaptureLock(
             capture.directory, {**self.owner, "run": spec.run, "run_id": spec.run_id, "since": utc_now()}
         )
-        if self.stop.state is not None or self.failed_fast:
+        if self.ctx.stop.requested or self.failed_fast:
             run = RayRun(plan, Decision(spec.run, "skip", self._why_not_started()))
             return self._skipped(run)
         try:
             lock.acquire(
-                wait=self.options.wait_for_gpu, on_wait=self.on_wait, cancelled=lambda: self.stop.state is not None
+                wait=self.ctx.options.wait_for_gpu,
+                on_wait=self.ctx.reporter.warning,
+                cancelled=lambda: self.ctx.stop.requested,
             )
         except HarnessError as err:  # busy with --no-wait, or Ctrl-C while waiting: this run only
             run = RayRun(plan, Decision(spec.run, "skip", err.message))
-            self.on_decision(run.decision)
+            self.ctx.reporter.decided(run.decision)
             return self._skipped(run)
         found = capture.status_read()
-        decision = decide_on_capture(plan, self.mode, found)  # as a run here decides: one code path
+        decision = decide_on_capture(plan, self.ctx.options.mode, found)  # as a run here decides: one code path
         run = RayRun(plan, decision, status=found.status, lock=lock)
-        self.on_decision(decision)
+        self.ctx.reporter.decided(decision)
         if decision.action == "skip":  # said by on_decision, as a local sweep says it; the board shows runs placed
             return self._skipped(run)
         from harness.mileslog import keys
@@ -217,7 +220,12 @@ class RaySweep:
             num_returns="streaming",
             name=f"harness run {spec.run}",
         )
-        run.generator = task.remote(plan, self.options, self.provenance, self.control)
+        # The trainer on the node is labelled with the attempt this driver will record, so that a recover from
+        # here finds it; the driver makes that attempt with the run's first write (it holds the run's lock).
+        run.attempt_number = RunAttempts(Path(spec.capture_dir)).next_number()
+        labels = {**spec.labels, LABEL_ATTEMPT: str(run.attempt_number)}
+        placed = replace(plan, spec=replace(spec, labels=labels))
+        run.generator = task.remote(placed, self.ctx.options, self.ctx.code_facts(), self.control)
         threading.Thread(target=self._follow, args=(run,), name=f"follow-{spec.run}", daemon=True).start()
         return run
 
@@ -253,7 +261,7 @@ class RaySweep:
         finally:
             self._release(run)
             if run.decision.action == "run" and run.state != "succeeded":
-                self.failed_fast = self.failed_fast or self.fail_fast
+                self.failed_fast = self.failed_fast or self.ctx.options.fail_fast
             run.done.set()
 
     def _apply(self, run: RayRun, batch: list) -> None:
@@ -263,7 +271,7 @@ class RaySweep:
                 run.node = NodeFacts.from_dict(payload)
                 self.board.placed(run.run, run.node.hostname)
             elif kind == "note":
-                self.on_note(f"[{run.node.hostname if run.node else '?'}] {payload}")
+                self.ctx.reporter.note(f"[{run.node.hostname if run.node else '?'}] {payload}")
             elif kind == "end":
                 pass
             elif kind == "error":
@@ -282,11 +290,16 @@ class RaySweep:
         if run.write_error is not None:
             return
         try:
-            if run.sink is None:  # the run's first write: now the capture is made, as a local run makes it
-                run.capture.start_fresh(keep_old=run.decision.keep_old)
+            if run.sink is None:  # the run's first write: now the attempt is made, as a local run makes it
+                attempts = RunAttempts(Path(run.plan.spec.capture_dir))
+                run.attempt = attempts.new()
+                assert run.attempt.number == run.attempt_number, "the run's lock keeps the number it was labelled with"
                 run.capture.make_reserve()
-                run.sink = EventSink(run.capture, on_status=self._as_harness)
-            run.sink.apply(event)
+                run.sink = EventSink(run.capture, on_status=lambda status: self._as_harness(run, status))
+                run.sink.apply(event)
+                attempts.started(run.attempt)
+            else:
+                run.sink.apply(event)
         except OSError as err:
             self._write_failed(run, err)
             return
@@ -298,15 +311,19 @@ class RaySweep:
             run.status = run.sink.last_status
             if run.status is not None and run.status.is_final and run.status.capture_complete:
                 run.capture.drop_reserve()
+            if run.status is not None and run.status.state == RunState.SUCCEEDED and run.attempt is not None:
+                RunAttempts(Path(run.plan.spec.capture_dir)).succeeded(run.attempt)
 
-    def _as_harness(self, status: RunStatus) -> RunStatus:
-        """The driver is the run's harness: its pid and host are the ones a capture's lock and recover check."""
+    def _as_harness(self, run: RayRun, status: RunStatus) -> RunStatus:
+        """The driver is the run's harness: its pid and host are the ones a capture's lock and recover check; the
+        attempt is the driver's."""
         status.harness_pid, status.harness_host = os.getpid(), this_host()
+        status.attempt = run.attempt.number if run.attempt is not None else status.attempt
         return status
 
     def _write_failed(self, run: RayRun, err: OSError) -> None:
         run.write_error = describe_os_error(err, f"the driver's capture of {run.run}")
-        self.on_note(f"{run.run}: {run.write_error}: the run is stopped; the host's own copy keeps it all")
+        self.ctx.reporter.note(f"{run.run}: {run.write_error}: the run is stopped; the host's own copy keeps it all")
         self._ask_stop(run, f"the driver could not write the capture ({run.write_error})")
 
     def _lost(self, run: RayRun, reason: str, *, on_node: bool = True) -> None:
@@ -314,7 +331,7 @@ class RaySweep:
         run.lost = True
         where = run.node.name if run.node is not None else "its node"
         message = f"lost on node {where}: {reason}" if on_node else reason
-        self.on_note(f"{run.run}: {message}")
+        self.ctx.reporter.note(f"{run.run}: {message}")
         self.board.settled(run.run, "lost")
         status = run.status if run.sink is not None else None
         if status is None or status.is_final:
@@ -332,7 +349,7 @@ class RaySweep:
         try:
             run.capture.write_status(status)
         except OSError as err:
-            self.on_note(f"{run.run}: {describe_os_error(err, 'status.json')}")
+            self.ctx.reporter.note(f"{run.run}: {describe_os_error(err, 'status.json')}")
         run.status = status
 
     def _release(self, run: RayRun) -> None:
@@ -362,11 +379,11 @@ class RaySweep:
 
     def _watch(self, runs: Sequence[RayRun]) -> None:
         """Pass Ctrl-C, `harness stop` and --fail-fast on to the runs."""
-        stopping = self.stop.state is not None or self.failed_fast
-        if self.stop.state is not None and self.control is not None and not self._stop_sent:
+        stopping = self.ctx.stop.requested or self.failed_fast
+        if self.ctx.stop.requested and self.control is not None and not self._stop_sent:
             self._stop_sent = True
-            self.control.stop_all.remote(self.stop.state, self.stop.reason or self.stop.state)
-        if self.stop.kill_requested and self.control is not None and not self._kill_sent:
+            self.control.stop_all.remote(self.ctx.stop.state, self.ctx.stop.reason or self.ctx.stop.state)
+        if self.ctx.stop.kill_requested and self.control is not None and not self._kill_sent:
             self._kill_sent = True
             self.control.kill_all.remote()
         for run in runs:

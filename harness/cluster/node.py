@@ -21,9 +21,10 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from harness.errors import HarnessError
+from harness.run.context import NullReporter
 
 CONTROL_POLL_S = 0.5
 _DONE = object()
@@ -68,31 +69,23 @@ class SweepControl:
         return self.runs.get(run) or self.every, self.kill
 
 
-class _ForwardProgress:
-    """The runner's progress on a node: notes go to the driver; steps and pauses reach it as capture writes."""
+class _ForwardReporter(NullReporter):
+    """The reporter of a run on a node: notes and warnings go to the driver; steps, pauses and the end reach it
+    as capture writes (`RunContext.forward`)."""
 
-    def __init__(self, put: Any) -> None:
+    def __init__(self, put: Callable[[Any], None]) -> None:
         self.put = put
-
-    def started(self, spec: Any) -> None:
-        pass
-
-    def step(self, record: Any, steps_complete: int) -> None:
-        pass
 
     def note(self, message: str) -> None:
         self.put(("note", "", message))
 
-    def guard(self, reading: Any) -> None:
-        pass
-
-    def finished(self, status: Any) -> None:
-        pass
+    def warning(self, message: str) -> None:
+        self.put(("note", "", message))
 
 
 def run_task(plan: Any, options: Any, provenance: dict[str, Any], control: Any) -> Iterator[list]:
     """The run of `plan` on this node, as batches of events (see the module's docstring)."""
-    from harness.run.execute import StopControl
+    from harness.run.context import RunContext, StopControl
     from harness.run.lifecycle import run_planned
     from harness.run.provenance import nvml_probe
 
@@ -113,17 +106,14 @@ def run_task(plan: Any, options: Any, provenance: dict[str, Any], control: Any) 
 
     def work() -> None:
         try:
-            result = run_planned(
-                local,
-                options=options,
-                progress=_ForwardProgress(events.put),
+            ctx = RunContext(
+                options=replace(options, mode="force"),  # the driver decided, under the capture's lock
+                reporter=_ForwardReporter(events.put),
                 stop=stop,
-                on_wait=lambda message: events.put(("note", "", message)),
-                on_warning=lambda message: events.put(("note", "", message)),
-                mode="force",
                 provenance=node_provenance,
                 forward=events.put,
             )
+            result = run_planned(local, ctx)
             if result.decision.action == "skip":
                 ending.append(
                     (

@@ -16,11 +16,16 @@ whole life:
 
 An engine that cannot be reached raises EngineUnavailable, never a library's
 own exception.
+
+`recover`, `status` and a run's look for leftovers list every engine, or
+only those HARNESS_ENGINES names (`process`, or `docker,process`): a machine
+whose Docker engine serves other projects too need not be asked.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from harness.engines.base import (
     CREATED,
@@ -33,6 +38,7 @@ from harness.engines.base import (
     EngineUnavailable,
     NotStarted,
     Problem,
+    RunGone,
     RunHandle,
 )
 from harness.errors import HarnessError
@@ -51,13 +57,30 @@ __all__ = [
     "PAUSED",
     "Problem",
     "RUNNING",
+    "RunGone",
     "RunHandle",
     "ENGINE_NAMES",
+    "ENGINES_ENV",
     "engine_for",
     "engine_named",
+    "listed_engine_names",
 ]
 
 ENGINE_NAMES = ("docker", "process")
+ENGINES_ENV = "HARNESS_ENGINES"
+
+
+def listed_engine_names(environ: Optional[Mapping[str, str]] = None) -> tuple[str, ...]:
+    """The engines that recover, status and a run's leftover check may list: HARNESS_ENGINES (names separated
+    by commas or spaces), else all of them; an unknown name is a one-line error."""
+    raw = (os.environ if environ is None else environ).get(ENGINES_ENV, "")
+    names = raw.replace(",", " ").split()
+    if not names:
+        return ENGINE_NAMES
+    unknown = [name for name in names if name not in ENGINE_NAMES]
+    if unknown:
+        raise HarnessError(f"{ENGINES_ENV}={raw}: unknown engine {unknown[0]!r} (engines: {', '.join(ENGINE_NAMES)})")
+    return tuple(dict.fromkeys(names))
 
 
 def engine_named(name: str) -> Engine:

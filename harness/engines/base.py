@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Protocol
+from typing import TYPE_CHECKING, Iterator, Mapping, Optional, Protocol, Sequence
 
 from harness.errors import ExitCode, HarnessError
 
 if TYPE_CHECKING:
     from harness.engines.logstream import LogPosition
     from harness.engines.spec import LaunchSpec
+    from harness.jsontypes import JSONObject
 
 # Description.state: created (never started), running, paused, exited, gone (the engine lost it).
 CREATED, RUNNING, PAUSED, EXITED, GONE = "created", "running", "paused", "exited", "gone"
@@ -20,6 +21,15 @@ class EngineUnavailable(HarnessError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, ExitCode.ENGINE_UNAVAILABLE)
+
+
+class RunGone(HarnessError):
+    """What ran the trainer vanished from its engine while it ran: a container removed from outside, or a process
+    run whose trainer and supervisor are gone with no end recorded. What it printed after the capture's last line
+    is gone with it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ExitCode.RUN_FAILED)
 
 
 class NotStarted(HarnessError):
@@ -84,7 +94,7 @@ class RunHandle(Protocol):
     def remove(self) -> None:
         """Free what the run holds (the container, the process's record); only after logs and status are saved."""
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         """What the manifest records about the running thing (image id, digest, pid...)."""
 
 
@@ -102,8 +112,8 @@ class Engine(Protocol):
     def attach(self, id: str) -> RunHandle:
         """A handle on something running (HarnessError NOT_FOUND when there is no such thing)."""
 
-    def list(self, labels: Mapping[str, Optional[str]]) -> list[RunHandle]:
+    def list(self, labels: Mapping[str, Optional[str]]) -> Sequence[RunHandle]:
         """Everything this engine holds with these labels (value None: the label with any value)."""
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         """Engine facts for the manifest (host, versions, GPU runtime)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Optional, TypedDict, TypeVar
 
 from harness.engines.base import (
     CREATED,
@@ -24,12 +24,19 @@ from harness.engines.base import (
     EngineUnavailable,
     NotStarted,
     Problem,
+    RunGone,
 )
 from harness.engines.dockerapi import DockerApi, DockerApiError, docker_host, is_local
 from harness.engines.logstream import LogPosition, split_lines
 from harness.engines.spec import LaunchSpec
 from harness.errors import ExitCode, HarnessError
 from harness.failpoints import failpoint
+
+if TYPE_CHECKING:  # the docker SDK is imported when an engine is made, never at `harness --help`
+    from docker import DockerClient
+    from docker.models.containers import Container
+
+    from harness.jsontypes import JSONObject
 
 RECONNECT_DELAYS_S = (0.0, 0.2, 0.5, 1.0, 2.0)
 ENGINE_PATIENCE_S = 60.0  # how long a lost engine is waited for before the run is given up as failed
@@ -39,14 +46,39 @@ GPU_HOOKS = ("nvidia-container-runtime-hook", "nvidia-ctk")
 T = TypeVar("T")
 
 
-def connect(client: Any = None) -> Any:
+class ContainerState(TypedDict, total=False):
+    """The keys of `docker inspect`'s State that the engine reads (the Docker Engine API's ContainerState)."""
+
+    Status: str
+    Running: bool
+    Paused: bool
+    Restarting: bool
+    ExitCode: int
+    StartedAt: str
+    FinishedAt: str
+
+
+class ContainerConfig(TypedDict, total=False):
+    Labels: Optional[dict[str, str]]
+
+
+class ContainerInspect(TypedDict, total=False):
+    """The keys of `docker inspect` that the engine reads."""
+
+    Name: str
+    State: ContainerState
+    Config: Optional[ContainerConfig]
+
+
+def connect(client: Optional[DockerClient] = None) -> DockerClient:
     """The injected client, or one from the environment with no read timeout (log streams can be quiet)."""
     if client is not None:
         return client
     import docker
 
     try:
-        client = docker.from_env(timeout=None)
+        # No read timeout: types-docker says an int, docker-py hands it to requests, where None is none.
+        client = docker.from_env(timeout=None)  # type: ignore[arg-type]
         client.ping()
     except docker.errors.DockerException as err:
         raise EngineUnavailable(f"Docker engine unavailable: {err}") from None
@@ -78,6 +110,11 @@ def is_connection_error(err: BaseException) -> bool:
     )
 
 
+# What a run's container that was removed from outside (`docker rm -f`) is recorded as.
+_REMOVED = "its container was removed while it ran"
+_MARKED_FOR_REMOVAL = "marked for removal"
+
+
 def _short(err: BaseException) -> str:
     text = str(err) or type(err).__name__
     return text if len(text) <= 200 else text[:197] + "..."
@@ -98,12 +135,12 @@ class DockerEngine:
 
     name = "docker"
 
-    def __init__(self, client: Any = None, api: Optional[DockerApi] = None) -> None:
+    def __init__(self, client: Optional[DockerClient] = None, api: Optional[DockerApi] = None) -> None:
         self._client = client
         self._api = api
 
     @property
-    def client(self) -> Any:
+    def client(self) -> DockerClient:
         if self._client is None:
             self._client = connect()
         return self._client
@@ -154,10 +191,10 @@ class DockerEngine:
                     labels={**spec.labels, **extra_labels},
                     mounts=[Mount(m.target, m.source, type="bind", read_only=m.read_only) for m in spec.mounts],
                     device_requests=[
-                        DeviceRequest(
+                        DeviceRequest(  # no count, no device ids: 0 and [], as docker-py reads None
                             driver=r.driver,
-                            count=r.count,
-                            device_ids=list(r.device_ids) if r.device_ids else None,
+                            count=r.count if r.count is not None else 0,
+                            device_ids=list(r.device_ids) if r.device_ids else [],
                             capabilities=[list(c) for c in r.capabilities],
                         )
                         for r in spec.device_requests
@@ -220,14 +257,17 @@ class DockerEngine:
         )
         found = []
         for entry in listed:
+            entry_id = entry.id
+            if entry_id is None:  # a listed container always has its id
+                continue
             try:
-                container = _engine_call(f"looking up {entry.id[:12]}", lambda: self.client.containers.get(entry.id))
+                container = _engine_call(f"looking up {entry_id[:12]}", lambda: self.client.containers.get(entry_id))
             except docker.errors.NotFound:
                 continue  # removed since it was listed (another harness finished with it)
             found.append(DockerRun(self.client, container))
         return found
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         """Docker host, versions and GPU runtimes, for the manifest."""
         version = _engine_call("asking its version", self.client.version)
         info = _engine_call("asking for its facts", self.client.info)
@@ -285,10 +325,12 @@ _STATES = {
 class DockerRun:
     """A container the engine started or found."""
 
-    def __init__(self, client: Any, container: Any) -> None:
+    def __init__(self, client: DockerClient, container: Container) -> None:
+        if container.id is None:  # docker-py's models may lack one; a container the engine hands back has one
+            raise HarnessError("the Docker engine handed back a container without an id", ExitCode.ENGINE_UNAVAILABLE)
         self.client = client
         self.container = container
-        self.id = container.id
+        self.id: str = container.id
         self._exit_code: Optional[int] = None
         self._waiter: Optional[threading.Thread] = None
         self._waiter_lock = threading.Lock()  # the runner and the heat guard may both ask `wait` at once
@@ -297,23 +339,26 @@ class DockerRun:
 
     # --- what it is -------------------------------------------------------------------------------
 
-    def _inspect(self) -> Optional[dict[str, Any]]:
+    def _inspect(self) -> Optional[ContainerInspect]:
         """The container's inspect data; None once it no longer exists."""
         import docker
 
         try:
-            return _engine_call(f"inspecting {self.id[:12]}", lambda: self.client.api.inspect_container(self.id))
+            data: ContainerInspect = _engine_call(
+                f"inspecting {self.id[:12]}", lambda: self.client.api.inspect_container(self.id)
+            )
         except docker.errors.NotFound:
             return None
+        return data
 
-    def _state(self) -> Optional[dict[str, Any]]:
+    def _state(self) -> Optional[ContainerState]:
         data = self._inspect()
         return None if data is None else data["State"]
 
     def describe(self) -> Description:
         data = self._inspect()
         if data is None:
-            return Description(self.id, self.container.name, GONE)
+            return Description(self.id, self.container.name or "", GONE)
         state = data["State"]
         status = _STATES.get(state.get("Status", ""), EXITED)
         exit_code = int(state.get("ExitCode", -1)) if status == EXITED else None
@@ -331,10 +376,7 @@ class DockerRun:
 
     def _open_logs(self, since: Optional[float], follow: bool) -> Iterable[bytes]:
         """The raw log byte stream (tests wrap this to break the connection on purpose)."""
-        kwargs: dict[str, Any] = {"stream": True, "follow": follow, "timestamps": True}
-        if since is not None:
-            kwargs["since"] = since
-        return self.client.api.logs(self.id, **kwargs)
+        return self.client.api.logs(self.id, stream=True, follow=follow, timestamps=True, since=since)
 
     def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
         """Every line after `since`, timestamp-prefixed; a broken stream is reopened after the last line,
@@ -353,7 +395,11 @@ class DockerRun:
                     outage.over()
                     yield line
             except docker.errors.NotFound:
-                return  # removed while being read: what it printed is all there is
+                raise RunGone(_REMOVED) from None
+            except docker.errors.APIError as err:
+                if err.status_code == 409 and _MARKED_FOR_REMOVAL in str(err):
+                    raise RunGone(_REMOVED) from None  # `docker rm -f` while the stream was open
+                raise
             except Exception as err:  # the connection broke: reopen after the last whole line
                 if not (isinstance(err, EngineUnavailable) or is_connection_error(err)):
                     raise
@@ -386,7 +432,7 @@ class DockerRun:
             try:
                 self._exit_code = int(self.container.wait()["StatusCode"])
                 return
-            except Exception as err:  # a dropped connection: the container may well still run
+            except Exception:  # a dropped connection: the container may well still run
                 try:
                     state = self._state()
                 except EngineUnavailable as lost:
@@ -397,9 +443,7 @@ class DockerRun:
                         return
                     continue
                 if state is None:
-                    self._wait_error = HarnessError(
-                        f"the container {self.id[:12]} was removed while it ran ({err})", ExitCode.ENGINE_UNAVAILABLE
-                    )
+                    self._wait_error = RunGone(_REMOVED)
                     return
                 outage.over()
                 if not (state.get("Running") or state.get("Paused") or state.get("Restarting")):
@@ -448,11 +492,11 @@ class DockerRun:
         except docker.errors.NotFound:
             pass
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         """Container and image identity for the manifest."""
         import docker
 
-        facts: dict[str, Any] = {"container_id": self.id, "container_name": self.container.name}
+        facts: JSONObject = {"container_id": self.id, "container_name": self.container.name}
         try:
             image = _engine_call("looking up the image", lambda: self.client.images.get(self.container.attrs["Image"]))
             facts["image_id"] = image.id
@@ -496,7 +540,7 @@ class _Outage:
         self.since = None
 
 
-def _docker_time(value: Any) -> Optional[str]:
+def _docker_time(value: object) -> Optional[str]:
     """Docker's time, or None for its zero time (never started or never finished)."""
     if not isinstance(value, str) or value.startswith("0001-"):
         return None

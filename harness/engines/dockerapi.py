@@ -11,8 +11,11 @@ import http.client
 import json
 import os
 import socket
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 from urllib.parse import quote, urlsplit
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONValue
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 
@@ -62,7 +65,7 @@ class DockerApi:
             return http.client.HTTPConnection(parts.hostname or "localhost", parts.port or 2375, timeout=self.timeout_s)
         raise DockerApiError(f"cannot check {self.host} without the docker SDK")
 
-    def get(self, path: str) -> tuple[int, Any]:
+    def get(self, path: str) -> tuple[int, JSONValue]:
         connection = self._connection()
         try:
             connection.request("GET", path, headers={"Host": "docker"})
@@ -87,4 +90,5 @@ class DockerApi:
         status, info = self.get("/info")
         if status != 200 or not isinstance(info, dict):
             raise DockerApiError(f"the Docker engine answered {status} to /info")
-        return sorted((info.get("Runtimes") or {}).keys())
+        runtimes = info.get("Runtimes")
+        return sorted(runtimes) if isinstance(runtimes, dict) else []

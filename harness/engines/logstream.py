@@ -185,7 +185,7 @@ def _stamp_ns_or_none(line: str) -> Optional[int]:
     return parse_time_ns(stamp)
 
 
-_SCALE = [10 ** (9 - digits) for digits in range(10)]
+_SCALE: list[int] = [10 ** (9 - digits) for digits in range(10)]
 
 
 @functools.lru_cache(maxsize=256)

@@ -26,17 +26,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Iterator, Mapping, Optional, Sequence, Union
 
 from harness.capture.records import ProcessIdentity
-from harness.engines.base import CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem
+from harness.engines.base import CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem, RunGone
 from harness.engines.logstream import LogPosition, stamp_now
-from harness.engines.shim import process_identity
+from harness.engines.shim import LiveProcess, process_identity
 from harness.engines.spec import LaunchSpec
 from harness.errors import ExitCode, HarnessError
 from harness.failpoints import ENV as FAILPOINT_ENV
 from harness.failpoints import failpoint
 from harness.fs.paths import state_dir
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject, JSONValue
 
 START_TIMEOUT_S = 30.0
 POLL_S = 0.05
@@ -131,12 +134,12 @@ class ProcessEngine:
         """Every run in the engine's root, running or not, that carries these labels."""
         return [run for run in self._runs() if _matches(run.labels, labels)]
 
-    def _runs(self) -> list["SupervisedRun"]:
+    def _runs(self) -> Sequence["SupervisedRun"]:
         if not self.root.is_dir():
             return []
         return [SupervisedRun(path) for path in sorted(self.root.iterdir()) if (path / "run.json").is_file()]
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         import socket
 
         return {"engine": "process", "host": socket.gethostname(), "process_root": str(self.root)}
@@ -159,7 +162,7 @@ def _tail(path: Path, limit: int = 300) -> str:
     return text[-limit:] or "(no output)"
 
 
-def _read_json(path: Path) -> Optional[dict[str, Any]]:
+def _read_json(path: Path) -> Optional[JSONObject]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -173,7 +176,7 @@ class _ProcessGroup:
     def identity(self) -> Optional[ProcessIdentity]:
         raise NotImplementedError
 
-    def _live(self) -> Optional[dict[str, Any]]:
+    def _live(self) -> Optional[LiveProcess]:
         """/proc's facts of the process if it is still the one recorded (same start time, same boot)."""
         recorded = self.identity()
         if recorded is None:
@@ -242,10 +245,10 @@ class SupervisedRun(_ProcessGroup):
         self.exit_path = self.directory / "exit.json"
         self.output_path = self.directory / "output.log"
         self._identity: Optional[ProcessIdentity] = None
-        self._run: Optional[dict[str, Any]] = None
+        self._run: Optional[JSONObject] = None
 
     @property
-    def run_record(self) -> dict[str, Any]:
+    def run_record(self) -> JSONObject:
         if self._run is None:
             self._run = _read_json(self.directory / "run.json") or {}
         return self._run
@@ -253,7 +256,9 @@ class SupervisedRun(_ProcessGroup):
     @property
     def labels(self) -> dict[str, str]:
         labels = self.run_record.get("labels")
-        return dict(labels) if isinstance(labels, dict) else {}
+        if not isinstance(labels, dict):
+            return {}
+        return {name: value for name, value in labels.items() if isinstance(value, str)}  # the engine writes str
 
     def identity(self) -> Optional[ProcessIdentity]:
         if self._identity is None:
@@ -269,26 +274,32 @@ class SupervisedRun(_ProcessGroup):
         problem = _read_json(self.directory / "start-error.json")
         return None if problem is None else str(problem.get("error"))
 
-    def _exit(self) -> Optional[dict[str, Any]]:
+    def _exit(self) -> Optional[JSONObject]:
         return _read_json(self.exit_path)
 
     def describe(self) -> Description:
         ended = self._exit()
         started = _read_json(self.state_path) or {}
-        common = dict(id=self.id, name=self.id, labels=self.labels, started_at=started.get("started_at"))
+        started_at = _text(started.get("started_at"))
+
+        def described(state: str, exit_code: Optional[int] = None, finished_at: Optional[str] = None) -> Description:
+            return Description(self.id, self.id, state, exit_code, self.labels, started_at, finished_at)
+
         if ended is not None:
-            return Description(
-                **common, state=EXITED, exit_code=ended.get("exit_code"), finished_at=ended.get("finished_at")
-            )
+            return described(EXITED, _integer(ended.get("exit_code")), _text(ended.get("finished_at")))
         if not started:
-            return Description(**common, state=CREATED if self.directory.exists() else GONE)
+            return described(CREATED if self.directory.exists() else GONE)
         live = self._live()
         if live is None:
             if self._supervisor_alive(started):
-                return Description(**common, state=RUNNING)  # ended; the supervisor is recording it
+                return described(RUNNING)  # ended; the supervisor is recording it
+            # The supervisor's last acts are to record the end and exit: it may have done both since the first look.
+            ended = self._exit()
+            if ended is not None:
+                return described(EXITED, _integer(ended.get("exit_code")), _text(ended.get("finished_at")))
             # The trainer is gone and nobody recorded its end (the supervisor was killed too).
-            return Description(**common, state=GONE)
-        return Description(**common, state=PAUSED if live["state"] in ("T", "t") else RUNNING)
+            return described(GONE)
+        return described(PAUSED if live["state"] in ("T", "t") else RUNNING)
 
     def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
         """The lines of output.log after `since`; with `follow`, until the trainer's end is recorded."""
@@ -322,7 +333,7 @@ class SupervisedRun(_ProcessGroup):
                 yield pending.decode("utf-8", "replace")
 
     @staticmethod
-    def _supervisor_alive(started: dict[str, Any]) -> bool:
+    def _supervisor_alive(started: JSONObject) -> bool:
         pid, ticks = started.get("shim_pid"), started.get("shim_start_ticks")
         if not isinstance(pid, int):
             return False
@@ -337,11 +348,12 @@ class SupervisedRun(_ProcessGroup):
         while True:
             ended = self._exit()
             if ended is not None:
-                return int(ended.get("exit_code", -1))
+                code = _integer(ended.get("exit_code"))
+                return -1 if code is None else code
             if self.describe().state == GONE:
-                raise HarnessError(
-                    f"process run {self.id}: the trainer and its supervisor are gone and no end was recorded",
-                    ExitCode.ENGINE_UNAVAILABLE,
+                raise RunGone(
+                    f"its process run {self.id} vanished while it ran: the trainer and its supervisor are gone "
+                    "and no end was recorded"
                 )
             if deadline is not None and time.monotonic() >= deadline:
                 return None
@@ -353,12 +365,13 @@ class SupervisedRun(_ProcessGroup):
             raise HarnessError(f"process run {self.id} is still running; stop it first")
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         identity = self.identity()
+        command = self.run_record.get("command")
         return {
             "process_run": self.id,
             "run_dir": str(self.directory),
-            "command": list(self.run_record.get("command") or []),
+            "command": list(command) if isinstance(command, list) else [],
             **(identity.to_dict() if identity else {}),
         }
 
@@ -370,12 +383,12 @@ class ProcessRun(_ProcessGroup):
     one lives and dies with its caller, and its lines are stamped as they are read.
     """
 
-    def __init__(self, process: subprocess.Popen) -> None:
+    def __init__(self, process: Union[subprocess.Popen[bytes], subprocess.Popen[str]]) -> None:
         self.process = process
         self.id = str(process.pid)
         found = process_identity(process.pid)
         self._identity = ProcessIdentity(
-            process.pid, process.pid, found and found["start_ticks"], found and found["boot_id"]
+            process.pid, process.pid, found["start_ticks"] if found else None, found["boot_id"] if found else None
         )
 
     def identity(self) -> ProcessIdentity:
@@ -409,8 +422,10 @@ class ProcessRun(_ProcessGroup):
         if self.process.stdout is not None:
             self.process.stdout.close()
 
-    def facts(self) -> dict[str, Any]:
-        return {"command": list(self.process.args), **self._identity.to_dict()}
+    def facts(self) -> JSONObject:
+        args = self.process.args
+        words = args if isinstance(args, (list, tuple)) else [args]
+        return {"command": [str(word) for word in words], **self._identity.to_dict()}
 
 
 class ForeignProcess(_ProcessGroup):
@@ -448,5 +463,14 @@ class ForeignProcess(_ProcessGroup):
     def remove(self) -> None:
         pass
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         return self._identity.to_dict()
+
+
+def _integer(value: JSONValue) -> Optional[int]:
+    """An integer from a file the supervisor wrote (None for anything else)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value: JSONValue) -> Optional[str]:
+    return value if isinstance(value, str) else None

@@ -27,14 +27,24 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Iterable, Optional, TypedDict
 
 from harness.engines.logstream import stamp_now
 
 PROC = Path("/proc")
 
 
-def process_identity(pid: int) -> Optional[dict[str, Any]]:
+class LiveProcess(TypedDict):
+    """What /proc says of a live process (`state` is /proc's one letter: R, S, T, Z...)."""
+
+    pid: int
+    pgid: int
+    start_ticks: int
+    boot_id: Optional[str]
+    state: str
+
+
+def process_identity(pid: int) -> Optional[LiveProcess]:
     """pid, process group, start ticks and boot id of a live process (None when it is gone)."""
     try:
         fields = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
@@ -47,7 +57,7 @@ def process_identity(pid: int) -> Optional[dict[str, Any]]:
     return {"pid": pid, "pgid": int(fields[2]), "start_ticks": int(fields[19]), "boot_id": boot_id, "state": fields[0]}
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: object) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
         json.dump(data, handle, allow_nan=False)
@@ -56,7 +66,7 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def pump(stream: Any, out_fd: int) -> None:
+def pump(stream: Iterable[bytes], out_fd: int) -> None:
     """Each line of the trainer's output, stamped as it arrives, appended whole."""
     for raw in stream:
         os.write(out_fd, stamp_now().encode() + b" " + raw.rstrip(b"\n") + b"\n")
@@ -79,12 +89,19 @@ def main(run_dir: Path) -> int:
     except OSError as err:
         write_json(run_dir / "start-error.json", {"error": f"cannot start {command[0]!r}: {err.strerror or err}"})
         return 1
-    identity = process_identity(child.pid) or {"pid": child.pid, "pgid": child.pid}
-    identity.pop("state", None)
-    shim = process_identity(os.getpid()) or {}
+    found = process_identity(child.pid)
+    identity: dict[str, object] = {"pid": child.pid, "pgid": child.pid}
+    if found is not None:
+        identity = {key: value for key, value in found.items() if key != "state"}
+    shim = process_identity(os.getpid())
     write_json(
         run_dir / "state.json",
-        {**identity, "shim_pid": os.getpid(), "shim_start_ticks": shim.get("start_ticks"), "started_at": stamp_now()},
+        {
+            **identity,
+            "shim_pid": os.getpid(),
+            "shim_start_ticks": shim["start_ticks"] if shim else None,
+            "started_at": stamp_now(),
+        },
     )
     reader = threading.Thread(target=pump, args=(child.stdout, out_fd), daemon=True)
     reader.start()

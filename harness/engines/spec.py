@@ -6,9 +6,12 @@ Engines execute a spec and nothing else; `--dry-run` prints one.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Mapping, Optional, Tuple
 
 from harness.secrets import shown_env_value, userinfo_in
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 LABEL_PREFIX = "org.miles-gb10-lab"
 LABEL_RUN = f"{LABEL_PREFIX}.run"
@@ -78,10 +81,10 @@ class LaunchSpec:
         values.update(info for value in self.env.values() for info in userinfo_in(value))
         return sorted(values, key=len, reverse=True)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The spec as JSON-ready data, secrets as ***."""
-        data = asdict(self)
-        data["env"] = self.display_env()
+        data: JSONObject = asdict(self)
+        data["env"] = dict(self.display_env())
         return data
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from pydantic import AfterValidator
 from typing_extensions import Annotated
@@ -59,11 +59,11 @@ def owned_flag(flag: str) -> Optional[str]:
     return None
 
 
-def _flag_value(value: Any) -> Any:
-    scalar = (int, float, str)
-    if value is None or isinstance(value, (bool, *scalar)):
+def _flag_value(value: object) -> milesargv.FlagValue:
+    words: list[object]
+    if value is None or isinstance(value, (bool, int, float, str)):
         words = [value]
-    elif isinstance(value, list) and all(isinstance(v, scalar) and not isinstance(v, bool) for v in value):
+    elif isinstance(value, list) and all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in value):
         words = value
     else:
         raise ValueError(
@@ -81,10 +81,13 @@ def _flag_value(value: Any) -> Any:
 FlagName = Annotated[str, AfterValidator(_flag_name)]
 
 
-FlagValue = Annotated[Any, AfterValidator(_flag_value)]
+if TYPE_CHECKING:
+    FlagValue = milesargv.FlagValue
+else:  # pydantic sees Any: nothing is coerced or refused before _flag_value checks the value, as the checker sees it
+    FlagValue = Annotated[Any, AfterValidator(_flag_value)]
 
 
-def split_or_none(text: Any) -> Optional[list[str]]:
+def split_or_none(text: object) -> Optional[list[str]]:
     try:
         return shlex.split(text) if isinstance(text, str) else None
     except ValueError:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from pydantic import AfterValidator
 from typing_extensions import Annotated
@@ -17,8 +16,8 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 RESERVED_NAMES = {"summary": "the summary's directory in the capture tree"}
 
 
-def check_safe_name(name: Any) -> None:
-    """Raise ValueError unless `name` can be a run's directory and container name."""
+def check_safe_name(name: object) -> str:
+    """`name`, when it can be a run's directory and container name; else ValueError."""
     if not isinstance(name, str) or not SAFE_NAME.match(name) or ".." in name:
         raise ValueError(
             f"{shown(name)} is not a safe name (letters, digits, '.', '_', '-'; starts with a letter or digit; "
@@ -26,31 +25,23 @@ def check_safe_name(name: Any) -> None:
         )
     if name in RESERVED_NAMES:
         raise ValueError(f"{name!r} is reserved: it is {RESERVED_NAMES[name]}")
+    return name
 
 
-def check_experiment_name(value: Any) -> None:
-    """Raise ValueError unless `value` can name an experiment file: a name, never a path."""
+def check_experiment_name(value: object) -> str:
+    """`value`, when it can name an experiment file (a name, never a path); else ValueError."""
     if not isinstance(value, str) or not SAFE_NAME.match(value) or ".." in value:
         raise ValueError(
             f"{shown(value)} is not an experiment name: give the stem of a file in the experiments directory "
             "(letters, digits, '.', '_', '-'), never a path"
         )
+    return value
 
 
-def _safe_name(name: str) -> str:
-    check_safe_name(name)
-    return name
+RunName = Annotated[str, AfterValidator(check_safe_name)]
 
 
-def _experiment_name(name: str) -> str:
-    check_experiment_name(name)
-    return name
-
-
-RunName = Annotated[str, AfterValidator(_safe_name)]
-
-
-ExperimentName = Annotated[str, AfterValidator(_experiment_name)]
+ExperimentName = Annotated[str, AfterValidator(check_experiment_name)]
 
 
 def run_name(name: str, seed: int) -> str:

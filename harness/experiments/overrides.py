@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence, Tuple
+from typing import Callable, Mapping, Sequence, Tuple
 
 import yaml
 
 from harness.errors import HarnessError
 from harness.experiments.flags import HARNESS_ENV, split_or_none
-from harness.experiments.yamlfile import MAX_DEPTH, BoundedLoader, key_text, one_line
+from harness.experiments.yamlfile import MAX_DEPTH, BoundedLoader, RawMapping, key_text, one_line
 from harness.secrets import REDACTED, is_secret_flag, redact_userinfo, secret_flags
 
 
-def deep_merge(parent: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(parent: Mapping[object, object], child: Mapping[object, object]) -> RawMapping:
     """Child onto parent: mappings merge key by key; lists, strings and scalars replace."""
     merged = copy.deepcopy(dict(parent))
     for key, value in child.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = deep_merge(merged[key], value)
+        current = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(current, Mapping):
+            merged[key] = deep_merge(current, value)
         else:
             merged[key] = copy.deepcopy(value)
     return merged
@@ -30,7 +31,7 @@ class Override:
     """One `--set KEY.PATH=VALUE`: where it goes, its YAML-typed value, and the text as typed."""
 
     path: Tuple[str, ...]
-    value: Any
+    value: object  # as YAML reads the text (or the text itself)
     raw: str
 
     def hides_secrets(self, is_secret: Callable[[str], bool]) -> bool:
@@ -70,7 +71,7 @@ def parse_set(assignments: Sequence[str]) -> list[Override]:
     return parsed
 
 
-def apply_set(data: dict[str, Any], overrides: Sequence[Override], is_secret: Callable[[str], bool]) -> dict[str, Any]:
+def apply_set(data: RawMapping, overrides: Sequence[Override], is_secret: Callable[[str], bool]) -> RawMapping:
     """A copy of `data` with each override assigned."""
     result = copy.deepcopy(data)
     for override in overrides:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Dict, List, Literal, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Dict, List, Literal, Optional, Sequence, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from typing_extensions import Annotated
@@ -19,6 +19,9 @@ from harness.experiments.yamlfile import one_line, shown
 from harness.guard.config import GuardConfig
 from harness.lab import milesargv
 from harness.secrets import is_secret_env, shown_env_value
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -209,7 +212,7 @@ class Experiment(_Strict):
 
     def trainer_args(self, base_args: Sequence[str]) -> list[str]:
         """The trainer's flags without MILES_EXTRA_ARGS: the base run with this experiment applied."""
-        overrides: dict[str, Any] = dict(self.miles.args)
+        overrides: dict[str, object] = dict(self.miles.args)
         overrides.update({"num-rollout": self.steps, "seed": self.seed, "rollout-seed": self.seed})
         return milesargv.apply_overrides(base_args, overrides)
 
@@ -226,9 +229,10 @@ class Experiment(_Strict):
         values = self.effective_flags(base_args).get(FILTER_FLAG)
         return values[0] if values else None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The resolved experiment with the same keys as the YAML (secrets in clear: see launch.redacted_experiment)."""
-        return self.model_dump(mode="json")
+    def to_dict(self) -> JSONObject:
+        """The resolved experiment with the same keys as the YAML (secrets in clear: see redacted_experiment)."""
+        data: JSONObject = self.model_dump(mode="json")
+        return data
 
 
 class Sweep(_Strict):
@@ -247,11 +251,13 @@ class Sweep(_Strict):
         return seeds
 
 
-def redacted_experiment(experiment: Experiment) -> dict[str, Any]:
+def redacted_experiment(experiment: Experiment) -> JSONObject:
     """The resolved experiment as `to_dict` gives it, each secret's value (and URL password) in container.env as ***."""
     data = experiment.to_dict()
-    env = data["container"]["env"]
-    data["container"]["env"] = {
-        name: shown_env_value(experiment.container.is_secret(name), value) for name, value in env.items()
-    }
+    container = data["container"]
+    if isinstance(container, dict):  # always: the schema's container block
+        container["env"] = {
+            name: shown_env_value(experiment.container.is_secret(name), value)
+            for name, value in experiment.container.env.items()
+        }
     return data

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, Tuple, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from harness.errors import HarnessError
 from harness.experiments.flags import (
@@ -21,16 +21,23 @@ from harness.experiments.flags import (
     refuse_conflicts,
     split_or_none,
 )
-from harness.experiments.naming import check_experiment_name, makers_of
+from harness.experiments.naming import check_experiment_name, check_safe_name, makers_of
 from harness.experiments.overrides import apply_set, deep_merge, parse_set
 from harness.experiments.schema import Experiment, Sweep
-from harness.experiments.yamlfile import key_text, load_mapping, one_line, shown
+from harness.experiments.yamlfile import RawMapping, key_text, load_mapping, one_line, shown
 from harness.fs.paths import not_regular
 from harness.lab import milesargv
 from harness.secrets import REDACTED, SECRET_FLAG_HINT, is_secret_env, is_secret_flag, secret_flags
 
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
-def _secret_test(data: Mapping[str, Any]) -> Callable[[str], bool]:
+Model = TypeVar("Model", bound=BaseModel)
+# Where a key was set, for messages: the key's path (as pydantic or the loader gives it) -> `FILE: key`.
+Place = Callable[[Sequence[object]], str]
+
+
+def _secret_test(data: Mapping[object, object]) -> Callable[[str], bool]:
     """Whether an env name is secret, from still-unvalidated data (its container.secret_env, if well formed)."""
     container = data.get("container")
     listed = container.get("secret_env") if isinstance(container, dict) else None
@@ -53,7 +60,7 @@ class ExperimentStore:
     def __init__(self, directory: Path, base_args: Optional[Sequence[str]] = None) -> None:
         self.directory = directory
         self._base_args = list(base_args) if base_args is not None else None
-        self._read: dict[Path, dict[str, Any]] = {}
+        self._read: dict[Path, RawMapping] = {}
 
     @property
     def base_args(self) -> list[str]:
@@ -83,7 +90,7 @@ class ExperimentStore:
             raise HarnessError(f"unknown experiment {name!r} in {self.directory} (known: {one_line(known)})")
         return path
 
-    def read(self, path: Path) -> dict[str, Any]:
+    def read(self, path: Path) -> RawMapping:
         """One file's mapping, read once per store (never mutated by the store)."""
         if path not in self._read:
             self._read[path] = load_mapping(path)
@@ -104,7 +111,7 @@ class ExperimentStore:
     def load(self, name: str, *, seed: Optional[int] = None, overrides: Sequence[str] = ()) -> Loaded:
         """Resolve `extends`, apply `--set` overrides and the seed, validate everything."""
         chain = self._chain(name)
-        merged: dict[str, Any] = {}
+        merged: RawMapping = {}
         for _, data in reversed(chain):
             merged = deep_merge(merged, data)
         merged.pop("extends", None)
@@ -117,7 +124,7 @@ class ExperimentStore:
             merged["seed"] = seed
         is_secret = _secret_test(merged)
 
-        def place(loc: Sequence[Any]) -> str:
+        def place(loc: Sequence[object]) -> str:
             """Where the key at `loc` was set, for messages: `--set KEY=VALUE`, else `FILE: key`."""
             keys = tuple(str(part) for part in loc)
             key = key_text(keys)
@@ -136,7 +143,21 @@ class ExperimentStore:
         warnings = _check_trainer_flags(experiment, self.base_args, place)
         return Loaded(experiment, tuple(p for p, _ in chain), tuple(warnings))
 
-    def _chain(self, name: str) -> list[tuple[Path, dict[str, Any]]]:
+    def check_variant_name(self, variant: str) -> None:
+        """`--name VARIANT`: a safe run name that no experiment file makes (its captures would be mixed up)."""
+        try:
+            check_safe_name(variant)
+        except ValueError as err:
+            raise HarnessError(f"--name: {err}") from None
+        for other, seed in makers_of(variant):
+            path = self.directory / f"{other}.yaml"
+            if path.is_file() and not self._is_sweep_file(path):
+                how = "as its own run" if seed == 1 else f"with seed {seed}"
+                raise HarnessError(
+                    f"--name {variant}: {path} makes that run {how}; a variant needs a run name of its own"
+                )
+
+    def _chain(self, name: str) -> list[tuple[Path, RawMapping]]:
         """[(path, data)] from `name` up through its parents; paths, cycles and missing parents rejected."""
         path = self.path(name)
         chain = [(path, self.read(path))]
@@ -148,9 +169,8 @@ class ExperimentStore:
                 raise HarnessError(f"{where}: {seen[-1]!r} is a sweep file, not an experiment")
             if "extends" not in data or data["extends"] is None:
                 return chain
-            parent = data["extends"]
             try:
-                check_experiment_name(parent)
+                parent = check_experiment_name(data["extends"])
             except ValueError as err:
                 raise HarnessError(f"{path}: extends: {err}") from None
             if parent in seen:
@@ -184,10 +204,10 @@ class ExperimentStore:
             return False  # unreadable, but still named like a run: it would collide once fixed
 
 
-def _first_file_with(chain: Sequence[tuple[Path, dict[str, Any]]], loc: Sequence[Any]) -> Optional[Path]:
+def _first_file_with(chain: Sequence[tuple[Path, RawMapping]], loc: Sequence[object]) -> Optional[Path]:
     """The first file of the chain (child first) that sets the key at `loc`."""
     for path, data in chain:
-        node: Any = data
+        node: object = data
         for part in loc:
             if not isinstance(node, dict) or part not in node:
                 break
@@ -197,7 +217,7 @@ def _first_file_with(chain: Sequence[tuple[Path, dict[str, Any]]], loc: Sequence
     return None
 
 
-def _refuse_secret_flags(data: Mapping[str, Any], place: Callable[[Any], str]) -> None:
+def _refuse_secret_flags(data: Mapping[object, object], place: Place) -> None:
     """Refuse a secret given as a trainer flag, by every route a flag takes, before anything can show it.
 
     The trainer prints its whole argv when it starts, so no redaction could keep
@@ -219,7 +239,7 @@ def _refuse_secret_flags(data: Mapping[str, Any], place: Callable[[Any], str]) -
             raise HarnessError(f"{place(loc)}: {one_line(name, 60)} {SECRET_FLAG_HINT}")
 
 
-def _check_trainer_flags(experiment: Experiment, base_args: Sequence[str], place: Callable[[Any], str]) -> list[str]:
+def _check_trainer_flags(experiment: Experiment, base_args: Sequence[str], place: Place) -> list[str]:
     """Cross-field rules on the effective argv (base run + args + extra_args); returns warnings, raises on errors."""
     sources: list[tuple[str, milesargv.Flag]] = []
     for flag in milesargv.parse_flags(experiment.trainer_args(base_args)):
@@ -253,7 +273,8 @@ def _check_trainer_flags(experiment: Experiment, base_args: Sequence[str], place
             f"{where['--over-sampling-batch-size']}: --over-sampling-batch-size {over} is below "
             f"--rollout-batch-size {batch}; Miles refuses it (it must be at least the batch size)"
         )
-    path = (flags.get(FILTER_FLAG) or [None])[0]
+    filter_values = flags.get(FILTER_FLAG)
+    path = filter_values[0] if filter_values else None
     warnings = []
     if path in DEPRECATED_FILTER_PATHS:
         warnings.append(
@@ -264,11 +285,11 @@ def _check_trainer_flags(experiment: Experiment, base_args: Sequence[str], place
 
 
 def _validate(
-    model: type,
-    data: dict[str, Any],
-    place: Callable[[Any], str],
+    model: type[Model],
+    data: RawMapping,
+    place: Place,
     is_secret: Callable[[str], bool] = lambda name: False,
-) -> Any:
+) -> Model:
     """model(**data), with the first error as one line: where the key was set, and the reason."""
     try:
         return model.model_validate(data)
@@ -288,7 +309,7 @@ def _validate(
         raise HarnessError(f"{place(loc)}: {one_line(_reason(first, model, loc, secret), 240)}{more}") from None
 
 
-def _reason(error: Mapping[str, Any], model: type, loc: Sequence[Any], secret: bool) -> str:
+def _reason(error: ErrorDetails, model: type[BaseModel], loc: Sequence[object], secret: bool) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         known = _known_keys(model, loc[:-1])
@@ -303,9 +324,9 @@ def _reason(error: Mapping[str, Any], model: type, loc: Sequence[Any], secret: b
     return message
 
 
-def _known_keys(model: type, loc: Sequence[Any]) -> list[str]:
+def _known_keys(model: type[BaseModel], loc: Sequence[object]) -> list[str]:
     """Field names of the (nested) model at `loc`, for 'unknown key' messages."""
-    current: Any = model
+    current: object = model
     for part in loc:
         fields = getattr(current, "model_fields", None)
         if not fields or part not in fields:

@@ -15,7 +15,7 @@ import re
 import reprlib
 import stat
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Hashable, Optional, Sequence, TypeAlias
 
 import yaml
 
@@ -31,8 +31,11 @@ _shown.maxstring = _shown.maxother = SHOWN_CHARS - 4
 _shown.maxlist = _shown.maxtuple = _shown.maxdict = _shown.maxset = _shown.maxfrozenset = 6
 _shown.maxlevel = 3
 
+# A YAML file's data as read, before the experiment schema has validated it: any key, any value.
+RawMapping: TypeAlias = dict[object, object]
 
-def shown(value: Any) -> str:
+
+def shown(value: object) -> str:
     """`repr(value)` cut to about 80 characters, computed without walking a huge value."""
     text = _shown.repr(value)
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
@@ -47,7 +50,7 @@ def one_line(text: str, limit: int = 2 * SHOWN_CHARS) -> str:
 class _Refused(yaml.MarkedYAMLError):
     """The document exceeds a bound; raised while composing, so nothing big is ever built."""
 
-    def __init__(self, problem: str, mark: Any) -> None:
+    def __init__(self, problem: str, mark: Optional[yaml.Mark]) -> None:
         super().__init__(problem=problem, problem_mark=mark)
 
 
@@ -61,14 +64,14 @@ class BoundedLoader(yaml.SafeLoader):
         self._total = 0  # values so far, aliases expanded: counted as they come, so a huge list stops early
         self._aliases = False
 
-    def fetch_flow_collection_start(self, token_class: Any) -> None:
+    def fetch_flow_collection_start(self, token_class: type[yaml.Token]) -> None:
         # Refused while scanning: the scanner looks ahead over every open `[` or `{`, so a deep
         # flow collection would cost time before the composer ever saw it.
         if self.flow_level >= MAX_DEPTH:
             raise _Refused(f"values nested more than {MAX_DEPTH} levels deep", self.get_mark())
         super().fetch_flow_collection_start(token_class)
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
+    def compose_node(self, parent: Optional[yaml.Node], index: int) -> Optional[yaml.Node]:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             node = super().compose_node(parent, index)
@@ -89,14 +92,14 @@ class BoundedLoader(yaml.SafeLoader):
         self._values[id(node)] = 1 + sum(self._values[id(child)] for child in _children(node))
         return node
 
-    def _count(self, values: int, mark: Any) -> None:
+    def _count(self, values: int, mark: Optional[yaml.Mark]) -> None:
         self._total += values
         if self._total > MAX_VALUES:
             how = "once its aliases are expanded" if self._aliases else "in one document"
             raise _Refused(f"more than {MAX_VALUES} values {how}", mark)
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> dict:
-        seen: set[Any] = set()
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, object]:
+        seen: set[object] = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *parent`: its keys may be overridden here
                 continue
@@ -119,9 +122,10 @@ _EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0
 BoundedLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789"))
 
 
-def _children(node: Any) -> list[Any]:
+def _children(node: Optional[yaml.Node]) -> list[yaml.Node]:
     if isinstance(node, yaml.SequenceNode):
-        return node.value
+        items: list[yaml.Node] = node.value
+        return items
     if isinstance(node, yaml.MappingNode):
         return [part for pair in node.value for part in pair]
     return []
@@ -149,7 +153,7 @@ def read_text(path: Path) -> str:
         raise HarnessError(f"{path}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})") from None
 
 
-def load_mapping(path: Path) -> dict[Any, Any]:
+def load_mapping(path: Path) -> RawMapping:
     """One YAML document from `path` as a mapping (an empty file is {}); every failure is a HarnessError."""
     text = read_text(path)
     try:
@@ -170,6 +174,6 @@ def load_mapping(path: Path) -> dict[Any, Any]:
     return data
 
 
-def key_text(path: Sequence[Any]) -> str:
+def key_text(path: Sequence[object]) -> str:
     """A key path for messages (`miles.args.lr`), each part cut short: keys come from the file too."""
     return ".".join(one_line(str(part), 60) for part in path)[:240] or "(top level)"

@@ -14,9 +14,12 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from harness.errors import ExitCode, HarnessError
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 EXCLUSIVE = fcntl.LOCK_EX
 SHARED = fcntl.LOCK_SH
@@ -63,7 +66,7 @@ def lock_or_wait(
         time.sleep(poll_s)
 
 
-def write_owner(fd: int, owner: dict[str, Any]) -> None:
+def write_owner(fd: int, owner: Mapping[str, object]) -> None:
     """Say in the lock file who holds it."""
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(owner, allow_nan=False).encode(), 0)
@@ -81,7 +84,7 @@ def unlock(fd: int) -> None:
         os.close(fd)
 
 
-def read_owner(path: Path) -> dict[str, Any]:
+def read_owner(path: Path) -> JSONObject:
     """Who holds a lock, as the holder wrote it ({} when unknown)."""
     try:
         owner = json.loads(path.read_text() or "{}")

@@ -39,7 +39,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import Callable, Optional, Protocol, TypedDict, Union
 
 from harness.capture import append_jsonl
 from harness.engines import EXITED, GONE
@@ -51,6 +51,25 @@ from harness.times import format_time_us
 ENDED_WAIT_S = 1.0  # after a failed pause or thaw: how long to wait for the engine to say the run ended
 READ_WAIT_MIN_S = 0.2  # the shortest wait for a reading: a busy machine's slow read is not a missing one
 STOP_CHECK_S = 0.05  # how often a wait for a reading looks whether the guard is stopping
+
+
+class PauseRecord(TypedDict):
+    """One line of pauses.jsonl: a window, `end` None while it is open."""
+
+    start: str
+    end: Optional[str]
+    reason: Optional[str]
+    peak_c: Optional[float]
+
+
+class SampleRecord(TypedDict):
+    """One line of guard.jsonl."""
+
+    t: str
+    temp_c: Optional[float]
+    reasons: Optional[int]
+    power_w: Optional[float]
+    paused: bool
 
 
 class BoundedReader:
@@ -69,7 +88,7 @@ class BoundedReader:
         """The sample (None: no reading), and a problem worth a note (or None)."""
         if self.hung:
             return None, self._slow(timeout_s)
-        box: list[Any] = []
+        box: list[Union[Sample, None, Exception]] = []
 
         def take() -> None:
             try:
@@ -147,7 +166,7 @@ class GuardLoop:
         on_note: Optional[Callable[[str], None]] = None,
         on_stop: Optional[Callable[[str], None]] = None,
         on_reading: Optional[Callable[[GuardReading], None]] = None,
-        append: Callable[[Path, Any], None] = append_jsonl,
+        append: Optional[Callable[[Path, object], None]] = None,
     ) -> None:
         self.handle = handle
         self.sensor = sensor
@@ -160,7 +179,8 @@ class GuardLoop:
         self._on_note = on_note
         self._on_stop = on_stop
         self._on_reading = on_reading
-        self._append_record = append  # the capture's writer: a run on a Ray node also streams it to the driver
+        # The capture's writer (default: append_jsonl): a run on a Ray node also streams it to the driver.
+        self._append_record = append if append is not None else append_jsonl
         self._reader = BoundedReader(sensor)
         self._noted: set[str] = set()
         self._notes_lock = (
@@ -168,7 +188,7 @@ class GuardLoop:
         )  # notes come from the guard's thread (reads are off the main lock) and stop()
         self._looked = False  # whether a first reading has been compared with the target's frozen state
         self._state = GuardState()
-        self._window: Optional[dict[str, Any]] = None  # the open pause window, as written
+        self._window: Optional[PauseRecord] = None  # the open pause window, as written
         self._window_start_us = 0
         self._window_peak_c: Optional[float] = None  # the peak of a window whose thaw failed
         self._last_recorded: Optional[float] = None
@@ -216,7 +236,7 @@ class GuardLoop:
     def __enter__(self) -> "GuardLoop":
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def _run(self) -> None:
@@ -246,7 +266,7 @@ class GuardLoop:
             found_frozen = self._first_look(sample)
             now = self._clock()
             state, decision = decide(self.config, self._state, sample, now)
-            if found_frozen:
+            if found_frozen and sample is not None:  # found frozen at a reading
                 state, decision = self._found_frozen(state, decision, sample, now)
             if decision.note:
                 self._note(decision.note)
@@ -452,7 +472,7 @@ class GuardLoop:
             stop_reason=decision.reason if decision.action is Action.STOP else previous.stop_reason,
         )
 
-    def _append(self, path: Path, record: dict[str, Any]) -> None:
+    def _append(self, path: Path, record: Union[PauseRecord, SampleRecord]) -> None:
         """Append a record; a record that cannot be written is noted, and never stops a pause or a thaw."""
         try:
             self._append_record(path, record)

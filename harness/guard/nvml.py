@@ -14,9 +14,13 @@ GPU is hot.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from harness.guard.samples import Sample, SensorUnavailable, WallClock, finite, wall_clock_us
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 # The queries read on every poll; the others are probed once, for the manifest and `guard probe`.
 LIVE_QUERIES = ("temperature", "clock_event_reasons", "power_usage")
@@ -30,12 +34,20 @@ OK = "OK"
 _TRY_NEXT = ("FUNCTION_NOT_FOUND", "ARGUMENT_VERSION_MISMATCH", "NOT_IN_PYNVML")
 
 
+# nvidia-ml-py has no types: the module is a ModuleType, a GPU's handle an opaque object; its queries
+# answer ctypes values, ints (temperatures, thresholds, milliwatts, reason masks) and bytes (names, versions).
+Handle = object
+Query = Callable[[Handle], object]
+# An answer as recorded: bytes decoded, anything but a number or a string as its str (as the manifest writes it).
+Answer = Union[int, float, str, None]
+
+
 @dataclass(frozen=True)
 class QueryResult:
     """One query's answer: OK with its value, or the NVML error name (NOT_SUPPORTED, GPU_IS_LOST...)."""
 
     status: str
-    value: Any = None
+    value: Answer = None
 
 
 @dataclass(frozen=True)
@@ -51,7 +63,7 @@ class DeviceProbe:
         return {
             name: float(result.value)
             for name, result in ((n, self.queries[f"threshold_{n}"]) for n in THRESHOLDS)
-            if result.status == OK
+            if result.status == OK and isinstance(result.value, (int, float))
         }
 
 
@@ -70,7 +82,7 @@ class NvmlProbe:
     def can_read_temperature(self) -> bool:
         return any(d.queries["temperature"].status == OK for d in self.devices)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         return {
             "driver_version": self.driver_version,
             "nvml_version": self.nvml_version,
@@ -80,23 +92,20 @@ class NvmlProbe:
                     "name": d.name,
                     "uuid": d.uuid,
                     "queries": {q: r.status for q, r in d.queries.items()},
-                    "thresholds_c": d.thresholds_c(),
+                    "thresholds_c": dict(d.thresholds_c()),
                     "margin_c": d.queries["margin_temperature"].value,
                 }
                 for d in self.devices
             ],
-            "unsupported": self.unsupported(),
+            "unsupported": list(self.unsupported()),
         }
 
 
-Query = Callable[[Any], Any]
-
-
-def _candidates(pynvml: Any) -> dict[str, list[Query]]:
+def _candidates(pynvml: ModuleType) -> dict[str, list[Query]]:
     """Each query's entry points, newest first (an older driver or nvidia-ml-py lacks the newer one)."""
 
-    def call(function: str, *args: Any) -> Query:
-        def query(handle: Any) -> Any:
+    def call(function: str, *args: object) -> Query:
+        def query(handle: Handle) -> object:
             fn = getattr(pynvml, function, None)
             if fn is None:
                 raise _NotInPynvml(function)
@@ -123,7 +132,7 @@ class _NotInPynvml(Exception):
     """This nvidia-ml-py has no such function."""
 
 
-def _error_names(pynvml: Any) -> dict[int, str]:
+def _error_names(pynvml: ModuleType) -> dict[int, str]:
     prefix = "NVML_ERROR_"
     return {v: k[len(prefix) :] for k, v in vars(pynvml).items() if k.startswith(prefix) and isinstance(v, int)}
 
@@ -131,7 +140,7 @@ def _error_names(pynvml: Any) -> dict[int, str]:
 class _Nvml:
     """nvidia-ml-py with errors turned into status names; never lets one failed query raise."""
 
-    def __init__(self, pynvml: Any) -> None:
+    def __init__(self, pynvml: ModuleType) -> None:
         self.pynvml = pynvml
         self.names = _error_names(pynvml)
 
@@ -142,7 +151,7 @@ class _Nvml:
             return self.names.get(err.value, f"NVML error {err.value}")
         return f"{type(err).__name__}: {err}"
 
-    def ask(self, candidates: list[Query], handle: Any) -> tuple[QueryResult, Optional[Query]]:
+    def ask(self, candidates: list[Query], handle: Handle) -> tuple[QueryResult, Optional[Query]]:
         """The first candidate that answers; else the most telling error."""
         status = "FUNCTION_NOT_FOUND"
         for query in candidates:
@@ -155,18 +164,23 @@ class _Nvml:
                 status = found
         return QueryResult(status), None
 
-    def text(self, function: str, *args: Any) -> Optional[str]:
+    def text(self, function: str, *args: object) -> Optional[str]:
         try:
-            return _plain(getattr(self.pynvml, function)(*args))
+            value = _plain(getattr(self.pynvml, function)(*args))
         except Exception:  # noqa: BLE001 - an identity string is nice to have, never needed
             return None
+        return None if value is None else str(value)
 
 
-def _plain(value: Any) -> Any:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+def _plain(value: object) -> Answer:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if value is None or isinstance(value, (int, float, str)):
+        return value
+    return str(value)
 
 
-def load_pynvml() -> Any:
+def load_pynvml() -> ModuleType:
     """nvidia-ml-py initialised, or SensorUnavailable saying why (no package, no library, no driver)."""
     try:
         import pynvml
@@ -178,15 +192,16 @@ def load_pynvml() -> Any:
         if err.value == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND:
             raise SensorUnavailable("NVML: no NVIDIA driver (libnvidia-ml.so.1 not found)") from None
         raise SensorUnavailable(f"NVML: {err}") from None
-    return pynvml
+    module: ModuleType = pynvml
+    return module
 
 
-def probe(pynvml: Any) -> tuple[NvmlProbe, list[tuple[Any, dict[str, Query]]]]:
+def probe(pynvml: ModuleType) -> tuple[NvmlProbe, list[tuple[Handle, dict[str, Query]]]]:
     """Ask every GPU every query once; the probe, and per GPU its handle and the live queries that answered."""
     nvml = _Nvml(pynvml)
     candidates = _candidates(pynvml)
     devices: list[DeviceProbe] = []
-    live: list[tuple[Any, dict[str, Query]]] = []
+    live: list[tuple[Handle, dict[str, Query]]] = []
     try:
         count = pynvml.nvmlDeviceGetCount()
     except pynvml.NVMLError as err:
@@ -220,7 +235,7 @@ def probe_nvml() -> NvmlProbe:
         _shutdown(pynvml)
 
 
-def _shutdown(pynvml: Any) -> None:
+def _shutdown(pynvml: ModuleType) -> None:
     try:
         pynvml.nvmlShutdown()
     except Exception:  # noqa: BLE001 - nothing to do about a failed shutdown
@@ -234,9 +249,9 @@ class NvmlSensor:
 
     def __init__(
         self,
-        pynvml: Any,
+        pynvml: ModuleType,
         found: NvmlProbe,
-        live: list[tuple[Any, dict[str, Query]]],
+        live: list[tuple[Handle, dict[str, Query]]],
         wall_us: WallClock = wall_clock_us,
     ) -> None:
         self.probe = found
@@ -268,13 +283,13 @@ class NvmlSensor:
         powers: list[float] = []
         for handle, queries in self._live:
             temp = self._ask(queries, "temperature", handle)
-            if temp is not None and finite(float(temp)) is not None:
+            if isinstance(temp, (int, float)) and finite(float(temp)) is not None:
                 temps.append(float(temp))
             mask = self._ask(queries, "clock_event_reasons", handle)
-            if mask is not None:
+            if isinstance(mask, int):
                 reasons = (reasons or 0) | int(mask)
             milliwatts = self._ask(queries, "power_usage", handle)
-            if milliwatts is not None:
+            if isinstance(milliwatts, (int, float)):
                 powers.append(milliwatts / 1000.0)
         if not temps and reasons is None and not powers:
             return None
@@ -286,7 +301,7 @@ class NvmlSensor:
         )
 
     @staticmethod
-    def _ask(queries: dict[str, Query], name: str, handle: Any) -> Any:
+    def _ask(queries: dict[str, Query], name: str, handle: Handle) -> object:
         query = queries.get(name)
         if query is None:
             return None
@@ -295,7 +310,7 @@ class NvmlSensor:
         except Exception:  # noqa: BLE001 - a failed poll is a missing field, the policy decides
             return None
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         return self.probe.facts()
 
     def close(self) -> None:

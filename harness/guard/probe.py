@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from harness.guard.nvml import NvmlProbe, probe_nvml
 from harness.guard.samples import SensorUnavailable
 from harness.guard.sensors import THERMAL_ROOT, ThermalZone, probe_thermal_zones
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class MachineProbe:
         )
         return f"no temperature can be read here: {nvml}; sysfs: {zones}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "nvml": None
             if self.nvml is None
@@ -54,7 +57,7 @@ class MachineProbe:
             },
             "nvml_error": self.nvml_error,
             "sysfs": {"root": str(self.thermal_root), "zones": [asdict(zone) for zone in self.zones]},
-            "temperature_readable_by": self.readable_by(),
+            "temperature_readable_by": list(self.readable_by()),
         }
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 # nvidia-ml-py's names and values for the clock-event reasons that mean heat (a
 # test pins them to pynvml's), so that deciding never imports NVML.
@@ -55,7 +58,7 @@ class Sensor(Protocol):
     def read(self) -> Optional[Sample]:
         """This poll's reading, or None when nothing could be read. Never raises."""
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         """What the sensor found when it opened: for the manifest, once."""
 
     def close(self) -> None:

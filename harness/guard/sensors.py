@@ -22,7 +22,7 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from harness.errors import HarnessError
 from harness.guard.config import GuardConfig, SimSensorConfig
@@ -36,6 +36,9 @@ from harness.guard.samples import (
     nvmlClocksEventReasonSwThermalSlowdown,
     wall_clock_us,
 )
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 FILE_HEAD_BYTES = 256  # a file sensor reads this much at most: "84.5 0x20" fits many times over
 THERMAL_ROOT = Path("/sys/class/thermal")
@@ -94,7 +97,7 @@ class FileSensor:
         finally:
             os.close(fd)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         return {"path": str(self.path), "readable": self.read() is not None}
 
     def close(self) -> None:
@@ -160,7 +163,7 @@ class SysfsSensor:
                 hottest = temp
         return None if hottest is None else Sample(self._wall_us(), temp_c=hottest)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         return {
             "root": str(self.root),
             "zones": [{"zone": z.zone, "type": z.type, "readable": z.temp_c is not None} for z in self.zones],
@@ -204,7 +207,7 @@ class SimSensor:
         reasons = nvmlClocksEventReasonSwThermalSlowdown if temp >= self.model.throttle_at_c else 0
         return Sample(self._wall_us(), temp_c=round(temp, 2), reasons=reasons)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         return {"model": self.model.model_dump(mode="json")}
 
     def close(self) -> None:
@@ -216,7 +219,7 @@ class SensorChoice:
     """The sensor a guard block asked for, as opened here (None: unguarded), and the facts for the manifest."""
 
     sensor: Optional[Sensor]
-    facts: dict[str, Any]
+    facts: JSONObject
     warnings: list[str] = field(default_factory=list)
 
 
@@ -233,12 +236,12 @@ def open_sensor(
     if requested == "none":
         return SensorChoice(None, {"requested": "none", "picked": None})
     if requested.startswith("file:"):
-        sensor = FileSensor(Path(requested[len("file:") :]), wall_us)
+        file_sensor = FileSensor(Path(requested[len("file:") :]), wall_us)
         try:
-            sensor.check()
+            file_sensor.check()
         except SensorUnavailable as err:
             raise HarnessError(f"guard.sensor {requested}: {err}") from None
-        return _chosen(requested, sensor, {})
+        return _chosen(requested, file_sensor, {})
     if requested == "sim":
         return _chosen(requested, SimSensor(config.sim, clock, wall_us), {})
     tried: dict[str, str] = {}
@@ -256,7 +259,7 @@ def open_sensor(
     why = "; ".join(f"{name}: {reason}" for name, reason in tried.items())
     return SensorChoice(
         None,
-        {"requested": "auto", "picked": None, "tried": tried},
+        {"requested": "auto", "picked": None, "tried": dict(tried)},
         [f"heat guard off: no sensor can read a temperature here ({why})"],
     )
 
@@ -270,19 +273,23 @@ def _open_named(name: str, thermal_root: Path, wall_us: WallClock) -> Sensor:
 
 
 def _chosen(requested: str, sensor: Sensor, tried: dict[str, str]) -> SensorChoice:
-    facts: dict[str, Any] = {"requested": requested, "picked": sensor.name}
+    facts: JSONObject = {"requested": requested, "picked": sensor.name}
     if tried:
         facts["tried"] = dict(tried)
     facts.update(sensor.facts())
     return SensorChoice(sensor, facts)
 
 
-def _threshold_warnings(config: GuardConfig, facts: dict[str, Any]) -> list[str]:
+def _threshold_warnings(config: GuardConfig, facts: JSONObject) -> list[str]:
     """Warn when the GPU's own slowdown threshold (where NVML reports one) is below pause_at_c."""
     warnings = []
-    for device in facts.get("devices", []):
-        slowdown = device.get("thresholds_c", {}).get("slowdown")
-        if slowdown is not None and config.pause_at_c >= slowdown:
+    devices = facts.get("devices")
+    for device in devices if isinstance(devices, list) else []:
+        if not isinstance(device, dict):
+            continue
+        thresholds = device.get("thresholds_c")
+        slowdown = thresholds.get("slowdown") if isinstance(thresholds, dict) else None
+        if isinstance(slowdown, (int, float)) and config.pause_at_c >= slowdown:
             warnings.append(
                 f"guard.pause_at_c {config.pause_at_c:g} C is at or above GPU {device['index']}'s slowdown "
                 f"threshold {slowdown:g} C: the GPU will throttle itself before the guard pauses the run"

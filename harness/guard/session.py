@@ -14,13 +14,19 @@ guards a handle until the target exits or the caller says stop.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from harness.guard.config import GuardConfig
-from harness.guard.loop import GuardLoop, GuardReading
-from harness.guard.sensors import SensorChoice, open_sensor
+from harness.guard.loop import GuardLoop, GuardReading, Pausable
+from harness.guard.samples import Clock, WallClock, wall_clock_us
+from harness.guard.sensors import THERMAL_ROOT, SensorChoice, open_sensor
+
+if TYPE_CHECKING:
+    from harness.engines import RunHandle
+    from harness.jsontypes import JSONObject
 
 CLOSE_WAIT_S = 1.0
 WAIT_S = 0.25  # how often `guard_until_exit` looks whether the target exited or a stop was asked for
@@ -34,9 +40,16 @@ class GuardSession:
     choice: SensorChoice
 
     @classmethod
-    def open(cls, config: GuardConfig, **sensor_options: Any) -> "GuardSession":
+    def open(
+        cls,
+        config: GuardConfig,
+        *,
+        thermal_root: Path = THERMAL_ROOT,
+        clock: Clock = time.monotonic,
+        wall_us: WallClock = wall_clock_us,
+    ) -> "GuardSession":
         """Open the sensor `config.sensor` names: HarnessError when a named one cannot read here."""
-        return cls(config, open_sensor(config, **sensor_options))
+        return cls(config, open_sensor(config, thermal_root=thermal_root, clock=clock, wall_us=wall_us))
 
     @property
     def guarded(self) -> bool:
@@ -47,23 +60,23 @@ class GuardSession:
         """What to show once before the run (the guard is off, a threshold below pause_at_c)."""
         return list(self.choice.warnings)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         """For the manifest: whether the run is guarded, what was asked, picked, tried and is unsupported."""
-        facts: dict[str, Any] = {"guarded": self.guarded, **self.choice.facts}
+        facts: JSONObject = {"guarded": self.guarded, **self.choice.facts}
         if self.choice.warnings:
             facts["warnings"] = list(self.choice.warnings)
         return facts
 
     def start(
         self,
-        handle: Any,
+        handle: Pausable,
         *,
         pauses_path: Path,
         samples_path: Path,
         on_note: Optional[Callable[[str], None]] = None,
         on_stop: Optional[Callable[[str], None]] = None,
         on_reading: Optional[Callable[[GuardReading], None]] = None,
-        append: Optional[Callable[[Path, Any], None]] = None,
+        append: Optional[Callable[[Path, object], None]] = None,
     ) -> Optional[GuardLoop]:
         """Start guarding `handle` (None when unguarded). The callbacks run in the guard's thread: never block."""
         if self.choice.sensor is None:
@@ -77,7 +90,7 @@ class GuardSession:
             on_note=on_note,
             on_stop=on_stop,
             on_reading=on_reading,
-            **({"append": append} if append is not None else {}),
+            append=append,
         )
         return loop.start()
 
@@ -100,7 +113,7 @@ class GuardEnd:
 
 
 def guard_until_exit(
-    handle: Any,
+    handle: RunHandle,
     session: GuardSession,
     record_dir: Path,
     *,

@@ -21,12 +21,15 @@ import string
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
-try:
-    from . import milesargv  # imported as harness.lab.entry
-except ImportError:
-    import milesargv  # run as a script in the image, next to this file
+if TYPE_CHECKING:
+    from harness.lab import milesargv
+else:
+    try:
+        from . import milesargv  # imported as harness.lab.entry
+    except ImportError:
+        import milesargv  # run as a script in the image, next to this file
 
 PROG = "miles-gb10-lab"
 EXIT_USAGE = 2
@@ -123,7 +126,7 @@ class Runner:
 
     def __init__(self, miles_dir: str) -> None:
         self.miles_dir = miles_dir
-        self.child: Optional[subprocess.Popen] = None
+        self.child: Optional[subprocess.Popen[bytes]] = None
         self.stopped_by: Optional[int] = None
 
     def on_signal(self, signum: int, _frame: object) -> None:
@@ -152,16 +155,16 @@ class Runner:
         if not self.stopped_by:
             code = self.call(job_submit_argv(words, submission_id, env))
         if self.stopped_by:
-            return self.stop(submission_id)
+            return self.stop(submission_id, self.stopped_by)
         return code
 
-    def stop(self, submission_id: str) -> int:
-        """After a signal: stop the job and Ray (each bounded in time), exit 128 + signal."""
-        name = signal.Signals(self.stopped_by).name
+    def stop(self, submission_id: str, signum: int) -> int:
+        """After signal `signum`: stop the job and Ray (each bounded in time), exit 128 + signal."""
+        name = signal.Signals(signum).name
         print(f"{PROG}: {name}: stopping job {submission_id} and Ray", file=sys.stderr)
         self.call(["ray", "job", "stop", f"--address={RAY_ADDRESS}", submission_id], timeout=60)
         self.call(["ray", "stop", "--force"], timeout=60)
-        return 128 + self.stopped_by
+        return 128 + signum
 
 
 def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] = None) -> int:

@@ -14,6 +14,8 @@ from typing import Mapping, Sequence, Tuple, Union
 
 BASE_RUN_FILE = Path(__file__).with_name("base-run.args")
 
+# A flag's value as an experiment's miles.args holds it (checked by harness.experiments.flags). The functions
+# below take any value, as a manifest read back may hold one: another value is one word, its str().
 FlagValue = Union[str, int, float, bool, None, Sequence[Union[str, int, float]]]
 
 _NUMBER = re.compile(r"^-\d|^-\.\d")
@@ -71,7 +73,7 @@ def flag_values(words: Sequence[str]) -> dict[str, list[str]]:
     return {flag.name: list(flag.values) for flag in parse_flags(words) if flag.name}
 
 
-def format_value(value: FlagValue) -> list[str]:
+def format_value(value: object) -> list[str]:
     """The argv words for one flag value: True -> bare flag, lists -> several words."""
     if value is True:
         return []
@@ -84,7 +86,7 @@ def _word(value: object) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def apply_overrides(base: Sequence[str], overrides: Mapping[str, FlagValue]) -> list[str]:
+def apply_overrides(base: Sequence[str], overrides: Mapping[str, object]) -> list[str]:
     """Base argv with flags replaced in place, removed (False/None) or appended.
 
     Keys are flag names without leading dashes; every occurrence of an
@@ -101,13 +103,13 @@ def apply_overrides(base: Sequence[str], overrides: Mapping[str, FlagValue]) -> 
             continue
         done.add(flag.name)
         out.extend(_render(flag.name, wanted[flag.name]))
-    for flag, value in wanted.items():
-        if flag not in done:
-            out.extend(_render(flag, value))
+    for name, value in wanted.items():
+        if name not in done:
+            out.extend(_render(name, value))
     return out
 
 
-def _render(flag: str, value: FlagValue) -> list[str]:
+def _render(flag: str, value: object) -> list[str]:
     if value is False or value is None:
         return []
     return [flag, *format_value(value)]

@@ -11,9 +11,27 @@ and is counted under `zero_std_other`. The raw keys are never changed.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping, TypedDict
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsItems
 
 from harness.mileslog.keys import DROP_PREFIX, GROUP_KEY_PREFIXES, ZERO_STD_COUNT_PREFIX, ZERO_STD_DROP_PREFIX
+
+
+class DerivedValues(TypedDict):
+    """`derive_step_values` of one step: its dropped and zero-variance groups by kind."""
+
+    dropped_groups: int
+    dropped_all_right: int
+    dropped_all_wrong: int
+    dropped_other: dict[
+        str, int
+    ]  # by reason (the key after `drop_`); partial-credit zero-std drops as zero_std_partial
+    zero_std_all_right: int | None
+    zero_std_all_wrong: int | None
+    zero_std_other: int | None
+    unreadable_keys: list[str]
 
 
 def _reward_suffix(suffix: str) -> float | None:
@@ -24,7 +42,7 @@ def _reward_suffix(suffix: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def whole_number(value: Any) -> int | None:
+def whole_number(value: object) -> int | None:
     """A whole number as an int (5 or 5.0); None for bools, fractions, non-finite values and the rest."""
     if isinstance(value, bool):
         return None
@@ -43,13 +61,14 @@ def _split_by_reward(counts: Mapping[float, int]) -> tuple[int, int, int]:
     return right, wrong, other
 
 
-def derive_step_values(metrics: Mapping[str, Any]) -> dict[str, Any]:
+def derive_step_values(metrics: SupportsItems[object, object]) -> DerivedValues:
     """Dropped groups (total, all right, all wrong, other reasons) and zero-variance kept groups.
 
     `dropped_*` are 0 when no drop key is present (Miles omits reasons that did
     not occur); `zero_std_*` are None when no count key is present (with the
     filter on, or in a Miles that does not log them). Keys whose value is not
-    a whole number are listed under `unreadable_keys` and left out of sums.
+    a whole number are listed under `unreadable_keys` and left out of sums; a
+    key that is not a string is no group key.
     """
     dropped_by_reward: dict[float, int] = {}
     dropped_other: dict[str, int] = {}

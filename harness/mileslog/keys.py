@@ -27,7 +27,10 @@ states each rule once):
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:
+    from harness.mileslog.pyrepr import PyDict
 
 ROLLOUT_TIME = "perf/rollout_time"
 STEP_TIME = "perf/step_time"
@@ -54,7 +57,7 @@ FILTER_ARG = "dynamic_sampling_filter_path"
 FILTER_FLAG = "--dynamic-sampling-filter-path"
 
 
-def finite_number(value: Any) -> Optional[float]:
+def finite_number(value: object) -> Optional[float]:
     """A finite float, or None (bools, strings, NaN and infinities are not numbers here)."""
     if type(value) is float:
         return value if math.isfinite(value) else None
@@ -70,7 +73,7 @@ def finite_number(value: Any) -> Optional[float]:
 # ---- the filter ------------------------------------------------------------
 
 
-def filter_is_on(path: Any) -> bool:
+def filter_is_on(path: object) -> bool:
     """True when a `dynamic_sampling_filter_path` value sets a filter (a bare flag, True, counts)."""
     if path is None or path is False:
         return False
@@ -79,7 +82,7 @@ def filter_is_on(path: Any) -> bool:
     return True
 
 
-def filter_setting(args: Optional[Mapping[str, Any]], argv: Optional[Sequence[str]]) -> tuple[Optional[bool], str]:
+def filter_setting(args: Optional[Mapping[str, object]], argv: Optional[Sequence[str]]) -> tuple[Optional[bool], str]:
     """(filter on, where that was read): the argument dump, else the launch argv, else (None, "none")."""
     if args is not None and FILTER_ARG in args:
         return filter_is_on(args[FILTER_ARG]), "argument dump"
@@ -101,12 +104,12 @@ def reward_key(filter_on: Optional[bool]) -> str:
     return RAW_REWARD_UNFILTERED if filter_on else RAW_REWARD
 
 
-def step_reward(metrics: Mapping[str, Any], filter_on: Optional[bool]) -> Optional[float]:
+def step_reward(metrics: Mapping[str, object], filter_on: Optional[bool]) -> Optional[float]:
     """The step's reward by the rule above; None when the key is missing or not a finite number."""
     return finite_number(metrics.get(reward_key(filter_on)))
 
 
-def step_time(metrics: Mapping[str, Any]) -> tuple[Optional[float], Optional[str]]:
+def step_time(metrics: Mapping[str, object]) -> tuple[Optional[float], Optional[str]]:
     """(seconds, the key they came from): `perf/step_time`, else `perf/total_train_time`; (None, None)."""
     for key in STEP_TIME_KEYS:
         value = finite_number(metrics.get(key))
@@ -115,24 +118,24 @@ def step_time(metrics: Mapping[str, Any]) -> tuple[Optional[float], Optional[str
     return None, None
 
 
-def is_rollout_side(payload: Mapping[Any, Any]) -> bool:
+def is_rollout_side(payload: PyDict) -> bool:
     """True for the rollout's `perf N` payload: the rollout time or any `rollout/` key."""
     return any(key in payload for key in ROLLOUT_SIDE_KEYS) or any(
         isinstance(key, str) and key.startswith(ROLLOUT_PREFIX) for key in payload
     )
 
 
-def ends_step(payload: Mapping[Any, Any]) -> bool:
+def ends_step(payload: PyDict) -> bool:
     """True for the trainer's `perf N` payload, the last line of step N."""
     return any(key in payload for key in STEP_END_KEYS)
 
 
-def rollout_side_logged(metrics: Mapping[str, Any]) -> bool:
+def rollout_side_logged(metrics: Mapping[str, object]) -> bool:
     """True when a merged step holds the rollout's line, so absent drop keys mean 0 dropped."""
     return ROLLOUT_TIME in metrics or any(key.startswith(DYNAMIC_FILTER_PREFIX) for key in metrics)
 
 
-def drops_known(filter_on: Optional[bool], metrics: Mapping[str, Any]) -> bool:
+def drops_known(filter_on: Optional[bool], metrics: Mapping[str, object]) -> bool:
     """True when a step's dropped groups are a count: the filter is on and the rollout's line was logged.
 
     Otherwise they are null, never 0: not applicable without the filter, unknown without the rollout's line.

@@ -16,9 +16,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
 
-from harness.mileslog.pyrepr import ReprError, parse_dict_repr
+from harness.mileslog.pyrepr import PyDict, PyValue, ReprError, parse_dict_repr
 
 KINDS = ("perf", "rollout", "step", "eval", "multi_turn", "critic-step")
 
@@ -36,7 +35,7 @@ class MetricLine:
 
     kind: str
     id: int
-    payload: dict[str, Any] | None  # None when it did not parse
+    payload: PyDict | None  # None when it did not parse
     error: str | None  # why it did not parse
     trailing: str  # text after the dict other than a repeat suffix ("" normally)
 
@@ -122,7 +121,7 @@ def argument_marker(text: str) -> str | None:
     return kind
 
 
-def read_argument(text: str) -> tuple[str, Any] | None:
+def read_argument(text: str) -> tuple[str, PyValue] | None:
     """(name, value) from `  name ........ value`, or None when the text has another shape."""
     m = _ARG_LINE.fullmatch(text.rstrip("\r\n"))
     if m is None:
@@ -135,7 +134,7 @@ def read_argument(text: str) -> tuple[str, Any] | None:
     return name, argument_value(value.strip())
 
 
-def argument_value(text: str) -> Any:
+def argument_value(text: str) -> PyValue:
     """A dumped value: None/True/False, int, float, a list/dict/tuple literal, else the string itself.
 
     A value that would hold a non-finite number (`1e999`, `[nan]`) stays the
@@ -161,7 +160,7 @@ def argument_value(text: str) -> Any:
     return text
 
 
-def _all_finite(value: Any) -> bool:
+def _all_finite(value: PyValue) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, (list, tuple)):

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable
+from typing import BinaryIO, Iterable, Protocol, TypeGuard
 
 from harness.mileslog.derive import derive_step_values
 from harness.mileslog.keys import ends_step, is_rollout_side
@@ -61,7 +61,8 @@ from harness.mileslog.lines import (
     split_ray_prefix,
     strip_ansi,
 )
-from harness.mileslog.records import EvalRecord, ParsedLog, StepRecord
+from harness.mileslog.pyrepr import PyDict, PyValue
+from harness.mileslog.records import EvalRecord, Failure, Metrics, ParsedLog, Problem, StepRecord
 from harness.times import format_time_us, split_time_prefix
 
 # A line holding none of these is noise unless an argument dump or a traceback is open.
@@ -86,7 +87,7 @@ class _SubStep:
     """One optimizer step (`step M`) or critic step, waiting for its rollout."""
 
     number: int
-    payload: dict[str, Any]
+    payload: Metrics
     line: int
     pending: bool = True
 
@@ -94,14 +95,14 @@ class _SubStep:
 @dataclass
 class _OpenStep:
     step: int
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=dict)
     key_lines: dict[str, int] = field(default_factory=dict)
     t_rollout_end: str | None = None
     saw_rollout_side: bool = False
     t_step_end: str | None = None
     train_steps: list[_SubStep] = field(default_factory=list)
     critic_steps: list[_SubStep] = field(default_factory=list)
-    problems: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
 
 
@@ -109,6 +110,12 @@ class _OpenStep:
 class _Traceback:
     in_frames: bool  # False once its exception line has been read
     last_line: int
+
+
+class ByteStream(Protocol):
+    """What `feed_stream` reads: a binary file, or anything with its `read`."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class LogParser:
@@ -125,14 +132,14 @@ class LogParser:
         self._seen: dict[str, dict[int, _SubStep]] = {"step": {}, "critic-step": {}}
         self._last_rollout_id: int | None = None
         self._evals: dict[int, EvalRecord] = {}
-        self._args: dict[str, Any] | None = None
+        self._args: Metrics | None = None
         self._args_source: str | None = None  # Ray source of the open argument dump
         self._args_last = 0
         self._launch: list[str] | None = None
         self._tracebacks: dict[str, _Traceback] = {}
-        self._exception: dict[str, Any] | None = None
-        self._job_failed: dict[str, Any] | None = None
-        self._problems: list[dict[str, Any]] = []
+        self._exception: Failure | None = None
+        self._job_failed: Failure | None = None
+        self._problems: list[Problem] = []
 
     # ---- what has been read so far --------------------------------------------------
 
@@ -151,7 +158,7 @@ class LogParser:
         return [self._evals[n] for n in sorted(self._evals)]
 
     @property
-    def args(self) -> dict[str, Any] | None:
+    def args(self) -> Metrics | None:
         """The first argument dump: name -> value (None, bool, int, float, list/dict literal, else str)."""
         return None if self._args is None else dict(self._args)
 
@@ -161,7 +168,7 @@ class LogParser:
         return None if self._launch is None else list(self._launch)
 
     @property
-    def failure(self) -> dict[str, Any] | None:
+    def failure(self) -> Failure | None:
         """{"kind", "line", "line_number"} of what ended the run, or None.
 
         The last exception line of a traceback after the last metric line (an
@@ -170,12 +177,12 @@ class LogParser:
         metric lines was survived and is not the run's failure.
         """
         found = self._exception or self._job_failed
-        return None if found is None else dict(found)
+        return None if found is None else found.copy()
 
     @property
-    def problems(self) -> list[dict[str, Any]]:
+    def problems(self) -> list[Problem]:
         """What could not be read: {"line": n, "reason": str[, "step": N]}."""
-        return [dict(problem) for problem in self._problems]
+        return [problem.copy() for problem in self._problems]
 
     def result(self) -> ParsedLog:
         """Finish (if not yet) and return everything read, steps in step order."""
@@ -210,7 +217,7 @@ class LogParser:
             return []
         return self._process(line, n)
 
-    def feed_stream(self, stream: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> list[StepRecord]:
+    def feed_stream(self, stream: ByteStream, chunk_bytes: int = CHUNK_BYTES) -> list[StepRecord]:
         """Read a binary stream to its end (bytes decoded as UTF-8, bad bytes replaced).
 
         Same result as feeding every line; a last line without a newline is a line.
@@ -370,7 +377,7 @@ class LogParser:
             return
         if tb.in_frames and exception_line(stripped):
             tb.in_frames = False
-            found = {"kind": "oom" if is_oom(stripped) else "exception", "line": stripped, "line_number": n}
+            found: Failure = {"kind": "oom" if is_oom(stripped) else "exception", "line": stripped, "line_number": n}
             if self._exception is None or found["kind"] == "oom" or self._exception["kind"] != "oom":
                 self._exception = found
             return
@@ -417,9 +424,7 @@ class LogParser:
             step = self._open[ident] = _OpenStep(ident)
         return step
 
-    def _merge(
-        self, kind: str, ident: int, payload: dict[str, Any], stamp: str | None, n: int, out: list[StepRecord]
-    ) -> None:
+    def _merge(self, kind: str, ident: int, payload: PyDict, stamp: str | None, n: int, out: list[StepRecord]) -> None:
         label = f"{kind} {ident}"
         if ident in self._done:
             self._problem(n, f"{label} came after step {ident} was complete: ignored", ident)
@@ -441,7 +446,7 @@ class LogParser:
             self._done.add(ident)
             out.append(self._emit(step, complete=True))
 
-    def _sub_step(self, kind: str, number: int, payload: dict[str, Any], n: int) -> None:
+    def _sub_step(self, kind: str, number: int, payload: PyDict, n: int) -> None:
         seen = self._seen[kind]
         previous = seen.get(number)
         if previous is None:
@@ -464,7 +469,7 @@ class LogParser:
             target.extend(pending)
             self._pending[kind] = []
 
-    def _eval(self, ident: int, payload: dict[str, Any], stamp: str | None, n: int) -> None:
+    def _eval(self, ident: int, payload: PyDict, stamp: str | None, n: int) -> None:
         record = self._evals.get(ident)
         if record is None:
             self._evals[ident] = EvalRecord(ident, stamp, _string_keys(payload), [n])
@@ -503,13 +508,13 @@ class LogParser:
 
     def _merge_keys(
         self,
-        into: dict[str, Any],
-        payload: dict[Any, Any],
+        into: Metrics,
+        payload: PyDict | Metrics,
         label: str,
         n: int,
         ident: int | None,
         key_lines: dict[str, int] | None,
-        problems: list[dict[str, Any]] | None,
+        problems: list[Problem] | None,
     ) -> None:
         if into.keys().isdisjoint(payload) and _all_str(payload):  # every key new: nothing to compare
             into.update(payload)
@@ -532,9 +537,9 @@ class LogParser:
                     problems,
                 )
 
-    def _problem(self, n: int, reason: str, step: int | None = None, into: list[dict[str, Any]] | None = None) -> None:
+    def _problem(self, n: int, reason: str, step: int | None = None, into: list[Problem] | None = None) -> None:
         """Record a problem; one about an open step is also listed on that step."""
-        problem: dict[str, Any] = {"line": n, "reason": reason}
+        problem: Problem = {"line": n, "reason": reason}
         if step is not None:
             problem["step"] = step
             if into is None and step in self._open:
@@ -565,12 +570,12 @@ def _next_marker(buf: bytes, pos: int, end: int, next_at: list[int]) -> int:
     return best
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def _short(value: PyValue, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _all_str(payload: dict[Any, Any]) -> bool:
+def _all_str(payload: PyDict | Metrics) -> TypeGuard[Metrics]:
     """True when every key is a str (checked in C: the per-key loops are the parser's hot spots)."""
     return set(map(type, payload)) <= _STR_ONLY
 
@@ -578,13 +583,13 @@ def _all_str(payload: dict[Any, Any]) -> bool:
 _STR_ONLY = {str}
 
 
-def _string_keys(payload: dict[Any, Any]) -> dict[str, Any]:
+def _string_keys(payload: PyDict | Metrics) -> Metrics:
     if _all_str(payload):
         return dict(payload)
     return {key if isinstance(key, str) else repr(key): value for key, value in payload.items()}
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: PyValue, b: PyValue) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     try:
@@ -593,14 +598,14 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def _same_payload(a: dict[str, Any], b: dict[Any, Any]) -> bool:
-    b = _string_keys(b)
-    if a.keys() != b.keys():
+def _same_payload(a: Metrics, b: PyDict) -> bool:
+    other = _string_keys(b)
+    if a.keys() != other.keys():
         return False
     # Equal values of the same types: one C-level comparison (Megatron prints every step line twice).
-    if a == b and list(map(type, a.values())) == list(map(type, map(b.__getitem__, a))):
+    if a == other and list(map(type, a.values())) == list(map(type, map(other.__getitem__, a))):
         return True
-    return all(_same(a[key], b[key]) for key in a)
+    return all(_same(a[key], other[key]) for key in a)
 
 
 def parse_lines(lines: Iterable[str]) -> ParsedLog:
@@ -617,12 +622,12 @@ def parse_file(source: str | Path | BinaryIO) -> ParsedLog:
     A path that cannot be opened or read raises `HarnessError` (BAD_INPUT).
     """
     parser = LogParser()
-    if hasattr(source, "read"):
-        parser.feed_stream(source)  # type: ignore[arg-type]
+    if not isinstance(source, (str, Path)):
+        parser.feed_stream(source)
         return parser.result()
     from harness.errors import ExitCode, HarnessError
 
-    path = Path(source)  # type: ignore[arg-type]
+    path = Path(source)
     try:
         with path.open("rb") as stream:
             parser.feed_stream(stream)

@@ -28,9 +28,15 @@ import ast
 import json
 import math
 import re
-from typing import Any
+from typing import TypeAlias, Union
 
 MAX_DEPTH = 64
+
+# What the reader gives back. A dict key is a scalar (the reader refuses a list, dict or tuple there);
+# a tuple is read as a list; numpy scalars as the Python values they hold.
+PyScalar: TypeAlias = Union[None, bool, int, float, str]
+PyValue: TypeAlias = Union[PyScalar, list["PyValue"], dict[PyScalar, "PyValue"]]
+PyDict: TypeAlias = dict[PyScalar, "PyValue"]
 
 # One token, after optional whitespace. Alternatives are tried in order; the
 # string patterns use the "unrolled loop" form (linear, no backtracking).
@@ -44,7 +50,7 @@ _TOKEN = re.compile(
     re.VERBOSE,
 )
 
-_NAMES: dict[str, Any] = {
+_NAMES: dict[str, PyScalar] = {
     "True": True,
     "False": False,
     "None": None,
@@ -89,7 +95,7 @@ class ReprError(ValueError):
         self.column = column
 
 
-def parse_repr(text: str, start: int = 0) -> tuple[Any, int]:
+def parse_repr(text: str, start: int = 0) -> tuple[PyValue, int]:
     """Read one Python literal at `text[start:]`; return it and the index just past it.
 
     Raises `ReprError` when the text is not a literal this reader accepts.
@@ -97,7 +103,7 @@ def parse_repr(text: str, start: int = 0) -> tuple[Any, int]:
     return _Reader(text).value(start, 0)
 
 
-def parse_dict_repr(text: str, start: int = 0) -> tuple[dict[Any, Any], int]:
+def parse_dict_repr(text: str, start: int = 0) -> tuple[PyDict, int]:
     """Like `parse_repr`, but the literal must be a dict."""
     as_json = _json_dict(text, start)
     if as_json is not None:
@@ -121,7 +127,7 @@ def parse_dict_repr(text: str, start: int = 0) -> tuple[dict[Any, Any], int]:
 _JSON_DECODE = json.JSONDecoder().raw_decode
 
 
-def _json_dict(text: str, start: int) -> tuple[dict[str, Any], int] | None:
+def _json_dict(text: str, start: int) -> tuple[PyDict, int] | None:
     rest = text[start:] if start else text
     if (
         '"' in rest
@@ -159,22 +165,12 @@ class _Reader:
             raise ReprError(f"unexpected character {self.text[pos]!r}", pos)
         return m
 
-    def value(self, pos: int, depth: int) -> tuple[Any, int]:
+    def value(self, pos: int, depth: int) -> tuple[PyValue, int]:
         m = self.token(pos)
         kind = m.lastgroup
+        if kind != "punct":
+            return self.scalar(m, depth)
         end = m.end()
-        if kind == "num":
-            tok = m.group("num")
-            try:
-                if "." in tok or "e" in tok or "E" in tok:
-                    return float(tok), end
-                return int(tok), end
-            except ValueError:  # an integer beyond Python's digit limit
-                raise ReprError("number too long", m.start(kind)) from None
-        if kind == "str":
-            return _unquote(m.group("str"), m.start(kind)), end
-        if kind == "name":
-            return self.name(m, depth)
         tok = m.group("punct")
         if depth >= MAX_DEPTH:
             raise ReprError("nested too deep", m.start(kind))
@@ -189,7 +185,23 @@ class _Reader:
             return items, end
         raise ReprError(f"unexpected {tok!r}", m.start(kind))
 
-    def name(self, m: re.Match[str], depth: int) -> tuple[Any, int]:
+    def scalar(self, m: re.Match[str], depth: int) -> tuple[PyScalar, int]:
+        """The number, string or name token `m` (any token but punctuation)."""
+        kind = m.lastgroup
+        end = m.end()
+        if kind == "num":
+            tok = m.group("num")
+            try:
+                if "." in tok or "e" in tok or "E" in tok:
+                    return float(tok), end
+                return int(tok), end
+            except ValueError:  # an integer beyond Python's digit limit
+                raise ReprError("number too long", m.start(kind)) from None
+        if kind == "str":
+            return _unquote(m.group("str"), m.start(kind)), end
+        return self.name(m, depth)
+
+    def name(self, m: re.Match[str], depth: int) -> tuple[PyScalar, int]:
         tok = m.group("name")
         end = m.end()
         if tok in _NAMES:
@@ -200,7 +212,7 @@ class _Reader:
                 return self.numpy_scalar(kind, m, depth)
         raise ReprError(f"unknown name {tok[:80]!r}", m.start("name"))
 
-    def numpy_scalar(self, kind: str, m: re.Match[str], depth: int) -> tuple[Any, int]:
+    def numpy_scalar(self, kind: str, m: re.Match[str], depth: int) -> tuple[PyScalar, int]:
         open_paren = self.token(m.end())
         if open_paren.lastgroup != "punct" or open_paren.group("punct") != "(":
             raise ReprError("expected '(' after a numpy type", open_paren.start())
@@ -224,15 +236,15 @@ class _Reader:
             return inner, close.end()
         raise ReprError(f"np.{kind} of {type(inner).__name__}", column)
 
-    def dict_body(self, pos: int, depth: int) -> tuple[dict[Any, Any], int]:
-        result: dict[Any, Any] = {}
+    def dict_body(self, pos: int, depth: int) -> tuple[PyDict, int]:
+        result: PyDict = {}
         m = self.token(pos)
         if m.lastgroup == "punct" and m.group("punct") == "}":
             return result, m.end()
         while True:
             if m.lastgroup == "punct":  # keys are plain values: no list, dict or tuple
                 raise ReprError(f"unexpected {m.group('punct')!r}", m.start("punct"))
-            key, pos = self.value(m.start(), depth)
+            key, pos = self.scalar(m, depth)
             colon = self.token(pos)
             if colon.lastgroup != "punct" or colon.group("punct") != ":":
                 raise ReprError("expected ':' after a key", colon.start(colon.lastgroup or 0))
@@ -247,12 +259,12 @@ class _Reader:
             if m.lastgroup == "punct" and m.group("punct") == "}":
                 return result, m.end()
 
-    def sequence(self, pos: int, depth: int, close: str) -> tuple[list[Any], int]:
+    def sequence(self, pos: int, depth: int, close: str) -> tuple[list[PyValue], int]:
         items, end, _ = self.sequence_items(pos, depth, close)
         return items, end
 
-    def sequence_items(self, pos: int, depth: int, close: str) -> tuple[list[Any], int, bool]:
-        items: list[Any] = []
+    def sequence_items(self, pos: int, depth: int, close: str) -> tuple[list[PyValue], int, bool]:
+        items: list[PyValue] = []
         m = self.token(pos)
         if m.lastgroup == "punct" and m.group("punct") == close:
             return items, m.end(), False
@@ -270,8 +282,8 @@ class _Reader:
                 return items, m.end(), True
 
 
-def _flat_items(text: str, start: int, end: int) -> dict[str, Any]:
-    result: dict[str, Any] = {}
+def _flat_items(text: str, start: int, end: int) -> PyDict:
+    result: PyDict = {}
     for key, string, number, name, np_type, np_value in _FLAT_ITEMS.findall(text, start, end):
         if number:
             result[key] = float(number) if "." in number or "e" in number or "E" in number else int(number)

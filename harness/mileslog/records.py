@@ -4,9 +4,75 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, TypeAlias, TypedDict
 
+from harness.mileslog.derive import DerivedValues
 from harness.mileslog.keys import filter_setting, reward_key, step_reward
+from harness.mileslog.pyrepr import PyDict, PyValue
+
+# One step's (or evaluation's) merged keys: the key as Miles printed it, the value as the log said.
+Metrics: TypeAlias = dict[str, PyValue]
+
+
+class _ProblemBase(TypedDict):
+    line: int
+    reason: str
+
+
+class Problem(_ProblemBase, total=False):
+    """What could not be read on one line; `step` when it concerns a training step."""
+
+    step: int
+
+
+class Failure(TypedDict):
+    """What ended the run: an out-of-memory or other exception line, or a `Job '...' failed` line."""
+
+    kind: Literal["oom", "exception", "job_failed"]
+    line: str
+    line_number: int
+
+
+class _StepJSONBase(TypedDict):
+    step: int
+    complete: bool
+    t_rollout_end: str | None
+    t_step_end: str | None
+    metrics: Metrics
+
+
+class StepJSON(_StepJSONBase, total=False):
+    """`StepRecord.to_json()`: a metrics.jsonl line; `derived` and `reward` in `parse-log --json`."""
+
+    non_finite: dict[str, str]
+    derived: DerivedValues
+    reward: float | None
+
+
+class _EvalJSONBase(TypedDict):
+    step: int
+    t: str | None
+    metrics: Metrics
+
+
+class EvalJSON(_EvalJSONBase, total=False):
+    """`EvalRecord.to_json()`."""
+
+    non_finite: dict[str, str]
+
+
+class ParsedLogJSON(TypedDict):
+    """The `parse-log --json` document."""
+
+    steps: list[StepJSON]
+    args: Metrics | None
+    launch: list[str] | None
+    failure: Failure | None
+    problems: list[Problem]
+    evals: list[EvalJSON]
+    lines: int
+    filter: bool | None
+    reward_key: str
 
 
 @dataclass
@@ -33,21 +99,21 @@ class StepRecord:
     complete: bool
     t_rollout_end: str | None
     t_step_end: str | None
-    metrics: dict[str, Any]
-    derived: dict[str, Any]
-    train_steps: list[dict[str, Any]] = field(default_factory=list)
-    critic_steps: list[dict[str, Any]] = field(default_factory=list)
-    problems: list[dict[str, Any]] = field(default_factory=list)
+    metrics: Metrics
+    derived: DerivedValues
+    train_steps: list[Metrics] = field(default_factory=list)
+    critic_steps: list[Metrics] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)  # numbers of the lines merged into it
 
-    def to_json(self, include_derived: bool = True) -> dict[str, Any]:
+    def to_json(self, include_derived: bool = True) -> StepJSON:
         """The per-step shape of `parse-log --json`; without `derived` it is a metrics.jsonl line.
 
         Strict JSON: a non-finite value (`nan`, `inf`, `-inf`) is written as
         null, and the key with what the log said is listed under `non_finite`.
         """
         metrics, non_finite = strict_json_metrics(self.metrics)
-        doc: dict[str, Any] = {
+        doc: StepJSON = {
             "step": self.step,
             "complete": self.complete,
             "t_rollout_end": self.t_rollout_end,
@@ -57,13 +123,13 @@ class StepRecord:
         if non_finite:
             doc["non_finite"] = non_finite
         if include_derived:
-            doc["derived"] = dict(self.derived)
+            doc["derived"] = self.derived.copy()
         return doc
 
 
-def strict_json_metrics(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+def strict_json_metrics(metrics: Metrics) -> tuple[Metrics, dict[str, str]]:
     """(metrics with non-finite floats as None, {key: 'nan'|'inf'|'-inf'|'contains nan/inf'})."""
-    clean: dict[str, Any] = {}
+    clean: Metrics = {}
     non_finite: dict[str, str] = {}
     for key, value in metrics.items():
         if isinstance(value, float) and not math.isfinite(value):
@@ -76,13 +142,14 @@ def strict_json_metrics(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[s
     return clean, non_finite
 
 
-def _finite_or_none(value: Any) -> Any:
+def _finite_or_none(value: PyValue) -> PyValue:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, list):
         return [_finite_or_none(v) for v in value]
     if isinstance(value, dict):
-        return {k: _finite_or_none(v) for k, v in value.items()}
+        nested: PyDict = {k: _finite_or_none(v) for k, v in value.items()}
+        return nested
     return value
 
 
@@ -92,13 +159,13 @@ class EvalRecord:
 
     step: int
     t: str | None  # Docker timestamp of the first eval line, RFC 3339 UTC
-    metrics: dict[str, Any]
+    metrics: Metrics
     lines: list[int] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> EvalJSON:
         """Strict JSON, as `StepRecord.to_json`: non-finite values null, listed under `non_finite`."""
         metrics, non_finite = strict_json_metrics(self.metrics)
-        doc: dict[str, Any] = {"step": self.step, "t": self.t, "metrics": metrics}
+        doc: EvalJSON = {"step": self.step, "t": self.t, "metrics": metrics}
         if non_finite:
             doc["non_finite"] = non_finite
         return doc
@@ -108,24 +175,23 @@ class EvalRecord:
 class ParsedLog:
     """Everything read from one log; `to_json()` is the `parse-log --json` document.
 
-    `failure` is `{"kind": "oom"|"exception"|"job_failed", "line": str,
-    "line_number": int}` or None. Each problem is `{"line": int, "reason": str}`
+    `failure` is a `Failure` or None. Each problem is `{"line": int, "reason": str}`
     plus `"step": N` when it concerns a training step.
     """
 
     steps: list[StepRecord]
     evals: list[EvalRecord]
-    args: dict[str, Any] | None
+    args: Metrics | None
     launch: list[str] | None
-    failure: dict[str, Any] | None
-    problems: list[dict[str, Any]]
+    failure: Failure | None
+    problems: list[Problem]
     lines: int
 
     def filter_setting(self) -> tuple[bool | None, str]:
         """(filter on, where that was read): `keys.filter_setting` over the dump and the launch line."""
         return filter_setting(self.args, self.launch)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ParsedLogJSON:
         """The `parse-log --json` document: each step with its reward by `keys.step_reward`."""
         filter_on, _ = self.filter_setting()
         steps = []
@@ -137,8 +203,8 @@ class ParsedLog:
             "steps": steps,
             "args": None if self.args is None else dict(self.args),
             "launch": None if self.launch is None else list(self.launch),
-            "failure": None if self.failure is None else dict(self.failure),
-            "problems": [dict(problem) for problem in self.problems],
+            "failure": None if self.failure is None else self.failure.copy(),
+            "problems": [problem.copy() for problem in self.problems],
             "evals": [record.to_json() for record in self.evals],
             "lines": self.lines,
             "filter": filter_on,

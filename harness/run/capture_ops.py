@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from harness.capture import Capture, RunState, RunStatus, this_host, utc_now, write_json_atomic
+from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.bounded import Unreadable, last_jsonl, open_regular
 from harness.capture.lock import in_use
-from harness.capture.reader import read_pauses
+from harness.capture.reader import read_pauses, run_path_of
 from harness.capture.records import PauseWindow
+from harness.engines.base import RunHandle
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
 from harness.times import US_PER_S, format_time_us, parse_time_us
@@ -43,19 +45,24 @@ class CaptureRow:
 
 
 def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
-    """A row per capture; a broken one is a row with its reason, not an error."""
+    """A row per run, its current attempt's; a broken one is a row with its reason, not an error."""
     rows = []
     for capture in captures:
         found = capture.status_read()
+        newer = _newer_attempts(capture)
         if found.status is None:
-            rows.append(CaptureRow(capture.run, f"broken: {found.broken or 'no status.json'}", "-", "-", "-", "-", "-"))
+            if found.torn:
+                state = f"torn by a power loss? ({found.broken}; harness recover rebuilds it from its files)"
+            else:
+                state = f"broken: {found.broken or 'no status.json'}"
+            rows.append(CaptureRow(capture.run, state + newer, "-", "-", "-", "-", "-"))
             continue
         status = found.status
         windows = read_pauses(capture.pauses_path, [])
         rows.append(
             CaptureRow(
                 run=capture.run,
-                state=_state_text(capture, status),
+                state=_state_text(capture, status) + newer,
                 steps=f"{status.steps_complete}/{status.steps_expected}",
                 pauses=_pauses(windows, status),
                 exit_code="-" if status.exit_code is None else str(status.exit_code),
@@ -72,18 +79,44 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
 def _host(capture: Capture) -> str:
     """The host a run Ray placed ran on (`manifest.ray.hostname`); "" for a local run."""
     ray = (capture.read_manifest() or {}).get("ray")
-    if isinstance(ray, dict) and isinstance(ray.get("hostname"), str):
-        return ray["hostname"]
-    return ""
+    hostname = ray.get("hostname") if isinstance(ray, dict) else None
+    return hostname if isinstance(hostname, str) else ""
+
+
+def _newer_attempts(capture: Capture) -> str:
+    """`; a newer attempt interrupted 2/12`: the attempts after the current one, which did not become current."""
+    said = []
+    for attempt in RunAttempts(run_path_of(capture.directory)).newer_than_current():
+        status = attempt.status_read().status
+        if status is None:
+            said.append(f"attempt {attempt.number} has no status")
+            continue
+        state = "running? (its harness is gone)" if harness_gone(capture, status) else status.state.value
+        said.append(f"a newer attempt {state} {status.steps_complete}/{status.steps_expected}")
+    return "".join(f"; {text}" for text in said)
+
+
+def live_capture(capture: Capture) -> Capture:
+    """The attempt of the run that runs now (the newest that says running), else the run's current capture."""
+    for attempt in reversed(RunAttempts(run_path_of(capture.directory)).all()):
+        status = attempt.status_read().status
+        if status is not None and status.state == RunState.RUNNING:
+            return Capture(attempt.directory, capture.run)
+    return capture
 
 
 def harness_gone(capture: Capture, status: RunStatus) -> bool:
-    """A running capture whose harness (on this machine) no longer holds its lock."""
+    """A running capture whose harness (on this machine) no longer holds its run's lock."""
     return (
         status.state == RunState.RUNNING
         and status.harness_host in (None, this_host())
-        and not in_use(capture.directory)
+        and not in_use(run_path_of(capture.directory))
     )
+
+
+def same_attempt(obj_dir: Optional[Path], capture: Capture) -> bool:
+    """Whether an engine object's attempt directory is this capture's (a run's path is followed to its attempt)."""
+    return obj_dir is not None and os.path.realpath(obj_dir) == os.path.realpath(capture.directory)
 
 
 def _state_text(capture: Capture, status: RunStatus) -> str:
@@ -143,19 +176,22 @@ def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> s
 
 def frozen_now(capture: Capture, status: RunStatus) -> Optional[bool]:
     """Whether the engine holds the capture's run frozen now; None when it cannot be asked (another host, no engine)."""
-    from harness.engines import PAUSED, engine_named
+    from harness.engines import PAUSED, engine_named, listed_engine_names
     from harness.run.settle import engine_objects
 
     if status.harness_host not in (None, this_host()):
         return None
     try:
+        if (status.engine or "docker") not in listed_engine_names():
+            return None  # HARNESS_ENGINES leaves it out
         engine = engine_named(status.engine or "docker")
     except HarnessError:
         return None
     problems: list[str] = []
-    directory = Path(os.path.abspath(capture.directory))
     objects = [
-        o for o in engine_objects([engine], problems) if o.capture_dir == directory and o.run_id == status.run_id
+        o
+        for o in engine_objects([engine], problems)
+        if same_attempt(o.attempt_dir, capture) and o.run_id == status.run_id
     ]
     if problems:
         return None
@@ -224,7 +260,7 @@ def _capture_done(capture: Capture) -> bool:
     return status is None or status.is_final or harness_gone(capture, status)
 
 
-def _engine_handle(capture: Capture):  # noqa: ANN202
+def _engine_handle(capture: Capture) -> Optional[RunHandle]:
     """The engine's handle on the trainer of a capture that stops short of it (None when complete or gone)."""
     from harness.engines import engine_named
     from harness.run.settle import engine_objects, plan_recovery
@@ -237,8 +273,7 @@ def _engine_handle(capture: Capture):  # noqa: ANN202
         engine = engine_named(status.engine or "docker")
     except HarnessError:
         return None
-    directory = Path(os.path.abspath(capture.directory))
-    objects = [o for o in engine_objects([engine], []) if o.capture_dir == directory]
+    objects = [o for o in engine_objects([engine], []) if same_attempt(o.attempt_dir, capture)]
     plan = plan_recovery(found, None, objects, here=this_host(), other_hosts=True)
     return plan.owned.handle if plan is not None and plan.owned is not None else None
 
@@ -249,7 +284,11 @@ def _engine_handle(capture: Capture):  # noqa: ANN202
 def request_stop(
     capture: Capture, reason: str, *, timeout_s: float, note: Callable[[str], None], warn: Callable[[str], None]
 ) -> RunStatus:
-    """Ask the run's harness to stop it (`note`); if that harness is gone, recover the run through its engine (`warn`)."""
+    """Ask the run's harness to stop it (`note`); if that harness is gone, recover the run through its engine (`warn`).
+
+    The attempt that runs now is the one stopped, whichever attempt is current.
+    """
+    capture = live_capture(capture)
     status = capture.read_status()
     if status is None:
         raise HarnessError(f"run {capture.run} has no status", ExitCode.NOT_FOUND)
@@ -271,15 +310,16 @@ def request_stop(
 
 
 def _recover_orphan(capture: Capture, note: Callable[[str], None]) -> RunStatus:
-    from harness.engines import ENGINE_NAMES, engine_named
+    from harness.engines import engine_named, listed_engine_names
     from harness.run.settle import carry_out, engine_objects, plan_recovery
 
     found = capture.status_read()
     assert found.status is not None
-    names = [found.status.engine] if found.status.engine else list(ENGINE_NAMES)
+    names = [found.status.engine] if found.status.engine else list(listed_engine_names())
     problems: list[str] = []
-    directory = Path(os.path.abspath(capture.directory))
-    objects = [o for o in engine_objects([engine_named(n) for n in names], problems) if o.capture_dir == directory]
+    objects = [
+        o for o in engine_objects([engine_named(n) for n in names], problems) if same_attempt(o.attempt_dir, capture)
+    ]
     plan = plan_recovery(found, None, objects, here=this_host())
     if plan is None or plan.action == "leave":
         why = plan.reason if plan is not None else "there is nothing of it to stop"
@@ -292,3 +332,111 @@ def _recover_orphan(capture: Capture, note: Callable[[str], None]) -> RunStatus:
         raise HarnessError(f"run {capture.run}: {result.skipped}", ExitCode.BUSY)
     assert result.status is not None
     return result.status
+
+
+# --------------------------------------------------------------------------- attempts
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    """One line of `harness history`, as plain text (the renderer escapes it)."""
+
+    attempt: str
+    current: bool
+    state: str
+    steps: str
+    started: str
+    duration: str
+    differs: str  # what differs in configuration from the current attempt
+
+
+def find_run(capture_root: Path, run: str) -> Capture:
+    """The capture of `run` for `history` and `restore`: it has attempts, even if its current one is gone."""
+    from harness.capture import find_capture
+    from harness.capture.reader import is_run_name
+
+    run_path = Path(capture_root) / run
+    if "/" not in run and is_run_name(run) and RunAttempts(run_path).all():
+        return Capture(run_path)
+    return find_capture(capture_root, run)  # its error lists the runs there are
+
+
+def attempt_rows(capture: Capture) -> list[AttemptRow]:
+    """Every attempt of the run, oldest first: its state, steps, start, duration, and what differs from the
+    current attempt's configuration."""
+    from harness.run.decide import manifest_changes
+
+    attempts = RunAttempts(run_path_of(capture.directory))
+    current = attempts.current()
+    current_manifest = Capture(current.directory, capture.run).read_manifest() if current is not None else None
+    rows = []
+    for attempt in attempts.all():
+        found = attempt.status_read()
+        status = found.status
+        is_current = current is not None and attempt.number == current.number
+        if is_current:
+            differs = "-"
+        else:
+            changes = manifest_changes(Capture(attempt.directory, capture.run).read_manifest(), current_manifest)
+            differs = ", ".join(changes) if changes else "nothing"
+        if status is None:
+            rows.append(
+                AttemptRow(
+                    str(attempt.number),
+                    is_current,
+                    f"broken: {found.broken or 'no status.json'}",
+                    "-",
+                    "-",
+                    "-",
+                    differs,
+                )
+            )
+            continue
+        state = "running? (its harness is gone: harness recover)" if harness_gone(capture, status) else status.state
+        rows.append(
+            AttemptRow(
+                attempt=str(attempt.number),
+                current=is_current,
+                state=str(state),
+                steps=f"{status.steps_complete}/{status.steps_expected}",
+                started=status.started_at[:19].replace("T", " "),
+                duration=_duration(status),
+                differs=differs,
+            )
+        )
+    return rows
+
+
+def restore_attempt(capture: Capture, number: int, reason: str) -> Attempt:
+    """Make attempt `number` the run's current capture, recording who chose it and why (under the run's lock)."""
+    import getpass
+
+    from harness.capture import CaptureLock
+
+    run_path = run_path_of(capture.directory)
+    attempts = RunAttempts(run_path)
+    attempt = attempts.find(number)
+    owner = {"run": capture.run, "pid": os.getpid(), "host": this_host(), "restore": True, "since": utc_now()}
+    lock = CaptureLock(run_path, owner)
+    if not lock.try_acquire():
+        from harness.capture.lock import holder
+
+        raise HarnessError(
+            f"run {capture.run} is in use ({holder(run_path)}); restore it once that ends", ExitCode.BUSY
+        )
+    try:
+        found = attempt.status_read()
+        if found.status is None:
+            raise HarnessError(
+                f"run {capture.run} attempt {number}: its status is broken ({found.broken}); not restored"
+            )
+        if found.status.state == RunState.RUNNING:
+            raise HarnessError(f"run {capture.run} attempt {number} says running; `harness recover` settles it first")
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = f"uid {os.getuid()}"
+        attempts.make_current(attempt, by=f"harness restore, by {user} on {this_host()}", why=reason)
+    finally:
+        lock.release()
+    return attempt

@@ -8,9 +8,10 @@ between deciding and acting.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Optional, Sequence
+from typing import Literal, Mapping, Optional, Sequence
 
 from harness.capture import RERUN_ON_RETRY, RunState, RunStatus
+from harness.errors import HarnessError
 
 Mode = Literal["cached", "retry", "force"]
 
@@ -24,12 +25,11 @@ _ABSENT = object()
 
 @dataclass(frozen=True)
 class Decision:
-    """Run it or skip it, and the reason shown to the user; `keep_old`: the old capture goes to .replaced/."""
+    """Run it or skip it, and the reason shown to the user. Running it makes a new attempt; none is ever lost."""
 
     run: str
     action: Literal["run", "skip"]
     reason: str
-    keep_old: bool = True
     refused: bool = False  # a skip that fails the command: the run asked for cannot be had as it was asked
 
     def not_started(self) -> str:
@@ -47,26 +47,25 @@ def decide(
 ) -> Decision:
     """Whether `run` should start given its existing capture (if any) and the rerun mode.
 
-    A capture that never started (`not_started`) counts as no capture: it is
-    run again in every mode, and replaced rather than kept. A capture that
-    succeeded with another configuration (another run id; `changes` names
-    what differs) is refused unless `force`: reusing it would report numbers
-    of a run that was not asked for.
+    `status` is the run's current attempt's (harness.capture.attempts). A
+    capture that never started (`not_started`) counts as no capture: it is run
+    again in every mode. A capture that succeeded with another configuration
+    (another run id; `changes` names what differs) is refused unless `force`:
+    reusing it would report numbers of a run that was not asked for. Running
+    makes a new attempt; the earlier ones are kept (`harness history`).
     """
     if broken is not None:
         if mode == "force":
             return Decision(
                 run,
                 "run",
-                f"--force replaces a capture whose status is broken ({broken}); the old one is kept under .replaced/",
+                f"--force reruns a capture whose status is broken ({broken}); the old attempt is kept",
             )
-        return Decision(run, "skip", f"its status is broken ({broken}); --force replaces it (kept under .replaced/)")
+        return Decision(run, "skip", f"its status is broken ({broken}); --force reruns it (the old attempt is kept)")
     if status is None:
         return Decision(run, "run", "no capture yet")
     if status.state == RunState.NOT_STARTED:
-        return Decision(
-            run, "run", f"its last attempt never started ({status.error or 'no reason recorded'})", keep_old=False
-        )
+        return Decision(run, "run", f"its last attempt never started ({status.error or 'no reason recorded'})")
     if status.state == RunState.RUNNING:
         return Decision(
             run,
@@ -79,7 +78,10 @@ def decide(
     )
     if mode == "force":
         return Decision(
-            run, "run", f"--force reruns the {status.state} capture{changed}; the old one is kept under .replaced/"
+            run,
+            "run",
+            f"--force reruns the {status.state} capture{changed}; the old attempt is kept and stays current until "
+            "the new one succeeds",
         )
     if status.state == RunState.SUCCEEDED:
         if changed:
@@ -87,7 +89,8 @@ def decide(
                 run,
                 "skip",
                 f"its capture succeeded at {status.ended_at}{changed}; --force "
-                "(make: FORCE=1) reruns it, keeping the old capture under .replaced/",
+                "(make: FORCE=1) reruns it, keeping the old attempt, or --name NAME runs this configuration under "
+                "a run name of its own",
                 refused=True,
             )
         return Decision(run, "skip", f"succeeded at {status.ended_at}; --force reruns it")
@@ -108,8 +111,8 @@ def _changed(old_run_id: str, run_id: str, changes: Sequence[str]) -> str:
 
 
 def configuration_changes(
-    manifest: Optional[Mapping[str, Any]],
-    experiment: Mapping[str, Any],
+    manifest: Optional[Mapping[str, object]],
+    experiment: Mapping[str, object],
     trainer_argv: Sequence[str],
     image: str,
     time_scale: float,
@@ -134,7 +137,8 @@ def configuration_changes(
             continue
         if old_flat.get(key, _ABSENT) != new_flat.get(key, _ABSENT):
             changes.append(_change(key, old_flat.get(key, _ABSENT), new_flat.get(key, _ABSENT)))
-    if list(manifest.get("trainer_argv") or ()) != list(trainer_argv) and not any(
+    old_argv = manifest.get("trainer_argv")
+    if (old_argv if isinstance(old_argv, list) else []) != list(trainer_argv) and not any(
         change.startswith("miles.") for change in changes
     ):
         changes.append("trainer argv")
@@ -143,16 +147,32 @@ def configuration_changes(
     return changes
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+def manifest_changes(old: Optional[Mapping[str, object]], new: Optional[Mapping[str, object]]) -> list[str]:
+    """What differs between two captures' manifests, as `key old -> new` (pure; the same rules as a new launch)."""
+    if not new:
+        return ["the current attempt's manifest.json is missing or unreadable"]
+    experiment = new.get("experiment") if isinstance(new.get("experiment"), Mapping) else {}
+    argv = new.get("trainer_argv")
+    time_scale = new.get("time_scale", 1.0)
+    return configuration_changes(
+        old,
+        experiment if isinstance(experiment, Mapping) else {},
+        [str(word) for word in argv] if isinstance(argv, list) else [],
+        str(new.get("image", "")),
+        float(time_scale) if isinstance(time_scale, (int, float)) and not isinstance(time_scale, bool) else 1.0,
+    )
+
+
+def _flatten(value: object, prefix: str = "") -> dict[str, object]:
     if isinstance(value, Mapping) and value:
-        flat: dict[str, Any] = {}
+        flat: dict[str, object] = {}
         for key, item in value.items():
             flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
         return flat
     return {prefix: value}
 
 
-def _change(key: str, old: Any, new: Any) -> str:
+def _change(key: str, old: object, new: object) -> str:
     shown = [
         ("absent" if value is _ABSENT else f"{value:g}" if isinstance(value, float) else str(value))
         for value in (old, new)
@@ -160,3 +180,11 @@ def _change(key: str, old: Any, new: Any) -> str:
     if any(len(value) > MAX_VALUE_SHOWN for value in shown):
         return key
     return f"{key} {shown[0]} -> {shown[1]}"
+
+
+def refuse_before_starting(decisions: Sequence[Decision]) -> None:
+    """Refuse (exit 2) naming the first run refused: a succeeded capture of another configuration, as `run` does."""
+    refused = [decision for decision in decisions if decision.refused]
+    if refused:
+        more = f" (and {len(refused) - 1} more: --dry-run lists them)" if len(refused) > 1 else ""
+        raise HarnessError(refused[0].not_started() + more)

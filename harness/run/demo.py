@@ -20,12 +20,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
+from harness.capture import RunState
 from harness.experiments.store import ExperimentStore
-from harness.run.decide import Decision, Mode
-from harness.run.execute import Progress, StopControl
-from harness.run.lifecycle import Planned, RunOptions, SweepResult, plan_runs, run_planned
+from harness.run.context import RunContext
+from harness.run.decide import Decision
+from harness.run.lifecycle import SweepResult, run_planned
+from harness.run.plan import Planned, plan_runs
 from harness.run.simswap import SimTarget
 
 if TYPE_CHECKING:
@@ -61,42 +63,50 @@ def plan_demo(
     return plans
 
 
-def run_at_once(
-    plans: Sequence[Planned],
-    *,
-    mode: Mode,
-    options: RunOptions,
-    progress_for: Callable[[Planned], Progress],
-    stop: StopControl,
-    on_decision: Callable[[Decision], None],
-    on_wait: Callable[[str], None],
-    on_warning: Callable[[str], None],
-    provenance: dict[str, Any],
-) -> list[SweepResult]:
+def run_at_once(plans: Sequence[Planned], ctx: RunContext) -> list[SweepResult]:
     """Every plan at once, each as `harness run` runs it; the results in the plans' order.
 
     Call from the main thread: it waits in short joins, so Ctrl-C reaches the
-    signal handler (which asks `stop` to stop every run).
+    signal handler (which asks `ctx.stop` to stop every run).
     """
-
-    def one(plan: Planned) -> SweepResult:
-        return run_planned(
-            plan,
-            options=options,
-            progress=progress_for(plan),
-            stop=stop,
-            on_wait=on_wait,
-            mode=mode,
-            on_decision=on_decision,
-            on_warning=on_warning,
-            provenance=provenance,
-        )
-
+    ctx.code_facts()  # once, before the runs start: they share it
     with ThreadPoolExecutor(max_workers=max(1, len(plans)), thread_name_prefix="demo-run") as pool:
-        futures = [pool.submit(one, plan) for plan in plans]
+        futures = [pool.submit(run_planned, plan, ctx) for plan in plans]
         while not all(future.done() for future in futures):
             time.sleep(0.2)
         return [future.result() for future in futures]
+
+
+@dataclass(frozen=True)
+class DemoOutcome:
+    """What the demo's runs came to, and whether their summary may be published (pure: `demo_outcome`)."""
+
+    results: tuple[SweepResult, ...]
+    refused: tuple[Decision, ...]  # succeeded captures of another configuration: the command fails
+    missing: tuple[SweepResult, ...]  # runs that did not succeed (ran and failed, skipped, or never started)
+
+    @property
+    def publish(self) -> bool:
+        """The summary, figures and headline numbers need every run: without one, what is there would be
+        compared as if it were the write-up's set."""
+        return not self.refused and not self.missing
+
+    @property
+    def reused(self) -> int:
+        """Runs whose succeeded capture was kept rather than run again."""
+        return sum(result.decision.action == "skip" for result in self.results)
+
+    @property
+    def states(self) -> list[str]:
+        """Each run's final state, `not run` where none started."""
+        return [str(result.status.state) if result.status else "not run" for result in self.results]
+
+
+def demo_outcome(results: Sequence[SweepResult]) -> DemoOutcome:
+    """Sort the demo's results into refused, missing and the rest."""
+    refused = tuple(result.decision for result in results if result.decision.refused)
+    missing = tuple(result for result in results if result.status is None or result.status.state != RunState.SUCCEEDED)
+    return DemoOutcome(tuple(results), refused, missing)
 
 
 # --- the headline numbers beside the write-up's ------------------------------------------------
@@ -127,7 +137,7 @@ class HeadlineRow:
     write_up: str
 
 
-def _num(value: Any, fmt: str, suffix: str = "") -> str:
+def _num(value: object, fmt: str, suffix: str = "") -> str:
     return "-" if not isinstance(value, (int, float)) else f"{value:{fmt}}{suffix}"
 
 
@@ -141,7 +151,7 @@ def _batches(comparison: Optional["Comparison"], key: str, steps: Optional[int])
     )
 
 
-def _share(part: Any, whole: Any) -> str:
+def _share(part: object, whole: object) -> str:
     if not isinstance(part, (int, float)) or not isinstance(whole, (int, float)) or not whole:
         return "-"
     return f"{100 * part / whole:.0f}%"
@@ -184,13 +194,13 @@ def headline(document: "SummaryDocument") -> list[HeadlineRow]:
     ):
         sums = f"{filtered.step_time_sum_s / 60:.0f} vs {plain.step_time_sum_s / 60:.0f} min"
 
-    def plain_value(name: str) -> Any:
+    def plain_value(name: str) -> object:
         return getattr(plain, name) if plain is not None else None
 
-    def filtered_value(name: str) -> Any:
+    def filtered_value(name: str) -> object:
         return getattr(filtered, name) if filtered is not None else None
 
-    def reward_value(name: str) -> Any:
+    def reward_value(name: str) -> object:
         return getattr(reward, name) if reward is not None else None
 
     return [

@@ -30,9 +30,9 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from harness.capture import (
     Capture,
@@ -42,81 +42,31 @@ from harness.capture import (
     this_host,
     utc_now,
 )
+from harness.capture.attempts import RunAttempts
 from harness.capture.files import NO_SPACE
-from harness.capture.writer import CaptureWriter, Forward
-from harness.engines import Engine, EngineUnavailable, RunHandle
+from harness.capture.writer import CaptureWriter
+from harness.engines import Engine, EngineUnavailable, RunGone, RunHandle
 from harness.engines.spec import LABEL_PREFIX, LaunchSpec
 from harness.errors import HarnessError
 from harness.failpoints import failpoint
-from harness.run.plan import redact_manifest
+from harness.jsontypes import JSONObject
+from harness.run.context import Reporter, RunContext, StopControl
+from harness.run.plan import Planned, attempt_container_name, redact_manifest
 
 if TYPE_CHECKING:
-    from harness.guard import GuardLoop, GuardReading
+    from harness.guard import GuardLoop
     from harness.guard.session import GuardSession
+    from harness.mileslog import LogParser
+    from harness.mileslog.records import Failure, StepRecord
 
 LABEL_HARNESS_PID = f"{LABEL_PREFIX}.harness-pid"
 LABEL_HARNESS_HOST = f"{LABEL_PREFIX}.harness-host"
 LABEL_KEEP = f"{LABEL_PREFIX}.keep"  # `--keep`: recover never removes it
+LABEL_ATTEMPT = f"{LABEL_PREFIX}.attempt"  # which attempt of the run it is (harness.capture.attempts)
 
-DEFAULT_GRACE_S = 60.0  # Ray and SGLang need a while to shut down cleanly on SIGTERM
 POLL_S = 0.5
 LOG_FSYNC_EVERY_S = 1.0
 PUMP_DRAIN_TIMEOUT_S = 60.0
-
-
-class Progress(Protocol):
-    """What the runner reports while it works (the CLI renders it)."""
-
-    def started(self, spec: LaunchSpec) -> None: ...
-
-    def step(self, record: Any, steps_complete: int) -> None: ...
-
-    def note(self, message: str) -> None: ...
-
-    def guard(self, reading: "GuardReading") -> None: ...
-
-    def finished(self, status: RunStatus) -> None: ...
-
-
-class NullProgress:
-    """Reports nothing."""
-
-    def started(self, spec: LaunchSpec) -> None:
-        pass
-
-    def step(self, record: Any, steps_complete: int) -> None:
-        pass
-
-    def note(self, message: str) -> None:
-        pass
-
-    def guard(self, reading: "GuardReading") -> None:
-        pass
-
-    def finished(self, status: RunStatus) -> None:
-        pass
-
-
-class StopControl:
-    """Requests to end a run early: Ctrl-C/SIGTERM, the time limit, `harness stop`. The first one wins."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.state: Optional[str] = None  # "interrupted" or "stopped"
-        self.reason: Optional[str] = None
-        self.kill_requested = False
-
-    def request(self, state: str, reason: str) -> bool:
-        """Ask for a graceful stop; False if one was already asked for."""
-        with self._lock:
-            if self.state is not None:
-                return False
-            self.state, self.reason = state, reason
-            return True
-
-    def request_kill(self) -> None:
-        """Ask for SIGKILL now (a second Ctrl-C)."""
-        self.kill_requested = True
 
 
 @dataclass(frozen=True)
@@ -136,17 +86,27 @@ def decide_outcome(
     steps_expected: int,
     stop_state: Optional[str],
     stop_reason: Optional[str],
-    failure: Optional[dict[str, Any]],
+    failure: Optional["Failure"],
     capture_error: Optional[str],
     engine_error: Optional[str] = None,
     outages: Sequence[str] = (),
+    gone: Optional[str] = None,
 ) -> Outcome:
     """The final state from the exit code, the complete steps and why the harness stopped it (pure).
 
     `capture_error`: the capture stopped being written; `engine_error`: the
-    engine was lost for good; `outages`: the engine went away and came back.
+    engine was lost for good; `outages`: the engine went away and came back;
+    `gone`: what ran the trainer vanished from the engine (removed from outside).
     """
     all_steps = steps_complete >= steps_expected
+    if gone and stop_state is None:
+        # Final, with nothing left to recover: what it printed after the capture's last line went with it.
+        return Outcome(
+            RunState.FAILED,
+            f"{gone}; the lines it printed after the capture's last one are gone with it "
+            f"({steps_complete} of {steps_expected} steps were saved)",
+            False,
+        )
     if capture_error:
         return Outcome(
             RunState.FAILED,
@@ -192,12 +152,12 @@ class CaptureWrites:
     """The capture's writes after the trainer started: the first failure stops them all, and is said once."""
 
     def __init__(
-        self, capture: Capture, engine: str, progress: Progress, writer: Optional[CaptureWriter] = None
+        self, capture: Capture, engine: str, reporter: Reporter, writer: Optional[CaptureWriter] = None
     ) -> None:
         self.capture = capture
         self.writer = writer or CaptureWriter(capture)
         self.engine = engine
-        self.progress = progress
+        self.reporter = reporter
         self.error: Optional[str] = None
         self._lock = threading.Lock()
 
@@ -207,7 +167,7 @@ class CaptureWrites:
             if self.error is not None:
                 return
             self.error = f"{describe_os_error(err, what)} ({hint}, then run `harness recover`)"
-        self.progress.note(
+        self.reporter.note(
             f"{self.capture.run}: {self.error}: the capture stops here; the trainer goes on and "
             f"the {self.engine} engine keeps its log"
         )
@@ -228,24 +188,27 @@ class LogPump(threading.Thread):
     """Reads every line once: to container.log whole, to the parser, and each completed step to metrics.jsonl."""
 
     def __init__(
-        self, handle: RunHandle, capture: Capture, parser: Any, progress: Progress, writes: CaptureWrites
+        self, handle: RunHandle, capture: Capture, parser: LogParser, reporter: Reporter, writes: CaptureWrites
     ) -> None:
         super().__init__(name="log-pump", daemon=True)
         self.handle = handle
         self.capture = capture
         self.parser = parser
-        self.progress = progress
+        self.reporter = reporter
         self.writes = writes
         self.steps_complete = 0
         self.lines = 0
         self.error: Optional[str] = None  # anything but a write failure: a lost engine, a bug
         self.engine_error: Optional[str] = None
+        self.gone: Optional[str] = None  # what ran the trainer vanished from the engine
 
     def run(self) -> None:
         fd = None
         try:
             fd = os.open(self.capture.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
             self._pump(fd)
+        except RunGone as err:
+            self.gone = err.message
         except EngineUnavailable as err:
             self.engine_error = err.message
         except OSError as err:
@@ -291,7 +254,7 @@ class LogPump(threading.Thread):
         except Exception as err:
             self.error = self.error or f"{type(err).__name__}: {err}"
 
-    def _save(self, record: Any) -> bool:
+    def _save(self, record: "StepRecord") -> bool:
         row = record.to_json(include_derived=False)
         if not self.writes.attempt(
             self.capture.metrics_path.name, lambda: self.writes.writer.jsonl(self.capture.metrics_path, row)
@@ -299,19 +262,19 @@ class LogPump(threading.Thread):
             return False
         if record.complete:
             self.steps_complete += 1
-        self.progress.step(record, self.steps_complete)
+        self.reporter.step(self.capture.run, record, self.steps_complete)
         return True
 
 
 def build_manifest(
     spec: LaunchSpec,
-    experiment: dict[str, Any],
+    experiment: JSONObject,
     *,
     time_scale: float,
-    engine_facts: dict[str, Any],
-    provenance: dict[str, Any],
-    guard_facts: Optional[dict[str, Any]] = None,
-) -> dict[str, Any]:
+    engine_facts: JSONObject,
+    provenance: JSONObject,
+    guard_facts: Optional[JSONObject] = None,
+) -> dict[str, object]:
     """manifest.json: what ran, from which code, on what, under which heat guard (secrets as ***)."""
     return redact_manifest(
         {
@@ -333,37 +296,37 @@ def build_manifest(
 
 
 def execute(
-    spec: LaunchSpec,
-    experiment: dict[str, Any],
+    plan: Planned,
+    ctx: RunContext,
     *,
     engine: Engine,
-    parser: Any,
-    progress: Progress,
-    stop: StopControl,
-    provenance: dict[str, Any],
     guard: "GuardSession",
-    grace_s: float = DEFAULT_GRACE_S,
-    keep: bool = False,
-    time_scale: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
-    keep_old: bool = True,
-    forward: Optional[Forward] = None,
 ) -> RunStatus:
-    """Run `spec` to its end and return the final status (also on disk). The caller holds the capture lock.
+    """Run `plan` as a new attempt to its end and return the final status (also on disk). The caller holds the
+    capture lock.
 
-    `keep_old`: an earlier capture is moved under .replaced/ (else deleted: it held no run).
-    `guard`: the experiment's heat guard, its sensor opened (the caller closes it).
-    `forward`: every capture write, once on disk, is also passed on (a run Ray placed streams it to its driver).
-    A run that never started is recorded `not_started` and raised as a HarnessError.
+    The attempt becomes the run's current capture when it starts if no
+    attempt of the run had succeeded, and when it succeeds
+    (harness.capture.attempts). `guard`: the experiment's heat guard, its
+    sensor opened (the caller closes it). A run that never started is
+    recorded `not_started` and raised as a HarnessError.
     """
-    capture = Capture(Path(spec.capture_dir))
+    from harness.mileslog import LogParser
+
+    reporter, stop = ctx.reporter, ctx.stop
+    grace_s, keep = ctx.options.grace_s, ctx.options.keep
+    parser = LogParser()
+    attempts = RunAttempts(Path(plan.spec.capture_dir))
     failpoint("before-capture")
-    capture.start_fresh(keep_old=keep_old)
+    attempt = attempts.new()
+    capture = Capture(attempt.directory, plan.spec.run)
     try:
         capture.make_reserve()
     except HarnessError:
-        capture.directory.rmdir()  # empty: no capture is better than one without a status
+        attempt.directory.rmdir()  # empty: no attempt is better than one without a status
         raise
+    spec = replace(plan.spec, container_name=attempt_container_name(plan.spec, attempt.number))
     status = RunStatus(
         run=spec.run,
         run_id=spec.run_id,
@@ -377,22 +340,26 @@ def execute(
         harness_pid=os.getpid(),
         harness_host=this_host(),
         engine=engine.name,
+        attempt=attempt.number,
     )
-    writer = CaptureWriter(capture, forward)
+    writer = CaptureWriter(capture, ctx.forward)
     writer.status(status)
+    attempts.started(attempt)
 
     labels = {
         LABEL_HARNESS_PID: str(os.getpid()),
         LABEL_HARNESS_HOST: this_host(),
+        # A run Ray placed is labelled with the driver's attempt, whose capture recover settles.
+        LABEL_ATTEMPT: spec.labels.get(LABEL_ATTEMPT, str(attempt.number)),
         **({LABEL_KEEP: "1"} if keep else {}),
     }
     try:
         manifest = build_manifest(
             spec,
-            experiment,
-            time_scale=time_scale,
+            plan.experiment.to_dict(),
+            time_scale=plan.time_scale,
             engine_facts=engine.facts(),
-            provenance=provenance,
+            provenance=ctx.code_facts(),
             guard_facts=guard.facts(),
         )
         writer.json(capture.manifest_path, manifest)
@@ -406,20 +373,21 @@ def execute(
         _record_not_started(writer, status, message)
         raise HarnessError(f"run {spec.run} did not start: {message}") from None
     failpoint("after-start")
-    progress.started(spec)
+    reporter.started(spec)
     loop = guard.start(
         handle,
         pauses_path=capture.pauses_path,
         samples_path=capture.guard_path,
-        on_note=lambda message: progress.note(f"{spec.run}: heat guard: {message}"),
-        on_stop=lambda reason: stop.request("stopped", f"heat guard: {reason}"),
-        on_reading=progress.guard,
+        on_note=lambda message: reporter.note(f"{spec.run}: heat guard: {message}"),
+        on_stop=lambda reason: _request_stop(stop, f"heat guard: {reason}"),
+        on_reading=lambda reading: reporter.guard(spec.run, reading),
         append=writer.jsonl,
     )
     exit_code: Optional[int] = None
     engine_error: Optional[str] = None
-    writes = CaptureWrites(capture, engine.name, progress, writer)
-    pump = LogPump(handle, capture, parser, progress, writes)
+    gone: Optional[str] = None
+    writes = CaptureWrites(capture, engine.name, reporter, writer)
+    pump = LogPump(handle, capture, parser, reporter, writes)
     try:
         status.container = handle.id
         identity = getattr(handle, "identity", lambda: None)()
@@ -428,13 +396,15 @@ def execute(
         manifest["handle"] = handle.facts()
         writes.attempt(capture.manifest_path.name, lambda: writer.json(capture.manifest_path, manifest))
         pump.start()
-        exit_code = _supervise(handle, spec, stop, capture, grace_s, clock, progress, loop)
+        exit_code = _supervise(handle, spec, stop, capture, grace_s, clock, reporter, loop)
+    except RunGone as err:
+        gone = err.message
     except EngineUnavailable as err:
         engine_error = err.message
     finally:
         if loop is not None:  # first: a frozen trainer can act on nothing, and the window must close
             loop.stop(thaw=engine_error is None)
-        if engine_error is None:
+        if engine_error is None and gone is None:
             _never_leave_frozen(handle)
             if exit_code is None:  # the harness itself is going down: stop the trainer before recording
                 exit_code = _kill_and_wait(handle)
@@ -456,14 +426,17 @@ def execute(
             engine_error or pump.engine_error,
             getattr(handle, "outages", ()),
             loop.notes if loop is not None else (),
+            gone or pump.gone,
         )
-        progress.finished(status)
+        if outcome.state == RunState.SUCCEEDED:
+            attempts.succeeded(attempt)
+        reporter.finished(status)
     failpoint("before-remove")
-    if not keep and outcome.capture_complete:
+    if not keep and outcome.capture_complete and gone is None and pump.gone is None:
         try:
             handle.remove()
         except (EngineUnavailable, HarnessError) as err:
-            progress.note(f"{spec.run}: the container was not removed ({err.message}); `harness recover` does it")
+            reporter.note(f"{spec.run}: the container was not removed ({err.message}); `harness recover` does it")
     return status
 
 
@@ -474,7 +447,7 @@ def _supervise(
     capture: Capture,
     grace_s: float,
     clock: Callable[[], float],
-    progress: Progress,
+    reporter: Reporter,
     guard: Optional["GuardLoop"] = None,
 ) -> int:
     """Wait for the exit; meanwhile act on stop requests and the time limit. Returns the exit code."""
@@ -489,23 +462,30 @@ def _supervise(
             if deadline is not None and clock() >= deadline:
                 stop.request("stopped", f"time limit of {spec.max_minutes:g} min reached")
             elif capture.stop_request_path.exists():
-                stop.request("stopped", _stop_request_reason(capture))
+                stop.request("stopped", stop_request_reason(capture))
         if stop.state is not None and stopper is None:
             if guard is not None:
                 guard.stop()  # thawed, its window closed, and no new pause while the trainer shuts down
-            progress.note(f"stopping {spec.run} ({stop.reason}): SIGTERM, then SIGKILL after {grace_s:g} s")
-            stopper = threading.Thread(target=_quietly, args=(handle.stop, grace_s), name="stopper", daemon=True)
+            reporter.note(f"stopping {spec.run} ({stop.reason}): SIGTERM, then SIGKILL after {grace_s:g} s")
+            stopper = threading.Thread(
+                target=_quietly, args=(lambda: handle.stop(grace_s),), name="stopper", daemon=True
+            )
             stopper.start()
         if stop.kill_requested and not killed:
-            progress.note(f"killing {spec.run} now")
+            reporter.note(f"killing {spec.run} now")
             _quietly(handle.kill)
             killed = True
 
 
-def _quietly(action: Callable[..., None], *args: Any) -> None:
+def _request_stop(stop: StopControl, reason: str) -> None:
+    """The heat guard's `on_max_pause: stop`: the run ends stopped, with the guard's reason."""
+    stop.request("stopped", reason)
+
+
+def _quietly(action: Callable[[], None]) -> None:
     """An action on the trainer whose failure the supervisor's next wait reports anyway."""
     try:
-        action(*args)
+        action()
     except HarnessError:
         pass
 
@@ -518,7 +498,7 @@ def _kill_and_wait(handle: RunHandle) -> Optional[int]:
         return None
 
 
-def _stop_request_reason(capture: Capture) -> str:
+def stop_request_reason(capture: Capture) -> str:
     try:
         return str(json.loads(capture.stop_request_path.read_text()).get("reason") or "stopped by harness stop")
     except (OSError, ValueError, AttributeError):
@@ -542,7 +522,7 @@ def _record_not_started(writer: CaptureWriter, status: RunStatus, reason: str) -
 def _record_end(
     capture: Capture,
     status: RunStatus,
-    parser: Any,
+    parser: "LogParser",
     pump: LogPump,
     writes: CaptureWrites,
     exit_code: Optional[int],
@@ -550,6 +530,7 @@ def _record_end(
     engine_error: Optional[str],
     outages: Sequence[str],
     guard_notes: Sequence[str] = (),
+    gone: Optional[str] = None,
 ) -> Outcome:
     if parser.args is not None:
         writes.attempt(capture.args_path.name, lambda: writes.writer.json(capture.args_path, parser.args))
@@ -563,6 +544,7 @@ def _record_end(
         capture_error=writes.error or pump.error,
         engine_error=engine_error,
         outages=outages,
+        gone=gone,
     )
     status.state, status.error, status.steps_usable = outcome.state, outcome.error, outcome.steps_usable
     status.capture_complete = outcome.capture_complete

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 from harness.errors import HarnessError
 from harness.fs.filelock import (
@@ -40,7 +40,7 @@ class GpuLock:
     def __init__(
         self,
         gpus: Union[str, Sequence[int]],
-        owner: dict,
+        owner: Mapping[str, object],
         directory: Optional[Path] = None,
         host_key: Optional[str] = None,
     ) -> None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
-from pathlib import PurePosixPath
-from typing import Any, Mapping, Sequence, Tuple
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Mapping, Optional, Sequence, Tuple, Union
 
 from harness.engines.spec import (
     ENV_EXTRA_ARGS,
@@ -25,7 +27,10 @@ from harness.engines.spec import (
     LaunchSpec,
     Mount,
 )
+from harness.experiments.naming import run_name
 from harness.experiments.schema import ENV_REFERENCE, VOLUME, Experiment, redacted_experiment
+from harness.experiments.store import ExperimentStore
+from harness.run.simswap import SimTarget, simulated
 from harness.secrets import redact_text, shown_env_value
 
 # Keys of the resolved experiment that do not change what a run measures (the
@@ -34,17 +39,20 @@ from harness.secrets import redact_text, shown_env_value
 _NOT_IN_RUN_ID = ("description", "compare", "limits", "extends", "guard", "cluster")
 
 
-def compute_run_id(experiment: Experiment, trainer_argv: Sequence[str], image: str) -> str:
-    """`<run>-<8 hex>`: the run name plus a hash of what changes the results (a secret's value does not)."""
+def compute_run_id(experiment: Experiment, trainer_argv: Sequence[str], image: str, run: Optional[str] = None) -> str:
+    """`<run>-<8 hex>`: the run name (the experiment's, or `run`) plus a hash of what changes the results (a
+    secret's value does not)."""
     facts = {k: v for k, v in redacted_experiment(experiment).items() if k not in _NOT_IN_RUN_ID}
-    facts["container"].pop("secret_env")
+    container = facts.get("container")
+    if isinstance(container, dict):  # which names are secret is not a fact of the run; their values are not in it
+        facts["container"] = {key: value for key, value in container.items() if key != "secret_env"}
     facts["trainer_argv"] = list(trainer_argv)
     facts["image"] = image
     canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return f"{experiment.run_name}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
+    return f"{run or experiment.run_name}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
 
 
-def _device_requests(gpus: Any) -> Tuple[DeviceRequest, ...]:
+def _device_requests(gpus: Union[str, Sequence[int]]) -> Tuple[DeviceRequest, ...]:
     if gpus == "none":
         return ()
     if gpus == "all":
@@ -73,12 +81,16 @@ def plan_launch(
     capture_root: str,
     project_root: str,
     environ: Mapping[str, str],
+    run_name: Optional[str] = None,
 ) -> LaunchSpec:
-    """The launch spec of one run; pure (all inputs are arguments, nothing is read or started)."""
+    """The launch spec of one run; pure (all inputs are arguments, nothing is read or started).
+
+    `run_name`: a variant's own run name (`run --name`), instead of the experiment's.
+    """
     trainer_args = experiment.trainer_args(base_args)
     trainer_argv = (*TRAINER_COMMAND, *trainer_args, *experiment.extra_words())
-    run = experiment.run_name
-    run_id = compute_run_id(experiment, trainer_argv, experiment.image)
+    run = run_name or experiment.run_name
+    run_id = compute_run_id(experiment, trainer_argv, experiment.image, run)
     capture_dir = str(PurePosixPath(project_root) / capture_root / run)  # an absolute capture_root wins
 
     env = {
@@ -127,7 +139,7 @@ def plan_launch(
     )
 
 
-def redact_manifest(manifest: dict[str, Any], spec: "LaunchSpec") -> dict[str, Any]:
+def redact_manifest(manifest: dict[str, object], spec: "LaunchSpec") -> dict[str, object]:
     """A manifest with no secret in clear: the experiment's container.env, and the harness's own command line.
 
     The env and the launch spec come from `display_env` / `to_dict`; a secret
@@ -142,7 +154,68 @@ def redact_manifest(manifest: dict[str, Any], spec: "LaunchSpec") -> dict[str, A
             for name, value in (container.get("env") or {}).items()
         }
         redacted["experiment"] = {**experiment, "container": container}
-    if isinstance(redacted.get("harness_argv"), list):
+    argv = redacted.get("harness_argv")
+    if isinstance(argv, list):
         values = spec.secret_values()
-        redacted["harness_argv"] = [redact_text(str(word), values) for word in redacted["harness_argv"]]
+        redacted["harness_argv"] = [redact_text(str(word), values) for word in argv]
     return redacted
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One run, resolved and planned, with the warnings to show before it starts."""
+
+    experiment: Experiment
+    spec: LaunchSpec
+    warnings: tuple[str, ...] = ()
+    sim: Optional[SimTarget] = None  # on the simulator (harness.run.simswap), at its time scale
+
+    @property
+    def time_scale(self) -> float:
+        """Wall seconds per trainer second: 1 for a real run."""
+        return self.sim.time_scale if self.sim is not None else 1.0
+
+
+def plan_runs(
+    store: ExperimentStore,
+    name: str,
+    seeds: Sequence[int],
+    overrides: Sequence[str],
+    capture_root: Path,
+    environ: dict[str, str],
+    sim: Optional[SimTarget] = None,
+    variant: Optional[str] = None,
+) -> list[Planned]:
+    """Every run of experiment `name` over `seeds` (the file's own seed when none); on the simulator with `sim`.
+
+    `variant`: the runs go under that run name (`<variant>`, `<variant>-s<k>`) instead of the experiment's, so a
+    configuration changed with `--set` has a capture of its own beside the experiment's.
+    """
+    if variant is not None:
+        store.check_variant_name(variant)
+    plans = []
+    own_seed: list[Optional[int]] = [None]
+    for seed in list(seeds) or own_seed:
+        loaded = store.load(name, seed=seed, overrides=overrides)
+        experiment = loaded.experiment if sim is None else simulated(loaded.experiment, sim)
+        spec = plan_launch(
+            experiment,
+            base_args=store.base_args,
+            capture_root=str(capture_root),
+            project_root=str(Path.cwd()),
+            environ=environ,
+            run_name=run_name(variant, experiment.seed) if variant is not None else None,
+        )
+        missing = tuple(
+            f"{env} is listed in container.pass_env but not set in this environment; the container gets none"
+            for env in spec.missing_env
+        )
+        plans.append(Planned(experiment, spec, loaded.warnings + missing, sim))
+    return plans
+
+
+def attempt_container_name(spec: LaunchSpec, attempt: int) -> str:
+    """The container of one attempt: the spec's name, its capture root's key and the attempt's number, so a kept
+    container never blocks a later attempt, or the same run in another capture root."""
+    root = os.path.abspath(os.path.dirname(os.path.abspath(spec.capture_dir)))
+    return f"{spec.container_name}-{hashlib.sha256(root.encode()).hexdigest()[:6]}-a{attempt}"

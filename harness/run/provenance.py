@@ -6,12 +6,12 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from harness import __version__
+from harness.jsontypes import JSONObject, JSONValue
 
 
-def git_facts(directory: Path) -> dict[str, Any]:
+def git_facts(directory: Path) -> JSONObject:
     """Commit sha and dirty flag of the checkout at `directory` (None when it is not one)."""
 
     def git(*args: str) -> str | None:
@@ -29,7 +29,7 @@ def git_facts(directory: Path) -> dict[str, Any]:
     }
 
 
-def nvml_probe() -> dict[str, Any]:
+def nvml_probe() -> JSONObject:
     """Driver version and GPU names through NVML; what failed is recorded, never raised."""
     try:
         import pynvml
@@ -39,13 +39,14 @@ def nvml_probe() -> dict[str, Any]:
         pynvml.nvmlInit()
     except pynvml.NVMLError as err:
         return {"available": False, "error": str(err)}
-    facts: dict[str, Any] = {"available": True, "unsupported": []}
+    unsupported: list[JSONValue] = []
+    facts: JSONObject = {"available": True, "unsupported": unsupported}
     try:
         facts["driver_version"] = _text(pynvml.nvmlSystemGetDriverVersion())
         count = pynvml.nvmlDeviceGetCount()
         facts["gpus"] = [_text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))) for i in range(count)]
     except pynvml.NVMLError as err:
-        facts["unsupported"].append(str(err))
+        unsupported.append(str(err))
     finally:
         try:
             pynvml.nvmlShutdown()
@@ -54,15 +55,15 @@ def nvml_probe() -> dict[str, Any]:
     return facts
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def harness_facts() -> dict[str, Any]:
+def harness_facts() -> JSONObject:
     """Harness version, its command line, the host and the Python running it."""
     return {
         "harness_version": __version__,
-        "harness_argv": list(sys.argv),
+        "harness_argv": list[JSONValue](sys.argv),
         "host": socket.gethostname(),
         "python": sys.version.split()[0],
     }

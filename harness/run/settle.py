@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence
+from typing import TYPE_CHECKING, Literal, Optional, Sequence
 
 from harness.capture import (
     Capture,
@@ -47,22 +47,30 @@ from harness.capture import (
     utc_now,
     write_json_atomic,
 )
-from harness.capture.bounded import iter_jsonl
+from harness.capture.attempts import RunAttempts, all_attempts
+from harness.capture.bounded import WholeLines, iter_jsonl
 from harness.capture.lock import CaptureLock, holder, in_use
 from harness.capture.reader import (
     RUNNING_AGAIN_SLACK_US,
     StatusRead,
-    find_runs,
+    count_complete_steps,
     first_stamps_after,
     read_pauses,
     read_status,
+    run_path_of,
 )
 from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, EngineUnavailable, RunHandle
 from harness.engines.logstream import LogPosition
 from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
+from harness.errors import ExitCode, HarnessError
 from harness.fs.paths import not_regular
-from harness.run.execute import DEFAULT_GRACE_S, LABEL_KEEP, decide_outcome
+from harness.jsontypes import JSONObject
+from harness.run.context import DEFAULT_GRACE_S
+from harness.run.execute import LABEL_ATTEMPT, LABEL_KEEP, decide_outcome
 from harness.times import format_time_us, parse_time_us
+
+if TYPE_CHECKING:
+    from harness.mileslog import LogParser
 
 Action = Literal["settle", "complete", "remove", "close", "leave"]
 CAPTURE_FILES = ("container.log", "metrics.jsonl", "args.json", "pauses.jsonl")  # what recover reads or appends to
@@ -95,8 +103,18 @@ class EngineObject:
 
     @property
     def capture_dir(self) -> Optional[Path]:
+        """The run's capture path its labels name (`<root>/<run>`)."""
         directory = self.labels.get(LABEL_CAPTURE_DIR)
         return Path(os.path.abspath(directory)) if directory else None
+
+    @property
+    def attempt_dir(self) -> Optional[Path]:
+        """The directory of the attempt it belongs to (the run's own directory for a run from before attempts)."""
+        run_path = self.capture_dir
+        attempt = self.labels.get(LABEL_ATTEMPT, "")
+        if run_path is None or not attempt.isdigit():
+            return run_path
+        return RunAttempts(run_path).directory / attempt
 
     @property
     def kept(self) -> bool:
@@ -125,13 +143,32 @@ class Plan:
     strangers: tuple[tuple[EngineObject, str], ...] = ()
 
     @property
+    def run_path(self) -> Path:
+        """The run's capture path (`<root>/<run>`), whose lock guards all its attempts."""
+        return run_path_of(self.capture_dir)
+
+    @property
     def run(self) -> str:
-        return self.capture_dir.name
+        return self.run_path.name
+
+    @property
+    def attempt(self) -> Optional[int]:
+        """The attempt's number (None for a run's own directory, from before attempts)."""
+        return int(self.capture_dir.name) if self.run_path != self.capture_dir else None
+
+    @property
+    def label(self) -> str:
+        """`RUN`, or `RUN attempt N` for an attempt that is not the run's current one: how recover names what it
+        looked at."""
+        current = RunAttempts(self.run_path).current()
+        if self.attempt is None or (current is not None and current.number == self.attempt):
+            return self.run
+        return f"{self.run} attempt {self.attempt}"
 
     def describe(self) -> str:
         """One line for `run`'s warning about leftovers."""
         what = f" ({self.owned.name}, {self.owned.description.state})" if self.owned else ""
-        return f"run {self.run}{what}: {self.reason}"
+        return f"run {self.label}{what}: {self.reason}"
 
 
 def engine_objects(engines: Sequence[Engine], notes: list[str]) -> list[EngineObject]:
@@ -140,7 +177,14 @@ def engine_objects(engines: Sequence[Engine], notes: list[str]) -> list[EngineOb
     for engine in engines:
         try:
             for handle in engine.list({LABEL_RUN: None}):
-                found.append(EngineObject(engine.name, handle, handle.describe()))
+                try:
+                    found.append(EngineObject(engine.name, handle, handle.describe()))
+                except EngineUnavailable:
+                    raise
+                except HarnessError as err:
+                    if err.exit_code != ExitCode.NOT_FOUND:
+                        raise
+                    # Removed between the listing and the look (another harness finished with it): not ours to do.
         except EngineUnavailable as err:
             notes.append(f"{engine.name} engine: {err.message}")
     return found
@@ -193,7 +237,8 @@ def plan_recovery(
                 "seen from here (--all settles it)",
             )
         gone = _harness_gone(status)
-        return replace(plan, action="settle", reason=f"{gone}; its capture still says running")
+        said = "recover rebuilds its status from its files" if found.torn else "its capture still says running"
+        return replace(plan, action="settle", reason=f"{gone}; {said}")
     if not status.capture_complete:
         if owned is None:
             return replace(plan, reason="its capture is incomplete, but the engine no longer has its container")
@@ -229,6 +274,8 @@ def _owned(
 
 
 def _harness_gone(status: RunStatus) -> str:
+    if status.harness_pid is None:  # a status rebuilt after a power loss: nothing says which harness it was
+        return "the harness and its engine went away (its status.json was torn: a power loss?)"
     return f"its harness (pid {status.harness_pid} on {status.harness_host}) is gone"
 
 
@@ -249,19 +296,18 @@ def plan_all(
     root = Path(os.path.abspath(capture_root)) if capture_root is not None else None
     by_dir: dict[Path, list[EngineObject]] = {}
     for obj in objects:
-        if obj.capture_dir is None:
+        if obj.capture_dir is None or obj.attempt_dir is None:
             continue
         if outside is not None and root is not None and not obj.capture_dir.is_relative_to(root):
             outside.append(obj)
             continue
-        by_dir.setdefault(obj.capture_dir, []).append(obj)
+        by_dir.setdefault(obj.attempt_dir, []).append(obj)
     directories = set(by_dir)
-    if capture_root is not None:
-        runs, _ = find_runs(Path(capture_root))
-        directories.update(Path(os.path.abspath(path)) for path in runs)
+    if root is not None:
+        directories.update(Path(os.path.abspath(attempt.directory)) for attempt in all_attempts(root))
     plans = []
     for directory in sorted(directories):
-        found = read_status(directory)
+        found = read_status_for_recover(directory)
         window = has_open_window(directory)
         if (
             not by_dir.get(directory)
@@ -271,7 +317,8 @@ def plan_all(
             and not window
         ):
             continue
-        holder_now = holder(directory) if in_use(directory) else None
+        run_path = run_path_of(directory)
+        holder_now = holder(run_path) if in_use(run_path) else None
         plan = plan_recovery(
             found, holder_now, by_dir.get(directory, []), here=this_host(), other_hosts=other_hosts, open_window=window
         )
@@ -283,6 +330,52 @@ def plan_all(
 def has_open_window(directory: Path) -> bool:
     """Whether the capture's pauses.jsonl has a window whose last line is still open."""
     return any(window.end_us is None for window in read_pauses(Path(directory) / "pauses.jsonl", []))
+
+
+def read_status_for_recover(directory: Path) -> StatusRead:
+    """The capture's status as recover sees it: a status.json torn by a power loss is rebuilt from the evidence on
+    disk (the manifest, the log, the saved steps) as a run whose harness and engine went away."""
+    found = read_status(directory)
+    if not found.torn:
+        return found
+    capture = Capture(directory, found.run)
+    manifest = capture.read_manifest() or {}
+    spec = manifest.get("launch_spec")
+    spec = spec if isinstance(spec, dict) else {}
+    experiment = manifest.get("experiment")
+    experiment = experiment if isinstance(experiment, dict) else {}
+    engine = manifest.get("engine")
+    engine_name = engine.get("engine") if isinstance(engine, dict) else None
+    run_id = manifest.get("run_id")
+    expected = spec.get("steps_expected", experiment.get("steps"))
+    created = manifest.get("created_at")
+    attempt = run_path_of(directory) != directory and directory.name.isdigit()
+    status = RunStatus(
+        run=found.run,
+        run_id=run_id if isinstance(run_id, str) else f"{found.run}-unknown",
+        state=RunState.RUNNING,
+        exit_code=None,
+        started_at=created if isinstance(created, str) and parse_time_us(created) is not None else utc_now(),
+        ended_at=None,
+        steps_expected=expected if isinstance(expected, int) and not isinstance(expected, bool) else 0,
+        steps_complete=count_complete_steps(capture.metrics_path),
+        error=None,
+        engine=engine_name if isinstance(engine_name, str) else None,
+        attempt=int(directory.name) if attempt else None,
+        notes=[f"harness recover rebuilt this status from the manifest and the files: {found.broken}"],
+    )
+    return StatusRead(directory, status, None, torn=True)
+
+
+def started_by_evidence(capture: Capture) -> bool:
+    """Whether the files show the trainer ran: a log line or a saved step (whatever its status says)."""
+    try:
+        with capture.log_path.open("rb") as handle:
+            if handle.read(1 << 16).strip(b"\0\n "):
+                return True
+    except OSError:
+        pass
+    return count_complete_steps(capture.metrics_path) > 0 or any(True for _ in iter_jsonl(capture.metrics_path, []))
 
 
 # --------------------------------------------------------------------------- acting
@@ -312,11 +405,11 @@ def carry_out(
     odd = [why for why in (not_regular(plan.capture_dir / name) for name in CAPTURE_FILES) if why]
     if odd:
         return Result(plan, plan.status, skipped=f"{'; '.join(odd)}: nothing is changed")
-    lock = CaptureLock(plan.capture_dir, {"pid": os.getpid(), "host": this_host(), "recover": True, "since": utc_now()})
+    lock = CaptureLock(plan.run_path, {"pid": os.getpid(), "host": this_host(), "recover": True, "since": utc_now()})
     if not lock.try_acquire():
-        return Result(plan, plan.status, skipped=f"in use by a live harness ({holder(plan.capture_dir)})")
+        return Result(plan, plan.status, skipped=f"in use by a live harness ({holder(plan.run_path)})")
     try:
-        found = read_status(plan.capture_dir)  # again, under the lock: it may have changed since the plan
+        found = read_status_for_recover(plan.capture_dir)  # again, under the lock: it may have changed since
         fresh = plan_recovery(
             found,
             None,
@@ -327,13 +420,16 @@ def carry_out(
         )
         if fresh is None or fresh.action != plan.action:
             return Result(plan, found.status, skipped="its capture changed meanwhile; run recover again")
+        if found.torn:  # nothing is lost: the torn bytes are kept beside the rebuilt status
+            status_path = plan.capture_dir / "status.json"
+            os.replace(status_path, status_path.with_name("status.json.torn"))
         return _act(replace(plan, status=found.status), leave_running=leave_running, keep=keep, grace_s=grace_s)
     finally:
         lock.release()
 
 
 def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Result:
-    capture = Capture(plan.capture_dir)
+    capture = Capture(plan.capture_dir, plan.run)
     status = plan.status
     assert status is not None
     obj = plan.owned
@@ -410,8 +506,12 @@ def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Resu
 
 def _settle_without_object(capture: Capture, status: RunStatus) -> None:
     gone = _harness_gone(status).replace("is gone", "was gone")
-    if status.container is None:
+    if status.container is None and not started_by_evidence(capture):
         status.state, status.error = RunState.NOT_STARTED, f"{gone} before its container or process started"
+    elif status.container is None:  # its status never learned it started, but its files show it ran
+        _, status.steps_complete = rebuild_metrics(capture, include_incomplete=True)
+        status.state = RunState.INTERRUPTED
+        status.error = f"{gone}, and the engine no longer has what ran it; the capture keeps what it saved"
     else:
         _, status.steps_complete = rebuild_metrics(capture, include_incomplete=True)
         status.state = RunState.INTERRUPTED
@@ -456,7 +556,7 @@ def close_open_windows(pauses_path: Path, end: str) -> int:
     if not pauses_path.exists():
         return 0
     cut_torn_tail(pauses_path)
-    last: dict[int, dict[str, Any]] = {}
+    last: dict[int, JSONObject] = {}
     for _, obj in iter_jsonl(pauses_path, []):
         start = parse_time_us(obj.get("start"))
         if start is not None:
@@ -515,7 +615,7 @@ def save_remaining_logs(handle: RunHandle, capture: Capture) -> int:
     return added
 
 
-def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> tuple[Any, int]:
+def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> tuple["LogParser", int]:
     """Re-parse container.log, append the steps metrics.jsonl lacks; the parser and the complete-step count."""
     from harness.capture import append_jsonl
     from harness.capture.reader import count_complete_steps
@@ -526,7 +626,7 @@ def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> tuple[Any,
     records = []
     try:
         with capture.log_path.open("rb") as handle:
-            records.extend(parser.feed_stream(handle))
+            records.extend(parser.feed_stream(WholeLines(handle)))
     except FileNotFoundError:
         pass
     if include_incomplete:
@@ -541,26 +641,34 @@ def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> tuple[Any,
     return parser, count_complete_steps(capture.metrics_path)
 
 
-def settle_for_run(capture_dir: Path, engine: Engine, *, grace_s: float = DEFAULT_GRACE_S) -> Optional[str]:
-    """For `run`, which holds the capture's lock: settle a dead harness's capture if nothing of it still runs.
+def settle_for_run(run_path: Path, engine: Engine, *, grace_s: float = DEFAULT_GRACE_S) -> Optional[str]:
+    """For `run`, which holds the run's capture lock: settle each attempt a dead harness left `running`, if nothing
+    of it still runs.
 
     Returns why it cannot (something of it still runs: `harness recover` decides), or None.
     """
-    found = read_status(capture_dir)
-    if found.status is None or found.status.state != RunState.RUNNING:
-        return None
     notes: list[str] = []
-    objects = [o for o in engine_objects([engine], notes) if o.capture_dir == Path(os.path.abspath(capture_dir))]
-    plan = plan_recovery(found, None, objects, here=this_host())
-    if plan is None or plan.action != "settle":
-        return plan.reason if plan is not None else None
-    if plan.owned is not None and plan.owned.description.alive:
-        return (
-            f"its capture says running, its harness is gone, and its {plan.owned.name} is still "
-            f"{plan.owned.description.state}; `harness recover` stops it and saves its log "
-            "(`--leave-running` keeps it running)"
-        )
-    if notes:
-        return f"its capture says running and its engine cannot be asked ({'; '.join(notes)})"
-    _act(plan, leave_running=False, keep=False, grace_s=grace_s)
+    objects: Optional[list[EngineObject]] = None
+    for attempt in RunAttempts(run_path).all():
+        found = read_status_for_recover(attempt.directory)
+        if found.status is None or found.status.state != RunState.RUNNING:
+            continue
+        if objects is None:
+            objects = engine_objects([engine], notes)
+        directory = Path(os.path.abspath(attempt.directory))
+        mine = [o for o in objects if o.attempt_dir == directory]
+        plan = plan_recovery(found, None, mine, here=this_host())
+        if plan is None or plan.action != "settle":
+            if plan is not None:
+                return plan.reason
+            continue
+        if plan.owned is not None and plan.owned.description.alive:
+            return (
+                f"its capture says running, its harness is gone, and its {plan.owned.name} is still "
+                f"{plan.owned.description.state}; `harness recover` stops it and saves its log "
+                "(`--leave-running` keeps it running)"
+            )
+        if notes:
+            return f"its capture says running and its engine cannot be asked ({'; '.join(notes)})"
+        _act(plan, leave_running=False, keep=False, grace_s=grace_s)
     return None

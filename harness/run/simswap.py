@@ -31,6 +31,7 @@ from harness.errors import HarnessError
 if TYPE_CHECKING:  # imported where used: the CLI reads this module's constants at startup
     from harness.engines.dockerapi import DockerApi
     from harness.experiments.schema import Experiment
+    from harness.guard.config import GuardConfig
 
 SIM_IMAGE = "miles-gb10-lab/sim:latest"
 SIM_ENTRY_MODULE = "harness.sim.entry"
@@ -92,8 +93,10 @@ def choose_target(requested: str, time_scale: float, python: str, api: Optional[
     from harness.engines.dockerapi import DockerApi, DockerApiError
 
     check_time_scale(time_scale)
-    if requested == "docker" or requested == "process":
-        return SimTarget(requested, time_scale, python, f"--sim-engine {requested}")
+    if requested == "docker":
+        return SimTarget("docker", time_scale, python, f"--sim-engine {requested}")
+    if requested == "process":
+        return SimTarget("process", time_scale, python, f"--sim-engine {requested}")
     if requested != "auto":
         raise HarnessError(f"--sim-engine {requested!r}: choose one of {', '.join(SIM_ENGINE_CHOICES)}")
     api = api or DockerApi()
@@ -111,36 +114,42 @@ def simulated(experiment: "Experiment", target: SimTarget) -> "Experiment":
     from harness.experiments.schema import Experiment
     from harness.sim.config import TIME_SCALE_ENV
 
-    data = experiment.to_dict()
-    container = data["container"]
-    container.update(
-        gpus="none", volumes=[], ulimits={}, env={**container["env"], TIME_SCALE_ENV: repr(float(target.time_scale))}
+    container = experiment.container.model_copy(
+        update={
+            "gpus": "none",
+            "volumes": [],
+            "ulimits": {},
+            "env": {**experiment.container.env, TIME_SCALE_ENV: repr(float(target.time_scale))},
+        }
     )
-    data["guard"] = simulated_guard(experiment.guard.model_dump(mode="json"), target.time_scale)
-    data["image"] = target.image
-    if target.engine == "docker":
-        data.update(engine="docker", command=None)
-    else:
-        data.update(engine="process", command=target.command)
-    return Experiment.model_validate(data)
+    command = None if target.engine == "docker" else list(target.command)
+    swapped = experiment.model_copy(
+        update={
+            "container": container,
+            "guard": simulated_guard(experiment.guard, target.time_scale),
+            "image": target.image,
+            "engine": target.engine,
+            "command": command,
+        }
+    )
+    return Experiment.model_validate(swapped.model_dump(mode="json"))
 
 
-def simulated_guard(guard: dict, time_scale: float) -> dict:
-    """A guard (as the YAML writes it) on the simulated GB10: the `sim` sensor, its times in wall seconds (pure)."""
+def simulated_guard(guard: "GuardConfig", time_scale: float) -> "GuardConfig":
+    """A guard on the simulated GB10: the `sim` sensor, its times in wall seconds (pure)."""
 
     def wall(seconds: float, floor: float = 0.0) -> float:
         return max(seconds * time_scale, floor)
 
-    return {
-        **guard,
-        "sensor": "sim",
-        "poll_s": wall(guard["poll_s"], MIN_POLL_S),
-        "min_pause_s": wall(guard["min_pause_s"]),
-        "max_pause_s": wall(guard["max_pause_s"]),
-        "record_every_s": wall(guard["record_every_s"]),
-        "sim": {
-            **guard["sim"],
-            "heat_tau_s": wall(guard["sim"]["heat_tau_s"]),
-            "cool_tau_s": wall(guard["sim"]["cool_tau_s"]),
-        },
-    }
+    return guard.model_copy(
+        update={
+            "sensor": "sim",
+            "poll_s": wall(guard.poll_s, MIN_POLL_S),
+            "min_pause_s": wall(guard.min_pause_s),
+            "max_pause_s": wall(guard.max_pause_s),
+            "record_every_s": wall(guard.record_every_s),
+            "sim": guard.sim.model_copy(
+                update={"heat_tau_s": wall(guard.sim.heat_tau_s), "cool_tau_s": wall(guard.sim.cool_tau_s)}
+            ),
+        }
+    )

@@ -17,7 +17,14 @@ The names below load on first use, so the harness's CLI can read
 `harness.sim.timescale` at startup without loading the simulator.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what __getattr__ loads, as the checker should see it
+    from harness.sim.cli import main as main
+    from harness.sim.config import SimConfig as SimConfig
+    from harness.sim.config import parse_argv as parse_argv
+    from harness.sim.params import DEFAULT_PARAMS as DEFAULT_PARAMS
+    from harness.sim.params import ModelParams as ModelParams
 
 _EXPORTS = {
     "main": "cli",
@@ -29,7 +36,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _EXPORTS:
         raise AttributeError(f"module 'harness.sim' has no attribute {name!r}")
     import importlib

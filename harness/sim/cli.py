@@ -16,7 +16,8 @@ import os
 import signal
 import sys
 from datetime import datetime
-from typing import Mapping, Optional, Sequence, TextIO
+from types import FrameType
+from typing import Callable, Mapping, Optional, Sequence, TextIO, Union
 
 from harness.sim import logfmt
 from harness.sim.clock import Stopped, make_clock
@@ -32,12 +33,16 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
+# What signal.signal gives back: a Python handler, SIG_DFL or SIG_IGN, or None (a handler not set from Python).
+_Handler = Union[Callable[[int, Optional[FrameType]], object], int, signal.Handlers, None]
+
+
 class _StopFlag:
     """Signal handlers that record the first stop request; the clock checks it between ticks."""
 
     def __init__(self) -> None:
         self.signum: Optional[int] = None
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, _Handler] = {}
 
     def __call__(self) -> Optional[int]:
         return self.signum
@@ -55,7 +60,8 @@ class _StopFlag:
 
     def restore(self) -> None:
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
+            if handler is not None:  # one not set from Python cannot be set back from it
+                signal.signal(signum, handler)
 
 
 def main(

@@ -18,7 +18,7 @@ import argparse
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import NoReturn, Sequence, Union
 
 from harness.sim.timescale import TIME_SCALE_RANGE, time_scale_problem
 
@@ -82,7 +82,7 @@ class SimConfig:
     train_backend: str
     time_scale: float
     miles_argv: tuple[str, ...]  # the argv as Miles gets it (no --time-scale)
-    dump: tuple[tuple[str, Any], ...]  # the argument dump: (name, value), Miles's names
+    dump: tuple[tuple[str, object], ...]  # the argument dump: (name, value as printed with str()), Miles's names
 
     @property
     def uses_filter(self) -> bool:
@@ -110,7 +110,7 @@ class _ArgparseError(Exception):
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of printing usage and exiting."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise _ArgparseError(message)
 
 
@@ -247,7 +247,7 @@ def _is_flag(word: str) -> bool:
     return word.startswith("--") and not _NUMBER.match(word) and len(word) > 2
 
 
-def _typed(word: str) -> Any:
+def _typed(word: str) -> Union[int, float, str]:
     """A flag value as Miles's argparse types would make it: a number where it reads as one."""
     for kind in (int, float):
         try:
@@ -258,12 +258,12 @@ def _typed(word: str) -> Any:
     return word
 
 
-def argument_dump(miles_argv: Sequence[str], resolved: dict[str, Any]) -> dict[str, Any]:
+def argument_dump(miles_argv: Sequence[str], resolved: dict[str, object]) -> dict[str, object]:
     """Every flag given (its value typed, a list of values, or True when bare), then the resolved ones.
 
     The resolved values of the modelled flags win: they are what the trainer ran with.
     """
-    dump: dict[str, Any] = {}
+    dump: dict[str, object] = {}
     flag: str | None = None
     values: list[str] = []
 

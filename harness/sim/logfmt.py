@@ -17,7 +17,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, TextIO
+from typing import Callable, Iterable, Mapping, Protocol
 
 RAY_DASHBOARD = "http://127.0.0.1:8265"
 SGLANG_URLS = ["http://127.0.0.1:30000"]
@@ -33,10 +33,18 @@ class Actor:
     proc: str
 
 
+class TextSink(Protocol):
+    """Where the lines go: a text stream (stdout, a file, io.StringIO), or anything else that writes and flushes."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
 class LogWriter:
     """Writes lines to a text stream, one flushed line at a time, stamped on the run's clock."""
 
-    def __init__(self, stream: TextIO, now: Callable[[], float], start: datetime) -> None:
+    def __init__(self, stream: TextSink, now: Callable[[], float], start: datetime) -> None:
         self._stream = stream
         self._now = now
         self._start = start
@@ -58,7 +66,7 @@ class LogWriter:
         prefix = f"({actor.name} pid={actor.pid}) " if actor else ""
         self.line(f"{prefix}{self.stamp(actor.proc if actor else 'main')} {where} - {message}")
 
-    def metric(self, actor: Actor | None, where: str, kind: str, ident: int, payload: dict[str, Any]) -> None:
+    def metric(self, actor: Actor | None, where: str, kind: str, ident: int, payload: Mapping[str, object]) -> None:
         """A `KIND ID: {...}` line; the payload printed as Python prints a dict, as Miles does."""
         self.log(actor, where, f"{kind} {ident}: {payload!r}")
 
@@ -78,12 +86,12 @@ def launch_lines(job_id: str, miles_argv: Iterable[str]) -> list[str]:
     ]
 
 
-def dump_value(value: Any) -> str:
+def dump_value(value: object) -> str:
     """A value as Megatron's argument dump prints it: str() of it (lists as their repr)."""
     return str(value)
 
 
-def argument_dump_lines(dump: Iterable[tuple[str, Any]]) -> list[str]:
+def argument_dump_lines(dump: Iterable[tuple[str, object]]) -> list[str]:
     """Megatron/Miles's `_print_args`: names padded with dots to column 48, sorted, between rules."""
     lines = ["------------------------ arguments ------------------------"]
     for name, value in dump:

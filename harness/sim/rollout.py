@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from harness.sim.config import SimConfig
 from harness.sim.engine import GenerationEngine
@@ -141,7 +141,7 @@ def run_rollout(
                     over_sampling,
                     params.dataset_prompts,
                 )
-            groups = []
+            groups: list[Group] = []
             while len(groups) < over_sampling:
                 check_stop()
                 groups += source.take(min(TAKE_CHUNK, over_sampling - len(groups)), policy, step)
@@ -186,14 +186,14 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def rollout_side_metrics(result: RolloutResult) -> dict[str, Any]:
+def rollout_side_metrics(result: RolloutResult) -> dict[str, float]:
     """The rollout-side `perf N` keys that do not depend on the clock, in Miles's order.
 
     Drop reasons and zero-variance counts appear only for values that occurred,
     as in Miles. Response lengths and the truncated ratio are over the kept
     answers; the unfiltered reward is over every answer of every judged group.
     """
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, float] = {}
     for reason, count in result.dropped.items():
         metrics[f"rollout/dynamic_filter/drop_{reason}"] = count
     zero_std: dict[str, int] = {}
@@ -214,7 +214,7 @@ def rollout_side_metrics(result: RolloutResult) -> dict[str, Any]:
     return metrics
 
 
-def train_side_rollout_metrics(result: RolloutResult) -> dict[str, Any]:
+def train_side_rollout_metrics(result: RolloutResult) -> dict[str, float]:
     """The train rank's `rollout N` keys: over the kept groups only (so biased with a filter)."""
     answers = [answer for group in result.kept for answer in group.answers]
     return {

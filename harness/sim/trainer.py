@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence, TypedDict
 
 from harness.sim import logfmt
 from harness.sim.clock import Clock
@@ -32,6 +32,25 @@ from harness.sim.logfmt import Actor, LogWriter
 from harness.sim.model import Policy, PromptSource
 from harness.sim.params import ModelParams
 from harness.sim.rollout import RolloutResult, rollout_side_metrics, run_rollout, train_side_rollout_metrics
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from harness.sim.logfmt import TextSink
+
+# The payload of one `step M` line (Miles's keys have slashes, so the functional form).
+OptimizerStep = TypedDict(
+    "OptimizerStep",
+    {
+        "train/loss": float,
+        "train/pg_loss": float,
+        "train/pg_clipfrac": float,
+        "train/ppo_kl": float,
+        "train/grad_norm": float,
+        "train/lr-pg_0": float,
+        "train/step": int,
+    },
+)
 
 TRAIN_ACTORS = {"fsdp": "FSDPTrainRayActor", "megatron": "MegatronTrainRayActor"}
 
@@ -46,7 +65,7 @@ class TrainPlan:
     actor_train_s: float
     update_weights_s: float
     wake_up_s: float
-    optimizer_steps: list[dict[str, Any]]
+    optimizer_steps: list[OptimizerStep]
 
 
 def plan_training(config: SimConfig, params: ModelParams, result: RolloutResult) -> TrainPlan:
@@ -59,7 +78,7 @@ def plan_training(config: SimConfig, params: ModelParams, result: RolloutResult)
     ktokens = sum(answer.tokens for group in result.kept for answer in group.answers) / 1000.0
     signal = result.informative_share
     count = config.optimizer_steps_per_rollout
-    optimizer_steps = []
+    optimizer_steps: list[OptimizerStep] = []
     for k in range(count):
         pg_loss = rng.gauss(0.0, 0.02) * signal
         optimizer_steps.append(
@@ -90,10 +109,10 @@ class StepLog:
 
     step: int
     result: RolloutResult
-    rollout_perf: dict[str, Any] = field(default_factory=dict)
-    rollout: dict[str, Any] = field(default_factory=dict)
-    optimizer_steps: list[dict[str, Any]] = field(default_factory=list)
-    train_perf: dict[str, Any] = field(default_factory=dict)
+    rollout_perf: dict[str, float] = field(default_factory=dict)  # numbers (a count is an int)
+    rollout: dict[str, float] = field(default_factory=dict)
+    optimizer_steps: list[OptimizerStep] = field(default_factory=list)
+    train_perf: dict[str, float] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -226,7 +245,10 @@ class _NullStream:
 
 
 def simulate(
-    argv: Sequence[str], params: ModelParams | None = None, stream: Any = None, start: Any = None
+    argv: Sequence[str],
+    params: ModelParams | None = None,
+    stream: TextSink | None = None,
+    start: datetime | None = None,
 ) -> list[StepLog]:
     """Run the simulator in this process on simulated time; the log goes to `stream` (default: nowhere).
 

@@ -73,15 +73,15 @@ def aggregate(table: StepTable, filter_on: bool, pause_total_s: float, reward_ke
     """The aggregates of one run; `notes` gets what they leave out."""
     done = table.complete_positions()
     adjusted = [v for v in (table.rollout_time_adjusted_s[i] for i in done) if v is not None]
-    clean = [table.rollout_time_s[i] for i in done if table.clean[i] is True]
+    clean = [t for t in (table.rollout_time_s[i] for i in done if table.clean[i] is True) if t is not None]
     dropped = [v for v in (table.dropped_groups[i] for i in done) if v is not None]
     rewards = [v for v in (table.reward[i] for i in done) if v is not None]
     first_rewards = [v for v in (table.reward[i] for i in done[:FIRST_STEPS]) if v is not None]
-    step_times = [table.step_time_s[i] for i in done]
-    has_all_step_times = bool(done) and all(t is not None for t in step_times)
+    step_times = [t for t in (table.step_time_s[i] for i in done) if t is not None]
+    has_all_step_times = bool(done) and len(step_times) == len(done)
     if done and len(first_rewards) < FIRST_STEPS and rewards:
         notes.append(f"reward_mean_first4 is null: fewer than {FIRST_STEPS} of the first complete steps have a reward")
-    if done and not has_all_step_times and any(t is not None for t in step_times):
+    if done and not has_all_step_times and step_times:
         notes.append("step_time_sum_s is null: a complete step has no step time")
     source = f"metrics.jsonl {reward_key}"
     step_time_sum = None

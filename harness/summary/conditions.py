@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import orjson
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject, JSONValue
 
 SIM_TIME_SCALE_ENV = (
     "HARNESS_SIM_TIME_SCALE"  # harness.sim.config.TIME_SCALE_ENV, not imported: the summary stays light
@@ -47,10 +50,10 @@ class RunConditions:
     simulated: Optional[bool]
     time_scale: Optional[float]
     guard: Optional[str]  # "off", "on (sensor nvml)", or None when the capture does not say
-    config: Optional[dict[str, Any]] = None  # the configuration without the seed (None: no manifest says it)
+    config: Optional[JSONObject] = None  # the configuration without the seed (None: no manifest says it)
     config_hash: Optional[str] = None
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> dict[str, Optional[str]]:
         """The facts by the words a note uses for them."""
         return {
             "trainer": None if self.simulated is None else ("simulator" if self.simulated else "real"),
@@ -59,12 +62,12 @@ class RunConditions:
         }
 
 
-def read_conditions(manifest: Optional[Mapping[str, Any]], time_scale: Optional[float]) -> RunConditions:
+def read_conditions(manifest: Optional[JSONObject], time_scale: Optional[float]) -> RunConditions:
     """A run's conditions from its manifest (None: no manifest) and its checked time scale."""
     if not isinstance(manifest, Mapping):
         return RunConditions(None, time_scale, None)
     found = manifest.get("experiment")
-    experiment: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    experiment = found if isinstance(found, Mapping) else {}
     # only the simulator runs at a time scale other than 1, whatever image the manifest names
     simulated = True if time_scale is not None and time_scale != 1 else _simulated(manifest, experiment)
     config = condition_config(manifest, experiment, simulated, time_scale) if experiment else None
@@ -74,12 +77,12 @@ def read_conditions(manifest: Optional[Mapping[str, Any]], time_scale: Optional[
 
 
 def condition_config(
-    manifest: Mapping[str, Any], experiment: Mapping[str, Any], simulated: Optional[bool], time_scale: Optional[float]
-) -> dict[str, Any]:
+    manifest: JSONObject, experiment: JSONObject, simulated: Optional[bool], time_scale: Optional[float]
+) -> JSONObject:
     """The run's configuration without its seed (the module doc), as plain data."""
     config = {key: value for key, value in experiment.items() if key not in NOT_IN_CONDITION}
     container = config.get("container")
-    if isinstance(container, Mapping):
+    if isinstance(container, dict):
         config["container"] = {key: value for key, value in container.items() if key != "secret_env"}
     argv = manifest.get("trainer_argv")
     config["trainer_argv"] = without_seed_flags(argv) if isinstance(argv, list) else None
@@ -89,9 +92,9 @@ def condition_config(
     return config
 
 
-def without_seed_flags(argv: Sequence[Any]) -> list[Any]:
+def without_seed_flags(argv: Sequence[JSONValue]) -> list[JSONValue]:
     """The argv with each seed flag's value blanked (`--seed 3` and `--seed=3` alike)."""
-    out: list[Any] = []
+    out: list[JSONValue] = []
     blank_next = False
     for word in argv:
         if blank_next:
@@ -107,7 +110,7 @@ def without_seed_flags(argv: Sequence[Any]) -> list[Any]:
     return out
 
 
-def config_hash(config: Mapping[str, Any]) -> Optional[str]:
+def config_hash(config: JSONObject) -> Optional[str]:
     """A short stable hash of a configuration (sorted keys, compact JSON); None when it is not plain JSON data."""
     try:
         canonical = orjson.dumps(config, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
@@ -116,22 +119,22 @@ def config_hash(config: Mapping[str, Any]) -> Optional[str]:
     return hashlib.sha256(canonical).hexdigest()[:12]
 
 
-def config_differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "", depth: int = 2) -> list[str]:
+def config_differences(a: JSONObject, b: JSONObject, prefix: str = "", depth: int = 2) -> list[str]:
     """The keys (dotted, `depth` levels deep) in which two configurations differ."""
     out = []
-    for key in sorted(set(a) | set(b), key=str):
+    for key in sorted(set(a) | set(b)):
         left, right = a.get(key), b.get(key)
         if left == right:
             continue
         name = f"{prefix}{key}"
-        if depth > 1 and isinstance(left, Mapping) and isinstance(right, Mapping):
+        if depth > 1 and isinstance(left, dict) and isinstance(right, dict):
             out += config_differences(left, right, f"{name}.", depth - 1)
         else:
             out.append(name)
     return out
 
 
-def _simulated(manifest: Mapping[str, Any], experiment: Mapping[str, Any]) -> Optional[bool]:
+def _simulated(manifest: JSONObject, experiment: JSONObject) -> Optional[bool]:
     container = experiment.get("container")
     env = container.get("env") if isinstance(container, Mapping) else None
     if isinstance(env, Mapping) and SIM_TIME_SCALE_ENV in env:
@@ -142,7 +145,7 @@ def _simulated(manifest: Mapping[str, Any], experiment: Mapping[str, Any]) -> Op
     return None
 
 
-def _guard(manifest: Mapping[str, Any], experiment: Mapping[str, Any]) -> Optional[str]:
+def _guard(manifest: JSONObject, experiment: JSONObject) -> Optional[str]:
     facts = manifest.get("guard")
     if isinstance(facts, Mapping) and isinstance(facts.get("guarded"), bool):
         if not facts["guarded"]:

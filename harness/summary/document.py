@@ -14,10 +14,17 @@ summarizer nulls the rest, with a note; JSON read back cannot hold NaN).
 from __future__ import annotations
 
 import typing
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Mapping, Optional, Sequence
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, TypeVar
 
 from harness.capture.reader import Skipped
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    from harness.jsontypes import JSONObject, JSONValue
+
+T = TypeVar("T")
 
 ROW_KEYS = (
     "step",
@@ -81,15 +88,15 @@ class StepTable:
     def __len__(self) -> int:
         return len(self.step)
 
-    def columns(self) -> tuple[list, ...]:
+    def columns(self) -> tuple[Sequence[JSONValue], ...]:
         """The columns in ROW_KEYS order."""
         return tuple(getattr(self, key) for key in ROW_KEYS)
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[JSONObject]:
         """The rows as the JSON writes them: one dict per step, keys in ROW_KEYS order."""
         return [dict(zip(ROW_KEYS, values)) for values in zip(*self.columns())]
 
-    def pick(self, column: Sequence[Any], *, complete: bool = True) -> tuple[list[int], list[Any]]:
+    def pick(self, column: Sequence[Optional[T]], *, complete: bool = True) -> tuple[list[int], list[T]]:
         """(steps, values) of one column, over the complete (or the incomplete) steps that have a value."""
         pairs = [
             (step, value)
@@ -103,14 +110,14 @@ class StepTable:
         return [i for i, done in enumerate(self.complete) if done]
 
     @classmethod
-    def from_rows(cls, rows: Any, where: str) -> "StepTable":
+    def from_rows(cls, rows: object, where: str) -> "StepTable":
         """Columns from the JSON's rows; ValueError naming the row and the key when one does not fit."""
         if not isinstance(rows, list):
             raise ValueError(f"{where} is not a list of rows")
         for i, row in enumerate(rows):
             if not isinstance(row, dict):
                 raise ValueError(f"{where}[{i}] is not an object")
-        columns = []
+        columns: list[Any] = []  # Any: each column's values are of its field's types, checked just below
         for key in ROW_KEYS:
             try:
                 column = [row[key] for row in rows] if key not in _EXTRA_ROW_KEYS else [row.get(key) for row in rows]
@@ -325,47 +332,57 @@ class SummaryDocument:
     simulated: Optional[bool] = None  # true when any run is simulated (None: none is, but some do not say)
     conditions: dict[str, ConditionSummary] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The document as the JSON holds it (plain dicts and lists)."""
-        return to_plain(self)
+        return to_plain_object(self)
 
     def simulated_runs(self) -> list[str]:
         """The runs made by the simulator (`RunSummary.made_by_simulator`), in the document's order."""
         return [name for name, run in self.runs.items() if run.made_by_simulator]
 
     @classmethod
-    def from_dict(cls, data: Any) -> "SummaryDocument":
+    def from_dict(cls, data: object) -> "SummaryDocument":
         """The typed document from parsed JSON; ValueError naming the first key that does not fit."""
-        return _from_plain(cls, data, "the document")
+        document = _from_plain(cls, data, "the document")
+        assert isinstance(document, SummaryDocument)  # _from_plain builds the class it is given
+        return document
 
 
 # --------------------------------------------------------------------------- plain <-> typed
 
 
-def to_plain(value: Any) -> Any:
+def to_plain(value: object) -> JSONValue:
+    """A part of the document (a dataclass of it, a StepTable, a dict or list of them, a value) as JSON holds it."""
     if isinstance(value, StepTable):
-        return value.rows()
+        return list(value.rows())
     if isinstance(value, Skipped):
-        return value.to_dict()
-    if hasattr(value, "__dataclass_fields__"):
-        return {f.name: to_plain(getattr(value, f.name)) for f in fields(value)}
+        return dict(value.to_dict())
+    if is_dataclass(value) and not isinstance(value, type):
+        return to_plain_object(value)
     if isinstance(value, dict):
         return {key: to_plain(item) for key, item in value.items()}
     if isinstance(value, list):
         return [to_plain(item) for item in value]
-    return value
+    if value is None or isinstance(value, (str, int, float)):  # bool is an int
+        return value
+    raise TypeError(f"not a part of a summary document: {type(value).__name__}")
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+def to_plain_object(value: DataclassInstance) -> JSONObject:
+    """A dataclass of the document as the JSON object that holds it."""
+    return {f.name: to_plain(getattr(value, f.name)) for f in fields(value)}
 
 
-def _hints(cls: type) -> dict[str, Any]:
+_HINTS: dict[type, dict[str, object]] = {}
+
+
+def _hints(cls: type) -> dict[str, object]:
     if cls not in _HINTS:
         _HINTS[cls] = typing.get_type_hints(cls)
     return _HINTS[cls]
 
 
-def _from_plain(kind: Any, value: Any, where: str) -> Any:
+def _from_plain(kind: object, value: object, where: str) -> object:
     """`value` checked against the annotation `kind` (and built, for dataclasses)."""
     if kind is StepTable:
         return StepTable.from_rows(value, where)
@@ -373,7 +390,7 @@ def _from_plain(kind: Any, value: Any, where: str) -> Any:
         if not isinstance(value, Mapping) or not all(isinstance(value.get(k), str) for k in ("directory", "reason")):
             raise ValueError(f"{where} is not an object with a directory and a reason")
         return Skipped(value["directory"], value["reason"])
-    if isinstance(kind, type) and hasattr(kind, "__dataclass_fields__"):
+    if isinstance(kind, type) and is_dataclass(kind):
         if not isinstance(value, Mapping):
             raise ValueError(f"{where} is not an object")
         hints = _hints(kind)
@@ -397,6 +414,8 @@ def _from_plain(kind: Any, value: Any, where: str) -> Any:
         if not isinstance(value, list):
             raise ValueError(f"{where} is not a list")
         return [_from_plain(args[0], item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if not isinstance(kind, type):
+        raise TypeError(f"{where}: the annotation {kind!r} has no rule here")
     if kind is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     elif kind is int:

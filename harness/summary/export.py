@@ -14,10 +14,13 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
 from harness.summary.document import FLOAT_ROW_KEYS, ROW_KEYS, SummaryDocument
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONValue
 
 FORMATS = ("parquet", "csv")
 RUN_COLUMNS = ("run", "experiment", "seed", "simulated")
@@ -36,9 +39,9 @@ def default_export_path(summary_dir: Path, fmt: str) -> Path:
     return Path(summary_dir) / f"steps.{fmt}"
 
 
-def tidy_columns(document: SummaryDocument) -> dict[str, list[Any]]:
+def tidy_columns(document: SummaryDocument) -> dict[str, list[JSONValue]]:
     """The table as columns: every run's rows one after the other, runs in the document's order."""
-    out: dict[str, list[Any]] = {name: [] for name in COLUMNS}
+    out: dict[str, list[JSONValue]] = {name: [] for name in COLUMNS}
     for name, run in document.runs.items():
         count = len(run.steps)
         out["run"] += [name] * count
@@ -63,14 +66,14 @@ def export_steps(document: SummaryDocument, path: Path, fmt: str) -> Path:
     return path
 
 
-def _parquet(columns: dict[str, list[Any]]) -> bytes:
+def _parquet(columns: dict[str, list[JSONValue]]) -> bytes:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise HarnessError(PYARROW_HINT) from None
 
-    def kind(name: str) -> Any:
+    def kind(name: str) -> object:  # a pyarrow DataType (pyarrow has no type stubs)
         if name in TEXT_COLUMNS:
             return pa.string()
         if name in BOOL_COLUMNS:
@@ -85,10 +88,11 @@ def _parquet(columns: dict[str, list[Any]]) -> bytes:
     table = pa.Table.from_pydict(columns, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
-    return sink.getvalue().to_pybytes()
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
-def _csv(columns: dict[str, list[Any]]) -> bytes:
+def _csv(columns: dict[str, list[JSONValue]]) -> bytes:
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(COLUMNS)

@@ -40,11 +40,11 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from harness.summary.document import Comparison, RunSummary, SeedComparison, SummaryDocument
+from harness.summary.document import Comparison, RunSummary, SeedComparison, SeedFigures, SummaryDocument
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # matplotlib is loaded only when a figure is drawn
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
@@ -140,7 +140,7 @@ def reward_text(document: SummaryDocument, comparison: Comparison) -> tuple[str,
     subject = "The mean reward before the filter" if run_doc.filter else f"The mean reward of {run}"
     if mean is None:
         title = f"No comparable reward: {run} did not log the reward before the filter"
-    elif low is None:
+    elif low is None or high is None:
         title = f"{subject}: no baseline run to compare with"
     elif mean > high:
         title = f"{subject} read higher than every baseline run"
@@ -159,19 +159,19 @@ def reward_text(document: SummaryDocument, comparison: Comparison) -> tuple[str,
     return title, caption + "."
 
 
-def _adjusted(run_doc: Optional[RunSummary], *, complete: bool = True) -> tuple[list, list]:
+def _adjusted(run_doc: Optional[RunSummary], *, complete: bool = True) -> tuple[list[int], list[float]]:
     if run_doc is None:
         return [], []
     return run_doc.steps.pick(run_doc.steps.rollout_time_adjusted_s, complete=complete)
 
 
-def _rewards(run_doc: Optional[RunSummary], *, complete: bool = True) -> tuple[list, list]:
+def _rewards(run_doc: Optional[RunSummary], *, complete: bool = True) -> tuple[list[int], list[float]]:
     if run_doc is None:
         return [], []
     return run_doc.steps.pick(run_doc.steps.reward, complete=complete)
 
 
-def _new_figure(title: str, caption: str) -> tuple["Figure", "Axes"]:
+def _new_figure(title: str, caption: str) -> tuple[Figure, Axes]:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(9.0, 5.6))
@@ -186,7 +186,7 @@ def _new_figure(title: str, caption: str) -> tuple["Figure", "Axes"]:
     return figure, axes
 
 
-def draw_rollout_time(document: SummaryDocument, comparison: Comparison):  # noqa: ANN201
+def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figure:
     """The rollout-time figure (a matplotlib Figure) of one comparison."""
     run, baseline = comparison.run, comparison.baseline
     run_doc = document.runs[run]
@@ -263,7 +263,7 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison):  # noq
     return figure
 
 
-def draw_reward(document: SummaryDocument, comparison: Comparison):  # noqa: ANN201
+def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
     """The reward figure (a matplotlib Figure) of one comparison."""
     run, baseline = comparison.run, comparison.baseline
     run_doc = document.runs[run]
@@ -393,12 +393,12 @@ def seed_comparison_text(document: SummaryDocument, block: SeedComparison) -> tu
     return title, caption + "."
 
 
-def _seeds_of(document: SummaryDocument, key: str) -> list[Any]:
+def _seeds_of(document: SummaryDocument, key: str) -> list[SeedFigures]:
     condition = document.conditions.get(key)
     return list(condition.seeds) if condition is not None else []
 
 
-def draw_condition(document: SummaryDocument, key: str) -> "Figure":
+def draw_condition(document: SummaryDocument, key: str) -> Figure:
     """A condition's reward across seeds (a matplotlib Figure)."""
     from harness.summary.seeds import pooled_steps
 
@@ -451,7 +451,7 @@ def draw_condition(document: SummaryDocument, key: str) -> "Figure":
     return figure
 
 
-def draw_seed_comparison(document: SummaryDocument, block: SeedComparison) -> "Figure":
+def draw_seed_comparison(document: SummaryDocument, block: SeedComparison) -> Figure:
     """An across-seed comparison (a matplotlib Figure): dots per condition, and the difference with its interval."""
     from matplotlib.figure import Figure
 
@@ -523,7 +523,7 @@ def drawable_seed_comparisons(document: SummaryDocument) -> list[SeedComparison]
     return [block for block in blocks if block.seeds >= 2 and block.baseline_seeds >= 2]
 
 
-def _save(figure: "Figure", path: Path, title: str, caption: str, fingerprint: str) -> Path:
+def _save(figure: Figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:
     import io
 
     import matplotlib
@@ -579,7 +579,7 @@ def fingerprint(document: SummaryDocument, comparison: Comparison) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def _shown(document: SummaryDocument, name: str) -> Optional[list[Any]]:
+def _shown(document: SummaryDocument, name: str) -> Optional[list[object]]:
     """What a figure shows of one run (None when it is not in the document)."""
     run = document.runs.get(name)
     if run is None:
@@ -639,7 +639,7 @@ def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = Fa
     out_dir = Path(out_dir)
     rendered = Rendered()
 
-    def one(path: Path, stamp: str, draw: Callable[[], "Figure"], text: Callable[[], tuple[str, str]]) -> None:
+    def one(path: Path, stamp: str, draw: Callable[[], Figure], text: Callable[[], tuple[str, str]]) -> None:
         """Draw one figure, unless the file already shows the same (`draw()` and `text()` make it)."""
         if not force and _fingerprint_of(path) == stamp.encode():
             rendered.unchanged.append(path)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from harness.capture.columns import MetricsColumns
 from harness.capture.reader import LOG_NAME, RUNNING_AGAIN_SLACK_US, RunCapture, first_stamps_after, sim_time_scale
@@ -39,6 +39,9 @@ from harness.summary.sanity import (
     time_scale_problem,
 )
 from harness.times import format_time_us, parse_time_us
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject, JSONValue
 
 
 @dataclass
@@ -90,10 +93,11 @@ def read_frame(capture: RunCapture) -> RunFrame:
         span, steps.t_rollout_end_us, steps.t_step_end_us, [t for p in capture.pauses for t in (p.start_us, p.end_us)]
     )
     windows = _pause_windows(capture, span, known, steps, notes)
+    name = experiment.get("name")
     return RunFrame(
         name=capture.name,
         state=state,
-        experiment=experiment.get("name") if isinstance(experiment.get("name"), str) else None,
+        experiment=name if isinstance(name, str) else None,
         seed=seed,
         steps_expected=steps_expected,
         time_scale=time_scale,
@@ -109,7 +113,7 @@ def read_frame(capture: RunCapture) -> RunFrame:
     )
 
 
-def _state(capture: RunCapture, notes: list[str]) -> str:
+def _state(capture: RunCapture, notes: RunNotes) -> str:
     status = capture.status or {}
     state = status.get("state") if capture.status is not None else "unknown"
     if state not in STATES and state != "unknown":
@@ -130,7 +134,7 @@ def _state(capture: RunCapture, notes: list[str]) -> str:
     return state
 
 
-def _time_scale(capture: RunCapture, manifest: dict[str, Any], notes: RunNotes) -> Optional[float]:
+def _time_scale(capture: RunCapture, manifest: JSONObject, notes: RunNotes) -> Optional[float]:
     """The manifest's time scale; else the simulator's, from its first line; else None (unknown), said."""
     say = notes.append  # a value out of range is flagged; a missing one is not a value
     if capture.manifest is None:
@@ -142,7 +146,7 @@ def _time_scale(capture: RunCapture, manifest: dict[str, Any], notes: RunNotes) 
         say = notes.flag
         time_scale = manifest["time_scale"]
         problem = time_scale_problem(time_scale)
-        if problem is None:
+        if problem is None and isinstance(time_scale, (int, float)):  # no problem: it is a number
             return time_scale
         why = f"manifest.json time_scale {shown(time_scale)} {problem}"
     printed = sim_time_scale(capture.directory / LOG_NAME, notes) if capture.directory is not None else None
@@ -169,7 +173,7 @@ def _number(text: str) -> Optional[float]:
         return None
 
 
-def _count(value: Any, where: str, notes: list[str]) -> Optional[int]:
+def _count(value: JSONValue, where: str, notes: RunNotes) -> Optional[int]:
     """A count from a capture file: a whole number from 0 to 2^53; a note for one out of that range."""
     if not is_integer(value):
         return None
@@ -179,7 +183,7 @@ def _count(value: Any, where: str, notes: list[str]) -> Optional[int]:
     return value
 
 
-def _span(status: dict[str, Any], notes: list[str]) -> Span:
+def _span(status: JSONObject, notes: RunNotes) -> Span:
     bounds = []
     for key in ("started_at", "ended_at"):
         value = status.get(key)
@@ -221,11 +225,11 @@ def _steps_in_range(steps: MetricsColumns, notes: RunNotes) -> MetricsColumns:
 
 
 def _pause_windows(
-    capture: RunCapture, span: Span, known: list[int], steps: MetricsColumns, notes: list[str]
+    capture: RunCapture, span: Span, known: list[int], steps: MetricsColumns, notes: RunNotes
 ) -> list[tuple[int, int]]:
     """The closed, clipped pause windows of the run (docstring rules), in the order logged."""
     windows: list[tuple[int, int]] = []
-    ends = _open_window_ends(capture, span, steps, notes) if span.end_us is not None else {}
+    ends = _open_window_ends(capture, span.end_us, steps, notes) if span.end_us is not None else {}
     for pause in capture.pauses:
         end = pause.end_us
         if end is None:
@@ -264,9 +268,9 @@ def _pause_windows(
 
 
 def _open_window_ends(
-    capture: RunCapture, span: Span, steps: MetricsColumns, notes: list[str]
+    capture: RunCapture, end_us: int, steps: MetricsColumns, notes: list[str]
 ) -> dict[int, tuple[int, str]]:
-    """For each open window of a finished run, (where it ends, what that time is).
+    """For each open window of a finished run (one that ended at `end_us`), (where it ends, what that time is).
 
     A frozen run prints nothing, so the window ends at the latest at the first
     time after it that the run printed: a line of container.log, a step's
@@ -292,7 +296,7 @@ def _open_window_ends(
     )
     ends: dict[int, tuple[int, str]] = {}
     for start, bound in after.items():
-        candidates = [(span.end_us, "the run's end")]
+        candidates = [(end_us, "the run's end")]
         if bound in logged:
             stamp, line = logged[bound]
             candidates.append((stamp, f"the next line of {LOG_NAME} (line {line})"))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence, Union
 
 SHOWN_VALUES = 3  # distinct values a note names before "and N more"
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     """A value as a note shows it: repr, with a long integer or string cut to its ends and its length."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
         digits = str(abs(value))
@@ -34,14 +34,14 @@ def steps_text(steps: Sequence[int]) -> str:
     return f"{word} {', '.join(parts)}"
 
 
-def values_text(values: Iterable[Any]) -> str:
+def values_text(values: Iterable[object]) -> str:
     """The distinct values, in the order found: `-5.0`, `1e+303, 2.0 and 4 more`."""
     distinct = list(dict.fromkeys(shown(v) for v in values))
     text = ", ".join(distinct[:SHOWN_VALUES])
     return text + (f" and {len(distinct) - SHOWN_VALUES} more" if len(distinct) > SHOWN_VALUES else "")
 
 
-class RunNotes(list):
+class RunNotes(list[str]):
     """A run's notes (a list of sentences, as the JSON holds them) that counts the flags among them.
 
     A flag is a note about a value out of range (docs/summary.md, "Sanity
@@ -55,6 +55,11 @@ class RunNotes(list):
         self.flags += 1
 
 
+# Where a check comes among the checks of one step: a number, or (number, key) for one check per key.
+Rank = Union[int, tuple[Union[int, str], ...]]
+_Order = tuple[int, int, tuple[Union[int, str], ...]]  # (phase, first position, rank)
+
+
 class StepNotes:
     """Collects the steps (and values) of each problem, so each problem is one note, not one per step.
 
@@ -66,7 +71,7 @@ class StepNotes:
     """
 
     def __init__(self) -> None:
-        self._found: dict[str, tuple[tuple, list[int], list[int], list[Any]]] = {}
+        self._found: dict[str, tuple[_Order, list[int], list[int], list[object]]] = {}
         self._flags: set[str] = set()
 
     def add(
@@ -74,10 +79,10 @@ class StepNotes:
         problem: str,
         positions: Sequence[int],
         steps: Sequence[int],
-        values: Sequence[Any] = (),
+        values: Sequence[object] = (),
         *,
         phase: int = 0,
-        rank: Any = 0,
+        rank: Rank = 0,
         flag: bool = False,
     ) -> None:
         """The problem is in the rows at `positions` (row order), whose step ids are `steps`.
@@ -89,11 +94,10 @@ class StepNotes:
         if flag:
             self._flags.add(problem)
         first = min(positions)
-        rank = rank if isinstance(rank, tuple) else (rank,)
         old = self._found.get(problem)
         if old is not None:
             first = min(first, old[0][1])
-        order = (phase, first, rank)
+        order = (phase, first, rank if isinstance(rank, tuple) else (rank,))
         found = self._found.setdefault(problem, (order, [], [], []))
         found[1].extend(positions)
         found[2].extend(steps)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypeVar
 
 from harness.errors import ExitCode, HarnessError
 from harness.seedstats import DEFAULT_EFFECT
@@ -18,6 +18,9 @@ from harness.summary.document import SummaryDocument
 
 if TYPE_CHECKING:
     from harness.capture.reader import Skipped
+    from harness.summary.summarize import Summary
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -37,7 +40,7 @@ def default_summary_path(capture_dir: Path) -> Path:
     return Path(capture_dir) / SUMMARY_DIR_NAME / SUMMARY_FILE_NAME
 
 
-def writing(path: Path, write):  # noqa: ANN001, ANN201
+def writing(path: Path, write: Callable[[], T]) -> T:
     """`write()`, an OSError (a full disk, no permission) becoming one line naming the file."""
     from harness.capture.files import describe_os_error
 
@@ -47,9 +50,9 @@ def writing(path: Path, write):  # noqa: ANN001, ANN201
         raise HarnessError(describe_os_error(err, str(path))) from None
 
 
-def summarize_captures_in(  # noqa: ANN201
+def summarize_captures_in(
     capture_dir: Path, *, encode: bool = False, hint: str = "", effect: float = DEFAULT_EFFECT
-):
+) -> Summary:
     """The document (a summarize.Summary) of every capture under `capture_dir`.
 
     No such directory is a HarnessError (`hint` ends its line). `effect`: the

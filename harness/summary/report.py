@@ -85,19 +85,19 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
 
     out += ["## Runs", ""]
     rows = []
-    for name, run in runs.items():
-        agg = run.aggregates
-        expected = run.steps_expected
+    for name, summary in runs.items():
+        agg = summary.aggregates
+        expected = summary.steps_expected
         steps = f"{agg.steps}" + (f" of {expected}" if expected is not None else "")
         step_sum = agg.step_time_sum_s
         rows.append(
             [
                 name,
-                run.state,
-                "on" if run.filter else "off",
-                _int(run.rollout_batch_size),
-                _int(run.over_sampling_batch_size),
-                _int(run.n_samples_per_prompt),
+                summary.state,
+                "on" if summary.filter else "off",
+                _int(summary.rollout_batch_size),
+                _int(summary.over_sampling_batch_size),
+                _int(summary.n_samples_per_prompt),
                 steps,
                 str(agg.clean_steps),
                 _num(agg.rollout_time_adjusted_median_s, 1),
@@ -109,8 +109,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             ]
         )
         if scaled:
-            pauses = agg.pause_total_s
-            rows[-1].append(_num(pauses * run.time_scale if pauses is not None else None, 1))
+            rows[-1].append(_num(agg.pause_total_s * summary.time_scale, 1))
     minutes = "trainer min" if scaled else "min"
     out += _table(
         [

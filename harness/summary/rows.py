@@ -26,17 +26,23 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 from harness.capture.columns import MetricsColumns
 from harness.mileslog import keys
 from harness.mileslog.derive import derive_step_values, whole_number
 from harness.summary.document import StepTable
 from harness.summary.frames import RunFrame
-from harness.summary.notes import RunNotes, StepNotes
+from harness.summary.notes import Rank, RunNotes, StepNotes
 from harness.summary.run_config import RunConfig
 from harness.summary.sanity import MAX_EXACT_INT, SPAN_SLACK_US
 from harness.times import US_PER_S, format_time_us
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from harness.jsontypes import JSONObject, JSONValue
 
 METRICS = "metrics.jsonl"
 _ABSENT = object()
@@ -71,8 +77,19 @@ class _Found:
         self.steps = steps
         self.notes = StepNotes()
 
-    def add(self, problem: str, positions: Sequence[int], values: Sequence[Any] = (), **order: Any) -> None:
-        self.notes.add(problem, positions, [self.steps[i] for i in positions], values, **order)
+    def add(
+        self,
+        problem: str,
+        positions: Sequence[int],
+        values: Sequence[object] = (),
+        *,
+        phase: int = 0,
+        rank: Rank = 0,
+        flag: bool = False,
+    ) -> None:
+        self.notes.add(
+            problem, positions, [self.steps[i] for i in positions], values, phase=phase, rank=rank, flag=flag
+        )
 
 
 def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
@@ -152,7 +169,7 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
 def _read_columns(
     columns: MetricsColumns,
     found: _Found,
-) -> tuple[dict[str, list[Any]], list[str], list[list[Any]], dict[str, set[int]]]:
+) -> tuple[dict[str, list[JSONValue]], list[str], list[list[object]], dict[str, set[int]]]:
     """(the value keys' columns, the group keys, their columns, the positions flagged per key).
 
     Absent values are None in the value columns, `_ABSENT` in the group
@@ -162,7 +179,7 @@ def _read_columns(
     """
     group_keys = sorted(key for key in columns.keys() if key.startswith(keys.GROUP_KEY_PREFIXES))
     values = dict(zip(_VALUE_KEYS, columns.columns(_VALUE_KEYS)))
-    groups = columns.columns(group_keys, _ABSENT)
+    groups: list[list[object]] = list(columns.columns(group_keys, _ABSENT))
     flagged: dict[str, set[int]] = {}
     for key, column in values.items():
         bad = _out_of_range(column)
@@ -181,7 +198,7 @@ def _read_columns(
 
 
 def _rollout_times(
-    raw: list[Any], complete: Sequence[bool], flagged: dict[str, set[int]], found: _Found
+    raw: list[JSONValue], complete: Sequence[bool], flagged: dict[str, set[int]], found: _Found
 ) -> list[Optional[float]]:
     """The rollout times in seconds: finite and not negative, else None (with a note)."""
     rollout = finite_column(raw)
@@ -248,7 +265,7 @@ def _pause_overlaps_by_column(frame: RunFrame, rollout: list[Optional[float]], f
         f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
         "pause overlap unknown, not counted clean",
         positions,
-        [format_time_us(ends[i]) for i in positions],
+        [_time_text(ends[i]) for i in positions],
         rank=_ROLLOUT_END,
         flag=True,
     )
@@ -347,7 +364,7 @@ def _pause_overlaps_by_step(frame: RunFrame, rollout: list[Optional[float]], fou
             f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
             "pause overlap unknown, not counted clean",
             positions,
-            [format_time_us(ends[i]) for i in positions],
+            [_time_text(ends[i]) for i in positions],
             rank=_ROLLOUT_END,
             flag=True,
         )
@@ -474,7 +491,7 @@ def _back_in_time_by_step(
         unknown = ": pause overlap unknown in both, not counted clean" if has_windows else ""
         found.add(
             f"t_rollout_end goes back in time from step {found.steps[before]} "
-            f"({format_time_us(ends[before])}) to step {found.steps[after]} ({format_time_us(ends[after])})" + unknown,
+            f"({_time_text(ends[before])}) to step {found.steps[after]} ({_time_text(ends[after])})" + unknown,
             [before, after],
             rank=_ROLLOUT_END,
             flag=True,
@@ -483,7 +500,13 @@ def _back_in_time_by_step(
     return suspect
 
 
-def _back_in_time(ends: Sequence[Optional[int]], end_us: Any, outside: Any, has_windows: bool, found: _Found) -> Any:
+def _back_in_time(
+    ends: Sequence[Optional[int]],
+    end_us: NDArray[np.float64],
+    outside: NDArray[np.bool_],
+    has_windows: bool,
+    found: _Found,
+) -> NDArray[np.bool_]:
     """The steps whose t_rollout_end goes back in time from the step before (both of each pair), noted.
 
     Rollouts end in the order of their steps, so one of the two times is
@@ -500,7 +523,7 @@ def _back_in_time(ends: Sequence[Optional[int]], end_us: Any, outside: Any, has_
         unknown = ": pause overlap unknown in both, not counted clean" if has_windows else ""
         found.add(
             f"t_rollout_end goes back in time from step {found.steps[before]} "
-            f"({format_time_us(ends[before])}) to step {found.steps[after]} ({format_time_us(ends[after])})" + unknown,
+            f"({_time_text(ends[before])}) to step {found.steps[after]} ({_time_text(ends[after])})" + unknown,
             [before, after],
             rank=_ROLLOUT_END,
             flag=True,
@@ -510,7 +533,7 @@ def _back_in_time(ends: Sequence[Optional[int]], end_us: Any, outside: Any, has_
 
 
 def _group_counts(
-    config: RunConfig, group_keys: list[str], groups: list[list[Any]], rollout_side: list[bool], found: _Found
+    config: RunConfig, group_keys: list[str], groups: list[list[object]], rollout_side: list[bool], found: _Found
 ) -> dict[str, list[Optional[int]]]:
     """The dropped and zero-variance group columns, and the batches of prompts (filter runs), by the Miles rules.
 
@@ -524,10 +547,11 @@ def _group_counts(
     columns: dict[str, list[Optional[int]]] = {name: [None] * count for name in _COUNT_FIELDS}
     dropped, dropped_right, dropped_wrong = (columns[name] for name in _DROP_FIELDS[:3])
     dropped_other, batches = columns["dropped_other"], columns["batches"]
-    not_counts: dict[str, list[tuple[int, Any]]] = {}
+    not_counts: dict[str, list[tuple[int, object]]] = {}
     past_exact: dict[str, list[tuple[int, int]]] = {}
     unreadable: dict[str, list[int]] = {}
-    no_rollout_side, drops_without_filter = [], []
+    no_rollout_side: list[int] = []
+    drops_without_filter: list[int] = []
     for i, step in enumerate(counted):
         values = step.values
         if step.problems:
@@ -538,12 +562,12 @@ def _group_counts(
             for key in step.unreadable:
                 unreadable.setdefault(key, []).append(i)
         if config.filter and rollout_side[i]:  # keys.drops_known, with rollout_side computed once per step
-            dropped[i], dropped_right[i] = values["dropped_groups"], values["dropped_all_right"]
+            drops = values["dropped_groups"]
+            dropped[i], dropped_right[i] = drops, values["dropped_all_right"]
             dropped_wrong[i], dropped_other[i] = values["dropped_all_wrong"], values["dropped_other"]
-            if batch is not None and over and dropped[i] is not None:
-                batches[i] = -(-(batch + dropped[i]) // over)
-                if batches[i] > MAX_EXACT_INT:  # B and O of 2^53 and 1: not a count either
-                    batches[i] = None
+            if batch is not None and over and drops is not None:
+                needed = -(-(batch + drops) // over)
+                batches[i] = needed if needed <= MAX_EXACT_INT else None  # B and O of 2^53 and 1: not a count
         elif config.filter:
             no_rollout_side.append(i)
         elif values["dropped_groups"] or step.drop_keys_unknown:
@@ -560,11 +584,11 @@ def _group_counts(
             rank=(_GROUPS, key),
             flag=True,
         )
-    for name, found_at in past_exact.items():
+    for name, totals in past_exact.items():
         found.add(
             f"{METRICS}: {name} sums to more than 2^53 ({{values}}) in {{steps}}: unknown there",
-            [i for i, _ in found_at],
-            [total for _, total in found_at],
+            [i for i, _ in totals],
+            [total for _, total in totals],
             phase=1,
             rank=(_GROUPS, name),
             flag=True,
@@ -605,7 +629,7 @@ class _Counted:
     """
 
     values: dict[str, Optional[int]]  # the _DROP_FIELDS and _ZERO_STD_FIELDS
-    not_counts: tuple[tuple[str, Any], ...] = ()  # (key, value) of the keys whose value is not a count
+    not_counts: tuple[tuple[str, object], ...] = ()  # (key, value) of the keys whose value is not a count
     past_exact: tuple[tuple[str, int], ...] = ()  # (field, sum) of the fields whose sum passes 2^53
     unreadable: tuple[str, ...] = ()  # keys the rules cannot read whatever their value (a count with an odd suffix)
     drop_keys_unknown: bool = False  # a drop key whose value is not a count
@@ -619,18 +643,21 @@ class _Counted:
 def _fields_of(key: str) -> tuple[str, ...]:
     """The fields a group key counts in, by the Miles rules: those that one group under it adds to."""
     one = derive_step_values({key: 1})
+    by_name: Mapping[str, object] = one
     fields = [
-        name for name in ("dropped_groups", "dropped_all_right", "dropped_all_wrong", *_ZERO_STD_FIELDS) if one[name]
+        name
+        for name in ("dropped_groups", "dropped_all_right", "dropped_all_wrong", *_ZERO_STD_FIELDS)
+        if by_name[name]
     ]
     if sum(one["dropped_other"].values()):
         fields.append("dropped_other")
     return tuple(fields)
 
 
-def _counted(group_keys: Sequence[str], values: Sequence[Any]) -> _Counted:
+def _counted(group_keys: Sequence[str], values: Sequence[object]) -> _Counted:
     """`derive_step_values` of one step's group keys, checked (see `_Counted`)."""
     not_counts = []
-    read: dict[str, Any] = {}
+    read: dict[str, object] = {}
     for key, value in zip(group_keys, values):
         if value is _ABSENT:
             continue
@@ -641,8 +668,15 @@ def _counted(group_keys: Sequence[str], values: Sequence[Any]) -> _Counted:
                 continue
         read[key] = value
     derived = derive_step_values(read)
-    counts: dict[str, Optional[int]] = {name: derived[name] for name in _DROP_FIELDS[:3] + _ZERO_STD_FIELDS}
-    counts["dropped_other"] = sum(derived["dropped_other"].values())
+    counts: dict[str, Optional[int]] = {  # _DROP_FIELDS and _ZERO_STD_FIELDS, dropped_other last
+        "dropped_groups": derived["dropped_groups"],
+        "dropped_all_right": derived["dropped_all_right"],
+        "dropped_all_wrong": derived["dropped_all_wrong"],
+        "zero_std_all_right": derived["zero_std_all_right"],
+        "zero_std_all_wrong": derived["zero_std_all_wrong"],
+        "zero_std_other": derived["zero_std_other"],
+        "dropped_other": sum(derived["dropped_other"].values()),
+    }
     unknown = {name for key, _ in not_counts for name in _fields_of(key)}
     past_exact = []
     for name, total in counts.items():
@@ -660,11 +694,13 @@ def _counted(group_keys: Sequence[str], values: Sequence[Any]) -> _Counted:
     )
 
 
-_COUNTED: dict[tuple, _Counted] = {}  # shared by all runs: the counting is pure
+# (group keys, their values, the values' types): True == 1 == 1.0, but only 1 and 1.0 are counts
+_CountKey = tuple[tuple[str, ...], tuple[object, ...], tuple[type, ...]]
+_COUNTED: dict[_CountKey, _Counted] = {}  # shared by all runs: the counting is pure
 _COUNTED_LIMIT = 100_000
 
 
-def _count_column(group_keys: list[str], group_columns: list[list[Any]], count: int) -> list[_Counted]:
+def _count_column(group_keys: list[str], group_columns: list[list[object]], count: int) -> list[_Counted]:
     """`_counted` for each step, computed once per distinct set of drop and count values.
 
     Only the drop and zero-std keys matter to it, and their values repeat a
@@ -678,53 +714,59 @@ def _count_column(group_keys: list[str], group_columns: list[list[Any]], count: 
     names = tuple(group_keys)
     out = []
     for values in zip(*group_columns):
-        key = (names, values, tuple(map(type, values)))  # True == 1 == 1.0, but only 1 and 1.0 are counts
+        key = (names, values, tuple(map(type, values)))
         try:
             counted = _COUNTED.get(key)
+            hashable = True
         except TypeError:  # an unhashable value (a list): nothing to remember
-            counted, key = None, None
+            counted, hashable = None, False
         if counted is None:
             counted = _counted(group_keys, values)
-            if key is not None:
+            if hashable:
                 _COUNTED[key] = counted
         out.append(counted)
     return out
 
 
-def finite_column(column: Sequence[Any]) -> list[Optional[float]]:
+def finite_column(column: Sequence[object]) -> list[Optional[float]]:
     """`keys.finite_number` of each value (the finite floats, the bulk of a column, pass straight through)."""
     finite_number = keys.finite_number
     return [v if type(v) is float and -_INF < v < _INF else None if v is None else finite_number(v) for v in column]
 
 
-def _out_of_range(column: Sequence[Any]) -> list[int]:
+def _out_of_range(column: Sequence[object]) -> list[int]:
     """Positions of the integers beyond +-2^53."""
     if int not in set(map(type, column)):
         return []
     return [i for i, v in enumerate(column) if type(v) is int and not -MAX_EXACT_INT <= v <= MAX_EXACT_INT]
 
 
-def _floats_or_none(values: Any) -> list[Optional[float]]:
+def _time_text(micros: Optional[int]) -> str:
+    return "?" if micros is None else format_time_us(micros)
+
+
+def _floats_or_none(values: NDArray[np.float64]) -> list[Optional[float]]:
     """A float array as a list, NaN (unknown) as None."""
     return [None if v != v else v for v in values.tolist()]
 
 
 def _step_times(
-    metrics: Sequence[dict], complete: Sequence[bool], flagged: dict[str, set[int]], found: _Found
+    metrics: Sequence[JSONObject], complete: Sequence[bool], flagged: dict[str, set[int]], found: _Found
 ) -> list[Optional[float]]:
     """The step times by the Miles rule (`keys.step_time`), not negative; notes for the older name and the gaps."""
     flagged_steps = set().union(*(flagged.get(key, ()) for key in keys.STEP_TIME_KEYS))
     newer = finite_column([m.get(keys.STEP_TIME) for m in metrics])
-    if not flagged_steps and None not in newer and all(seconds >= 0 for seconds in newer):
+    if not flagged_steps and all(seconds is not None and seconds >= 0 for seconds in newer):
         return newer  # every step has perf/step_time: the rule takes it
     times: list[Optional[float]] = []
-    old_name, missing = [], []
+    old_name: list[int] = []
+    missing: list[int] = []
     negative: dict[str, list[tuple[int, float]]] = {}
     for i, m in enumerate(metrics):
         if i in flagged_steps:  # what is flagged is read as missing
             m = {k: None if i in flagged.get(k, ()) else m.get(k) for k in keys.STEP_TIME_KEYS}
         seconds, key = keys.step_time(m)
-        if seconds is not None and seconds < 0:
+        if seconds is not None and key is not None and seconds < 0:  # a time always comes with its key
             negative.setdefault(key, []).append((i, seconds))
             seconds = None
         elif key == keys.STEP_TIME_OLD:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional, TypeGuard
 
 from harness.capture.reader import RunCapture
 from harness.lab.milesargv import apply_overrides, flag_values, read_base_args
@@ -21,6 +21,9 @@ from harness.mileslog import keys
 from harness.mileslog.derive import whole_number
 from harness.summary.notes import RunNotes, shown
 from harness.summary.sanity import out_of_range_int
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject, JSONValue
 
 
 @dataclass
@@ -44,7 +47,7 @@ _ABSENT = object()
 _SOURCE_FILES = {"args.json": "args.json", "trainer_argv": "manifest.json trainer_argv", "experiment": "the experiment"}
 
 
-def python_value(value: Any) -> Any:
+def python_value(value: object) -> object:
     """A dump value as Python: `'None'` -> None, `'32'` -> 32, `'True'` -> True; others as they are."""
     if not isinstance(value, str):
         return value
@@ -63,12 +66,16 @@ def python_value(value: Any) -> Any:
         return text
 
 
-def _experiment_words(experiment: Mapping[str, Any]) -> Optional[list[str]]:
+def _experiment_words(experiment: JSONObject) -> Optional[list[str]]:
     miles = experiment.get("miles")
     if not isinstance(miles, Mapping):
         return None
-    args = miles.get("args") if isinstance(miles.get("args"), Mapping) else {}
-    extra = miles.get("extra_args") if isinstance(miles.get("extra_args"), str) else ""
+    args = miles.get("args")
+    extra = miles.get("extra_args")
+    if not isinstance(args, Mapping):
+        args = {}
+    if not isinstance(extra, str):
+        extra = ""
     try:
         return apply_overrides(read_base_args(), args) + shlex.split(extra)
     except (OSError, ValueError):
@@ -78,31 +85,31 @@ def _experiment_words(experiment: Mapping[str, Any]) -> Optional[list[str]]:
 def resolve_config(capture: RunCapture, notes: RunNotes) -> RunConfig:
     """The run's filter, B, O and n: args.json, else trainer_argv, else the experiment (see the module doc)."""
     argv = (capture.manifest or {}).get("trainer_argv")
-    argv_flags = flag_values(argv) if isinstance(argv, list) and all(isinstance(w, str) for w in argv) else None
+    argv_flags = flag_values(argv) if _words(argv) else None
     experiment_flags: Optional[dict[str, list[str]]] = None
-    raw: dict[str, Any] = {}
+    raw: dict[str, object] = {}
     sources: dict[str, str] = {}
     for fact, (name, flag) in _CONFIG_KEYS.items():
         if capture.args is not None and name in capture.args:
             raw[fact], sources[fact] = capture.args[name], "args.json"
             continue
         if argv_flags is not None:
-            values = argv_flags.get(flag, _ABSENT)
+            values = argv_flags.get(flag)
             sources[fact] = "trainer_argv"
         else:
             if experiment_flags is None:
                 words = _experiment_words(capture.experiment)
                 experiment_flags = flag_values(words) if words is not None else {}
-            values = experiment_flags.get(flag, _ABSENT) if experiment_flags else _ABSENT
+            values = experiment_flags.get(flag) if experiment_flags else None
             sources[fact] = "experiment" if experiment_flags else "none"
-        if values is _ABSENT:
+        if values is None:
             raw[fact] = _ABSENT
         else:
             raw[fact] = values[-1] if values else True
 
     refused: set[str] = set()
 
-    def whole(fact: str, value: Any) -> Optional[int]:
+    def whole(fact: str, value: object) -> Optional[int]:
         number = whole_number(python_value(value))
         where = _SOURCE_FILES.get(sources[fact], sources[fact])
         if out_of_range_int(number) or (number is not None and number < 1):
@@ -145,3 +152,7 @@ def resolve_config(capture: RunCapture, notes: RunNotes) -> RunConfig:
     if over_int is None and over_value is not None and "over_sampling_batch_size" not in refused:
         notes.append(f"over_sampling_batch_size {over_value!r} is not a whole number: unknown")
     return RunConfig(bool(filter_on), batch, over_int, samples, sources)
+
+
+def _words(value: JSONValue) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and all(isinstance(word, str) for word in value)

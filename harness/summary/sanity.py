@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional, TypeGuard
 
 from harness.summary.notes import shown
 from harness.times import format_time_us
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONValue
 
 MAX_EXACT_INT = 2**53
 TIME_SCALE_MIN = 1e-6
@@ -32,27 +35,27 @@ TIME_SCALE_MAX = 1e6
 SPAN_SLACK_US = 1_000_000
 
 
-def is_integer(value: Any) -> bool:
+def is_integer(value: object) -> TypeGuard[int]:
     """An int that is not a bool."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def exact_int(value: Any) -> Optional[int]:
+def exact_int(value: object) -> Optional[int]:
     """The value if it is an integer within +-2^53; None otherwise."""
     return value if is_integer(value) and -MAX_EXACT_INT <= value <= MAX_EXACT_INT else None
 
 
-def out_of_range_int(value: Any) -> bool:
+def out_of_range_int(value: object) -> bool:
     """True for an integer beyond +-2^53: flagged, never read as a number."""
     return is_integer(value) and not -MAX_EXACT_INT <= value <= MAX_EXACT_INT
 
 
-def finite(value: Any) -> Optional[float]:
+def finite(value: object) -> Optional[float]:
     """A float that is finite, or None."""
     return value if isinstance(value, float) and math.isfinite(value) else None
 
 
-def time_scale_problem(value: Any) -> Optional[str]:
+def time_scale_problem(value: object) -> Optional[str]:
     """Why a manifest's `time_scale` cannot be used (None when it can)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "is not a number"
@@ -91,7 +94,7 @@ class Span:
         return f"{at(self.start_us)} to {at(self.end_us)}"
 
 
-def compare_problems(compare: Any) -> tuple[Optional[str], list[str], list[str]]:
+def compare_problems(compare: JSONValue) -> tuple[Optional[str], list[str], list[str]]:
     """(baseline, baselines, problems) of an experiment's `compare` block, checked key by key.
 
     `baseline` must be a run name (a non-empty string); `baselines`, when

@@ -26,16 +26,19 @@ that fails (a bug) is a note; the others are still made.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Optional, Sequence
 
 from harness import seedstats
 from harness.mileslog.keys import RAW_REWARD_UNFILTERED
 from harness.summary.aggregates import FIRST_STEPS, median
 from harness.summary.conditions import config_differences
-from harness.summary.document import ConditionSummary, RunSummary, SeedComparison, SeedFigures, SeedSpread
+from harness.summary.document import Comparison, ConditionSummary, RunSummary, SeedComparison, SeedFigures, SeedSpread
 from harness.summary.notes import steps_text
 from harness.summary.sanity import MAX_EXACT_INT
 from harness.summary.verdict import SeedFacts, seeds_verdict
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 BASELINE = "baseline"
 BASELINES = "baselines"
@@ -81,7 +84,7 @@ def group_runs(runs: Mapping[str, RunSummary]) -> tuple[dict[str, list[str]], di
 
 
 def split_notes(
-    groups: Mapping[str, Sequence[str]], runs: Mapping[str, RunSummary], configs: Mapping[str, Optional[dict[str, Any]]]
+    groups: Mapping[str, Sequence[str]], runs: Mapping[str, RunSummary], configs: Mapping[str, Optional[JSONObject]]
 ) -> dict[str, list[str]]:
     """For each experiment that is several conditions, one note (on each of them) naming them and what differs."""
     by_experiment: dict[str, list[str]] = {}
@@ -264,7 +267,7 @@ def summarize_condition(
 
 
 def summarize_conditions(
-    runs: Mapping[str, RunSummary], configs: Mapping[str, Optional[dict[str, Any]]] | None = None
+    runs: Mapping[str, RunSummary], configs: Optional[Mapping[str, Optional[JSONObject]]] = None
 ) -> Conditions:
     """Every run in a condition, and every condition's pooled figures (a failure is one condition's note)."""
     groups, of_run = group_runs(runs)
@@ -454,7 +457,7 @@ def unique_blocks(blocks: Iterable[SeedComparison]) -> list[SeedComparison]:
     return list(seen.values())
 
 
-def across_seeds_lines(comparisons: Iterable[Any]) -> list[str]:
+def across_seeds_lines(comparisons: Iterable[Comparison]) -> list[str]:
     """`across seeds, X against Y: <verdict>`, once per comparison of conditions (of the document's comparisons)."""
     blocks = unique_blocks(block for comparison in comparisons for block in comparison.across_seeds)
     return [f"across seeds, {b.condition} against {baseline_label(b)}: {b.verdict}" for b in blocks]

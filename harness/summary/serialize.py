@@ -17,15 +17,20 @@ a large capture root cost about what their bytes cost.
 from __future__ import annotations
 
 import math
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 import orjson
 
 from harness.capture.reader import Skipped
 from harness.summary import SCHEMA_ID
 from harness.summary.document import FLOAT_ROW_KEYS, RunSummary, StepTable, SummaryDocument
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    from harness.jsontypes import JSONObject, JSONValue
 
 MAX_SUMMARY_BYTES = 1 << 30
 _INDENT = b"  "
@@ -94,7 +99,7 @@ def _write_run(run: RunSummary, rows: Optional[bytes], where: str, out: list[byt
     out += [encoded[:cut], b"[\n", inner, rows, b"\n", pad, b"]", encoded[cut + 2 :]]
 
 
-def _indented(value: Any, level: int) -> bytes:
+def _indented(value: object, level: int) -> bytes:
     """orjson's two-space layout, every line after the first moved in by `level` indents.
 
     A raw newline only ever stands between tokens (a string's own newlines
@@ -104,17 +109,17 @@ def _indented(value: Any, level: int) -> bytes:
     return encoded.replace(b"\n", b"\n" + _INDENT * level) if level else encoded
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_FIELDS: dict[type[DataclassInstance], tuple[str, ...]] = {}
 
 
-def _field_names(kind: type) -> tuple[str, ...]:
+def _field_names(kind: type[DataclassInstance]) -> tuple[str, ...]:
     names = _FIELDS.get(kind)
     if names is None:
         names = _FIELDS[kind] = tuple(spec.name for spec in fields(kind))
     return names
 
 
-def strict_plain(value: Any, where: str = "the document") -> Any:
+def strict_plain(value: object, where: str = "the document") -> JSONValue:
     """The value as plain JSON data (as `document.to_plain`); ValueError naming where a float is not finite."""
     try:
         return _plain(value)
@@ -129,40 +134,39 @@ class _NotFinite(Exception):
     pass
 
 
-def _plain(value: Any) -> Any:
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
+def _plain(value: object) -> JSONValue:
+    if value is None or isinstance(value, (str, bool)):
         return value
-    if kind is float:
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
         if value - value != 0.0:  # inf - inf and nan - nan are nan: not finite
             raise _NotFinite
-        return value
-    if kind is list or kind is tuple:
+        return float(value)
+    if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
-    if kind is dict:
-        return {key: _plain(item) for key, item in value.items()}
-    if kind is StepTable:
+    if isinstance(value, StepTable):
         _check_finite(value)
-        return value.rows()
-    if kind is Skipped:
-        return value.to_dict()
-    if hasattr(value, "__dataclass_fields__"):
-        return {name: _plain(getattr(value, name)) for name in _field_names(kind)}
+        return list(value.rows())
+    if isinstance(value, Skipped):
+        return dict(value.to_dict())
     if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    return value  # a number type orjson knows (a numpy float, say): encoded as it is
+        return {str(key): _plain(item) for key, item in value.items()}
+    if is_dataclass(value) and not isinstance(value, type):
+        return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
+    raise TypeError(f"not a value of a summary document: {type(value).__name__}")
 
 
-def _path_to_non_finite(value: Any) -> str:
+def _path_to_non_finite(value: object) -> str:
     """Where in `value` the first float that is not finite is (`.aggregates.reward_mean`), for the error."""
     if type(value) is float:
         return "" if math.isfinite(value) else f" ({value!r})"
-    items: list[tuple[str, Any]] = []
+    items: list[tuple[str, object]] = []
     if isinstance(value, (list, tuple)):
         items = [(f"[{i}]", item) for i, item in enumerate(value)]
     elif isinstance(value, dict):
         items = [(f".{key}", item) for key, item in value.items()]
-    elif hasattr(value, "__dataclass_fields__") and type(value) is not StepTable:
+    elif is_dataclass(value) and not isinstance(value, (type, StepTable)):
         items = [(f".{name}", getattr(value, name)) for name in _field_names(type(value))]
     for step, item in items:
         try:
@@ -172,7 +176,7 @@ def _path_to_non_finite(value: Any) -> str:
     return ""
 
 
-def _rows_one_per_line(rows: list[dict[str, Any]], inner: bytes) -> bytes:
+def _rows_one_per_line(rows: list[JSONObject], inner: bytes) -> bytes:
     """The rows, comma-separated, one per line.
 
     Encoded in one orjson call, whose compact output puts exactly `},{`

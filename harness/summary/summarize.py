@@ -1,4 +1,4 @@
-"""Captures -> the summary document, schema `miles-gb10-lab/1` (DESIGN section 7; the rules in docs/summary.md).
+"""Captures -> the summary document, schema `miles-gb10-lab/1` (the rules in docs/summary.md).
 
 The jobs, each in its own module, in the order they run:
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from harness.capture.reader import RunCapture, Skipped, find_runs, read_capture
 from harness.mileslog import keys
@@ -32,12 +32,15 @@ from harness.summary import SCHEMA_ID
 from harness.summary.aggregates import aggregate, null_non_finite
 from harness.summary.comparisons import CompareBlock, compare_run, seeds_by_experiment
 from harness.summary.conditions import RunConditions, condition_notes
-from harness.summary.document import Comparison, RunSummary, SummaryDocument, to_plain
+from harness.summary.document import Comparison, RunSummary, SummaryDocument, to_plain_object
 from harness.summary.frames import read_frame
 from harness.summary.rows import build_rows
 from harness.summary.seeds import SeedComparisons, summarize_conditions
 from harness.summary.serialize import dumps_summary, encode_rows, load_summary, write_summary
 from harness.times import now_rfc3339
+
+if TYPE_CHECKING:
+    from harness.jsontypes import JSONObject
 
 __all__ = [
     "Summary",
@@ -63,9 +66,9 @@ class RunResult:
     rows_json: Optional[bytes] = None  # its rows encoded (serialize.encode_rows), where they were computed
     conditions: Optional[RunConditions] = None  # what the JSON does not carry either: said in comparison notes
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JSONObject:
         """`runs.<run>` as the JSON holds it."""
-        return to_plain(self.summary)
+        return to_plain_object(self.summary)
 
 
 @dataclass

@@ -13,12 +13,15 @@ Intervals are half-open in effect: a window that only touches a rollout
 
 from __future__ import annotations
 
-from typing import Iterable, Tuple
+from typing import TYPE_CHECKING, Iterable, Tuple
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
 
-def merge_windows(windows: Iterable[Tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+
+def merge_windows(windows: Iterable[Tuple[int, int]]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Sorted, disjoint (starts, ends) covering exactly the union of the windows.
 
     Touching and overlapping windows become one; empty or reversed windows
@@ -42,12 +45,14 @@ def merged_lists(windows: Iterable[Tuple[int, int]]) -> tuple[list[int], list[in
     return starts, ends
 
 
-def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+def union_length(starts: NDArray[np.int64], ends: NDArray[np.int64]) -> int:
     """Total length of merged windows (same unit as the inputs)."""
     return int((ends - starts).sum()) if starts.size else 0
 
 
-def overlap_lengths(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def overlap_lengths(
+    starts: NDArray[np.int64], ends: NDArray[np.int64], lo: ArrayLike, hi: ArrayLike
+) -> NDArray[np.float64]:
     """For each interval [lo[i], hi[i]], the length covered by the merged windows.
 
     `starts`/`ends` must come from `merge_windows`. `lo`/`hi` may be floats

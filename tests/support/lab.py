@@ -1,7 +1,9 @@
 """A throwaway lab for run tests on either engine: experiments, captures, locks, the process engine's root.
 
-Import the fixtures into a test module (`from runlab import lab, fake_trainer  # noqa: F401`);
-`lab` is parametrized over both engines (the Docker one marked `docker`).
+Fixtures (registered in conftest.py): `lab` is a Lab on each engine in turn
+(the Docker one marked `docker`), `docker_lab` and `process_lab` a Lab on one.
+A lab's commands list only its own engine (HARNESS_ENGINES), so what else the
+machine's Docker engine holds is never seen.
 """
 
 from __future__ import annotations
@@ -14,25 +16,21 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN
+from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID, LaunchSpec
+from support.images import FAKE_TRAINER_IMAGE
+from support.timing import scaled, wait_until
 
-REPO = Path(__file__).resolve().parent.parent
-IMAGE = "miles-gb10-lab/fake-trainer:test"
+REPO = Path(__file__).resolve().parents[2]
+IMAGE = FAKE_TRAINER_IMAGE
 TRAINER = REPO / "tests" / "images" / "fake-trainer" / "trainer.py"
 STAMP_IN_LINE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]")
-
-
-@pytest.fixture(scope="session")
-def fake_trainer(python_image: str, docker_build: Any) -> str:
-    return docker_build(REPO / "tests" / "images" / "fake-trainer", IMAGE)
 
 
 def docker_client(base_url: Optional[str] = None) -> Any:
@@ -53,7 +51,11 @@ class Lab:
         self.locks = root / "locks"
         self.processes = root / "processes"
         self.experiments.mkdir()
-        self.env = {"HARNESS_LOCK_DIR": str(self.locks), "HARNESS_PROCESS_DIR": str(self.processes)}
+        self.env = {
+            "HARNESS_LOCK_DIR": str(self.locks),
+            "HARNESS_PROCESS_DIR": str(self.processes),
+            "HARNESS_ENGINES": engine,  # recover, status and run list this engine only
+        }
 
     # --- experiments ------------------------------------------------------------------------------
 
@@ -128,9 +130,14 @@ class Lab:
         path = self.captures / run / "container.log"
         return path.read_text().split("\n")[:-1] if path.exists() else []
 
-    def replaced(self) -> list[str]:
-        directory = self.captures / ".replaced"
-        return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+    def attempts(self, run: str) -> list[tuple[int, str]]:
+        """Each attempt of `run` (its number and state), oldest first; nothing a run makes is deleted."""
+        from harness.capture import RunAttempts
+
+        return [
+            (attempt.number, str(found.status.state) if (found := attempt.status_read()).status else "broken")
+            for attempt in RunAttempts(self.captures / run).all()
+        ]
 
     # --- what the engine holds -----------------------------------------------------------------------
 
@@ -144,19 +151,16 @@ class Lab:
             from harness.engines.process import ProcessEngine
 
             found = ProcessEngine(self.processes).list({LABEL_RUN: None})
-        return [h for h in found if h.describe().labels.get(LABEL_CAPTURE_DIR, "").startswith(str(self.root))]
+        inside = str(self.root) + os.sep  # not a sibling test's root (test_x1 is a prefix of test_x10)
+        return [h for h in found if h.describe().labels.get(LABEL_CAPTURE_DIR, "").startswith(inside)]
 
     def engine_lines(self, handle: Any) -> list[str]:
         """Every line the engine holds for a handle, stamped."""
         return list(handle.logs(follow=False))
 
-    def wait_for(self, predicate: Any, timeout_s: float = 60, what: str = "") -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}")
+    def wait_for(self, predicate: Callable[[], object], timeout_s: float = 60, what: str = "the lab") -> None:
+        """Wait (scaled by HARNESS_TEST_SLOWDOWN) for `predicate()` to come true; an AssertionError naming `what`."""
+        wait_until(predicate, timeout_s, what)
 
     def cleanup(self) -> None:
         for handle in self.objects():
@@ -165,13 +169,13 @@ class Lab:
             except Exception:
                 pass
             try:
-                handle.wait(10)
+                handle.wait(scaled(10))
                 handle.remove()
             except Exception:
                 pass
 
 
-def _lab_on(engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def _lab_on(engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
     lab = Lab(tmp_path, engine)
     for name, value in lab.env.items():  # handles made in the test process find the lab's runs too
         monkeypatch.setenv(name, value)
@@ -179,8 +183,13 @@ def _lab_on(engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any
     lab.cleanup()
 
 
-@pytest.fixture(params=[pytest.param("docker", marks=pytest.mark.docker), "process"])
-def lab(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+@pytest.fixture(
+    params=[
+        pytest.param("docker", marks=pytest.mark.docker),
+        pytest.param("process", marks=pytest.mark.integration),
+    ]
+)
+def lab(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
     """A lab on each engine in turn."""
     if request.param == "docker":
         request.getfixturevalue("fake_trainer")
@@ -188,25 +197,53 @@ def lab(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Monk
 
 
 @pytest.fixture
-def docker_lab(tmp_path: Path, fake_trainer: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+def docker_lab(tmp_path: Path, fake_trainer: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
     """A lab on the Docker engine."""
     yield from _lab_on("docker", tmp_path, monkeypatch)
 
 
 @pytest.fixture
-def process_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def process_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
     """A lab on the process engine."""
     yield from _lab_on("process", tmp_path, monkeypatch)
 
 
-def eventually(check: Any, timeout_s: float = 10.0) -> bool:
-    """Whether `check()` comes true within `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.01)
-    return False
+def leftover_of_another_root(processes: Path, run: str, capture_dir: Path, *, alive: bool = False) -> Any:
+    """A process run of `run` whose capture is `capture_dir` (another root's), as a killed suite leaves one:
+    its trainer and supervisor killed, no end recorded (`alive`: still running, as another suite's is)."""
+    from harness.engines import GONE
+    from harness.engines.process import ProcessEngine
+
+    labels = {LABEL_RUN: run, LABEL_RUN_ID: f"{run}-elsewhere", LABEL_CAPTURE_DIR: str(capture_dir)}
+    spec = LaunchSpec(
+        run=run,
+        run_id=f"{run}-elsewhere",
+        experiment=run,
+        seed=1,
+        engine="process",
+        image="",
+        command=("sleep", "600"),
+        container_name=f"mgl-{run}-elsewhere",
+        trainer_argv=(),
+        env={},
+        labels=labels,
+        mounts=(),
+        device_requests=(),
+        shm_size="1g",
+        ipc_mode="host",
+        init=True,
+        ulimits={},
+        capture_dir=str(capture_dir),
+        steps_expected=1,
+        max_minutes=None,
+    )
+    handle = ProcessEngine(processes).start(spec, {})
+    if not alive:
+        started = json.loads(handle.state_path.read_text())
+        os.kill(started["shim_pid"], signal.SIGKILL)
+        os.killpg(started["pgid"], signal.SIGKILL)
+        wait_until(lambda: handle.describe().state == GONE, 10, "the leftover's processes to be gone")
+    return handle
 
 
 def masked(lines: Any) -> list[str]:
@@ -215,8 +252,8 @@ def masked(lines: Any) -> list[str]:
 
 
 def killed(process: subprocess.Popen, timeout_s: float = 60) -> str:
-    """Wait for a harness that a failpoint SIGKILLs; its output."""
-    out, _ = process.communicate(timeout=timeout_s)
+    """Wait (scaled) for a harness that a failpoint SIGKILLs; its output."""
+    out, _ = process.communicate(timeout=scaled(timeout_s))
     assert process.returncode == -signal.SIGKILL, out
     return out
 

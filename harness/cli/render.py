@@ -1,0 +1,168 @@
+"""How runs are shown: a launch spec (`--dry-run`), a sweep's plan and results, a run's end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+
+import typer
+
+from harness.cli.app import DEFAULT_CAPTURE_DIR, SIM_CAPTURE_DIR, stdout, warn
+
+if TYPE_CHECKING:
+    from harness.capture import RunStatus
+    from harness.engines.spec import LaunchSpec
+    from harness.run.decide import Decision
+    from harness.run.lifecycle import SweepResult
+    from harness.run.plan import Planned
+
+
+def preflight_problems(spec: "LaunchSpec") -> list[str]:
+    """What would stop the run from starting, as `run` checks it (nothing is changed or started)."""
+    from harness.engines import engine_named
+
+    return [problem.message for problem in engine_named(spec.engine).preflight(spec)]
+
+
+def print_sweep(console: Any, results: Sequence["SweepResult"]) -> None:
+    """The sweep's final table: each run, what was done with it, its state and why."""
+    from rich.text import Text
+
+    from harness.cli.tables import Column, print_table
+
+    rows = []
+    for result in results:
+        status = result.status
+        steps = f"{status.steps_complete}/{status.steps_expected}" if status else "-"
+        cells = (
+            result.decision.run,
+            result.decision.action,
+            status.state if status else "-",
+            steps,
+            result.decision.reason,
+        )
+        rows.append(tuple(Text(cell) for cell in cells))  # Text: a reason quoting a log line is never markup
+    columns = [Column("run"), Column("action"), Column("state"), Column("steps", "right"), Column("reason", wrap=True)]
+    print_table(console, columns, rows, title="sweep")
+
+
+def print_sweep_plan(plans: Sequence["Planned"], decisions: Sequence["Decision"], mode: str, *, as_json: bool) -> None:
+    """What a sweep would do, run by run: run id, capture, run, skip or refuse and why. Starts nothing."""
+    import json
+
+    from rich.text import Text
+
+    from harness.cli.tables import Column, print_table
+
+    rows = []
+    for plan, decision in zip(plans, decisions):
+        spec = plan.spec
+        action = "refuse" if decision.refused else decision.action
+        rows.append(
+            {
+                "run": spec.run,
+                "run_id": spec.run_id,
+                "seed": spec.seed,
+                "capture_dir": spec.capture_dir,
+                "action": action,
+                "reason": decision.reason,
+            }
+        )
+    if as_json:
+        experiment = plans[0].spec.experiment if plans else None
+        typer.echo(
+            json.dumps(
+                {"experiment": experiment, "mode": mode, "dry_run": True, "runs": rows}, indent=2, allow_nan=False
+            )
+        )
+        return
+    columns = [
+        Column("run"),
+        Column("run id", drop=2),
+        Column("capture", drop=1),
+        Column("action"),
+        Column("reason", wrap=True),
+    ]
+    cells = [tuple(Text(row[key]) for key in ("run", "run_id", "capture_dir", "action", "reason")) for row in rows]
+    print_table(stdout(), columns, cells, title=f"sweep plan ({mode} mode, dry run: nothing started)")
+
+
+def report_status(status: "RunStatus", capture_dir: Optional[Path] = None) -> None:
+    """One line: the run's final state; a warning that says why, and where to look, if it did not succeed."""
+    if status.state == "succeeded":
+        stdout().print(
+            f"{status.run}: succeeded, {status.steps_complete}/{status.steps_expected} steps complete, "
+            f"exit code {status.exit_code}",
+            markup=False,
+        )
+    else:
+        where = (
+            ""
+            if capture_dir in (None, DEFAULT_CAPTURE_DIR)
+            else " --sim"
+            if capture_dir == SIM_CAPTURE_DIR
+            else f" --capture-dir {capture_dir}"
+        )
+        warn(
+            f"run {status.run} {status.state} with {status.steps_complete}/{status.steps_expected} steps complete "
+            f"({status.error or f'exit code {status.exit_code}'}); `harness logs {status.run}{where}` shows its log"
+        )
+
+
+def print_spec(spec: "LaunchSpec", *, as_json: bool) -> None:
+    """Print a launch spec: one JSON document, or a readable listing (values exactly as written, secrets as ***)."""
+    import json
+    import shlex
+
+    from rich.text import Text
+
+    from harness.engines.spec import docker_run_command
+
+    if as_json:
+        typer.echo(json.dumps(spec.to_dict(), indent=2, allow_nan=False))
+        return
+    console = stdout()
+
+    def out(*parts: Union[str, tuple[str, str]]) -> None:
+        # Text, never markup: an image or a path with [brackets] or :colons: is shown as written.
+        console.print(Text.assemble(*parts), soft_wrap=True)
+
+    out(("run", "bold"), f" {spec.run}   ", ("run id", "bold"), f" {spec.run_id}   (dry run: nothing started)")
+    out("engine          ", spec.engine + (f": {shlex.join(spec.command)}" if spec.command else ""))
+    out("image           ", spec.image)
+    out("container       ", spec.container_name)
+    out("capture         ", spec.capture_dir)
+    out("steps expected  ", str(spec.steps_expected))
+    out("time limit      ", f"{spec.max_minutes:g} min" if spec.max_minutes else "none")
+    if spec.device_requests:
+        for request in spec.device_requests:
+            which = "all GPUs" if request.count == -1 else f"GPUs {','.join(request.device_ids or ())}"
+            caps = ",".join(c for group in request.capabilities for c in group)
+            out("gpu request     ", f"{which} (driver {request.driver}, capabilities {caps})")
+    else:
+        out("gpu request     ", "none")
+    ulimits = " ".join(f"{k}={v}" for k, v in spec.ulimits.items())
+    out(
+        "shm size        ",
+        f"{spec.shm_size}   ipc {spec.ipc_mode}   init {'yes' if spec.init else 'no'}   ulimits {ulimits}",
+    )
+    for mount in spec.mounts:
+        out("mount           ", f"{mount.source} -> {mount.target}{' (read-only)' if mount.read_only else ''}")
+    for name, value in spec.labels.items():
+        out("label           ", f"{name}={value}")
+    out(("environment", "bold"))
+    for name, value in spec.display_env().items():
+        out("  ", f"{name}={value}")
+    out(("trainer argv", "bold"), " (as the image's entry runs it)")
+    out("  ", " \\\n    ".join(_argv_lines(spec.trainer_argv)))
+    out(("by hand", "bold"))
+    out("  ", shlex.join(docker_run_command(spec)))
+
+
+def _argv_lines(argv: Sequence[str]) -> list[str]:
+    """The argv shell-quoted, one flag and its values per line, each as written."""
+    import shlex
+
+    from harness.lab.milesargv import parse_flags
+
+    return [shlex.join(flag.words) for flag in parse_flags(list(argv))]

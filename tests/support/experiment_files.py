@@ -1,0 +1,50 @@
+"""Experiment files a test writes, the CLI run on them in process, and the one error line a bad file must give.
+
+Fixture (registered in conftest.py): `exp_dir`, an experiments directory that holds `parent` (PARENT).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+
+PARENT = "name: parent\nsteps: 4\nmiles:\n  args: {rollout-batch-size: 32}\n"
+LONGEST_ERROR = 400  # characters in the one error line a bad file gives
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    """`directory/NAME.yaml` holding `text` (dedented)."""
+    path = directory / f"{name}.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def cli(directory: Path, *args: str, env: Optional[dict] = None) -> Any:
+    """`harness ARGS --experiments-dir DIRECTORY`, in process."""
+    return CliRunner().invoke(app, [*args, "--experiments-dir", str(directory)], env={"COLUMNS": "200", **(env or {})})
+
+
+def one_error_line(result: Any) -> str:
+    """Exit 2, no traceback, exactly one short `error:` line on stderr."""
+    assert result.exit_code == 2, (result.exit_code, result.output[-2000:])
+    assert "Traceback" not in result.output and "internal error" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr[-2000:]
+    assert lines[0].startswith("error: ")
+    assert len(lines[0]) <= LONGEST_ERROR, lines[0][:500]
+    return lines[0]
+
+
+@pytest.fixture
+def exp_dir(tmp_path: Path) -> Path:
+    """An experiments directory holding `parent`."""
+    directory = tmp_path / "experiments"
+    directory.mkdir()
+    write(directory, "parent", PARENT)
+    return directory

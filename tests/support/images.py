@@ -1,0 +1,82 @@
+"""The images the Docker tests run: the registry-free base images, the fake trainer, the simulator's image.
+
+Fixtures (registered in conftest.py): `python_image`, `busybox_image`,
+`docker_build`, `fake_trainer`, `sim_image`. Each is built once a session
+(cached layers are fine); what cannot be built here is a skip naming the command.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Callable, Optional
+
+import pytest
+
+from harness.run.simswap import SIM_IMAGE
+from support.timing import scaled
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+OFFLINE_IMAGES_SCRIPT = REPO_ROOT / "scripts" / "offline-images.sh"
+OFFLINE_IMAGES_UNAVAILABLE = 69  # the script's exit code for "cannot be built on this machine"
+FAKE_TRAINER_IMAGE = "miles-gb10-lab/fake-trainer:test"
+FAKE_TRAINER_DIR = REPO_ROOT / "tests" / "images" / "fake-trainer"
+
+
+def offline_image(kind: str) -> str:
+    """The tag of a registry-free base image, built if missing; a skip naming the command if it cannot be."""
+    script = ["bash", str(OFFLINE_IMAGES_SCRIPT), "--only", kind]
+    built = subprocess.run(script, capture_output=True, text=True, timeout=scaled(1200))
+    if built.returncode == OFFLINE_IMAGES_UNAVAILABLE:
+        pytest.skip(built.stderr.strip().splitlines()[-1].removeprefix("offline-images: "))
+    if built.returncode != 0:
+        raise RuntimeError(f"scripts/offline-images.sh --only {kind} failed:\n{built.stderr[-3000:]}")
+    return subprocess.run([*script, "--print-tags"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def python_image() -> str:
+    """miles-gb10-lab/python:3.11-bookworm: the base of the tests' trainer and Miles stand-in images."""
+    return offline_image("python")
+
+
+@pytest.fixture(scope="session")
+def busybox_image() -> str:
+    """miles-gb10-lab/busybox:stable."""
+    return offline_image("busybox")
+
+
+DockerBuild = Callable[..., str]
+
+
+@pytest.fixture(scope="session")
+def docker_build() -> DockerBuild:
+    """Build an image with the docker CLI (cached layers are fine); fails the test with the log tail."""
+
+    def build(context: Path, tag: str, build_args: Optional[dict[str, str]] = None) -> str:
+        argv = ["docker", "build", "--quiet", "--force-rm", "--tag", tag]
+        for name, value in (build_args or {}).items():
+            argv += ["--build-arg", f"{name}={value}"]
+        done = subprocess.run([*argv, str(context)], capture_output=True, text=True, timeout=scaled(900))
+        if done.returncode != 0:
+            pytest.fail(f"docker build of {tag} failed:\n{(done.stdout + done.stderr)[-3000:]}", pytrace=False)
+        return tag
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def fake_trainer(python_image: str, docker_build: DockerBuild) -> str:
+    """The fake trainer's image (tests/images/fake-trainer): the trainer a Docker lab runs."""
+    return docker_build(FAKE_TRAINER_DIR, FAKE_TRAINER_IMAGE)
+
+
+@pytest.fixture(scope="session")
+def sim_image(python_image: str) -> str:
+    """miles-gb10-lab/sim:latest, from this checkout (scripts/sim-image.sh; cached layers are fine)."""
+    built = subprocess.run(
+        ["bash", "scripts/sim-image.sh"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=scaled(900)
+    )
+    if built.returncode != 0:
+        pytest.fail(f"scripts/sim-image.sh failed:\n{built.stdout[-2000:]}{built.stderr[-2000:]}", pytrace=False)
+    return SIM_IMAGE
