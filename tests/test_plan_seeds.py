@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from seedcaptures import write_three_conditions
-from test_summary_seeds import seeds_for_power
 from typer.testing import CliRunner
 
 from harness import seedstats
 from harness.cli import app
 from harness.summary.summarize import summarize
+from support.seedcaptures import seeds_for_power, write_three_conditions
 
 runner = CliRunner()
 
@@ -71,7 +70,7 @@ def test_bad_input_is_one_line(args, said):
 
 
 def test_a_condition_without_a_spread_or_unknown_is_one_line(tmp_path):
-    from seedcaptures import write_run
+    from support.seedcaptures import write_run
 
     root = write_three_conditions(tmp_path / "captures")
     write_run(root, "e6a-base", 1, [0.6, 0.62])

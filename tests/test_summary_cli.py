@@ -140,7 +140,7 @@ def test_a_summary_that_cannot_be_written_is_one_error_line(tmp_path):
 
 def test_summarize_says_the_across_seed_verdicts_once_and_marks_a_simulated_capture(tmp_path):
     """The finding: after a three-seed sweep the summary gave three separate verdicts and nothing across seeds."""
-    from seedcaptures import write_three_conditions
+    from support.seedcaptures import write_three_conditions
 
     captures = write_three_conditions(tmp_path / "sim", simulated=True, time_scale=0.01)
     result = runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--no-figures", "--effect", "0.03"])

@@ -168,7 +168,7 @@ def test_up_to_date_figures_do_not_load_matplotlib(tmp_path):
 
 @pytest.fixture(scope="module")
 def seed_figures(tmp_path_factory) -> tuple[object, dict[str, ET.Element], Path]:
-    from seedcaptures import write_three_conditions
+    from support.seedcaptures import write_three_conditions
 
     root = tmp_path_factory.mktemp("seeds")
     document = summarize(write_three_conditions(root / "captures", simulated=True, time_scale=0.01))
@@ -212,7 +212,7 @@ def test_an_across_seed_comparison_shows_each_seed_as_a_dot_and_the_difference_w
 
 
 def test_every_figure_of_simulated_captures_says_so_and_none_of_real_ones_does(seed_figures, tmp_path):
-    from seedcaptures import write_three_conditions
+    from support.seedcaptures import write_three_conditions
 
     _, roots, _ = seed_figures
     assert len(roots) == 4 * 2 + 3 + 2  # four filter runs' two figures, three conditions, two across seeds

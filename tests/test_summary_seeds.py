@@ -1,6 +1,6 @@
 """Across seeds: runs grouped into conditions, their figures pooled over seeds, conditions compared by seed.
 
-The hand-made captures (tests/seedcaptures.py: the filter over 4 seeds, plain
+The hand-made captures (tests/support/seedcaptures.py: the filter over 4 seeds, plain
 over 3, plain-48 over 5) have every figure worked out here, independently of
 the summary: the means and SDs with `statistics`, Welch's p with
 `scipy.stats.ttest_ind`, the probability of improvement pair by pair, the
@@ -17,32 +17,21 @@ from pathlib import Path
 
 import pytest
 import scipy.stats
-from seedcaptures import (
+
+from harness.summary.document import SummaryDocument
+from harness.summary.serialize import dumps_summary, load_summary, write_summary
+from harness.summary.summarize import summarize, summarize_with_warnings
+from support.seedcaptures import (
     COMPARE,
     FILTER_DROPS,
     FILTER_REWARDS,
     PLAIN48_REWARDS,
     PLAIN_REWARDS,
     ROLLOUTS,
+    seeds_for_power,
     write_run,
     write_three_conditions,
 )
-
-from harness.summary.document import SummaryDocument
-from harness.summary.serialize import dumps_summary, load_summary, write_summary
-from harness.summary.summarize import summarize, summarize_with_warnings
-
-
-def seeds_for_power(effect: float, sd: float) -> int:
-    """The fewest seeds per side whose two-sided t-test at 0.05 has 80% power: a plain search over the nct."""
-    n = 2
-    while True:
-        dof = 2 * n - 2
-        critical = scipy.stats.t.ppf(0.975, dof)
-        shift = abs(effect) / sd * math.sqrt(n / 2)
-        if scipy.stats.nct.sf(critical, dof, shift) + scipy.stats.nct.cdf(-critical, dof, shift) >= 0.8:
-            return n
-        n += 1
 
 
 def seed_means(rewards: dict[int, list[float]]) -> list[float]:

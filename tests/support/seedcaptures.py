@@ -1,4 +1,4 @@
-"""Hand-made captures of several seeds per condition, for the across-seed tests.
+"""Hand-made captures of several seeds per condition, and the seeds a t-test needs, for the across-seed tests.
 
 `write_run` writes one run's capture as the harness writes it (status.json,
 manifest.json with the resolved experiment and the trainer's argv, args.json,
@@ -6,12 +6,14 @@ metrics.jsonl), with the rewards, rollout times and dropped groups given, so
 a test can work out every figure by hand. The set `THREE_CONDITIONS` is
 three conditions of 3 to 5 seeds: the filter (4 seeds), plain (3) and
 plain-48 (5), 6 steps each; the filter is compared with plain and with all
-three baselines.
+three baselines. `seeds_for_power` works out the seeds needed independently
+of harness.seedstats (a plain search over scipy.stats' noncentral t).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -192,3 +194,17 @@ def write_three_conditions(root: Path, *, simulated: bool = False, time_scale: f
             time_scale=time_scale,
         )
     return root
+
+
+def seeds_for_power(effect: float, sd: float) -> int:
+    """The fewest seeds per side whose two-sided t-test at 0.05 has 80% power: a plain search over the nct."""
+    import scipy.stats
+
+    n = 2
+    while True:
+        dof = 2 * n - 2
+        critical = scipy.stats.t.ppf(0.975, dof)
+        shift = abs(effect) / sd * math.sqrt(n / 2)
+        if scipy.stats.nct.sf(critical, dof, shift) + scipy.stats.nct.cdf(-critical, dof, shift) >= 0.8:
+            return n
+        n += 1
