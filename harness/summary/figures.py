@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
@@ -314,6 +315,10 @@ def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
     return figure
 
 
+# Each figure drawn is also shown, as it is, to these (the TensorBoard images of harness.board.images).
+FIGURE_OBSERVERS: ContextVar[tuple[Callable[[Path, "Figure"], None], ...]] = ContextVar("figure_observers", default=())
+
+
 # --------------------------------------------------------------------------- across seeds
 
 
@@ -525,6 +530,9 @@ def drawable_seed_comparisons(document: SummaryDocument) -> list[SeedComparison]
 
 def _save(figure: Figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:
     import io
+
+    for observe in FIGURE_OBSERVERS.get():
+        observe(path, figure)
 
     import matplotlib
 
