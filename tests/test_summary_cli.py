@@ -12,6 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.summary.seeds import across_seeds_lines
+from harness.summary.serialize import load_summary
+from support.messages import messages
+from support.terminal import too_wide
 
 DATA = Path(__file__).resolve().parent / "data" / "captures"
 REPO = Path(__file__).resolve().parent.parent
@@ -143,17 +147,24 @@ def test_summarize_says_the_across_seed_verdicts_once_and_marks_a_simulated_capt
     from support.seedcaptures import write_three_conditions
 
     captures = write_three_conditions(tmp_path / "sim", simulated=True, time_scale=0.01)
-    result = runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--no-figures", "--effect", "0.03"])
+    argv = ["summarize", "--capture-dir", str(captures), "--no-figures", "--effect", "0.03"]
+    result = runner.invoke(app, argv, env={"COLUMNS": "100"})
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
 
     assert lines[0] == "SIMULATED: every run ran on the simulated trainer, not on a GB10"
-    across = [line for line in lines if line.startswith("across seeds, ")]
+    assert too_wide(result.stdout, 100) == []  # was: each verdict cropped at the 100th column
+    said = messages(result.stdout)
+    across = [message for message in said if message.startswith("across seeds, ")]
     assert [line.split(":")[0] for line in across] == [
         "across seeds, e2b-dapo-filter against plain",
         "across seeds, e2b-dapo-filter against the baselines (plain, plain-48)",
     ]
     assert "Across 4 seeds of e2b-dapo-filter and 3 of plain" in across[0] and "bootstrap interval" in across[0]
+    document = load_summary(captures / "summary" / "miles-gb10-lab.json")
+    assert across == across_seeds_lines(document.comparisons)  # each whole: wrapped, never cropped
+    for comparison in document.comparisons:
+        assert f"{comparison.run} against {comparison.baseline}: {comparison.reward.verdict}" in said
     document = json.loads((captures / "summary" / "miles-gb10-lab.json").read_text())
     assert document["simulated"] is True and document["conditions"]["plain"]["simulated"] is True
     assert all(run["simulated"] for run in document["runs"].values())

@@ -9,7 +9,16 @@ from typing import Any, Optional
 import typer
 from typing_extensions import Annotated
 
-from harness.cli.app import DEFAULT_EXPERIMENTS_DIR, SIM_CAPTURE_DIR, ExperimentsDir, command, note, stdout, warn
+from harness.cli.app import (
+    DEFAULT_EXPERIMENTS_DIR,
+    SIM_CAPTURE_DIR,
+    ExperimentsDir,
+    command,
+    note,
+    print_message,
+    stdout,
+    warn,
+)
 from harness.cli.render import report_status
 from harness.cli.runs import check_capture_root, sim_target_from_cli
 from harness.errors import ExitCode
@@ -154,7 +163,7 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, r
         title="headline numbers",
     )
     for line in verdict_lines(document):  # each run's verdict, then each comparison across seeds
-        console.print(Text(line), overflow="ignore")
+        print_message(console, line)
     console.print()
     console.print(Text(f"summary JSON  {published.summary_path}"))
     for path in sorted([*published.figures, *published.figures_unchanged]):  # unchanged ones are results too

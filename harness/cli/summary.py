@@ -17,6 +17,7 @@ from harness.cli.app import (
     app,
     capture_root,
     command,
+    print_message,
     stdout,
     warn,
 )
@@ -103,16 +104,16 @@ def summarize_command(
         )
         console.print(f"[bold]SIMULATED[/bold]: {which} ran on the simulated trainer, not on a GB10")
     _print_runs(document)
-    for comparison in document.comparisons:  # a paragraph: wrapped at words in a terminal, one line piped
-        console.print(
-            f"[bold]{escape(comparison.run)}[/bold] against {escape(comparison.baseline)}: "
-            f"{escape(comparison.reward.verdict)}",
-            overflow="ignore",
+    for comparison in document.comparisons:  # a paragraph: wrapped at words, never cropped
+        print_message(
+            console,
+            f"{comparison.run} against {comparison.baseline}: {comparison.reward.verdict}",
+            bold=len(comparison.run),
         )
     from harness.summary.seeds import across_seeds_lines
 
     for line in across_seeds_lines(document.comparisons):
-        console.print(escape(line), overflow="ignore")
+        print_message(console, line)
     console.print(f"wrote {escape(str(published.summary_path))}")
     for path in published.figures:
         console.print(f"wrote {escape(str(path))}")
@@ -471,19 +472,17 @@ def _condition_sd(capture_dir: Path, name: str, hint: str) -> tuple[float, str]:
 
 
 def _print_seeds_plan(result: "SeedsPlan") -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     console = stdout()
-    console.print(
-        escape(
-            f"seeds per condition to detect a difference of {result.effect:g} in mean reward with "
-            f"{result.power:.0%} power at alpha {result.alpha:g} (two-sided t-test over the seeds' means)"
-        )
+    print_message(
+        console,
+        f"seeds per condition to detect a difference of {result.effect:g} in mean reward with "
+        f"{result.power:.0%} power at alpha {result.alpha:g} (two-sided t-test over the seeds' means)",
     )
-    console.print(escape(f"SD across seeds {result.sd:.4g}: {result.sd_from}"))
+    print_message(console, f"SD across seeds {result.sd:.4g}: {result.sd_from}")
     if result.needed.seeds is None:
-        console.print(escape(f"no number of seeds: {result.needed.why}"))
+        print_message(console, f"no number of seeds: {result.needed.why}")
     if result.table:
         table = Table(box=None, pad_edge=False)
         table.add_column("seeds per condition", justify="right")
@@ -493,7 +492,7 @@ def _print_seeds_plan(result: "SeedsPlan") -> None:
             table.add_row(str(seeds), f"{power:.3f}", "<- needed" if seeds == result.needed.seeds else "")
         console.print(table)
     if result.needed.seeds is not None:
-        console.print(escape(f"needed: {result.needed.seeds} seeds per condition"))
+        print_message(console, f"needed: {result.needed.seeds} seeds per condition")
 
 
 def _print_plan(result: "Plan") -> None:
