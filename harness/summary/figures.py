@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from harness.summary.document import Comparison, RunSummary, SeedComparison, SeedFigures, SummaryDocument
+from harness.summary.palette import BASELINE, BASELINE_BAND, DIFFERENCE, INCOMPLETE, STUDIED, ZERO_LINE, batches_look
 
 if TYPE_CHECKING:  # matplotlib is loaded only when a figure is drawn
     from matplotlib.axes import Axes
@@ -53,7 +54,6 @@ STEP_LABEL = "step (Miles rollout id)"
 ROLLOUT_LABEL = "rollout time, pause time taken out (s)"
 REWARD_LABEL = "mean reward per answer (score, 0 to 1)"
 _WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
-_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 
 
 SIMULATED = "SIMULATED"
@@ -197,12 +197,12 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figu
 
     xs, ys = _adjusted(base_doc)
     if xs:
-        axes.plot(xs, ys, "-", color="0.45", marker=".", label=f"{baseline}", gid="rollout-baseline")
+        axes.plot(xs, ys, "-", **BASELINE.line(), ms=4, label=f"{baseline}", gid="rollout-baseline")
     base_median = comparison.baseline_rollout_time_adjusted_median_s
     if base_median is not None:
         axes.axhline(
             base_median,
-            color="0.45",
+            color=BASELINE.color,
             ls="--",
             lw=1,
             label=f"{baseline} median {base_median:.1f} s",
@@ -218,7 +218,7 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figu
         if done and adjusted is not None
     ]
     groups = sorted({batches for _, batches, _ in rows if batches is not None})
-    for i, k in enumerate(groups):
+    for k in groups:
         chosen = [(step, adjusted) for step, batches, adjusted in rows if batches == k]
         stats = comparison.by_batches.get(str(k))
         ratio = f", {stats.ratio:.1f}x" if stats is not None and stats.ratio is not None else ""
@@ -226,9 +226,8 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figu
             [step for step, _ in chosen],
             [adjusted for _, adjusted in chosen],
             ls="none",
-            marker=_MARKERS[i % len(_MARKERS)],
+            **batches_look(k).line(),
             ms=8,
-            color=f"C{i}",
             label=f"{run}: {_batches(k)} ({len(chosen)} steps{ratio})",
             gid=f"rollout-batches-{k}",
         )
@@ -238,9 +237,8 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figu
             [step for step, _ in rest],
             [adjusted for _, adjusted in rest],
             ls="none",
-            marker="o",
+            **STUDIED.line(),
             ms=7,
-            color="C3",
             label=f"{run}",
             gid="rollout-run",
         )
@@ -250,10 +248,8 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figu
             xs,
             ys,
             ls="none",
-            marker="o",
+            **INCOMPLETE.line(),
             ms=8,
-            mfc="none",
-            color="C7",
             label="incomplete step (not in medians)",
             gid="rollout-incomplete",
         )
@@ -284,7 +280,7 @@ def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
             steps,
             [min(per_step[s]) for s in steps],
             [max(per_step[s]) for s in steps],
-            color="0.8",
+            color=BASELINE_BAND,
             alpha=0.7,
             lw=0,
             label=f"baselines ({len(found)} runs): lowest to highest",
@@ -292,20 +288,18 @@ def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
         )
     xs, ys = _rewards(base_doc)
     if xs:
-        axes.plot(xs, ys, "-", color="0.35", marker=".", label=f"{baseline}", gid="reward-baseline")
+        axes.plot(xs, ys, "-", **BASELINE.line(), ms=4, label=f"{baseline}", gid="reward-baseline")
     label = f"{run}: reward before the filter" if run_doc.filter else run
     xs, ys = _rewards(run_doc)
     if xs:
-        axes.plot(xs, ys, "-", color="C0", marker="o", label=label, gid="reward-run")
+        axes.plot(xs, ys, "-", **STUDIED.line(), label=label, gid="reward-run")
     xs, ys = _rewards(run_doc, complete=False)
     if xs:
         axes.plot(
             xs,
             ys,
             ls="none",
-            marker="o",
-            mfc="none",
-            color="C7",
+            **INCOMPLETE.line(),
             label="incomplete step (not in means)",
             gid="reward-run-incomplete",
         )
@@ -412,6 +406,7 @@ def draw_condition(document: SummaryDocument, key: str) -> Figure:
     figure, axes = _new_figure(title, caption)
     steps = pooled_steps(document.runs, condition)
     runs = [document.runs[f.run] for f in condition.seeds if f.run in document.runs]
+    look = STUDIED if condition.filter else BASELINE  # the filter's role, or a baseline's, as in every figure
     for i, (figures, run) in enumerate(zip(condition.seeds, runs)):
         xs, ys = run.steps.pick(run.steps.reward)
         chosen = [(x, y) for x, y in zip(xs, ys) if x in steps]
@@ -419,7 +414,7 @@ def draw_condition(document: SummaryDocument, key: str) -> Figure:
             [x for x, _ in chosen],
             [y for _, y in chosen],
             "-",
-            color="C0",
+            color=look.color,
             alpha=0.25,
             lw=1,
             label="each seed" if i == 0 else None,
@@ -434,8 +429,8 @@ def draw_condition(document: SummaryDocument, key: str) -> Figure:
             xs,
             [min(per_step[x]) for x in xs],
             [max(per_step[x]) for x in xs],
-            color="C0",
-            alpha=0.15,
+            color=look.color if condition.filter else BASELINE_BAND,
+            alpha=0.15 if condition.filter else 0.6,
             lw=0,
             label="lowest to highest seed",
             gid="seeds-band",
@@ -444,8 +439,7 @@ def draw_condition(document: SummaryDocument, key: str) -> Figure:
             xs,
             [sum(per_step[x]) / len(per_step[x]) for x in xs],
             "-",
-            color="C0",
-            marker="o",
+            **look.line(),
             lw=2,
             label=f"mean over {_seed_count(len(runs))}",
             gid="seeds-mean",
@@ -479,18 +473,17 @@ def draw_seed_comparison(document: SummaryDocument, block: SeedComparison) -> Fi
             [i + offset for offset in spread],
             found,
             ls="none",
-            marker="o",
+            **(STUDIED if i == 0 else BASELINE).line(),
             ms=7,
-            color="C0" if i == 0 else "0.4",
             gid=f"seeds-dots-{key}",
         )
         centre = sum(found) / len(found)
-        dots.plot([i - 0.25, i + 0.25], [centre, centre], "-", color="C0" if i == 0 else "0.4", lw=2.5)
+        dots.plot([i - 0.25, i + 0.25], [centre, centre], "-", color=(STUDIED if i == 0 else BASELINE).color, lw=2.5)
     dots.set_xticks(range(len(keys)), [f"{key}\n({len(values.get(key, {}))} seeds)" for key in keys], fontsize=8.5)
     dots.set_xlim(-0.6, len(keys) - 0.4)
     dots.set_ylabel("mean reward per seed (score, 0 to 1)")
     dots.grid(True, axis="y", alpha=0.3)
-    difference.axhline(0.0, color="0.3", lw=1, ls="--")
+    difference.axhline(0.0, color=ZERO_LINE, lw=1, ls="--")
     if block.difference is not None:
         low, high = block.interval_low, block.interval_high
         if low is not None and high is not None:
@@ -498,8 +491,8 @@ def draw_seed_comparison(document: SummaryDocument, block: SeedComparison) -> Fi
                 [0],
                 [block.difference],
                 yerr=[[block.difference - low], [high - block.difference]],
-                fmt="o",
-                color="C3",
+                fmt=DIFFERENCE.marker,
+                color=DIFFERENCE.color,
                 capsize=8,
                 ms=8,
             )
@@ -507,7 +500,7 @@ def draw_seed_comparison(document: SummaryDocument, block: SeedComparison) -> Fi
             for bars in drawn.lines[2]:
                 bars.set_gid("seeds-interval")
         else:
-            difference.plot([0], [block.difference], "o", color="C3", ms=8, gid="seeds-difference")
+            difference.plot([0], [block.difference], ls="none", **DIFFERENCE.line(), ms=8, gid="seeds-difference")
     difference.set_xticks([0], ["difference"])
     difference.set_xlim(-1, 1)
     difference.set_ylabel(f"{block.condition} minus baseline (reward)")
