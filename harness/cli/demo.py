@@ -165,15 +165,15 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, r
     for line in verdict_lines(document):  # each run's verdict, then each comparison across seeds
         print_message(console, line)
     console.print()
-    console.print(Text(f"summary JSON  {published.summary_path}"))
+    # A path is one word: kept whole on its line however wide (rich would crop it at the width).
+    console.print(Text(f"summary JSON  {published.summary_path}"), soft_wrap=True)
     for path in sorted([*published.figures, *published.figures_unchanged]):  # unchanged ones are results too
-        console.print(Text(f"figure        {path}"))
-    console.print(Text(f"report        {report.report}"))
+        console.print(Text(f"figure        {path}"), soft_wrap=True)
+    console.print(Text(f"report        {report.report}"), soft_wrap=True)
     status = "harness status --sim" if capture_dir == SIM_CAPTURE_DIR else f"harness status --capture-dir {capture_dir}"
     ran = f"{reused} of {runs} runs reused, " if reused else ""
-    console.print(
-        Text(
-            f"{ran}runs {ran_s:.0f} s, summary and report {time.monotonic() - started - ran_s:.0f} s; "
-            f"`{status}` lists the captures"
-        )
+    print_message(
+        console,
+        f"{ran}runs {ran_s:.0f} s, summary and report {time.monotonic() - started - ran_s:.0f} s; "
+        f"`{status}` lists the captures",
     )
