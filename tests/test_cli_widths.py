@@ -76,6 +76,7 @@ def commands(roots: dict[str, Path]) -> list[tuple[list[str], int]]:
         (["plan", "seeds", "--effect", "0.02", "--sd", "0.015"], 0),
         (["plan", "seeds", "--effect", "0.02", "--from-runs", "nosuchcondition", "--capture-dir", lab], 2),
         (["guard", "probe"], 1),  # no temperature to read here: says why in one line
+        (["guard", "plot", "plain", "--capture-dir", sim, "--out", str(roots["base"] / "guard.svg")], 0),
         (["run", "nosuchexperiment"], 2),
         (["logs", "nosuchrun", "--capture-dir", sim], 5),
         (["run", "e2b-dapo-filter", "--set", "steps=12", "--no-wait", "--capture-dir", str(roots["base"] / "g")], 3),

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.experiments.store import ExperimentStore
-from harness.run.demo import DEMO_RUNS, WRITE_UP, headline, plan_demo, verdict_lines
+from harness.run.demo import DEMO_RUNS, DEMO_START_BELOW_C, WRITE_UP, headline, plan_demo, verdict_lines
 from harness.run.plan import plan_runs
 from harness.run.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SimTarget
 from harness.summary.document import SummaryDocument
@@ -93,7 +93,11 @@ def test_the_demo_makes_the_runs_run_sim_makes_so_each_reuses_the_other_s_captur
 
     assert DEFAULT_TIME_SCALE == 0.01  # a 12-step filter run well under a minute (issue: entry points)
     assert [plan.spec.run_id for plan in demo] == [plan.spec.run_id for plan in by_hand]
-    assert [plan.experiment.guard for plan in demo] == [plan.experiment.guard for plan in by_hand]
+    # The same guard, but for the demo's cooled start (which is not in the run id: each still reuses the other's).
+    assert [plan.experiment.guard.start_below_c for plan in demo] == [DEMO_START_BELOW_C] * len(demo)
+    assert [plan.experiment.guard.model_copy(update={"start_below_c": None}) for plan in demo] == [
+        plan.experiment.guard for plan in by_hand
+    ]
 
 
 def test_tiny_time_scales_still_make_a_valid_guard():
@@ -146,6 +150,8 @@ def check_demo_output(output: str, captures: Path, steps: int, shown: Path | Non
         manifest = json.loads((captures / run / "manifest.json").read_text())
         assert manifest["experiment"]["guard"]["sensor"] == "sim"
         assert manifest["experiment"]["container"]["gpus"] == "none"
+        start = manifest["guard"]["start"]  # a cooled start: the simulated host starts warm, each run waits
+        assert start["outcome"] == "cool" and start["hottest_c"] < DEMO_START_BELOW_C, run
     summary = json.loads((captures / "summary" / "miles-gb10-lab.json").read_text())
     assert sorted(summary["runs"]) == sorted(DEMO_RUN_NAMES)
     assert [c["run"] for c in summary["comparisons"]] == FILTER_SEEDS
@@ -158,10 +164,12 @@ def check_demo_output(output: str, captures: Path, steps: int, shown: Path | Non
     report = (captures / "summary" / "report.md").read_text()
     assert report.startswith("# miles-gb10-lab: summary (SIMULATED)") and "## Across seeds" in report
     figures = sorted(p.name for p in (captures / "summary").glob("*.svg"))
+    guard = sorted(f"guard-{run}.svg" for run in DEMO_RUN_NAMES)  # the heat guard's figure of each run
     assert figures == sorted(
         [f"{kind}-{run}.svg" for run in FILTER_SEEDS for kind in ("reward", "rollout-time")]
         + [f"seeds-reward-{c}.svg" for c in ("e2b-dapo-filter", "plain", "plain-48")]
         + ["seeds-e2b-dapo-filter-vs-plain.svg", "seeds-e2b-dapo-filter-vs-baselines.svg"]
+        + guard
     )
     assert "headline numbers" in output and "write-up (GB10)" in output
     assert "reward across seeds, filter vs plain" in output
@@ -226,7 +234,7 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
         env={**env, "TTY_COMPATIBLE": "1", "COLUMNS": "100"},
     )
     table = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", on_a_terminal.stdout)  # the live table, colours out
-    assert on_a_terminal.exit_code == 0 and re.search(r"plain-48-s2 +reused +[━ ]*2/2 ", table), table
+    assert on_a_terminal.exit_code == 0 and re.search(r"plain-48-s2 +reused +[━╸╺ ]*2/2 ", table), table
 
     same = CliRunner().invoke(
         app,
@@ -250,8 +258,9 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
         app, ["demo", "--steps", "1", "--time-scale", "0.002", "--capture-dir", str(captures)], env=env
     )
     assert fewer.exit_code == 2  # another configuration: never summarized as if it were the run asked for
-    assert messages(fewer.output)[-1].startswith("error: run e2b-dapo-filter not started: its capture succeeded at ")
-    assert "steps 2 -> 1" in fewer.output and "(and 9 more, above)" in fewer.output
+    last = messages(fewer.output)[-1]
+    assert last.startswith("error: run e2b-dapo-filter not started: its capture succeeded at "), fewer.output
+    assert "steps 2 -> 1" in last and last.endswith("(and 9 more, above)")
 
 
 def test_the_demo_s_help_speaks_of_the_demo_not_of_an_option_it_does_not_have():

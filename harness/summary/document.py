@@ -198,6 +198,8 @@ class RunSummary:
             return self.simulated
         return self.time_scale != 1
 
+    start_temp_c: Optional[float] = None  # the hottest watched temperature as the run started (manifest guard.start)
+
 
 @dataclass
 class BatchGroup:

@@ -24,6 +24,7 @@ from harness.summary.figures import (
     seed_comparison_figure_path,
     seed_comparison_text,
 )
+from harness.summary.guard_figure import figure_text, guard_figure_path
 
 REPORT_FILE_NAME = "report.md"
 CLEAN_DEFINITION = (
@@ -105,6 +106,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
                 _num(agg.reward_mean, 3),
                 _num(agg.reward_mean_first4, 3),
                 _num(step_sum / 60 if step_sum is not None else None, 1),
+                _num(summary.start_temp_c, 1),
                 _num(agg.pause_total_s, 1),
             ]
         )
@@ -126,6 +128,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             "reward mean",
             "first 4",
             f"step time sum ({minutes})",
+            "start (C)",
             f"pauses ({unit})",
         ]
         + (["pauses (wall s)"] if scaled else []),
@@ -214,6 +217,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
                 out += [f"![{title}]({name})", "", f"*{title}.* {caption}", ""]
     if not document.comparisons:
         out += ["No run has a `compare` block, so there are no comparisons or figures.", ""]
+    out += _guard_section(document, figure_dir)
 
     noted = [(n, r.notes) for n, r in runs.items() if r.notes]
     if noted or document.skipped:
@@ -350,6 +354,29 @@ def across_seeds_section(document: SummaryDocument, unit: str, figure_dir: Optio
     for key in drawable_conditions(document):
         _figure(out, figure_dir, condition_figure_path(Path("."), key), *condition_text(document, key))
     return out
+
+
+def _guard_section(document: SummaryDocument, figure_dir: Optional[Path]) -> list[str]:
+    """Each run's heat-guard figure found beside the report (drawn from its capture by summarize or report)."""
+    if figure_dir is None:
+        return []
+    out: list[str] = []
+    for name in document.runs:
+        path = guard_figure_path(Path(figure_dir), name)
+        text = figure_text(path) if path.exists() else None
+        if text is not None:
+            title, caption = text
+            out += [f"![{title}]({path.name})", "", f"*{title}.* {caption}", ""]
+    if not out:
+        return []
+    return [
+        "## The heat guard",
+        "",
+        "Per run: every temperature the guard watched, where it would pause and resume, and the pause windows "
+        "(the `start (C)` column above is the hottest of them as the run started).",
+        "",
+        *out,
+    ]
 
 
 def write_report(document: SummaryDocument, out_dir: Path) -> Path:

@@ -107,6 +107,7 @@ def summarize_run(capture: RunCapture) -> RunResult:
         config_sources=config.sources,
         simulated=frame.conditions.simulated if frame.conditions is not None else None,
         config_hash=frame.conditions.config_hash if frame.conditions is not None else None,
+        start_temp_c=frame.start_temp_c,
     )
     compare = CompareBlock(frame.baseline, frame.baselines) if frame.baseline is not None else None
     return RunResult(capture.name, summary, compare, flagged=notes.flags > 0, conditions=frame.conditions)
