@@ -241,10 +241,10 @@ def test_the_board_says_each_run_its_host_step_and_pause_state() -> None:
     assert changes == [
         "plain-48-s2 on spark-2: starting, step 0/12, -",
         "plain-48-s2 on spark-2: running, step 0/12, -",
-        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 s (incl. pauses), reward 0.672, -",
-        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 s (incl. pauses), reward 0.672, "
+        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 trainer s, reward 0.672, -",
+        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 trainer s, reward 0.672, "
         "PAUSED since 12:03:04, 86.5 C",
-        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 s (incl. pauses), reward 0.672, 86.5 C",
+        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 trainer s, reward 0.672, 86.5 C",
     ]
 
 

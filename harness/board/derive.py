@@ -18,6 +18,7 @@ from harness.times import parse_time_us
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
+    from harness.summary.run_config import RunConfig
 
 
 class HeldStep(Protocol):
@@ -40,8 +41,12 @@ def step_values(
     manifest: Optional[JSONObject],
     held: HeldStep,
     windows: Sequence[WindowLike],
+    config: Optional["RunConfig"] = None,
 ) -> tuple[dict[str, float], Optional[str]]:
-    """({field: value} of the step's known summary values, the Miles key of its reward or None)."""
+    """({field: value} of the step's known summary values, the Miles key of its reward or None).
+
+    `config`: the run's configuration, resolved once per run by the caller (`run_config`); else here.
+    """
     from harness.board.translate import DERIVED_FIELDS
     from harness.summary.frames import read_frame
     from harness.summary.notes import RunNotes
@@ -62,7 +67,7 @@ def step_values(
         notes=[],
         directory=None,
     )
-    frame = read_frame(capture)
+    frame = read_frame(capture, config)
     built = build_rows(frame, RunNotes())
     table = built.table
     position = len(table) - 1
@@ -73,6 +78,15 @@ def step_values(
             continue
         values[name] = float(value)  # bools (clean) as 0 or 1
     return values, built.reward_key
+
+
+def run_config(run: str, manifest: Optional[JSONObject]) -> "RunConfig":
+    """The run's filter, B, O and n from its manifest, as the summary resolves them (once per run)."""
+    from harness.summary.notes import RunNotes
+    from harness.summary.run_config import resolve_config
+
+    capture = RunCapture(run, None, manifest, None, _columns([]), [], [], None)
+    return resolve_config(capture, RunNotes())
 
 
 def _step(row: JSONObject) -> Optional[int]:

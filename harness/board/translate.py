@@ -39,6 +39,7 @@ from harness.times import parse_time_us
 if TYPE_CHECKING:
     from harness.capture.writer import Event
     from harness.jsontypes import JSONObject, JSONValue
+    from harness.summary.run_config import RunConfig
 
 STATE_TAG = RUN_PREFIX + "state"
 SKIPPED_TAG = RUN_PREFIX + "skipped"
@@ -129,6 +130,7 @@ class RunBoard:
     _last_wall: dict[str, float] = field(default_factory=dict)  # per kind of record, so files may interleave
     _held: list[_Held] = field(default_factory=list)
     _reward_source: Optional[str] = None
+    _config: Optional[tuple[Optional[JSONObject], "RunConfig"]] = None  # (for which manifest, the run's config)
 
     @property
     def seed(self) -> Optional[int]:
@@ -245,9 +247,13 @@ class RunBoard:
         return all(w.end_us is not None for w in self._windows.values() if w.start_us < rollout_end_us)
 
     def _derived(self, held: _Held) -> list[Record]:
-        from harness.board.derive import step_values
+        from harness.board.derive import run_config, step_values
 
-        values, reward_key = step_values(self.run, self.started_at, self.manifest, held, self._windows_before(held))
+        if self._config is None or self._config[0] is not self.manifest:  # resolved once per manifest, not per step
+            self._config = (self.manifest, run_config(self.run, self.manifest))
+        values, reward_key = step_values(
+            self.run, self.started_at, self.manifest, held, self._windows_before(held), self._config[1]
+        )
         records: list[Record] = [
             Scalar(HARNESS_PREFIX + name, held.step, held.wall_time, value) for name, value in values.items()
         ]
