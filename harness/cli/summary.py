@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 
 def _fmt(value: Optional[float], digits: int) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    from harness.summary.sanity import number_text
+
+    return "-" if value is None else number_text(value, digits)
 
 
 @command("summarize")

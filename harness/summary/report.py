@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 from harness.capture import write_text_atomic
 from harness.summary.document import SummaryDocument
 from harness.summary.figures import figure_paths, reward_text, rollout_time_text
+from harness.summary.sanity import number_text
 
 REPORT_FILE_NAME = "report.md"
 CLEAN_DEFINITION = (
@@ -24,13 +25,13 @@ DASH = "-"
 
 
 def _num(value: Optional[float], digits: int, suffix: str = "") -> str:
-    return DASH if value is None else f"{value:.{digits}f}{suffix}"
+    return DASH if value is None else f"{number_text(value, digits)}{suffix}"
 
 
 def _int(value: Optional[float]) -> str:
     if value is None:
         return DASH
-    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e9 else number_text(value, 1)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
