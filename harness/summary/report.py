@@ -8,8 +8,11 @@ means null in the JSON (not logged or not applicable).
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import Optional, Sequence
+from urllib.parse import quote
 
 from harness.capture import write_text_atomic
 from harness.summary.document import SummaryDocument
@@ -22,6 +25,24 @@ CLEAN_DEFINITION = (
     'the clean median is the raw rollout time\'s median over the clean complete steps (docs/summary.md, "The rules").'
 )
 DASH = "-"
+
+
+_MARKDOWN = re.compile(r"[\\`*_\[\]|~#]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def markdown_text(text: str) -> str:
+    """Text from outside (a run or directory name, a note quoting one) as Markdown that shows it as written.
+
+    HTML's `<`, `>` and `&` become entities, so `<img src=x onerror=...>` is
+    text, never a tag; Markdown's marks (`` \\ ` * _ [ ] | ~ # ``) are
+    backslash-escaped, so no name makes emphasis, a link, a code span or a
+    table cell; control characters are escaped as `\\x1b` (a line break would
+    end a table row).
+    """
+    text = html.escape(text, quote=False)
+    text = _MARKDOWN.sub(lambda found: "\\" + found.group(0), text)
+    return _CONTROL.sub(lambda found: repr(found.group(0))[1:-1], text)
 
 
 def _num(value: Optional[float], digits: int, suffix: str = "") -> str:
@@ -57,7 +78,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
     if scaled:
         out.append(
             "Seconds are the trainer's (*trainer s*): for a simulated run, wall seconds = trainer seconds x its "
-            f"time scale, which is not 1 for {', '.join(scaled)}; the pause columns give both."
+            f"time scale, which is not 1 for {', '.join(map(markdown_text, scaled))}; the pause columns give both."
         )
     else:
         out.append(
@@ -74,7 +95,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         step_sum = agg.step_time_sum_s
         rows.append(
             [
-                name,
+                markdown_text(name),
                 summary.state,
                 "on" if summary.filter else "off",
                 _int(summary.rollout_batch_size),
@@ -122,7 +143,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             ["run", "min", "median", "max", "all right (total)", "all wrong (total)"],
             [
                 [
-                    n,
+                    markdown_text(n),
                     _int(agg.dropped_groups_min),
                     _int(agg.dropped_groups_median),
                     _int(agg.dropped_groups_max),
@@ -140,7 +161,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             ["run", "all right (total)", "all wrong (total)", "groups trained on"],
             [
                 [
-                    n,
+                    markdown_text(n),
                     _int(r.aggregates.zero_std_all_right_total),
                     _int(r.aggregates.zero_std_all_wrong_total),
                     _int(r.rollout_batch_size * r.aggregates.steps) if r.rollout_batch_size else DASH,
@@ -151,7 +172,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         out.append("")
 
     for comparison in document.comparisons:
-        run, baseline = comparison.run, comparison.baseline
+        run, baseline = markdown_text(comparison.run), markdown_text(comparison.baseline)
         out += [f"## {run} against {baseline}", ""]
         base_median = comparison.baseline_rollout_time_adjusted_median_s
         if comparison.by_batches:
@@ -162,7 +183,12 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             out += _table(
                 ["batches", "steps", f"median ({unit})", f"ratio to {baseline}"],
                 [
-                    [k, str(v.steps), _num(v.rollout_time_adjusted_median_s, 1), _num(v.ratio, 2, "x")]
+                    [
+                        markdown_text(str(k)),
+                        str(v.steps),
+                        _num(v.rollout_time_adjusted_median_s, 1),
+                        _num(v.ratio, 2, "x"),
+                    ]
                     for k, v in comparison.by_batches.items()
                 ],
             )
@@ -181,17 +207,17 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             ],
         )
         out.append("")
-        out += [f"**Verdict.** {reward.verdict}", ""]
+        out += [f"**Verdict.** {markdown_text(reward.verdict)}", ""]
         for note in comparison.notes:
-            out.append(f"- {note}")
+            out.append(f"- {markdown_text(note)}")
         if comparison.notes:
             out.append("")
-        paths = figure_paths(Path("."), run)
+        paths = figure_paths(Path("."), comparison.run)
         for key, text in (("rollout_time", rollout_time_text), ("reward", reward_text)):
-            title, caption = text(document, comparison)
+            title, caption = map(markdown_text, text(document, comparison))
             name = paths[key].name
             if figure_dir is None or (Path(figure_dir) / name).exists():
-                out += [f"![{title}]({name})", "", f"*{title}.* {caption}", ""]
+                out += [f"![{title}]({quote(name)})", "", f"*{title}.* {caption}", ""]
     if not document.comparisons:
         out += ["No run has a `compare` block, so there are no comparisons or figures.", ""]
 
@@ -199,9 +225,9 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
     if noted or document.skipped:
         out += ["## Notes", ""]
         for name, notes in noted:
-            out += [f"- **{name}**: {note}" for note in notes]
+            out += [f"- **{markdown_text(name)}**: {markdown_text(note)}" for note in notes]
         for skipped in document.skipped:
-            out.append(f"- skipped `{skipped.directory}`: {skipped.reason}")
+            out.append(f"- skipped {markdown_text(skipped.directory)}: {markdown_text(skipped.reason)}")
         out.append("")
     return "\n".join(out)
 
