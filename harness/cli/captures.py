@@ -111,10 +111,12 @@ def logs(
     capture_dir: CaptureDirOrSim = None,
     sim: SimCapturesOption = False,
 ) -> None:
-    """Print a run's container.log (the trainer's output as the harness received it)."""
+    """Print a run's container.log (the trainer's output as the harness received it; control characters escaped,
+    as everything from outside is shown: the file keeps them)."""
     import sys
 
     from harness.capture import Capture, RunAttempts, find_capture
+    from harness.cli.messages import shown
     from harness.errors import HarnessError
     from harness.run.capture_ops import follow_log, live_capture
 
@@ -128,7 +130,7 @@ def logs(
     else:
         capture = live_capture(capture)
     for line in follow_log(capture, follow=follow):
-        sys.stdout.write((line if timestamps else line.split(" ", 1)[-1]) + "\n")
+        sys.stdout.write(shown(line if timestamps else line.split(" ", 1)[-1]) + "\n")
         sys.stdout.flush()
 
 

@@ -184,13 +184,15 @@ def probe_command(
 
 def render_probe(found: Any) -> None:
     """NVML's answers per GPU, then the thermal zones, then what `auto` would pick."""
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
+
+    from harness.cli.messages import outside
 
     console = stdout()
     if found.nvml is None:
         why = (found.nvml_error or "?").removeprefix("NVML: ")
-        console.print(f"NVML: [red]unavailable[/red]: {escape(why)}")
+        console.print(Text.assemble("NVML: ", ("unavailable", "red"), outside(f": {why}")))
     else:
         console.print(
             f"NVML: driver {found.nvml.driver_version or '?'}, NVML {found.nvml.nvml_version or '?'}, "
@@ -198,7 +200,7 @@ def render_probe(found: Any) -> None:
         )
         for device in found.nvml.devices:
             table = Table(
-                title=f"GPU {device.index}: {escape(device.name or '?')} {escape(device.uuid or '')}",
+                title=outside(f"GPU {device.index}: {device.name or '?'} {device.uuid or ''}"),
                 title_justify="left",
                 box=None,
                 pad_edge=False,
@@ -207,12 +209,12 @@ def render_probe(found: Any) -> None:
                 table.add_column(header, no_wrap=True)
             for query, result in device.queries.items():
                 style = STATUS_STYLE.get(result.status, "red")
-                table.add_row(query, f"[{style}]{escape(result.status)}[/{style}]", _value(query, result.value))
+                table.add_row(outside(query), outside(result.status, style), outside(_value(query, result.value)))
             console.print(table)
         console.print("memory info: not queried (NOT_SUPPORTED on GB10; the guard never needs it)")
     if found.zones:
         table = Table(
-            title=f"thermal zones under {escape(str(found.thermal_root))}",
+            title=outside(f"thermal zones under {found.thermal_root}"),
             title_justify="left",
             box=None,
             pad_edge=False,
@@ -220,14 +222,16 @@ def render_probe(found: Any) -> None:
         for header in ("zone", "type", "temperature"):
             table.add_column(header, no_wrap=True)
         for zone in found.zones:
-            reading = f"{zone.temp_c:.1f} C" if zone.temp_c is not None else f"[red]{escape(zone.error or '?')}[/red]"
-            table.add_row(zone.zone, escape(zone.type), reading)
+            reading = outside(f"{zone.temp_c:.1f} C") if zone.temp_c is not None else outside(zone.error or "?", "red")
+            table.add_row(outside(zone.zone), outside(zone.type), reading)
         console.print(table)
     else:
-        console.print(f"thermal zones: none under {escape(str(found.thermal_root))}")
+        console.print(f"thermal zones: none under {found.thermal_root}")
     readable = found.readable_by()
     if readable:
-        console.print(f"sensor auto picks: [bold]{readable[0]}[/bold] (readable: {', '.join(readable)})")
+        console.print(
+            Text.assemble("sensor auto picks: ", (readable[0], "bold"), f" (readable: {', '.join(readable)})")
+        )
 
 
 def _value(query: str, value: Any) -> str:

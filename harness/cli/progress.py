@@ -184,11 +184,11 @@ class PlainReporter:
         self._lock = threading.Lock()
 
     def _say(self, text: str) -> None:
-        from harness.cli.messages import output_width
+        from harness.cli.messages import output_width, shown
 
         width = self.width or output_width(False, 0)
         with self._lock:
-            for line in _fitted(text, width):
+            for line in _fitted(shown(text), width):
                 self.stream.write(line + "\n")
             self.stream.flush()
 
@@ -334,7 +334,8 @@ class RichReporter(PlainReporter):
     def _render(self) -> Any:
         from rich.progress_bar import ProgressBar
         from rich.table import Table
-        from rich.text import Text
+
+        from harness.cli.messages import outside
 
         now, now_us = self.now(), _now_us()
         wide = self.console.width >= 110
@@ -359,14 +360,14 @@ class RichReporter(PlainReporter):
             )
             state = "paused" if view.reading is not None and view.reading.paused else view.state
             cells = [
-                Text(run),
-                Text(state, style="bold red" if state == "paused" else ""),
+                outside(run),
+                outside(state, style="bold red" if state == "paused" else ""),
                 bar,
                 format_left(view.left_s(now)) if view.state == "running" else "",
-                Text(heat_text(view.reading, now_us)),
+                outside(heat_text(view.reading, now_us)),
             ]
             if wide:
-                cells.append(Text(describe_step(view.last) if view.last else "-"))
+                cells.append(outside(describe_step(view.last) if view.last else "-"))
             table.add_row(*cells)
         return table
 

@@ -70,17 +70,23 @@ def summarize_command(
             )
         )
         return
+    from rich.text import Text
+
+    from harness.cli.messages import outside
+
     _print_runs(document)
     console = stdout()
     for comparison in document.comparisons:  # a paragraph: wrapped at words in a terminal, one line piped
         console.print(
-            f"[bold]{escape(comparison.run)}[/bold] against {escape(comparison.baseline)}: "
-            f"{escape(comparison.reward.verdict)}",
+            Text.assemble(
+                outside(comparison.run, "bold"),
+                outside(f" against {comparison.baseline}: {comparison.reward.verdict}"),
+            ),
             overflow="ignore",
         )
-    console.print(f"wrote {escape(str(published.summary_path))}")
+    console.print(f"wrote {str(published.summary_path)}")
     for path in published.figures:
-        console.print(f"wrote {escape(str(path))}")
+        console.print(f"wrote {str(path)}")
     if published.figures_unchanged:
         console.print(f"{len(published.figures_unchanged)} figures unchanged (their inputs are the same)")
 
@@ -90,12 +96,6 @@ def _sim_hint(capture_dir: Path, sim: bool) -> str:
     if sim or Path(capture_dir) == SIM_CAPTURE_DIR:
         return ""
     return f"; did you mean --sim ({SIM_CAPTURE_DIR}, where simulated runs are captured)?"
-
-
-def escape(text: str) -> str:
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
 
 
 def _print_runs(document: "SummaryDocument") -> None:
@@ -155,10 +155,10 @@ def report_command(
     )
     console = stdout()
     for path in published.figures:
-        console.print(f"wrote {escape(str(path))}")
+        console.print(f"wrote {str(path)}")
     if published.figures_unchanged:
         console.print(f"{len(published.figures_unchanged)} figures unchanged (their inputs are the same)")
-    console.print(f"wrote {escape(str(published.report))}")
+    console.print(f"wrote {str(published.report)}")
 
 
 @command("export")
@@ -221,7 +221,7 @@ def export_command(
     path = out if out is not None else default_export_path(where, format_)
     path = writing(path, lambda: export_steps(document, path, format_))
     rows = sum(len(run.steps) for run in document.runs.values())
-    stdout().print(f"wrote {escape(str(path))} ({rows} rows of {len(document.runs)} runs)")
+    stdout().print(f"wrote {str(path)} ({rows} rows of {len(document.runs)} runs)")
 
 
 @command("plan")
@@ -333,8 +333,8 @@ def _summarized_runs(capture_dir: Path, names: List[str], hint: str = "") -> dic
 
 
 def _print_plan(result: Any) -> None:
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     console = stdout()
     b, k = result.rollout_batch_size, result.keep_rate
@@ -357,7 +357,7 @@ def _print_plan(result: Any) -> None:
     console.print(f"B = {b} groups kept per step; target P(one batch) >= {result.target:g}")
     table = Table(box=None, pad_edge=False)
     for header in ("O", "P(one batch)", "E[batches]", "E[prompts]", "prompts / B"):
-        table.add_column(escape(header), justify="right")
+        table.add_column(Text(header), justify="right")
     candidates = list(result.candidates)
     shown = candidates
     if len(candidates) > 20:  # every candidate is in --json; the table keeps the shape readable
@@ -374,11 +374,9 @@ def _print_plan(result: Any) -> None:
     console.print(table)
     best = candidates[-1]
     console.print(
-        escape(
-            f"recommended: --over-sampling-batch-size {result.recommended} "
-            f"(P(one batch) {best.p_one_batch:.4f}, E[batches] {best.expected_batches:.3f}, "
-            f"{best.expected_prompts / b:.2f}x the prompts of one batch of B)"
-        )
+        f"recommended: --over-sampling-batch-size {result.recommended} "
+        f"(P(one batch) {best.p_one_batch:.4f}, E[batches] {best.expected_batches:.3f}, "
+        f"{best.expected_prompts / b:.2f}x the prompts of one batch of B)"
     )
     for s in result.simulated:
         console.print(
