@@ -341,7 +341,13 @@ class RichReporter(PlainReporter):
         wide = self.console.width >= 110
         left = self.sweep_left_s() if len(self.runs) > 1 else None
         title = self.title + (f", {format_left(left)} left in all" if left is not None else "")
-        table = Table(box=None, pad_edge=False, title=title or None, title_justify="left", collapse_padding=True)
+        table = Table(
+            box=None,
+            pad_edge=False,
+            title=outside(title) if title else None,
+            title_justify="left",
+            collapse_padding=True,
+        )
         for name, justify in (
             ("run", "left"),
             ("state", "left"),

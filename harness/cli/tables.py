@@ -101,7 +101,9 @@ def _table(
         collapse_padding=True,
     )  # GAP wide: a space of padding and a one-space rule
     for column, width in zip(columns, widths):
-        table.add_column(column.header, justify=column.justify, width=width, no_wrap=not column.wrap, overflow="fold")
+        table.add_column(
+            outside(column.header), justify=column.justify, width=width, no_wrap=not column.wrap, overflow="fold"
+        )
     for row in rows:
         table.add_row(*row)
     return table
