@@ -117,3 +117,19 @@ def test_any_name_is_shown_as_written_with_its_controls_escaped(name):
     assert outside(name).plain == shown(name)
     # rich's Text drops a few controls itself (\r, \a...); what it keeps is escaped
     assert outside_renderable(Text(name)).plain == shown(Text(name).plain)
+
+
+NAMES = st.lists(st.sampled_from([*CONTROL, "[", "]", "/", "=", "bold", "red", " ", "\\", "é", "x", "-"])).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(NAMES, NAMES), min_size=1, max_size=4), st.booleans())
+def test_any_names_in_a_table_are_shown_as_written(rows, terminal):
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=terminal, width=100, color_system=None)
+    print_table(console, [Column("run"), Column("reason", wrap=True)], rows)
+    text = out.getvalue()
+    assert not any(c in text for c in CONTROL if c != "\n")
+    flat = "".join(text.split())
+    for run, _reason in rows:
+        assert "".join(shown(run).split()) in flat  # a run's cell is never wrapped, never markup
