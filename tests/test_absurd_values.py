@@ -105,3 +105,12 @@ def test_tables_and_the_report_show_huge_numbers_at_a_sane_width(tmp_path):
     result = runner.invoke(app, ["summarize", "--capture-dir", str(tmp_path), "--no-figures"], env={"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     assert "1.0e+300" in result.output and "0" * 50 not in result.output
+
+
+def test_figure_captions_in_the_report_show_huge_numbers_at_a_sane_width(tmp_path):
+    write_run(tmp_path, "b", [0.5, 0.5, 0.5, 0.5], rm_type="remote_rm")
+    write_run(tmp_path, "r", [0.5, 0.5, 0.5, 0.5], rm_type="remote_rm", compare={"baseline": "b"})
+    metrics = tmp_path / "b" / "metrics.jsonl"
+    metrics.write_text(metrics.read_text().replace('"perf/rollout_time": 50.0', '"perf/rollout_time": 1e300'))
+    report = render_report(summarize(tmp_path))
+    assert "median 1.0e+300 s" in report and "0" * 50 not in report
