@@ -133,3 +133,15 @@ def test_any_names_in_a_table_are_shown_as_written(rows, terminal):
     flat = "".join(text.split())
     for run, _reason in rows:
         assert "".join(shown(run).split()) in flat  # a run's cell is never wrapped, never markup
+
+
+@pytest.mark.integration  # a process in a pseudo-terminal
+def test_logs_on_a_terminal_escape_the_trainer_s_control_characters_and_piped_keep_them(tmp_path):
+    from support.terminal import in_terminal
+
+    write_run(tmp_path, "r")
+    (tmp_path / "r" / "container.log").write_text("2026-11-29T12:00:00.000000Z \x1b]0;pwned\x07\x1b[2Jwiped\n")
+    output = in_terminal(["logs", "r", "--capture-dir", str(tmp_path)], columns=120)
+    assert "\\x1b]0;pwned\\x07\\x1b[2Jwiped" in output
+    piped = runner.invoke(app, ["logs", "r", "--capture-dir", str(tmp_path)])
+    assert piped.exit_code == 0 and piped.stdout == "\x1b]0;pwned\x07\x1b[2Jwiped\n"  # a copy of the file, as written
