@@ -189,11 +189,19 @@ def iter_jsonl(
         notes.append(str(err))
 
 
-def last_jsonl(path: Path, notes: list[str], *, tail_bytes: int = TAIL_BYTES) -> Optional[JSONObject]:
-    """The last whole JSON object line of a JSONL file, reading only its last `tail_bytes` (None if none there).
+def last_jsonl(
+    path: Path,
+    notes: list[str],
+    *,
+    tail_bytes: int = TAIL_BYTES,
+    where: Optional[Callable[[JSONObject], bool]] = None,
+) -> Optional[JSONObject]:
+    """The last whole JSON object line of a JSONL file (`where`: the last one it accepts), reading only its last
+    `tail_bytes` (None if none there).
 
-    A torn last line (the writer stopped mid-line) and lines that are not
-    JSON objects are passed over for the line before them.
+    A torn last line (the writer stopped mid-line, or a power-off left NUL
+    bytes) and lines that are not JSON objects are passed over for the line
+    before them.
     """
     try:
         fd = _open_regular(path)
@@ -219,7 +227,7 @@ def last_jsonl(path: Path, notes: list[str], *, tail_bytes: int = TAIL_BYTES) ->
             obj = loads_json(raw)
         except ValueError:
             continue
-        if isinstance(obj, dict):
+        if isinstance(obj, dict) and (where is None or where(obj)):
             return obj
     return None
 

@@ -115,6 +115,11 @@ class _RayReporter(NullReporter):
         if self.say_skips and decision.action == "skip":
             self.view.note(f"{decision.run} skipped: {decision.reason}")
 
+    def cooling(self, run: str, reading: Any) -> None:
+        """A cooled start's end, above the board (its nodes forward it the same way)."""
+        if reading.outcome is not None:
+            self.view.note(f"{run}: heat guard: {reading.describe()}")
+
 
 def run_on_ray(plans: Sequence["Planned"], *, address: str, options: "RunOptions", single: bool) -> ExitCode:
     """Run `plans` on the Ray cluster at `address`, deciding and saying so as `run` and `sweep` do here; exit 0 only

@@ -110,14 +110,22 @@ class ExperimentStore:
             raise HarnessError(f"{path}: name: {sweep.name!r} does not match the file name {name!r}")
         return sweep
 
-    def load(self, name: str, *, seed: Optional[int] = None, overrides: Sequence[str] = ()) -> Loaded:
-        """Resolve `extends`, apply `--set` overrides and the seed, validate everything."""
+    def load(
+        self, name: str, *, seed: Optional[int] = None, overrides: Sequence[str] = (), sweep: Optional[str] = None
+    ) -> Loaded:
+        """Resolve `extends`, apply a sweep file's `guard` block (`sweep`: its name), the `--set` overrides and the
+        seed, validate everything."""
         chain = self._chain(name)
         merged: RawMapping = {}
         for _, data in reversed(chain):
             merged = deep_merge(merged, data)
         merged.pop("extends", None)
         child_path, child_data = chain[0]
+        if sweep is not None:
+            sweep_path = self.path(sweep)
+            layer: RawMapping = {"guard": dict(self.load_sweep(sweep).guard)}
+            merged = deep_merge(merged, layer)
+            chain = [(sweep_path, layer), *chain]  # so a bad key of the sweep's guard block is named in its file
         if "extends" in child_data:
             merged["extends"] = child_data["extends"]
         assignments = parse_set(overrides)
@@ -130,6 +138,8 @@ class ExperimentStore:
             """Where the key at `loc` was set, for messages: `--set KEY=VALUE`, else `FILE: key`."""
             keys = tuple(str(part) for part in loc)
             key = key_text(keys)
+            if seed is not None and keys[:1] == ("seed",):
+                return "--seed"  # given on the command line, for this run only
             for override in reversed(assignments):
                 shared = min(len(keys), len(override.path))
                 if shared and keys[:shared] == override.path[:shared]:

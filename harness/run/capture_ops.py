@@ -152,7 +152,7 @@ def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> s
     An open window of a run its engine says is not frozen (its close line
     could not be written) is no pause: `harness recover` closes it.
     """
-    last = last_jsonl(capture.guard_path, [])
+    last = last_jsonl(capture.guard_path, [], where=lambda obj: "temp_c" in obj)  # a sample, not a watch line
     temp = last.get("temp_c") if last is not None else None
     if not isinstance(temp, (int, float)) or isinstance(temp, bool):
         temp = None

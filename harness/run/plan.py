@@ -191,8 +191,10 @@ def plan_runs(
     environ: dict[str, str],
     sim: Optional[SimTarget] = None,
     variant: Optional[str] = None,
+    sweep: Optional[str] = None,
 ) -> list[Planned]:
-    """Every run of experiment `name` over `seeds` (the file's own seed when none); on the simulator with `sim`.
+    """Every run of experiment `name` over `seeds` (the file's own seed when none); on the simulator with `sim`;
+    with the `guard` block of the sweep file named `sweep` over the experiment's.
 
     `variant`: the runs go under that run name (`<variant>`, `<variant>-s<k>`) instead of the experiment's, so a
     configuration changed with `--set` has a capture of its own beside the experiment's.
@@ -202,7 +204,7 @@ def plan_runs(
     plans = []
     own_seed: list[Optional[int]] = [None]
     for seed in list(seeds) or own_seed:
-        loaded = store.load(name, seed=seed, overrides=overrides)
+        loaded = store.load(name, seed=seed, overrides=overrides, sweep=sweep)
         experiment = loaded.experiment if sim is None else simulated(loaded.experiment, sim)
         spec = plan_launch(
             experiment,

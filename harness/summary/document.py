@@ -187,6 +187,7 @@ class RunSummary:
     steps_expected: Optional[int] = None
     reward_key: Optional[str] = None
     config_sources: dict[str, str] = field(default_factory=dict)
+    start_temp_c: Optional[float] = None  # the hottest watched temperature as the run started (manifest guard.start)
 
 
 @dataclass

@@ -282,7 +282,8 @@ def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
 FIGURE_OBSERVERS: ContextVar[tuple[Callable[[Path, "Figure"], None], ...]] = ContextVar("figure_observers", default=())
 
 
-def _save(figure: Figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:
+def save_svg(figure: Figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:
+    """Write `figure` as SVG (text as text, no date), with its title, caption and fingerprint as metadata."""
     import io
 
     for observe in FIGURE_OBSERVERS.get():
@@ -387,14 +388,15 @@ def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = Fa
             if not force and _fingerprint_of(path) == stamp.encode():
                 rendered.unchanged.append(path)
                 continue
-            _use_agg()
+            use_agg()
             out_dir.mkdir(parents=True, exist_ok=True)
-            rendered.drawn.append(_save(draw(document, comparison), path, *text(document, comparison), stamp))
+            rendered.drawn.append(save_svg(draw(document, comparison), path, *text(document, comparison), stamp))
     return rendered
 
 
 @functools.lru_cache(maxsize=1)
-def _use_agg() -> None:
+def use_agg() -> None:
+    """matplotlib's Agg backend, once: figures are files, never windows."""
     import matplotlib
 
     matplotlib.use("Agg")

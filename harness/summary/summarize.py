@@ -101,6 +101,7 @@ def summarize_run(capture: RunCapture) -> RunResult:
         steps_expected=frame.steps_expected,
         reward_key=rows.reward_key,
         config_sources=config.sources,
+        start_temp_c=frame.start_temp_c,
     )
     compare = CompareBlock(frame.baseline, frame.baselines) if frame.baseline is not None else None
     return RunResult(capture.name, summary, compare, flagged=notes.flags > 0, conditions=frame.conditions)
