@@ -14,6 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.capture import RunState, RunStatus
+from harness.run.decide import Decision, decide
 from support.terminal import ANSI, BOX, in_terminal, piped
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -146,6 +148,10 @@ def test_summarize_piped_is_plain_with_one_line_per_run(lab_copy):
     assert rows["plain"][1:4] == ["succeeded", "off", "4/4"], out
 
 
+def status_of(state: str, error: str) -> RunStatus:
+    return RunStatus("r", "r-1", RunState(state), 1, "2026-11-30T07:00:00Z", "2026-11-30T07:01:00Z", 12, 0, error)
+
+
 def sweep_results() -> list:
     def result(run: str, action: str, state: str | None, reason: str) -> SimpleNamespace:
         status = (
@@ -155,7 +161,7 @@ def sweep_results() -> list:
             if state
             else None
         )
-        return SimpleNamespace(decision=SimpleNamespace(run=run, action=action, reason=reason), status=status)
+        return SimpleNamespace(decision=Decision(run, action, reason), status=status)
 
     return [
         result(
@@ -206,11 +212,18 @@ def test_a_run_of_the_sweep_that_ran_says_how_it_ended_never_why_it_was_started(
     assert sweep_reason(ran) == "exited 0 early"  # no_metrics: its own error, not "no capture yet"
     assert sweep_reason(skipped) == "succeeded at 2026-11-30 07:00 (run id plain-48-s1-4e5f); --force reruns it"
     assert sweep_reason(never) == "not started"
-    succeeded = SimpleNamespace(
-        decision=SimpleNamespace(run="r", action="run", reason="no capture yet"),
-        status=SimpleNamespace(state="succeeded", attempt=3, error=None, exit_code=0),
-    )
+    done = SimpleNamespace(state="succeeded", attempt=3, error=None, exit_code=0)
+    succeeded = SimpleNamespace(decision=Decision("r", "run", "no capture yet"), status=done)
     assert sweep_reason(succeeded) == "ran as attempt 3"
+    # a reason about the earlier attempt stays true after the run, and says why it ran
+    retried = decide("r", "r-1", status_of("failed", "out of memory"), mode="retry")
+    assert sweep_reason(SimpleNamespace(decision=retried, status=done)) == (
+        "ran as attempt 3; --retry reruns it: it was failed (out of memory)"
+    )
+    never = decide("r", "r-1", status_of("not_started", "no image"), mode="cached")
+    assert sweep_reason(SimpleNamespace(decision=never, status=done)) == (
+        "ran as attempt 3; its last attempt never started (no image)"
+    )
 
 
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "piped"])

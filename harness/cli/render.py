@@ -56,8 +56,8 @@ def sweep_reason(result: "SweepResult") -> str:
         return "not started"
     if status.state == "succeeded":
         ran = f"ran as attempt {status.attempt}" if status.attempt else "ran"
-        # A retry's reason is about the earlier attempt ("it was failed (...)"): still true, and why it ran.
-        return f"{ran}; {result.decision.reason}" if result.decision.reason.startswith("--retry") else ran
+        # A reason about the earlier attempt ("it was failed (...)") is still true, and says why it ran.
+        return f"{ran}; {result.decision.reason}" if result.decision.about_earlier else ran
     return status.error or f"exit code {status.exit_code}"
 
 

@@ -31,6 +31,8 @@ class Decision:
     action: Literal["run", "skip"]
     reason: str
     refused: bool = False  # a skip that fails the command: the run asked for cannot be had as it was asked
+    # The reason speaks of the earlier attempt only ("it was failed (...)"), so it stays true once the run has run.
+    about_earlier: bool = False
 
     def not_started(self) -> str:
         """One line for a refusal: which run, and why (the reason says what to do)."""
@@ -65,7 +67,9 @@ def decide(
     if status is None:
         return Decision(run, "run", "no capture yet")
     if status.state == RunState.NOT_STARTED:
-        return Decision(run, "run", f"its last attempt never started ({status.error or 'no reason recorded'})")
+        return Decision(
+            run, "run", f"its last attempt never started ({status.error or 'no reason recorded'})", about_earlier=True
+        )
     if status.state == RunState.RUNNING:
         return Decision(
             run,
@@ -97,7 +101,10 @@ def decide(
     if status.state in RERUN_ON_RETRY:
         if mode == "retry":
             return Decision(
-                run, "run", f"--retry reruns it: it was {status.state} ({status.error or 'no reason recorded'})"
+                run,
+                "run",
+                f"--retry reruns it: it was {status.state} ({status.error or 'no reason recorded'})",
+                about_earlier=True,
             )
         return Decision(run, "skip", f"was {status.state} ({status.error or 'no reason recorded'}); --retry reruns it")
     return Decision(run, "skip", f"unknown state {status.state!r} in its status.json")
