@@ -170,6 +170,45 @@ def _all_finite(value: PyValue) -> bool:
     return True
 
 
+# ---- evaluations skipped, and the noise lines ------------------------------------
+
+SKIPPED_MARKER = " skipped: "
+_EVAL_SKIPPED = re.compile(r"(?:^| - )eval (-?\d{1,18}) skipped: ")
+
+# Lines Miles prints that are no metric, no dump, no failure: recognised, counted, never parsed.
+# ft: the fault-tolerance `ft key=value ...` lines around each gather; progress: tqdm bars;
+# first_rollout_sample / finish_rollout: the rollout's sample lines (model text: anything may be in them).
+NOISE_KINDS = ("ft", "progress", "first_rollout_sample", "finish_rollout")
+NOISE_MARKERS = ("First rollout sample", "Finish rollout", "%|", "ft ")
+_FT = re.compile(r"(?:^| - )ft [A-Za-z_][A-Za-z0-9_.]{0,80}=")
+_PROGRESS = re.compile(r"\d{1,3}%\|[^|\n]{0,200}\| ?\d")
+
+
+def read_eval_skipped(segment: str) -> tuple[int, str] | None:
+    """(N, reason) from `eval N skipped: REASON`, or None."""
+    if SKIPPED_MARKER not in segment:
+        return None
+    m = _EVAL_SKIPPED.search(segment)
+    if m is None:
+        return None
+    return int(m.group(1)), segment[m.end() :].strip()
+
+
+def noise_kind(body: str) -> str | None:
+    """Which noise line this is (one of NOISE_KINDS), or None. `body` has no Ray prefix and no ANSI codes."""
+    if not body or body[0] in " \t":
+        return None  # a traceback's frame or a dump's line, never noise
+    if "First rollout sample" in body:
+        return "first_rollout_sample"
+    if "Finish rollout" in body:
+        return "finish_rollout"
+    if "%|" in body and _PROGRESS.search(body):
+        return "progress"
+    if "ft " in body and _FT.search(body):
+        return "ft"
+    return None
+
+
 # ---- the launch line and failures -------------------------------------------
 
 LAUNCH_MARKER = "Running entrypoint for job "
@@ -221,6 +260,21 @@ def exception_line(text: str) -> bool:
 def is_oom(text: str) -> bool:
     """True when an exception line says the process ran out of memory."""
     return "OutOfMemory" in text or "out of memory" in text.lower()
+
+
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([A-Za-z0-9_.]{1,300})'")
+_NO_ATTRIBUTE = re.compile(r"AttributeError: module '([A-Za-z0-9_.]{1,300})' has no attribute '([A-Za-z0-9_]{1,200})'")
+
+
+def missing_path(exception: str, path: str) -> bool:
+    """True when an exception line says dotted `path` cannot be loaded: its module, a package above it, or the
+    name in its module is missing (`ModuleNotFoundError: No module named ...`, `AttributeError: module ...`)."""
+    m = _NO_MODULE.search(exception)
+    if m is not None:
+        module = m.group(1)
+        return path.startswith(module + ".")
+    m = _NO_ATTRIBUTE.search(exception)
+    return m is not None and f"{m.group(1)}.{m.group(2)}" == path
 
 
 def job_failed(text: str) -> str | None:

@@ -29,7 +29,12 @@ Merging, per rollout id N:
   line and belong to its step. Megatron prints each step line twice: a
   repeat of M with the same payload is dropped; a repeat with other values
   adds its new keys (conflicts are problems);
-- `eval N` lines make evaluation records, apart from the training steps;
+- `eval N` lines make evaluation records, apart from the training steps,
+  and so does `eval N skipped: REASON` (the record's `skipped`);
+- the noise lines Miles prints (`ft key=value` lines, tqdm bars, "First
+  rollout sample", "Finish rollout": `lines.noise_kind`) are counted by kind
+  (`noise`, a carriage return's segments each) and never parsed, so model
+  text in a sample line can never read as a metric, a dump or a failure;
 - a line for a step that has already been emitted is a problem, not a change.
 
 `finish()` emits the steps still open, marked incomplete. Step lines still
@@ -46,8 +51,11 @@ from typing import BinaryIO, Iterable, Protocol, TypeGuard
 
 from harness.mileslog.derive import derive_step_values
 from harness.mileslog.keys import ends_step, is_rollout_side
+from harness.mileslog.keys import filter_path
 from harness.mileslog.lines import (
     LAUNCH_MARKER,
+    NOISE_MARKERS,
+    SKIPPED_MARKER,
     TRACEBACK_MARKER,
     MetricLine,
     argument_marker,
@@ -55,7 +63,10 @@ from harness.mileslog.lines import (
     find_metric,
     is_oom,
     job_failed,
+    missing_path,
+    noise_kind,
     read_argument,
+    read_eval_skipped,
     read_launch,
     read_metric,
     split_ray_prefix,
@@ -65,10 +76,11 @@ from harness.mileslog.pyrepr import PyDict, PyValue
 from harness.mileslog.records import EvalRecord, Failure, Metrics, ParsedLog, Problem, StepRecord
 from harness.times import format_time_us, split_time_prefix
 
-# A line holding none of these is noise unless an argument dump or a traceback is open.
+# A line holding none of these is skipped unless an argument dump or a traceback is open.
 # `feed` tests them on the str; `_scan` finds them in the bytes (the first one as a
-# `{` preceded by `: `: finding one byte is several times faster than three).
-MARKERS = (": {", " arguments -", LAUNCH_MARKER, TRACEBACK_MARKER, "' failed")
+# `{` preceded by `: `: finding one byte is several times faster than three). The last
+# ones find `eval N skipped` and the noise lines Miles prints, so they are counted.
+MARKERS = (": {", " arguments -", LAUNCH_MARKER, TRACEBACK_MARKER, "' failed", SKIPPED_MARKER, *NOISE_MARKERS)
 _OTHER_MARKERS = tuple(marker.encode() for marker in MARKERS[1:])
 
 # An argument dump or a traceback that goes this many lines without a line of
@@ -140,6 +152,7 @@ class LogParser:
         self._exception: Failure | None = None
         self._job_failed: Failure | None = None
         self._problems: list[Problem] = []
+        self._noise: dict[str, int] = {}
 
     # ---- what has been read so far --------------------------------------------------
 
@@ -169,15 +182,29 @@ class LogParser:
 
     @property
     def failure(self) -> Failure | None:
-        """{"kind", "line", "line_number"} of what ended the run, or None.
+        """{"kind", "line", "line_number"[, "reason"]} of what ended the run, or None.
 
         The last exception line of a traceback after the last metric line (an
         out-of-memory one outranks a later other one, which is usually its
         consequence); else a `Job '...' failed` line. A traceback followed by
-        metric lines was survived and is not the run's failure.
+        metric lines was survived and is not the run's failure. An exception
+        that says the run's filter path cannot be loaded (Miles imports it at
+        the first rollout) is `missing_filter`, its reason naming the path.
         """
         found = self._exception or self._job_failed
-        return None if found is None else found.copy()
+        if found is None:
+            return None
+        found = found.copy()
+        path = filter_path(self._args, self._launch) if found["kind"] == "exception" else None
+        if path is not None and missing_path(found["line"], path):
+            found["kind"] = "missing_filter"
+            found["reason"] = f"the image's Miles has no {path}"
+        return found
+
+    @property
+    def noise(self) -> dict[str, int]:
+        """The noise lines recognised so far, by kind (`lines.NOISE_KINDS`)."""
+        return dict(self._noise)
 
     @property
     def problems(self) -> list[Problem]:
@@ -196,6 +223,7 @@ class LogParser:
             failure=self.failure,
             problems=self.problems,
             lines=self._line_no,
+            noise=self.noise,
         )
 
     # ---- feeding ----------------------------------------------------------------------
@@ -213,6 +241,11 @@ class LogParser:
             and LAUNCH_MARKER not in line
             and TRACEBACK_MARKER not in line
             and "' failed" not in line
+            and SKIPPED_MARKER not in line
+            and "First rollout sample" not in line
+            and "Finish rollout" not in line
+            and "%|" not in line
+            and "ft " not in line
         ):
             return []
         return self._process(line, n)
@@ -297,6 +330,8 @@ class LogParser:
             and LAUNCH_MARKER not in line
             and TRACEBACK_MARKER not in line
             and "' failed" not in line
+            and SKIPPED_MARKER not in line
+            and not any(marker in line for marker in NOISE_MARKERS)
         ):
             return []  # a dict that is not a metric (memory dumps): nothing else to look at
         out: list[StepRecord] = []
@@ -322,8 +357,17 @@ class LogParser:
         return out
 
     def _segment(self, segment: str, stamp: int | None, n: int, out: list[StepRecord]) -> None:
-        head = find_metric(segment)
         source, body = split_ray_prefix(segment)
+        noise = noise_kind(body)
+        if noise is not None:
+            self._noise[noise] = self._noise.get(noise, 0) + 1
+            return
+        head = find_metric(segment)
+        if head is None and SKIPPED_MARKER in body:
+            skipped = read_eval_skipped(body)
+            if skipped is not None:
+                self._eval_skipped(skipped[0], skipped[1], stamp, n)
+                return
         if head is not None:
             self._tracebacks.pop(source, None)
             self._exception = None  # metrics after a traceback: the run survived it
@@ -476,6 +520,14 @@ class LogParser:
             return
         record.lines.append(n)
         self._merge_keys(record.metrics, payload, f"eval {ident}", n, None, None, None)
+
+    def _eval_skipped(self, ident: int, reason: str, stamp_ns: int | None, n: int) -> None:
+        record = self._evals.get(ident)
+        if record is None:
+            stamp = None if stamp_ns is None else format_time_us(stamp_ns // 1000)
+            record = self._evals[ident] = EvalRecord(ident, stamp, {}, [])
+        record.lines.append(n)
+        record.skipped = reason
 
     def _emit(self, step: _OpenStep, complete: bool) -> StepRecord:
         metrics = step.metrics

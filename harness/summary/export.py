@@ -26,7 +26,7 @@ RUN_COLUMNS = ("run", "experiment", "seed")
 COLUMNS = RUN_COLUMNS + ROW_KEYS
 FLOAT_COLUMNS = frozenset(FLOAT_ROW_KEYS)
 BOOL_COLUMNS = frozenset({"complete", "clean"})
-TEXT_COLUMNS = frozenset({"run", "experiment"})
+TEXT_COLUMNS = frozenset({"run", "experiment", "reward_source"})
 PYARROW_HINT = (
     "parquet needs pyarrow: `make setup` installs it (or pip install 'miles-gb10-lab[export]'); "
     "--format csv needs nothing more"
