@@ -50,8 +50,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, Protocol, TypeGuard
 
 from harness.mileslog.derive import derive_step_values
-from harness.mileslog.keys import ends_step, is_rollout_side
-from harness.mileslog.keys import filter_path
+from harness.mileslog.keys import ends_step, filter_path, is_rollout_side
 from harness.mileslog.lines import (
     LAUNCH_MARKER,
     NOISE_MARKERS,
