@@ -63,12 +63,23 @@ def test_the_lab_argv_runs_unchanged_and_the_parser_reads_what_the_sim_meant() -
         assert record.derived["dropped_all_right"] == log.result.dropped.get("zero_std_1", 0)
         assert record.derived["zero_std_all_right"] is None  # filter on: no zero-std counts
     assert parsed.launch == ["python3", "train.py", *argv]
+    assert parsed.args is None  # the lab's --train-backend fsdp: Megatron's argument check never runs, no dump
+    assert "(FSDPTrainRayActor pid=" in stream.getvalue()
+    assert parsed.noise == {"ft": 24, "first_rollout_sample": 12, "progress": 120, "finish_rollout": 12}
+
+
+def test_megatron_prints_the_argument_dump_the_parser_reads_back() -> None:
+    argv = [*read_base_args(), *FILTER_EXTRA, "--train-backend", "megatron"]
+    stream = io.StringIO()
+    simulate(argv, stream=stream)
+    parsed = parse_lines(stream.getvalue().splitlines())
     config = parse_argv(argv)
+    assert parsed.problems == [] and parsed.failure is None
     assert parsed.args == dict(config.dump)
     assert parsed.args["rollout_batch_size"] == 32 and parsed.args["over_sampling_batch_size"] == 48
     assert parsed.args["dynamic_sampling_filter_path"] == CURRENT_FILTER_PATH
     assert parsed.args["colocate"] is True and parsed.args["hf_checkpoint"] == "/data/models/Qwen3-0.6B"
-    assert "(FSDPTrainRayActor pid=" in stream.getvalue()  # the lab's --train-backend fsdp
+    assert "(MegatronTrainRayActor pid=" in stream.getvalue()
 
 
 def test_a_plain_run_prints_zero_std_counts_and_no_drops() -> None:

@@ -88,6 +88,8 @@ def render_parsed_log(parsed: Any) -> None:
         console.print(
             f"[red]failure ({failure['kind']}) at line {failure['line_number']}:[/red] {escape(failure['line'])}"
         )
+        if "reason" in failure:
+            console.print(f"  {escape(failure['reason'])}")
     if parsed.problems:
         console.print(f"[yellow]{len(parsed.problems)} problem(s):[/yellow]")
         for problem in parsed.problems[:10]:
