@@ -187,9 +187,7 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def rollout_side_metrics(
-    result: RolloutResult, n_samples: int = 8, unfiltered: bool = True
-) -> dict[str, float]:
+def rollout_side_metrics(result: RolloutResult, n_samples: int = 8, unfiltered: bool = True) -> dict[str, float]:
     """The rollout-side `perf N` keys that do not depend on the clock, in Miles's order.
 
     Drop reasons and zero-variance counts appear only for values that occurred,

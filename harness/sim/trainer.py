@@ -295,7 +295,9 @@ class SimRun:
                 out.log(None, "train.py:88", f"eval {step} skipped: no --eval-prompt-data given")
             else:
                 name = config.eval_prompt_data.split()[0]
-                out.metric(rollout_actor, "metrics.py:120", "eval", step, {f"eval/{name}": log.rollout["rollout/raw_reward"]})
+                out.metric(
+                    rollout_actor, "metrics.py:120", "eval", step, {f"eval/{name}": log.rollout["rollout/raw_reward"]}
+                )
         return log
 
 
