@@ -162,6 +162,27 @@ def test_without_args_json_the_trainer_argv_is_read_and_said(tmp_path):
     assert any("args.json missing" in n and "trainer_argv" in n for n in doc["notes"])
 
 
+def test_an_fsdp_run_without_args_json_is_the_normal_case_and_gets_no_note(tmp_path):
+    # Megatron's argument check prints the dump; the FSDP backend (the lab's) never does: the launch line is the source
+    argv = [
+        "python3",
+        "train.py",
+        "--train-backend",
+        "fsdp",
+        "--rollout-batch-size",
+        "16",
+        "--n-samples-per-prompt",
+        "4",
+    ]
+    doc = summary_of(write_capture(tmp_path, "f", [step(0, 100, {"perf/rollout_time": 1.0})], argv=argv))
+    assert (doc["rollout_batch_size"], doc["n_samples_per_prompt"]) == (16, 4)
+    assert doc["config_sources"]["rollout_batch_size"] == "trainer_argv"
+    assert not any("args.json" in n for n in doc["notes"])
+    megatron = [*argv[:3], "megatron", *argv[4:]]
+    doc = summary_of(write_capture(tmp_path, "m", [step(0, 100, {"perf/rollout_time": 1.0})], argv=megatron))
+    assert any("args.json missing" in n for n in doc["notes"])  # Megatron prints one: its absence is worth a note
+
+
 def test_filter_path_none_string_in_args_means_off_even_if_argv_says_on(tmp_path):
     argv = ["python3", "train.py", "--dynamic-sampling-filter-path", "x.y"]
     doc = summary_of(write_capture(tmp_path, "p", [step(0, 100, {})], args=PLAIN_ARGS, argv=argv))

@@ -18,9 +18,11 @@ if TYPE_CHECKING:  # annotations only: `harness parse-log` and `--help` need not
     from harness.run.decide import Decision
 
 
-def step_summary(record: Any, filter_on: Optional[bool] = False) -> dict[str, Any]:
-    """The few numbers a person watches per step, from a step record (the reward by `keys.step_reward`)."""
+def step_summary(record: Any, filter_on: Optional[bool] = False, batch: Optional[int] = None) -> dict[str, Any]:
+    """The few numbers a person watches per step, from a step record (the reward by `keys.reward_reading`:
+    printed, or derived given B where Miles does not print it)."""
     metrics, derived = record.metrics, record.derived or {}
+    reading = keys.reward_reading(metrics, filter_on, batch)
     return {
         "step": record.step,
         "complete": record.complete,
@@ -30,7 +32,8 @@ def step_summary(record: Any, filter_on: Optional[bool] = False) -> dict[str, An
         "dropped_wrong": derived.get("dropped_all_wrong") or 0,
         "zero_std_right": derived.get("zero_std_all_right"),
         "zero_std_wrong": derived.get("zero_std_all_wrong"),
-        "reward": keys.step_reward(metrics, filter_on),
+        "reward": reading.value,
+        "reward_source": reading.source,
     }
 
 
@@ -48,7 +51,8 @@ def describe_step(summary: dict[str, Any]) -> str:
         )
     elif summary["zero_std_right"] is not None:
         parts.append(f"zero-variance {summary['zero_std_right']} right, {summary['zero_std_wrong']} wrong")
-    parts.append(f"reward {_num(summary['reward'], '.3f')}")
+    derived = " (derived)" if summary.get("reward_source") == keys.DERIVED else ""
+    parts.append(f"reward {_num(summary['reward'], '.3f')}{derived}")
     return " | ".join(parts)
 
 
@@ -93,6 +97,7 @@ class _RunView:
 
     spec: "LaunchSpec"
     filter_on: Optional[bool]
+    batch: Optional[int] = None  # B, for a reward derived where Miles does not print it
     t0: float = field(default_factory=time.monotonic)
     reading: Optional["GuardReading"] = None  # the heat guard's, while the run is guarded
     last: Optional[dict[str, Any]] = None
@@ -119,7 +124,8 @@ class PlainReporter:
             self.stream.flush()
 
     def _start(self, spec: "LaunchSpec") -> _RunView:
-        view = _RunView(spec, keys.filter_setting(None, spec.trainer_argv)[0])
+        argv = spec.trainer_argv
+        view = _RunView(spec, keys.filter_setting(None, argv)[0], keys.rollout_batch_size(None, argv))
         self.runs[spec.run] = self.current = view
         return view
 
@@ -141,7 +147,7 @@ class PlainReporter:
 
     def step(self, run: str, record: "StepRecord", steps_complete: int) -> None:
         view = self.runs.get(run)
-        summary = step_summary(record, view.filter_on if view else False)
+        summary = step_summary(record, view.filter_on if view else False, view.batch if view else None)
         expected = view.spec.steps_expected if view else "?"
         label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
         elapsed = _elapsed(time.monotonic() - view.t0) if view else "-"
@@ -211,7 +217,7 @@ class RichReporter(PlainReporter):
     def step(self, run: str, record: "StepRecord", steps_complete: int) -> None:
         view = self.runs.get(run)
         if view is not None:
-            view.last, view.steps_complete = step_summary(record, view.filter_on), steps_complete
+            view.last, view.steps_complete = step_summary(record, view.filter_on, view.batch), steps_complete
 
     def guard(self, run: str, reading: "GuardReading") -> None:
         view = self.runs.get(run)
