@@ -5,13 +5,12 @@ each Miles: the write-up's main (08752a12: both filter paths, prints the
 unfiltered reward, its commit recorded as `make image` records it) and the
 public snapshot of August 2026 (only the older filter path, no unfiltered
 reward, a version and no commit). They run with `gpus: none`; a refusal
-happens before any capture is made, in well under 30 s.
+happens before any capture is made (how fast: bench/image_preflight.py).
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +88,7 @@ def nothing_made(lab: Lab, run: str) -> bool:
 @pytest.mark.docker
 def test_a_missing_filter_path_is_refused_in_one_line_in_seconds(docker_lab: Lab, fake_miles: dict) -> None:
     run = docker_lab.experiment("wrongmiles", image=fake_miles["public"], extra=filter_flags(FILTER_PATH))
-    started = time.monotonic()
-    result = docker_lab.cli("run", run)
-    elapsed = time.monotonic() - started
+    result = docker_lab.cli("run", run)  # its time: bench/image_preflight.py
     assert result.exit_code == 2, result.output
     assert result.stderr.count("\n") == 1
     line = result.stderr
@@ -101,7 +98,6 @@ def test_a_missing_filter_path_is_refused_in_one_line_in_seconds(docker_lab: Lab
     assert f"set --dynamic-sampling-filter-path {FILTER_PATH_PUBLIC} in the experiment" in line  # fix 1
     assert "build the image from Miles 08752a12 (`make image MILES_COMMIT=08752a12`)" in line  # fix 2
     assert nothing_made(docker_lab, run)
-    assert elapsed < 30, f"the refusal took {elapsed:.1f} s"
 
 
 @pytest.mark.docker

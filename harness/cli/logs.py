@@ -43,6 +43,8 @@ def render_parsed_log(parsed: Any) -> None:
     from harness.mileslog import keys
 
     filter_on, source = parsed.filter_setting()
+    batch = parsed.rollout_batch_size()
+    derived_steps = 0
     for header in (
         "step",
         "complete",
@@ -58,6 +60,8 @@ def render_parsed_log(parsed: Any) -> None:
     for record in parsed.steps:
         metrics, derived = record.metrics, record.derived
         drops = keys.drops_known(filter_on, metrics)  # as the summary: "-" (null) without the filter, never 0
+        reading = keys.reward_reading(metrics, filter_on, batch)
+        derived_steps += reading.source == keys.DERIVED
         table.add_row(
             str(record.step),
             "yes" if record.complete else "[yellow]no[/yellow]",
@@ -66,7 +70,7 @@ def render_parsed_log(parsed: Any) -> None:
             _number(derived["dropped_all_wrong"] if drops else None, "{}"),
             _number(derived["zero_std_all_right"], "{}"),
             _number(derived["zero_std_all_wrong"], "{}"),
-            _number(keys.step_reward(metrics, filter_on), "{:.3f}"),
+            _number(reading.value, "{:.3f}") + (" (derived)" if reading.source == keys.DERIVED else ""),
             _number(keys.step_time(metrics)[0], "{:.1f}"),
         )
     console.print(table)
@@ -77,6 +81,13 @@ def render_parsed_log(parsed: Any) -> None:
     else:
         state = "filter on" if filter_on else "no filter"
         console.print(f"reward: {keys.reward_key(filter_on)} ({state}, from the {source})")
+    if derived_steps:
+        console.print(
+            f"reward derived in {derived_steps} step(s): this Miles does not print {keys.RAW_REWARD_UNFILTERED}, "
+            f"so it is {keys.RAW_REWARD} x B plus each dropped group's reward, over B plus the dropped groups"
+        )
+    if parsed.noise:
+        console.print("noise lines: " + ", ".join(f"{kind} {count}" for kind, count in sorted(parsed.noise.items())))
     if parsed.launch is not None:
         import shlex
 
