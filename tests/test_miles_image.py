@@ -71,7 +71,7 @@ def test_a_miles_named_by_its_commit_and_one_without_any_name() -> None:
 
 def test_an_image_without_miles_is_not_judged() -> None:
     check = ImageCheck("x", found=False, paths={FILTER_PATH: "ModuleNotFoundError: No module named 'miles'"})
-    assert judge("fake:test", check, [PathFlag(FILTER_FLAG, FILTER_PATH)]) == []
+    assert judge("miles-gb10-lab/fake:test", check, [PathFlag(FILTER_FLAG, FILTER_PATH)]) == []
 
 
 class Prober:

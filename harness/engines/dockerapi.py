@@ -78,7 +78,7 @@ class DockerApi:
             headers = {"Host": "docker"}
             data = None
             if body is not None:
-                data = json.dumps(body).encode()
+                data = json.dumps(body, allow_nan=False).encode()
                 headers["Content-Type"] = "application/json"
             connection.request(method, path, body=data, headers=headers)
             response = connection.getresponse()
