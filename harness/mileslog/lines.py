@@ -180,8 +180,7 @@ _EVAL_SKIPPED = re.compile(r"(?:^| - )eval (-?\d{1,18}) skipped: ")
 # first_rollout_sample / finish_rollout: the rollout's sample lines (model text: anything may be in them).
 NOISE_KINDS = ("ft", "progress", "first_rollout_sample", "finish_rollout")
 NOISE_MARKERS = ("First rollout sample", "Finish rollout", "%|", "ft ")
-_FT = re.compile(r"(?:^| - )ft [A-Za-z_][A-Za-z0-9_.]{0,80}=")
-_PROGRESS = re.compile(r"\d{1,3}%\|[^|\n]{0,200}\| ?\d")
+_FT = re.compile(r"(?:^|[ )])ft [A-Za-z_][A-Za-z0-9_.]{0,80}=")
 
 
 def read_eval_skipped(segment: str) -> tuple[int, str] | None:
@@ -194,19 +193,45 @@ def read_eval_skipped(segment: str) -> tuple[int, str] | None:
     return int(m.group(1)), segment[m.end() :].strip()
 
 
-def noise_kind(body: str) -> str | None:
-    """Which noise line this is (one of NOISE_KINDS), or None. `body` has no Ray prefix and no ANSI codes."""
-    if not body or body[0] in " \t":
-        return None  # a traceback's frame or a dump's line, never noise
-    if "First rollout sample" in body:
+def noise_kind(text: str) -> str | None:
+    """Which noise line this is (one of NOISE_KINDS), or None: substring tests, and one anchored pattern for `ft`.
+
+    `text` may still carry its Docker timestamp and Ray prefix. A traceback's
+    frame or a dump's line (indented, once the prefixes are gone) is checked
+    by the caller, which passes only what is no such line.
+    """
+    if "First rollout sample" in text:
         return "first_rollout_sample"
-    if "Finish rollout" in body:
+    if "Finish rollout" in text:
         return "finish_rollout"
-    if "%|" in body and _PROGRESS.search(body):
+    if "%|" in text:
         return "progress"
-    if "ft " in body and _FT.search(body):
+    if "ft " in text and _FT.search(text):
         return "ft"
     return None
+
+
+_FT_LINES = re.compile(_FT.pattern, re.MULTILINE)
+_FT_BYTES = re.compile(_FT.pattern.encode(), re.MULTILINE)
+_COUNTED = (("First rollout sample", "first_rollout_sample"), ("Finish rollout", "finish_rollout"), ("%|", "progress"))
+_COUNTED_BYTES = tuple((marker.encode(), kind) for marker, kind in _COUNTED)
+
+
+def count_noise(text: str) -> dict[str, int]:
+    """The noise in lines nothing else reads, by kind: each kind's marker counted where it occurs (a tqdm line of
+    three renders joined by carriage returns is three), `ft key=` where it starts a line or follows a space."""
+    found = {kind: text.count(marker) for marker, kind in _COUNTED if marker in text}
+    if "ft " in text:
+        found["ft"] = len(_FT_LINES.findall(text))
+    return {kind: n for kind, n in found.items() if n}
+
+
+def count_noise_bytes(buf: bytes, start: int, stop: int) -> dict[str, int]:
+    """`count_noise` of buf[start:stop] (whole lines) without decoding it: the same counts."""
+    found = {kind: buf.count(marker, start, stop) for marker, kind in _COUNTED_BYTES}
+    if buf.find(b"ft ", start, stop) >= 0:
+        found["ft"] = sum(1 for _ in _FT_BYTES.finditer(buf, start, stop))
+    return {kind: n for kind, n in found.items() if n}
 
 
 # ---- the launch line and failures -------------------------------------------

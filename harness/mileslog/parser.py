@@ -63,6 +63,8 @@ from harness.mileslog.lines import (
     is_oom,
     job_failed,
     missing_path,
+    count_noise,
+    count_noise_bytes,
     noise_kind,
     read_argument,
     read_eval_skipped,
@@ -75,11 +77,11 @@ from harness.mileslog.pyrepr import PyDict, PyValue
 from harness.mileslog.records import EvalRecord, Failure, Metrics, ParsedLog, Problem, StepRecord
 from harness.times import format_time_us, split_time_prefix
 
-# A line holding none of these is skipped unless an argument dump or a traceback is open.
-# `feed` tests them on the str; `_scan` finds them in the bytes (the first one as a
-# `{` preceded by `: `: finding one byte is several times faster than three). The last
-# ones find `eval N skipped` and the noise lines Miles prints, so they are counted.
-MARKERS = (": {", " arguments -", LAUNCH_MARKER, TRACEBACK_MARKER, "' failed", SKIPPED_MARKER, *NOISE_MARKERS)
+# A line holding none of these is not read unless an argument dump or a traceback is open;
+# its noise markers (lines.NOISE_MARKERS) are only counted. `feed` tests them on the str;
+# `_scan` finds them in the bytes (the first one as a `{` preceded by `: `: finding one byte
+# is several times faster than three) and counts the noise of the lines between in bulk.
+MARKERS = (": {", " arguments -", LAUNCH_MARKER, TRACEBACK_MARKER, "' failed", SKIPPED_MARKER)
 _OTHER_MARKERS = tuple(marker.encode() for marker in MARKERS[1:])
 
 # An argument dump or a traceback that goes this many lines without a line of
@@ -91,6 +93,19 @@ STALE_LINES = 2000
 FINISHED_TRACEBACK_LINES = 50
 
 CHUNK_BYTES = 1 << 23
+_NOISE_BYTES = tuple(marker.encode() for marker in NOISE_MARKERS)
+
+
+def _unread(line: str) -> bool:
+    """True for a line that holds none of MARKERS: nothing in it is read (its noise is counted)."""
+    return (
+        ": {" not in line
+        and " arguments -" not in line
+        and LAUNCH_MARKER not in line
+        and TRACEBACK_MARKER not in line
+        and "' failed" not in line
+        and SKIPPED_MARKER not in line
+    )
 
 
 @dataclass
@@ -203,7 +218,7 @@ class LogParser:
     @property
     def noise(self) -> dict[str, int]:
         """The noise lines recognised so far, by kind (`lines.NOISE_KINDS`)."""
-        return dict(self._noise)
+        return {kind: found for kind, found in self._noise.items() if found}
 
     @property
     def problems(self) -> list[Problem]:
@@ -297,6 +312,9 @@ class LogParser:
     def _scan(self, buf: bytes, end: int, out: list[StepRecord]) -> None:
         """Process the complete lines of buf[:end] (end is just past a newline)."""
         find, count, rfind = buf.find, buf.count, buf.rfind
+        # Every line's noise is counted here at once, as if nothing read it; a line `_process` sees has its own
+        # taken back first, and `_process` counts it as `feed` would.
+        self._add_noise(count_noise_bytes(buf, 0, end), 1)
         # Next occurrence of `: {` and of each other marker; -1 means "look again".
         next_at = [-1] * (1 + len(_OTHER_MARKERS))
         pos = 0
@@ -314,13 +332,29 @@ class LogParser:
             stop = find(b"\n", start, end)
             n += 1
             self._line_no = n
-            done = self._process(buf[start:stop].decode("utf-8", "replace"), n)
+            line = buf[start:stop]
+            if _NOISE_BYTES[0] in line or _NOISE_BYTES[1] in line or _NOISE_BYTES[2] in line or b"ft " in line:
+                self._add_noise(count_noise_bytes(line, 0, len(line)), -1)
+            done = self._process(line.decode("utf-8", "replace"), n)
             if done:
                 out.extend(done)
             pos = stop + 1
         self._line_no = n
 
+    def _count_noise(self, line: str) -> None:
+        """Count the noise in a line nothing reads: each noise marker's occurrences (`lines.count_noise`)."""
+        if any(marker in line for marker in NOISE_MARKERS):
+            for kind, found in count_noise(line).items():
+                self._noise[kind] = self._noise.get(kind, 0) + found
+
+    def _add_noise(self, counts: dict[str, int], sign: int) -> None:
+        for kind, found in counts.items():
+            self._noise[kind] = self._noise.get(kind, 0) + sign * found
+
     def _process(self, line: str, n: int) -> list[StepRecord]:
+        if self._idle and _unread(line):
+            self._count_noise(line)  # a noise line: counted, never read (ANSI codes or not, as `_scan` counts it)
+            return []
         if (
             self._idle
             and "\x1b" not in line
@@ -330,9 +364,9 @@ class LogParser:
             and TRACEBACK_MARKER not in line
             and "' failed" not in line
             and SKIPPED_MARKER not in line
-            and not any(marker in line for marker in NOISE_MARKERS)
         ):
-            return []  # a dict that is not a metric (memory dumps): nothing else to look at
+            self._count_noise(line)  # a noise line, or a dict that is not a metric (memory dumps): nothing to read
+            return []
         out: list[StepRecord] = []
         # The Docker time as integer nanoseconds; written out only for the metric lines that keep it.
         stamp, text = split_time_prefix(line.rstrip("\r\n"))
@@ -357,7 +391,7 @@ class LogParser:
 
     def _segment(self, segment: str, stamp: int | None, n: int, out: list[StepRecord]) -> None:
         source, body = split_ray_prefix(segment)
-        noise = noise_kind(body)
+        noise = noise_kind(body) if body[:1] not in (" ", "\t") else None  # never a frame or a dump line
         if noise is not None:
             self._noise[noise] = self._noise.get(noise, 0) + 1
             return
