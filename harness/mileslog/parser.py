@@ -32,9 +32,11 @@ Merging, per rollout id N:
 - `eval N` lines make evaluation records, apart from the training steps,
   and so does `eval N skipped: REASON` (the record's `skipped`);
 - the noise lines Miles prints (`ft key=value` lines, tqdm bars, "First
-  rollout sample", "Finish rollout": `lines.noise_kind`) are counted by kind
-  (`noise`, a carriage return's segments each) and never parsed, so model
-  text in a sample line can never read as a metric, a dump or a failure;
+  rollout sample", "Finish rollout") are counted by kind (`noise`) and never
+  parsed: in a line nothing else reads, each kind's marker where it occurs
+  (`lines.count_noise`: a tqdm line of three renders is three); in a line
+  that is read, each segment by `lines.noise_kind` before anything else, so
+  model text in a sample line can never read as a metric, a dump or a failure;
 - a line for a step that has already been emitted is a problem, not a change.
 
 `finish()` emits the steps still open, marked incomplete. Step lines still
