@@ -138,7 +138,7 @@ class DockerEngine:
     def __init__(self, client: Optional[DockerClient] = None, api: Optional[DockerApi] = None) -> None:
         self._client = client
         self._api = api
-        self._image_facts: dict[str, JSONObject] = {}  # image -> what its preflight found
+        self._image_facts: dict[str, JSONObject] = {}  # run id -> what its image preflight found
 
     @property
     def client(self) -> DockerClient:
@@ -187,7 +187,7 @@ class DockerEngine:
         config = info.get("Config")
         labels = config.get("Labels") if isinstance(config, dict) else None
         if isinstance(labels, dict) and labels.get(milesimage.SIM_LABEL) == "1":
-            self._image_facts[spec.image] = milesimage.check_facts(None, reason="the simulator's own image")
+            self._image_facts[spec.run_id] = milesimage.check_facts(None, reason="the simulator's own image")
             return []
         flags = milesimage.path_flags(spec.trainer_argv)
 
@@ -203,12 +203,12 @@ class DockerEngine:
             spec.image, str(info.get("Id") or spec.image), milesimage.paths_to_probe(flags), run_probe
         )
         facts = milesimage.check_facts(outcome.check, reason=outcome.reason, cached=outcome.cached)
-        self._image_facts[spec.image] = facts
+        self._image_facts[spec.run_id] = facts
         return milesimage.judge(spec.image, outcome.check, flags) if outcome.check is not None else []
 
     def image_facts(self, spec: LaunchSpec) -> Optional[JSONObject]:
         """What the image preflight found for `spec`'s image (asked now if `preflight` has not), for the manifest."""
-        if spec.image not in self._image_facts:
+        if spec.run_id not in self._image_facts:
             api = self._api or DockerApi()
             try:
                 info = api.image_inspect(spec.image)
@@ -217,7 +217,7 @@ class DockerEngine:
             if info is None:
                 return None
             self._check_image(api, spec, info)
-        return self._image_facts.get(spec.image)
+        return self._image_facts.get(spec.run_id)
 
     # --- start, find -----------------------------------------------------------------------------
 
