@@ -14,13 +14,18 @@ SEEDS ?= 1 2 3
 SIM ?=
 SIM_TIME_SCALE ?=
 sim_on := $(filter-out 0 no false,$(SIM))
-SIM_FLAGS = $(if $(sim_on),--sim $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_SCALE)))
+# SIM_ENGINE=docker|process: what runs the simulator (empty: Docker where the sim image is, else a process);
+# CI's smoke job says docker, so a run that fell back to a process fails rather than proving nothing of the image.
+SIM_ENGINE ?=
+SIM_FLAGS = $(if $(sim_on),--sim $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_SCALE)) $(if $(SIM_ENGINE),--sim-engine $(SIM_ENGINE)))
 # run, sweep and demo: FORCE=1 reruns a run whose capture succeeded (--force); ARGS=
 # passes more flags to run and sweep, e.g. ARGS="--max-minutes 30 --set steps=4".
 FORCE ?=
 ARGS ?=
 # NAME=: run (or sweep) the configuration under a run name of its own (--name), e.g. a variant with ARGS="--set ...".
 NAME ?=
+# PARALLEL=N: a sweep's runs N at a time where they take no GPU; on the simulator every seed at once by default.
+PARALLEL ?= $(if $(sim_on),$(words $(SEEDS)))
 force_on := $(filter-out 0 no false,$(FORCE))
 RUN_FLAGS = $(SIM_FLAGS) $(if $(force_on),--force) $(if $(NAME),--name '$(NAME)') $(ARGS)
 # The smoke run's captures stay apart from the lab's, so no summary of capture/gpu or
@@ -62,24 +67,24 @@ demo: ## the whole pipeline on the simulator: 6 runs with heat pauses, summary, 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,export,cluster]'
+	$(BIN)/pip install -q -e '.[dev,export,cluster,board,wandb]'
 	@touch $@
 
 # Said on `make setup` and `make test`, the README's first steps; other targets stay quiet.
 VENV_HINT := harness is installed in $(VENV): run $(BIN)/harness, or 'source $(VENV)/bin/activate' to put harness on PATH
-setup: $(BIN)/harness ## create .venv and install the harness with its test and lint tools and Ray (for --ray)
+setup: $(BIN)/harness ## create .venv and install the harness with its test and lint tools, Ray (--ray), TensorBoard and W&B
 	@$(if $(filter setup test,$(MAKECMDGOALS)),echo "$(VENV_HINT)",:)
 
 test: setup ## run the whole test suite, as CI does (the Docker tests run where an engine answers)
 	$(BIN)/pytest -q
 
-# The fast tier: every test not marked docker, gpu, ray or integration, on TEST_WORKERS workers
+# The fast tier: every test not marked docker, gpu, ray, integration or browser, on TEST_WORKERS workers
 # (pytest-xdist), each property test searching a fifth of its examples (tests/support/properties.py).
 # Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: without it pytest rewrites the asserts
 # of every test module again on every run, seconds of the budget.
 TEST_WORKERS ?= 2
-FAST_TIER = not (docker or gpu or ray or integration)
-test-fast: setup ## the fast tier: the tests not marked docker, gpu, ray or integration, under 30 s on 2 cores
+FAST_TIER = not (docker or gpu or ray or integration or browser)
+test-fast: setup ## the fast tier: the tests not marked docker, gpu, ray, integration or browser, under 30 s on 2 cores
 	@SECONDS=0; env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(TEST_WORKERS) --hypothesis-profile=fast \
 		-m "$(FAST_TIER)" && echo "make test-fast: done in $$SECONDS s"
 
@@ -118,8 +123,8 @@ data: setup ## download the model and the data set into data/ (or MILES_LAB_DATA
 run: setup $(if $(sim_on),sim-ready) ## run one experiment on the GPU: make run EXP=e2b-dapo-filter (SIM=1, FORCE=1, NAME=, ARGS=...)
 	$(HARNESS) run $(EXP) $(RUN_FLAGS)
 
-sweep: setup $(if $(sim_on),sim-ready) ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3" (SIM=1, FORCE=1, NAME=, ARGS=...)
-	$(HARNESS) sweep $(EXP) --seeds $(SEEDS) $(RUN_FLAGS)
+sweep: setup $(if $(sim_on),sim-ready) ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3" (SIM=1, FORCE=1, NAME=, PARALLEL=, ARGS=...)
+	$(HARNESS) sweep $(EXP) --seeds $(SEEDS) $(if $(PARALLEL),--parallel $(PARALLEL)) $(RUN_FLAGS)
 
 status: setup ## every capture: state, steps, pauses, exit code (SIM=1: the simulator's)
 	$(HARNESS) status $(if $(sim_on),--sim)

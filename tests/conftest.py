@@ -108,6 +108,8 @@ def session_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                 patch.delenv(name)
         patch.setenv("XDG_STATE_HOME", str(root / "state"))
         patch.setenv("HARNESS_LOCK_DIR", str(root / "locks"))
+        # Messages are read whole here; the tests of how they fit a width (test_cli_widths) set their own.
+        patch.setenv("COLUMNS", os.environ.get("HARNESS_TEST_COLUMNS", "1000"))
         yield root
 
 

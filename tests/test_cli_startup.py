@@ -1,4 +1,4 @@
-"""`harness --help`, `ls` and `--dry-run` must not import Docker, pandas, matplotlib or NVML."""
+"""`harness --help`, `ls` and `--dry-run` must not import Docker, pandas, matplotlib, NVML, TensorBoard or W&B."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parent.parent
-HEAVY = ("docker", "pandas", "matplotlib", "pynvml", "numpy")
+HEAVY = ("docker", "pandas", "matplotlib", "pynvml", "numpy", "tensorboardX", "tensorboard", "wandb", "tbparse")
 
 PROBE = """
 import sys

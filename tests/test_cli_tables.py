@@ -6,25 +6,18 @@ columns; the piped ones read its stdout through a pipe.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
 import re
 import shutil
-import struct
-import subprocess
-import sys
-import termios
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from support.terminal import ANSI, BOX, in_terminal, piped
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LAB = REPO_ROOT / "tests" / "data" / "captures" / "lab"
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-BOX = re.compile("[\u2500-\u257f]")  # box-drawing characters
 
 RUNS = {  # run -> (state, steps, exit code)
     "e2b-dapo-filter-s3": ("succeeded", "12/12", "0"),
@@ -32,47 +25,6 @@ RUNS = {  # run -> (state, steps, exit code)
     "e6a-base": ("interrupted", "3/12", "-"),
     "plain": ("failed", "0/12", "1"),
 }
-
-
-def harness_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR")}
-    return {**env, "PYTHONPATH": str(REPO_ROOT), "TERM": "xterm-256color"}
-
-
-def in_terminal(argv: list[str], columns: int = 80, cwd: Path = REPO_ROOT) -> str:
-    """The command's output in a pseudo-terminal `columns` wide, escape sequences removed."""
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "harness", *argv],
-        cwd=cwd,
-        env=harness_env(),
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        close_fds=True,
-    )
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the command has ended and closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(leader)
-    assert process.wait(timeout=60) == 0, b"".join(chunks).decode()
-    return ANSI.sub("", b"".join(chunks).decode().replace("\r\n", "\n"))
-
-
-def piped(argv: list[str], cwd: Path = REPO_ROOT) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", *argv], cwd=cwd, env=harness_env(), capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +61,11 @@ def test_status_at_80_columns_keeps_run_state_and_numbers_whole(table_captures):
     out = in_terminal(["status", "--capture-dir", str(table_captures)])
 
     assert_fits(out)
-    for run, (state, steps, exit_code) in RUNS.items():
+    for run, (state, steps, _) in RUNS.items():  # run, state, steps and duration stay; the rest go first
         row = next(line for line in out.splitlines() if re.search(rf"\b{re.escape(run)}\b", line))
-        assert re.search(rf"\s{state}\s+{steps}\s.*\s{re.escape(exit_code)}(\s|$)", row), (run, out)
+        assert re.search(rf"\s{state}\s+{steps}\s.*\s0:42:05(\s|$)", row), (run, out)
+    left_out = next(line for line in out.splitlines() if line.startswith("(left out to fit 80 columns: "))
+    assert "duration" not in left_out and "steps" not in left_out, out
 
 
 @pytest.mark.integration
@@ -142,9 +96,25 @@ def test_ls_piped_is_plain_with_one_line_per_experiment():
     assert not ANSI.search(out) and not BOX.search(out), out
     names = sorted(path.stem for path in (REPO_ROOT / "experiments").glob("*.yaml"))
     for name in names:
-        assert len([line for line in out.splitlines() if line.split()[:1] == [name]]) == 1, out
-    smoke = next(line for line in out.splitlines() if line.startswith("smoke "))
-    assert "e2b-dapo-filter" in smoke and "48 for 4" in smoke and "The GPU smoke test" in smoke
+        assert len([line for line in out.splitlines() if line.startswith(f"{name} ")]) == 1, out
+    assert_fits(out, 100)  # piped: 100 columns, a long description going on over indented lines
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("smoke "))
+    rest = [line for line in lines[first + 1 :]]
+    row = " ".join(
+        [
+            lines[first],
+            *[
+                line.strip()
+                for line in rest[: next((i for i, line in enumerate(rest) if not line.startswith(" ")), len(rest))]
+            ],
+        ]
+    )
+    assert (
+        "e2b-dapo-filter" in lines[first]
+        and "48 for 4" in lines[first]
+        and "The GPU smoke test" in " ".join(row.split())
+    )
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +148,13 @@ def test_summarize_piped_is_plain_with_one_line_per_run(lab_copy):
 
 def sweep_results() -> list:
     def result(run: str, action: str, state: str | None, reason: str) -> SimpleNamespace:
-        status = SimpleNamespace(state=state, steps_complete=12, steps_expected=12) if state else None
+        status = (
+            SimpleNamespace(
+                state=state, steps_complete=12, steps_expected=12, attempt=1, exit_code=0, error="exited 0 early"
+            )
+            if state
+            else None
+        )
         return SimpleNamespace(decision=SimpleNamespace(run=run, action=action, reason=reason), status=status)
 
     return [
@@ -219,6 +195,22 @@ def test_the_sweep_table_keeps_run_and_state_whole(terminal):
         assert len(rows) == 1 and re.search(rf"\s{re.escape(state)}\s", rows[0]), out
     if not terminal:
         assert any("--force reruns it" in line and "plain-48-s1" in line for line in out.splitlines()), out
+
+
+def test_a_run_of_the_sweep_that_ran_says_how_it_ended_never_why_it_was_started():
+    """Was: `interrupted 2/12 no capture yet` and `succeeded 12/12 no capture yet` in the sweep's final table."""
+    from harness.cli.render import sweep_reason
+
+    skipped, ran, never = sweep_results()
+
+    assert sweep_reason(ran) == "exited 0 early"  # no_metrics: its own error, not "no capture yet"
+    assert sweep_reason(skipped) == "succeeded at 2026-11-30 07:00 (run id plain-48-s1-4e5f); --force reruns it"
+    assert sweep_reason(never) == "not started"
+    succeeded = SimpleNamespace(
+        decision=SimpleNamespace(run="r", action="run", reason="no capture yet"),
+        status=SimpleNamespace(state="succeeded", attempt=3, error=None, exit_code=0),
+    )
+    assert sweep_reason(succeeded) == "ran as attempt 3"
 
 
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "piped"])

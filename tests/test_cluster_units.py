@@ -241,10 +241,10 @@ def test_the_board_says_each_run_its_host_step_and_pause_state() -> None:
     assert changes == [
         "plain-48-s2 on spark-2: starting, step 0/12, -",
         "plain-48-s2 on spark-2: running, step 0/12, -",
-        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 s (incl. pauses), reward 0.672, -",
-        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 s (incl. pauses), reward 0.672, "
+        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 trainer s, reward 0.672, -",
+        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 trainer s, reward 0.672, "
         "PAUSED since 12:03:04, 86.5 C",
-        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 s (incl. pauses), reward 0.672, 86.5 C",
+        "plain-48-s2 on spark-2: running, step 1/12, rollout 88.7 trainer s, reward 0.672, 86.5 C",
     ]
 
 
@@ -431,3 +431,31 @@ def test_the_driver_decides_with_the_configuration_changes_the_local_path_names(
     decisions = [event[2] for event in reporter.of("decided")]
     assert decisions == [run.decision] == [decide_on_capture(plan, "cached")]
     assert run.decision.refused and "steps 1 -> 3" in run.decision.reason
+
+
+@pytest.mark.integration
+def test_ray_s_own_lines_go_to_a_file_named_once_and_the_harness_s_stay_on_standard_error(tmp_path: Path) -> None:
+    """Was: a sweep whose node died printed the raylet's [state-dump] and (raylet) accessor.cc lines among its own."""
+    code = (
+        "import os, sys\n"
+        "from harness.cluster.connect import RAY_OUTPUT\n"
+        "path = RAY_OUTPUT.divert()\n"
+        "print(f'Ray logs to {path}', file=sys.stderr, flush=True)\n"
+        "os.write(2, b'[state-dump] NodeManager: (raylet) accessor.cc:123 lost\\n')\n"
+        "from harness.cli.app import warn\n"
+        "warn('a run of the harness')\n"
+        "RAY_OUTPUT.restore()\n"
+        "os.write(2, b'back on stderr\\n')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HARNESS_RAY_LOG_DIR": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    (log,) = tmp_path.glob("driver-*.log")
+    assert "[state-dump]" in log.read_text() and "[state-dump]" not in done.stderr
+    assert f"Ray logs to {log}" in done.stderr and "warning: a run of the harness" in done.stderr
+    assert done.stderr.rstrip().endswith("back on stderr")

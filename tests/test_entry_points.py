@@ -154,7 +154,7 @@ def test_help_shows_the_entry_points_as_typed(command, forms):
 
     assert done.exit_code == 0
     for form in forms:
-        assert form in done.output, form
+        assert form.rstrip() in done.output, form
 
 
 def test_captures_go_under_capture_sim_for_the_simulator_unless_a_directory_is_given(tmp_path):
@@ -280,6 +280,8 @@ def test_hosted_ci_runs_make_smoke_sim_after_the_tests():
     tests = next(i for i, run in enumerate(runs) if ".ci/run" in run)
     smoke = next(i for i, run in enumerate(runs) if "make smoke SIM=1" in run)
     assert tests < smoke
+    # Was: `make smoke SIM=1` passed with no Docker engine, on the process engine, proving nothing of the image.
+    assert "SIM_ENGINE=docker" in runs[smoke]
 
 
 def test_the_gpu_workflow_still_runs_make_smoke_on_the_gpu_runner_and_keeps_its_capture():
@@ -298,3 +300,11 @@ def test_the_hosted_workflow_keeps_the_simulated_smoke_capture_from_its_own_root
     upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@"))
 
     assert upload["with"]["path"].rstrip("/") == "capture/smoke/sim/smoke"
+
+
+@pytest.mark.integration
+def test_make_smoke_that_must_prove_the_image_fails_where_it_would_fall_back_to_a_process(clone):
+    done = make(clone, "smoke", "SIM=1", "SIM_ENGINE=docker", docker_host=DEAD_DOCKER)
+
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert not (clone / "capture" / "smoke" / "sim" / "smoke").exists()  # nothing ran on a process instead

@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 
 from harness.run.provenance import nvml_probe
+from support.images import FAKE_TRAINER_DIR, FAKE_TRAINER_IMAGE
 
 pytestmark = pytest.mark.gpu
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FAKE_TRAINER = "miles-gb10-lab/fake-trainer:test"
+FAKE_TRAINER = FAKE_TRAINER_IMAGE
 
 
 def nvidia_smi(field: str) -> list[str]:
@@ -50,7 +51,7 @@ def test_the_nvml_probe_reports_the_driver_and_the_gpus_nvidia_smi_sees():
 def test_a_gpu_run_of_the_stand_in_trainer_is_a_smoke_capture_that_check_capture_accepts(
     tmp_path, python_image, docker_build
 ):
-    docker_build(REPO_ROOT / "tests" / "images" / "fake-trainer", FAKE_TRAINER)
+    docker_build(FAKE_TRAINER_DIR, FAKE_TRAINER)
     experiments, captures = tmp_path / "experiments", tmp_path / "capture"
     experiments.mkdir()
     (experiments / "gpu-smoke.yaml").write_text(

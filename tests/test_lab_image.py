@@ -17,12 +17,13 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from harness.lab import milesargv
+from support.images import STANDIN_IMAGE
 from support.timing import scaled
 
 pytestmark = pytest.mark.docker
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-STANDIN_TAG = "miles-gb10-lab/miles-standin:test"
+STANDIN_TAG = STANDIN_IMAGE
 LAB_TAG = "miles-gb10-lab/lab:test"
 FILTER_ARGS = (
     "--dynamic-sampling-filter-path "

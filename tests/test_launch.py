@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import shlex
 from pathlib import Path
@@ -53,7 +54,7 @@ def expected_spec(run: str, run_id: str, experiment: str, seed: int, extra: str)
         "engine": "docker",
         "image": "miles-gb10-lab:latest",
         "command": None,
-        "container_name": f"mgl-{run_id}",
+        "container_name": f"mgl-{run_id}-{hashlib.sha256(f'/lab/capture/gpu/{run}'.encode()).hexdigest()[:6]}",
         "trainer_argv": ["python3", "train.py", *shlex.split(trainer_args), *shlex.split(extra)],
         "env": {"MILES_ARGS": trainer_args, "MILES_EXTRA_ARGS": extra},
         "labels": {
@@ -160,7 +161,7 @@ def test_dry_run_shows_extra_args_gpu_request_and_argv_and_starts_nothing() -> N
     )
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert f"MILES_EXTRA_ARGS={FILTER_ARGS}\n" in out
+    assert f"MILES_EXTRA_ARGS={FILTER_ARGS}" in " ".join(out.split())  # fitted to 80 columns, words whole
     assert "gpu request     all GPUs (driver nvidia, capabilities gpu,utility)" in out
     assert "python3 train.py \\" in out
     assert "--over-sampling-batch-size 48\n" in out
@@ -186,3 +187,17 @@ def test_volume_host_paths_expand_environment_variables_with_defaults() -> None:
     assert expand_env("${HOME}/x", {"HOME": "/home/a"}) == "/home/a/x"
     spec = plan("plain", environ={"MILES_LAB_DATA": "/srv/lab-data"})
     assert [(m.source, m.target, m.read_only) for m in spec.mounts] == [("/srv/lab-data", "/data", True)]
+
+
+def test_two_capture_roots_running_one_experiment_ask_docker_for_two_container_names() -> None:
+    store = ExperimentStore(REPO / "experiments")
+    experiment = store.load("plain").experiment
+
+    def name_under(root: str) -> str:
+        return plan_launch(
+            experiment, base_args=store.base_args, capture_root=root, project_root="/lab", environ={}
+        ).container_name
+
+    assert name_under("capture/gpu") == name_under("capture/gpu")  # --dry-run shows what run asks for
+    assert name_under("capture/gpu") != name_under("/elsewhere/capture/gpu")
+    assert name_under("capture/gpu").startswith("mgl-plain-")

@@ -17,7 +17,7 @@ from harness.cli import app
 from harness.engines.process import ProcessEngine
 from harness.experiments.store import ExperimentStore
 from harness.run.plan import plan_launch
-from support.lab import Lab, leftover_of_another_root
+from support.lab import Lab, Output, leftover_of_another_root
 from support.timing import eventually, scaled
 
 pytestmark = pytest.mark.integration
@@ -94,19 +94,20 @@ def process_state(pid: str) -> str:
 
 
 def test_the_gpu_lock_makes_a_second_run_wait(process_lab: Lab) -> None:
-    process_lab.experiment("first", steps=1, gpus=[0], env={"FAKE_DELAY_S": "1.5"})
+    gate_env, _, opened = process_lab.gate()  # the first run ends once the second waits for the GPU
+    process_lab.experiment("first", steps=1, gpus=[0], env=gate_env)
     process_lab.experiment("second", steps=1, gpus=[0])
     process_lab.experiment("other-gpu", steps=1, gpus=[1])
     first = process_lab.spawn("run", "first")
-    deadline = time.monotonic() + scaled(30)
-    while not (process_lab.captures / "first" / "status.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    process_lab.wait_for(lambda: (process_lab.captures / "first" / "status.json").exists(), 30, "the first run")
     busy = process_lab.cli("run", "second", "--no-wait")
     assert busy.exit_code == 4 and "the GPU is busy (run first" in busy.stderr
     assert process_lab.cli("run", "other-gpu", "--no-wait").exit_code == 0  # another GPU is free
-    second = process_lab.spawn("run", "second")
-    out, _ = second.communicate(timeout=120)
-    first.wait(60)
+    second = Output(process_lab.spawn("run", "second"))
+    second.wait_for("waiting for the GPU: run first")
+    opened.touch()
+    out = second.finish()
+    first.wait(scaled(60))
     assert "waiting for the GPU: run first" in out
     assert process_lab.status("second")["state"] == "succeeded"
     assert process_lab.status("second")["started_at"] >= process_lab.status("first")["ended_at"]

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 
 LOGS = Path(__file__).parent / "data" / "logs"
-WIDE = {"COLUMNS": "200"}
+WIDE = {"COLUMNS": "300"}  # wide enough for the launch line on one line
 
 
 def run(*args: str, input: bytes | str | None = None):  # noqa: A002, ANN201

@@ -61,7 +61,6 @@ def progress_rewards(log: Path) -> tuple[dict[int, float | None], str]:
         plain.step("r", record, n)
         rich.step("r", record, n)
         shown[record.step] = rich.last["reward"]
-    rich.finished(None)
     return shown, plain.stream.getvalue()
 
 

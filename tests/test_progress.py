@@ -26,7 +26,7 @@ def test_a_filter_step_shows_rollout_time_dropped_split_and_the_unfiltered_rewar
     from harness.cli.progress import step_summary
 
     assert describe_step(step_summary(record(), filter_on=True)) == (
-        "rollout 88.7 s (incl. pauses) | dropped 20 (right 18, wrong 2) | reward 0.672"
+        "rollout 88.7 trainer s | dropped 20 (right 18, wrong 2) | reward 0.672"
     )
     # without the filter the same keys give rollout/raw_reward (keys.step_reward)
     assert describe_step(step_summary(record(), filter_on=False)).endswith("| reward 0.700")
@@ -42,10 +42,7 @@ def test_without_the_filter_the_zero_variance_groups_are_shown() -> None:
     (rec,) = [r for line in lines for r in parser.feed(line)]
     from harness.cli.progress import step_summary
 
-    assert (
-        describe_step(step_summary(rec))
-        == "rollout 50.0 s (incl. pauses) | zero-variance 9 right, 3 wrong | reward 0.500"
-    )
+    assert describe_step(step_summary(rec)) == "rollout 50.0 trainer s | zero-variance 9 right, 3 wrong | reward 0.500"
 
 
 def test_a_terminal_gets_the_live_panel_and_a_pipe_plain_lines() -> None:
@@ -86,6 +83,5 @@ def test_the_live_panel_shows_the_last_step() -> None:
     progress.step(spec.run, record(), 1)
     rendered = io.StringIO()
     Console(file=rendered, width=120).print(progress._render())
-    progress.finished(None)
     text = rendered.getvalue()
-    assert "1/12 complete" in text and "dropped 20 (right 18, wrong 2)" in text and "e2b-1234" in text
+    assert " 1/12 " in text and "dropped 20 (right 18, wrong 2)" in text and "\u2501" in text  # a bar of steps

@@ -14,7 +14,6 @@ from support.clones import fresh_clone
 
 REPO = Path(__file__).resolve().parent.parent
 MARK = "<!-- runnable on the simulator -->"
-pytestmark = pytest.mark.integration
 
 
 def runnable_blocks(readme: str) -> list[str]:
@@ -33,12 +32,14 @@ def test_the_readme_marks_blocks_and_each_names_real_commands() -> None:
     assert any("NAME=" in block and "--set steps=4" in block for block in blocks)
 
 
+@pytest.mark.integration
 def test_the_readme_blocks_run_as_printed_on_a_fresh_clone(tmp_path: Path) -> None:
     venv = Path(sys.prefix)
     if not (venv / "bin" / "harness").exists():
         pytest.skip(f"the tests do not run from a venv with harness installed ({sys.prefix}): `make setup`")
     clone = fresh_clone(tmp_path / "clone")
     (clone / ".venv").symlink_to(venv)  # the README's .venv, as `make setup` would make it
+    os.utime(clone / "pyproject.toml", (0, 0))  # older than the venv: no make reinstalls it from the clone
     env = {
         name: value
         for name, value in os.environ.items()
@@ -53,3 +54,12 @@ def test_the_readme_blocks_run_as_printed_on_a_fresh_clone(tmp_path: Path) -> No
             f"README block {number} failed:\n{block}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         )
     assert (clone / "capture" / "sim" / "plain-4-steps").is_symlink()  # the variant, beside the demo's runs
+
+
+def test_the_readme_s_exit_code_table_has_every_exit_code_and_no_other() -> None:
+    from harness.errors import ExitCode
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Exit codes") : readme.index("## The heat guard")]
+    listed = {int(match) for match in re.findall(r"^\| (\d+) \|", section, flags=re.M)}
+    assert listed == {int(code) for code in ExitCode}

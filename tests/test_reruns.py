@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from support.messages import messages
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEAD_DOCKER = "unix:///nonexistent/docker.sock"
@@ -49,7 +50,8 @@ def sim_run(env, captures: Path, *args: str, command: str = "run", experiment: s
 
 
 def error_lines(output: str) -> list[str]:
-    return [line for line in output.splitlines() if line.startswith("error:")]
+    """The error messages in the output, each whole (the renderer fits them to 80 columns here)."""
+    return [message for message in messages(output) if message.startswith("error:")]
 
 
 @pytest.mark.integration
@@ -156,11 +158,13 @@ def test_the_sweep_plan_piped_is_one_whole_line_per_run(env, tmp_path):
     assert done.exit_code == 0, done.output
     lines = done.stdout.splitlines()
     assert lines[0] == "sweep plan (cached mode, dry run: nothing started)"
-    assert lines[1].split() == ["run", "run", "id", "capture", "action", "reason"]
-    rows = [line.split() for line in lines[2:]]
+    # 80 columns piped: a whole line per run, the long capture column left out, and said so.
+    assert lines[1].split() == ["run", "run", "id", "action", "reason"]
+    rows = [line.split() for line in lines[2:4]]
     assert [row[0] for row in rows] == ["plain-48", "plain-48-s2"]
-    assert all(row[1].startswith(row[0] + "-") and row[2].endswith("/" + row[0]) and row[3] == "run" for row in rows)
-    assert all(" ".join(row[4:]) == "no capture yet" for row in rows)
+    assert all(row[1].startswith(row[0] + "-") and row[2] == "run" for row in rows)
+    assert all(" ".join(row[3:]) == "no capture yet" for row in rows)
+    assert lines[4] == "(left out to fit 80 columns: capture)"
 
 
 def test_simulated_captures_never_go_to_the_lab_s_real_root_nor_real_ones_to_the_sim_root(env, tmp_path):
@@ -173,7 +177,7 @@ def test_simulated_captures_never_go_to_the_lab_s_real_root_nor_real_ones_to_the
         done = harness(env, *args, "--dry-run") if args[0] != "demo" else harness(env, *args)
 
         assert done.exit_code == 2, (args, done.output)
-        (line,) = done.output.strip().splitlines()
+        (line,) = messages(done.output)
         assert "one summary would mix" in line, line
 
 
@@ -199,7 +203,7 @@ def test_make_run_and_sweep_take_force_and_args():
         ["run", "plain", "--force", "--set", "steps=2", "--max-minutes", "3"]
     ]
     assert make_n("sweep", "EXP=plain-48", "SEEDS=1 2", "SIM=1", "FORCE=1", "ARGS=--fail-fast") == [
-        ["sweep", "plain-48", "--seeds", "1", "2", "--sim", "--force", "--fail-fast"]
+        ["sweep", "plain-48", "--seeds", "1", "2", "--parallel", "2", "--sim", "--force", "--fail-fast"]
     ]
     assert make_n("run", "EXP=plain") == [["run", "plain"]]
     assert make_n("demo", "FORCE=1")[-1] == ["demo", "--force"]

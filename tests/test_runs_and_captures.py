@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from support.lab import Lab, killed
+from support.lab import Lab, Output, killed
+from support.timing import scaled
 
 pytestmark = pytest.mark.integration
 
@@ -103,17 +104,20 @@ def test_run_refuses_while_a_dead_harness_left_its_trainer_running(lab: Lab) -> 
 def test_two_runs_of_one_run_name_never_share_a_capture(lab: Lab, gpus: Any) -> None:
     if lab.engine == "docker" and gpus != "none":
         pytest.skip("no GPU runtime on this Docker engine; the process engine covers the GPU lock")
-    run = lab.experiment("twice", steps=3, gpus=gpus, env={"FAKE_DELAY_S": "0.3"})
+    gate_env, gate_volumes, opened = lab.gate()  # the first run ends once the second waits for it
+    run = lab.experiment("twice", steps=3, gpus=gpus, env={"FAKE_DELAY_S": "0.3", **gate_env}, volumes=gate_volumes)
     first = lab.spawn("run", run)
     lab.wait_for(lambda: (lab.captures / run / "status.json").exists(), what="the first run's capture")
     busy = lab.cli("run", run, "--no-wait")
     assert busy.exit_code == 4
     assert busy.stderr.count("\n") == 1 and "run twice is in use (harness pid" in busy.stderr
-    second = lab.spawn("run", run)
-    out_first, _ = first.communicate(timeout=120)
-    out_second, _ = second.communicate(timeout=120)
+    second = Output(lab.spawn("run", run))
+    second.wait_for("waiting for run twice to end")
+    opened.touch()
+    out_first, _ = first.communicate(timeout=scaled(120))
+    out_second = second.finish()
     assert first.returncode == 0, out_first
-    assert second.returncode == 0, out_second  # what it asked for is there: said, and nothing to do
+    assert second.process.returncode == 0, out_second  # what it asked for is there: said, and nothing to do
     assert "waiting for run twice to end" in out_second and "twice: already succeeded at " in out_second
     lines = texts(lab.log(run))
     assert len(lines) == len(set(lines)) or lines.count("training done") == 1

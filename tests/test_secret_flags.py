@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.experiments.store import ExperimentStore
 from harness.secrets import is_secret_flag
+from support.messages import messages
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "wk-SEKRET5"
@@ -36,7 +37,7 @@ def refused(result, *where: str) -> str:
     """Exit 2 with one `error:` line naming `where` and the way out, the secret nowhere in the output."""
     assert result.exit_code == 2, (result.exit_code, result.output[-2000:])
     assert SECRET not in result.output, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    lines = messages(result.stderr)
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     for part in where:
         assert part in lines[0], lines[0]

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from harness.capture import Capture, RunStatus
 from harness.cli import app
+from support.messages import messages
 
 EXPERIMENT = "name: pl\nsteps: 2\nengine: process\ncommand: [python3, trainer.py]\ncontainer: {gpus: none}\n"
 
@@ -112,9 +113,9 @@ def test_ls_shows_the_warnings_that_show_prints(sweep_dirs: dict) -> None:
     shown = runner.invoke(app, ["show", "old", *dirs], env={"COLUMNS": "250"})
     listed = runner.invoke(app, ["ls", *dirs], env={"COLUMNS": "250"})
     assert shown.exit_code == 0 and listed.exit_code == 0, listed.output
-    warnings = [line for line in shown.stderr.splitlines() if line.startswith("warning:")]
+    warnings = [line for line in messages(shown.stderr) if line.startswith("warning:")]
     assert len(warnings) == 1 and "deprecated" in warnings[0]
-    assert [line for line in listed.stderr.splitlines() if line.startswith("warning:")] == warnings
+    assert [line for line in messages(listed.stderr) if line.startswith("warning:")] == warnings
     row = next(line for line in listed.stdout.splitlines() if line.startswith("old "))
     assert "warning" in row
 

@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     from harness.jsontypes import JSONObject, JSONValue
 
 SUMMARY_DIR_NAME = "summary"
+# The board's directories in the capture root (harness.board): TensorBoard's event files, offline W&B runs.
+BOARD_DIR_NAMES = ("tensorboard", "wandb")
 STATUS_NAME = "status.json"
 
 
@@ -173,8 +175,8 @@ class Skipped:
 
 
 def is_run_name(name: str) -> bool:
-    """Whether a name in the capture root can be a run (`summary` and dot-names never are)."""
-    return not name.startswith(".") and name != SUMMARY_DIR_NAME
+    """Whether a name in the capture root can be a run (`summary`, the board's directories and dot-names never are)."""
+    return not name.startswith(".") and name != SUMMARY_DIR_NAME and name not in BOARD_DIR_NAMES
 
 
 def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:
@@ -190,7 +192,7 @@ def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:
     capture_dir = Path(capture_dir)
     if not capture_dir.is_dir():
         return runs, skipped
-    for path in sorted(capture_dir.iterdir()):
+    for path in sorted(capture_dir.iterdir(), key=lambda path: natural_key(path.name)):
         if not is_run_name(path.name):
             continue
         if path.is_symlink():
@@ -205,6 +207,11 @@ def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:
         else:
             skipped.append(Skipped(path.name, "no status.json, so not a run"))
     return runs, skipped
+
+
+def natural_key(name: str) -> tuple[tuple[int, int, str], ...]:
+    """A sort key that puts `plain-48-s2` before `plain-48-s10`: digit runs compare as numbers."""
+    return tuple((1, int(part), "") if part.isdigit() else (0, 0, part) for part in re.split(r"([0-9]+)", name) if part)
 
 
 def link_problem(run_path: Path) -> Optional[str]:

@@ -22,6 +22,30 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+
+def _version(asked: bool) -> None:
+    if asked:
+        from harness.run.provenance import version_line
+
+        typer.echo(version_line())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_version,
+            help="Print the version, the code's git sha, Python, and whether Docker and NVML answer; exit.",
+        ),
+    ] = False,
+) -> None:
+    """Run, guard and summarize Miles RL experiments on an NVIDIA GB10."""
+
+
 ExperimentsDir = Annotated[
     Path,
     typer.Option(
@@ -99,6 +123,20 @@ def capture_root(capture_dir: Optional[Path], sim: bool) -> Path:
     return SIM_CAPTURE_DIR if sim else DEFAULT_CAPTURE_DIR
 
 
+def sim_root_hint(capture_dir: Path, run: Optional[str] = None) -> str:
+    """Where to look instead, when the real root was looked in and the simulator's has what was wanted ("": no)."""
+    from harness.capture import find_runs
+
+    if Path(capture_dir).resolve() != DEFAULT_CAPTURE_DIR.resolve() or not SIM_CAPTURE_DIR.is_dir():
+        return ""
+    names = [path.name for path in find_runs(SIM_CAPTURE_DIR)[0]]
+    if run is not None:
+        return f"; {SIM_CAPTURE_DIR} has it: add --sim" if run in names else ""
+    if not names:
+        return ""
+    return f"; {SIM_CAPTURE_DIR} has {len(names)} simulated run{'s' if len(names) != 1 else ''}: add --sim"
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -143,42 +181,58 @@ def command(*args: Any, on: Optional[typer.Typer] = None, **kwargs: Any) -> Call
 
 
 def fail(message: str, exit_code: int) -> NoReturn:
-    """Print one error line on stderr and exit."""
-    from rich.console import Console
-    from rich.markup import escape
-
-    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(f"[red]error:[/red] {escape(message)}")
+    """Print the error on stderr (one line when it fits: harness.cli.messages) and exit."""
+    say(message, label="error", style="red")
     raise typer.Exit(int(exit_code))
 
 
 def note(message: str) -> None:
-    """Print one line for the user on stderr (what was chosen for them), leaving stdout to the results."""
-    from rich.console import Console
-
-    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(message, markup=False)
+    """Tell the user something on stderr (what was chosen for them), leaving stdout to the results."""
+    say(message)
 
 
 def warn(message: str) -> None:
-    """Print one warning line on stderr."""
-    from rich.console import Console
-    from rich.markup import escape
+    """Print a warning on stderr."""
+    say(message, label="warning", style="yellow")
 
-    Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(
-        f"[yellow]warning:[/yellow] {escape(message)}"
-    )
+
+def say(message: str, *, label: str = "", style: str = "") -> None:
+    """One message on stderr, fitted to the width by the one renderer (harness.cli.messages)."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from harness.cli.messages import message_lines, output_width
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+    prefix = f"{label}: " if label else ""
+    for number, line in enumerate(message_lines(prefix, message, output_width(console.is_terminal, console.width))):
+        text = Text(line)
+        if number == 0 and label:
+            text.stylize(style, 0, len(label) + 1)
+        console.print(text)
 
 
 def stdout() -> "Any":
-    """A rich console on stdout that never wraps machine-readable text, and goes quiet when its reader leaves."""
+    """A rich console on stdout: what it prints is wrapped at spaces to the width (harness.cli.messages), a word
+    longer than the width kept whole; `soft_wrap=True` keeps a line as it is (machine-readable text); it goes
+    quiet when its reader leaves."""
     from rich.console import Console
 
+    from harness.cli.messages import output_width
+
     class StdoutConsole(Console):
+        def print(self, *objects: Any, **options: Any) -> None:  # noqa: A003  (rich's own name)
+            options.setdefault("overflow", "ignore")  # never cut a path or a command in two
+            super().print(*objects, **options)
+
         def on_broken_pipe(self) -> None:
             # Rich exits here; a run or sweep must go on (its capture is the record), so only go quiet.
             self.quiet = True
             discard_stdout()
 
-    return StdoutConsole(highlight=False, soft_wrap=True, emoji=False)
+    console = StdoutConsole(highlight=False, soft_wrap=False, emoji=False)
+    console.width = output_width(console.is_terminal, console.width)
+    return console
 
 
 def reader_has_left() -> bool:

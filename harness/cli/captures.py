@@ -14,6 +14,7 @@ from harness.cli.app import (
     capture_root,
     command,
     note,
+    sim_root_hint,
     stdout,
     warn,
 )
@@ -50,21 +51,22 @@ def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) 
             warn(f"{odd.directory}: {odd.reason}")
     rows = capture_rows([Capture(path) for path in runs])
     if not rows:
-        stdout().print(Text(f"no captures in {capture_dir}"))
-        return
+        stdout().print(Text(f"no captures in {capture_dir}{sim_root_hint(capture_dir)}"))
+        return None
+    # Run, state, steps and duration always; the others go, least useful first, where the width is short.
     columns = [
         Column("run"),
         Column("state", wrap=True),
         Column("steps", "right"),
-        Column("pauses (wall s)", drop=3),
-        Column("exit code", "right"),
+        Column("pauses (wall s)", drop=4),
+        Column("exit code", "right", drop=3),
         Column("started", drop=1),
-        Column("duration", "right", drop=2),
-        Column("guard", wrap=True),
+        Column("duration", "right"),
+        Column("guard", wrap=True, drop=5),
     ]
     hosts = any(row.placed_by_ray for row in rows)  # the host each ran on, its harness's for a local run
     if hosts:
-        columns.append(Column("host", drop=4))
+        columns.append(Column("host", drop=2))
     # plain Text: a run name or a reason with [brackets] is shown, never read as markup
     print_table(
         stdout(),
@@ -113,9 +115,14 @@ def logs(
     import sys
 
     from harness.capture import Capture, RunAttempts, find_capture
+    from harness.errors import HarnessError
     from harness.run.capture_ops import follow_log, live_capture
 
-    capture = find_capture(capture_root(capture_dir, sim), run)
+    root = capture_root(capture_dir, sim)
+    try:
+        capture = find_capture(root, run)
+    except HarnessError as err:
+        raise HarnessError(err.message + sim_root_hint(root, run), err.exit_code) from None
     if attempt is not None:
         capture = Capture(RunAttempts(capture.directory).find(attempt).directory, capture.run)
     else:

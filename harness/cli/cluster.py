@@ -36,7 +36,7 @@ class BoardView:
         from rich.text import Text
 
         table = Table(box=None, pad_edge=False, title="runs on the cluster", title_justify="left")
-        for column in ("run", "host", "state", "step", "rollout s (incl. pauses)", "reward", "heat guard"):
+        for column in ("run", "host", "state", "step", "rollout trainer s", "reward", "heat guard"):
             table.add_column(column)
         for line in self.board.lines():
             style = "bold red" if line.paused_since else ""

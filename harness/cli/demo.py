@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import Any, Optional
 
 import typer
 from typing_extensions import Annotated
@@ -20,14 +19,6 @@ from harness.sim.timescale import TIME_SCALE_RANGE
 # A quick look (`--steps N`) has a capture root of its own: its runs are another configuration of the demo's, and
 # beside them they would be refused (or, with --force, would replace them in the demo's summary).
 QUICK_LOOK_CAPTURE_DIR = Path("capture/sim-quick")
-
-if TYPE_CHECKING:
-    from harness.capture import RunStatus
-    from harness.engines.spec import LaunchSpec
-    from harness.guard import GuardReading
-    from harness.mileslog.records import StepRecord
-    from harness.run.decide import Decision
-    from harness.run.plan import Planned
 
 DEMO_HELP = """The lab's whole pipeline on the simulator, on any machine: no GPU, Docker optional.
 
@@ -46,142 +37,6 @@ Examples:
   make demo
   harness demo --steps 3 --time-scale 0.002     (a quick look; the write-up's figures need 12 steps)
 """
-
-
-class DemoBoard:
-    """The demo's Reporter: live progress of runs that go at once, one table on a terminal, one line per event
-    elsewhere."""
-
-    def __init__(self, console: Any, plans: Sequence["Planned"]) -> None:
-        self.console = console
-        self.specs = {plan.spec.run: plan.spec for plan in plans}
-        self.rows: dict[str, dict[str, Any]] = {
-            plan.spec.run: {
-                "state": "waiting",
-                "steps": 0,
-                "expected": plan.spec.steps_expected,
-                "last": None,
-                "heat": "-",
-                "filter_on": False,
-            }
-            for plan in plans
-        }
-        self.t0 = time.monotonic()
-        self._lock = threading.Lock()
-        self.live: Any = None
-
-    # --- what the runs report (the core's Reporter) -----------------------------------------------
-
-    def note(self, message: str) -> None:
-        self.say(message)
-
-    def warning(self, message: str) -> None:
-        warn(message)
-
-    def decided(self, decision: "Decision") -> None:
-        if decision.action != "skip":
-            return
-        from harness.capture import Capture
-
-        found = Capture(Path(self.specs[decision.run].capture_dir)).status_read().status
-        done = found.steps_complete if found is not None else 0
-        reused = found is not None and found.state == "succeeded" and not decision.refused
-        state = "reused" if reused else "refused" if decision.refused else "skipped"
-        self.update(decision.run, f"{decision.run} {state}: {decision.reason}", state=state, steps=done)
-
-    def started(self, spec: "LaunchSpec") -> None:
-        from harness.mileslog import keys
-
-        filter_on, _ = keys.filter_setting(None, spec.trainer_argv)
-        self.update(
-            spec.run, f"{spec.run}: started ({spec.engine}, run id {spec.run_id})", state="running", filter_on=filter_on
-        )
-
-    def step(self, run: str, record: "StepRecord", steps_complete: int) -> None:
-        from harness.cli.progress import describe_step, step_summary
-
-        row = self.rows[run]
-        summary = step_summary(record, row["filter_on"])
-        label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
-        heat = "" if row["heat"] == "-" else f" | heat guard: {row['heat']}"  # piped: no line per pause
-        self.update(
-            run,
-            f"{run}: {label} ({steps_complete}/{row['expected']} complete) | {describe_step(summary)}{heat}",
-            steps=steps_complete,
-            last=summary,
-        )
-
-    def guard(self, run: str, reading: "GuardReading") -> None:
-        temp = "-" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
-        heat = f"{'PAUSED, ' if reading.paused else ''}{temp}, {reading.pauses} pause{'s' * (reading.pauses != 1)}"
-        self.update(run, heat=heat)
-
-    def finished(self, status: "RunStatus") -> None:
-        self.update(
-            status.run,
-            f"{status.run}: {status.state}, {status.steps_complete}/{status.steps_expected} steps complete",
-            state=status.state,
-            steps=status.steps_complete,
-        )
-
-    def update(self, run: str, line: Optional[str] = None, **changes: Any) -> None:
-        with self._lock:
-            self.rows[run].update(changes)
-        if line is not None and self.live is None:
-            self.say(line)
-
-    def say(self, line: str) -> None:
-        """A line above the table (or on its own, piped)."""
-        with self._lock:
-            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
-
-    # --- showing them ----------------------------------------------------------------------------
-
-    def __enter__(self) -> "DemoBoard":
-        if self.console.is_terminal:
-            from rich.live import Live
-
-            self.live = Live(console=self.console, refresh_per_second=4, get_renderable=self.render, transient=False)
-            self.live.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.live is not None:
-            self.live.stop()
-            self.live = None
-
-    def render(self) -> Any:
-        from rich.table import Table
-        from rich.text import Text
-
-        from harness.cli.progress import describe_step
-
-        table = Table(
-            title=f"demo: {len(self.rows)} runs on the simulator, {_elapsed(time.monotonic() - self.t0)}",
-            title_justify="left",
-            box=None,
-            pad_edge=False,
-        )
-        for name, justify in (
-            ("run", "left"),
-            ("state", "left"),
-            ("steps", "right"),
-            ("last step", "left"),
-            ("heat guard", "left"),
-        ):
-            table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
-        with self._lock:
-            for run, row in self.rows.items():
-                last = describe_step(row["last"]) if row["last"] else "-"
-                table.add_row(
-                    Text(run), Text(row["state"]), f"{row['steps']}/{row['expected']}", Text(last), Text(row["heat"])
-                )
-        return table
-
-
-def _elapsed(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}:{secs:02d}"
 
 
 @command("demo", help=DEMO_HELP)
@@ -220,6 +75,7 @@ def demo(
         ),
     ] = None,
 ) -> Optional[ExitCode]:
+    from harness.cli.progress import RichReporter, reporter_for
     from harness.errors import HarnessError
     from harness.experiments.store import ExperimentStore
     from harness.run.context import RunContext, RunOptions
@@ -238,11 +94,19 @@ def demo(
         warn(message)
     note(f"demo: {len(plans)} runs at once ({', '.join(plan.spec.run for plan in plans)}); captures in {capture_dir}")
     console = stdout()
-    board = DemoBoard(console, plans)
+    board = reporter_for(
+        console, say_skips=True, specs=[plan.spec for plan in plans], title=f"demo: {len(plans)} runs", reused=True
+    )
     # retry: a run that did not succeed (Ctrl-C, a failure) is run again; a succeeded one is reused.
     ctx = RunContext(options=RunOptions(mode="force" if force else "retry"), reporter=board)
-    with board, stop_on_signals(ctx.stop, board.say):
-        outcome = demo_outcome(run_at_once(plans, ctx))
+    if isinstance(board, RichReporter):
+        board.start_live()
+    try:
+        with stop_on_signals(ctx.stop, board.note):
+            outcome = demo_outcome(run_at_once(plans, ctx))
+    finally:
+        if isinstance(board, RichReporter):
+            board.stop_live()
     ran_s = time.monotonic() - started
     if outcome.refused:  # its old capture would go into the summary as if it were the run asked for
         more = f" (and {len(outcome.refused) - 1} more, above)" if len(outcome.refused) > 1 else ""
@@ -275,6 +139,9 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, r
     from harness.summary.publish import report_from_summary, summarize_to_files
 
     published = summarize_to_files(capture_dir)
+    from harness.cli.board import summary_images
+
+    summary_images(capture_dir, published.document, changed=bool(published.figures))
     report = report_from_summary(published.summary_path)
     document = published.document
     rows = [tuple(Text(cell) for cell in (row.figure, row.demo, row.write_up)) for row in headline(document)]
@@ -288,7 +155,7 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, r
     for comparison in document.comparisons:
         console.print(
             Text(f"{comparison.run} against {comparison.baseline}: {comparison.reward.verdict}"),
-            soft_wrap=not console.is_terminal,
+            overflow="ignore",
         )
     console.print()
     console.print(Text(f"summary JSON  {published.summary_path}"))

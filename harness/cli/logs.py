@@ -33,8 +33,10 @@ def parse_log(
 
 def render_parsed_log(parsed: Any) -> None:
     """A table of the steps, then the failure and the problems, on stdout."""
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
+
+    from harness.cli.messages import message_lines, output_width
 
     console = stdout()
     table = Table(
@@ -81,30 +83,41 @@ def render_parsed_log(parsed: Any) -> None:
     else:
         state = "filter on" if filter_on else "no filter"
         console.print(f"reward: {keys.reward_key(filter_on)} ({state}, from the {source})")
+    width = output_width(console.is_terminal, console.width)
+
+    def say(prefix: str, text: str) -> None:
+        for line in message_lines(prefix, text, width):
+            console.print(Text(line))
+
     if derived_steps:
-        console.print(
+        say(
+            "",
             f"reward derived in {derived_steps} step(s): this Miles does not print {keys.RAW_REWARD_UNFILTERED}, "
-            f"so it is {keys.RAW_REWARD} x B plus each dropped group's reward, over B plus the dropped groups"
+            f"so it is {keys.RAW_REWARD} x B plus each dropped group's reward, over B plus the dropped groups",
         )
     if parsed.noise:
-        console.print("noise lines: " + ", ".join(f"{kind} {count}" for kind, count in sorted(parsed.noise.items())))
-    if parsed.launch is not None:
-        import shlex
+        say("noise lines: ", ", ".join(f"{kind} {count}" for kind, count in sorted(parsed.noise.items())))
 
-        console.print(f"launch: {escape(shlex.join(parsed.launch))}")
+    if parsed.launch is not None:
+        from harness.cli.render import shell_lines
+        from harness.lab.milesargv import parse_flags
+
+        launch = list(parsed.launch)
+        program = launch[: next((i for i, word in enumerate(launch) if word.startswith("-")), len(launch))]
+        groups = [program, *(flag.words for flag in parse_flags(launch[len(program) :]))]
+        for line in shell_lines(groups, width, first="launch: ", more="    "):
+            console.print(Text(line))
     if parsed.args is not None:
         console.print(f"argument dump: {len(parsed.args)} arguments")
     if parsed.failure is not None:
         failure = parsed.failure
-        console.print(
-            f"[red]failure ({failure['kind']}) at line {failure['line_number']}:[/red] {escape(failure['line'])}"
-        )
+        say(f"failure ({failure['kind']}) at line {failure['line_number']}: ", failure["line"])
         if "reason" in failure:
-            console.print(f"  {escape(failure['reason'])}")
+            say("  ", failure["reason"])
     if parsed.problems:
         console.print(f"[yellow]{len(parsed.problems)} problem(s):[/yellow]")
         for problem in parsed.problems[:10]:
-            console.print(f"  line {problem['line']}: {escape(problem['reason'])}")
+            say(f"  line {problem['line']}: ", problem["reason"])
         if len(parsed.problems) > 10:
             console.print(f"  ... {len(parsed.problems) - 10} more (--json lists them all)")
 

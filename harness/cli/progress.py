@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from harness.mileslog import keys
+from harness.run.timeleft import TimeLeft, format_left
 
 if TYPE_CHECKING:  # annotations only: `harness parse-log` and `--help` need not import the launch planner
     from harness.capture import RunStatus
@@ -42,9 +43,10 @@ def _num(value: Any, fmt: str) -> str:
 
 
 def describe_step(summary: dict[str, Any]) -> str:
-    """`rollout 88.7 s (incl. pauses) | dropped 20 (right 18, wrong 2) | reward 0.672` (or zero-variance groups
-    without the filter). The rollout time is the trainer's own, so a heat pause inside the rollout is in it."""
-    parts = [f"rollout {_num(summary['rollout_s'], '.1f')} s (incl. pauses)"]
+    """`rollout 88.7 trainer s | dropped 20 (right 18, wrong 2) | reward 0.672` (or zero-variance groups
+    without the filter). Trainer s are the trainer's own clock, which runs on while the heat guard holds it;
+    the guard's holds are wall s (`pauses_text`)."""
+    parts = [f"rollout {_num(summary['rollout_s'], '.1f')} trainer s"]
     if summary["dropped"]:
         parts.append(
             f"dropped {summary['dropped']} (right {summary['dropped_right']}, wrong {summary['dropped_wrong']})"
@@ -91,42 +93,124 @@ def _elapsed(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
-@dataclass
-class _RunView:
-    """What a reporter shows of one run."""
+def pauses_text(pauses: int, paused_s: float) -> str:
+    """`2 pauses, 31 wall s` ("" with none)."""
+    return f"{pauses} pause{'s' if pauses != 1 else ''}, {paused_s:.0f} wall s" if pauses else ""
 
-    spec: "LaunchSpec"
-    filter_on: Optional[bool]
+
+def paused_total_s(reading: Optional["GuardReading"], now_us: int) -> float:
+    """Wall seconds the guard has held the run so far, the hold under way included."""
+    from harness.times import parse_time_us
+
+    if reading is None:
+        return 0.0
+    held = reading.paused_s
+    if reading.paused:
+        start_us = parse_time_us(reading.paused_since or "")
+        if start_us is not None:
+            held += max(0, now_us - start_us) / 1e6
+    return held
+
+
+def heat_text(reading: Optional["GuardReading"], now_us: int) -> str:
+    """The guard now: `72.0 C`, or `paused 0:42, at 84.1 C` while it holds the run; `-` unguarded."""
+    from harness.times import parse_time_us
+
+    if reading is None:
+        return "-"
+    temp = "- C" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
+    if not reading.paused:
+        return temp
+    start_us = parse_time_us(reading.paused_since or "")
+    held = _clock(max(0, now_us - start_us) / 1e6) if start_us is not None else "?"
+    return f"paused {held}, at {temp}"
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+@dataclass
+class RunView:
+    """What the reporters show of one run."""
+
+    spec: Optional["LaunchSpec"]
+    expected: int
+    filter_on: Optional[bool] = False
+    state: str = "waiting"
+    t0: Optional[float] = None  # monotonic s at its start
+    reading: Optional["GuardReading"] = None  # the heat guard's latest, while the run is guarded
     batch: Optional[int] = None  # B, for a reward derived where Miles does not print it
-    t0: float = field(default_factory=time.monotonic)
-    reading: Optional["GuardReading"] = None  # the heat guard's, while the run is guarded
     last: Optional[dict[str, Any]] = None
     steps_complete: int = 0
+    clock: Optional[TimeLeft] = None
+
+    def left_s(self, now: float) -> Optional[float]:
+        """Seconds this run has to go (None: no estimate yet)."""
+        if self.clock is None:
+            return None
+        return self.clock.left_s(self.expected - self.steps_complete, now, paused_total_s(self.reading, _now_us()))
 
 
 class PlainReporter:
-    """The core's Reporter as plain lines (for logs, CI, pipes): one per completed step, pause and note.
+    """The core's Reporter as plain lines (for logs, CI, pipes): a line per run started, per step, per end.
 
     `say_skips`: a sweep names each run it skips; `run` says nothing of its
-    decision (a skip is its error).
+    decision (a skip is its error). `verbose`: a line per pause and resume
+    too (else the step lines sum the pauses up). `specs`: the runs to come,
+    for the rows and the sweep's estimate.
     """
 
-    def __init__(self, stream: Any = None, *, say_skips: bool = False) -> None:
+    def __init__(
+        self,
+        stream: Any = None,
+        *,
+        say_skips: bool = False,
+        verbose: bool = False,
+        specs: Sequence["LaunchSpec"] = (),
+        width: Optional[int] = None,
+        clock: Callable[[], float] = time.monotonic,
+        reused: bool = False,
+    ) -> None:
         self.stream = stream or sys.stdout
         self.say_skips = say_skips
-        self.runs: dict[str, _RunView] = {}
-        self.current: Optional[_RunView] = None  # the run started last
+        self.reused = reused  # a skipped run whose capture succeeded is `reused` (the demo), not `skipped`
+        self.verbose = verbose
+        self.width = width
+        self.now = clock
+        self.runs: dict[str, RunView] = {spec.run: RunView(spec, spec.steps_expected) for spec in specs}
+        self.current: Optional[RunView] = None  # the run started last
         self._lock = threading.Lock()
 
     def _say(self, text: str) -> None:
+        from harness.cli.messages import output_width
+
+        width = self.width or output_width(False, 0)
         with self._lock:
-            self.stream.write(text + "\n")
+            for line in _fitted(text, width):
+                self.stream.write(line + "\n")
             self.stream.flush()
 
-    def _start(self, spec: "LaunchSpec") -> _RunView:
-        argv = spec.trainer_argv
-        view = _RunView(spec, keys.filter_setting(None, argv)[0], keys.rollout_batch_size(None, argv))
-        self.runs[spec.run] = self.current = view
+    def _view(self, run: str) -> RunView:
+        if run not in self.runs:
+            self.runs[run] = RunView(None, 0)
+        return self.runs[run]
+
+    def _start(self, spec: "LaunchSpec") -> RunView:
+        view = self._view(spec.run)
+        view.spec, view.expected, view.state = spec, spec.steps_expected, "running"
+        view.filter_on = keys.filter_setting(None, spec.trainer_argv)[0]
+        view.batch = keys.rollout_batch_size(None, spec.trainer_argv)
+        view.t0 = self.now()
+        view.clock = TimeLeft(view.t0)
+        view.steps_complete, view.last, view.reading = 0, None, None
+        self.current = view
         return view
 
     def note(self, message: str) -> None:
@@ -138,98 +222,205 @@ class PlainReporter:
         warn(message)
 
     def decided(self, decision: "Decision") -> None:
-        if self.say_skips and decision.action == "skip":
-            self.note(f"{decision.run} skipped: {decision.reason}")
+        if decision.action != "skip":
+            return
+        view = self._view(decision.run)
+        found = _succeeded_steps(view.spec) if self.reused and not decision.refused else None
+        view.state = "refused" if decision.refused else "reused" if found is not None else "skipped"
+        if found is not None:
+            view.steps_complete = found
+        if self.say_skips:
+            self.note(f"{decision.run} {view.state}: {decision.reason}")
 
     def started(self, spec: "LaunchSpec") -> None:
         self._start(spec)
         self._say(f"{spec.run}: started ({spec.engine}, run id {spec.run_id}, {spec.steps_expected} steps expected)")
 
     def step(self, run: str, record: "StepRecord", steps_complete: int) -> None:
-        view = self.runs.get(run)
-        summary = step_summary(record, view.filter_on if view else False, view.batch if view else None)
-        expected = view.spec.steps_expected if view else "?"
+        view = self._record_step(run, record, steps_complete)
         label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
-        elapsed = _elapsed(time.monotonic() - view.t0) if view else "-"
-        guard = f" | {describe_guard(view.reading)}" if view and view.reading is not None else ""
-        self._say(
-            f"{run}: {label} ({steps_complete}/{expected} complete) | {describe_step(summary)} | "
-            f"{elapsed} elapsed{guard}"
-        )
+        parts = [f"{run}: {label} ({steps_complete}/{view.expected} complete)", describe_step(view.last or {})]
+        held = paused_total_s(view.reading, _now_us())
+        if view.reading is not None:
+            parts.append(
+                ", ".join(filter(None, [heat_text(view.reading, _now_us()), pauses_text(view.reading.pauses, held)]))
+            )
+        now = self.now()
+        elapsed = _elapsed(now - view.t0) if view.t0 is not None else "-"
+        parts.append(f"{elapsed} elapsed, {format_left(view.left_s(now))} left")
+        self._say(" | ".join(parts))
+
+    def _record_step(self, run: str, record: "StepRecord", steps_complete: int) -> RunView:
+        view = self._view(run)
+        view.last = step_summary(record, view.filter_on, view.batch)
+        if record.complete and view.clock is not None:
+            view.clock.step(self.now(), paused_total_s(view.reading, _now_us()))
+        view.steps_complete = steps_complete
+        return view
 
     def guard(self, run: str, reading: "GuardReading") -> None:
-        """A line when the heat guard pauses or resumes the run; the temperature rides on the step lines."""
-        view = self.runs.get(run)
-        previous = view.reading if view else None
-        if view:
-            view.reading = reading
+        """A line per pause and resume with `verbose`; else the step lines say how many and how long."""
+        view = self._view(run)
+        previous, view.reading = view.reading, reading
         change = guard_change(previous, reading)
-        if change:
+        if change and self.verbose:
             self._say(f"{run}: {change}")
 
     def finished(self, status: "RunStatus") -> None:
-        pass
+        self._view(status.run).state = str(status.state)
+
+    def sweep_left_s(self) -> Optional[float]:
+        """The sweep's time to go: each run's estimate, and for a run not started its steps at the pooled median."""
+        now = self.now()
+        medians = [m for view in self.runs.values() if view.clock and (m := view.clock.median_step_s()) is not None]
+        pooled = sorted(medians)[len(medians) // 2] if medians else None
+        total = 0.0
+        for view in self.runs.values():
+            if view.state == "running":
+                left = view.left_s(now)
+                if left is None:
+                    return None
+                total += left
+            elif view.state == "waiting":
+                if pooled is None:
+                    return None
+                total += view.expected * pooled
+        return total
+
+
+def _succeeded_steps(spec: Optional["LaunchSpec"]) -> Optional[int]:
+    """The complete steps of the run's capture when it succeeded (None: it did not, or there is none)."""
+    from pathlib import Path
+
+    from harness.capture import Capture
+
+    if spec is None:
+        return None
+    status = Capture(Path(spec.capture_dir)).status_read().status
+    return status.steps_complete if status is not None and status.state == "succeeded" else None
+
+
+def _fitted(text: str, width: int) -> list[str]:
+    """A line of ` | `-joined parts, broken between parts where it is wider than `width` (parts kept whole)."""
+    parts = text.split(" | ")
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + 3 + len(part) <= width:
+            lines[-1] += " | " + part
+        else:
+            lines.append("  " + part)
+    return lines
 
 
 class RichReporter(PlainReporter):
-    """A live panel of the run going now: run, step k/N, last rollout time, dropped or zero-variance groups,
-    reward, heat guard, elapsed."""
+    """A live table on a terminal: a row per run with a bar of complete steps, the time left, the heat guard
+    (`paused 0:42` while it holds the run) and the last step; the sweep's time left in the title."""
 
-    def __init__(self, console: Any, *, say_skips: bool = False) -> None:
-        super().__init__(say_skips=say_skips)
+    def __init__(
+        self,
+        console: Any,
+        *,
+        say_skips: bool = False,
+        verbose: bool = False,
+        specs: Sequence["LaunchSpec"] = (),
+        title: str = "",
+        clock: Callable[[], float] = time.monotonic,
+        reused: bool = False,
+    ) -> None:
+        super().__init__(say_skips=say_skips, verbose=verbose, specs=specs, clock=clock, reused=reused)
         self.console = console
+        self.title = title
         self.live: Any = None
 
     @property
     def last(self) -> Optional[dict[str, Any]]:
-        """The last step of the run going now, as the panel shows it."""
+        """The last step of the run going now, as the table shows it."""
         return self.current.last if self.current else None
 
     def _render(self) -> Any:
+        from rich.progress_bar import ProgressBar
         from rich.table import Table
         from rich.text import Text
 
-        table = Table.grid(padding=(0, 2))
-        view = self.current
-        spec = view.spec if view else None
-        expected = spec.steps_expected if spec else 0
-        table.add_row("[bold]run[/bold]", Text(f"{spec.run if spec else '-'}  ({spec.run_id if spec else ''})"))
-        table.add_row("[bold]steps[/bold]", f"{view.steps_complete if view else 0}/{expected} complete")
-        last = view.last if view else None
-        table.add_row("[bold]last step[/bold]", describe_step(last) if last else "waiting for the first step")
-        if view is not None and view.reading is not None:
-            style = "bold red" if view.reading.paused else "green"
-            table.add_row("[bold]heat guard[/bold]", Text(describe_guard(view.reading), style=style))
-        table.add_row("[bold]elapsed[/bold]", _elapsed(time.monotonic() - view.t0) if view else "-")
+        now, now_us = self.now(), _now_us()
+        wide = self.console.width >= 110
+        left = self.sweep_left_s() if len(self.runs) > 1 else None
+        title = self.title + (f", {format_left(left)} left in all" if left is not None else "")
+        table = Table(box=None, pad_edge=False, title=title or None, title_justify="left", collapse_padding=True)
+        for name, justify in (
+            ("run", "left"),
+            ("state", "left"),
+            ("steps", "left"),
+            ("left", "right"),
+            ("heat guard", "left"),
+        ):
+            table.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+        if wide:
+            table.add_column("last step", no_wrap=True, overflow="ellipsis")
+        for run, view in self.runs.items():
+            bar = Table.grid(padding=(0, 1))
+            bar.add_row(
+                ProgressBar(total=max(1, view.expected), completed=view.steps_complete, width=12),
+                f"{view.steps_complete}/{view.expected}",
+            )
+            state = "paused" if view.reading is not None and view.reading.paused else view.state
+            cells = [
+                Text(run),
+                Text(state, style="bold red" if state == "paused" else ""),
+                bar,
+                format_left(view.left_s(now)) if view.state == "running" else "",
+                Text(heat_text(view.reading, now_us)),
+            ]
+            if wide:
+                cells.append(Text(describe_step(view.last) if view.last else "-"))
+            table.add_row(*cells)
         return table
 
     def note(self, message: str) -> None:
-        self.console.print(message, markup=False, highlight=False)
+        from harness.cli.messages import message_lines
 
-    def started(self, spec: "LaunchSpec") -> None:
+        for line in message_lines("", message, self.console.width):
+            self.console.print(line, markup=False, highlight=False)
+
+    def start_live(self) -> None:
+        """Show the table (a run's start shows it when nothing has yet)."""
         from rich.live import Live
 
-        self._start(spec)
         if self.live is None:
-            self.live = Live(self._render(), console=self.console, refresh_per_second=1, get_renderable=self._render)
+            self.live = Live(console=self.console, refresh_per_second=2, get_renderable=self._render, transient=False)
             self.live.start()
 
-    def step(self, run: str, record: "StepRecord", steps_complete: int) -> None:
-        view = self.runs.get(run)
-        if view is not None:
-            view.last, view.steps_complete = step_summary(record, view.filter_on, view.batch), steps_complete
-
-    def guard(self, run: str, reading: "GuardReading") -> None:
-        view = self.runs.get(run)
-        if view is not None:
-            view.reading = reading  # the panel shows it at its next refresh
-
-    def finished(self, status: "RunStatus") -> None:
+    def stop_live(self) -> None:
         if self.live is not None:
             self.live.stop()
             self.live = None
 
+    def started(self, spec: "LaunchSpec") -> None:
+        self._start(spec)
+        self.start_live()
 
-def reporter_for(console: Any, *, say_skips: bool = False) -> PlainReporter:
+    def step(self, run: str, record: "StepRecord", steps_complete: int) -> None:
+        self._record_step(run, record, steps_complete)
+
+    def guard(self, run: str, reading: "GuardReading") -> None:
+        self._view(run).reading = reading  # the table shows it at its next refresh
+
+    def finished(self, status: "RunStatus") -> None:
+        super().finished(status)
+        if all(view.state not in ("running", "waiting") for view in self.runs.values()):
+            self.stop_live()
+
+
+def reporter_for(
+    console: Any,
+    *,
+    say_skips: bool = False,
+    verbose: bool = False,
+    specs: Sequence["LaunchSpec"] = (),
+    title: str = "",
+    reused: bool = False,
+) -> PlainReporter:
     """Rich on a terminal, plain lines otherwise."""
-    return RichReporter(console, say_skips=say_skips) if console.is_terminal else PlainReporter(say_skips=say_skips)
+    if console.is_terminal:
+        return RichReporter(console, say_skips=say_skips, verbose=verbose, specs=specs, title=title, reused=reused)
+    return PlainReporter(say_skips=say_skips, verbose=verbose, specs=specs, reused=reused)

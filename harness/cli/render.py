@@ -48,11 +48,24 @@ def print_sweep(console: Any, results: Sequence["SweepResult"]) -> None:
             result.decision.action,
             status.state if status else "-",
             steps,
-            result.decision.reason,
+            sweep_reason(result),
         )
         rows.append(tuple(Text(cell) for cell in cells))  # Text: a reason quoting a log line is never markup
     columns = [Column("run"), Column("action"), Column("state"), Column("steps", "right"), Column("reason", wrap=True)]
     print_table(console, columns, rows, title="sweep")
+
+
+def sweep_reason(result: "SweepResult") -> str:
+    """Why a run of a sweep ended as it did: for one that ran, how it ended (never the reason it was started,
+    which was true only before it ran); for one that was skipped, why."""
+    status = result.status
+    if result.decision.action != "run":
+        return result.decision.reason
+    if status is None:
+        return "not started"
+    if status.state == "succeeded":
+        return f"ran as attempt {status.attempt}" if status.attempt else "ran"
+    return status.error or f"exit code {status.exit_code}"
 
 
 def print_sweep_plan(plans: Sequence["Planned"], decisions: Sequence["Decision"], mode: str, *, as_json: bool) -> None:
@@ -126,7 +139,9 @@ def print_spec(spec: "LaunchSpec", *, as_json: bool, miles: Optional["JSONObject
 
     from rich.text import Text
 
+    from harness.cli.messages import output_width
     from harness.engines.spec import docker_run_command
+    from harness.lab.milesargv import parse_flags
 
     if as_json:
         document = spec.to_dict()
@@ -140,7 +155,8 @@ def print_spec(spec: "LaunchSpec", *, as_json: bool, miles: Optional["JSONObject
         # Text, never markup: an image or a path with [brackets] or :colons: is shown as written.
         console.print(Text.assemble(*parts), soft_wrap=True)
 
-    out(("run", "bold"), f" {spec.run}   ", ("run id", "bold"), f" {spec.run_id}   (dry run: nothing started)")
+    out(("run", "bold"), f"             {spec.run}   (dry run: nothing started)")
+    out("run id          ", spec.run_id)
     out("engine          ", spec.engine + (f": {shlex.join(spec.command)}" if spec.command else ""))
     out("image           ", spec.image)
     if miles is not None:
@@ -166,12 +182,17 @@ def print_spec(spec: "LaunchSpec", *, as_json: bool, miles: Optional["JSONObject
     for name, value in spec.labels.items():
         out("label           ", f"{name}={value}")
     out(("environment", "bold"))
+    width = output_width(console.is_terminal, console.width)
     for name, value in spec.display_env().items():
-        out("  ", f"{name}={value}")
+        for line in _wrapped_words(f"{name}={value}", width, first="  ", more="      "):
+            out(line)
     out(("trainer argv", "bold"), " (as the image's entry runs it)")
-    out("  ", " \\\n    ".join(_argv_lines(spec.trainer_argv)))
+    argv_groups = [flag.words for flag in parse_flags(list(spec.trainer_argv))]
+    for line in shell_lines(argv_groups, width, first="  ", more="    "):
+        out(line)
     out(("by hand", "bold"))
-    out("  ", shlex.join(docker_run_command(spec)))
+    for line in shell_lines(_command_groups(docker_run_command(spec)), width, first="  ", more="    "):
+        out(line)
 
 
 def miles_text(miles: "JSONObject") -> str:
@@ -190,10 +211,43 @@ def miles_text(miles: "JSONObject") -> str:
     return f"Miles {name}{cached}, {unfiltered} rollout/raw_reward_unfiltered" + (f"; {loads}" if loads else "")
 
 
-def _argv_lines(argv: Sequence[str]) -> list[str]:
-    """The argv shell-quoted, one flag and its values per line, each as written."""
+def shell_lines(groups: Sequence[Sequence[str]], width: int, *, first: str, more: str) -> list[str]:
+    """A command as shell lines to copy: one line where it fits `width`, else continued with ` \\`, a group (a
+    flag and its values) per line, its words apart where the group is wider than `width`; a word is never broken."""
     import shlex
 
-    from harness.lab.milesargv import parse_flags
+    whole = shlex.join(word for group in groups for word in group)
+    if len(first) + len(whole) <= width:
+        return [first + whole]
+    pieces: list[str] = []
+    for group in groups:
+        joined = shlex.join(group)
+        if len(more) + len(joined) + 2 <= width or len(group) == 1:
+            pieces.append(joined)
+        else:
+            pieces.extend(shlex.quote(word) for word in group)
+    return [
+        (first if i == 0 else more) + piece + (" \\" if i < len(pieces) - 1 else "") for i, piece in enumerate(pieces)
+    ]
 
-    return [shlex.join(flag.words) for flag in parse_flags(list(argv))]
+
+def _command_groups(argv: Sequence[str]) -> list[list[str]]:
+    """`docker run ...` as groups: the program and its command, then each option with its value, then the image."""
+    groups: list[list[str]] = [list(argv[:2])]
+    words = list(argv[2:])
+    while words:
+        word = words.pop(0)
+        if word.startswith("-") and words and not words[0].startswith("-") and len(words) > 1:
+            groups.append([word, words.pop(0)])
+        else:
+            groups.append([word])
+    return groups
+
+
+def _wrapped_words(text: str, width: int, *, first: str, more: str) -> list[str]:
+    """Text to read (an environment value), wrapped at spaces; a word is never broken."""
+    import textwrap
+
+    return textwrap.wrap(
+        text, width=width, initial_indent=first, subsequent_indent=more, break_long_words=False, break_on_hyphens=False
+    ) or [first]

@@ -123,6 +123,11 @@ class SeedsCommand(TyperCommand):
         return super().parse_args(ctx, spread_seeds(args))
 
 
+def _wandb(wandb: bool) -> list[str]:
+    """`--wandb` as the override it stands for."""
+    return ["export.wandb=offline"] if wandb else []
+
+
 def _succeeded(status: Optional["RunStatus"]) -> bool:
     return status is not None and status.state == "succeeded"
 
@@ -153,7 +158,9 @@ def plan_from_cli(
     return plans
 
 
-def _context(plans: Sequence["Planned"], capture_dir: Path, options: "RunOptions", *, say_skips: bool) -> Any:
+def _context(
+    plans: Sequence["Planned"], capture_dir: Path, options: "RunOptions", *, say_skips: bool, verbose: bool
+) -> Any:
     """Warn about leftovers `harness recover` would settle; the console and the runs' context."""
     from harness.cli.progress import reporter_for
     from harness.run.context import RunContext
@@ -162,7 +169,11 @@ def _context(plans: Sequence["Planned"], capture_dir: Path, options: "RunOptions
     for message in leftover_warnings(capture_dir, [plan.spec.engine for plan in plans]):
         warn(message)
     console = stdout()
-    return console, RunContext(options=options, reporter=reporter_for(console, say_skips=say_skips))
+    title = f"{len(plans)} runs" if len(plans) > 1 else ""
+    reporter = reporter_for(
+        console, say_skips=say_skips, verbose=verbose, specs=[plan.spec for plan in plans], title=title
+    )
+    return console, RunContext(options=options, reporter=reporter)
 
 
 GraceOption = Annotated[
@@ -198,6 +209,9 @@ SimEngineOption = Annotated[
         help="With --sim: auto (Docker where the sim image is built, else a process), docker or process.",
     ),
 ]
+VerboseOption = Annotated[
+    bool, typer.Option("-v", "--verbose", help="Also a line for each pause and resume (else the step lines sum them).")
+]
 NameOption = Annotated[
     Optional[str],
     typer.Option(
@@ -205,6 +219,14 @@ NameOption = Annotated[
         metavar="NAME",
         help="Run under this run name instead of the experiment's (a variant, e.g. with --set, gets a capture of "
         "its own beside the experiment's; make: NAME=).",
+    ),
+]
+WandbOption = Annotated[
+    bool,
+    typer.Option(
+        "--wandb",
+        help="Also write an offline W&B run of each run under <capture dir>/wandb (= --set export.wandb=offline); "
+        "nothing is sent: `wandb sync` uploads it (docs/tensorboard.md).",
     ),
 ]
 ExperimentArgument = Annotated[
@@ -220,36 +242,49 @@ RUN_HELP = f"""Run one experiment in a container on the GPU, capture it, and exi
 
 \b
 Examples:
-  make run EXP=e2b-dapo-filter              (= harness run e2b-dapo-filter)
-  harness run e2b-dapo-filter --dry-run     (what would start; starts nothing)
-  make run EXP=e2b-dapo-filter SIM=1        (= harness run e2b-dapo-filter --sim)
-  make run EXP=plain NAME=plain-4 ARGS="--set steps=4"   (= harness run plain --name plain-4 --set steps=4)
-  make smoke                                (the GPU smoke test: harness run smoke --force)
-  make smoke SIM=1                          (the same on the simulator, as CI runs it)
+  make run EXP=e2b-dapo-filter
+      = harness run e2b-dapo-filter
+  harness run e2b-dapo-filter --dry-run
+      what would start; starts nothing
+  make run EXP=e2b-dapo-filter SIM=1
+      = harness run e2b-dapo-filter --sim
+  make run EXP=plain NAME=plain-4 ARGS="--set steps=4"
+      = harness run plain --name plain-4 --set steps=4: a variant
+  make smoke
+      the GPU smoke test: harness run smoke --force
+  make smoke SIM=1
+      the same on the simulator, as CI runs it
 
 Without an experiment: ${EXPERIMENT_ENV}, else {DEFAULT_EXPERIMENT}. With --sim
 the simulated trainer runs instead of Miles (docs/simulator.md), guarded
 on simulated heat: the run `make demo` makes, under capture/sim. A capture
 that succeeded with another configuration is refused, naming what changed
-(--force reruns it). The smoke run's captures go under capture/smoke.
+(--force reruns it as a new attempt; --name runs it under a name of its
+own). The smoke run's captures go under capture/smoke.
 """
 
-SWEEP_HELP = f"""Run an experiment over seeds, one after another; succeeded runs are skipped unless --force.
+SWEEP_HELP = f"""Run an experiment over seeds; succeeded runs are skipped unless --force.
 
 \b
 Examples:
-  harness sweep --seeds 1 2 3               (the lab's default experiment, {DEFAULT_EXPERIMENT})
+  harness sweep --seeds 1 2 3
+      the lab's default experiment, {DEFAULT_EXPERIMENT}
   harness sweep plain-48 --seeds 1 2 3
   harness sweep --seeds 1 2 3 plain-48
-  harness sweep seeds                       (a sweep file: plain-48 over seeds 1 2 3)
-  make sweep SEEDS="1 2 3"                  (EXP=plain-48 names another experiment)
-  make sweep SIM=1                          (= harness sweep --seeds 1 2 3 --sim)
-  harness sweep plain-48 --seeds 1 2 3 4 --ray auto   (side by side on a Ray cluster's GPUs: docs/cluster.md)
+  harness sweep seeds
+      a sweep file: plain-48 over seeds 1 2 3
+  make sweep SEEDS="1 2 3"
+      EXP=plain-48 names another experiment
+  make sweep SIM=1
+      = harness sweep --seeds 1 2 3 --sim --parallel 3
+  harness sweep plain-48 --seeds 1 2 3 4 --ray auto
+      side by side on a Ray cluster's GPUs: docs/cluster.md
 
 --seeds takes every number that follows it. Without an experiment:
 ${EXPERIMENT_ENV}, else {DEFAULT_EXPERIMENT}; the choice is printed first.
-A run whose capture succeeded with another configuration is refused before
-any starts (exit 2, naming what changed), unless --force.
+Runs go one after another, or --parallel N at a time where none takes a
+GPU. A run whose capture succeeded with another configuration is refused
+before any starts (exit 2, naming what changed), unless --force.
 """
 
 
@@ -276,6 +311,8 @@ def run(
     seed: SeedOption = None,
     set_: SetOption = None,
     name: NameOption = None,
+    verbose: VerboseOption = False,
+    wandb: WandbOption = False,
     ray: RayOption = None,
     nodes: NodesOption = 1,
 ) -> Optional[ExitCode]:
@@ -286,7 +323,7 @@ def run(
     experiment = chosen_experiment(experiment)
     capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
-    overrides = [*(set_ or ()), *([f"limits.max_minutes={max_minutes}"] if max_minutes else [])]
+    overrides = [*(set_ or ()), *([f"limits.max_minutes={max_minutes}"] if max_minutes else []), *_wandb(wandb)]
     plans = plan_from_cli(
         experiment, experiments_dir, capture_dir, [seed] if seed else [], overrides, target, variant=name
     )
@@ -304,7 +341,7 @@ def run(
             warn(f"pre-flight: {problem}")
         print_spec(plan.spec, as_json=json_, miles=miles)
         return None
-    _, ctx = _context([plan], capture_dir, options, say_skips=False)
+    _, ctx = _context([plan], capture_dir, options, say_skips=False, verbose=verbose)
     with stop_on_signals(ctx.stop, ctx.reporter.note):
         result = run_planned(plan, ctx)
     if result.decision.action == "skip" and not result.decision.refused and _succeeded(result.status):
@@ -344,6 +381,16 @@ def sweep(
     fail_fast: Annotated[
         bool, typer.Option("--fail-fast", help="Stop the sweep at the first run that does not succeed.")
     ] = False,
+    parallel: Annotated[
+        int,
+        typer.Option(
+            "--parallel",
+            min=1,
+            metavar="N",
+            help="Runs at a time when none takes a GPU (on the simulator, or gpus: none); GPU runs go one per "
+            "GPU whatever N is.",
+        ),
+    ] = 1,
     no_wait: NoWaitOption = False,
     keep: KeepOption = False,
     grace_s: GraceOption = 60.0,
@@ -354,12 +401,14 @@ def sweep(
     capture_dir: CaptureDirOrSim = None,
     set_: SetOption = None,
     name: NameOption = None,
+    verbose: VerboseOption = False,
+    wandb: WandbOption = False,
     ray: RayOption = None,
 ) -> Optional[ExitCode]:
     from harness.errors import HarnessError
     from harness.run.context import RunOptions
     from harness.run.decide import refuse_before_starting
-    from harness.run.lifecycle import decide_on_capture, exit_code_for, run_sweep, stop_on_signals
+    from harness.run.lifecycle import decide_on_capture, exit_code_for, run_sweep, stop_on_signals, takes_no_gpu
 
     if retry and force:
         raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
@@ -368,19 +417,24 @@ def sweep(
     experiment = chosen_experiment(experiment)
     capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
-    plans = plan_from_cli(experiment, experiments_dir, capture_dir, list(seeds or ()), set_ or (), target, variant=name)
+    overrides = [*(set_ or ()), *_wandb(wandb)]
+    plans = plan_from_cli(experiment, experiments_dir, capture_dir, list(seeds or ()), overrides, target, variant=name)
     mode: Mode = "force" if force else "retry" if retry else "cached"
     decisions = [decide_on_capture(plan, mode) for plan in plans]
     if dry_run:
         print_sweep_plan(plans, decisions, mode, as_json=json_)
         return None
     refuse_before_starting(decisions)
-    options = RunOptions(mode=mode, fail_fast=fail_fast, wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
+    options = RunOptions(
+        mode=mode, fail_fast=fail_fast, wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s, parallel=parallel
+    )
+    if parallel > 1 and not all(takes_no_gpu(plan) for plan in plans):
+        note(f"--parallel {parallel}: these runs take a GPU, so they go one per GPU, as its lock has them")
     if ray:
         from harness.cli.cluster import run_on_ray
 
         return run_on_ray(plans, address=ray, options=options, single=False)
-    console, ctx = _context(plans, capture_dir, options, say_skips=True)
+    console, ctx = _context(plans, capture_dir, options, say_skips=True, verbose=verbose)
     with stop_on_signals(ctx.stop, ctx.reporter.note):
         results = run_sweep(plans, ctx)
     print_sweep(console, results)

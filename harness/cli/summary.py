@@ -46,6 +46,10 @@ def summarize_command(
     document = published.document
     for warning in published.warnings:
         warn(warning)
+    if not no_figures:
+        from harness.cli.board import summary_images
+
+        summary_images(capture_dir, document, changed=bool(published.figures))
     if json_:
         import json
 
@@ -70,7 +74,7 @@ def summarize_command(
         console.print(
             f"[bold]{escape(comparison.run)}[/bold] against {escape(comparison.baseline)}: "
             f"{escape(comparison.reward.verdict)}",
-            soft_wrap=not console.is_terminal,
+            overflow="ignore",
         )
     console.print(f"wrote {escape(str(published.summary_path))}")
     for path in published.figures:
@@ -160,7 +164,12 @@ def export_command(
     capture_dir: CaptureDirOrSim = None,
     sim: SimCapturesOption = False,
     format_: Annotated[
-        str, typer.Option("--format", help="parquet (needs pyarrow, which make setup installs) or csv.")
+        str,
+        typer.Option(
+            "--format",
+            help="parquet (needs pyarrow, which make setup installs), csv, or tensorboard (every run's TensorBoard "
+            "events rebuilt from its capture, under <capture dir>/tensorboard: docs/tensorboard.md).",
+        ),
     ] = "parquet",
     out: Annotated[
         Optional[Path],
@@ -180,9 +189,17 @@ def export_command(
     from harness.summary.export import FORMATS, default_export_path, export_steps
     from harness.summary.publish import default_summary_path, no_runs_message, summarize_captures_in, writing
 
-    if format_ not in FORMATS:
-        raise HarnessError(f"--format {format_!r}: one of {', '.join(FORMATS)}")
+    if format_ not in (*FORMATS, "tensorboard"):
+        raise HarnessError(f"--format {format_!r}: one of {', '.join(FORMATS)}, tensorboard")
     capture_dir = capture_root(capture_dir, sim)
+    if format_ == "tensorboard":
+        from harness.cli.board import export_tensorboard
+
+        if out is not None or summary is not None:
+            raise HarnessError(
+                "--format tensorboard writes <capture dir>/tensorboard from the captures: no --out or --summary"
+            )
+        return export_tensorboard(capture_dir, _sim_hint(capture_dir, sim))
     if summary is not None:
         from harness.summary.serialize import load_summary
 

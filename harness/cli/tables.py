@@ -1,10 +1,13 @@
-"""Tables that fit: whole names, states and numbers in a terminal of any width; plain lines when piped.
+"""Tables that fit: whole names, states and numbers in a terminal of any width, and piped.
 
-In a terminal, free-text columns wrap at spaces (never inside a word), and
-where even that is too wide, the columns marked droppable go, lowest `drop`
-first; what is left is never cut. Piped (no terminal), or where even the
-essential columns are wider than the terminal, a table is plain text: no box,
-no colour, one line per row however long, so `grep` and `awk` see whole rows.
+Free-text columns wrap at spaces (never inside a word), and where even that
+is too wide, the columns marked droppable go, lowest `drop` first, and a
+line under the table says which; what is left is never cut. The width is the
+terminal's, or piped 100 columns ($COLUMNS when set: harness.cli.messages).
+Piped, a table is plain text: no box, no colour, a row's first line holding
+its first cells (so `grep NAME` finds the row), a wrapped cell continuing on
+indented lines below. Where even the essential columns are wider than the
+width, the table is plain, one line per row however long.
 """
 
 from __future__ import annotations
@@ -27,23 +30,33 @@ class Column:
 
 def print_table(
     console: Any, columns: Sequence[Column], rows: Sequence[Sequence[Any]], *, title: Optional[str] = None
-) -> None:
-    """Print rows under columns, fitted to the terminal, or plain when piped.
+) -> list[str]:
+    """Print rows under columns, fitted to the width; the headers of the columns left out to fit.
 
     A cell is a string of rich markup, or a rich Text shown exactly as written
     (for values read from files: a name with [brackets] is not markup).
     """
+    from rich.text import Text
+
+    from harness.cli.messages import output_width
+
+    width = output_width(console.is_terminal, console.width)
     plain = [[_plain(cell) for cell in row] for row in rows]
-    if console.is_terminal:
-        for dropped in [0, *sorted({c.drop for c in columns if c.drop})]:
-            kept = [i for i, column in enumerate(columns) if not column.drop or column.drop > dropped]
-            widths = _fit([columns[i] for i in kept], [[row[i] for i in kept] for row in plain], console.width)
-            if widths is not None:
-                console.print(
-                    _table([columns[i] for i in kept], [[row[i] for i in kept] for row in rows], widths, title)
-                )
-                return
-    _print_plain(console, columns, plain, title)
+    for dropped in [0, *sorted({c.drop for c in columns if c.drop})]:
+        kept = [i for i, column in enumerate(columns) if not column.drop or column.drop > dropped]
+        widths = _fit([columns[i] for i in kept], [[row[i] for i in kept] for row in plain], width)
+        if widths is None:
+            continue
+        if console.is_terminal:
+            console.print(_table([columns[i] for i in kept], [[row[i] for i in kept] for row in rows], widths, title))
+        else:
+            _print_plain(console, [columns[i] for i in kept], [[row[i] for i in kept] for row in plain], title, widths)
+        left_out = [column.header for i, column in enumerate(columns) if i not in kept]
+        if left_out:
+            console.print(Text(f"(left out to fit {width} columns: {', '.join(left_out)})"))
+        return left_out
+    _print_plain(console, columns, plain, title, None)
+    return []
 
 
 def _fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> Optional[list[int]]:
@@ -85,25 +98,53 @@ def _table(
     return table
 
 
-def _print_plain(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[str]], title: Optional[str]) -> None:
+def _print_plain(
+    console: Any,
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str]],
+    title: Optional[str],
+    fitted: Optional[Sequence[int]],
+) -> None:
+    """Plain text; with `fitted` widths, a wrapping column's cell goes on over the row's next lines."""
+    import textwrap
+
     from rich.cells import cell_len
 
-    widths = [
-        max(cell_len(text) for text in [column.header, *(row[i] for row in rows)]) for i, column in enumerate(columns)
-    ]
-
-    def line(cells: Sequence[str]) -> str:
-        padded = [
-            text + " " * (width - cell_len(text)) if column.justify == "left" else " " * (width - cell_len(text)) + text
-            for column, text, width in zip(columns, cells, widths)
+    widths = (
+        list(fitted)
+        if fitted is not None
+        else [
+            max(cell_len(text) for text in [column.header, *(row[i] for row in rows)])
+            for i, column in enumerate(columns)
         ]
-        return (" " * GAP).join(padded).rstrip()
+    )
+
+    def pieces(column: Column, text: str, width: int) -> list[str]:
+        if fitted is None or not column.wrap or cell_len(text) <= width:
+            return [text]
+        return textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or [""]
+
+    def lines(cells: Sequence[str]) -> list[str]:
+        wrapped = [pieces(column, text, width) for column, text, width in zip(columns, cells, widths)]
+        out = []
+        for depth in range(max(len(parts) for parts in wrapped)):
+            texts = [parts[depth] if depth < len(parts) else "" for parts in wrapped]
+            padded = [
+                text + " " * (width - cell_len(text))
+                if column.justify == "left"
+                else " " * (width - cell_len(text)) + text
+                for column, text, width in zip(columns, texts, widths)
+            ]
+            out.append((" " * GAP).join(padded).rstrip())
+        return out
 
     if title:
         console.out(title, highlight=False)
-    console.out(line([column.header for column in columns]), highlight=False)
+    for line in lines([column.header for column in columns]):
+        console.out(line, highlight=False)
     for row in rows:
-        console.out(line(row), highlight=False)
+        for line in lines(row):
+            console.out(line, highlight=False)
 
 
 def _plain(cell: Any) -> str:

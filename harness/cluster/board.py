@@ -45,10 +45,8 @@ class RunLine:
         return "-" if self.reward is None else f"{self.reward:.3f}"
 
     def describe(self) -> str:
-        """`plain-48-s2 on spark-2: running, step 3/12, rollout 88.7 s (incl. pauses), reward 0.672, 88.0 C`."""
-        numbers = (
-            f", rollout {self.rollout_text} s (incl. pauses), reward {self.reward_text}" if self.steps_complete else ""
-        )
+        """`plain-48-s2 on spark-2: running, step 3/12, rollout 88.7 trainer s, reward 0.672, 88.0 C`."""
+        numbers = f", rollout {self.rollout_text} trainer s, reward {self.reward_text}" if self.steps_complete else ""
         return (
             f"{self.run} on {self.host}: {self.state}, step {self.steps_complete}/{self.steps_expected}"
             f"{numbers}, {self.pause_text}"

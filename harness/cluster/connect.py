@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from harness.cluster import import_ray
@@ -45,11 +48,57 @@ class Node:
         return all(self.resources.get(name, 0) >= amount for name, amount in request.items())
 
 
+class RayOutput:
+    """Ray's own log lines (a raylet's `[state-dump]`, `(raylet) accessor.cc:...`) go to a file, not among the
+    harness's: the process's standard error is that file while Ray is joined, and the harness writes to a
+    copy of the real one."""
+
+    def __init__(self) -> None:
+        self.path: Optional[Path] = None
+        self._saved: Optional[int] = None
+        self._stderr: Any = None
+
+    def divert(self) -> Path:
+        """From now on, what Ray writes to standard error goes to the file returned."""
+        from harness.fs.paths import state_dir
+
+        directory = state_dir("HARNESS_RAY_LOG_DIR", "ray")
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"driver-{os.getpid()}.log"
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        self._stderr = sys.stderr
+        log = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o666)
+        os.dup2(log, 2)
+        os.close(log)
+        sys.stderr = os.fdopen(os.dup(self._saved), "w", buffering=1)
+        return self.path
+
+    def restore(self) -> None:
+        """Standard error is the real one again."""
+        if self._saved is None:
+            return
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        sys.stderr.close()
+        sys.stderr = self._stderr
+        self._saved = None
+
+
+RAY_OUTPUT = RayOutput()
+
+
 def connect(address: str) -> Any:
-    """Join the cluster at `address` (anything `ray.init` takes) as a driver; a one-line error if it cannot."""
+    """Join the cluster at `address` (anything `ray.init` takes) as a driver; a one-line error if it cannot.
+
+    Ray's own log lines go to a file from here on (RayOutput), named once on standard error.
+    """
     ray = import_ray()
     if ray.is_initialized():
         return ray
+    path = RAY_OUTPUT.divert()
+    print(f"Ray's own log lines go to {path}", file=sys.stderr, flush=True)
     try:
         # Workers' output stays on their hosts (the runs stream what matters), and Ray's INFO lines stay quiet.
         ray.init(
@@ -60,6 +109,7 @@ def connect(address: str) -> Any:
             namespace="miles-gb10-lab",
         )
     except Exception as err:  # ConnectionError, ValueError, RuntimeError: Ray's reasons vary by version
+        RAY_OUTPUT.restore()
         raise HarnessError(
             f"cannot join the Ray cluster at {address!r}: {_reason(err)}", ExitCode.ENGINE_UNAVAILABLE
         ) from None
@@ -81,6 +131,7 @@ def disconnect() -> None:
     ray = import_ray()
     if ray.is_initialized():
         ray.shutdown()
+    RAY_OUTPUT.restore()
 
 
 def alive_nodes(ray: Any) -> list[Node]:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from harness.capture import Capture, CaptureLock, RunState, RunStatus, describe_os_error, this_host, utc_now
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.capture.writer import EventSink
+from harness.capture.writer import EventSink, Forward
 from harness.cluster.connect import Node, NodeFacts, alive_nodes, nodes_for, run_request
 from harness.errors import ExitCode, HarnessError
 from harness.run.context import RunContext, StopControl
@@ -65,6 +66,8 @@ class RayRun:
 
     attempt: Optional[Attempt] = None  # made on the driver with the run's first write
     attempt_number: Optional[int] = None  # its number, known when the run is submitted
+    board: Optional[ExitStack] = None  # the run's board on the driver (TensorBoard events, W&B), while it is written
+    board_put: Optional[Forward] = None
 
     @property
     def capture(self) -> Capture:
@@ -298,8 +301,11 @@ class RaySweep:
                 run.sink = EventSink(run.capture, on_status=lambda status: self._as_harness(run, status))
                 run.sink.apply(event)
                 attempts.started(run.attempt)
+                self._open_board(run)
             else:
                 run.sink.apply(event)
+            if run.board_put is not None:
+                run.board_put(event)
         except OSError as err:
             self._write_failed(run, err)
             return
@@ -352,7 +358,19 @@ class RaySweep:
             self.ctx.reporter.note(f"{run.run}: {describe_os_error(err, 'status.json')}")
         run.status = status
 
+    def _open_board(self, run: RayRun) -> None:
+        """The run's board on the driver, fed the events its capture is written with, as a local run's is."""
+        from harness.board.session import board_session
+
+        stack = ExitStack()
+        root = Path(run.plan.spec.capture_dir).parent
+        board = stack.enter_context(board_session(run.run, root, run.plan.experiment.export, self.ctx.reporter.warning))
+        run.board, run.board_put = stack, board.forwarding(None)
+
     def _release(self, run: RayRun) -> None:
+        if run.board is not None:
+            run.board.close()  # drains the board and shows the run's current attempt
+            run.board, run.board_put = None, None
         if run.sink is not None:
             try:
                 run.sink.close()

@@ -13,7 +13,11 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 # Directory names the capture tree uses for itself (dot-names are refused by SAFE_NAME).
-RESERVED_NAMES = {"summary": "the summary's directory in the capture tree"}
+RESERVED_NAMES = {
+    "summary": "the summary's directory in the capture tree",
+    "tensorboard": "the TensorBoard event files' directory in the capture tree",
+    "wandb": "the offline W&B runs' directory in the capture tree",
+}
 
 
 def check_safe_name(name: object) -> str:

@@ -179,6 +179,14 @@ class LimitsConfig(_Strict):
     max_minutes: Optional[float] = Field(default=None, gt=0)
 
 
+class ExportConfig(_Strict):
+    """Where a run's records go besides its capture (docs/tensorboard.md): TensorBoard event files, written live
+    (on by default), and an offline W&B run directory (`wandb: offline`, or `--wandb`), which never sends anything."""
+
+    tensorboard: bool = True
+    wandb: Optional[Literal["offline"]] = None
+
+
 class Experiment(_Strict):
     """One resolved experiment: what `experiments/<name>.yaml` and its parents say."""
 
@@ -196,6 +204,7 @@ class Experiment(_Strict):
     compare: Optional[CompareConfig] = None
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    export: ExportConfig = Field(default_factory=ExportConfig)
 
     @model_validator(mode="after")
     def _engine_command(self) -> "Experiment":

@@ -35,7 +35,9 @@ class RunOptions:
 
     `mode`: what an existing capture means (harness.run.decide); `wait_for_gpu`
     covers the capture's lock too (--no-wait); `fail_fast`: a sweep stops at
-    the first run that does not succeed.
+    the first run that does not succeed; `parallel`: how many runs of a sweep
+    go at once when none of them takes a GPU (a GPU run holds its GPU's lock,
+    so GPU runs go one per GPU whatever this says).
     """
 
     mode: Mode = "retry"
@@ -43,6 +45,7 @@ class RunOptions:
     keep: bool = False
     grace_s: float = DEFAULT_GRACE_S
     fail_fast: bool = False
+    parallel: int = 1  # runs of a sweep that take no GPU at a time (simulated, or gpus: none)
 
 
 class StopControl:

@@ -19,7 +19,7 @@ Mode = Literal["cached", "retry", "force"]
 MAX_CHANGES_SHOWN = 6
 MAX_VALUE_SHOWN = 40
 # Keys of the experiment that say nothing about the run's numbers.
-_NOT_COMPARED = ("description", "extends")
+_NOT_COMPARED = ("description", "extends", "export")  # export: where the records are shown, not what they are
 _ABSENT = object()
 
 

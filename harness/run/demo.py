@@ -15,8 +15,6 @@ Deciding is pure here (`headline`); `run_at_once` acts through the same
 from __future__ import annotations
 
 import os
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
@@ -25,7 +23,7 @@ from harness.capture import RunState
 from harness.experiments.store import ExperimentStore
 from harness.run.context import RunContext
 from harness.run.decide import Decision
-from harness.run.lifecycle import SweepResult, run_planned
+from harness.run.lifecycle import SweepResult, run_in_parallel
 from harness.run.plan import Planned, plan_runs
 from harness.run.simswap import SimTarget
 
@@ -62,17 +60,8 @@ def plan_demo(
 
 
 def run_at_once(plans: Sequence[Planned], ctx: RunContext) -> list[SweepResult]:
-    """Every plan at once, each as `harness run` runs it; the results in the plans' order.
-
-    Call from the main thread: it waits in short joins, so Ctrl-C reaches the
-    signal handler (which asks `ctx.stop` to stop every run).
-    """
-    ctx.code_facts()  # once, before the runs start: they share it
-    with ThreadPoolExecutor(max_workers=max(1, len(plans)), thread_name_prefix="demo-run") as pool:
-        futures = [pool.submit(run_planned, plan, ctx) for plan in plans]
-        while not all(future.done() for future in futures):
-            time.sleep(0.2)
-        return [future.result() for future in futures]
+    """Every plan at once, each as `harness run` runs it; the results in the plans' order."""
+    return run_in_parallel(plans, ctx, len(plans))
 
 
 @dataclass(frozen=True)

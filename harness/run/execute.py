@@ -337,8 +337,26 @@ def execute(
     attempt of the run had succeeded, and when it succeeds
     (harness.capture.attempts). `guard`: the experiment's heat guard, its
     sensor opened (the caller closes it). A run that never started is
-    recorded `not_started` and raised as a HarnessError.
+    recorded `not_started` and raised as a HarnessError. Every capture write
+    is also shown on the run's board (harness.board: TensorBoard events,
+    written off this thread), which never stops the run.
     """
+    from harness.board.session import board_session
+
+    root = Path(plan.spec.capture_dir).parent
+    with board_session(plan.spec.run, root, plan.experiment.export, ctx.reporter.warning) as board:
+        shown = replace(ctx, forward=board.forwarding(ctx.forward))
+        return _execute_attempt(plan, shown, engine=engine, guard=guard, clock=clock)
+
+
+def _execute_attempt(
+    plan: Planned,
+    ctx: RunContext,
+    *,
+    engine: Engine,
+    guard: "GuardSession",
+    clock: Callable[[], float],
+) -> RunStatus:
     from harness.mileslog import LogParser
 
     reporter, stop = ctx.reporter, ctx.stop

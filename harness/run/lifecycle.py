@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,8 +96,10 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
             return SweepResult(decision, found.status)
         problems = engine.preflight(spec)
         if problems:
+            # Without a GPU, image or data here, the same run still runs on the simulator: say how.
+            hint = "" if plan.sim is not None else "; on the simulator instead: --sim (make: SIM=1)"
             raise HarnessError(
-                f"run {spec.run} not started: " + "; ".join(p.message for p in problems), problems[0].exit_code
+                f"run {spec.run} not started: " + "; ".join(p.message for p in problems) + hint, problems[0].exit_code
             )
         ctx.code_facts()  # before the GPU is taken: git and NVML may take a moment
         with GpuLock(plan.experiment.container.gpus, owner) as gpu_lock:
@@ -116,7 +121,12 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
 
 
 def run_sweep(plans: Sequence[Planned], ctx: RunContext) -> list[SweepResult]:
-    """Runs one after another; a failure stops the rest only with `fail_fast`, an interrupt always."""
+    """The runs of a sweep: one after another, or `options.parallel` at a time where none takes a GPU.
+
+    A failure stops the runs not yet started only with `fail_fast`, an interrupt always.
+    """
+    if ctx.options.parallel > 1 and all(takes_no_gpu(plan) for plan in plans):
+        return run_in_parallel(plans, ctx, ctx.options.parallel)
     results = []
     for plan in plans:
         if ctx.stop.requested:
@@ -124,14 +134,48 @@ def run_sweep(plans: Sequence[Planned], ctx: RunContext) -> list[SweepResult]:
             continue
         result = run_planned(plan, ctx)
         results.append(result)
-        status = result.status
-        if (
-            result.decision.action == "run"
-            and status is not None
-            and (status.state == RunState.INTERRUPTED or (ctx.options.fail_fast and status.state != RunState.SUCCEEDED))
-        ):
+        if _ends_the_sweep(result, ctx):
             break
     return results
+
+
+def takes_no_gpu(plan: Planned) -> bool:
+    """A run that holds no GPU's lock: on the simulator, or with `container.gpus: none`."""
+    return plan.sim is not None or plan.experiment.container.gpus == "none"
+
+
+def run_in_parallel(plans: Sequence[Planned], ctx: RunContext, workers: int) -> list[SweepResult]:
+    """`workers` runs at a time, each as `run_planned` runs it; the results in the plans' order.
+
+    Call from the main thread: it waits in short joins, so Ctrl-C reaches the
+    signal handler (which asks `ctx.stop` to stop every run).
+    """
+    ctx.code_facts()  # once, before the runs start: they share it
+    ended = threading.Event()  # a run ended the sweep (--fail-fast)
+
+    def one(plan: Planned) -> SweepResult:
+        if ctx.stop.requested or ended.is_set():
+            why = "the sweep was interrupted" if ctx.stop.requested else "the sweep stopped at the first failure"
+            return SweepResult(Decision(plan.spec.run, "skip", why), None)
+        result = run_planned(plan, ctx)
+        if _ends_the_sweep(result, ctx):
+            ended.set()
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="run") as pool:
+        futures = [pool.submit(one, plan) for plan in plans]
+        while not all(future.done() for future in futures):
+            time.sleep(0.2)
+        return [future.result() for future in futures]
+
+
+def _ends_the_sweep(result: SweepResult, ctx: RunContext) -> bool:
+    status = result.status
+    return (
+        result.decision.action == "run"
+        and status is not None
+        and (status.state == RunState.INTERRUPTED or (ctx.options.fail_fast and status.state != RunState.SUCCEEDED))
+    )
 
 
 def exit_code_for(states: Sequence[str]) -> ExitCode:

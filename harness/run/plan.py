@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -35,8 +34,8 @@ from harness.secrets import redact_text, shown_env_value
 
 # Keys of the resolved experiment that do not change what a run measures (the
 # guard decides when the run is frozen, and its pauses are taken out of the times;
-# `cluster` only says where Ray places the run).
-_NOT_IN_RUN_ID = ("description", "compare", "limits", "extends", "guard", "cluster")
+# `cluster` only says where Ray places the run; `export`, where its records are shown besides the capture).
+_NOT_IN_RUN_ID = ("description", "compare", "limits", "extends", "guard", "cluster", "export")
 
 
 def compute_run_id(experiment: Experiment, trainer_argv: Sequence[str], image: str, run: Optional[str] = None) -> str:
@@ -72,6 +71,12 @@ def _mount(volume: str, project_root: str, environ: Mapping[str, str]) -> Mount:
     if not source.startswith("/"):
         source = str(PurePosixPath(project_root) / source)
     return Mount(source=source, target=parts["target"], read_only=parts["mode"] == "ro")
+
+
+def container_name(run_id: str, capture_dir: str) -> str:
+    """`mgl-<run id>-<capture tag>`: the run id names the configuration, the tag the capture, so two capture roots
+    running one experiment at once on one Docker engine never ask for the same name."""
+    return f"mgl-{run_id}-{hashlib.sha256(capture_dir.encode()).hexdigest()[:6]}"
 
 
 def plan_launch(
@@ -116,7 +121,7 @@ def plan_launch(
         engine=experiment.engine,
         image=experiment.image,
         command=tuple(experiment.command) if experiment.command else None,
-        container_name=f"mgl-{run_id}",
+        container_name=container_name(run_id, capture_dir),
         trainer_argv=trainer_argv,
         env=env,
         labels={
@@ -215,7 +220,6 @@ def plan_runs(
 
 
 def attempt_container_name(spec: LaunchSpec, attempt: int) -> str:
-    """The container of one attempt: the spec's name, its capture root's key and the attempt's number, so a kept
-    container never blocks a later attempt, or the same run in another capture root."""
-    root = os.path.abspath(os.path.dirname(os.path.abspath(spec.capture_dir)))
-    return f"{spec.container_name}-{hashlib.sha256(root.encode()).hexdigest()[:6]}-a{attempt}"
+    """The container of one attempt: the spec's name (its run id and capture tag) and the attempt's number, so a
+    kept container never blocks a later attempt, nor the same run in another capture root."""
+    return f"{spec.container_name}-a{attempt}"

@@ -67,3 +67,24 @@ def harness_facts() -> JSONObject:
         "host": socket.gethostname(),
         "python": sys.version.split()[0],
     }
+
+
+def version_line() -> str:
+    """`harness --version`, on one line: the version, the code's git sha, Python, whether Docker and NVML answer."""
+    from harness.engines.dockerapi import DockerApi, DockerApiError
+
+    code = git_facts(Path(__file__).resolve().parent.parent.parent)
+    sha = code.get("git_sha")
+    git = f" (git {str(sha)[:8]}{'-dirty' if code.get('git_dirty') else ''})" if sha else ""
+    try:
+        status, answer = DockerApi(timeout_s=2.0).get("/version")
+        engine = answer.get("Version") if isinstance(answer, dict) else None
+        docker = f"Docker {engine}" if status == 200 and engine else "no Docker"
+    except DockerApiError:
+        docker = "no Docker"
+    nvml = nvml_probe()
+    gpus = nvml.get("gpus")
+    count = len(gpus) if isinstance(gpus, list) else 0
+    plural = "s" if count != 1 else ""
+    nvml_text = f"NVML {nvml.get('driver_version')} ({count} GPU{plural})" if nvml.get("available") else "no NVML"
+    return f"harness {__version__}{git}, Python {sys.version.split()[0]}, {docker}, {nvml_text}"

@@ -27,9 +27,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from harness.summary.document import Comparison, RunSummary, SummaryDocument
 
@@ -281,8 +282,15 @@ def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
     return figure
 
 
+# Each figure drawn is also shown, as it is, to these (the TensorBoard images of harness.board.images).
+FIGURE_OBSERVERS: ContextVar[tuple[Callable[[Path, "Figure"], None], ...]] = ContextVar("figure_observers", default=())
+
+
 def _save(figure: Figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:
     import io
+
+    for observe in FIGURE_OBSERVERS.get():
+        observe(path, figure)
 
     import matplotlib
 

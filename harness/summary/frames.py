@@ -65,8 +65,11 @@ class RunFrame:
     conditions: Optional[RunConditions] = None  # simulator or real, time scale, heat guard
 
 
-def read_frame(capture: RunCapture) -> RunFrame:
-    """The frame of one capture; never raises for its contents."""
+def read_frame(capture: RunCapture, config: Optional[RunConfig] = None) -> RunFrame:
+    """The frame of one capture; never raises for its contents.
+
+    `config`: the run's configuration when the caller has resolved it already (a live board, once per run).
+    """
     notes = RunNotes(capture.notes)
     status = capture.status or {}
     experiment = capture.experiment
@@ -74,7 +77,7 @@ def read_frame(capture: RunCapture) -> RunFrame:
 
     state = _state(capture, notes)
     time_scale = _time_scale(capture, manifest, notes)
-    config = resolve_config(capture, notes)
+    config = config if config is not None else resolve_config(capture, notes)
 
     seed = experiment.get("seed")
     if out_of_range_int(seed):

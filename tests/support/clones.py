@@ -58,6 +58,10 @@ def make(clone: Path, *args: str, docker_host: str, timeout: float = 300) -> sub
     env.update(
         DOCKER_HOST=docker_host, HARNESS_LOCK_DIR=str(clone / ".locks"), HARNESS_PROCESS_DIR=str(clone / ".processes")
     )
+    # `-o` is not passed down to a sub-make (`make demo` runs `$(MAKE) setup`): the clone's pyproject.toml is made
+    # older than this venv's harness, so no make ever reinstalls the venv from the clone (it would point this
+    # venv's `harness` at a temporary directory for every later test).
+    os.utime(clone / "pyproject.toml", (0, 0))
     return subprocess.run(
         ["make", "--no-print-directory", f"VENV={venv}", "-o", str(harness), *args],
         cwd=clone,

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from support.messages import messages
 
 PARENT = "name: parent\nsteps: 4\nmiles:\n  args: {rollout-batch-size: 32}\n"
 LONGEST_ERROR = 400  # characters in the one error line a bad file gives
@@ -31,14 +32,15 @@ def cli(directory: Path, *args: str, env: Optional[dict] = None) -> Any:
 
 
 def one_error_line(result: Any) -> str:
-    """Exit 2, no traceback, exactly one short `error:` line on stderr."""
+    """Exit 2, no traceback, exactly one short `error:` message on stderr (however it was fitted to the width),
+    returned whole."""
     assert result.exit_code == 2, (result.exit_code, result.output[-2000:])
     assert "Traceback" not in result.output and "internal error" not in result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr[-2000:]
-    assert lines[0].startswith("error: ")
-    assert len(lines[0]) <= LONGEST_ERROR, lines[0][:500]
-    return lines[0]
+    said = messages(result.stderr)
+    assert len(said) == 1, result.stderr[-2000:]
+    assert said[0].startswith("error: ")
+    assert len(said[0]) <= LONGEST_ERROR, said[0][:500]
+    return said[0]
 
 
 @pytest.fixture

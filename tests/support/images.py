@@ -7,6 +7,7 @@ Fixtures (registered in conftest.py): `python_image`, `busybox_image`,
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 from typing import Callable, Optional
@@ -19,8 +20,21 @@ from support.timing import scaled
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OFFLINE_IMAGES_SCRIPT = REPO_ROOT / "scripts" / "offline-images.sh"
 OFFLINE_IMAGES_UNAVAILABLE = 69  # the script's exit code for "cannot be built on this machine"
-FAKE_TRAINER_IMAGE = "miles-gb10-lab/fake-trainer:test"
 FAKE_TRAINER_DIR = REPO_ROOT / "tests" / "images" / "fake-trainer"
+STANDIN_DIR = REPO_ROOT / "tests" / "images" / "miles-standin"
+
+
+def content_tag(directory: Path) -> str:
+    """12 hex of what a build context holds: another checkout's suite on the same Docker engine, whose context
+    differs, builds and runs its own tag, never this one's."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(directory).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+FAKE_TRAINER_IMAGE = f"miles-gb10-lab/fake-trainer:test-{content_tag(FAKE_TRAINER_DIR)}"
+STANDIN_IMAGE = f"miles-gb10-lab/miles-standin:test-{content_tag(STANDIN_DIR)}"
 
 
 def offline_image(kind: str) -> str:

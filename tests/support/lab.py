@@ -117,6 +117,15 @@ class Lab:
             text=True,
         )
 
+    def gate(self) -> tuple[dict[str, str], list[str], Path]:
+        """A gate for the fake trainer: the env and volumes an experiment takes, and the file whose creation lets
+        its runs end (FAKE_GATE), so a test decides when a run ends, never how busy the machine is."""
+        directory = self.root / "gate"
+        directory.mkdir(exist_ok=True)
+        if self.engine == "docker":
+            return {"FAKE_GATE": "/gate/open"}, [f"{directory}:/gate:ro"], directory / "open"
+        return {"FAKE_GATE": str(directory / "open")}, [], directory / "open"
+
     # --- what the capture holds ----------------------------------------------------------------------
 
     def status(self, run: str) -> dict:
@@ -244,6 +253,30 @@ def leftover_of_another_root(processes: Path, run: str, capture_dir: Path, *, al
         os.killpg(started["pgid"], signal.SIGKILL)
         wait_until(lambda: handle.describe().state == GONE, 10, "the leftover's processes to be gone")
     return handle
+
+
+class Output:
+    """A spawned harness's output, read as it comes, so a test can wait for a line and still have all of it."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self._lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: self._lines.extend(process.stdout or ()), daemon=True)
+        self._reader.start()
+
+    def text(self) -> str:
+        return "".join(self._lines)
+
+    def wait_for(self, text: str, timeout_s: float = 60) -> None:
+        """Wait (scaled) until the output shows `text`."""
+        wait_until(lambda: text in self.text() or self.process.poll() is not None, timeout_s, repr(text))
+        assert text in self.text(), self.text()
+
+    def finish(self, timeout_s: float = 120) -> str:
+        """Everything it printed, once it has ended."""
+        self.process.wait(scaled(timeout_s))
+        self._reader.join(scaled(10))
+        return self.text()
 
 
 def masked(lines: Any) -> list[str]:

@@ -5,6 +5,8 @@ MILES_EXTRA_ARGS; the number of steps is --num-rollout. FAKE_SCENARIO picks
 the behaviour: steps (default), oom, no_metrics, hang (after step 0 and the
 first line of step 1), burst, ticks (FAKE_TICKS numbered lines `tick N`, one
 every FAKE_TICK_S, then the steps: the guard's tests count them across a pause).
+FAKE_GATE=PATH holds the last line until PATH exists, so a test decides when the
+run ends (never how busy the machine is).
 """
 
 import os
@@ -113,4 +115,7 @@ for n in range(STEPS):
         while True:
             say("INFO still generating")
             time.sleep(0.2)
+gate = os.environ.get("FAKE_GATE")
+while gate and not os.path.exists(gate):
+    time.sleep(0.02)
 say("training done")

@@ -1,0 +1,201 @@
+"""A run's board written live: the capture's events, taken off the writers' threads, to TensorBoard (and W&B).
+
+`execute` fans every capture write out to `LiveBoard.put` (status, manifest,
+metrics, pauses, guard samples; log lines are not taken), which only puts it
+on a queue: the log pump and the guard never wait for the board. The board's
+own thread turns events into records (`harness.board.translate`) and writes
+them, flushing once per batch, so a step's events are on disk as soon as the
+harness recorded the step.
+
+The events are the lesser record: nothing that happens here stops the run or
+its capture. A write that fails (a full disk, a directory made unwritable) is
+said once, as a warning, and writing stops; `harness export --format
+tensorboard` rebuilds the events from the capture later. A bug is said the
+same way.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence
+
+from harness.board.names import TENSORBOARD_DIR_NAME, board_run_name
+from harness.board.records import Record
+from harness.board.translate import RunBoard
+
+if TYPE_CHECKING:
+    from harness.capture.writer import Event, Forward
+
+CLOSE_TIMEOUT_S = 30.0
+_SKIPPED_KINDS = frozenset({"log"})  # the bulk of the events, and nothing the board shows
+
+
+class Sink(Protocol):
+    """Somewhere records go: a TensorBoard event file, an offline W&B run."""
+
+    def write(self, records: Sequence[Record]) -> None:
+        """Write and flush (OSError when the disk refuses)."""
+
+    def close(self) -> None:
+        """Flush and release what the sink holds."""
+
+
+SinkFactory = Callable[[str], list[Sink]]  # the TensorBoard run's name -> the sinks of the run
+
+
+class TensorBoardSink:
+    """One run's event file under `<capture root>/tensorboard/<board run>/`, replacing the events there."""
+
+    def __init__(self, directory: Path) -> None:
+        from harness.board.eventfile import EventFile
+
+        self.directory = directory
+        clear_events(directory)
+        self.file = EventFile(directory)
+
+    def write(self, records: Sequence[Record]) -> None:
+        self.file.write(records)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def clear_events(directory: Path) -> None:
+    """Remove the event files directly in `directory` (a run's earlier attempt); nothing else, nothing below."""
+    from harness.board.eventfile import FILE_PREFIX
+
+    if not directory.is_dir():
+        return
+    for path in directory.iterdir():
+        if path.name.startswith(FILE_PREFIX) and path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
+
+
+def tensorboard_sinks(capture_root: Path) -> SinkFactory:
+    """The sink factory that writes a run's events under `<capture_root>/tensorboard/`."""
+
+    def make(board_run: str) -> list[Sink]:
+        return [TensorBoardSink(capture_root / TENSORBOARD_DIR_NAME / board_run)]
+
+    return make
+
+
+class LiveBoard(threading.Thread):
+    """One run's board, fed by `put` from any thread, written by its own thread."""
+
+    def __init__(self, run: str, sinks: SinkFactory, warn: Callable[[str], None]) -> None:
+        super().__init__(name=f"board-{run}", daemon=True)
+        self.run_name = run
+        self.board = RunBoard(run)
+        self._make_sinks = sinks
+        self._warn = warn
+        self._queue: queue.SimpleQueue[Optional[Event]] = queue.SimpleQueue()
+        self._sinks: Optional[list[Sink]] = None
+        self._pending: list[Record] = []
+        self.failed: Optional[str] = None
+        self.written = 0  # records written
+
+    # --------------------------------------------------------------------------- the writers' side
+
+    def put(self, event: Event) -> None:
+        """Take one capture event; never blocks, never raises."""
+        if event[0] not in _SKIPPED_KINDS:
+            self._queue.put(event)
+
+    def forwarding(self, forward: Optional["Forward"]) -> "Forward":
+        """A forward that gives each event to `forward` (when there is one), then to the board."""
+        if forward is None:
+            return self.put
+
+        def both(event: Event) -> None:
+            forward(event)
+            self.put(event)
+
+        return both
+
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        """Write what is queued, then stop; a board that cannot finish in `timeout_s` is left (a daemon)."""
+        if self.ident is None:
+            return
+        self._queue.put(None)
+        self.join(timeout_s)
+        if self.is_alive():
+            self._say(f"its events were not all written within {timeout_s:g} s")
+
+    # --------------------------------------------------------------------------- the board's thread
+
+    def run(self) -> None:
+        closing = False
+        while not closing:
+            events = [self._queue.get()]
+            while True:  # a batch: whatever else is queued already
+                try:
+                    events.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if None in events:
+                closing = True
+                events = [event for event in events if event is not None]
+            try:
+                records: list[Record] = []
+                for event in events:
+                    if event is not None:
+                        records += self.board.feed(event)
+                if closing:
+                    records += self.board.finish()
+                self._write(records)
+            except Exception as err:  # a bug: said once, and the run goes on
+                self._fail(f"{type(err).__name__}: {err}")
+        self._close_sinks()
+        if self.board.skipped and self.failed is None:
+            self._warn(f"{self.run_name}: tensorboard: {self.board.skipped_text()}")
+
+    def _write(self, records: list[Record]) -> None:
+        if self.failed is not None or not records:
+            return
+        self._pending += records
+        if self._sinks is None:
+            if self.board.manifest is None:
+                return  # where the run goes on the board comes with the manifest
+            try:
+                self._sinks = self._make_sinks(board_run_name(self.run_name, self.board.seed))
+            except OSError as err:
+                self._fail(_describe(err))
+                return
+        batch, self._pending = self._pending, []
+        for sink in self._sinks:
+            try:
+                sink.write(batch)
+            except OSError as err:
+                self._fail(_describe(err))
+                return
+        self.written += len(batch)
+
+    def _fail(self, why: str) -> None:
+        if self.failed is None:
+            self.failed = why
+            self._say(
+                f"{why}: its events stop here; the run and its capture go on "
+                "(`harness export --format tensorboard` rebuilds them from the capture)"
+            )
+
+    def _say(self, message: str) -> None:
+        try:
+            self._warn(f"{self.run_name}: tensorboard: {message}")
+        except Exception:
+            pass  # the person's channel failed too: nothing more to do
+
+    def _close_sinks(self) -> None:
+        for sink in self._sinks or ():
+            try:
+                sink.close()
+            except OSError as err:
+                self._fail(_describe(err))
+
+
+def _describe(err: OSError) -> str:
+    from harness.capture.files import describe_os_error
+
+    return describe_os_error(err, err.filename if isinstance(err.filename, str) else "the event file")

@@ -1,0 +1,106 @@
+"""A run's board around one attempt: opened before its first write, closed after its last.
+
+`execute` wraps each attempt in `board_session`: the capture's forward fans
+out to the live board (harness.board.live), whose thread writes the events;
+at the end the board is drained, and if the run's current capture is not the
+attempt just written (a `--force` rerun that failed leaves the succeeded one
+current), the run's events are rebuilt from the current capture, so the board
+shows what the summary reads.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
+
+from harness.board.live import LiveBoard, Sink, SinkFactory, TensorBoardSink
+from harness.board.names import TENSORBOARD_DIR_NAME
+
+if TYPE_CHECKING:
+    from harness.capture.writer import Forward
+    from harness.experiments.schema import ExportConfig
+
+
+class NoBoard:
+    """The board of a run that has none: captures are forwarded as they were."""
+
+    def forwarding(self, forward: Optional["Forward"]) -> Optional["Forward"]:
+        return forward
+
+
+def sinks_for(capture_root: Path, export: "ExportConfig", warn: Callable[[str], None]) -> Optional[SinkFactory]:
+    """The sinks the experiment's `export` block asks for and this machine can write (None: none); a warning for
+    each one asked for that cannot be."""
+    from harness.board.eventfile import missing_writer
+
+    tensorboard = export.tensorboard
+    if tensorboard:
+        why = missing_writer()
+        if why is not None:
+            warn(f"tensorboard: {why}: no events for this run")
+            tensorboard = False
+    wandb = export.wandb == "offline"
+    if wandb:
+        from harness.board.wandb import wandb_missing
+
+        why = wandb_missing()
+        if why is not None:
+            warn(f"wandb: {why}: no offline W&B run")
+            wandb = False
+    if not (tensorboard or wandb):
+        return None
+
+    def make(board_run: str) -> list[Sink]:
+        sinks: list[Sink] = []
+        if tensorboard:
+            sinks.append(TensorBoardSink(capture_root / TENSORBOARD_DIR_NAME / board_run))
+        if wandb:
+            from harness.board.wandb import WandbSink
+
+            sinks.append(WandbSink(capture_root, board_run))
+        return sinks
+
+    return make
+
+
+@contextmanager
+def board_session(
+    run: str, capture_root: Path, export: "ExportConfig", warn: Callable[[str], None]
+) -> Iterator["LiveBoard | NoBoard"]:
+    """The live board of one attempt of `run` (see the module doc); never raises for the board's own faults."""
+    sinks = sinks_for(capture_root, export, warn)
+    if sinks is None:
+        yield NoBoard()
+        return
+    board = LiveBoard(run, sinks, warn)
+    board.start()
+    try:
+        yield board
+    finally:
+        board.close()
+        if export.tensorboard and board.failed is None:
+            _show_current_attempt(run, capture_root, board.board.attempt, warn)
+
+
+def _show_current_attempt(run: str, capture_root: Path, written: Optional[int], warn: Callable[[str], None]) -> None:
+    """Rebuild the run's events from its current capture when that is not the attempt written live."""
+    from harness.board.live import tensorboard_sinks
+    from harness.board.replay import Rebuilt, rebuild_run
+    from harness.capture.files import describe_os_error
+
+    run_path = capture_root / run
+    try:
+        target = os.readlink(run_path)
+    except OSError:
+        return  # not a link to an attempt: nothing else is current
+    current = Path(target).name
+    if not current.isdigit() or written is None or int(current) == written:
+        return
+    try:
+        rebuild_run(run, run_path, tensorboard_sinks(capture_root), Rebuilt())
+    except OSError as err:
+        warn(f"{run}: tensorboard: {describe_os_error(err, 'the events of its current attempt')}")
+    except Exception as err:  # a bug: said, and the run's end is not changed by it
+        warn(f"{run}: tensorboard: could not show its current attempt ({type(err).__name__}: {err})")

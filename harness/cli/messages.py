@@ -1,0 +1,107 @@
+"""How the harness talks to a person: one renderer for every message, one rule for text that came from outside.
+
+- `shown`: text that came from a file, a directory name, the trainer or the
+  user is shown as written, with its control characters escaped (`\\x1b`,
+  `\\n`), so no name can move the cursor, clear the screen or end a line.
+  Rich markup is never read in it: the renderers print it as plain text.
+- `message_lines`: a message fitted to the width. One that fits is one line.
+  One that does not says what happened on its first line (the part before
+  its first `: `), then its details on indented lines, a clause (`; `) per
+  line, wrapped at spaces; a long list in parentheses is one item per line.
+  A single token longer than the width (a path, a command to copy) is never
+  broken. Nothing is lost: the lines joined by single spaces, their indents
+  taken off, are the message (`whole_message`).
+- `output_width`: the terminal's width; piped, $COLUMNS when set, else 100.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+from typing import Optional
+
+PIPED_WIDTH = 100
+INDENT = "  "
+# A list shown one item per line: `(known: a, b, c, d, e)` with at least this many items.
+LIST_ITEMS = 5
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_LIST = re.compile(r"\((?P<label>[^():]{1,40}): (?P<items>[^()]*)\)")
+
+
+def shown(text: str) -> str:
+    """`text` with every control character escaped: what came from outside can only ever be read."""
+    return _CONTROL.sub(lambda found: repr(found.group(0))[1:-1], text)
+
+
+def output_width(is_terminal: bool, terminal_width: int, environ: Optional[dict[str, str]] = None) -> int:
+    """The width to fit: the terminal's; piped, $COLUMNS when it is a sane number, else PIPED_WIDTH."""
+    if is_terminal:
+        return terminal_width
+    columns = (environ if environ is not None else os.environ).get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and 20 <= int(columns) <= 10_000 else PIPED_WIDTH
+
+
+def message_lines(prefix: str, text: str, width: int) -> list[str]:
+    """`prefix` + `text` as lines of at most `width` (see the module's rules); the text is `shown`."""
+    text = shown(text)
+    if len(prefix) + len(text) <= width:
+        return [prefix + text]
+    head, *tail = _split_outside_brackets(text, ": ", limit=1)
+    rest = tail[0] if tail else ""
+    if not rest or len(prefix) + len(head) + 1 > width:  # no first part that stands alone: one paragraph
+        return _clause(prefix + text, width, first="")
+    lines = _wrapped(prefix + head + ":", width, INDENT)
+    clauses = [part.strip() for part in _split_outside_brackets(rest, "; ")]
+    for number, clause in enumerate(clauses):
+        lines += _clause(clause + (";" if number < len(clauses) - 1 else ""), width, first=INDENT)
+    return lines
+
+
+def _split_outside_brackets(text: str, separator: str, limit: int = -1) -> list[str]:
+    """`text` split at `separator` where it is not inside parentheses or brackets (at most `limit` times)."""
+    parts, depth, start, index = [], 0, 0, 0
+    while index < len(text):
+        char = text[index]
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(0, depth - 1)
+        elif depth == 0 and text.startswith(separator, index) and limit != 0:
+            parts.append(text[start:index])
+            start = index + len(separator)
+            index = start
+            limit -= 1
+            continue
+        index += 1
+    return [*parts, text[start:]]
+
+
+def _clause(clause: str, width: int, *, first: str) -> list[str]:
+    """One clause wrapped (its first line indented by `first`), a long list in it one item per line."""
+    more = first + INDENT
+    listed = _LIST.search(clause)
+    if listed is not None and len(items := [i.strip() for i in listed["items"].split(",")]) >= LIST_ITEMS:
+        before, after = clause[: listed.start()].rstrip(), clause[listed.end() :].strip()
+        lines = _wrapped(f"{first}{before} ({listed['label']}:", width, more)
+        lines += [f"{more}{item}," for item in items[:-1]]
+        return lines + _wrapped(f"{more}{items[-1]}){(' ' + after) if after else ''}", width, more)
+    return _wrapped(first + clause, width, more)
+
+
+def _wrapped(line: str, width: int, indent: str) -> list[str]:
+    """A line wrapped at spaces, its continuation indented; a word longer than the width stays whole."""
+    first_indent = line[: len(line) - len(line.lstrip(" "))]
+    return textwrap.wrap(
+        line.lstrip(" "),
+        width=max(width, len(indent) + 20),
+        initial_indent=first_indent,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [line]
+
+
+def whole_message(lines: list[str]) -> str:
+    """The message `message_lines` rendered, from its lines (for scripts and tests that read it whole)."""
+    return " ".join(line.strip() for line in lines if line.strip())
