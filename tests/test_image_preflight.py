@@ -1,4 +1,4 @@
-"""The image preflight against fake images: which Miles they hold, and a missing filter path refused in seconds.
+"""The image preflight against fake images: which Miles they hold, and a missing filter path refused in one line.
 
 The images are the fake trainer with a stub `miles` package laid out like
 each Miles: the write-up's main (08752a12: both filter paths, prints the
@@ -86,7 +86,7 @@ def nothing_made(lab: Lab, run: str) -> bool:
 
 
 @pytest.mark.docker
-def test_a_missing_filter_path_is_refused_in_one_line_in_seconds(docker_lab: Lab, fake_miles: dict) -> None:
+def test_a_missing_filter_path_is_refused_in_one_line_before_any_capture(docker_lab: Lab, fake_miles: dict) -> None:
     run = docker_lab.experiment("wrongmiles", image=fake_miles["public"], extra=filter_flags(FILTER_PATH))
     result = docker_lab.cli("run", run)  # its time: bench/image_preflight.py
     assert result.exit_code == 2, result.output
