@@ -155,11 +155,34 @@ def test_dry_run_shows_the_images_miles_and_the_refusal_and_a_second_look_is_cac
     )
     shown = next(line for line in first.stdout.splitlines() if line.startswith("miles "))
     assert "Miles version 0.2.0" in shown and "does not print rollout/raw_reward_unfiltered" in shown
+    assert f"{FILTER_PATH}: ModuleNotFoundError" in shown and f"{FILTER_PATH_PUBLIC}: ok" in shown
     second = docker_lab.cli("run", run, "--dry-run", "--json")
     assert second.exit_code == 0, second.output
     miles = json.loads(second.stdout)["miles"]
     assert miles["cached"] is True and miles["version"] == "0.2.0"
     assert nothing_made(docker_lab, run)
+
+
+def test_the_dry_runs_miles_lines_fit_the_width_a_path_per_line() -> None:
+    from harness.cli.messages import message_lines
+    from harness.cli.render import miles_text
+
+    facts = {
+        "checked": True,
+        "miles_found": True,
+        "commit": None,
+        "version": "0.2.0",
+        "prints_unfiltered_reward": False,
+        "paths": {
+            FILTER_PATH: "ModuleNotFoundError: No module named 'miles.rollout.filter_hub.common_filters'",
+            FILTER_PATH_PUBLIC: "ok",
+        },
+    }
+    first, *below = message_lines("miles           ", miles_text(facts), 100)
+    assert first == "miles           Miles version 0.2.0, does not print rollout/raw_reward_unfiltered:"
+    assert below[0].startswith(f"  {FILTER_PATH}: ModuleNotFoundError: ")  # each path starts a line of its own
+    assert below[-1] == f"  {FILTER_PATH_PUBLIC}: ok"
+    assert all(len(line) <= 100 for line in [first, *below])
 
 
 @pytest.mark.docker

@@ -139,7 +139,7 @@ def print_spec(spec: "LaunchSpec", *, as_json: bool, miles: Optional["JSONObject
 
     from rich.text import Text
 
-    from harness.cli.messages import output_width
+    from harness.cli.messages import message_lines, output_width
     from harness.engines.spec import docker_run_command
     from harness.lab.milesargv import parse_flags
 
@@ -160,7 +160,10 @@ def print_spec(spec: "LaunchSpec", *, as_json: bool, miles: Optional["JSONObject
     out("engine          ", spec.engine + (f": {shlex.join(spec.command)}" if spec.command else ""))
     out("image           ", spec.image)
     if miles is not None:
-        out("miles           ", miles_text(miles))
+        for line in message_lines(
+            "miles           ", miles_text(miles), output_width(console.is_terminal, console.width)
+        ):
+            out(line)
     out("container       ", spec.container_name)
     out("capture         ", spec.capture_dir)
     out("steps expected  ", str(spec.steps_expected))
@@ -196,7 +199,7 @@ def print_spec(spec: "LaunchSpec", *, as_json: bool, miles: Optional["JSONObject
 
 
 def miles_text(miles: "JSONObject") -> str:
-    """The image preflight's facts in one line: the Miles, whether it prints the unfiltered reward, the paths."""
+    """The image preflight's facts: the Miles, whether it prints the unfiltered reward, then each path's state."""
     if not miles.get("checked"):
         return f"not checked ({miles.get('reason') or 'no preflight'})"
     if not miles.get("miles_found"):
@@ -208,7 +211,7 @@ def miles_text(miles: "JSONObject") -> str:
     paths = miles.get("paths")
     loads = "; ".join(f"{path}: {state}" for path, state in paths.items()) if isinstance(paths, dict) and paths else ""
     cached = " (cached)" if miles.get("cached") else ""
-    return f"Miles {name}{cached}, {unfiltered} rollout/raw_reward_unfiltered" + (f"; {loads}" if loads else "")
+    return f"Miles {name}{cached}, {unfiltered} rollout/raw_reward_unfiltered" + (f": {loads}" if loads else "")
 
 
 def shell_lines(groups: Sequence[Sequence[str]], width: int, *, first: str, more: str) -> list[str]:
