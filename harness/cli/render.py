@@ -64,7 +64,9 @@ def sweep_reason(result: "SweepResult") -> str:
     if status is None:
         return "not started"
     if status.state == "succeeded":
-        return f"ran as attempt {status.attempt}" if status.attempt else "ran"
+        ran = f"ran as attempt {status.attempt}" if status.attempt else "ran"
+        # A retry's reason is about the earlier attempt ("it was failed (...)"): still true, and why it ran.
+        return f"{ran}; {result.decision.reason}" if result.decision.reason.startswith("--retry") else ran
     return status.error or f"exit code {status.exit_code}"
 
 

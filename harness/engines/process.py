@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 START_TIMEOUT_S = 30.0
 POLL_S = 0.05
+GONE_CHECK_S = 1.0  # how often a follower looks whether the run vanished (the end record: every poll)
 SIGNAL_SETTLE_S = 2.0  # how long pause/resume wait to see the process stopped or running
 
 
@@ -250,6 +251,7 @@ class SupervisedRun(_ProcessGroup):
         self.output_path = self.directory / "output.log"
         self._identity: Optional[ProcessIdentity] = None
         self._run: Optional[JSONObject] = None
+        self._gone_checked_at = -GONE_CHECK_S
 
     @property
     def run_record(self) -> JSONObject:
@@ -345,7 +347,19 @@ class SupervisedRun(_ProcessGroup):
         return now is not None and now["state"] not in ("Z", "X") and (ticks is None or now["start_ticks"] == ticks)
 
     def _finished(self) -> bool:
-        return self.exit_path.exists() or self.describe().state == GONE
+        return self.exit_path.exists() or self._gone()
+
+    def _gone(self) -> bool:
+        """True when the trainer and its supervisor went away with no end recorded; looked at once a second at most.
+
+        Followers poll every POLL_S; the full look (state file, /proc) costs more than the cheap check of the
+        end record, and a second's delay in noticing a vanished run changes nothing.
+        """
+        now = time.monotonic()
+        if now - self._gone_checked_at < GONE_CHECK_S:
+            return False
+        self._gone_checked_at = now
+        return self.describe().state == GONE
 
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -354,7 +368,7 @@ class SupervisedRun(_ProcessGroup):
             if ended is not None:
                 code = _integer(ended.get("exit_code"))
                 return -1 if code is None else code
-            if self.describe().state == GONE:
+            if self._gone():
                 raise RunGone(
                     f"its process run {self.id} vanished while it ran: the trainer and its supervisor are gone "
                     "and no end was recorded"

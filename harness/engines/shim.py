@@ -19,6 +19,7 @@ starts with every process run.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -50,11 +51,17 @@ def process_identity(pid: int) -> Optional[LiveProcess]:
         fields = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    try:
-        boot_id: Optional[str] = (PROC / "sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        boot_id = None
+    boot_id = _boot_id(PROC)
     return {"pid": pid, "pgid": int(fields[2]), "start_ticks": int(fields[19]), "boot_id": boot_id, "state": fields[0]}
+
+
+@functools.lru_cache(maxsize=4)
+def _boot_id(proc: Path) -> Optional[str]:
+    # Read once: a process that watches another lives within one boot, and a run's supervisor polls this often.
+    try:
+        return (proc / "sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
 
 
 def write_json(path: Path, data: object) -> None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
 from harness.summary.document import Comparison, RunSummary, SummaryDocument
+from harness.summary.palette import BASELINE, BASELINE_BAND, INCOMPLETE, STUDIED, batches_look
 
 if TYPE_CHECKING:  # matplotlib is loaded only when a figure is drawn
     from matplotlib.axes import Axes
@@ -42,7 +43,6 @@ STEP_LABEL = "step (Miles rollout id)"
 ROLLOUT_LABEL = "rollout time, pause time taken out (s)"
 REWARD_LABEL = "mean reward per answer (score, 0 to 1)"
 _WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
-_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 
 
 def figure_paths(out_dir: Path, run: str) -> dict[str, Path]:
@@ -164,12 +164,12 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figu
 
     xs, ys = _adjusted(base_doc)
     if xs:
-        axes.plot(xs, ys, "-", color="0.45", marker=".", label=f"{baseline}", gid="rollout-baseline")
+        axes.plot(xs, ys, "-", **BASELINE.line(), ms=4, label=f"{baseline}", gid="rollout-baseline")
     base_median = comparison.baseline_rollout_time_adjusted_median_s
     if base_median is not None:
         axes.axhline(
             base_median,
-            color="0.45",
+            color=BASELINE.color,
             ls="--",
             lw=1,
             label=f"{baseline} median {base_median:.1f} s",
@@ -185,7 +185,7 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figu
         if done and adjusted is not None
     ]
     groups = sorted({batches for _, batches, _ in rows if batches is not None})
-    for i, k in enumerate(groups):
+    for k in groups:
         chosen = [(step, adjusted) for step, batches, adjusted in rows if batches == k]
         stats = comparison.by_batches.get(str(k))
         ratio = f", {stats.ratio:.1f}x" if stats is not None and stats.ratio is not None else ""
@@ -193,9 +193,8 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figu
             [step for step, _ in chosen],
             [adjusted for _, adjusted in chosen],
             ls="none",
-            marker=_MARKERS[i % len(_MARKERS)],
+            **batches_look(k).line(),
             ms=8,
-            color=f"C{i}",
             label=f"{run}: {_batches(k)} ({len(chosen)} steps{ratio})",
             gid=f"rollout-batches-{k}",
         )
@@ -205,9 +204,8 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figu
             [step for step, _ in rest],
             [adjusted for _, adjusted in rest],
             ls="none",
-            marker="o",
+            **STUDIED.line(),
             ms=7,
-            color="C3",
             label=f"{run}",
             gid="rollout-run",
         )
@@ -217,10 +215,8 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figu
             xs,
             ys,
             ls="none",
-            marker="o",
+            **INCOMPLETE.line(),
             ms=8,
-            mfc="none",
-            color="C7",
             label="incomplete step (not in medians)",
             gid="rollout-incomplete",
         )
@@ -251,7 +247,7 @@ def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
             steps,
             [min(per_step[s]) for s in steps],
             [max(per_step[s]) for s in steps],
-            color="0.8",
+            color=BASELINE_BAND,
             alpha=0.7,
             lw=0,
             label=f"baselines ({len(found)} runs): lowest to highest",
@@ -259,20 +255,18 @@ def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
         )
     xs, ys = _rewards(base_doc)
     if xs:
-        axes.plot(xs, ys, "-", color="0.35", marker=".", label=f"{baseline}", gid="reward-baseline")
+        axes.plot(xs, ys, "-", **BASELINE.line(), ms=4, label=f"{baseline}", gid="reward-baseline")
     label = f"{run}: reward before the filter" if run_doc.filter else run
     xs, ys = _rewards(run_doc)
     if xs:
-        axes.plot(xs, ys, "-", color="C0", marker="o", label=label, gid="reward-run")
+        axes.plot(xs, ys, "-", **STUDIED.line(), label=label, gid="reward-run")
     xs, ys = _rewards(run_doc, complete=False)
     if xs:
         axes.plot(
             xs,
             ys,
             ls="none",
-            marker="o",
-            mfc="none",
-            color="C7",
+            **INCOMPLETE.line(),
             label="incomplete step (not in means)",
             gid="reward-run-incomplete",
         )
