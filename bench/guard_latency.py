@@ -4,10 +4,15 @@
    (`poll_s` 0.2, file sensor) through the Docker engine's handle; the sensor
    file is flipped to a hot reading, and the time until Docker reports the
    container paused (`docker inspect`: State.Paused) is measured. Median and
-   max over 20 drills. Goal: median under 0.3 s. Skipped, saying so, where no
+   max over 20 drills. Goal: median at most 0.3 s. Skipped, saying so, where no
    Docker engine answers or the image is missing.
 2. Process drill latency: the same with a process group, until every process
    of the group shows state T (stopped) in /proc. Same goal.
+2b. Zone drill latency: the same process group, guarded by the `sysfs` sensor
+   on a fake thermal tree (a `soc` zone with a critical trip point at 104.5 C,
+   so a pause point of 94.5 C); the zone's `temp` is flipped above its pause
+   point while the GPU is nowhere in sight, until every process is stopped.
+   Same goal: the zone's own limit freezes the run as fast as the GPU's does.
 3. Idle cost: the guard polls a cool sensor every 1 s for a while; the CPU
    this process spends, as a share of one core. Goal: under 0.5%.
 
@@ -37,7 +42,7 @@ from harness.engines.process import ProcessRun  # noqa: E402
 from harness.guard import GuardLoop  # noqa: E402
 from harness.guard.config import GuardConfig  # noqa: E402
 from harness.guard.samples import Sensor  # noqa: E402
-from harness.guard.sensors import FileSensor, open_sensor  # noqa: E402
+from harness.guard.sensors import FileSensor, SysfsSensor, open_sensor  # noqa: E402
 
 
 def group_stopped(pgid: int) -> bool:
@@ -78,34 +83,69 @@ def start_group() -> ProcessRun:
     return ProcessRun(process)
 
 
-def drills(count: int, poll_s: float, workdir: Path, handle: Any, frozen: Callable[[], bool]) -> list[float]:
-    """Seconds from the file turning hot until `frozen()` says the engine reports it paused, per drill."""
+def drills(
+    count: int,
+    poll_s: float,
+    workdir: Path,
+    handle: Any,
+    frozen: Callable[[], bool],
+    *,
+    zone: bool = False,
+) -> list[float]:
+    """Seconds from the reading turning hot until `frozen()` says the engine reports it paused, per drill.
+
+    `zone`: the reading is a fake thermal zone's `temp` (millidegrees), judged against its own trip point,
+    rather than the file sensor's GPU temperature.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
-    reading = workdir / "temp"
-    write_reading(reading, "60")
-    config = GuardConfig(sensor=f"file:{reading}", poll_s=poll_s, min_pause_s=0.0)
+    if zone:
+        reading = fake_zone(workdir / "thermal")
+        config = GuardConfig(sensor="sysfs", poll_s=poll_s, min_pause_s=0.0)
+        sensor: Sensor = SysfsSensor(workdir / "thermal", config=config)
+        cool, hot = "60000", "96000"  # 96 C: above the soc zone's pause point (94.5 C), far above pause_at_c
+    else:
+        reading = workdir / "temp"
+        write_reading(reading, "60")
+        config = GuardConfig(sensor=f"file:{reading}", poll_s=poll_s, min_pause_s=0.0)
+        sensor = FileSensor(reading)
+        cool, hot = "60", "95"
     latencies = []
     with GuardLoop(
-        handle, FileSensor(reading), config, pauses_path=workdir / "pauses.jsonl", samples_path=workdir / "guard.jsonl"
+        handle, sensor, config, pauses_path=workdir / "pauses.jsonl", samples_path=workdir / "guard.jsonl"
     ) as guard:
         for _ in range(count):
-            write_reading(reading, "60")
+            write_reading(reading, cool)
             if not wait_until(lambda: not guard.reading.paused and not frozen()):
                 raise SystemExit("the guard did not resume the run within 10 s")
             time.sleep(random.uniform(0.05, 0.05 + poll_s))  # land anywhere in the poll period
-            write_reading(reading, "95")
+            write_reading(reading, hot)
             hot_at = time.monotonic()
             if not wait_until(frozen):
                 raise SystemExit("the guard did not freeze the run within 10 s")
             latencies.append(time.monotonic() - hot_at)
+    if zone and not all("soc" in str(line) for line in (workdir / "pauses.jsonl").read_text().splitlines()):
+        raise SystemExit("a zone drill's pause did not name the zone")
     return latencies
 
 
-def process_drills(count: int, poll_s: float, workdir: Path) -> list[float]:
+def fake_zone(root: Path) -> Path:
+    """A thermal tree with one `soc` zone (critical trip point 104.5 C) at 60 C; its `temp` file."""
+    zone = root / "thermal_zone0"
+    zone.mkdir(parents=True, exist_ok=True)
+    (zone / "type").write_text("soc\n")
+    (zone / "trip_point_0_type").write_text("passive\n")
+    (zone / "trip_point_0_temp").write_text("95000\n")
+    (zone / "trip_point_1_type").write_text("critical\n")
+    (zone / "trip_point_1_temp").write_text("104500\n")
+    write_reading(zone / "temp", "60000")
+    return zone / "temp"
+
+
+def process_drills(count: int, poll_s: float, workdir: Path, *, zone: bool = False) -> list[float]:
     """Drills on a process group: until /proc shows every process stopped."""
     handle = start_group()
     try:
-        return drills(count, poll_s, workdir, handle, lambda: group_stopped(handle.process.pid))
+        return drills(count, poll_s, workdir, handle, lambda: group_stopped(handle.process.pid), zone=zone)
     finally:
         handle.kill()
         handle.process.wait()
@@ -195,14 +235,18 @@ def main() -> int:
                 "process drill latency (file sensor hot -> every process of the group stopped)",
                 process_drills(args.drills, args.poll_s, workdir / "process"),
             ),
+            (
+                "zone drill latency (a thermal zone past its own pause point -> every process of the group stopped)",
+                process_drills(args.drills, args.poll_s, workdir / "zone", zone=True),
+            ),
         ):
             if latencies is None:
                 continue
             median = statistics.median(latencies)
-            met = met and median < 0.3
+            met = met and median <= 0.3
             print(
                 f"{what}, poll_s {args.poll_s:g}, {len(latencies)} drills: median {median:.3f} s, "
-                f"max {max(latencies):.3f} s (goal: median < 0.3 s) {'OK' if median < 0.3 else 'MISSED'}"
+                f"max {max(latencies):.3f} s (goal: median <= 0.3 s) {'OK' if median <= 0.3 else 'MISSED'}"
             )
         sensor = idle_sensor(args.sensor, workdir)
         try:

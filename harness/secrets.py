@@ -1,10 +1,24 @@
 """The secret rule, in one place: which values are never shown, and how they are hidden.
 
-An environment variable is a secret when its name matches SECRET_NAME or it
-is listed in `container.secret_env`; its value is shown as `***` in every
-output and capture file. The password of a URL in any env value is hidden
-too. A trainer flag whose name follows the same rule is refused when it
-carries a value, since the trainer prints its whole argv into its log.
+An environment variable is a secret when its name says so (`secret_by_name`)
+or it is listed in `container.secret_env`; its value is shown as `***` in
+every output and capture file, whichever env map of the experiment holds it
+(`container.env`, `cluster.env`: every mapping the schema keys by variable
+name). The name rule, in any case:
+
+- the name contains TOKEN, KEY, SECRET, PASSWORD, PASSWD, PASSPHRASE,
+  CREDENTIAL, COOKIE, SESSION or PRIVATE anywhere (`HF_TOKEN`,
+  `SSH_PRIVATE_KEY`, `DB_PASSWD`);
+- or one of its words is PASS, PWD or AUTH (`DB_PASS`, `MYSQL_PWD`,
+  `GITHUB_AUTH`, `dbPass`): words are split at `_`, `-`, `.` and case
+  changes, so `BYPASS`, `PASSIVE`, `COMPASS` and `AUTHOR` are not secrets.
+
+The password of a URL in any env value is hidden too, as `urllib.parse`
+reads it: everything up to the last `@` of the authority. A trainer flag
+whose name follows the same rule is refused when it carries a value, since
+the trainer prints its whole argv into its log; flags that only look like
+secrets (data-set columns such as `--input-key`, token counts such as
+`--max-tokens-per-gpu`) are not.
 """
 
 from __future__ import annotations
@@ -14,15 +28,31 @@ from typing import Iterable, Sequence
 
 from harness.lab import milesargv
 
-# An environment variable whose value is never shown: by its name, or listed in container.secret_env.
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+# An environment variable whose value is never shown, by its name: a part anywhere in it, or a whole word of it.
+SECRET_PARTS = (
+    "TOKEN",
+    "KEY",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "COOKIE",
+    "SESSION",
+    "PRIVATE",
+)
+SECRET_WORDS = frozenset({"PASS", "PWD", "AUTH"})
+SECRET_NAME = re.compile("|".join(SECRET_PARTS), re.IGNORECASE)
+# The words of a name: runs of capitals (HTTP in HTTPAuth), capitalised or lower-case words, digits.
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 REDACTED = "***"
 
 
 # The user:password@ part of a URL (`https://user:pw@host/...`): shown as ***@ wherever an env value is shown.
-URL_USERINFO = re.compile(r"(?<=://)[^/?#@\s]+@")
+# As urllib.parse reads it: the authority ends at the first / ? # (or a blank), and its userinfo at its last @.
+URL_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
 
 
 SECRET_FLAG_HINT = (
@@ -32,9 +62,14 @@ SECRET_FLAG_HINT = (
 )
 
 
+def secret_by_name(name: str) -> bool:
+    """True when a name (an environment variable's, a flag's) says its value is a secret (see the module's rule)."""
+    return bool(SECRET_NAME.search(name)) or any(word.upper() in SECRET_WORDS for word in _WORDS.findall(name))
+
+
 def is_secret_env(name: str, listed: Iterable[str] = ()) -> bool:
     """True when the value of environment variable `name` must never be shown: by its name, or `listed`."""
-    return bool(SECRET_NAME.search(name)) or name in listed
+    return secret_by_name(name) or name in listed
 
 
 def redact_userinfo(text: str) -> str:
@@ -49,7 +84,17 @@ def userinfo_in(text: str) -> list[str]:
 
 # Trainer flags that the secret rule's words would catch but that never hold a secret: data-set columns
 # (`--input-key messages`) and token counts or tokenizers (`--max-tokens-per-gpu 9216`).
-NOT_SECRET_FLAGS = {"input-key", "label-key", "metadata-key", "tool-key", "multimodal-keys"}
+NOT_SECRET_FLAGS = {
+    "input-key",
+    "label-key",
+    "metadata-key",
+    "tool-key",
+    "multimodal-keys",
+    "reward-key",
+    "eval-input-key",
+    "eval-label-key",
+    "eval-reward-key",
+}
 
 
 _NOT_SECRET_WORDS = re.compile(r"tokens|tokeni[sz]\w*", re.IGNORECASE)
@@ -64,7 +109,7 @@ def is_secret_flag(name: str) -> bool:
     bare = name.lstrip("-")
     if any(known.startswith(bare) and len(bare) > known.rfind("-") + 1 for known in KNOWN_SECRET_FLAGS):
         return True
-    return bare not in NOT_SECRET_FLAGS and bool(SECRET_NAME.search(_NOT_SECRET_WORDS.sub("", bare)))
+    return bare not in NOT_SECRET_FLAGS and secret_by_name(_NOT_SECRET_WORDS.sub("", bare))
 
 
 def secret_flags(words: Sequence[str]) -> list[str]:

@@ -126,7 +126,7 @@ def broken_captures(root: Path) -> dict[str, str]:
     reasons["fifo"] = "not a regular file (it is a FIFO)"
     (root / "endless").mkdir()
     (root / "endless" / "status.json").symlink_to("/dev/zero")
-    reasons["endless"] = "not a regular file (it is a device)"
+    reasons["endless"] = "not a regular file (it is a symbolic link"  # to /dev/zero: a link is never followed
     (root / "folder").mkdir()
     (root / "folder" / "status.json").mkdir()
     reasons["folder"] = "not a regular file (it is a directory)"

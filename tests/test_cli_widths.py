@@ -74,6 +74,7 @@ def commands(roots: dict[str, Path]) -> list[tuple[list[str], int]]:
         (["report", "--capture-dir", lab], 0),
         (["plan", "--drop-rate", "0.5", "--rollout-batch-size", "32"], 0),
         (["guard", "probe"], 1),  # no temperature to read here: says why in one line
+        (["guard", "plot", "plain", "--capture-dir", sim, "--out", str(roots["base"] / "guard.svg")], 0),
         (["run", "nosuchexperiment"], 2),
         (["logs", "nosuchrun", "--capture-dir", sim], 5),
         (["run", "e2b-dapo-filter", "--set", "steps=12", "--no-wait", "--capture-dir", str(roots["base"] / "g")], 3),

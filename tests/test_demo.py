@@ -13,13 +13,14 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.experiments.store import ExperimentStore
-from harness.run.demo import DEMO_RUNS, WRITE_UP, headline, plan_demo
+from harness.run.demo import DEMO_RUNS, DEMO_START_BELOW_C, WRITE_UP, headline, plan_demo
 from harness.run.plan import plan_runs
 from harness.run.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SimTarget
 from harness.summary.document import SummaryDocument
 from harness.summary.summarize import summarize
 from support.clones import fresh_clone, make
 from support.lab import leftover_of_another_root
+from support.messages import messages
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STORE = ExperimentStore(REPO_ROOT / "experiments")
@@ -76,7 +77,11 @@ def test_the_demo_makes_the_runs_run_sim_makes_so_each_reuses_the_other_s_captur
 
     assert DEFAULT_TIME_SCALE == 0.01  # a 12-step filter run well under a minute (issue: entry points)
     assert [plan.spec.run_id for plan in demo] == [plan.spec.run_id for plan in by_hand]
-    assert [plan.experiment.guard for plan in demo] == [plan.experiment.guard for plan in by_hand]
+    # The same guard, but for the demo's cooled start (which is not in the run id: each still reuses the other's).
+    assert [plan.experiment.guard.start_below_c for plan in demo] == [DEMO_START_BELOW_C] * len(demo)
+    assert [plan.experiment.guard.model_copy(update={"start_below_c": None}) for plan in demo] == [
+        plan.experiment.guard for plan in by_hand
+    ]
 
 
 def test_tiny_time_scales_still_make_a_valid_guard():
@@ -129,12 +134,15 @@ def check_demo_output(output: str, captures: Path, steps: int, shown: Path | Non
         manifest = json.loads((captures / run / "manifest.json").read_text())
         assert manifest["experiment"]["guard"]["sensor"] == "sim"
         assert manifest["experiment"]["container"]["gpus"] == "none"
+        start = manifest["guard"]["start"]  # a cooled start: the simulated host starts warm, each run waits
+        assert start["outcome"] == "cool" and start["hottest_c"] < DEMO_START_BELOW_C, run
     summary = json.loads((captures / "summary" / "miles-gb10-lab.json").read_text())
     assert sorted(summary["runs"]) == sorted(WRITE_UPS_RUNS)
     assert [c["run"] for c in summary["comparisons"]] == ["e2b-dapo-filter"]
     assert (captures / "summary" / "report.md").is_file()
     figures = sorted(p.name for p in (captures / "summary").glob("*.svg"))
-    assert figures == ["reward-e2b-dapo-filter.svg", "rollout-time-e2b-dapo-filter.svg"]
+    guard = sorted(f"guard-{run}.svg" for run in WRITE_UPS_RUNS)  # the heat guard's figure of each run
+    assert figures == sorted(["reward-e2b-dapo-filter.svg", "rollout-time-e2b-dapo-filter.svg", *guard])
     assert "headline numbers" in output and "write-up (GB10)" in output
     shown = shown or captures
     assert f"summary JSON  {shown / 'summary' / 'miles-gb10-lab.json'}" in output
@@ -169,7 +177,7 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
     assert any(window["end"] is not None for window in windows)  # the guard really paused the run, and thawed it
     assert filtered["aggregates"]["pause_total_s"] > 0 and filtered["time_scale"] == 0.002
     assert "heat guard: " in done.stdout
-    assert "simulator: the process engine" in done.stderr
+    assert any(message.startswith("simulator: the process engine") for message in messages(done.stderr)), done.stderr
     assert "demo: 6 runs at once" in done.stderr
     assert "e2b-dapo-filter: step 1 (2/2 complete)" in done.stdout  # live progress, one line per step when piped
 
@@ -188,7 +196,7 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
         env={**env, "TTY_COMPATIBLE": "1", "COLUMNS": "100"},
     )
     table = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", on_a_terminal.stdout)  # the live table, colours out
-    assert on_a_terminal.exit_code == 0 and re.search(r"plain-48-s2 +reused +2/2 ", table), table
+    assert on_a_terminal.exit_code == 0 and re.search(r"plain-48-s2 +reused +[━╸╺ ]*2/2 ", table), table
 
     same = CliRunner().invoke(
         app,
@@ -212,12 +220,9 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
         app, ["demo", "--steps", "1", "--time-scale", "0.002", "--capture-dir", str(captures)], env=env
     )
     assert fewer.exit_code == 2  # another configuration: never summarized as if it were the run asked for
-    assert (
-        fewer.output.strip()
-        .splitlines()[-1]
-        .startswith("error: run e2b-dapo-filter not started: its capture succeeded at ")
-    )
-    assert "steps 2 -> 1" in fewer.output and "(and 5 more, above)" in fewer.output
+    last = messages(fewer.output)[-1]
+    assert last.startswith("error: run e2b-dapo-filter not started: its capture succeeded at "), fewer.output
+    assert "steps 2 -> 1" in last and last.endswith("(and 5 more, above)")
 
 
 def test_the_demo_s_help_speaks_of_the_demo_not_of_an_option_it_does_not_have():
@@ -294,11 +299,12 @@ def test_the_demo_run_again_reruns_what_did_not_succeed_and_publishes_nothing_bu
     assert broken.exit_code == 1, broken.output
     assert "write-up (GB10)" not in broken.output and "summary JSON" not in broken.output  # no table, no paths
     assert (captures / "summary" / "miles-gb10-lab.json").read_bytes() == summary_before
-    lines = broken.output.splitlines()
+    said = messages(broken.output)
     assert any(
-        line.startswith("warning: plain-48-s2 not run: its status is broken") and "--force" in line for line in lines
+        message.startswith("warning: plain-48-s2 not run: its status is broken") and "--force" in message
+        for message in said
     ), broken.output
-    assert lines[-1] == (
+    assert said[-1] == (
         "warning: no summary, figures or headline numbers: they need all 6 runs, and plain-48-s2 "
         "did not succeed; `harness demo` again reruns it and reuses the 5 that succeeded"
     )

@@ -71,9 +71,9 @@ def test_guard_pid_pauses_and_resumes_a_process_group_and_thaws_it_on_ctrl_c(
     lines = out.splitlines()
     assert lines[0].startswith(f"guarding process {sleeper.pid} with the file sensor: pause at 85 C, resume at 78 C")
     assert [line.split(" ", 1)[1] for line in lines[1:4]] == [
-        f"process {sleeper.pid}: PAUSED by the heat guard: temperature 88.0 C >= pause_at_c 85 C",
+        f"process {sleeper.pid}: PAUSED by the heat guard: GPU 88.0 C >= pause_at_c 85 C",
         f"process {sleeper.pid}: resumed by the heat guard: 70.0 C; 1 pause, 0 wall s paused",
-        f"process {sleeper.pid}: PAUSED by the heat guard: temperature 91.0 C >= pause_at_c 85 C",
+        f"process {sleeper.pid}: PAUSED by the heat guard: GPU 91.0 C >= pause_at_c 85 C",
     ]
     assert lines[-1].startswith(f"process {sleeper.pid}: left running: guarding ended; ") and "2 pauses" in lines[-1]
     assert err == ""

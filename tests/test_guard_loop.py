@@ -17,7 +17,7 @@ from harness.engines.process import ProcessRun
 from harness.guard import Action, GuardLoop
 from harness.guard.config import GuardConfig, SimSensorConfig
 from harness.guard.samples import Sample
-from harness.guard.sensors import FileSensor, SimSensor
+from harness.guard.sensors import FileSensor, SimSensor, SysfsSensor
 from harness.times import format_time_us, parse_time_us
 from support.drills import jsonl, write_temp
 from support.fakes import FakeClock
@@ -42,7 +42,7 @@ class Lines:
 
 
 def loop_for(handle, sensor, tmp_path: Path, **config) -> GuardLoop:
-    settings = {"sensor": "file:x", "poll_s": 0.02, "min_pause_s": 0.0, "record_every_s": 60.0, **config}
+    settings = {"sensor": "file:x", "poll_s": 0.05, "min_pause_s": 0.0, "record_every_s": 60.0, **config}
     return GuardLoop(
         handle,
         sensor,
@@ -65,7 +65,7 @@ def test_a_hot_reading_freezes_the_group_within_a_poll_and_a_cool_one_thaws_it(
         write_temp(temp, "91.5")
         assert eventually(lambda: frozen(pgid) and guard.reading.paused, timeout_s=2.0)
         assert guard.reading.pauses == 1
-        assert guard.reading.reason == "temperature 91.5 C >= pause_at_c 85 C"
+        assert guard.reading.reason == "GPU 91.5 C >= pause_at_c 85 C"
         [opened] = jsonl(tmp_path / "pauses.jsonl")
         assert opened == {"start": opened["start"], "end": None, "reason": guard.reading.reason, "peak_c": 91.5}
         assert guard.reading.paused_since == opened["start"]
@@ -87,8 +87,10 @@ def test_a_hot_reading_freezes_the_group_within_a_poll_and_a_cool_one_thaws_it(
     opened, closed = jsonl(tmp_path / "pauses.jsonl")
     assert closed["start"] == opened["start"] and closed["peak_c"] == 91.5
     assert parse_time_us(closed["end"]) - parse_time_us(closed["start"]) >= 600_000
-    samples = jsonl(tmp_path / "guard.jsonl")
-    assert all(set(s) == {"t", "temp_c", "reasons", "power_w", "paused"} for s in samples)
+    watch, *samples = jsonl(tmp_path / "guard.jsonl")
+    assert set(watch) == {"t", "watch"}
+    assert all(set(s) == {"t", "temp_c", "reasons", "power_w", "paused", "gpu_c", "zones"} for s in samples)
+    assert all(s["gpu_c"] == s["temp_c"] and s["zones"] == {} for s in samples)  # the file sensor: a GPU alone
     assert [s["temp_c"] for s in samples if s["paused"]][0] == 91.5
     assert samples[-1]["paused"] is False
     assert all(parse_time_us(s["t"]) is not None for s in samples)
@@ -133,7 +135,7 @@ def test_max_pause_stop_thaws_then_asks_the_runner_to_stop(ticker: ProcessRun, t
     guard = GuardLoop(
         ticker,
         FileSensor(temp),
-        GuardConfig(poll_s=0.02, min_pause_s=0.0, max_pause_s=0.3, on_max_pause="stop"),
+        GuardConfig(poll_s=0.05, min_pause_s=0.0, max_pause_s=0.3, on_max_pause="stop"),
         pauses_path=tmp_path / "pauses.jsonl",
         samples_path=tmp_path / "guard.jsonl",
         on_stop=asked.append,
@@ -162,7 +164,8 @@ def test_samples_are_downsampled_while_cool_and_all_kept_while_hot_or_paused(
         write_temp(temp, str(reading))
         guard.poll()
     guard.stop()
-    samples = jsonl(tmp_path / "guard.jsonl")
+    watch, *samples = jsonl(tmp_path / "guard.jsonl")
+    assert watch["watch"] == {"sensor": "file", "pause_at_c": 85.0, "resume_at_c": 78.0, "zones": []}
     times = [(parse_time_us(s["t"]) - FakeClock().wall_us()) // 1_000_000 for s in samples]
     assert times == [0, 10, 20, 25, 26, 27, 28, 29, 30, 40, 50]
     assert [s["paused"] for s in samples][3:9] == [False, False, True, True, True, False]
@@ -228,7 +231,8 @@ def test_the_sim_sensor_heats_while_running_and_cools_while_the_loop_holds_the_r
     ticker: ProcessRun, tmp_path: Path
 ) -> None:
     clock = FakeClock()
-    model = SimSensorConfig(start_c=60, idle_c=40, hot_c=95, heat_tau_s=30, cool_tau_s=15)
+    cool_cpu = {"start_c": 40, "idle_c": 40, "hot_c": 60}  # the GPU alone decides here (the CPU side: below)
+    model = SimSensorConfig(start_c=60, idle_c=40, hot_c=95, heat_tau_s=30, cool_tau_s=15, cpu=cool_cpu)
     guard = synchronous(ticker, SimSensor(model, clock, clock.wall_us), tmp_path, clock, min_pause_s=10.0, poll_s=1.0)
     actions = []
     for second in range(200):
@@ -267,9 +271,9 @@ def test_records_that_cannot_be_written_never_stop_a_pause(ticker: ProcessRun, t
     assert guard.poll().action is Action.RESUME
     assert eventually(lambda: running(int(ticker.id)))
     guard.stop()
-    assert notes == [
-        f"could not write {tmp_path / 'gone' / 'pauses.jsonl'}: No such file or directory",
+    assert notes == [  # the sample first: it is written before the guard acts on it
         f"could not write {tmp_path / 'gone' / 'guard.jsonl'}: No such file or directory",
+        f"could not write {tmp_path / 'gone' / 'pauses.jsonl'}: No such file or directory",
     ]
 
 
@@ -374,3 +378,127 @@ def test_a_max_pause_stop_whose_thaw_failed_is_thawed_and_closed_by_stop(tmp_pat
     assert not handle.frozen
     opened, closed = jsonl(tmp_path / "pauses.jsonl")
     assert closed["end"] == format_time_us(clock.wall_us()) and closed["peak_c"] == 95.0
+
+
+class Frozen:
+    """A handle that only remembers whether it is frozen (no process: the synchronous tests need none)."""
+
+    def __init__(self, on_pause: Optional[object] = None) -> None:
+        self.paused = False
+        self.on_pause = on_pause
+
+    def pause(self) -> None:
+        if callable(self.on_pause):
+            self.on_pause()
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+
+    def is_paused(self) -> bool:
+        return self.paused
+
+
+def test_the_sample_that_pauses_the_run_is_on_disk_before_the_freeze(tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    seen: list[list[dict]] = []
+    handle = Frozen(on_pause=lambda: seen.append(jsonl(tmp_path / "guard.jsonl")))
+    clock = FakeClock()
+    guard = synchronous(handle, FileSensor(temp, clock.wall_us), tmp_path, clock)
+    write_temp(temp, "60")
+    guard.poll()
+    clock.now = 1.0
+    write_temp(temp, "91.5")
+    assert guard.poll().action is Action.PAUSE and handle.paused
+    (at_freeze,) = seen
+    assert at_freeze[-1]["temp_c"] == 91.5 and at_freeze[-1]["paused"] is True  # what this poll decided
+
+
+def zone_tree(root: Path, celsius: float) -> Path:
+    """A thermal tree with one `soc` zone (critical trip point 104.5 C); its temp file."""
+    zone = root / "thermal_zone3"
+    zone.mkdir(parents=True, exist_ok=True)
+    (zone / "type").write_text("soc\n")
+    (zone / "trip_point_0_type").write_text("critical\n")
+    (zone / "trip_point_0_temp").write_text("104500\n")
+    write_temp(zone / "temp", str(int(celsius * 1000)))
+    return zone / "temp"
+
+
+def test_a_zone_past_its_trip_point_s_margin_pauses_the_run_and_the_records_say_which(tmp_path: Path) -> None:
+    temp = zone_tree(tmp_path / "thermal", 70.0)
+    clock = FakeClock()
+    config = GuardConfig(sensor="sysfs", min_pause_s=0.0, record_every_s=10.0)
+    handle = Frozen()
+    guard = GuardLoop(
+        handle,
+        SysfsSensor(tmp_path / "thermal", clock.wall_us, config),
+        config,
+        pauses_path=tmp_path / "pauses.jsonl",
+        samples_path=tmp_path / "guard.jsonl",
+        clock=clock,
+        wall_us=clock.wall_us,
+    )
+    assert guard.poll().action is Action.NONE
+    clock.now = 1.0
+    write_temp(temp, "90000")  # above pause_at_c 85, below the zone's own pause point 94.5
+    assert guard.poll().action is Action.NONE
+    clock.now = 2.0
+    write_temp(temp, "95000")
+    assert guard.poll().action is Action.PAUSE and handle.paused
+    assert guard.reading.reason == "thermal_zone3 (soc) 95.0 C >= 94.5 C, 10 C below its critical point 104.5 C"
+    assert guard.reading.temps == (("thermal_zone3 (soc)", 95.0),) and guard.reading.temp_c == 95.0
+    clock.now = 3.0
+    write_temp(temp, "87000")
+    assert guard.poll().action is Action.RESUME and not handle.paused  # 87 C <= 94.5 - (85 - 78)
+    watch, *samples = jsonl(tmp_path / "guard.jsonl")
+    assert watch["watch"]["zones"] == [
+        {
+            "name": "thermal_zone3",
+            "label": "thermal_zone3 (soc)",
+            "pause_at_c": 94.5,
+            "resume_at_c": 87.5,
+            "basis": "94.5 C, 10 C below its critical point 104.5 C",
+            "trip_c": 104.5,
+            "trip_type": "critical",
+        }
+    ]
+    assert [(s["gpu_c"], s["zones"], s["temp_c"]) for s in samples] == [
+        (None, {"thermal_zone3": 70.0}, 70.0),
+        (None, {"thermal_zone3": 90.0}, 90.0),
+        (None, {"thermal_zone3": 95.0}, 95.0),
+        (None, {"thermal_zone3": 87.0}, 87.0),
+    ]
+    [window] = [w for w in jsonl(tmp_path / "pauses.jsonl") if w["end"] is not None]
+    assert window["reason"] == guard.reading.reason or window["reason"].startswith("thermal_zone3 (soc) 95.0 C")
+
+
+def test_the_sim_cpu_side_pauses_a_run_the_gpu_alone_would_not_have(tmp_path: Path) -> None:
+    clock = FakeClock()
+    model = SimSensorConfig(cpu={"start_c": 80, "idle_c": 45, "hot_c": 100, "heat_tau_s": 10, "cool_tau_s": 150})
+    handle = Frozen()
+    guard = synchronous(handle, SimSensor(model, clock, clock.wall_us), tmp_path, clock, poll_s=1.0)
+    decision = None
+    for second in range(60):
+        clock.now = float(second)
+        decision = guard.poll()
+        if decision.action is Action.PAUSE:
+            break
+    assert decision is not None and decision.action is Action.PAUSE
+    assert decision.reason.startswith("CPU (sim) ") and "10 C below its critical point 105 C" in decision.reason
+    gpu = [s["gpu_c"] for s in jsonl(tmp_path / "guard.jsonl") if "gpu_c" in s][-1]
+    assert gpu < 85  # the GPU read cool
+
+
+@pytest.mark.integration
+def test_max_pause_s_is_a_limit_the_thaw_comes_at_it_not_at_the_poll_after(tmp_path: Path) -> None:
+    # A pause capped at 2 s used to run 2.21 s, one poll over; here a poll every 1 s and a 0.5 s cap.
+    temp = tmp_path / "temp"
+    write_temp(temp, "95")
+    handle = Frozen()
+    with loop_for(handle, FileSensor(temp), tmp_path, poll_s=1.0, max_pause_s=0.5) as guard:
+        assert eventually(lambda: len(jsonl(tmp_path / "pauses.jsonl")) >= 2, timeout_s=5.0)
+        assert guard.reading.pauses >= 1
+    opened, closed, *_ = jsonl(tmp_path / "pauses.jsonl")
+    held_s = (parse_time_us(closed["end"]) - parse_time_us(closed["start"])) / 1e6
+    assert 0.5 <= held_s < 0.5 + 0.3  # the next poll would have made it 1.0 s

@@ -249,10 +249,15 @@ def zone(root: Path, millidegrees: int) -> None:
     (root / "thermal_zone0" / "temp").write_text(f"{millidegrees}\n")
 
 
-def test_nvml_auto_picks_nvml_else_sysfs_else_none_with_a_warning(fake_gpu: FakeGpu) -> None:
+def test_nvml_auto_reads_nvml_and_the_zones_else_either_else_none_with_a_warning(fake_gpu: FakeGpu) -> None:
     zone(fake_gpu.thermal_root, 48000)
     picked = fake_gpu.python(OPEN.format(sensor="auto", pause_at=85))
-    assert picked["facts"]["picked"] == "nvml" and "tried" not in picked["facts"] and picked["warnings"] == []
+    assert picked["facts"]["picked"] == "nvml+sysfs" and "tried" not in picked["facts"] and picked["warnings"] == []
+    assert picked["facts"]["devices"][0]["name"] == "NVIDIA GB10" and picked["facts"]["zones"][0]["readable"]
+    shutil.rmtree(fake_gpu.thermal_root / "thermal_zone0")
+    picked = fake_gpu.python(OPEN.format(sensor="auto", pause_at=85))
+    assert picked["facts"]["picked"] == "nvml" and "sysfs" in picked["facts"]["tried"]
+    zone(fake_gpu.thermal_root, 48000)
     fake_gpu.set(driver="missing")
     picked = fake_gpu.python(OPEN.format(sensor="auto", pause_at=85))
     assert picked["facts"]["picked"] == "sysfs"
@@ -293,12 +298,62 @@ def test_nvml_guard_probe_prints_each_query_and_exits_0(fake_gpu: FakeGpu) -> No
         "threshold_shutdown NOT_SUPPORTED -",
         "threshold_gpu_max NOT_SUPPORTED -",
         "margin_temperature NOT_SUPPORTED -",
-        "thermal_zone0 acpitz 61.5 C",
-        "sensor auto picks: nvml (readable: nvml, sysfs)",
+        "thermal_zone0 acpitz 61.5 C - pause_at_c 85 C",
+        "sensor auto reads: nvml and sysfs",
     ):
         assert expected in lines, (expected, done.stdout)
     assert done.stderr == ""
     assert not [c for c in fake_gpu.calls() if "MemoryInfo" in c]
+
+
+AUTO_DRILL = """
+import os, subprocess, time
+from pathlib import Path
+from harness.engines.process import ProcessRun
+from harness.guard import GuardLoop
+from harness.guard.config import GuardConfig
+from harness.guard.sensors import open_sensor
+
+def stopped(pid):
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "T"
+
+def wait(check, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return check()
+
+soc = Path(THERMAL) / "thermal_zone0" / "temp"
+handle = ProcessRun(subprocess.Popen(["sleep", "60"], start_new_session=True, stdout=subprocess.PIPE))
+config = GuardConfig(sensor="auto", poll_s=0.05, min_pause_s=0.0)
+choice = open_sensor(config, thermal_root=Path(THERMAL))
+seen = {"picked": choice.facts["picked"]}
+with GuardLoop(handle, choice.sensor, config, pauses_path=sys.argv[1] + "/pauses.jsonl",
+               samples_path=sys.argv[1] + "/guard.jsonl") as guard:
+    open(str(soc) + ".tmp", "w").write("96000\\n")
+    os.replace(str(soc) + ".tmp", soc)
+    seen["paused"] = wait(lambda: stopped(handle.id) and guard.reading.paused) and guard.reading.reason
+choice.sensor.close()
+handle.kill()
+seen["samples"] = [json.loads(line) for line in open(sys.argv[1] + "/guard.jsonl")]
+print(json.dumps(seen))
+"""
+
+
+def test_nvml_auto_on_a_gb10_pauses_for_its_cpu_side_while_the_gpu_reads_cool(
+    fake_gpu: FakeGpu, tmp_path: Path
+) -> None:
+    # A host that heats the CPU side can reach a trip point while the GPU reads cool: auto watches both.
+    fake_gpu.set(temperature_c=55)
+    zone(fake_gpu.thermal_root, 60000)
+    (fake_gpu.thermal_root / "thermal_zone0" / "type").write_text("soc\n")
+    (fake_gpu.thermal_root / "thermal_zone0" / "trip_point_0_type").write_text("critical\n")
+    (fake_gpu.thermal_root / "thermal_zone0" / "trip_point_0_temp").write_text("104500\n")
+    seen = fake_gpu.python(AUTO_DRILL.replace("sys.argv[1]", repr(str(tmp_path))))
+    assert seen["picked"] == "nvml+sysfs"
+    assert seen["paused"] == "thermal_zone0 (soc) 96.0 C >= 94.5 C, 10 C below its critical point 104.5 C"
+    hot = [s for s in seen["samples"] if s.get("zones", {}).get("thermal_zone0") == 96.0][0]
+    assert (hot["gpu_c"], hot["temp_c"], hot["paused"]) == (55.0, 96.0, True)
 
 
 def test_nvml_guard_probe_json(fake_gpu: FakeGpu) -> None:
@@ -379,7 +434,7 @@ def test_nvml_temperature_drill_pauses_and_resumes_a_process_group(fake_gpu: Fak
         (True, 60.0),
         (False, 60.0),
     ]
-    assert windows[0]["reason"] == "temperature 88.0 C >= pause_at_c 85 C"
+    assert windows[0]["reason"] == "GPU 88.0 C >= pause_at_c 85 C"
 
 
 def test_nvml_a_temperature_drill_pauses_a_run_through_harness_run(fake_gpu: FakeGpu, lab: Lab) -> None:
@@ -413,7 +468,7 @@ def test_nvml_a_temperature_drill_pauses_a_run_through_harness_run(fake_gpu: Fak
         harness.kill()
     assert harness.returncode == 0, out
     windows = read_pauses(lab.captures / run / "pauses.jsonl", [])
-    assert [w.reason for w in windows] == ["temperature 90.0 C >= pause_at_c 85 C", "clock event HwThermalSlowdown"]
+    assert [w.reason for w in windows] == ["GPU 90.0 C >= pause_at_c 85 C", "clock event HwThermalSlowdown"]
     assert all(w.end_us is not None for w in windows)
     guard = json.loads((lab.captures / run / "manifest.json").read_text())["guard"]
     assert guard["guarded"] is True and guard["picked"] == "nvml" and guard["requested"] == "nvml"

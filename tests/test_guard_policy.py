@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.guard.config import GuardConfig
-from harness.guard.policy import Action, GuardState, decide, is_hot, thermal_reasons
-from harness.guard.samples import THERMAL_REASONS, Sample
+from harness.guard.policy import Action, GuardState, decide, expire, is_hot, max_pause_deadline, thermal_reasons
+from harness.guard.samples import THERMAL_REASONS, Limit, Sample, ZoneTemp
 from support.properties import examples
 
 CONFIG = GuardConfig(pause_at_c=85, resume_at_c=78, min_pause_s=30, max_pause_s=300, missing_polls=3)
@@ -46,7 +46,7 @@ def test_cool_readings_do_nothing() -> None:
 def test_pause_at_the_threshold_with_the_reading_in_the_reason() -> None:
     trace = run([80, 84.9, 85.0])
     assert actions(trace) == [(2.0, Action.PAUSE)]
-    assert trace[2][2] == "temperature 85.0 C >= pause_at_c 85 C"
+    assert trace[2][2] == "GPU 85.0 C >= pause_at_c 85 C"
     assert trace[2][4] == 85.0  # the window's peak so far
 
 
@@ -178,3 +178,62 @@ def test_windows_alternate_and_resumes_are_cool_or_timed_out(readings: list, on_
         assert state.paused == paused
         if temp is not None and temp >= config.pause_at_c:
             assert paused or decision.action is Action.RESUME  # hot and running only on a max-pause thaw
+
+
+# --------------------------------------------------------------------------- zones beside the GPU
+
+SOC = Limit(94.5, 87.5, "94.5 C, 10 C below its critical point 104.5 C", 104.5, "critical")
+
+
+def with_zone(gpu: Optional[float], soc: Optional[float], reasons: Optional[int] = None) -> Sample:
+    """The GPU and a `soc` zone whose critical trip point is 104.5 C (its pause point 94.5 C, resume 87.5 C)."""
+    return Sample(0, temp_c=gpu, reasons=reasons, zones=(ZoneTemp("thermal_zone3", "thermal_zone3 (soc)", soc, SOC),))
+
+
+def test_a_zone_past_its_own_pause_point_pauses_a_cool_gpu_and_the_reason_names_it() -> None:
+    trace = run([with_zone(60, 90), with_zone(60, 94.4), with_zone(60, 94.5)])
+    assert actions(trace) == [(2.0, Action.PAUSE)]
+    assert trace[2][2] == "thermal_zone3 (soc) 94.5 C >= 94.5 C, 10 C below its critical point 104.5 C"
+    assert trace[2][4] == 94.5  # the hottest reading of the window
+
+
+def test_a_zone_below_its_own_pause_point_does_not_pause_however_far_above_pause_at_c() -> None:
+    assert actions(run([with_zone(60, 90.0)] * 5)) == []  # 90 C >= pause_at_c 85, but the soc's limit is 94.5
+
+
+def test_the_reason_names_the_temperature_furthest_past_its_limit() -> None:
+    ((_, _, gpu_reason, *_),) = run([with_zone(90, 95)])  # GPU 5 C past, soc 0.5 C past
+    assert gpu_reason == "GPU 90.0 C >= pause_at_c 85 C"
+    ((_, _, soc_reason, *_),) = run([with_zone(86, 99)])  # GPU 1 C past, soc 4.5 C past
+    assert soc_reason.startswith("thermal_zone3 (soc) 99.0 C >= 94.5 C")
+
+
+def test_resume_needs_every_watched_temperature_at_or_below_its_own_resume_point() -> None:
+    no_min = CONFIG.model_copy(update={"min_pause_s": 0.0})
+    trace = run([with_zone(60, 96), with_zone(60, 90), with_zone(77, 88), with_zone(77, 87.5)], no_min)
+    assert actions(trace) == [(0.0, Action.PAUSE), (3.0, Action.RESUME)]
+    assert trace[3][2] == "cooled: GPU 77.0 C, thermal_zone3 (soc) 87.5 C"
+
+
+def test_a_hot_zone_that_goes_unread_keeps_the_run_paused_on_its_last_reading() -> None:
+    no_min = CONFIG.model_copy(update={"min_pause_s": 0.0})
+    trace = run([with_zone(60, 96), with_zone(60, None), with_zone(60, None), with_zone(60, 80)], no_min)
+    assert actions(trace) == [(0.0, Action.PAUSE), (3.0, Action.RESUME)]  # never on the GPU's reading alone
+
+
+def test_zones_alone_are_readings_and_none_of_them_is_a_missing_one() -> None:
+    trace = run([with_zone(None, 50), with_zone(None, None), with_zone(None, None), with_zone(None, None)])
+    assert [note for *_, note, _ in trace if note] == ["no temperature reading for 3 polls (last 50.0 C); carrying on"]
+
+
+def test_the_max_pause_limit_is_known_ahead_and_acted_on_without_a_reading() -> None:
+    state, decision = decide(CONFIG, GuardState(), sample(90), 10.0)
+    assert decision.action is Action.PAUSE and max_pause_deadline(CONFIG, state) == 310.0
+    assert expire(CONFIG, state, 309.999) == (state, expire(CONFIG, state, 309.999)[1])
+    assert expire(CONFIG, state, 309.999)[1].action is Action.NONE
+    ended, decision = expire(CONFIG, state, 310.0)
+    assert decision.action is Action.RESUME and decision.reason == "max_pause_s 300 s reached; resuming"
+    assert decision.peak_c == 90.0 and not ended.paused and max_pause_deadline(CONFIG, ended) is None
+    stop = CONFIG.model_copy(update={"on_max_pause": "stop"})
+    stopped, decision = expire(stop, state, 310.0)
+    assert decision.action is Action.STOP and stopped.stopped and max_pause_deadline(stop, stopped) is None

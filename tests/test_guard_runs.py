@@ -10,12 +10,15 @@ sampled every few milliseconds by a watcher thread.
 from __future__ import annotations
 
 import json
+import math
 import re
 import signal
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from harness.capture.reader import read_pauses
 from harness.engines import PAUSED, RUNNING
@@ -89,7 +92,7 @@ def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_en
     temp = tmp_path / "temp"
     write_temp(temp, "60")
     run = ticking(lab, "drill", file_guard(temp))
-    harness = lab.spawn("run", run)
+    harness = lab.spawn("run", run, "-v")  # piped, a line per pause and resume
     try:
         handle = wait_for_ticks(lab, run)
         watch = EngineWatch(handle)
@@ -111,7 +114,7 @@ def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_en
 
     opened, closed = jsonl(lab.captures / run / "pauses.jsonl")
     assert opened["end"] is None and closed["start"] == opened["start"]
-    assert opened["reason"] == closed["reason"] == "temperature 90.0 C >= pause_at_c 85 C"
+    assert opened["reason"] == closed["reason"] == "GPU 90.0 C >= pause_at_c 85 C"
     assert closed["peak_c"] == 90.0
     [window] = read_pauses(lab.captures / run / "pauses.jsonl", [])
     assert 0 <= window.start_us - hot_at <= ONE_POLL_SLACK_S * 1e6  # within one poll of the crossing
@@ -126,9 +129,10 @@ def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_en
     assert [n for _, n in ticks] == list(range(150))  # no line lost (or doubled) across the pause
     inside = [n for stamp, n in ticks if first_paused + 200_000 < stamp < last_paused - 200_000]
     assert inside == []  # frozen: nothing printed
-    samples = jsonl(lab.captures / run / "guard.jsonl")
+    samples = [line for line in jsonl(lab.captures / run / "guard.jsonl") if "temp_c" in line]  # not the watch line
     assert [s["temp_c"] for s in samples if s["paused"]] and all(s["temp_c"] == 90.0 for s in samples if s["paused"])
     guard = json.loads((lab.captures / run / "manifest.json").read_text())["guard"]
+    assert guard.pop("start")["outcome"] == "read"  # no cooled start asked for: the temperatures read once
     assert guard == {
         "guarded": True,
         "requested": f"file:{temp}",
@@ -136,7 +140,7 @@ def test_a_hot_reading_pauses_the_run_within_a_poll_and_the_windows_match_the_en
         "path": str(temp),
         "readable": True,
     }
-    assert f"{run}: PAUSED by the heat guard: temperature 90.0 C >= pause_at_c 85 C" in out
+    assert f"{run}: PAUSED by the heat guard: GPU 90.0 C >= pause_at_c 85 C" in out
     assert f"{run}: resumed by the heat guard: 60.0 C; 1 pause, " in out
 
 
@@ -220,9 +224,26 @@ def test_the_sim_sensor_heats_the_run_into_real_pauses_and_cools_it_out_of_them(
     assert seen  # the engine really froze it (the watcher may start after the first pause)...
     for first, last in seen:  # ...each time inside a recorded window
         assert any(w.start_us <= first and last <= w.end_us for w in windows)
-    temps = [s["temp_c"] for s in jsonl(lab.captures / run / "guard.jsonl")]
+    temps = [s["gpu_c"] for s in jsonl(lab.captures / run / "guard.jsonl") if "gpu_c" in s]  # samples only
     assert max(temps) >= 85 and min(temps[temps.index(max(temps)) :]) <= 78  # heated into a pause, cooled out
     assert json.loads((lab.captures / run / "manifest.json").read_text())["guard"]["picked"] == "sim"
+
+
+@pytest.mark.integration
+def test_a_sim_run_waits_for_its_warm_cpu_side_to_cool_before_it_starts(process_lab: Lab) -> None:
+    lab = process_lab
+    cpu = {"start_c": 70, "idle_c": 45, "hot_c": 100, "heat_tau_s": 5, "cool_tau_s": 0.5}
+    guard = {"sensor": "sim", "poll_s": 0.05, "min_pause_s": 0.3, "start_below_c": 55, "sim": {"cpu": cpu}}
+    run = lab.experiment("cooled-sim", steps=1, guard=guard)
+
+    done = lab.cli("run", run)
+
+    assert done.exit_code == 0, done.output
+    start = json.loads((lab.captures / run / "manifest.json").read_text())["guard"]["start"]
+    assert start["outcome"] == "cool" and start["temps_c"]["sim_cpu"] < 55 <= 70
+    assert start["waited_s"] >= 0.5 * math.log((70 - 45) / (55 - 45)) * 0.9  # Newton cooling from 70 to 55
+    first = [s for s in jsonl(lab.captures / run / "guard.jsonl") if "zones" in s][0]
+    assert first["zones"]["sim_cpu"] < 65  # the run started from where the wait left it (then heats: tau 5 s)
 
 
 def test_a_named_sensor_that_cannot_read_stops_the_run_before_anything_starts(lab: Lab, tmp_path: Path) -> None:
@@ -241,7 +262,8 @@ def test_sensor_none_runs_unguarded_and_says_so_in_the_manifest(lab: Lab) -> Non
     result = lab.cli("run", run)
     assert result.exit_code == 0, result.output
     manifest = json.loads((lab.captures / run / "manifest.json").read_text())
-    assert manifest["guard"] == {"guarded": False, "requested": "none", "picked": None}
+    start = {"outcome": "unread", "below_c": None, "waited_s": 0.0, "hottest_c": None, "temps_c": {}}
+    assert manifest["guard"] == {"guarded": False, "requested": "none", "picked": None, "start": start}
     assert not (lab.captures / run / "pauses.jsonl").exists() and not (lab.captures / run / "guard.jsonl").exists()
 
 

@@ -49,7 +49,7 @@ HOT = GuardReading(
     temp_c=86.5,
     paused=True,
     paused_since=SINCE,
-    reason="temperature 86.5 C >= pause_at_c 85 C",
+    reason="GPU 86.5 C >= pause_at_c 85 C",
     pauses=3,
     paused_s=60.0,
 )
@@ -73,7 +73,7 @@ def test_describe_guard_shows_the_temperature_and_while_paused_since_when_why_an
     assert describe_guard(GuardReading()) == "- C"
     now = parse_time_us(SINCE) + 30_000_000
     assert describe_guard(HOT, now) == (
-        "PAUSED since 12:03:04 (temperature 86.5 C >= pause_at_c 85 C), 86.5 C; 3 pauses, 90 wall s paused"
+        "PAUSED since 12:03:04 (GPU 86.5 C >= pause_at_c 85 C), 86.5 C; 3 pauses, 90 wall s paused"
     )
     assert describe_guard(GuardReading(temp_c=70.0, pauses=1, paused_s=31.4)) == "70.0 C; 1 pause, 31 wall s paused"
 
@@ -105,7 +105,7 @@ def test_verbose_says_each_pause_and_resume_once() -> None:
     feed_a_pause(PlainReporter(out, verbose=True, width=200))
     lines = out.getvalue().splitlines()[1:]
     assert lines[:2] == [
-        "e2b: PAUSED by the heat guard: temperature 86.5 C >= pause_at_c 85 C",
+        "e2b: PAUSED by the heat guard: GPU 86.5 C >= pause_at_c 85 C",
         "e2b: resumed by the heat guard: 77.0 C; 3 pauses, 95 wall s paused",
     ]
     assert len(lines) == 3
@@ -132,6 +132,40 @@ def test_the_live_table_says_paused_and_for_how_long_while_the_guard_holds_the_r
     Console(file=rendered, width=160).print(progress._render())
     row = next(line for line in rendered.getvalue().splitlines() if line.startswith("e2b "))
     assert row.split()[1] == "paused" and "paused " in row and ", at 86.5 C" in row
+
+
+def test_the_live_table_says_a_run_waits_to_cool_and_the_line_of_how_the_wait_ended_stays() -> None:
+    from harness.guard.start import CoolingReading
+
+    out = io.StringIO()
+    progress = RichReporter(Console(file=out, force_terminal=True, width=160), specs=[SPEC])
+    waiting = CoolingReading(below_c=55.0, timeout_s=600.0, waited_s=12.4, temps=(("GPU", 44.1), ("CPU (sim)", 57.3)))
+    progress.cooling(SPEC.run, waiting)
+    assert progress.live is not None  # the table shows the wait before the run starts
+    rendered = io.StringIO()
+    Console(file=rendered, width=160).print(progress._render())
+    row = next(line for line in rendered.getvalue().splitlines() if line.startswith("e2b "))
+    assert "cooling below 55 C" in row and "57.3 C (CPU (sim)), waited 12 s" in row
+    cooled = CoolingReading(55.0, 600.0, 41.0, (("GPU", 44.0), ("CPU (sim)", 54.8)), outcome="cool")
+    progress.cooling(SPEC.run, cooled)
+    progress.started(SPEC)
+    rendered = io.StringIO()
+    Console(file=rendered, width=160).print(progress._render())
+    row = next(line for line in rendered.getvalue().splitlines() if line.startswith("e2b "))
+    assert row.split()[1] == "running" and "cooling" not in row
+    progress.stop_live()
+    assert "e2b: heat guard: cooled below 55 C: GPU 44.0 C, CPU (sim) 54.8 C; waited 41 s of 600 s" in out.getvalue()
+
+
+def test_a_run_its_wait_to_cool_does_not_start_ends_the_live_table() -> None:
+    """Else a refused run's table would stay live over the error line, the terminal's cursor hidden."""
+    from harness.guard.start import CoolingReading
+
+    progress = RichReporter(Console(file=io.StringIO(), force_terminal=True, width=160), specs=[SPEC])
+    progress.cooling(SPEC.run, CoolingReading(55.0, 1.0, 0.2, (("GPU", 70.0),)))
+    assert progress.live is not None
+    progress.cooling(SPEC.run, CoolingReading(55.0, 1.0, 1.0, (("GPU", 69.0),), outcome="refused"))
+    assert progress.live is None and progress.runs[SPEC.run].state == "not started"
 
 
 # --------------------------------------------------------------------------- harness status
@@ -263,3 +297,10 @@ def test_status_names_every_runs_host_the_same_way_ray_placed_or_not(tmp_path: P
     header, rows = status_table(tmp_path)
     assert header[-1] == "host"
     assert rows["placed"][-1] == "spark-2" and rows["local"][-1] == "elsewhere"
+
+
+def test_with_zones_watched_progress_names_each_temperature() -> None:
+    both = GuardReading(temp_c=84.4, temps=(("GPU", 70.2), ("CPU (sim)", 84.4)), pauses=2, paused_s=61.0)
+    assert describe_guard(both) == "GPU 70.2 C, CPU (sim) 84.4 C; 2 pauses, 61 wall s paused"
+    one = GuardReading(temp_c=72.0, temps=(("GPU", 72.0),))
+    assert describe_guard(one) == "72.0 C"  # one temperature: as it always read

@@ -223,11 +223,11 @@ def test_make_smoke_captures_under_its_own_root(sim, root):
 
 
 @pytest.mark.integration
-def test_a_run_that_did_not_succeed_says_so_in_one_line_with_where_its_log_is(env, tmp_path):
+def test_a_run_that_did_not_succeed_says_so_in_one_message_with_where_its_log_is(env, tmp_path):
     captures = tmp_path / "capture"
     done = sim_run(env, captures, "--time-scale", "0.05", "--max-minutes", "0.01")
 
     assert done.exit_code == 1, done.output
-    (line,) = [line for line in done.output.splitlines() if line.startswith("warning: run plain")]
+    (line,) = [message for message in messages(done.output) if message.startswith("warning: run plain")]
     assert line.startswith("warning: run plain stopped with 0/1 steps complete (time limit")
     assert line.endswith(f"`harness logs plain --capture-dir {captures}` shows its log")

@@ -99,7 +99,7 @@ def test_report_has_the_tables_the_verdict_and_the_figures(tmp_path):
     text = write_report(document, tmp_path).read_text()
     assert (
         "| e2b-dapo-filter | stopped | on | 32 | 48 | 8 | 4 of 4 | 1 | 80.0 | 150.0 | 0.705 | 0.705 | printed | 10.8 "
-        "| 110.5 |" in text
+        "| - | 110.5 |" in text
     )
     assert "| e2b-dapo-filter | 0.705 | 0.705 | printed |" in text  # each reward figure says where it came from
     assert "| 1 | 2 | 69.1 | 1.19x |" in text and "| 2 | 2 | 120.0 | 2.07x |" in text
@@ -122,21 +122,28 @@ def test_figures_are_drawn_again_only_when_what_they_show_changes(tmp_path):
     captures = tmp_path / "gpu"
     shutil.copytree(DATA / "lab", captures)
     first = summarize_to_files(captures)
-    assert len(first.figures) == 2 and first.figures_unchanged == []
+    guard = sorted(p.name for p in first.figures if p.name.startswith("guard-"))
+    compared = [p for p in first.figures if not p.name.startswith("guard-")]
+    assert len(compared) == 2 and first.figures_unchanged == []
+    assert guard == ["guard-e2b-dapo-filter.svg", "guard-plain.svg"]  # the runs with a guard record
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in first.figures}
 
     again = summarize_to_files(captures)
     assert again.figures == [] and sorted(again.figures_unchanged) == sorted(first.figures)
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in first.figures} == before
 
-    shutil.copytree(captures / "e6a-base", captures / "unrelated")  # a run no comparison names
+    shutil.copytree(captures / "e6a-base", captures / "unrelated")  # a run no comparison names, no guard record
     assert summarize_to_files(captures).figures == []
 
-    metrics = captures / "plain" / "metrics.jsonl"  # the baseline: what both figures show
+    metrics = captures / "plain" / "metrics.jsonl"  # the baseline: what both figures show (not the guard's)
     metrics.write_text(metrics.read_text().replace('"rollout/raw_reward": 0.60', '"rollout/raw_reward": 0.61', 1))
     redrawn = summarize_to_files(captures)
-    assert sorted(redrawn.figures) == sorted(first.figures)
+    assert sorted(redrawn.figures) == sorted(compared)
     assert all(p.read_bytes() != before[p][0] for p in redrawn.figures)
+
+    samples = captures / "plain" / "guard.jsonl"  # the guard's record: its figure alone
+    samples.write_text(samples.read_text().replace("70.0", "70.5", 1))
+    assert [p.name for p in summarize_to_files(captures).figures] == ["guard-plain.svg"]
 
 
 @pytest.mark.integration
@@ -155,4 +162,5 @@ def test_up_to_date_figures_do_not_load_matplotlib(tmp_path):
     runs = [
         subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120) for _ in range(2)
     ]
-    assert [r.stdout.split() for r in runs] == [["2", "0", "True"], ["0", "2", "False"]], runs[-1].stderr
+    # two comparison figures and the guard figures of the two runs with a guard record
+    assert [r.stdout.split() for r in runs] == [["4", "0", "True"], ["0", "4", "False"]], runs[-1].stderr

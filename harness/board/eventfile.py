@@ -37,8 +37,9 @@ class EventFile:
 
     _count = 0
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, root: Optional[Path] = None) -> None:
         self.directory = Path(directory)
+        self.root = root  # the capture root the file must stay inside (harness.fs.files)
         self.path: Optional[Path] = None
         self._handle: Optional[IO[bytes]] = None
         self._described: set[str] = set()  # tags whose plugin metadata this file holds already
@@ -77,11 +78,13 @@ class EventFile:
         if self._handle is None:
             from tensorboardX.proto.event_pb2 import Event
 
-            self.directory.mkdir(parents=True, exist_ok=True)
+            from harness.fs.files import open_append, prepare_directory
+
+            prepare_directory(self.directory, self.root)
             EventFile._count += 1
             name = f"{FILE_PREFIX}{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{EventFile._count}"
             self.path = self.directory / name
-            self._handle = open(self.path, "ab")
+            self._handle = os.fdopen(open_append(self.path, root=self.root), "ab")
             first = Event(wall_time=time.time(), file_version="brain.Event:2").SerializeToString()
             self._handle.write(_framed(first))
         return self._handle

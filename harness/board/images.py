@@ -56,7 +56,7 @@ def write_summary_images(capture_root: Path, document: SummaryDocument) -> int:
             FIGURE_OBSERVERS.reset(token)
     directory = summary_images_dir(capture_root)
     old = [path for path in directory.glob("events.out.tfevents.*")] if directory.is_dir() else []
-    events = EventFile(directory)
+    events = EventFile(directory, Path(capture_root))
     now = time.time()
     try:
         for tag, png, width, height in images:

@@ -48,12 +48,13 @@ SinkFactory = Callable[[str], list[Sink]]  # the TensorBoard run's name -> the s
 class TensorBoardSink:
     """One run's event file under `<capture root>/tensorboard/<board run>/`, replacing the events there."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, root: Optional[Path] = None) -> None:
         from harness.board.eventfile import EventFile
+        from harness.fs.files import prepare_directory
 
-        self.directory = directory
+        self.directory = prepare_directory(directory, root)  # inside the capture root, or refused: nothing cleared
         clear_events(directory)
-        self.file = EventFile(directory)
+        self.file = EventFile(directory, root)
 
     def write(self, records: Sequence[Record]) -> None:
         self.file.write(records)
@@ -77,7 +78,7 @@ def tensorboard_sinks(capture_root: Path) -> SinkFactory:
     """The sink factory that writes a run's events under `<capture_root>/tensorboard/`."""
 
     def make(board_run: str) -> list[Sink]:
-        return [TensorBoardSink(capture_root / TENSORBOARD_DIR_NAME / board_run)]
+        return [TensorBoardSink(capture_root / TENSORBOARD_DIR_NAME / board_run, capture_root)]
 
     return make
 

@@ -55,7 +55,7 @@ def sinks_for(capture_root: Path, export: "ExportConfig", warn: Callable[[str], 
     def make(board_run: str) -> list[Sink]:
         sinks: list[Sink] = []
         if tensorboard:
-            sinks.append(TensorBoardSink(capture_root / TENSORBOARD_DIR_NAME / board_run))
+            sinks.append(TensorBoardSink(capture_root / TENSORBOARD_DIR_NAME / board_run, capture_root))
         if wandb:
             from harness.board.wandb import WandbSink
 

@@ -63,7 +63,8 @@ class WandbSink:
     """One offline W&B run; started with the run's hyperparameters, finished at the run's end."""
 
     def __init__(self, capture_root: Path, board_run: str) -> None:
-        self.directory = Path(capture_root) / WANDB_DIR_NAME / board_run
+        self.root = Path(capture_root)
+        self.directory = self.root / WANDB_DIR_NAME / board_run
         self.board_run = board_run
         self._run: Optional[_Run] = None
         self._axes: set[str] = set()
@@ -110,7 +111,10 @@ class WandbSink:
             return
         import wandb
 
-        self.directory.mkdir(parents=True, exist_ok=True)
+        from harness.fs.files import prepare_directory
+
+        # W&B writes its files itself: its directory is checked first (a directory, inside the capture root).
+        prepare_directory(self.directory, self.root)
         condition = self.board_run.split("/")[0]
         with _ENV_LOCK:
             hidden = {name: os.environ.pop(name) for name in list(os.environ) if _is_secret(name)}

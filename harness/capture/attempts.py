@@ -30,6 +30,7 @@ from harness.capture.files import append_jsonl, fsync_dir
 from harness.capture.reader import ATTEMPTS_DIR, STATUS_NAME, StatusRead, is_run_name, read_status
 from harness.capture.records import RunState
 from harness.errors import ExitCode, HarnessError
+from harness.fs.paths import outside_root
 from harness.times import now_rfc3339
 
 CHOICES_NAME = "current.jsonl"
@@ -138,12 +139,30 @@ class RunAttempts:
 
     def new(self) -> Attempt:
         """Make the next attempt's directory (a legacy capture is first moved in place to attempt 1)."""
+        self.refuse_leaving_root()
         self._migrate()
         number = self.next_number()
         directory = self.directory / str(number)
         directory.mkdir(parents=True)
         fsync_dir(self.directory)
         return Attempt(self.run, number, directory)
+
+    def refuse_leaving_root(self) -> None:
+        """A one-line HarnessError when this run's capture would be written anywhere but inside the capture root:
+        `<root>/<run>` a link to anything but one of its attempts, or `.attempts` leading out of the root."""
+        if self.run_path.is_symlink():
+            target = os.readlink(self.run_path)
+            parts = Path(target).parts
+            if len(parts) != 3 or parts[:2] != (ATTEMPTS_DIR, self.run) or not _NUMBER.fullmatch(parts[2]):
+                raise HarnessError(
+                    f"{self.run_path} is a link to {target}, not to one of its attempts ({ATTEMPTS_DIR}/{self.run}/N); "
+                    f"the harness writes a capture only inside {self.root}: move the link aside"
+                )
+        elif os.path.lexists(self.run_path) and not self.run_path.is_dir():
+            raise HarnessError(f"{self.run_path} is not a directory, so not a run's capture: move it aside")
+        why = outside_root(self.root, self.directory)
+        if why is not None:
+            raise HarnessError(f"{self.directory}: {why}; the capture of {self.run} would be written there")
 
     def _migrate(self) -> None:
         """A capture from before attempts becomes attempt 1, and current: nothing is lost or rewritten."""
@@ -171,6 +190,8 @@ class RunAttempts:
             return  # it already is: a legacy capture is the run's own directory
         if self._legacy_directory():
             raise HarnessError(f"{self.run_path} is a capture from before attempts; start the run once to move it")
+        if os.path.lexists(self.run_path) and not self.run_path.is_symlink():
+            raise HarnessError(f"{self.run_path} is not a link to an attempt, so not replaced: move it aside")
         target = Path(ATTEMPTS_DIR) / self.run / str(attempt.number)
         temporary = self.root / f".{self.run}.current-{os.getpid()}"
         if os.path.lexists(temporary):
@@ -178,7 +199,9 @@ class RunAttempts:
         os.symlink(target, temporary)
         os.replace(temporary, self.run_path)
         fsync_dir(self.root)
-        append_jsonl(self.choices_path, {"attempt": attempt.number, "at": now_rfc3339(), "by": by, "why": why})
+        append_jsonl(
+            self.choices_path, {"attempt": attempt.number, "at": now_rfc3339(), "by": by, "why": why}, root=self.root
+        )
 
     def started(self, attempt: Attempt) -> None:
         """A new attempt shows as the run's capture from its start, unless an attempt that succeeded is current:

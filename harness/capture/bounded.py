@@ -9,6 +9,7 @@ file and the line number.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -57,12 +58,20 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
 
 
 def _open_regular(path: Path) -> int:
-    """Open for reading without blocking on a FIFO; anything but a regular file is Unreadable."""
+    """Open for reading without blocking on a FIFO; anything but a regular file is Unreadable.
+
+    A capture's files are never links (the harness writes regular files only), so a link is not followed:
+    it could lead anywhere out of the capture root.
+    """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError:
         raise
     except OSError as err:
+        if err.errno == errno.ELOOP and os.path.islink(path):
+            raise Unreadable(
+                f"{Path(path).name} is not a regular file (it is a symbolic link, never followed)"
+            ) from None
         raise Unreadable(f"{path.name} unreadable: {err.strerror or err}") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
@@ -180,11 +189,19 @@ def iter_jsonl(
         notes.append(str(err))
 
 
-def last_jsonl(path: Path, notes: list[str], *, tail_bytes: int = TAIL_BYTES) -> Optional[JSONObject]:
-    """The last whole JSON object line of a JSONL file, reading only its last `tail_bytes` (None if none there).
+def last_jsonl(
+    path: Path,
+    notes: list[str],
+    *,
+    tail_bytes: int = TAIL_BYTES,
+    where: Optional[Callable[[JSONObject], bool]] = None,
+) -> Optional[JSONObject]:
+    """The last whole JSON object line of a JSONL file (`where`: the last one it accepts), reading only its last
+    `tail_bytes` (None if none there).
 
-    A torn last line (the writer stopped mid-line) and lines that are not
-    JSON objects are passed over for the line before them.
+    A torn last line (the writer stopped mid-line, or a power-off left NUL
+    bytes) and lines that are not JSON objects are passed over for the line
+    before them.
     """
     try:
         fd = _open_regular(path)
@@ -210,7 +227,7 @@ def last_jsonl(path: Path, notes: list[str], *, tail_bytes: int = TAIL_BYTES) ->
             obj = loads_json(raw)
         except ValueError:
             continue
-        if isinstance(obj, dict):
+        if isinstance(obj, dict) and (where is None or where(obj)):
             return obj
     return None
 

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from harness.capture.bounded import read_json_file
-from harness.capture.files import NO_SPACE, write_json_atomic
-from harness.capture.reader import StatusRead, find_runs, is_run_name, read_status
+from harness.capture.files import NO_SPACE, prepare_directory, write_json_atomic
+from harness.capture.reader import StatusRead, find_runs, is_run_name, read_status, run_path_of, run_path_problem
 from harness.capture.records import RunStatus
 from harness.errors import ExitCode, HarnessError
+from harness.fs.files import open_for_update
 from harness.times import now_rfc3339
 
 if TYPE_CHECKING:
@@ -56,6 +57,11 @@ class Capture:
         self.stop_request_path = self.directory / STOP_REQUEST
         self.reserve_path = self.directory / RESERVE_DIR
 
+    @property
+    def root(self) -> Path:
+        """The capture root this capture lies in: every write of it stays inside (harness.fs.files)."""
+        return run_path_of(self.directory).parent
+
     def exists(self) -> bool:
         return os.path.lexists(self.status_path)
 
@@ -74,7 +80,7 @@ class Capture:
         """Write status.json; on a full disk, give back reserve chunks until it fits."""
         while True:
             try:
-                write_json_atomic(self.status_path, status.to_dict())
+                write_json_atomic(self.status_path, status.to_dict(), root=self.root)
                 return
             except OSError as err:
                 if err.errno not in NO_SPACE or not self.release_reserve_chunk():
@@ -92,10 +98,10 @@ class Capture:
 
     def make_reserve(self) -> None:
         """Set disk space aside for status.json; no space for it is a one-line error (nothing started yet)."""
-        self.reserve_path.mkdir(exist_ok=True)
+        prepare_directory(self.reserve_path, self.root)
         for index in range(RESERVE_CHUNKS):
             path = self.reserve_path / str(index)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            fd = open_for_update(path, root=self.root)
             try:
                 _allocate(fd, RESERVE_CHUNK_BYTES)
             except OSError as err:
@@ -151,4 +157,7 @@ def find_capture(capture_root: Path, run: str) -> Capture:
     if "/" in run or not is_run_name(run) or not capture.exists():
         known = ", ".join(c.run for c in list_captures(capture_root)) or "none"
         raise HarnessError(f"no capture for run {run!r} in {capture_root} (runs: {known})", ExitCode.NOT_FOUND)
+    why = run_path_problem(Path(capture_root), capture.directory)
+    if why is not None:
+        raise HarnessError(f"{capture.directory}: {why}", ExitCode.NOT_FOUND)
     return capture

@@ -76,7 +76,7 @@ class CaptureLock:
     ) -> None:
         """Take the lock; busy without `wait`: HarnessError(BUSY) naming the holder."""
         run = self.capture_dir.name
-        fd = open_lock_file(self.path)
+        fd = open_lock_file(self.path, self.capture_dir.parent)
         try:
             lock_or_wait(
                 fd,
@@ -97,7 +97,7 @@ class CaptureLock:
 
     def try_acquire(self) -> bool:
         """Take the lock if it is free; False when a harness holds it."""
-        fd = open_lock_file(self.path)
+        fd = open_lock_file(self.path, self.capture_dir.parent)
         if not try_lock(fd, EXCLUSIVE):
             unlock(fd)
             return False

@@ -52,6 +52,7 @@ from harness.capture.bounded import (
     read_bounded,
 )
 from harness.capture.records import PauseWindow, RunStatus, StepRow
+from harness.fs.paths import outside_root
 
 if TYPE_CHECKING:
     from harness.capture.columns import MetricsColumns
@@ -195,12 +196,11 @@ def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:
     for path in sorted(capture_dir.iterdir(), key=lambda path: natural_key(path.name)):
         if not is_run_name(path.name):
             continue
-        if path.is_symlink():
-            why = link_problem(path)
-            if why is not None:
-                skipped.append(Skipped(path.name, why))
-                continue
-        elif not path.is_dir():
+        if not path.is_symlink() and not path.is_dir():
+            continue
+        why = run_path_problem(capture_dir, path)
+        if why is not None:
+            skipped.append(Skipped(path.name, why))
             continue
         if os.path.lexists(path / STATUS_NAME):
             runs.append(path)
@@ -212,6 +212,18 @@ def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:
 def natural_key(name: str) -> tuple[tuple[int, int, str], ...]:
     """A sort key that puts `plain-48-s2` before `plain-48-s10`: digit runs compare as numbers."""
     return tuple((1, int(part), "") if part.isdigit() else (0, 0, part) for part in re.split(r"([0-9]+)", name) if part)
+
+
+def run_path_problem(root: Path, run_path: Path) -> Optional[str]:
+    """Why `<root>/<run>` is not read as a run (None: it is its own directory, or a link to one of its attempts,
+    and what it leads to lies inside the capture root once every link is resolved)."""
+    if run_path.is_symlink():
+        why = link_problem(run_path)
+        if why is not None:
+            return why
+    if outside_root(root, run_path) is not None:
+        return f"leads out of the capture root (to {os.path.realpath(run_path)}): not read"
+    return None
 
 
 def link_problem(run_path: Path) -> Optional[str]:

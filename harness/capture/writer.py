@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Callable, Optional
 
-from harness.capture.files import append_jsonl, write_json_atomic
+from harness.capture.files import append_jsonl, open_append, write_json_atomic
 from harness.capture.layout import Capture
 from harness.capture.records import RunStatus
 
@@ -49,11 +49,11 @@ class CaptureWriter:
         self._send("status", self.capture.status_path.name, status.to_dict())
 
     def json(self, path: Path, data: object) -> None:
-        write_json_atomic(path, data)
+        write_json_atomic(path, data, root=self.capture.root)
         self._send("json", Path(path).name, data)
 
     def jsonl(self, path: Path, row: object) -> None:
-        append_jsonl(path, row)
+        append_jsonl(path, row, root=self.capture.root)
         self._send("jsonl", Path(path).name, row)
 
     def log_line(self, line: str) -> None:
@@ -88,14 +88,12 @@ class EventSink:
             self.capture.write_status(status)
             self.last_status = status
         elif kind == "json" and name in JSON_FILES:
-            write_json_atomic(self.capture.directory / name, payload)
+            write_json_atomic(self.capture.directory / name, payload, root=self.capture.root)
         elif kind == "jsonl" and name in JSONL_FILES:
-            append_jsonl(self.capture.directory / name, payload)
+            append_jsonl(self.capture.directory / name, payload, root=self.capture.root)
         elif kind == "log" and isinstance(payload, str):
             if self._log_fd is None:
-                self._log_fd = os.open(
-                    self.capture.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666
-                )
+                self._log_fd = open_append(self.capture.log_path, root=self.capture.root)
             data = payload.encode("utf-8", "replace") + b"\n"
             if os.write(self._log_fd, data) != len(data):
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.capture.log_path))

@@ -12,6 +12,7 @@ import typer
 from typing_extensions import Annotated
 
 from harness.errors import ExitCode, HarnessError
+from harness.fs.files import RefusedPath
 
 app = typer.Typer(
     name="harness",
@@ -154,6 +155,8 @@ def command(*args: Any, on: Optional[typer.Typer] = None, **kwargs: Any) -> Call
                 code = function(*a, **kw)
             except HarnessError as err:
                 fail(err.message, err.exit_code)
+            except RefusedPath as err:  # a write the one writer refused: not a bug, one line
+                fail(err.message, ExitCode.BAD_INPUT)
             except KeyboardInterrupt:
                 fail("interrupted", ExitCode.INTERRUPTED)
             except (typer.Exit, typer.Abort, SystemExit):

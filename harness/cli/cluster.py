@@ -16,6 +16,7 @@ from harness.errors import ExitCode
 from harness.run.context import NullReporter
 
 if TYPE_CHECKING:
+    from harness.experiments.schema import Experiment
     from harness.run.context import RunOptions
     from harness.run.decide import Decision
     from harness.run.plan import Planned
@@ -113,6 +114,11 @@ class _RayReporter(NullReporter):
         if self.say_skips and decision.action == "skip":
             self.view.note(f"{decision.run} skipped: {decision.reason}")
 
+    def cooling(self, run: str, reading: Any) -> None:
+        """A cooled start's end, above the board (its nodes forward it the same way)."""
+        if reading.outcome is not None:
+            self.view.note(f"{run}: heat guard: {reading.describe()}")
+
 
 def run_on_ray(plans: Sequence["Planned"], *, address: str, options: "RunOptions", single: bool) -> ExitCode:
     """Run `plans` on the Ray cluster at `address`, deciding and saying so as `run` and `sweep` do here; exit 0 only
@@ -202,7 +208,7 @@ def dry_run_over_hosts(plan: Any, *, address: str, nodes: int, as_json: bool) ->
     scale = plan_scale_out(
         plan.spec,
         hosts,
-        cluster_env=plan.experiment.cluster.env,
+        cluster_env=redacted_cluster_env(plan.experiment),
         metadata=metadata_for(plan.spec, provenance, nodes, hosts=hosts),
     )
     if as_json:
@@ -231,3 +237,10 @@ def recover_on_ray(
     finally:
         disconnect()
     return results, notes
+
+
+def redacted_cluster_env(experiment: "Experiment") -> dict[str, str]:
+    """cluster.env as the plan of a run over several hosts shows it: each secret's value (and URL password) as ***."""
+    from harness.secrets import shown_env_value
+
+    return {name: shown_env_value(experiment.is_secret(name), value) for name, value in experiment.cluster.env.items()}

@@ -8,7 +8,17 @@ from typing import Any, Optional
 import typer
 from typing_extensions import Annotated
 
-from harness.cli.app import JsonOption, app, command, fail, stdout, warn
+from harness.cli.app import (
+    CaptureDirOrSim,
+    JsonOption,
+    SimCapturesOption,
+    app,
+    capture_root,
+    command,
+    fail,
+    stdout,
+    warn,
+)
 from harness.errors import ExitCode, HarnessError
 
 guard_app = typer.Typer(
@@ -160,12 +170,17 @@ STATUS_STYLE = {"OK": "green", "NOT_SUPPORTED": "yellow"}
 
 @command("probe", on=guard_app)
 def probe_command(
-    thermal_root: Annotated[Path, typer.Option("--thermal-root", help="Where the kernel's thermal zones are.")] = Path(
-        "/sys/class/thermal"
-    ),
+    thermal_root: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--thermal-root",
+            help="Where the kernel's thermal zones are [default: $HARNESS_THERMAL_ROOT, else /sys/class/thermal].",
+        ),
+    ] = None,
     json_: JsonOption = False,
 ) -> None:
-    """Show what this machine's sensors support: each NVML query, the thresholds, the thermal zones.
+    """Show what this machine's sensors support: each NVML query, the thresholds, the thermal zones and their
+    trip points (and where the guard would pause for each, at the default zone_margin_c).
 
     Exits 0 when a temperature can be read, 1 (with the reason) when none can.
     """
@@ -219,15 +234,33 @@ def render_probe(found: Any) -> None:
         )
         for header in ("zone", "type", "temperature"):
             table.add_column(header, no_wrap=True)
+        for header in ("trip points", "guard pauses at"):
+            table.add_column(header, overflow="fold")
         for zone in found.zones:
             reading = f"{zone.temp_c:.1f} C" if zone.temp_c is not None else f"[red]{escape(zone.error or '?')}[/red]"
-            table.add_row(zone.zone, escape(zone.type), reading)
+            limit = found.zone_limit(zone)
+            table.add_row(zone.zone, escape(zone.type), reading, _trips(zone), escape(str(limit["basis"])))
         console.print(table)
+        console.print(
+            "(a zone pauses zone_margin_c below its lowest hot or critical point; without one, at pause_at_c)"
+        )
     else:
         console.print(f"thermal zones: none under {escape(str(found.thermal_root))}")
     readable = found.readable_by()
     if readable:
-        console.print(f"sensor auto picks: [bold]{readable[0]}[/bold] (readable: {', '.join(readable)})")
+        console.print(f"sensor auto reads: [bold]{' and '.join(readable)}[/bold]")
+
+
+def _trips(zone: Any) -> str:
+    """`passive 95.0 C, critical 105.0 C` (`-` for none; `?` for a point whose value is not believable)."""
+    shown = [f"{trip.type} {trip.temp_c:.1f} C" if trip.temp_c is not None else f"{trip.type} ?" for trip in zone.trips]
+    return escape_text(", ".join(shown) or "-")
+
+
+def escape_text(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def _value(query: str, value: Any) -> str:
@@ -241,3 +274,59 @@ def _value(query: str, value: Any) -> str:
     if query == "power_usage":
         return f"{value / 1000:.1f} W"
     return f"{value} C"
+
+
+@command("plot", on=guard_app)
+def plot_command(
+    run: Annotated[
+        str,
+        typer.Argument(
+            help="A run under the capture root, or a directory holding guard.jsonl (`harness guard --record DIR`).",
+            show_default=False,
+        ),
+    ],
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out",
+            help="SVG to write [default: <capture dir>/summary/guard-<run>.svg; for a directory, DIR/guard.svg].",
+        ),
+    ] = None,
+) -> None:
+    """Draw the heat guard's figure of one run from its capture alone: every watched temperature over wall time,
+    the pause and resume thresholds and each zone's limits, the pause windows shaded, thermal slowdowns marked."""
+    from harness.summary.captures import SUMMARY_DIR_NAME
+    from harness.summary.guard_figure import (
+        guard_figure_path,
+        guard_text,
+        has_guard_record,
+        read_guard_trace,
+        render_guard_figure,
+    )
+    from harness.summary.publish import writing
+
+    root = capture_root(capture_dir, sim)
+    named = root / run
+    if "/" not in run and (named / "status.json").is_file():
+        directory, name, default_out = named, run, guard_figure_path(root / SUMMARY_DIR_NAME, run)
+    elif Path(run).is_dir():
+        directory, name = Path(run), Path(run).resolve().name
+        default_out = Path(run) / "guard.svg"
+    else:
+        raise HarnessError(f"no capture of {run} under {root}, and no directory {run}", ExitCode.NOT_FOUND)
+    if not has_guard_record(directory):
+        raise HarnessError(
+            f"{directory} has neither guard.jsonl nor pauses.jsonl: the heat guard recorded nothing there "
+            "(an unguarded run, or one that never started)",
+            ExitCode.NOT_FOUND,
+        )
+    path = out if out is not None else default_out
+    writing(path, lambda: render_guard_figure(directory, name, path, force=True))
+    trace = read_guard_trace(directory)
+    for note in trace.notes:
+        warn(note)
+    console = stdout()
+    console.print(f"wrote {escape_text(str(path))}", markup=False)
+    console.print(guard_text(name, trace)[0], markup=False, highlight=False)

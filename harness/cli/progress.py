@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # annotations only: `harness parse-log` and `--help` need not
     from harness.capture import RunStatus
     from harness.engines.spec import LaunchSpec
     from harness.guard import GuardReading
+    from harness.guard.start import CoolingReading
     from harness.mileslog.records import StepRecord
     from harness.run.decide import Decision
 
@@ -59,10 +60,13 @@ def describe_step(summary: dict[str, Any]) -> str:
 
 
 def describe_guard(reading: "GuardReading", now_us: Optional[int] = None) -> str:
-    """`72.0 C`, or `PAUSED since 12:03:04 (temperature 86.0 C >= pause_at_c 85 C), 81.5 C`; then `2 pauses, 62 wall s paused`."""
+    """`72.0 C`, or `PAUSED since 12:03:04 (GPU 86.0 C >= pause_at_c 85 C), 81.5 C`; then `2 pauses, 62 wall s paused`."""
     from harness.times import parse_time_us
 
-    temp = "- C" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
+    if len(reading.temps) > 1:  # the GPU and the zones: each by name (the hottest alone could be any of them)
+        temp = ", ".join(f"{label} {celsius:.1f} C" for label, celsius in reading.temps)
+    else:
+        temp = "- C" if reading.temp_c is None else f"{reading.temp_c:.1f} C"
     paused_s = reading.paused_s
     if reading.paused:
         since = reading.paused_since or ""
@@ -85,6 +89,9 @@ def guard_change(previous: Optional["GuardReading"], reading: "GuardReading") ->
     if was_paused and not reading.paused:
         return f"resumed by the heat guard: {describe_guard(reading)}"
     return None
+
+
+COOLING_LINE_EVERY_S = 10.0  # piped: a line per this much waiting to cool, besides its first and last
 
 
 def _elapsed(seconds: float) -> str:
@@ -150,6 +157,7 @@ class RunView:
     last: Optional[dict[str, Any]] = None
     steps_complete: int = 0
     clock: Optional[TimeLeft] = None
+    cooling: Optional["CoolingReading"] = None  # the cooled start's wait, while the run waits to cool
 
     def left_s(self, now: float) -> Optional[float]:
         """Seconds this run has to go (None: no estimate yet)."""
@@ -187,6 +195,7 @@ class PlainReporter:
         self.runs: dict[str, RunView] = {spec.run: RunView(spec, spec.steps_expected) for spec in specs}
         self.current: Optional[RunView] = None  # the run started last
         self._lock = threading.Lock()
+        self._cooling_said: dict[str, float] = {}  # run -> the wait (s) its last cooling line showed
 
     def _say(self, text: str) -> None:
         from harness.cli.messages import output_width
@@ -266,6 +275,16 @@ class PlainReporter:
         if change and self.verbose:
             self._say(f"{run}: {change}")
 
+    def cooling(self, run: str, reading: "CoolingReading") -> None:
+        """The first line of a wait to cool, one every COOLING_LINE_EVERY_S, and how it ended."""
+        said = self._cooling_said.get(run)
+        if reading.outcome is None and said is not None and reading.waited_s - said < COOLING_LINE_EVERY_S:
+            return
+        self._cooling_said[run] = reading.waited_s
+        if reading.outcome is not None:
+            self._cooling_said.pop(run, None)
+        self._say(f"{run}: heat guard: {reading.describe()}")
+
     def finished(self, status: "RunStatus") -> None:
         self._view(status.run).state = str(status.state)
 
@@ -298,6 +317,13 @@ def _succeeded_steps(spec: Optional["LaunchSpec"]) -> Optional[int]:
         return None
     status = Capture(Path(spec.capture_dir)).status_read().status
     return status.steps_complete if status is not None and status.state == "succeeded" else None
+
+
+def _cooling_text(reading: "CoolingReading") -> str:
+    """`57.3 C (CPU (sim)), waited 12 s`: the hottest temperature of a wait to cool, and how long it has waited."""
+    hottest = reading.hottest
+    temp = f"{hottest[1]:.1f} C ({hottest[0]})" if hottest else "no reading"
+    return f"{temp}, waited {reading.waited_s:.0f} s"
 
 
 def _fitted(text: str, width: int) -> list[str]:
@@ -364,12 +390,15 @@ class RichReporter(PlainReporter):
                 f"{view.steps_complete}/{view.expected}",
             )
             state = "paused" if view.reading is not None and view.reading.paused else view.state
+            heat = heat_text(view.reading, now_us)
+            if view.cooling is not None:  # the cooled start's wait: the hottest temperature and the time waited
+                state, heat = f"cooling below {view.cooling.below_c:g} C", _cooling_text(view.cooling)
             cells = [
                 Text(run),
                 Text(state, style="bold red" if state == "paused" else ""),
                 bar,
                 format_left(view.left_s(now)) if view.state == "running" else "",
-                Text(heat_text(view.reading, now_us)),
+                Text(heat),
             ]
             if wide:
                 cells.append(Text(describe_step(view.last) if view.last else "-"))
@@ -390,6 +419,19 @@ class RichReporter(PlainReporter):
             self.live = Live(console=self.console, refresh_per_second=2, get_renderable=self._render, transient=False)
             self.live.start()
 
+    def cooling(self, run: str, reading: "CoolingReading") -> None:
+        """The run's row says it waits to cool and how warm it is (the table starts with the wait); a line when
+        the wait ends (a run it does not start is `not started`, and the table ends when no run is left)."""
+        view = self._view(run)
+        view.cooling = reading if reading.outcome is None else None
+        if reading.outcome is None:
+            self.start_live()
+            return
+        self.console.print(f"{run}: heat guard: {reading.describe()}", markup=False, highlight=False)
+        if reading.outcome in ("refused", "interrupted"):
+            view.state = "not started"
+            self._stop_when_done()
+
     def stop_live(self) -> None:
         if self.live is not None:
             self.live.stop()
@@ -407,6 +449,9 @@ class RichReporter(PlainReporter):
 
     def finished(self, status: "RunStatus") -> None:
         super().finished(status)
+        self._stop_when_done()
+
+    def _stop_when_done(self) -> None:
         if all(view.state not in ("running", "waiting") for view in self.runs.values()):
             self.stop_live()
 

@@ -147,12 +147,15 @@ def plan_from_cli(
     from harness.run.plan import plan_runs
 
     store = ExperimentStore(experiments_dir)
+    sweep: Optional[str] = None
     if store.is_sweep(name):
         sweep_file = store.load_sweep(name)
-        name, seeds = sweep_file.sweep, list(seeds) or sweep_file.seeds
+        sweep, name, seeds = name, sweep_file.sweep, list(seeds) or sweep_file.seeds
     if len(set(seeds)) != len(seeds):
         raise HarnessError(f"--seeds: each seed once, got {list(seeds)}")
-    plans = plan_runs(store, name, seeds, overrides, capture_dir, dict(os.environ), sim=sim, variant=variant)
+    plans = plan_runs(
+        store, name, seeds, overrides, capture_dir, dict(os.environ), sim=sim, variant=variant, sweep=sweep
+    )
     for message in dict.fromkeys(m for plan in plans for m in plan.warnings):  # once, not once per seed
         warn(message)
     return plans

@@ -108,6 +108,7 @@ def _print_runs(document: "SummaryDocument") -> None:
         Column("rollout median s", "right", wrap=True),
         Column("dropped", "right"),
         Column("reward", "right"),
+        Column("start C", "right", drop=2),
         Column("notes", "right", drop=1),
     ]
     rows = []
@@ -127,6 +128,7 @@ def _print_runs(document: "SummaryDocument") -> None:
                 _fmt(agg.rollout_time_adjusted_median_s, 1),
                 dropped,
                 _fmt(agg.reward_mean, 3),
+                _fmt(run.start_temp_c, 1),
                 str(len(run.notes)),
             )
         )
@@ -149,7 +151,9 @@ def report_command(
 
     capture_dir = capture_root(capture_dir, sim)
     published = report_from_summary(
-        summary if summary is not None else default_summary_path(capture_dir), hint=_sim_hint(capture_dir, sim)
+        summary if summary is not None else default_summary_path(capture_dir),
+        hint=_sim_hint(capture_dir, sim),
+        capture_dir=capture_dir if summary is None else None,  # a summary elsewhere: its captures may not be here
     )
     console = stdout()
     for path in published.figures:

@@ -60,15 +60,16 @@ class RayOutput:
 
     def divert(self) -> Path:
         """From now on, what Ray writes to standard error goes to the file returned."""
+        from harness.fs.files import open_append, prepare_directory
         from harness.fs.paths import state_dir
 
         directory = state_dir("HARNESS_RAY_LOG_DIR", "ray")
-        directory.mkdir(parents=True, exist_ok=True)
+        prepare_directory(directory)
         self.path = directory / f"driver-{os.getpid()}.log"
         sys.stderr.flush()
         self._saved = os.dup(2)
         self._stderr = sys.stderr
-        log = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o666)
+        log = open_append(self.path)
         os.dup2(log, 2)
         os.close(log)
         sys.stderr = os.fdopen(os.dup(self._saved), "w", buffering=1)

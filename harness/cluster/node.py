@@ -82,6 +82,11 @@ class _ForwardReporter(NullReporter):
     def warning(self, message: str) -> None:
         self.put(("note", "", message))
 
+    def cooling(self, run: str, reading: Any) -> None:
+        """The cooled start reaches the driver once it is over (a line per reading would flood the board)."""
+        if reading.outcome is not None:
+            self.put(("note", "", f"{run}: heat guard: {reading.describe()}"))
+
 
 def run_task(plan: Any, options: Any, provenance: dict[str, Any], control: Any) -> Iterator[list]:
     """The run of `plan` on this node, as batches of events (see the module's docstring)."""

@@ -36,6 +36,7 @@ from harness.engines.spec import LaunchSpec
 from harness.errors import ExitCode, HarnessError
 from harness.failpoints import ENV as FAILPOINT_ENV
 from harness.failpoints import failpoint
+from harness.fs.files import open_append, write_json_atomic
 from harness.fs.paths import state_dir
 
 if TYPE_CHECKING:
@@ -85,12 +86,10 @@ class ProcessEngine:
         directory = self.root / run_id
         directory.mkdir(parents=True)
         labels = {**spec.labels, **extra_labels}
-        (directory / "run.json").write_text(
-            json.dumps({"id": run_id, "labels": labels, "command": list(spec.command)}, allow_nan=False)
-        )
+        write_json_atomic(directory / "run.json", {"id": run_id, "labels": labels, "command": list(spec.command)})
         failpoint("after-create")
         try:
-            with open(directory / "shim.err", "wb") as errors:
+            with os.fdopen(open_append(directory / "shim.err"), "wb") as errors:
                 shim = subprocess.Popen(
                     [sys.executable, "-m", "harness.engines.shim", "--detach", str(directory)],
                     stdin=subprocess.DEVNULL,

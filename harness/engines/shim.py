@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Iterable, Optional, TypedDict
 
 from harness.engines.logstream import stamp_now
+from harness.fs.files import open_append, write_text_atomic
 
 PROC = Path("/proc")
 
@@ -65,12 +66,8 @@ def _boot_id(proc: Path) -> Optional[str]:
 
 
 def write_json(path: Path, data: object) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, allow_nan=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    """A state file, whole or not at all, by the harness's one writer."""
+    write_text_atomic(path, json.dumps(data, allow_nan=False))
 
 
 def pump(stream: Iterable[bytes], out_fd: int) -> None:
@@ -83,7 +80,7 @@ def main(run_dir: Path) -> int:
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_IGN)  # the run ends when the trainer does, not with a terminal
     command = json.loads((run_dir / "run.json").read_text())["command"]
-    out_fd = os.open(run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    out_fd = open_append(run_dir / "output.log")
     try:
         child = subprocess.Popen(
             command,

@@ -46,7 +46,40 @@ def _flag_name(name: str) -> str:
     owner = owned_flag(f"--{name}")
     if owner:
         raise ValueError(f"flag {shown(name)} is set by the harness: {owner}")
+    abbreviation = abbreviated_flag(f"--{name}")
+    if abbreviation:
+        raise ValueError(f"flag {shown(name)}: {abbreviation}")
     return name
+
+
+# Every trainer flag the harness reads or sets besides the owned ones: the loader's checks and `harness ls` (batch
+# sizes, the filter), the summary's run facts (B, O, n, the filter, the reward type), the image's entry (model,
+# data set, GPUs), the cluster's placement (actor and rollout GPUs) and the simulator's stand-in for Miles.
+READ_FLAGS = (
+    "--rollout-batch-size",
+    "--over-sampling-batch-size",
+    "--n-samples-per-prompt",
+    FILTER_FLAG,
+    "--rm-type",
+    "--hf-checkpoint",
+    "--prompt-data",
+    "--actor-num-nodes",
+    "--actor-num-gpus-per-node",
+    "--colocate",
+    "--rollout-num-gpus",
+    "--rollout-max-response-len",
+    "--partial-rollout",
+    "--global-batch-size",
+    "--lr",
+    "--train-backend",
+    "--time-scale",
+)
+
+
+HARNESS_FLAGS = (*OWNED_FLAGS, *READ_FLAGS)
+
+
+FULL_NAME_HINT = "argparse would expand it, unseen by the harness's checks: write the full flag name"
 
 
 def owned_flag(flag: str) -> Optional[str]:
@@ -57,6 +90,35 @@ def owned_flag(flag: str) -> Optional[str]:
         if len(flag) > 2 and owned.startswith(flag):
             return f"it abbreviates {owned}, which argparse would set; use the experiment's `{key}` key"
     return None
+
+
+def abbreviated_flag(flag: str) -> Optional[str]:
+    """Why `flag` may not be written so: it is a strict prefix of flags the harness reads or sets, which Miles's
+    argparse would expand to one of them (or refuse as ambiguous) while the harness read the flag's other value."""
+    if not flag.startswith("--") or len(flag) <= 2 or flag in HARNESS_FLAGS:
+        return None  # a full name is taken as it is, even when it begins another flag's name
+    longer = [known for known in HARNESS_FLAGS if known.startswith(flag)]
+    if not longer:
+        return None
+    named = " or ".join(longer[:3]) + (f" (and {len(longer) - 3} more)" if len(longer) > 3 else "")
+    return f"{flag} abbreviates {named}, which the harness reads or sets; {FULL_NAME_HINT}"
+
+
+def refused_flag(flag: str) -> Optional[str]:
+    """Why a flag (with its dashes) may not be given in an experiment: owned by the harness, or abbreviated."""
+    owner = owned_flag(flag)
+    if owner and (flag in OWNED_FLAGS or sum(known.startswith(flag) for known in HARNESS_FLAGS) == 1):
+        return f"{flag} is set by the harness: {owner}"
+    return abbreviated_flag(flag)
+
+
+def refuse_flags(words: Sequence[str], *, owned: bool = True) -> None:
+    """ValueError naming the first flag among `words` that `refused_flag` refuses; with owned=False the owned flags
+    written in full pass (a process engine's command may run a trainer bare, with its own argv)."""
+    for parsed in milesargv.parse_flags(words):
+        why = None if not owned and parsed.name in OWNED_FLAGS else refused_flag(parsed.name)
+        if why:
+            raise ValueError(one_line(why, 240))
 
 
 def _flag_value(value: object) -> milesargv.FlagValue:

@@ -36,9 +36,13 @@ class Override:
 
     def hides_secrets(self, is_secret: Callable[[str], bool]) -> bool:
         """True when the value sets a secret's value (or a whole mapping that may hold one)."""
-        env, args = ("container", "env"), ("miles", "args")
-        if self.path[:2] == env:
-            return len(self.path) == 2 or is_secret(self.path[2]) or self.path[2] in HARNESS_ENV
+        from harness.experiments.schema import ENV_MAPS, env_map_at
+
+        args = ("miles", "args")
+        env = env_map_at(self.path)
+        if env is not None:
+            deeper = self.path[len(env) :]
+            return not deeper or is_secret(deeper[0]) or deeper[0] in HARNESS_ENV
         if self.path[:2] == args:
             return len(self.path) == 2 or is_secret_flag(self.path[2])
         if self.path == ("miles", "extra_args"):
@@ -46,7 +50,7 @@ class Override:
             return words is None or bool(secret_flags(words))
         if self.path == ("command",):
             return not isinstance(self.value, list) or bool(secret_flags([str(word) for word in self.value]))
-        return env[: len(self.path)] == self.path or args[: len(self.path)] == self.path
+        return any(path[: len(self.path)] == self.path for path in (*ENV_MAPS, args))
 
     def quoted(self, is_secret: Callable[[str], bool]) -> str:
         """`--set KEY=VALUE` for messages: the value cut short, or *** for a secret."""

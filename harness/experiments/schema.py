@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import TYPE_CHECKING, Dict, List, Literal, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Literal, Optional, Sequence, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from typing_extensions import Annotated
 
-from harness.experiments.flags import FILTER_FLAG, HARNESS_ENV, FlagName, FlagValue, owned_flag
-from harness.experiments.naming import ExperimentName, RunName, run_name
-from harness.experiments.yamlfile import one_line, shown
+from harness.experiments.flags import FILTER_FLAG, HARNESS_ENV, FlagName, FlagValue, refuse_flags
+from harness.experiments.naming import ExperimentName, ImageReference, RunName, Seed, run_name
+from harness.experiments.yamlfile import shown
 from harness.guard.config import GuardConfig
 from harness.lab import milesargv
 from harness.secrets import is_secret_env, shown_env_value
@@ -27,6 +27,10 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 SIZE = re.compile(r"^[0-9]+[bkmgBKMG]?$")
+SIZE_UNITS = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+INT64_MAX = 2**63 - 1  # Docker's sizes and limits are 64-bit integers
+MAX_STEPS = 1_000_000
+MAX_GPU_INDEX = 255  # far more GPUs than one host has; an index becomes a device name (`device=3`)
 
 
 # HOST:/CONTAINER[:ro|rw]; HOST may hold ${VAR} or ${VAR:-default}, expanded at launch.
@@ -73,10 +77,7 @@ class MilesConfig(_Strict):
             words = shlex.split(extra_args)
         except ValueError as err:
             raise ValueError(f"cannot be split like a shell command line: {err}") from None
-        for flag in milesargv.parse_flags(words):
-            owner = owned_flag(flag.name)
-            if owner:
-                raise ValueError(f"{one_line(flag.name, 80)} is set by the harness: {owner}")
+        refuse_flags(words)
         return extra_args
 
 
@@ -96,8 +97,10 @@ class ContainerConfig(_Strict):
     @field_validator("gpus")
     @classmethod
     def _indices(cls, gpus: Union[str, List[int]]) -> Union[str, List[int]]:
-        if isinstance(gpus, list) and (not gpus or any(i < 0 for i in gpus) or len(set(gpus)) != len(gpus)):
-            raise ValueError("a list of GPU indices must be non-empty, distinct and >= 0")
+        if isinstance(gpus, list) and (
+            not gpus or any(not 0 <= i <= MAX_GPU_INDEX for i in gpus) or len(set(gpus)) != len(gpus)
+        ):
+            raise ValueError(f"a list of GPU indices must be non-empty, distinct and 0 to {MAX_GPU_INDEX}")
         return gpus
 
     @field_validator("shm_size")
@@ -105,7 +108,20 @@ class ContainerConfig(_Strict):
     def _size(cls, size: str) -> str:
         if not SIZE.match(size):
             raise ValueError(f"{shown(size)} is not a size like 32g or 512m")
+        digits, unit = (size[:-1], size[-1].lower()) if size[-1].isalpha() else (size, "b")
+        if len(digits) > 20 or int(digits) * SIZE_UNITS[unit] > INT64_MAX:
+            raise ValueError(f"{shown(size)} is more bytes than Docker's 64-bit size holds")
         return size
+
+    @field_validator("ulimits")
+    @classmethod
+    def _limits(cls, ulimits: Dict[str, int]) -> Dict[str, int]:
+        for name, limit in ulimits.items():
+            if not -1 <= limit <= INT64_MAX:
+                raise ValueError(
+                    f"{shown(name)}: {shown(limit)} is out of range: -1 (unlimited) to {INT64_MAX} (Docker's 64-bit limit)"
+                )
+        return ulimits
 
     @field_validator("volumes")
     @classmethod
@@ -193,9 +209,10 @@ class Experiment(_Strict):
     name: RunName
     extends: Optional[ExperimentName] = None
     description: str = ""
-    seed: int = Field(default=1, ge=1)
-    steps: int = Field(gt=0)
-    image: str = "miles-gb10-lab:latest"
+    seed: Seed = 1
+    # A step takes minutes on a GB10: a million is years of training, and keeps the figure printable everywhere.
+    steps: int = Field(gt=0, le=MAX_STEPS)
+    image: ImageReference = "miles-gb10-lab:latest"
     engine: Literal["docker", "process"] = "docker"
     command: Optional[List[Word]] = None
     miles: MilesConfig = Field(default_factory=MilesConfig)
@@ -205,6 +222,14 @@ class Experiment(_Strict):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     export: ExportConfig = Field(default_factory=ExportConfig)
+
+    @field_validator("command")
+    @classmethod
+    def _command_flags(cls, command: Optional[List[str]]) -> Optional[List[str]]:
+        # The image's entry passes the command's words after MILES_EXTRA_ARGS, and a trainer run bare reads them
+        # alone: an abbreviation there is expanded unseen too.
+        refuse_flags(command or [], owned=False)
+        return command
 
     @model_validator(mode="after")
     def _engine_command(self) -> "Experiment":
@@ -243,6 +268,10 @@ class Experiment(_Strict):
         data: JSONObject = self.model_dump(mode="json")
         return data
 
+    def is_secret(self, name: str) -> bool:
+        """True when environment variable `name`'s value is never shown, in whichever env map it is set."""
+        return self.container.is_secret(name)
+
 
 class Sweep(_Strict):
     """A sweep file: one experiment over several seeds."""
@@ -250,23 +279,62 @@ class Sweep(_Strict):
     name: Optional[RunName] = None
     description: str = ""
     sweep: ExperimentName
-    seeds: List[int] = Field(min_length=1)
+    seeds: List[Seed] = Field(min_length=1)
+    # Guard keys for every run of the sweep, over the experiment's own (a cooled start, say); each run's guard block
+    # is validated whole when it is loaded, and names this file for a bad key.
+    guard: Dict[str, object] = Field(default_factory=dict)
 
     @field_validator("seeds")
     @classmethod
-    def _positive_distinct(cls, seeds: List[int]) -> List[int]:
-        if any(s < 1 for s in seeds) or len(set(seeds)) != len(seeds):
-            raise ValueError("seeds must be distinct integers >= 1")
+    def _distinct(cls, seeds: List[int]) -> List[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError("seeds must be distinct")
         return seeds
 
 
+def env_map_paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> tuple[tuple[str, ...], ...]:
+    """Every env map of the schema, as key paths: each mapping keyed by `EnvName`, found by walking the models, so
+    that an env map added later goes through the secret rule too (`redact_env_maps`)."""
+    found: list[tuple[str, ...]] = []
+    for name, field in model.model_fields.items():
+        for kind in (field.annotation, *get_args(field.annotation)):
+            if get_origin(kind) is dict and get_args(kind)[0] == EnvName:
+                found.append((*prefix, name))
+            elif isinstance(kind, type) and issubclass(kind, BaseModel):
+                found += env_map_paths(kind, (*prefix, name))
+    return tuple(dict.fromkeys(found))
+
+
+ENV_MAPS = env_map_paths(Experiment)
+
+
+def env_map_at(loc: Sequence[object]) -> Optional[tuple[str, ...]]:
+    """The env map a key path lies in or is (`container.env.HF_TOKEN` -> container.env), or None."""
+    keys = tuple(str(part) for part in loc)
+    return next((path for path in ENV_MAPS if keys[: len(path)] == path), None)
+
+
+def redact_env_maps(data: JSONObject, is_secret: Callable[[str], bool]) -> JSONObject:
+    """`data` (an experiment as JSON) with every env map's secrets, and URL passwords, shown as *** (a copy)."""
+    redacted = dict(data)
+    for path in ENV_MAPS:
+        parents = [redacted]
+        for part in path[:-1]:
+            child = parents[-1].get(part)
+            if not isinstance(child, dict):
+                break
+            parents.append(dict(child))
+        else:
+            env = parents[-1].get(path[-1])
+            if isinstance(env, dict):
+                parents[-1][path[-1]] = {
+                    str(name): shown_env_value(is_secret(str(name)), str(value)) for name, value in env.items()
+                }
+            for depth in range(len(parents) - 1, 0, -1):
+                parents[depth - 1][path[depth - 1]] = parents[depth]
+    return redacted
+
+
 def redacted_experiment(experiment: Experiment) -> JSONObject:
-    """The resolved experiment as `to_dict` gives it, each secret's value (and URL password) in container.env as ***."""
-    data = experiment.to_dict()
-    container = data["container"]
-    if isinstance(container, dict):  # always: the schema's container block
-        container["env"] = {
-            name: shown_env_value(experiment.container.is_secret(name), value)
-            for name, value in experiment.container.env.items()
-        }
-    return data
+    """The resolved experiment as `to_dict` gives it, each secret's value (and URL password) in every env map as ***."""
+    return redact_env_maps(experiment.to_dict(), experiment.is_secret)

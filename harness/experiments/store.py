@@ -6,6 +6,7 @@ line. Inside the harness the types are trusted.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, Tuple, TypeVar
@@ -23,9 +24,9 @@ from harness.experiments.flags import (
 )
 from harness.experiments.naming import check_experiment_name, check_safe_name, makers_of
 from harness.experiments.overrides import apply_set, deep_merge, parse_set
-from harness.experiments.schema import Experiment, Sweep
+from harness.experiments.schema import Experiment, Sweep, env_map_at
 from harness.experiments.yamlfile import RawMapping, key_text, load_mapping, one_line, shown
-from harness.fs.paths import not_regular
+from harness.fs.paths import not_regular, outside_root
 from harness.lab import milesargv
 from harness.secrets import REDACTED, SECRET_FLAG_HINT, is_secret_env, is_secret_flag, secret_flags
 
@@ -85,6 +86,7 @@ class ExperimentStore:
         why = not_regular(path)
         if why:
             raise HarnessError(f"{path}: {why}; an experiment is a regular YAML file")
+        self._refuse_leaving(path, f"{path}")
         if not path.is_file():
             known = ", ".join(self.names()) or "none"
             raise HarnessError(f"unknown experiment {name!r} in {self.directory} (known: {one_line(known)})")
@@ -108,14 +110,22 @@ class ExperimentStore:
             raise HarnessError(f"{path}: name: {sweep.name!r} does not match the file name {name!r}")
         return sweep
 
-    def load(self, name: str, *, seed: Optional[int] = None, overrides: Sequence[str] = ()) -> Loaded:
-        """Resolve `extends`, apply `--set` overrides and the seed, validate everything."""
+    def load(
+        self, name: str, *, seed: Optional[int] = None, overrides: Sequence[str] = (), sweep: Optional[str] = None
+    ) -> Loaded:
+        """Resolve `extends`, apply a sweep file's `guard` block (`sweep`: its name), the `--set` overrides and the
+        seed, validate everything."""
         chain = self._chain(name)
         merged: RawMapping = {}
         for _, data in reversed(chain):
             merged = deep_merge(merged, data)
         merged.pop("extends", None)
         child_path, child_data = chain[0]
+        if sweep is not None:
+            sweep_path = self.path(sweep)
+            layer: RawMapping = {"guard": dict(self.load_sweep(sweep).guard)}
+            merged = deep_merge(merged, layer)
+            chain = [(sweep_path, layer), *chain]  # so a bad key of the sweep's guard block is named in its file
         if "extends" in child_data:
             merged["extends"] = child_data["extends"]
         assignments = parse_set(overrides)
@@ -128,6 +138,8 @@ class ExperimentStore:
             """Where the key at `loc` was set, for messages: `--set KEY=VALUE`, else `FILE: key`."""
             keys = tuple(str(part) for part in loc)
             key = key_text(keys)
+            if seed is not None and keys[:1] == ("seed",):
+                return "--seed"  # given on the command line, for this run only
             for override in reversed(assignments):
                 shared = min(len(keys), len(override.path))
                 if shared and keys[:shared] == override.path[:shared]:
@@ -179,10 +191,20 @@ class ExperimentStore:
             why = not_regular(parent_path)
             if why:
                 raise HarnessError(f"{path}: extends: {parent_path}: {why}")
+            self._refuse_leaving(parent_path, f"{path}: extends: {parent}")
             if not parent_path.is_file():
                 raise HarnessError(f"{path}: extends: parent experiment {parent!r} not found in {self.directory}")
             seen.append(parent)
             chain.append((parent_path, self.read(parent_path)))
+
+    def _refuse_leaving(self, path: Path, where: str) -> None:
+        """An experiment file is read only inside the experiments directory: a link that leads out is refused."""
+        if os.path.lexists(path):
+            if outside_root(self.directory, path) is not None:
+                raise HarnessError(
+                    f"{where}: refused: a link that leads out of the experiments directory (to "
+                    f"{os.path.realpath(path)}); an experiment file lives in it"
+                )
 
     def _check_one_capture(self, experiment: Experiment, path: Path) -> None:
         """Refuse a run name that another experiment file also makes: two runs would share one capture."""
@@ -303,7 +325,8 @@ def _validate(
             if part != "[key]" and not (isinstance(part, str) and part.startswith("function-"))
         ]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        secret = (loc[:2] == ["container", "env"] and (len(loc) == 2 or is_secret(str(loc[2])))) or (
+        env_map = env_map_at(loc)
+        secret = (env_map is not None and (len(loc) == len(env_map) or is_secret(str(loc[len(env_map)])))) or (
             loc[:2] == ["miles", "args"] and (len(loc) == 2 or is_secret_flag(str(loc[2])))
         )
         raise HarnessError(f"{place(loc)}: {one_line(_reason(first, model, loc, secret), 240)}{more}") from None

@@ -25,6 +25,7 @@ MAX_FILE_BYTES = 256 * 1024
 MAX_DEPTH = 32
 MAX_VALUES = 5_000  # scalars, lists and mappings once every alias is expanded (a real file has ~100)
 SHOWN_CHARS = 80
+MAX_INT_DIGITS = 1000  # far beyond any setting's range (each key's own bound says why); Python reads at most 4300
 
 _shown = reprlib.Repr()
 _shown.maxstring = _shown.maxother = SHOWN_CHARS - 4
@@ -98,6 +99,15 @@ class BoundedLoader(yaml.SafeLoader):
             how = "once its aliases are expanded" if self._aliases else "in one document"
             raise _Refused(f"more than {MAX_VALUES} values {how}", mark)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        digits = sum(character.isdigit() for character in str(node.value))
+        if digits > MAX_INT_DIGITS:
+            raise _Refused(
+                f"an integer of {digits} digits; no setting takes more than {MAX_INT_DIGITS}", node.start_mark
+            )
+        value: int = super().construct_yaml_int(node)
+        return value
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, object]:
         seen: set[object] = set()
         for key_node, _ in node.value:
@@ -119,6 +129,7 @@ class BoundedLoader(yaml.SafeLoader):
 # YAML 1.1 (PyYAML) reads `1e2` and `1E-3` as text, because its floats need a dot; YAML 1.2, and every
 # person writing `pause_at_c: 1e2`, reads them as numbers.
 _EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
+BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
 BoundedLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789"))
 
 

@@ -14,7 +14,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 from harness.errors import ExitCode, HarnessError
 
@@ -25,10 +25,13 @@ EXCLUSIVE = fcntl.LOCK_EX
 SHARED = fcntl.LOCK_SH
 
 
-def open_lock_file(path: Path) -> int:
-    """An fd on the lock file (created 0666 less the umask, like every file the harness writes)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+def open_lock_file(path: Path, root: Optional[Path] = None) -> int:
+    """An fd on the lock file (created 0666 less the umask, like every file the harness writes): a regular file,
+    never a link (a shared lock directory must not let anyone point a lock at another file), inside `root`."""
+    from harness.fs.files import open_for_update, prepare_directory
+
+    prepare_directory(path.parent, root)
+    return open_for_update(path, root=root)
 
 
 def try_lock(fd: int, mode: int) -> bool:

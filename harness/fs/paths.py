@@ -4,7 +4,12 @@
   `$XDG_STATE_HOME/miles-gb10-lab/`, each overridable by its own variable;
 - `lock_dir`: the GPU locks, shared by every user of the machine;
 - `not_regular` / `file_kind`: the harness opens only regular files, and says
-  what a path is when it is not one.
+  what a path is when it is not one;
+- `outside_root`: the path rule. The harness reads and writes only inside its
+  roots (the capture root, the experiments directory): a path is inside when,
+  every link in it resolved, it lies in the root, every link in the root's own
+  path resolved too. A link that stays inside (a run's link to its current
+  attempt) is followed; one that leaves is refused or skipped with one line.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 DEFAULT_LOCK_DIR = Path("/tmp/miles-gb10-lab-locks")
 
@@ -40,6 +45,15 @@ def not_regular(path: Path) -> Optional[str]:
     except OSError as err:
         return f"{path.name} unreadable: {err.strerror or err}"
     return None if stat.S_ISREG(mode) else f"{path.name} is not a regular file (it is {file_kind(mode)})"
+
+
+def outside_root(root: Union[str, "os.PathLike[str]"], path: Union[str, "os.PathLike[str]"]) -> Optional[str]:
+    """Why `path` is not inside `root` once every link is resolved (None: it is, or it is the root itself)."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep):
+        return None
+    return f"refused: it leads out of {root} (to {real})"
 
 
 def file_kind(mode: int) -> str:

@@ -15,6 +15,7 @@ from typing import Callable, Optional
 
 from harness.engines.base import RunHandle
 from harness.errors import ExitCode, HarnessError
+from harness.fs.files import RefusedPath, check_target, prepare_directory
 from harness.guard.config import GuardConfig
 from harness.guard.loop import GuardReading
 from harness.guard.session import GuardEnd, GuardSession, guard_until_exit
@@ -68,7 +69,11 @@ def guard_target(
         for message in session.warnings:
             on_warning(message)
         try:
-            record.mkdir(parents=True, exist_ok=True)
+            prepare_directory(record)
+            for name in ("pauses.jsonl", "guard.jsonl"):  # refused now, not as a note at the first write
+                check_target(record / name)
+        except RefusedPath as err:
+            raise HarnessError(f"--record: {err}") from None
         except OSError as err:
             raise HarnessError(f"--record {record}: {err.strerror or err}") from None
         on_guarding(

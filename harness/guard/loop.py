@@ -8,8 +8,15 @@ line by line, so a hard power-off keeps what was written):
   *after* the run is resumed, so a frozen run always has its open window on
   disk and every window covers the whole freeze. The last line per start is
   the truth.
-- guard.jsonl: samples `{"t", "temp_c", "reasons", "power_w", "paused"}`,
-  every poll while hot or paused, one every `record_every_s` otherwise.
+- guard.jsonl: samples `{"t", "temp_c", "reasons", "power_w", "paused",
+  "gpu_c", "zones"}`, every poll while hot or paused, one every
+  `record_every_s` otherwise, each written *before* the poll acts on it; and,
+  before the first sample and whenever another zone is watched, a line
+  `{"t", "watch"}` with what each temperature is judged against, so the
+  guard's figure can be drawn from the capture alone.
+
+A pause never outlasts `max_pause_s`: the loop wakes at the limit itself
+(counted from the window's start) rather than at the next poll after it.
 
 `stop()` thaws the handle whatever happened before, and closes the open window.
 A window is closed only once the run is known to run again: a thaw that fails
@@ -44,8 +51,27 @@ from typing import Callable, Optional, Protocol, TypedDict, Union
 from harness.capture import append_jsonl
 from harness.engines import EXITED, GONE
 from harness.guard.config import GuardConfig
-from harness.guard.policy import Action, Decision, GuardState, decide, is_hot
-from harness.guard.samples import Clock, PauseAware, Sample, Sensor, WallClock, implausible, wall_clock_us
+from harness.guard.policy import (
+    GPU_LABEL,
+    Action,
+    Decision,
+    GuardState,
+    decide,
+    expire,
+    is_hot,
+    max_pause_deadline,
+)
+from harness.guard.samples import (
+    Clock,
+    PauseAware,
+    Sample,
+    Sensor,
+    WallClock,
+    ZoneTemp,
+    implausible,
+    wall_clock_us,
+    without_implausible_zones,
+)
 from harness.times import format_time_us
 
 ENDED_WAIT_S = 1.0  # after a failed pause or thaw: how long to wait for the engine to say the run ended
@@ -63,13 +89,44 @@ class PauseRecord(TypedDict):
 
 
 class SampleRecord(TypedDict):
-    """One line of guard.jsonl."""
+    """One sample line of guard.jsonl: `temp_c` the hottest watched temperature, `gpu_c` the GPU's, `zones` each
+    other watched temperature by name (null: unread at this poll); `paused` as the poll decided."""
 
     t: str
     temp_c: Optional[float]
     reasons: Optional[int]
     power_w: Optional[float]
     paused: bool
+    gpu_c: Optional[float]
+    zones: dict[str, Optional[float]]
+
+
+class WatchedRecord(TypedDict):
+    """One watched temperature in a watch line: its name and label, and the limit it is judged against."""
+
+    name: str
+    label: str
+    pause_at_c: float
+    resume_at_c: float
+    basis: str
+    trip_c: Optional[float]
+    trip_type: Optional[str]
+
+
+class WatchLimits(TypedDict):
+    """What a watch line says: the sensor, the GPU's thresholds, and each zone's."""
+
+    sensor: str
+    pause_at_c: float
+    resume_at_c: float
+    zones: list[WatchedRecord]
+
+
+class WatchRecord(TypedDict):
+    """A watch line of guard.jsonl (it has no `temp_c`: readers of samples pass over it)."""
+
+    t: str
+    watch: WatchLimits
 
 
 class BoundedReader:
@@ -143,6 +200,7 @@ class GuardReading:
     pauses: int = 0  # windows opened so far
     paused_s: float = 0.0  # seconds spent in closed windows
     stop_reason: Optional[str] = None  # set when on_max_pause: stop fired
+    temps: tuple[tuple[str, float], ...] = ()  # (label, C) of each temperature read at the last poll
 
 
 class GuardLoop:
@@ -191,7 +249,9 @@ class GuardLoop:
         self._window: Optional[PauseRecord] = None  # the open pause window, as written
         self._window_start_us = 0
         self._window_peak_c: Optional[float] = None  # the peak of a window whose thaw failed
+        self._window_at = 0.0  # monotonic seconds when the open window's start was stamped
         self._last_recorded: Optional[float] = None
+        self._watched: Optional[frozenset[str]] = None  # the zones the last watch line named
         self._reading = GuardReading()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -241,6 +301,7 @@ class GuardLoop:
 
     def _run(self) -> None:
         due = self._clock()
+        tried: Optional[float] = None  # a max-pause deadline acted on whose thaw failed: retried at the next poll
         while not self._stop.is_set():
             try:
                 self.poll()
@@ -252,8 +313,35 @@ class GuardLoop:
             now = self._clock()
             if due < now:  # a slow poll: skip the missed ones rather than firing them in a burst
                 due = now
-            if self._stop.wait(due - now):
+            while True:  # until the next poll; a max-pause limit that falls before it is acted on at the limit
+                deadline = max_pause_deadline(self.config, self._state)
+                if deadline is None or deadline >= due or deadline == tried:
+                    break
+                if self._stop.wait(max(0.0, deadline - self._clock())):
+                    return
+                if self._expire():
+                    tried = deadline
+                if self._halted():
+                    return
+            if self._stop.wait(max(0.0, due - self._clock())):
                 return
+
+    def _halted(self) -> bool:
+        """Whether the policy stopped guarding (on_max_pause: stop fired)."""
+        return self._state.stopped
+
+    def _expire(self) -> bool:
+        """At the max-pause limit: end the pause as on_max_pause says, without waiting for a reading. Whether it
+        acted (False: the limit is not reached yet, or the guard is stopping)."""
+        with self._lock:
+            if self._stop.is_set():
+                return False
+            state, decision = expire(self.config, self._state, self._clock())
+            if decision.action is Action.NONE:
+                return False
+            self._act(state, decision, None, record=False)
+        self._after(decision)
+        return True
 
     def poll(self) -> Decision:
         """One poll: read (off the lock, bounded), decide, act, record."""
@@ -268,45 +356,76 @@ class GuardLoop:
             state, decision = decide(self.config, self._state, sample, now)
             if found_frozen and sample is not None:  # found frozen at a reading
                 state, decision = self._found_frozen(state, decision, sample, now)
-            if decision.note:
-                self._note(decision.note)
-            if decision.action is Action.PAUSE:
-                if self._pause(decision, freeze=not found_frozen):
-                    # max_pause_s counts from the freeze, whose window start was written just before it
-                    state = replace(state, paused_at=max(now, self._clock()))
-                else:
-                    state = replace(state, paused=False, paused_at=None, reason=None, peak_c=None)
-            elif decision.action in (Action.RESUME, Action.STOP):
-                thawed = self._resume(decision.peak_c, decision.reason)
-                if not thawed and decision.action is Action.RESUME:
-                    state = replace(self._state, peak_c=decision.peak_c)  # still frozen: resume again next poll
-            self._state = state
-            self._record(sample, decision)
-            self._publish(sample.temp_c if sample is not None else None, decision)
+            self._act(state, decision, sample, freeze=not found_frozen)
+        self._after(decision)
+        return decision
+
+    def _act(
+        self,
+        state: GuardState,
+        decision: Decision,
+        sample: Optional[Sample],
+        *,
+        freeze: bool = True,
+        record: bool = True,
+    ) -> None:
+        """Record the sample (fsynced, before anything is done about it), then pause or resume. Under the lock."""
+        if decision.note:
+            self._note(decision.note)
+        if record:
+            self._record(sample, decision, state)
+        if decision.action is Action.PAUSE:
+            if self._pause(decision, freeze=freeze):
+                # max_pause_s counts from the window's start, stamped just before the freeze
+                state = replace(state, paused_at=self._window_at)
+            else:
+                state = replace(state, paused=False, paused_at=None, reason=None, peak_c=None)
+        elif decision.action in (Action.RESUME, Action.STOP):
+            thawed = self._resume(decision.peak_c, decision.reason)
+            if not thawed and decision.action is Action.RESUME:
+                state = replace(self._state, peak_c=decision.peak_c)  # still frozen: resume again next poll
+        self._state = state
+        # A poll without a reading shows none; acting at the max-pause limit (no poll) keeps the last one shown.
+        if sample is not None:
+            self._publish(sample.hottest_c, decision, _labelled(sample))
+        elif record:
+            self._publish(None, decision, ())
+        else:
+            self._publish(self._reading.temp_c, decision, self._reading.temps)
+
+    def _after(self, decision: Decision) -> None:
+        """What follows an action, off the lock: the live reading, and a max-pause stop's callback."""
         if self._on_reading is not None:
             self._on_reading(self._reading)
         if decision.action is Action.STOP:
             self._note(decision.reason or "max_pause_s reached; stopping the run")
             if self._on_stop is not None:
                 self._on_stop(decision.reason or "max_pause_s")
-        return decision
 
     def _read(self) -> Optional[Sample]:
         sample, problem = self._reader.read(max(self.config.poll_s, READ_WAIT_MIN_S), self._stop)
         if problem:
             self._note(problem)
-        why = implausible(sample) if sample is not None else None
+        if sample is None:
+            return None
+        why = implausible(sample)
         if why is not None:
             self._note(
                 f"sensor {self.sensor.name}: an implausible reading ({why}) counts as a missing reading",
                 once_as="implausible",
             )
             return None
+        sample, zones = without_implausible_zones(sample)
+        for zone_why in zones:
+            self._note(
+                f"sensor {self.sensor.name}: an implausible reading ({zone_why}) counts as a missing reading",
+                once_as=f"implausible {zone_why.split(':')[0]}",
+            )
         return sample
 
     def _first_look(self, sample: Optional[Sample]) -> bool:
         """At the first reading: whether the target is frozen, by someone else (a guard killed while it paused)."""
-        if self._looked or sample is None or sample.temp_c is None:
+        if self._looked or sample is None or sample.hottest_c is None:
             return False
         self._looked = True
         return self._window is None and not self._state.paused and self._answers_paused() is True
@@ -315,7 +434,7 @@ class GuardLoop:
         self, state: GuardState, decision: Decision, sample: Sample, now: float
     ) -> tuple[GuardState, Decision]:
         """A target found frozen: thawed at once if the GPU is cool, else kept as a pause of ours until it is."""
-        temp = sample.temp_c
+        temp = sample.hottest_c
         if decision.action is Action.PAUSE:
             return state, decision
         if state.last_hot:
@@ -348,6 +467,7 @@ class GuardLoop:
         if self._ended(wait_s=0):
             self._stop.set()
             return False
+        self._window_at = self._clock()
         self._window_start_us = self._wall_us()
         self._window = {
             "start": format_time_us(self._window_start_us),
@@ -430,7 +550,7 @@ class GuardLoop:
             peak_c = self._state.peak_c if self._state.paused else self._window_peak_c
             if self._resume(peak_c, "guard stopped"):
                 self._state = replace(self._state, paused=False, paused_at=None, reason=None, peak_c=None)
-                self._publish(self._reading.temp_c, Decision())
+                self._publish(self._reading.temp_c, Decision(), self._reading.temps)
             return
         try:
             if self.handle.is_paused():  # never leave a run frozen, whoever froze it
@@ -443,26 +563,58 @@ class GuardLoop:
         if isinstance(self.sensor, PauseAware):
             self.sensor.set_paused(paused)
 
-    def _record(self, sample: Optional[Sample], decision: Decision) -> None:
+    def _record(self, sample: Optional[Sample], decision: Decision, state: GuardState) -> None:
+        """Append this poll's sample when it is due, hot or acted on; `paused` is what the poll decided."""
         now = self._clock()
         due = self._last_recorded is None or now - self._last_recorded >= self.config.record_every_s
-        if not (due or is_hot(self._state) or decision.action is not Action.NONE):
+        if not (due or is_hot(state) or decision.action is not Action.NONE):
             return
         self._last_recorded = now
-        self._append(
-            self.samples_path,
-            {
-                "t": format_time_us(sample.time_us if sample is not None else self._wall_us()),
-                "temp_c": sample.temp_c if sample is not None else None,
-                "reasons": sample.reasons if sample is not None else None,
-                "power_w": sample.power_w if sample is not None else None,
-                "paused": self._state.paused,
-            },
-        )
+        zones = sample.zones if sample is not None else ()
+        self._watch(zones)
+        record: SampleRecord = {
+            "t": format_time_us(sample.time_us if sample is not None else self._wall_us()),
+            "temp_c": sample.hottest_c if sample is not None else None,
+            "reasons": sample.reasons if sample is not None else None,
+            "power_w": sample.power_w if sample is not None else None,
+            "paused": state.paused,
+            "gpu_c": sample.temp_c if sample is not None else None,
+            "zones": {zone.name: zone.temp_c for zone in zones},
+        }
+        self._append(self.samples_path, record)
 
-    def _publish(self, temp_c: Optional[float], decision: Decision) -> None:
+    def _watch(self, zones: tuple[ZoneTemp, ...]) -> None:
+        """A watch line before the first sample, and again when a zone is watched that the last one did not name."""
+        names = frozenset(zone.name for zone in zones)
+        if self._watched is not None and names <= self._watched:
+            return
+        self._watched = names | (self._watched or frozenset())
+        record: WatchRecord = {
+            "t": format_time_us(self._wall_us()),
+            "watch": {
+                "sensor": self.sensor.name,
+                "pause_at_c": self.config.pause_at_c,
+                "resume_at_c": self.config.resume_at_c,
+                "zones": [
+                    {
+                        "name": zone.name,
+                        "label": zone.label,
+                        "pause_at_c": zone.limit.pause_at_c,
+                        "resume_at_c": zone.limit.resume_at_c,
+                        "basis": zone.limit.basis,
+                        "trip_c": zone.limit.trip_c,
+                        "trip_type": zone.limit.trip_type,
+                    }
+                    for zone in zones
+                ],
+            },
+        }
+        self._append(self.samples_path, record)
+
+    def _publish(self, temp_c: Optional[float], decision: Decision, temps: tuple[tuple[str, float], ...]) -> None:
         previous = self._reading
         self._reading = GuardReading(
+            temps=temps,
             temp_c=temp_c,
             paused=self._state.paused,
             paused_since=self._window["start"] if self._window is not None else None,
@@ -472,7 +624,7 @@ class GuardLoop:
             stop_reason=decision.reason if decision.action is Action.STOP else previous.stop_reason,
         )
 
-    def _append(self, path: Path, record: Union[PauseRecord, SampleRecord]) -> None:
+    def _append(self, path: Path, record: Union[PauseRecord, SampleRecord, WatchRecord]) -> None:
         """Append a record; a record that cannot be written is noted, and never stops a pause or a thaw."""
         try:
             self._append_record(path, record)
@@ -489,3 +641,9 @@ class GuardLoop:
             self.notes.append(message)
         if self._on_note is not None:
             self._on_note(message)
+
+
+def _labelled(sample: Sample) -> tuple[tuple[str, float], ...]:
+    """(label, C) of each temperature a sample read: the GPU's first, then each zone's."""
+    gpu = ((GPU_LABEL, sample.temp_c),) if sample.temp_c is not None else ()
+    return gpu + tuple((zone.label, zone.temp_c) for zone in sample.zones if zone.temp_c is not None)

@@ -6,9 +6,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from harness.guard.config import GuardConfig
 from harness.guard.nvml import NvmlProbe, probe_nvml
 from harness.guard.samples import SensorUnavailable
-from harness.guard.sensors import THERMAL_ROOT, ThermalZone, probe_thermal_zones
+from harness.guard.sensors import ThermalZone, default_thermal_root, probe_thermal_zones, zone_limit
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
@@ -56,15 +57,26 @@ class MachineProbe:
                 "values": [{q: r.value for q, r in d.queries.items()} for d in self.nvml.devices],
             },
             "nvml_error": self.nvml_error,
-            "sysfs": {"root": str(self.thermal_root), "zones": [asdict(zone) for zone in self.zones]},
+            "sysfs": {
+                "root": str(self.thermal_root),
+                "zones": [{**asdict(zone), **self.zone_limit(zone)} for zone in self.zones],
+            },
             "temperature_readable_by": list(self.readable_by()),
         }
 
+    @staticmethod
+    def zone_limit(zone: ThermalZone, config: Optional[GuardConfig] = None) -> JSONObject:
+        """Where a guard with `config` (default: the defaults) would pause and resume for this zone, and why."""
+        limit = zone_limit(zone, config or GuardConfig())
+        return {"pause_at_c": limit.pause_at_c, "resume_at_c": limit.resume_at_c, "basis": limit.basis}
 
-def probe_machine(thermal_root: Path = THERMAL_ROOT) -> MachineProbe:
-    """Probe NVML (started and shut down again) and the thermal zones under `thermal_root`."""
+
+def probe_machine(thermal_root: Optional[Path] = None) -> MachineProbe:
+    """Probe NVML (started and shut down again) and the thermal zones under `thermal_root` (default:
+    HARNESS_THERMAL_ROOT, else /sys/class/thermal)."""
+    root = default_thermal_root() if thermal_root is None else Path(thermal_root)
     try:
         nvml, error = probe_nvml(), None
     except SensorUnavailable as err:
         nvml, error = None, str(err)
-    return MachineProbe(nvml, error, Path(thermal_root), probe_thermal_zones(thermal_root))
+    return MachineProbe(nvml, error, root, probe_thermal_zones(root))

@@ -1,11 +1,15 @@
 """Sensors: one small protocol, `read() -> Sample | None`, and the ones the guard knows.
 
 - `nvml`: the GPU through nvidia-ml-py (harness.guard.nvml);
-- `sysfs`: the hottest of the kernel's thermal zones (GB10 exposes several ACPI zones);
+- `sysfs`: every readable kernel thermal zone, each judged against its own
+  trip points (GB10 exposes several ACPI zones, the CPU side among them);
 - `file:PATH`: a number in a file (degrees C, optionally followed by a
   clock-event reasons mask), for drills, tests and anything external;
-- `sim`: a thermal model for the simulator, told by the loop whether the run is paused;
-- `auto`: nvml, else sysfs, else none with a warning.
+- `sim`: a thermal model for the simulator (the GPU and a CPU side), told by
+  the loop whether the run is paused;
+- `auto`: nvml and every readable thermal zone together (the GB10 is one chip:
+  its CPU side can reach a trip point while the GPU reads cool); whichever of
+  them reads here, else none with a warning.
 
 A sensor never raises from `read`: a reading it cannot take is None (or a
 field of the sample is None), and the policy decides what a missing reading means.
@@ -20,18 +24,21 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from harness.errors import HarnessError
-from harness.guard.config import GuardConfig, SimSensorConfig
+from harness.guard.config import GuardConfig, SimSensorConfig, SimZoneConfig
 from harness.guard.samples import (
+    PLAUSIBLE_C,
     Clock,
+    Limit,
     Sample,
     Sensor,
     SensorUnavailable,
     WallClock,
+    ZoneTemp,
     finite,
     nvmlClocksEventReasonSwThermalSlowdown,
     wall_clock_us,
@@ -42,6 +49,14 @@ if TYPE_CHECKING:
 
 FILE_HEAD_BYTES = 256  # a file sensor reads this much at most: "84.5 0x20" fits many times over
 THERMAL_ROOT = Path("/sys/class/thermal")
+THERMAL_ROOT_ENV = "HARNESS_THERMAL_ROOT"  # for tests, and machines that mount sysfs elsewhere
+LIMITING_TRIPS = ("hot", "critical")  # the trip points a zone's pause point is taken below
+MAX_TRIP_POINTS = 32  # a zone lists a handful; a directory with thousands is not a thermal zone
+
+
+def default_thermal_root() -> Path:
+    """Where the kernel's thermal zones are: HARNESS_THERMAL_ROOT, else /sys/class/thermal."""
+    return Path(os.environ.get(THERMAL_ROOT_ENV) or THERMAL_ROOT)
 
 
 class FileSensor:
@@ -69,8 +84,11 @@ class FileSensor:
         return sample
 
     def check(self) -> None:
-        """SensorUnavailable (saying why) unless the file holds a reading now."""
-        self._parse()
+        """SensorUnavailable (saying why) unless the file holds a reading now: a number, and a finite one."""
+        sample = self._parse()
+        if sample.temp_c is None:  # nan or inf: never a temperature, and a run guarded by it is not guarded
+            first = self._head().decode("utf-8", "replace").split()[0][:20]
+            raise SensorUnavailable(f"{self.path} does not start with a temperature in C ({first!r} is not finite)")
 
     def _parse(self) -> Sample:
         self.problem = None
@@ -104,6 +122,23 @@ class FileSensor:
         pass
 
 
+# --------------------------------------------------------------------------- thermal zones
+
+
+@dataclass(frozen=True)
+class TripPoint:
+    """One of a zone's trip points: `trip_point_N_temp` (millidegrees) and `trip_point_N_type`."""
+
+    index: int
+    type: str  # passive, active, hot, critical (or what the driver calls it)
+    temp_c: Optional[float]  # None: unreadable, or not a temperature a zone could reach
+
+    @property
+    def limiting(self) -> bool:
+        """Whether the zone's pause point is taken below it (a hot or critical point with a believable value)."""
+        return self.type in LIMITING_TRIPS and self.temp_c is not None
+
+
 @dataclass(frozen=True)
 class ThermalZone:
     """One kernel thermal zone as found when probed."""
@@ -112,6 +147,17 @@ class ThermalZone:
     type: str
     temp_c: Optional[float]
     error: Optional[str] = None
+    trips: tuple[TripPoint, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """`thermal_zone3 (soc)`: how reasons, notes and the figure name it."""
+        return f"{self.zone} ({self.type})" if self.type and self.type != "?" else self.zone
+
+    def lowest_limiting_trip(self) -> Optional[TripPoint]:
+        """The lowest hot or critical trip point, or None."""
+        found = [trip for trip in self.trips if trip.limiting]
+        return min(found, key=lambda trip: trip.temp_c or 0.0) if found else None
 
 
 def _zone_number(path: Path) -> int:
@@ -119,18 +165,44 @@ def _zone_number(path: Path) -> int:
     return int(digits) if digits else -1
 
 
-def probe_thermal_zones(root: Path = THERMAL_ROOT) -> list[ThermalZone]:
-    """Every thermal_zone* under `root`, with its type and current temperature (or why it cannot be read)."""
+def _read_trips(path: Path) -> tuple[TripPoint, ...]:
+    """A zone's trip points, by number; a value outside PLAUSIBLE_C (drivers write 0, or 127 C placeholders)
+    is kept as unreadable, so it never sets a limit."""
+    trips = []
+    for index in range(MAX_TRIP_POINTS):
+        temp_file = path / f"trip_point_{index}_temp"
+        if not temp_file.exists():
+            break
+        try:
+            kind = (path / f"trip_point_{index}_type").read_text().strip()
+        except OSError:
+            kind = "?"
+        try:
+            temp: Optional[float] = _millidegrees(temp_file)
+        except (OSError, ValueError):
+            temp = None
+        low, high = PLAUSIBLE_C
+        if temp is not None and not low <= temp <= high:
+            temp = None
+        trips.append(TripPoint(index, kind, temp))
+    return tuple(trips)
+
+
+def probe_thermal_zones(root: Optional[Path] = None) -> list[ThermalZone]:
+    """Every thermal_zone* under `root` (default: HARNESS_THERMAL_ROOT, else /sys/class/thermal), with its type,
+    its current temperature (or why it cannot be read) and its trip points."""
     zones = []
-    for path in sorted(Path(root).glob("thermal_zone*"), key=_zone_number):
+    root = default_thermal_root() if root is None else Path(root)
+    for path in sorted(root.glob("thermal_zone*"), key=_zone_number):
         try:
             kind = (path / "type").read_text().strip()
         except OSError:
             kind = "?"
+        trips = _read_trips(path)
         try:
-            zones.append(ThermalZone(path.name, kind, _millidegrees(path / "temp")))
+            zones.append(ThermalZone(path.name, kind, _millidegrees(path / "temp"), trips=trips))
         except (OSError, ValueError) as err:
-            zones.append(ThermalZone(path.name, kind, None, getattr(err, "strerror", None) or str(err)))
+            zones.append(ThermalZone(path.name, kind, None, getattr(err, "strerror", None) or str(err), trips))
     return zones
 
 
@@ -138,80 +210,204 @@ def _millidegrees(path: Path) -> Optional[float]:
     return finite(int(path.read_text().strip()) / 1000.0)
 
 
+def zone_limit(zone: ThermalZone, config: GuardConfig) -> Limit:
+    """What a zone is judged against: `zone_margin_c` below its lowest hot or critical trip point, resumed the
+    guard's hysteresis below that; a zone without such a point is judged as the GPU is (pause_at_c, resume_at_c)."""
+    trip = zone.lowest_limiting_trip()
+    if trip is None or trip.temp_c is None:
+        return gpu_limit(config)
+    return trip_limit(trip.temp_c, trip.type, config)
+
+
+def trip_limit(trip_c: float, trip_type: str, config: GuardConfig) -> Limit:
+    """`zone_margin_c` below a trip point, resumed the guard's hysteresis below that."""
+    pause_at = trip_c - config.zone_margin_c
+    return Limit(
+        pause_at_c=pause_at,
+        resume_at_c=pause_at - config.hysteresis_c,
+        basis=f"{pause_at:g} C, {config.zone_margin_c:g} C below its {trip_type} point {trip_c:g} C",
+        trip_c=trip_c,
+        trip_type=trip_type,
+    )
+
+
+def gpu_limit(config: GuardConfig) -> Limit:
+    """The GPU's limit: pause_at_c and resume_at_c."""
+    return Limit(config.pause_at_c, config.resume_at_c, f"pause_at_c {config.pause_at_c:g} C")
+
+
 class SysfsSensor:
-    """The hottest readable thermal zone under `root` (/sys/class/thermal)."""
+    """Every readable thermal zone under `root`, each with the limit its trip points give (`zone_limit`)."""
 
     name = "sysfs"
 
-    def __init__(self, root: Path = THERMAL_ROOT, wall_us: WallClock = wall_clock_us) -> None:
-        self.root = Path(root)
+    def __init__(
+        self, root: Optional[Path] = None, wall_us: WallClock = wall_clock_us, config: Optional[GuardConfig] = None
+    ) -> None:
+        self.root = default_thermal_root() if root is None else Path(root)
         self._wall_us = wall_us
+        self.config = config or GuardConfig()
         self.zones = probe_thermal_zones(self.root)
-        self._paths = [self.root / zone.zone / "temp" for zone in self.zones if zone.temp_c is not None]
-        if not self._paths:
+        self.watched = [zone for zone in self.zones if zone.temp_c is not None]
+        if not self.watched:
             found = f"{len(self.zones)} unreadable" if self.zones else "none"
             raise SensorUnavailable(f"no readable thermal zone under {self.root} ({found})")
+        self._limits = {zone.zone: zone_limit(zone, self.config) for zone in self.watched}
 
     def read(self) -> Optional[Sample]:
-        hottest: Optional[float] = None
-        for path in self._paths:
+        readings = []
+        for zone in self.watched:
             try:
-                temp = _millidegrees(path)
+                temp = _millidegrees(self.root / zone.zone / "temp")
             except (OSError, ValueError):
-                continue
-            if temp is not None and (hottest is None or temp > hottest):
-                hottest = temp
-        return None if hottest is None else Sample(self._wall_us(), temp_c=hottest)
+                temp = None
+            readings.append(ZoneTemp(zone.zone, zone.label, temp, self._limits[zone.zone]))
+        if all(reading.temp_c is None for reading in readings):
+            return None
+        return Sample(self._wall_us(), zones=tuple(readings))
 
     def facts(self) -> JSONObject:
-        return {
-            "root": str(self.root),
-            "zones": [{"zone": z.zone, "type": z.type, "readable": z.temp_c is not None} for z in self.zones],
-        }
+        return {"root": str(self.root), "zones": [self._zone_facts(zone) for zone in self.zones]}
+
+    def _zone_facts(self, zone: ThermalZone) -> JSONObject:
+        facts: JSONObject = {"zone": zone.zone, "type": zone.type, "readable": zone.temp_c is not None}
+        limit = self._limits.get(zone.zone)
+        if limit is not None:
+            facts["pause_at_c"] = limit.pause_at_c
+            facts["resume_at_c"] = limit.resume_at_c
+            facts["trips"] = [{"type": trip.type, "temp_c": trip.temp_c} for trip in zone.trips]
+        return facts
+
+    def warnings(self) -> list[str]:
+        """A zone already at or above its pause point: the run would be paused at once, and stay so."""
+        return [
+            f"{zone.label} reads {zone.temp_c:.1f} C, at or above its pause point {limit.pause_at_c:g} C "
+            f"({limit.basis}): the run will be paused as soon as it starts"
+            for zone in self.watched
+            for limit in (self._limits[zone.zone],)
+            if zone.temp_c is not None and zone.temp_c >= limit.pause_at_c
+        ]
 
     def close(self) -> None:
         pass
 
 
-class SimSensor:
-    """Newton cooling toward `hot_c` while the run runs and toward `idle_c` while it is paused.
+class CombinedSensor:
+    """`auto`: the GPU (NVML) and every readable thermal zone, read together into one sample."""
 
-    The temperature follows T' = (target - T) / tau exactly between reads, so
-    the curve does not depend on how often it is read.
+    def __init__(self, gpu: Sensor, zones: SysfsSensor) -> None:
+        self.gpu = gpu
+        self.zones = zones
+        self.name = f"{gpu.name}+{zones.name}"
+
+    def read(self) -> Optional[Sample]:
+        gpu = self.gpu.read()
+        zones = self.zones.read()
+        if gpu is None and zones is None:
+            return None
+        if zones is None:
+            return gpu
+        if gpu is None:
+            return zones
+        return replace(gpu, zones=zones.zones)
+
+    def facts(self) -> JSONObject:
+        return {**self.gpu.facts(), **self.zones.facts()}
+
+    def close(self) -> None:
+        try:
+            self.gpu.close()
+        finally:
+            self.zones.close()
+
+
+# --------------------------------------------------------------------------- the simulator's machine
+
+
+def _approach(temp: float, target: float, tau_s: float, elapsed_s: float) -> float:
+    """Newton's law of cooling, exactly: where `temp` is after `elapsed_s` toward `target`."""
+    return target + (temp - target) * math.exp(-max(0.0, elapsed_s) / tau_s)
+
+
+SIM_CPU = "sim_cpu"
+
+
+def sim_cpu_limit(model: SimZoneConfig, config: GuardConfig) -> Limit:
+    """The simulated CPU side's limit: zone_margin_c below its critical point, as a thermal zone's."""
+    return trip_limit(model.critical_c, "critical", config)
+
+
+class SimSensor:
+    """Newton cooling toward `hot_c` while the run runs and toward `idle_c` while it is paused (or waits to start),
+    for the GPU and, with its own model, the CPU side.
+
+    Each temperature follows T' = (target - T) / tau exactly between reads, so
+    the curve does not depend on how often it is read. The CPU side is a
+    thermal zone with a critical trip point: it can pause a run while the GPU
+    reads cool, as a GB10's CPU cluster can.
     """
 
     name = "sim"
 
-    def __init__(self, model: SimSensorConfig, clock: Clock = time.monotonic, wall_us: WallClock = wall_clock_us):
+    def __init__(
+        self,
+        model: SimSensorConfig,
+        clock: Clock = time.monotonic,
+        wall_us: WallClock = wall_clock_us,
+        config: Optional[GuardConfig] = None,
+    ) -> None:
         self.model = model
         self._clock = clock
         self._wall_us = wall_us
         self._temp_c = model.start_c
+        self._cpu_c = model.cpu.start_c
+        self._cpu_limit = sim_cpu_limit(model.cpu, config or GuardConfig())
         self._at = clock()
         self._paused = False
 
-    def _advance(self) -> float:
+    def _advance(self) -> tuple[float, float]:
         now = self._clock()
-        model = self.model
-        target, tau = (model.idle_c, model.cool_tau_s) if self._paused else (model.hot_c, model.heat_tau_s)
-        self._temp_c = target + (self._temp_c - target) * math.exp(-max(0.0, now - self._at) / tau)
+        gpu, cpu, elapsed = self.model, self.model.cpu, now - self._at
+        if self._paused:
+            self._temp_c = _approach(self._temp_c, gpu.idle_c, gpu.cool_tau_s, elapsed)
+            self._cpu_c = _approach(self._cpu_c, cpu.idle_c, cpu.cool_tau_s, elapsed)
+        else:
+            self._temp_c = _approach(self._temp_c, gpu.hot_c, gpu.heat_tau_s, elapsed)
+            self._cpu_c = _approach(self._cpu_c, cpu.hot_c, cpu.heat_tau_s, elapsed)
         self._at = now
-        return self._temp_c
+        return self._temp_c, self._cpu_c
 
     def set_paused(self, paused: bool) -> None:
         self._advance()  # the time so far was spent in the old state
         self._paused = paused
 
     def read(self) -> Optional[Sample]:
-        temp = self._advance()
+        temp, cpu = self._advance()
         reasons = nvmlClocksEventReasonSwThermalSlowdown if temp >= self.model.throttle_at_c else 0
-        return Sample(self._wall_us(), temp_c=round(temp, 2), reasons=reasons)
+        zone = ZoneTemp(SIM_CPU, "CPU (sim)", round(cpu, 2), self._cpu_limit)
+        return Sample(self._wall_us(), temp_c=round(temp, 2), reasons=reasons, zones=(zone,))
 
     def facts(self) -> JSONObject:
-        return {"model": self.model.model_dump(mode="json")}
+        limit = self._cpu_limit
+        return {
+            "model": self.model.model_dump(mode="json"),
+            "zones": [
+                {
+                    "zone": SIM_CPU,
+                    "type": "cpu (sim)",
+                    "readable": True,
+                    "pause_at_c": limit.pause_at_c,
+                    "resume_at_c": limit.resume_at_c,
+                    "trips": [{"type": "critical", "temp_c": self.model.cpu.critical_c}],
+                }
+            ],
+        }
 
     def close(self) -> None:
         pass
+
+
+# --------------------------------------------------------------------------- opening
 
 
 @dataclass
@@ -226,13 +422,15 @@ class SensorChoice:
 def open_sensor(
     config: GuardConfig,
     *,
-    thermal_root: Path = THERMAL_ROOT,
+    thermal_root: Optional[Path] = None,
     clock: Clock = time.monotonic,
     wall_us: WallClock = wall_clock_us,
 ) -> SensorChoice:
-    """Open the sensor `config.sensor` names. `auto` falls back (nvml, sysfs, none with a warning);
-    a named sensor that cannot read here is a one-line error, never an unguarded run."""
+    """Open the sensor `config.sensor` names. `auto` reads NVML and every readable thermal zone, whichever read
+    here (none, with a warning, when neither does); a named sensor that cannot read here is a one-line error,
+    never an unguarded run. `thermal_root`: default HARNESS_THERMAL_ROOT, else /sys/class/thermal."""
     requested = config.sensor
+    root = default_thermal_root() if thermal_root is None else Path(thermal_root)
     if requested == "none":
         return SensorChoice(None, {"requested": "none", "picked": None})
     if requested.startswith("file:"):
@@ -243,33 +441,40 @@ def open_sensor(
             raise HarnessError(f"guard.sensor {requested}: {err}") from None
         return _chosen(requested, file_sensor, {})
     if requested == "sim":
-        return _chosen(requested, SimSensor(config.sim, clock, wall_us), {})
+        return _chosen(requested, SimSensor(config.sim, clock, wall_us, config), {})
     tried: dict[str, str] = {}
+    opened: list[Sensor] = []
     for name in ("nvml", "sysfs") if requested == "auto" else (requested,):
         try:
-            sensor = _open_named(name, thermal_root, wall_us)
+            opened.append(_open_named(name, root, wall_us, config))
         except SensorUnavailable as err:
             tried[name] = str(err)
-            continue
-        choice = _chosen(requested, sensor, tried)
-        choice.warnings += _threshold_warnings(config, choice.facts)
-        return choice
-    if requested != "auto":
-        raise HarnessError(f"guard.sensor {requested}: {tried[requested]}")
-    why = "; ".join(f"{name}: {reason}" for name, reason in tried.items())
-    return SensorChoice(
-        None,
-        {"requested": "auto", "picked": None, "tried": dict(tried)},
-        [f"heat guard off: no sensor can read a temperature here ({why})"],
-    )
+    if not opened:
+        if requested != "auto":
+            raise HarnessError(f"guard.sensor {requested}: {tried[requested]}")
+        why = "; ".join(f"{name}: {reason}" for name, reason in tried.items())
+        return SensorChoice(
+            None,
+            {"requested": "auto", "picked": None, "tried": dict(tried)},
+            [f"heat guard off: no sensor can read a temperature here ({why})"],
+        )
+    sensor: Sensor = opened[0]
+    if len(opened) == 2 and isinstance(opened[1], SysfsSensor):
+        sensor = CombinedSensor(opened[0], opened[1])
+    choice = _chosen(requested, sensor, tried)
+    choice.warnings += _threshold_warnings(config, choice.facts)
+    for each in opened:
+        if isinstance(each, SysfsSensor):
+            choice.warnings += each.warnings()
+    return choice
 
 
-def _open_named(name: str, thermal_root: Path, wall_us: WallClock) -> Sensor:
+def _open_named(name: str, thermal_root: Path, wall_us: WallClock, config: GuardConfig) -> Sensor:
     if name == "nvml":
         from harness.guard.nvml import NvmlSensor
 
         return NvmlSensor.open(wall_us)
-    return SysfsSensor(thermal_root, wall_us)
+    return SysfsSensor(thermal_root, wall_us, config)
 
 
 def _chosen(requested: str, sensor: Sensor, tried: dict[str, str]) -> SensorChoice:

@@ -2,6 +2,7 @@
 
     session = GuardSession.open(experiment.guard)    # before the run starts; a named sensor that cannot read raises
     manifest["guard"] = session.facts()              # once: requested, picked, tried, unsupported, guarded
+    session.wait_to_start(on_progress=..., cancelled=...)  # the cooled start: its facts join session.facts()
     loop = session.start(handle, pauses_path=..., samples_path=..., on_note=..., on_stop=...)  # None: unguarded
     ...
     loop.stop()                                      # on every exit path: thaws, closes the open window
@@ -19,10 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
+from harness.fs.files import prepare_directory
 from harness.guard.config import GuardConfig
 from harness.guard.loop import GuardLoop, GuardReading, Pausable
 from harness.guard.samples import Clock, WallClock, wall_clock_us
-from harness.guard.sensors import THERMAL_ROOT, SensorChoice, open_sensor
+from harness.guard.sensors import SensorChoice, open_sensor
+from harness.guard.start import CoolingReading, StartFacts, wait_until_cool
 
 if TYPE_CHECKING:
     from harness.engines import RunHandle
@@ -38,13 +41,14 @@ class GuardSession:
 
     config: GuardConfig
     choice: SensorChoice
+    start_facts: Optional[StartFacts] = None  # how the run started (`wait_to_start`), for the manifest
 
     @classmethod
     def open(
         cls,
         config: GuardConfig,
         *,
-        thermal_root: Path = THERMAL_ROOT,
+        thermal_root: Optional[Path] = None,
         clock: Clock = time.monotonic,
         wall_us: WallClock = wall_clock_us,
     ) -> "GuardSession":
@@ -65,7 +69,24 @@ class GuardSession:
         facts: JSONObject = {"guarded": self.guarded, **self.choice.facts}
         if self.choice.warnings:
             facts["warnings"] = list(self.choice.warnings)
+        if self.start_facts is not None:
+            facts["start"] = self.start_facts.to_dict()
         return facts
+
+    def wait_to_start(
+        self,
+        *,
+        on_progress: Callable[[CoolingReading], None],
+        cancelled: Callable[[], bool],
+        clock: Clock = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> StartFacts:
+        """The cooled start (harness.guard.start): wait until every watched temperature is below
+        `start_below_c` (or only read them once, without it); how the run started, kept for `facts()`."""
+        self.start_facts = wait_until_cool(
+            self.choice.sensor, self.config, on_progress=on_progress, cancelled=cancelled, clock=clock, sleep=sleep
+        )
+        return self.start_facts
 
     def start(
         self,
@@ -126,7 +147,7 @@ def guard_until_exit(
 
     `on_max_pause: stop` stops the target (SIGTERM, then SIGKILL after `grace_s`).
     """
-    record_dir.mkdir(parents=True, exist_ok=True)
+    prepare_directory(record_dir)
     stop_reasons: list[str] = []
 
     def max_pause_stop(reason: str) -> None:

@@ -152,7 +152,7 @@ def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> s
     An open window of a run its engine says is not frozen (its close line
     could not be written) is no pause: `harness recover` closes it.
     """
-    last = last_jsonl(capture.guard_path, [])
+    last = last_jsonl(capture.guard_path, [], where=lambda obj: "temp_c" in obj)  # a sample, not a watch line
     temp = last.get("temp_c") if last is not None else None
     if not isinstance(temp, (int, float)) or isinstance(temp, bool):
         temp = None
@@ -296,7 +296,7 @@ def request_stop(
         return _recover_orphan(capture, warn)
     if status.state != RunState.RUNNING:
         raise HarnessError(f"run {capture.run} is not running (it is {status.state})", ExitCode.NOT_FOUND)
-    write_json_atomic(capture.stop_request_path, {"reason": reason, "requested_at": utc_now()})
+    write_json_atomic(capture.stop_request_path, {"reason": reason, "requested_at": utc_now()}, root=capture.root)
     note(f"asked the harness of {capture.run} (pid {status.harness_pid}) to stop it: {reason}")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from harness.engines import Engine
     from harness.engines.spec import LaunchSpec
     from harness.guard import GuardReading
+    from harness.guard.start import CoolingReading
     from harness.mileslog.records import StepRecord
     from harness.run.decide import Decision
 
@@ -96,6 +97,9 @@ class Reporter(Protocol):
     def guard(self, run: str, reading: "GuardReading") -> None:
         """The heat guard's latest reading of `run` (paused or not, temperature, pauses so far)."""
 
+    def cooling(self, run: str, reading: "CoolingReading") -> None:
+        """Before `run` starts: its cooled start's wait (the temperatures, the time waited; `outcome` once over)."""
+
     def finished(self, status: "RunStatus") -> None:
         """A run ended; `status` is what its capture says."""
 
@@ -119,6 +123,9 @@ class NullReporter:
         pass
 
     def guard(self, run: str, reading: "GuardReading") -> None:
+        pass
+
+    def cooling(self, run: str, reading: "CoolingReading") -> None:
         pass
 
     def finished(self, status: "RunStatus") -> None:
@@ -153,6 +160,9 @@ class RecordingReporter:
 
     def guard(self, run: str, reading: "GuardReading") -> None:
         self._add("guard", run, reading)
+
+    def cooling(self, run: str, reading: "CoolingReading") -> None:
+        self._add("cooling", run, reading)
 
     def finished(self, status: "RunStatus") -> None:
         self._add("finished", status.run, status)

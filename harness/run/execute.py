@@ -49,6 +49,7 @@ from harness.engines import Engine, EngineUnavailable, RunGone, RunHandle
 from harness.engines.spec import LABEL_PREFIX, LaunchSpec
 from harness.errors import HarnessError
 from harness.failpoints import failpoint
+from harness.fs.files import open_append
 from harness.jsontypes import JSONObject
 from harness.run.context import Reporter, RunContext, StopControl
 from harness.run.plan import Planned, attempt_container_name, redact_manifest
@@ -208,7 +209,7 @@ class LogPump(threading.Thread):
     def run(self) -> None:
         fd = None
         try:
-            fd = os.open(self.capture.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            fd = open_append(self.capture.log_path, root=self.capture.root)
             self._pump(fd)
         except RunGone as err:
             self.gone = err.message

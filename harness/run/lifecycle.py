@@ -114,6 +114,18 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
             try:
                 for message in guard.warnings:
                     reporter.warning(f"{spec.run}: {message}")
+                # The cooled start, still holding the GPU (so no other run heats it): its facts go in the manifest.
+                start = guard.wait_to_start(
+                    on_progress=lambda reading: reporter.cooling(spec.run, reading), cancelled=lambda: stop.requested
+                )
+                if start.outcome == "interrupted":
+                    raise HarnessError(
+                        f"run {spec.run}: interrupted while waiting to cool; nothing was started", ExitCode.INTERRUPTED
+                    )
+                if start.outcome == "refused":
+                    raise HarnessError(f"run {spec.run} not started: heat guard: {start.note}", ExitCode.BUSY)
+                if start.note:
+                    reporter.note(f"{spec.run}: heat guard: {start.note}")
                 status = execute(plan, ctx, engine=engine, guard=guard)
             finally:
                 guard.close()

@@ -27,10 +27,10 @@ from harness.engines.spec import (
     Mount,
 )
 from harness.experiments.naming import run_name
-from harness.experiments.schema import ENV_REFERENCE, VOLUME, Experiment, redacted_experiment
+from harness.experiments.schema import ENV_REFERENCE, VOLUME, Experiment, redact_env_maps, redacted_experiment
 from harness.experiments.store import ExperimentStore
 from harness.run.simswap import SimTarget, simulated
-from harness.secrets import redact_text, shown_env_value
+from harness.secrets import is_secret_env, redact_text
 
 # Keys of the resolved experiment that do not change what a run measures (the
 # guard decides when the run is frozen, and its pauses are taken out of the times;
@@ -152,13 +152,13 @@ def redact_manifest(manifest: dict[str, object], spec: "LaunchSpec") -> dict[str
     """
     redacted = dict(manifest)
     experiment = redacted.get("experiment")
-    if isinstance(experiment, dict) and isinstance(experiment.get("container"), dict):
-        container = dict(experiment["container"])
-        container["env"] = {
-            name: shown_env_value(name in spec.secret_env, str(value))
-            for name, value in (container.get("env") or {}).items()
-        }
-        redacted["experiment"] = {**experiment, "container": container}
+    if isinstance(experiment, dict):
+        container = experiment.get("container")
+        listed = container.get("secret_env") if isinstance(container, dict) else None
+        names = [str(name) for name in listed] if isinstance(listed, list) else []
+        redacted["experiment"] = redact_env_maps(
+            experiment, lambda name: name in spec.secret_env or is_secret_env(name, names)
+        )
     argv = redacted.get("harness_argv")
     if isinstance(argv, list):
         values = spec.secret_values()
@@ -190,8 +190,10 @@ def plan_runs(
     environ: dict[str, str],
     sim: Optional[SimTarget] = None,
     variant: Optional[str] = None,
+    sweep: Optional[str] = None,
 ) -> list[Planned]:
-    """Every run of experiment `name` over `seeds` (the file's own seed when none); on the simulator with `sim`.
+    """Every run of experiment `name` over `seeds` (the file's own seed when none); on the simulator with `sim`;
+    with the `guard` block of the sweep file named `sweep` over the experiment's.
 
     `variant`: the runs go under that run name (`<variant>`, `<variant>-s<k>`) instead of the experiment's, so a
     configuration changed with `--set` has a capture of its own beside the experiment's.
@@ -201,7 +203,7 @@ def plan_runs(
     plans = []
     own_seed: list[Optional[int]] = [None]
     for seed in list(seeds) or own_seed:
-        loaded = store.load(name, seed=seed, overrides=overrides)
+        loaded = store.load(name, seed=seed, overrides=overrides, sweep=sweep)
         experiment = loaded.experiment if sim is None else simulated(loaded.experiment, sim)
         spec = plan_launch(
             experiment,

@@ -63,6 +63,7 @@ from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, 
 from harness.engines.logstream import LogPosition
 from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
 from harness.errors import ExitCode, HarnessError
+from harness.fs.files import open_append
 from harness.fs.paths import not_regular
 from harness.jsontypes import JSONObject
 from harness.run.context import DEFAULT_GRACE_S
@@ -604,7 +605,7 @@ def save_remaining_logs(handle: RunHandle, capture: Capture) -> int:
     cut_torn_tail(capture.log_path)
     position = log_position(capture.log_path)
     added = 0
-    fd = os.open(capture.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    fd = open_append(capture.log_path, root=capture.root)
     try:
         for line in handle.logs(position, follow=False):
             os.write(fd, line.encode("utf-8", "replace") + b"\n")
@@ -634,10 +635,10 @@ def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> tuple["Log
     saved = {(row.get("step"), row.get("complete")) for _, row in iter_jsonl(capture.metrics_path, [])}
     for record in records:
         if (record.step, record.complete) not in saved and (record.step, True) not in saved:
-            append_jsonl(capture.metrics_path, record.to_json(include_derived=False))
+            append_jsonl(capture.metrics_path, record.to_json(include_derived=False), root=capture.root)
             saved.add((record.step, record.complete))
     if parser.args is not None and not capture.args_path.exists():
-        write_json_atomic(capture.args_path, parser.args)
+        write_json_atomic(capture.args_path, parser.args, root=capture.root)
     return parser, count_complete_steps(capture.metrics_path)
 
 

@@ -141,15 +141,24 @@ def simulated_guard(guard: "GuardConfig", time_scale: float) -> "GuardConfig":
     def wall(seconds: float, floor: float = 0.0) -> float:
         return max(seconds * time_scale, floor)
 
+    poll_s = wall(guard.poll_s, MIN_POLL_S)
+    cpu = guard.sim.cpu
     return guard.model_copy(
         update={
             "sensor": "sim",
-            "poll_s": wall(guard.poll_s, MIN_POLL_S),
+            "poll_s": poll_s,
             "min_pause_s": wall(guard.min_pause_s),
             "max_pause_s": wall(guard.max_pause_s),
-            "record_every_s": wall(guard.record_every_s),
+            "record_every_s": wall(guard.record_every_s, poll_s),  # never below the poll: a sample per poll at most
+            "start_timeout_s": wall(guard.start_timeout_s),
             "sim": guard.sim.model_copy(
-                update={"heat_tau_s": wall(guard.sim.heat_tau_s), "cool_tau_s": wall(guard.sim.cool_tau_s)}
+                update={
+                    "heat_tau_s": wall(guard.sim.heat_tau_s),
+                    "cool_tau_s": wall(guard.sim.cool_tau_s),
+                    "cpu": cpu.model_copy(
+                        update={"heat_tau_s": wall(cpu.heat_tau_s), "cool_tau_s": wall(cpu.cool_tau_s)}
+                    ),
+                }
             ),
         }
     )

@@ -192,6 +192,7 @@ class RunSummary:
     reward_key: Optional[str] = None
     config_sources: dict[str, str] = field(default_factory=dict)
     reward_source: Optional[str] = None  # printed | derived | "printed and derived" (steps differ) | None
+    start_temp_c: Optional[float] = None  # the hottest watched temperature as the run started (manifest guard.start)
 
 
 @dataclass

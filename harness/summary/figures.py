@@ -280,7 +280,8 @@ def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
 FIGURE_OBSERVERS: ContextVar[tuple[Callable[[Path, "Figure"], None], ...]] = ContextVar("figure_observers", default=())
 
 
-def _save(figure: Figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:
+def save_svg(figure: Figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:
+    """Write `figure` as SVG (text as text, no date), with its title, caption and fingerprint as metadata."""
     import io
 
     for observe in FIGURE_OBSERVERS.get():
@@ -357,10 +358,12 @@ def fingerprint(document: SummaryDocument, comparison: Comparison) -> str:
 
 def _fingerprint_of(path: Path) -> Optional[bytes]:
     """The fingerprint an existing SVG carries (None when there is no such file or none in it)."""
-    try:
-        with open(path, "rb") as handle:
+    from harness.capture.bounded import Unreadable, open_regular
+
+    try:  # a regular file only: a FIFO in a figure's place must not hang the read (the writer refuses it)
+        with open_regular(path) as handle:
             head = handle.read(16384)  # matplotlib writes the metadata at the top
-    except OSError:
+    except (OSError, Unreadable):
         return None
     match = _IDENTIFIER.search(head)
     return match.group(1) if match else None
@@ -383,14 +386,15 @@ def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = Fa
             if not force and _fingerprint_of(path) == stamp.encode():
                 rendered.unchanged.append(path)
                 continue
-            _use_agg()
+            use_agg()
             out_dir.mkdir(parents=True, exist_ok=True)
-            rendered.drawn.append(_save(draw(document, comparison), path, *text(document, comparison), stamp))
+            rendered.drawn.append(save_svg(draw(document, comparison), path, *text(document, comparison), stamp))
     return rendered
 
 
 @functools.lru_cache(maxsize=1)
-def _use_agg() -> None:
+def use_agg() -> None:
+    """matplotlib's Agg backend, once: figures are files, never windows."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Optional
 from harness.capture.columns import MetricsColumns
 from harness.capture.reader import LOG_NAME, RUNNING_AGAIN_SLACK_US, RunCapture, first_stamps_after, sim_time_scale
 from harness.capture.records import STATES
+from harness.guard.samples import PLAUSIBLE_C
 from harness.summary.conditions import RunConditions, read_conditions
 from harness.summary.notes import RunNotes, shown
 from harness.summary.run_config import RunConfig, resolve_config
@@ -63,6 +64,7 @@ class RunFrame:
     baselines: list[str] = field(default_factory=list)
     notes: RunNotes = field(default_factory=RunNotes)
     conditions: Optional[RunConditions] = None  # simulator or real, time scale, heat guard
+    start_temp_c: Optional[float] = None  # the hottest watched temperature as it started (manifest guard.start)
 
 
 def read_frame(capture: RunCapture, config: Optional[RunConfig] = None) -> RunFrame:
@@ -113,7 +115,22 @@ def read_frame(capture: RunCapture, config: Optional[RunConfig] = None) -> RunFr
         baselines=baselines,
         notes=notes,
         conditions=read_conditions(capture.manifest, time_scale),
+        start_temp_c=_start_temp(manifest, notes),
     )
+
+
+def _start_temp(manifest: JSONObject, notes: RunNotes) -> Optional[float]:
+    """The manifest's `guard.start.hottest_c` (the cooled start's end), when it is a believable temperature."""
+    guard = manifest.get("guard")
+    start = guard.get("start") if isinstance(guard, dict) else None
+    value = start.get("hottest_c") if isinstance(start, dict) else None
+    if value is None:
+        return None
+    low, high = PLAUSIBLE_C
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        notes.flag(f"manifest.json guard.start.hottest_c {shown(value)} is not a temperature: unknown")
+        return None
+    return float(value)
 
 
 def _state(capture: RunCapture, notes: RunNotes) -> str:

@@ -83,6 +83,11 @@ def summarize_to_files(
     summary = summarize_captures_in(capture_dir, encode=True, hint=hint)
     if not summary.document.runs:
         raise HarnessError(no_runs_message(f"under {capture_dir}", summary.document.skipped, hint), ExitCode.NOT_FOUND)
+    if out is None:  # the capture root's own summary directory: inside the root, or refused before anything is written
+        from harness.fs.files import prepare_directory
+
+        directory = default_summary_path(capture_dir).parent
+        writing(directory, lambda: prepare_directory(directory, capture_dir))
     out = Path(out) if out is not None else default_summary_path(capture_dir)
     path = writing(out, lambda: write_summary(summary.document, out, summary.encoded_rows))
     published = Published(summary.document, path, warnings=summary.warnings)
@@ -91,13 +96,26 @@ def summarize_to_files(
 
         rendered = writing(path.parent, lambda: render_figures(summary.document, path.parent))
         published.figures, published.figures_unchanged = rendered.drawn, rendered.unchanged
+        _guard_figures(published, capture_dir, path.parent)
     return published
 
 
-def report_from_summary(summary_path: Path, hint: str = "") -> Published:
+def _guard_figures(published: Published, capture_dir: Path, out_dir: Path) -> None:
+    """The heat guard's figure of each run (from its capture's guard.jsonl and pauses.jsonl), beside the others."""
+    from harness.summary.guard_figure import render_guard_figures
+
+    guard = writing(out_dir, lambda: render_guard_figures(capture_dir, list(published.document.runs), out_dir))
+    published.figures += guard.drawn
+    published.figures_unchanged += guard.unchanged
+
+
+def report_from_summary(summary_path: Path, hint: str = "", capture_dir: Optional[Path] = None) -> Published:
     """Read a summary JSON, draw its figures beside it (those out of date) and write report.md there.
 
-    A summary without a single run is an error (`hint` ends its line).
+    With `capture_dir` (where the summarized captures are, if they are still
+    there), the heat guard's figure of each run is drawn too; the report
+    embeds those it finds beside it either way. A summary without a single
+    run is an error (`hint` ends its line).
     """
     from harness.summary.figures import render_figures
     from harness.summary.report import write_report
@@ -108,5 +126,8 @@ def report_from_summary(summary_path: Path, hint: str = "") -> Published:
     if not document.runs:
         raise HarnessError(no_runs_message(f"in {summary_path}", document.skipped, hint), ExitCode.NOT_FOUND)
     rendered = writing(summary_path.parent, lambda: render_figures(document, summary_path.parent))
-    report = writing(summary_path.parent, lambda: write_report(document, summary_path.parent))
-    return Published(document, summary_path, rendered.drawn, rendered.unchanged, report)
+    published = Published(document, summary_path, rendered.drawn, rendered.unchanged)
+    if capture_dir is not None and Path(capture_dir).is_dir():
+        _guard_figures(published, Path(capture_dir), summary_path.parent)
+    published.report = writing(summary_path.parent, lambda: write_report(document, summary_path.parent))
+    return published

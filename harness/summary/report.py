@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 from harness.capture import write_text_atomic
 from harness.summary.document import SummaryDocument
 from harness.summary.figures import figure_paths, reward_text, rollout_time_text
+from harness.summary.guard_figure import figure_text, guard_figure_path
 
 REPORT_FILE_NAME = "report.md"
 CLEAN_DEFINITION = (
@@ -95,6 +96,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
                 _num(agg.reward_mean_first4, 3),
                 summary.reward_source or DASH,
                 _num(step_sum / 60 if step_sum is not None else None, 1),
+                _num(summary.start_temp_c, 1),
                 _num(agg.pause_total_s, 1),
             ]
         )
@@ -117,6 +119,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             "first 4",
             "reward from",
             f"step time sum ({minutes})",
+            "start (C)",
             f"pauses ({unit})",
         ]
         + (["pauses (wall s)"] if scaled else []),
@@ -209,6 +212,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
                 out += [f"![{title}]({name})", "", f"*{title}.* {caption}", ""]
     if not document.comparisons:
         out += ["No run has a `compare` block, so there are no comparisons or figures.", ""]
+    out += _guard_section(document, figure_dir)
 
     noted = [(n, r.notes) for n, r in runs.items() if r.notes]
     if noted or document.skipped:
@@ -219,6 +223,29 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             out.append(f"- skipped `{skipped.directory}`: {skipped.reason}")
         out.append("")
     return "\n".join(out)
+
+
+def _guard_section(document: SummaryDocument, figure_dir: Optional[Path]) -> list[str]:
+    """Each run's heat-guard figure found beside the report (drawn from its capture by summarize or report)."""
+    if figure_dir is None:
+        return []
+    out: list[str] = []
+    for name in document.runs:
+        path = guard_figure_path(Path(figure_dir), name)
+        text = figure_text(path) if path.exists() else None
+        if text is not None:
+            title, caption = text
+            out += [f"![{title}]({path.name})", "", f"*{title}.* {caption}", ""]
+    if not out:
+        return []
+    return [
+        "## The heat guard",
+        "",
+        "Per run: every temperature the guard watched, where it would pause and resume, and the pause windows "
+        "(the `start (C)` column above is the hottest of them as the run started).",
+        "",
+        *out,
+    ]
 
 
 def write_report(document: SummaryDocument, out_dir: Path) -> Path:

@@ -102,6 +102,7 @@ def summarize_run(capture: RunCapture) -> RunResult:
         reward_key=rows.reward_key,
         config_sources=config.sources,
         reward_source=run_reward_source(rows.table),
+        start_temp_c=frame.start_temp_c,
     )
     compare = CompareBlock(frame.baseline, frame.baselines) if frame.baseline is not None else None
     return RunResult(capture.name, summary, compare, flagged=notes.flags > 0, conditions=frame.conditions)
