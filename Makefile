@@ -55,11 +55,11 @@ help: ## list the targets
 ##@ First steps (any Debian-like machine; Docker optional)
 
 # Set-up and the image build run at once (the one waits on the network and pip, the
-# other on Docker), then the demo's six runs run at once too: each mostly sleeps.
+# other on Docker), then the demo's ten runs run at once too: each mostly sleeps.
 ifneq ($(filter demo,$(MAKECMDGOALS)),)
 demo_started := $(shell date +%s)
 endif
-demo: ## the whole pipeline on the simulator: 6 runs with heat pauses, summary, figures, report
+demo: ## the whole pipeline on the simulator: 10 runs with heat pauses, summary, figures, report, across seeds
 	@$(MAKE) --no-print-directory -j2 setup sim-ready
 	$(HARNESS) demo $(if $(SIM_TIME_SCALE),--time-scale $(SIM_TIME_SCALE)) $(if $(force_on),--force) $(DEMO_FLAGS)
 	@echo "make demo: done in $$(( $$(date +%s) - $(demo_started) )) s, set-up included"

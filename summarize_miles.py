@@ -2,7 +2,7 @@
 """Captures -> capture/gpu/summary/miles-gb10-lab.json (schema miles-gb10-lab/1) and its figures.
 
 This script is `harness summarize`: it runs that command with the same
-options (`--capture-dir DIR`, `--sim`, `--out FILE`, `--no-figures`,
+options (`--capture-dir DIR`, `--sim`, `--out FILE`, `--no-figures`, `--effect D`,
 `--json`) and prints exactly what it prints. Run it from the repository
 root with the venv's Python (`make setup` makes it):
 `.venv/bin/python summarize_miles.py [OPTIONS]`, or `make summarize`. The

@@ -1,12 +1,22 @@
 #!/usr/bin/env python3
-"""How the summarizer scales: synthetic captures of 10 and 100 runs x 100 and 1,000 steps.
+"""How the summarizer scales: synthetic captures of 10 and 100 runs x 100 and 1,000 steps, seeds, many runs.
 
-Goal: `python summarize_miles.py` on 100 runs x 1,000 steps (100,000 step
-rows) in at most 2 s end to end on 2 cores, growing about linearly. Prints
-one table; nothing is asserted (the test suite checks correctness). Run from
-the repository root:
+Goals: `python summarize_miles.py` on 100 runs x 1,000 steps (100,000 step
+rows) in at most 2 s end to end on 2 cores, growing about linearly; across
+seeds (20 conditions x 5 seeds x 1,000 steps: the same 100,000 rows, grouped
+so that every comparison is made across seeds), the across-seed part adding
+at most 10% to that; 10,000 runs of one step each in at most 5 s and 500 MB
+(peak, the whole process tree). Prints one table; nothing is asserted (the
+test suite checks correctness). Run from the repository root:
 
-    .venv/bin/python bench/summarize_scale.py [--repeat N] [--sizes 100x1000,...] [--figures]
+    .venv/bin/python bench/summarize_scale.py [--repeat N] [--sizes 100x1000,20x5x1000,...] [--figures]
+    .venv/bin/python bench/summarize_scale.py --sizes many      # 10,000 one-step runs: time and memory only
+
+A size `RxS` is R runs of S steps, two experiments (`plain` and `filter`, every
+other run; every seed a different one, so two conditions of R/2 seeds); `CxKxS`
+is C conditions of K seeds of S steps (every other condition a filter one,
+compared with the plain condition before it and the pool of three plain
+conditions); `many` is 10,000 x 1 in the RxS layout.
 
 Each run gets Miles-shaped metrics (about 30 keys a step: timers,
 throughput, response lengths, the filter's drop keys or the zero-variance
@@ -17,10 +27,16 @@ three baselines.
 Columns (best of --repeat; seconds of wall time unless said):
 - `read`: every capture read (`read_capture`: metrics.jsonl as columns);
 - `summarize`: frames, rows, aggregates and comparisons, in this process;
+- `seeds`: of that, the across-seed part (conditions, pooled figures, the
+  across-seed comparisons with their bootstrap), scipy already imported;
+  `scipy`: what importing what it needs costs a new process (best of 3);
 - `serialize`, `write`: the JSON text, and the file written atomically;
 - `e2e`: `python summarize_miles.py --no-figures` as a new process, start-up
   and the JSON file included (runs summarized in parallel where large);
   `e2e cpu`: the CPU seconds that process used (all its processes);
+  `peak MB`: the most memory its process tree held at once (the sum of the
+  proportional set sizes of the script and its workers, sampled every 10 ms,
+  or the largest resident set one of them reached, whichever is more);
 - with --figures, for the largest size: the script with figures, first
   drawing them all, then again with nothing changed (every figure kept).
 
@@ -33,7 +49,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -46,34 +61,49 @@ sys.path.insert(0, str(REPO))
 
 from harness.capture.files import write_bytes_atomic  # noqa: E402
 from harness.capture.reader import find_runs, read_capture  # noqa: E402
+from harness.summary.document import SummaryDocument  # noqa: E402
 from harness.summary.serialize import dumps_summary  # noqa: E402
 from harness.summary.summarize import summarize_captures  # noqa: E402
 from harness.times import format_time_us, parse_time_us  # noqa: E402
 
 T0 = parse_time_us("2026-11-29T08:00:00Z")
-SIZES = [(10, 100), (10, 1000), (100, 100), (100, 1000)]
 
 
 def stamp(seconds: float) -> str:
     return format_time_us(T0 + int(seconds * 1_000_000))
 
 
-def make_run(root: Path, index: int, steps: int, rng: random.Random) -> None:
-    filtered = index % 2 == 1
-    name = f"run-{index:03d}"
+def make_run(
+    root: Path,
+    index: int,
+    steps: int,
+    rng: random.Random,
+    *,
+    name: str | None = None,
+    experiment_name: str | None = None,
+    seed: int | None = None,
+    filtered: bool | None = None,
+    compare: dict | None = None,
+) -> None:
+    """One synthetic run; by default run-<index>, the RxS layout (filter every other run, seed index + 1)."""
+    if filtered is None:
+        filtered = index % 2 == 1
+    name = name or f"run-{index:03d}"
     run = root / name
     run.mkdir()
+    if compare is None and filtered:
+        compare = {"baseline": "run-000", "baselines": ["run-000", "run-002", "run-004"]}
     experiment = {
-        "name": "filter" if filtered else "plain",
+        "name": experiment_name or ("filter" if filtered else "plain"),
         "extends": None,
         "description": "synthetic",
-        "seed": index + 1,
+        "seed": seed if seed is not None else index + 1,
         "steps": steps,
         "image": "x",
         "miles": {"args": {}, "extra_args": ""},
         "container": {},
         "guard": {},
-        "compare": {"baseline": "run-000", "baselines": ["run-000", "run-002", "run-004"]} if filtered else None,
+        "compare": compare,
         "limits": {"max_minutes": 240},
     }
     (run / "manifest.json").write_text(
@@ -175,6 +205,35 @@ def make_captures(root: Path, runs: int, steps: int) -> None:
         make_run(root, i, steps, rng)
 
 
+def make_seeded_captures(root: Path, conditions: int, seeds: int, steps: int) -> None:
+    """C conditions of K seeds: `cond-NN`, `cond-NN-sK`; odd conditions filter ones, each compared with the plain
+    condition before it and with the pool of the three plain conditions before it."""
+    root.mkdir(parents=True)
+    rng = random.Random(conditions * 1_009 + seeds * 101 + steps)
+    index = 0
+    for c in range(conditions):
+        experiment = f"cond-{c:02d}"
+        filtered = c % 2 == 1
+        compare = None
+        if filtered:
+            plains = [f"cond-{p:02d}" for p in range(c - 1, -1, -2)][:3]
+            compare = {"baseline": plains[0], "baselines": plains}
+        for k in range(1, seeds + 1):
+            name = experiment if k == 1 else f"{experiment}-s{k}"
+            make_run(
+                root,
+                index,
+                steps,
+                rng,
+                name=name,
+                experiment_name=experiment,
+                seed=k,
+                filtered=filtered,
+                compare=compare,
+            )
+            index += 1
+
+
 def best_of(repeat: int, fn):  # noqa: ANN001, ANN201
     times, value = [], None
     for _ in range(repeat):
@@ -184,18 +243,114 @@ def best_of(repeat: int, fn):  # noqa: ANN001, ANN201
     return min(times), value
 
 
-def script(root: Path, *extra: str) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of it and its children) of summarize_miles.py in a new process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def script(root: Path, *extra: str) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak MB of the process tree) of summarize_miles.py in a new process.
+
+    Its CPU and largest resident set are its own and its workers' (wait4 on
+    it alone, so no other child of the bench counts).
+    """
+    with tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        process = subprocess.Popen(
+            [sys.executable, str(REPO / "summarize_miles.py"), "--capture-dir", str(root), *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+        )
+        peak = 0
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
+            peak = max(peak, tree_rss(process.pid))
+            time.sleep(0.01)
+        wall = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode:
+            errors.seek(0)
+            raise RuntimeError(f"summarize_miles.py failed: {errors.read().decode()[-2000:]}")
+    peak = max(peak, usage.ru_maxrss * 1024)  # the most one of its processes held, whenever (from the kernel)
+    return wall, usage.ru_utime + usage.ru_stime, peak / 1e6
+
+
+def tree_rss(pid: int) -> int:
+    """Memory of a process and its descendants now: the sum of their proportional set sizes (Linux /proc).
+
+    Forked workers share the parent's pages until they write them; PSS counts
+    a shared page once, split between its sharers, where summing resident
+    sets would count it once per process. Resident sets where the kernel
+    gives no PSS; 0 without /proc.
+    """
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))  # fields[1]: the parent's pid
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        total += _memory(current)
+        todo += children.get(current, [])
+    return total
+
+
+def _memory(pid: int) -> int:
+    """One process's PSS (else RSS) in bytes; 0 once it is gone."""
+    for name, key in (("smaps_rollup", b"Pss:"), ("status", b"VmRSS:")):
+        try:
+            with open(f"/proc/{pid}/{name}", "rb") as handle:
+                for line in handle:
+                    if line.startswith(key):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return 0
+
+
+SCIPY_PROBE = "import time, numpy; t = time.perf_counter(); from harness.seedstats import warm; warm(); print(time.perf_counter() - t)"
+
+
+def scipy_import_s() -> float:
+    """Seconds a new process (numpy already in) takes to import what the across-seed statistics need."""
+    times = []
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", SCIPY_PROBE], cwd=REPO, capture_output=True, text=True, check=True)
+        times.append(float(done.stdout.strip()))
+    return min(times)
+
+
+def seeds_part_s(document: SummaryDocument) -> tuple[float, int]:
+    """(seconds, pairs of conditions compared) of the across-seed part for a summarized document, scipy imported."""
+    from harness.summary.seeds import SeedComparisons, summarize_conditions
+
     start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, str(REPO / "summarize_miles.py"), "--capture-dir", str(root), *extra],
-        check=True,
-        capture_output=True,
-    )
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    grouped = summarize_conditions(document.runs)
+    across = SeedComparisons(document.runs, grouped)
+    made = set()
+    for comparison in document.comparisons:  # the baselines a comparison names: those found and those missing
+        names = [*comparison.reward.baselines, *comparison.reward.baselines_missing]
+        for block in across.blocks(comparison.run, comparison.baseline, names):
+            made.add(id(block))
+    return time.perf_counter() - start, len(made)
+
+
+MANY = "many"
+MANY_RUNS = 10_000
+SIZES_DEFAULT = "10x100,10x1000,100x100,100x1000,20x5x1000,many"
+
+
+def parse_size(text: str) -> tuple[int, ...]:
+    if text == MANY:
+        return (MANY_RUNS, 1)
+    return tuple(int(n) for n in text.split("x"))
 
 
 def main() -> int:
@@ -203,8 +358,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best is shown")
     parser.add_argument(
         "--sizes",
-        default=",".join(f"{r}x{s}" for r, s in SIZES),
-        help="runs x steps to measure, e.g. 100x1000 (default: all four)",
+        default=SIZES_DEFAULT,
+        help=f"RxS (runs x steps), CxKxS (conditions x seeds x steps) or {MANY} (default: {SIZES_DEFAULT})",
     )
     parser.add_argument(
         "--figures",
@@ -212,38 +367,55 @@ def main() -> int:
         help="also time the script with figures on the largest size (first draw, then unchanged)",
     )
     args = parser.parse_args()
-    sizes = [tuple(int(n) for n in size.split("x")) for size in args.sizes.split(",")]
+    sizes = args.sizes.split(",")
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"{cores} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; best of {args.repeat}")
+    print(f"scipy for the across-seed statistics: {scipy_import_s():.3f} s to import in a new process (numpy in)")
     print(
-        f"{'runs':>5} {'steps':>6} {'rows':>8} {'read s':>7} {'summarize s':>12} {'serialize s':>12} "
-        f"{'write s':>8} {'MB':>6} {'e2e s':>7} {'e2e cpu s':>10}"
+        f"{'size':>10} {'runs':>6} {'rows':>8} {'read s':>7} {'summarize s':>12} {'seeds s':>8} {'pairs':>6} "
+        f"{'serialize s':>12} {'write s':>8} {'MB':>6} {'e2e s':>7} {'e2e cpu s':>10} {'peak MB':>8}"
     )
-    for runs, steps in sizes:
+    for size in sizes:
+        shape = parse_size(size)
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "gpu"
-            make_captures(root, runs, steps)
+            if len(shape) == 3:
+                make_seeded_captures(root, *shape)
+                runs, steps = shape[0] * shape[1], shape[2]
+            else:
+                make_captures(root, *shape)
+                runs, steps = shape
+            e2e = min((script(root, "--no-figures") for _ in range(args.repeat)), key=lambda t: t[0])
+            data_mb = (root / "summary" / "miles-gb10-lab.json").stat().st_size / 1e6
+            if size == MANY:  # time and memory end to end: a run at a time in-process would only repeat it
+                print(
+                    f"{size:>10} {runs:>6} {runs * steps:>8} {'':>7} {'':>12} {'':>8} {'':>6} {'':>12} {'':>8} "
+                    f"{data_mb:>6.1f} {e2e[0]:>7.3f} {e2e[1]:>10.3f} {e2e[2]:>8.0f}",
+                    flush=True,
+                )
+                continue
             run_dirs, _ = find_runs(root)
             read_s, captures = best_of(args.repeat, lambda: [read_capture(d) for d in run_dirs])
             summarize_s, summary = best_of(args.repeat, lambda: summarize_captures(captures))
+            seeds = min((seeds_part_s(summary.document) for _ in range(args.repeat)), key=lambda t: t[0])
             serialize_s, data = best_of(args.repeat, lambda: dumps_summary(summary.document))
             out = root / "summary" / "bench.json"
             write_s, _ = best_of(args.repeat, lambda: write_bytes_atomic(out, data))
             rows = sum(len(r.steps) for r in summary.document.runs.values())
-            e2e = min((script(root, "--no-figures") for _ in range(args.repeat)), key=lambda t: t[0])
             print(
-                f"{runs:>5} {steps:>6} {rows:>8} {read_s:>7.3f} {summarize_s:>12.3f} {serialize_s:>12.3f} "
-                f"{write_s:>8.3f} {len(data) / 1e6:>6.1f} {e2e[0]:>7.3f} {e2e[1]:>10.3f}",
+                f"{size:>10} {runs:>6} {rows:>8} {read_s:>7.3f} {summarize_s:>12.3f} {seeds[0]:>8.3f} {seeds[1]:>6} "
+                f"{serialize_s:>12.3f} {write_s:>8.3f} {len(data) / 1e6:>6.1f} {e2e[0]:>7.3f} {e2e[1]:>10.3f} "
+                f"{e2e[2]:>8.0f}",
                 flush=True,
             )
-            if args.figures and (runs, steps) == sizes[-1]:
+            if args.figures and size == sizes[-1]:
                 comparisons = len(summary.document.comparisons)
                 first = script(root)
                 again = min((script(root) for _ in range(args.repeat)), key=lambda t: t[0])
                 print(
-                    f"with figures ({2 * comparisons} SVGs): first {first[0]:.3f} s, then unchanged "
-                    f"{again[0]:.3f} s (cpu {again[1]:.3f} s)"
+                    f"with figures ({2 * comparisons} SVGs and those across seeds): first {first[0]:.3f} s, then "
+                    f"unchanged {again[0]:.3f} s (cpu {again[1]:.3f} s)"
                 )
                 shutil.rmtree(root / "summary")
     return 0

@@ -1,4 +1,5 @@
-"""`harness --help`, `ls` and `--dry-run` must not import Docker, pandas, matplotlib, NVML, TensorBoard or W&B."""
+"""`harness --help`, `ls` and `--dry-run` must not import Docker, pandas, matplotlib, NVML, numpy, scipy,
+TensorBoard or W&B."""
 
 from __future__ import annotations
 
@@ -11,7 +12,18 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parent.parent
-HEAVY = ("docker", "pandas", "matplotlib", "pynvml", "numpy", "tensorboardX", "tensorboard", "wandb", "tbparse")
+HEAVY = (
+    "docker",
+    "pandas",
+    "matplotlib",
+    "pynvml",
+    "numpy",
+    "scipy",
+    "tensorboardX",
+    "tensorboard",
+    "wandb",
+    "tbparse",
+)
 
 PROBE = """
 import sys

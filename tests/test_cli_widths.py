@@ -73,6 +73,8 @@ def commands(roots: dict[str, Path]) -> list[tuple[list[str], int]]:
         (["summarize", "--capture-dir", lab, "--no-figures"], 0),
         (["report", "--capture-dir", lab], 0),
         (["plan", "--drop-rate", "0.5", "--rollout-batch-size", "32"], 0),
+        (["plan", "seeds", "--effect", "0.02", "--sd", "0.015"], 0),
+        (["plan", "seeds", "--effect", "0.02", "--from-runs", "nosuchcondition", "--capture-dir", lab], 2),
         (["guard", "probe"], 1),  # no temperature to read here: says why in one line
         (["guard", "plot", "plain", "--capture-dir", sim, "--out", str(roots["base"] / "guard.svg")], 0),
         (["run", "nosuchexperiment"], 2),

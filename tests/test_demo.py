@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.experiments.store import ExperimentStore
-from harness.run.demo import DEMO_RUNS, DEMO_START_BELOW_C, WRITE_UP, headline, plan_demo
+from harness.run.demo import DEMO_RUNS, DEMO_START_BELOW_C, WRITE_UP, headline, plan_demo, verdict_lines
 from harness.run.plan import plan_runs
 from harness.run.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SimTarget
 from harness.summary.document import SummaryDocument
@@ -26,6 +26,20 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 STORE = ExperimentStore(REPO_ROOT / "experiments")
 LAB_CAPTURES = REPO_ROOT / "tests" / "data" / "captures" / "lab"
 WRITE_UPS_RUNS = ["e2b-dapo-filter", "plain", "plain-48", "plain-48-s2", "plain-48-s3", "e6a-base"]
+# The write-up's runs, and the seeds it asks for: the filter and plain over three seeds each.
+DEMO_RUN_NAMES = [
+    "e2b-dapo-filter",
+    "e2b-dapo-filter-s2",
+    "e2b-dapo-filter-s3",
+    "plain",
+    "plain-s2",
+    "plain-s3",
+    "plain-48",
+    "plain-48-s2",
+    "plain-48-s3",
+    "e6a-base",
+]
+FILTER_SEEDS = ["e2b-dapo-filter", "e2b-dapo-filter-s2", "e2b-dapo-filter-s3"]
 
 
 def target(time_scale: float = DEFAULT_TIME_SCALE) -> SimTarget:
@@ -35,10 +49,12 @@ def target(time_scale: float = DEFAULT_TIME_SCALE) -> SimTarget:
 # --- what the demo runs -------------------------------------------------------------------------
 
 
-def test_the_demo_runs_the_write_up_s_six_runs_the_filter_run_against_all_five_baselines():
+def test_the_demo_runs_the_write_up_s_runs_with_three_seeds_of_the_filter_and_of_plain():
     plans = plan_demo(STORE, Path("capture/sim"), target(), environ={})
 
-    assert [plan.spec.run for plan in plans] == WRITE_UPS_RUNS
+    assert [plan.spec.run for plan in plans] == DEMO_RUN_NAMES
+    assert set(WRITE_UPS_RUNS) <= set(DEMO_RUN_NAMES)
+    assert dict(DEMO_RUNS)["e2b-dapo-filter"] == (1, 2, 3) and dict(DEMO_RUNS)["plain"] == (1, 2, 3)
     compare = next(plan.experiment.compare for plan in plans if plan.spec.run == "e2b-dapo-filter")
     assert compare is not None and compare.baseline == "plain"
     assert sorted(compare.baselines) == sorted(run for run in WRITE_UPS_RUNS if run != "e2b-dapo-filter")
@@ -119,8 +135,8 @@ def test_the_headline_of_an_empty_summary_is_dashes_not_an_error():
         )
     )
 
-    assert len(rows) == 11
-    assert rows[1].demo == "-" and rows[4].demo == "0 of -"
+    assert len(rows) == 12
+    assert rows[1].demo == "-" and rows[4].demo == "0 of -" and rows[-1].demo == "-"
 
 
 # --- end to end -------------------------------------------------------------------------------
@@ -128,7 +144,7 @@ def test_the_headline_of_an_empty_summary_is_dashes_not_an_error():
 
 def check_demo_output(output: str, captures: Path, steps: int, shown: Path | None = None) -> None:
     """Every run succeeded with its steps on simulated heat; summary, figures, report written and where they are said."""
-    for run in WRITE_UPS_RUNS:
+    for run in DEMO_RUN_NAMES:
         status = json.loads((captures / run / "status.json").read_text())
         assert (status["state"], status["steps_complete"]) == ("succeeded", steps), run
         manifest = json.loads((captures / run / "manifest.json").read_text())
@@ -137,13 +153,33 @@ def check_demo_output(output: str, captures: Path, steps: int, shown: Path | Non
         start = manifest["guard"]["start"]  # a cooled start: the simulated host starts warm, each run waits
         assert start["outcome"] == "cool" and start["hottest_c"] < DEMO_START_BELOW_C, run
     summary = json.loads((captures / "summary" / "miles-gb10-lab.json").read_text())
-    assert sorted(summary["runs"]) == sorted(WRITE_UPS_RUNS)
-    assert [c["run"] for c in summary["comparisons"]] == ["e2b-dapo-filter"]
-    assert (captures / "summary" / "report.md").is_file()
+    assert sorted(summary["runs"]) == sorted(DEMO_RUN_NAMES)
+    assert [c["run"] for c in summary["comparisons"]] == FILTER_SEEDS
+    assert summary["simulated"] is True and sorted(summary["conditions"]) == [
+        "e2b-dapo-filter",
+        "e6a-base",
+        "plain",
+        "plain-48",
+    ]
+    report = (captures / "summary" / "report.md").read_text()
+    assert report.startswith("# miles-gb10-lab: summary (SIMULATED)") and "## Across seeds" in report
     figures = sorted(p.name for p in (captures / "summary").glob("*.svg"))
-    guard = sorted(f"guard-{run}.svg" for run in WRITE_UPS_RUNS)  # the heat guard's figure of each run
-    assert figures == sorted(["reward-e2b-dapo-filter.svg", "rollout-time-e2b-dapo-filter.svg", *guard])
+    guard = sorted(f"guard-{run}.svg" for run in DEMO_RUN_NAMES)  # the heat guard's figure of each run
+    assert figures == sorted(
+        [f"{kind}-{run}.svg" for run in FILTER_SEEDS for kind in ("reward", "rollout-time")]
+        + [f"seeds-reward-{c}.svg" for c in ("e2b-dapo-filter", "plain", "plain-48")]
+        + ["seeds-e2b-dapo-filter-vs-plain.svg", "seeds-e2b-dapo-filter-vs-baselines.svg"]
+        + guard
+    )
     assert "headline numbers" in output and "write-up (GB10)" in output
+    assert "reward across seeds, filter vs plain" in output
+    said = messages(output)  # each verdict fitted to the width: read whole
+    assert any(m.startswith("across seeds, e2b-dapo-filter against plain: Across 3 seeds each") for m in said)
+    assert any(
+        m.startswith("across seeds, e2b-dapo-filter against the baselines (e6a-base, plain, plain-48): Across 3 seeds")
+        for m in said
+    )
+    assert all(line in said for line in verdict_lines(SummaryDocument.from_dict(summary)))  # whole, never cropped
     shown = shown or captures
     assert f"summary JSON  {shown / 'summary' / 'miles-gb10-lab.json'}" in output
     assert f"report        {shown / 'summary' / 'report.md'}" in output
@@ -176,9 +212,11 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
     windows = [json.loads(line) for line in (captures / "e2b-dapo-filter" / "pauses.jsonl").read_text().splitlines()]
     assert any(window["end"] is not None for window in windows)  # the guard really paused the run, and thawed it
     assert filtered["aggregates"]["pause_total_s"] > 0 and filtered["time_scale"] == 0.002
-    assert "heat guard: " in done.stdout
-    assert any(message.startswith("simulator: the process engine") for message in messages(done.stderr)), done.stderr
-    assert "demo: 6 runs at once" in done.stderr
+    # Piped, each step line sums up the guard's pauses of its run so far (a line per pause only with -v).
+    assert re.search(r": step \d+ .*\| .*\d+ pauses?, \d+ wall s", done.stdout), done.stdout
+    notes = messages(done.stderr)  # each fitted to the width by the one renderer: read whole
+    assert any(note.startswith("simulator: the process engine") for note in notes), notes
+    assert any(note.startswith("demo: 10 runs at once") for note in notes), notes
     assert "e2b-dapo-filter: step 1 (2/2 complete)" in done.stdout  # live progress, one line per step when piped
 
     again = CliRunner().invoke(
@@ -186,9 +224,9 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
     )
 
     assert again.exit_code == 0, again.output
-    assert again.stdout.count(" reused: succeeded at ") == 6
+    assert again.stdout.count(" reused: succeeded at ") == 10
     check_demo_output(again.stdout, captures, 2)  # the same end results, figures included
-    assert "6 of 6 runs reused" in again.stdout and "runs reused" not in done.stdout
+    assert "10 of 10 runs reused" in again.stdout and "runs reused" not in done.stdout
     assert f"`harness status --capture-dir {captures}` lists the captures" in again.stdout
     on_a_terminal = CliRunner().invoke(
         app,
@@ -222,7 +260,7 @@ def test_harness_demo_end_to_end_on_the_process_engine(tmp_path):
     assert fewer.exit_code == 2  # another configuration: never summarized as if it were the run asked for
     last = messages(fewer.output)[-1]
     assert last.startswith("error: run e2b-dapo-filter not started: its capture succeeded at "), fewer.output
-    assert "steps 2 -> 1" in last and last.endswith("(and 5 more, above)")
+    assert "steps 2 -> 1" in last and last.endswith("(and 9 more, above)")
 
 
 def test_the_demo_s_help_speaks_of_the_demo_not_of_an_option_it_does_not_have():
@@ -284,7 +322,7 @@ def test_the_demo_run_again_reruns_what_did_not_succeed_and_publishes_nothing_bu
 
     assert again.exit_code == 0, again.output
     assert "--retry" not in again.output
-    assert again.stdout.count(" reused: succeeded at ") == 5 and "5 of 6 runs reused" in again.stdout
+    assert again.stdout.count(" reused: succeeded at ") == 9 and "9 of 10 runs reused" in again.stdout
     rerun = json.loads(status_path.read_text())
     assert (rerun["state"], rerun["steps_complete"]) == ("succeeded", 1) and rerun["started_at"] != interrupted[
         "started_at"
@@ -305,6 +343,6 @@ def test_the_demo_run_again_reruns_what_did_not_succeed_and_publishes_nothing_bu
         for message in said
     ), broken.output
     assert said[-1] == (
-        "warning: no summary, figures or headline numbers: they need all 6 runs, and plain-48-s2 "
-        "did not succeed; `harness demo` again reruns it and reuses the 5 that succeeded"
+        "warning: no summary, figures or headline numbers: they need all 10 runs, and plain-48-s2 "
+        "did not succeed; `harness demo` again reruns it and reuses the 9 that succeeded"
     )

@@ -12,7 +12,17 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.summary import SCHEMA_FILE
-from harness.summary.document import ROW_KEYS, Aggregates, Comparison, RewardComparison, RunSummary, SummaryDocument
+from harness.summary.document import (
+    ROW_KEYS,
+    Aggregates,
+    Comparison,
+    ConditionSummary,
+    RewardComparison,
+    RunSummary,
+    SeedComparison,
+    SeedSpread,
+    SummaryDocument,
+)
 from harness.summary.serialize import dumps_summary, load_summary, write_summary
 from harness.summary.summarize import summarize
 
@@ -41,6 +51,9 @@ def schema_properties(name: str) -> set[str]:
         (Aggregates, "aggregates"),
         (Comparison, "comparison"),
         (RewardComparison, "reward"),
+        (SeedComparison, "seed_comparison"),
+        (ConditionSummary, "condition"),
+        (SeedSpread, "spread"),
     ],
 )
 def test_the_types_hold_exactly_the_keys_the_schema_publishes(kind, name):

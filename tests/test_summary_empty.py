@@ -90,7 +90,7 @@ def test_export_sim_reads_capture_sim(tmp_path, monkeypatch):
     result = runner.invoke(app, ["export", "--sim", "--format", "csv"])
     assert result.exit_code == 0, result.output
     table = (tmp_path / "capture" / "sim" / "summary" / "steps.csv").read_text().splitlines()
-    assert len(table) == 1 + 4 and table[1].startswith("plain,plain,1,0,")
+    assert len(table) == 1 + 4 and table[1].startswith("plain,plain,1,False,0,")  # its manifest: a real run
     assert "did you mean --sim" in runner.invoke(app, ["export", "--format", "csv"]).output
 
 

@@ -35,7 +35,7 @@ def same(a: object, b: object) -> bool:
 def expected_rows(capture_dir: Path) -> list[dict]:
     document = summarize(capture_dir)
     return [
-        {"run": name, "experiment": run.experiment, "seed": run.seed, **row}
+        {"run": name, "experiment": run.experiment, "seed": run.seed, "simulated": run.made_by_simulator, **row}
         for name, run in document.runs.items()
         for row in run.steps.rows()
     ]
@@ -48,7 +48,7 @@ def test_export_writes_one_tidy_table_that_pandas_reads_back(edge_captures, fmt,
     path = edge_captures / "summary" / f"steps.{fmt}"
     assert f"wrote {path}" in result.output
     table = read(path)
-    assert list(table.columns) == ["run", "experiment", "seed", *ROW_KEYS]
+    assert list(table.columns) == ["run", "experiment", "seed", "simulated", *ROW_KEYS]
     rows = expected_rows(edge_captures)
     assert len(table) == len(rows) == 8
     for got, want in zip(table.to_dict("records"), rows):
@@ -61,6 +61,14 @@ def test_parquet_keeps_the_types(edge_captures):
     table = pd.read_parquet(path, dtype_backend="numpy_nullable")
     assert str(table["step"].dtype) == "Int64" and str(table["batches"].dtype) == "Int64"
     assert str(table["reward"].dtype) == "Float64" and str(table["clean"].dtype) == "boolean"
+    assert str(table["simulated"].dtype) == "boolean"
+    # no simulated number passes for a GB10's: the simulated run says so on every row
+    assert table.groupby("run")["simulated"].all().to_dict() == {
+        "garbled": False,
+        "old-filter": False,
+        "running": False,
+        "tiny-plain": True,
+    }
     old_filter = table[table["run"] == "old-filter"]
     assert old_filter["batches"].tolist() == [1, 2, 1]
     assert old_filter["reward"].isna().tolist() == [True, True, False]  # step 2's reward is derived

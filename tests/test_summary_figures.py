@@ -37,9 +37,14 @@ def markers(element: ET.Element) -> int:
     return len(list(element.iter(f"{SVG}use")))
 
 
-def test_both_figures_are_written_for_the_comparison(lab_figures):
+def test_both_figures_are_written_for_the_comparison_and_one_for_the_condition_with_seeds(lab_figures):
     _, roots = lab_figures
-    assert sorted(roots) == ["reward-e2b-dapo-filter.svg", "rollout-time-e2b-dapo-filter.svg"]
+    # plain-48 has two seeds (plain-48, plain-48-s2): its reward across seeds; no other condition has a spread
+    assert sorted(roots) == [
+        "reward-e2b-dapo-filter.svg",
+        "rollout-time-e2b-dapo-filter.svg",
+        "seeds-reward-plain-48.svg",
+    ]
 
 
 def test_rollout_figure_title_caption_axes_and_series(lab_figures):
@@ -82,7 +87,8 @@ def test_incomplete_steps_are_drawn_apart(tmp_path):
     assert markers(group(root, "rollout-incomplete")) == 1
     assert markers(group(root, "rollout-batches-1")) == 1 and markers(group(root, "rollout-batches-2")) == 1
     reward = paths["reward-old-filter.svg"]
-    assert reward.find(f"{SVG}title").text.startswith("No comparable reward: old-filter")
+    # its baseline tiny-plain ran on the simulator (time scale 0.01): what the figure shows is marked
+    assert reward.find(f"{SVG}title").text.startswith("SIMULATED: No comparable reward: old-filter")
     assert not [g for g in reward.iter(f"{SVG}g") if g.get("id") == "reward-run"]
 
 
@@ -124,7 +130,7 @@ def test_figures_are_drawn_again_only_when_what_they_show_changes(tmp_path):
     first = summarize_to_files(captures)
     guard = sorted(p.name for p in first.figures if p.name.startswith("guard-"))
     compared = [p for p in first.figures if not p.name.startswith("guard-")]
-    assert len(compared) == 2 and first.figures_unchanged == []
+    assert len(compared) == 3 and first.figures_unchanged == []  # the comparison's two, plain-48's across seeds
     assert guard == ["guard-e2b-dapo-filter.svg", "guard-plain.svg"]  # the runs with a guard record
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in first.figures}
 
@@ -138,8 +144,8 @@ def test_figures_are_drawn_again_only_when_what_they_show_changes(tmp_path):
     metrics = captures / "plain" / "metrics.jsonl"  # the baseline: what both figures show (not the guard's)
     metrics.write_text(metrics.read_text().replace('"rollout/raw_reward": 0.60', '"rollout/raw_reward": 0.61', 1))
     redrawn = summarize_to_files(captures)
-    assert sorted(redrawn.figures) == sorted(compared)
-    assert all(p.read_bytes() != before[p][0] for p in redrawn.figures)
+    assert sorted(p.name for p in redrawn.figures) == ["reward-e2b-dapo-filter.svg", "rollout-time-e2b-dapo-filter.svg"]
+    assert all(p.read_bytes() != before[p][0] for p in redrawn.figures)  # plain-48's across seeds is not plain
 
     samples = captures / "plain" / "guard.jsonl"  # the guard's record: its figure alone
     samples.write_text(samples.read_text().replace("70.0", "70.5", 1))
@@ -162,5 +168,96 @@ def test_up_to_date_figures_do_not_load_matplotlib(tmp_path):
     runs = [
         subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120) for _ in range(2)
     ]
-    # two comparison figures and the guard figures of the two runs with a guard record
-    assert [r.stdout.split() for r in runs] == [["4", "0", "True"], ["0", "4", "False"]], runs[-1].stderr
+    # the comparison's two figures, plain-48's across seeds, and the guard figures of the two runs with a guard record
+    assert [r.stdout.split() for r in runs] == [["5", "0", "True"], ["0", "5", "False"]], runs[-1].stderr
+
+
+# --- across seeds, and simulated captures ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def seed_figures(tmp_path_factory) -> tuple[object, dict[str, ET.Element], Path]:
+    from support.seedcaptures import write_three_conditions
+
+    root = tmp_path_factory.mktemp("seeds")
+    document = summarize(write_three_conditions(root / "captures", simulated=True, time_scale=0.01))
+    out = root / "summary"
+    paths = render_figures(document, out).drawn
+    return document, {p.name: ET.parse(p).getroot() for p in paths}, out
+
+
+def test_a_condition_s_reward_across_seeds_shows_the_mean_the_band_and_each_seed(seed_figures):
+    document, roots, _ = seed_figures
+    root = roots["seeds-reward-e2b-dapo-filter.svg"]
+    spread = document.conditions["e2b-dapo-filter"].reward_mean
+
+    title = root.find(f"{SVG}title").text
+    assert title == (
+        f"SIMULATED: The mean reward before the filter of e2b-dapo-filter over 4 seeds: {spread.mean:.3f} "
+        f"(seeds {spread.min:.3f} to {spread.max:.3f}, SD {spread.sd:.3f})"
+    )
+    assert markers(group(root, "seeds-mean")) == 6  # one point per step
+    assert list(group(root, "seeds-band").iter(f"{SVG}path"))
+    for run in document.conditions["e2b-dapo-filter"].runs:
+        group(root, f"seeds-seed-{run}")
+    assert "the mean over the 4 seeds of e2b-dapo-filter" in text_of(group(root, "caption"))
+
+
+def test_an_across_seed_comparison_shows_each_seed_as_a_dot_and_the_difference_with_its_interval(seed_figures):
+    document, roots, _ = seed_figures
+    root = roots["seeds-e2b-dapo-filter-vs-plain.svg"]
+    block = document.comparisons[0].across_seeds[0]
+
+    assert root.find(f"{SVG}title").text == (
+        f"SIMULATED: With 4 seeds of e2b-dapo-filter and 3 of plain, e2b-dapo-filter read {block.difference:+.3f} "
+        f"against them, and the 95% interval ({block.interval_low:+.3f} to {block.interval_high:+.3f}) excludes 0"
+    )
+    assert markers(group(root, "seeds-dots-e2b-dapo-filter")) == 4 and markers(group(root, "seeds-dots-plain")) == 3
+    assert markers(group(root, "seeds-difference")) == 1
+    group(root, "seeds-interval")
+    assert "9,999 resamples" in text_of(group(root, "caption"))
+    pool = roots["seeds-e2b-dapo-filter-vs-baselines.svg"]
+    assert markers(group(pool, "seeds-dots-plain-48")) == 5
+
+
+def test_every_figure_of_simulated_captures_says_so_and_none_of_real_ones_does(seed_figures, tmp_path):
+    from support.seedcaptures import write_three_conditions
+
+    _, roots, _ = seed_figures
+    assert len(roots) == 4 * 2 + 3 + 2  # four filter runs' two figures, three conditions, two across seeds
+    assert all(root.find(f"{SVG}title").text.startswith("SIMULATED: ") for root in roots.values())
+    assert all(text_of(group(root, "title")).startswith("SIMULATED: ") for root in roots.values())
+
+    real = render_figures(summarize(write_three_conditions(tmp_path / "real")), tmp_path / "out").drawn
+    assert len(real) == len(roots)
+    assert not any("SIMULATED" in ET.parse(p).getroot().find(f"{SVG}title").text for p in real)
+
+
+def test_the_report_s_title_and_its_across_seeds_section(seed_figures):
+    document, _, out = seed_figures
+    text = write_report(document, out).read_text()
+    block = document.comparisons[0].across_seeds[0]
+
+    assert text.startswith(
+        "# miles-gb10-lab: summary (SIMULATED)\n\n**SIMULATED.** Every run here ran on the simulated"
+    )
+    section = text[text.index("## Across seeds") : text.index("## e2b-dapo-filter against plain")]
+    condition = document.conditions["e2b-dapo-filter"].reward_mean
+    assert f"| e2b-dapo-filter (simulated) | 4 | 6 | {condition.mean:.3f} (SD {condition.sd:.3f}) |" in section
+    assert (
+        f"| e2b-dapo-filter against plain | 4 and 3 | {block.difference:+.3f} | "
+        f"{block.interval_low:+.3f} to {block.interval_high:+.3f} | yes | {block.welch_p:.3f} |" in section
+    )
+    assert f"**e2b-dapo-filter against plain.** {block.verdict}" in section
+    assert "](seeds-e2b-dapo-filter-vs-plain.svg)" in section and "](seeds-reward-plain-48.svg)" in section
+    assert "Too few seeds" not in section
+
+
+def test_the_report_says_plainly_when_the_seeds_are_too_few(tmp_path):
+    document = summarize(DATA / "lab")  # one seed of the filter: nothing across seeds can be concluded
+    text = render_report(document)
+
+    assert "# miles-gb10-lab: summary\n" in text  # real captures: no mark
+    section = text[text.index("## Across seeds") :]
+    assert "**Too few seeds to conclude anything** for e2b-dapo-filter against plain (1 and 1 seeds)" in section
+    assert "No interval across seeds: e2b-dapo-filter and plain have one seed each" in section

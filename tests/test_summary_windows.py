@@ -84,3 +84,60 @@ def test_vectorised_overlap_matches_one_interval_at_a_time(windows, intervals):
     together = overlap_lengths(starts, ends, lo, hi).tolist()
     one_by_one = [overlap(windows, a, b) for a, b in zip(lo.tolist(), hi.tolist())]
     assert together == one_by_one
+
+
+# --- a short run's overlaps step by step = a long run's a column at a time ---------------------------
+
+T0_US = 1_800_000_000_000_000  # 2027: times as the captures hold them, whole microseconds
+_times = st.one_of(st.none(), st.integers(T0_US - 5_000_000, T0_US + 900_000_000))
+_rollouts = st.one_of(
+    st.none(),
+    st.sampled_from([0.0, 1e-9, 1e303]),
+    st.floats(min_value=0.0, max_value=900.0, allow_nan=False),
+)
+_windows = st.lists(
+    st.tuples(st.integers(T0_US - 10_000_000, T0_US + 900_000_000), st.integers(0, 200_000_000)).map(
+        lambda w: (w[0], w[0] + w[1])
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    steps=st.lists(st.tuples(_rollouts, _times), min_size=0, max_size=8),
+    windows=_windows,
+    span=st.tuples(st.one_of(st.none(), st.just(T0_US)), st.one_of(st.none(), st.just(T0_US + 800_000_000))),
+    time_scale=st.sampled_from([None, 1, 0.01, 2.5]),
+    origin=st.one_of(st.none(), st.just(T0_US)),
+)
+def test_a_short_run_s_overlaps_by_step_are_those_by_column(steps, windows, span, time_scale, origin):
+    """The step-by-step path for short runs gives the very numbers and notes of the numpy path."""
+    from types import SimpleNamespace
+
+    from harness.summary import rows
+    from harness.summary.notes import RunNotes
+    from harness.summary.sanity import Span
+
+    frame = SimpleNamespace(
+        span=Span(*span),
+        time_scale=time_scale,
+        steps=SimpleNamespace(t_rollout_end_us=[end for _, end in steps]),
+        windows=windows,
+        first_time_us=origin,
+    )
+    rollout = [r for r, _ in steps]
+    results, notes = [], []
+    for compute in (rows._pause_overlaps_by_step, rows._pause_overlaps_by_column):
+        found = rows._Found(list(range(10, 10 + len(steps))))
+        results.append(compute(frame, list(rollout), found))
+        said = RunNotes()
+        found.notes.emit(said)
+        notes.append((list(said), said.flags))
+
+    by_step, by_column = results
+    assert by_step.overlap == by_column.overlap
+    assert by_step.adjusted == by_column.adjusted
+    assert by_step.clean == by_column.clean
+    assert by_step.pause_total_s == by_column.pause_total_s
+    assert notes[0] == notes[1]

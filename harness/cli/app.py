@@ -238,6 +238,20 @@ def stdout() -> "Any":
     return console
 
 
+def print_message(console: "Any", text: str, *, bold: int = 0) -> None:
+    """`text` on `console` fitted to its width by the one renderer (harness.cli.messages): a long verdict wraps
+    at words, its clauses on indented lines, and is never cropped; its first `bold` characters are bold."""
+    from rich.text import Text
+
+    from harness.cli.messages import message_lines
+
+    for number, line in enumerate(message_lines("", text, console.width)):
+        shown = Text(line)
+        if number == 0 and bold:
+            shown.stylize("bold", 0, bold)
+        console.print(shown, soft_wrap=True)  # fitted already: rich would crop a line it did not wrap itself
+
+
 def reader_has_left() -> bool:
     """True when stdout is a pipe whose reading end is closed (`| head -1` had its line)."""
     import select

@@ -9,7 +9,16 @@ from typing import Any, Optional
 import typer
 from typing_extensions import Annotated
 
-from harness.cli.app import DEFAULT_EXPERIMENTS_DIR, SIM_CAPTURE_DIR, ExperimentsDir, command, note, stdout, warn
+from harness.cli.app import (
+    DEFAULT_EXPERIMENTS_DIR,
+    SIM_CAPTURE_DIR,
+    ExperimentsDir,
+    command,
+    note,
+    print_message,
+    stdout,
+    warn,
+)
 from harness.cli.render import report_status
 from harness.cli.runs import check_capture_root, sim_target_from_cli
 from harness.errors import ExitCode
@@ -22,14 +31,15 @@ QUICK_LOOK_CAPTURE_DIR = Path("capture/sim-quick")
 
 DEMO_HELP = """The lab's whole pipeline on the simulator, on any machine: no GPU, Docker optional.
 
-Runs plain, plain-48 (seeds 1-3), e6a-base and e2b-dapo-filter from the lab's
-experiment files on the simulated trainer, all at once, with the heat guard
-on the simulated GB10 (the `sim` sensor) so it really pauses them, each
-exactly as `harness run EXP --sim` runs it; then summarizes the captures,
-draws the figures, writes the report, and prints the headline numbers
-beside the write-up's. Runs that already succeeded are reused (--force
-reruns them); runs that did not (Ctrl-C, a failure) run again, and until
-all six succeeded nothing is summarized. `make demo` sets up the venv and
+Runs e2b-dapo-filter, plain and plain-48 (seeds 1-3 each) and e6a-base from
+the lab's experiment files on the simulated trainer, all at once, with the
+heat guard on the simulated GB10 (the `sim` sensor) so it really pauses them,
+each exactly as `harness run EXP --sim` runs it; then summarizes the
+captures, draws the figures, writes the report, and prints the headline
+numbers beside the write-up's and the filter against plain across seeds.
+Runs that already succeeded are reused (--force reruns them); runs that did
+not (Ctrl-C, a failure) run again, and until all of them succeeded nothing
+is summarized. `make demo` sets up the venv and
 the sim image first.
 
 \b
@@ -135,7 +145,7 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, r
     from rich.text import Text
 
     from harness.cli.tables import Column, print_table
-    from harness.run.demo import headline
+    from harness.run.demo import headline, verdict_lines
     from harness.summary.publish import report_from_summary, summarize_to_files
 
     published = summarize_to_files(capture_dir)
@@ -152,21 +162,18 @@ def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, r
         rows,
         title="headline numbers",
     )
-    for comparison in document.comparisons:
-        console.print(
-            Text(f"{comparison.run} against {comparison.baseline}: {comparison.reward.verdict}"),
-            overflow="ignore",
-        )
+    for line in verdict_lines(document):  # each run's verdict, then each comparison across seeds
+        print_message(console, line)
     console.print()
-    console.print(Text(f"summary JSON  {published.summary_path}"))
+    # A path is one word: kept whole on its line however wide (rich would crop it at the width).
+    console.print(Text(f"summary JSON  {published.summary_path}"), soft_wrap=True)
     for path in sorted([*published.figures, *published.figures_unchanged]):  # unchanged ones are results too
-        console.print(Text(f"figure        {path}"))
-    console.print(Text(f"report        {report.report}"))
+        console.print(Text(f"figure        {path}"), soft_wrap=True)
+    console.print(Text(f"report        {report.report}"), soft_wrap=True)
     status = "harness status --sim" if capture_dir == SIM_CAPTURE_DIR else f"harness status --capture-dir {capture_dir}"
     ran = f"{reused} of {runs} runs reused, " if reused else ""
-    console.print(
-        Text(
-            f"{ran}runs {ran_s:.0f} s, summary and report {time.monotonic() - started - ran_s:.0f} s; "
-            f"`{status}` lists the captures"
-        )
+    print_message(
+        console,
+        f"{ran}runs {ran_s:.0f} s, summary and report {time.monotonic() - started - ran_s:.0f} s; "
+        f"`{status}` lists the captures",
     )

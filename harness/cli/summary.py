@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
+from typer.core import TyperGroup
 from typing_extensions import Annotated
 
 from harness.cli.app import (
@@ -13,14 +14,25 @@ from harness.cli.app import (
     CaptureDirOrSim,
     JsonOption,
     SimCapturesOption,
+    app,
     capture_root,
     command,
+    print_message,
     stdout,
     warn,
 )
 
 if TYPE_CHECKING:
+    from harness.planner import Plan, SeedsPlan
     from harness.summary.document import SummaryDocument
+
+EffectOption = Annotated[
+    float,
+    typer.Option(
+        "--effect",
+        help="The difference in mean reward the across-seed comparisons say how many seeds would detect.",
+    ),
+]
 
 
 def _fmt(value: Optional[float], digits: int) -> str:
@@ -36,13 +48,27 @@ def summarize_command(
         typer.Option("--out", help="Summary JSON to write [default: <capture dir>/summary/miles-gb10-lab.json]."),
     ] = None,
     no_figures: Annotated[bool, typer.Option("--no-figures", help="Write the JSON only, no SVG figures.")] = False,
+    effect: EffectOption = 0.02,
     json_: JsonOption = False,
 ) -> None:
-    """Summarize every capture into the lab's JSON (schema miles-gb10-lab/1) and draw its figures beside it."""
+    """Summarize every capture into the lab's JSON (schema miles-gb10-lab/1) and draw its figures beside it.
+
+    Runs of one configuration but their seed are one condition: each condition's
+    figures are pooled over its seeds, and each comparison is also made across
+    seeds, with a 95% bootstrap interval of the difference, Welch's p and the
+    seeds needed for 80% power (docs/summary.md, "Across seeds").
+    """
+    import math
+
+    from harness.errors import HarnessError
     from harness.summary.publish import summarize_to_files
 
+    if not (math.isfinite(effect) and effect > 0):
+        raise HarnessError(f"--effect must be a difference above 0, not {effect}")
     capture_dir = capture_root(capture_dir, sim)
-    published = summarize_to_files(capture_dir, out, figures=not no_figures, hint=_sim_hint(capture_dir, sim))
+    published = summarize_to_files(
+        capture_dir, out, figures=not no_figures, hint=_sim_hint(capture_dir, sim), effect=effect
+    )
     document = published.document
     for warning in published.warnings:
         warn(warning)
@@ -60,6 +86,8 @@ def summarize_command(
                     "figures": [str(p) for p in published.figures + published.figures_unchanged],
                     "figures_drawn": [str(p) for p in published.figures],
                     "runs": sorted(document.runs),
+                    "simulated": document.simulated,
+                    "conditions": sorted(document.conditions),
                     "comparisons": [c.run for c in document.comparisons],
                     "skipped": [s.to_dict() for s in document.skipped],
                 },
@@ -68,14 +96,24 @@ def summarize_command(
             )
         )
         return
-    _print_runs(document)
     console = stdout()
-    for comparison in document.comparisons:  # a paragraph: wrapped at words in a terminal, one line piped
-        console.print(
-            f"[bold]{escape(comparison.run)}[/bold] against {escape(comparison.baseline)}: "
-            f"{escape(comparison.reward.verdict)}",
-            overflow="ignore",
+    simulated = document.simulated_runs()
+    if simulated:
+        which = (
+            "every run" if len(simulated) == len(document.runs) else f"{len(simulated)} of {len(document.runs)} runs"
         )
+        console.print(f"[bold]SIMULATED[/bold]: {which} ran on the simulated trainer, not on a GB10")
+    _print_runs(document)
+    for comparison in document.comparisons:  # a paragraph: wrapped at words, never cropped
+        print_message(
+            console,
+            f"{comparison.run} against {comparison.baseline}: {comparison.reward.verdict}",
+            bold=len(comparison.run),
+        )
+    from harness.summary.seeds import across_seeds_lines
+
+    for line in across_seeds_lines(document.comparisons):
+        print_message(console, line)
     console.print(f"wrote {escape(str(published.summary_path))}")
     for path in published.figures:
         console.print(f"wrote {escape(str(path))}")
@@ -226,7 +264,28 @@ def export_command(
     stdout().print(f"wrote {escape(str(path))} ({rows} rows of {len(document.runs)} runs)")
 
 
-@command("plan")
+class PlanCommands(TyperGroup):
+    """`harness plan seeds ...` is the seeds plan; anything else is the over-sampling plan, as `harness plan` was."""
+
+    def parse_args(self, ctx: Any, args: List[str]) -> List[str]:  # Any: typer's own click Context (private)
+        if not args or args[0] not in self.commands:
+            args = [OVER_SAMPLING, *args]
+        return super().parse_args(ctx, args)
+
+
+OVER_SAMPLING = "over-sampling"
+plan_app = typer.Typer(
+    cls=PlanCommands,
+    name="plan",
+    help="Plan runs: the over-sampling batch size (harness plan --drop-rate R | --from-run RUN...), or how many "
+    "seeds a difference in reward needs (harness plan seeds --effect D).",
+    add_completion=False,
+    rich_markup_mode=None,
+)
+app.add_typer(plan_app, name="plan")
+
+
+@command(OVER_SAMPLING, on=plan_app, hidden=True)
 def plan_command(
     runs: Annotated[
         Optional[List[str]],
@@ -274,6 +333,8 @@ def plan_command(
     those steps: P(one batch) = mean over i of P(Binomial(O, k_i) >= B), and
     E[batches] likewise, so a few hard steps count as they did in the runs
     instead of vanishing into one pooled rate (docs/summary.md, "The planner").
+
+    How many seeds a difference in reward needs: harness plan seeds --help.
     """
     from harness import planner
     from harness.errors import HarnessError
@@ -334,7 +395,111 @@ def _summarized_runs(capture_dir: Path, names: List[str], hint: str = "") -> dic
     return out
 
 
-def _print_plan(result: Any) -> None:
+@command("seeds", on=plan_app)
+def plan_seeds_command(
+    effect: Annotated[
+        float, typer.Option("--effect", help="The difference in mean reward to detect (e.g. 0.02).", show_default=False)
+    ],
+    sd: Annotated[
+        Optional[float],
+        typer.Option("--sd", help="The standard deviation of the mean reward across seeds.", show_default=False),
+    ] = None,
+    from_runs: Annotated[
+        Optional[str],
+        typer.Option(
+            "--from-runs",
+            metavar="CONDITION",
+            help="Take the SD from the seeds of this condition (or of the condition of this run) in the captures.",
+            show_default=False,
+        ),
+    ] = None,
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
+    json_: JsonOption = False,
+) -> None:
+    """How many seeds per condition a difference in mean reward needs: 80% power at alpha 0.05, two-sided.
+
+    Usage: harness plan seeds --effect 0.02 --sd 0.015, or
+    harness plan seeds --effect 0.02 --from-runs plain [--sim].
+
+    A two-sample t-test over the seeds' mean rewards (Colas et al. 2018, "How
+    Many Random Seeds?"), its power from the noncentral t: the same function
+    the summary's across-seed comparisons use. With --from-runs the SD is that
+    of the condition's per-seed mean rewards, as the summary pools them (the
+    steps every seed completed). A table of seeds against power follows.
+    """
+    from harness import planner
+    from harness.errors import HarnessError
+
+    if (sd is None) == (from_runs is None):
+        raise HarnessError("give either --sd X or --from-runs CONDITION (one of them)")
+    if sd is not None:
+        result = planner.plan_seeds(effect, sd, "given (--sd)")
+    else:
+        root = capture_root(capture_dir, sim)
+        value, sd_from = _condition_sd(root, str(from_runs), _sim_hint(root, sim))
+        result = planner.plan_seeds(effect, value, sd_from)
+    if json_:
+        import json
+
+        typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+        return
+    _print_seeds_plan(result)
+
+
+def _condition_sd(capture_dir: Path, name: str, hint: str) -> tuple[float, str]:
+    """The SD of a condition's per-seed mean rewards (a run's name stands for its condition), and where it is from."""
+    from harness.errors import ExitCode, HarnessError
+    from harness.summary.publish import no_runs_message, summarize_captures_in
+    from harness.summary.seeds import describe_steps, pooled_steps
+
+    summary = summarize_captures_in(capture_dir, hint=hint)
+    document = summary.document
+    if not document.runs:
+        raise HarnessError(no_runs_message(f"under {capture_dir}", document.skipped, hint), ExitCode.NOT_FOUND)
+    key = name
+    if key not in document.conditions:
+        key = next((k for k, c in document.conditions.items() if name in c.runs), "")
+    condition = document.conditions.get(key)
+    if condition is None:
+        known = ", ".join(sorted(document.conditions)) or "none"
+        raise HarnessError(f"no condition or run {name} under {capture_dir} (conditions: {known}){hint}")
+    spread = condition.reward_mean
+    if spread.sd is None:
+        raise HarnessError(
+            f"{key} has {spread.seeds} seed{'s' * (spread.seeds != 1)} with a reward: no spread across seeds to "
+            "plan from; run a second seed, or give --sd"
+        )
+    run_note = f" (the condition of run {name})" if key != name else ""
+    steps = describe_steps(pooled_steps(document.runs, condition))
+    return spread.sd, f"the {spread.seeds} seeds of {key}{run_note}, over {steps}"
+
+
+def _print_seeds_plan(result: "SeedsPlan") -> None:
+    from rich.table import Table
+
+    console = stdout()
+    print_message(
+        console,
+        f"seeds per condition to detect a difference of {result.effect:g} in mean reward with "
+        f"{result.power:.0%} power at alpha {result.alpha:g} (two-sided t-test over the seeds' means)",
+    )
+    print_message(console, f"SD across seeds {result.sd:.4g}: {result.sd_from}")
+    if result.needed.seeds is None:
+        print_message(console, f"no number of seeds: {result.needed.why}")
+    if result.table:
+        table = Table(box=None, pad_edge=False)
+        table.add_column("seeds per condition", justify="right")
+        table.add_column("power", justify="right")
+        table.add_column("")
+        for seeds, power in result.table:
+            table.add_row(str(seeds), f"{power:.3f}", "<- needed" if seeds == result.needed.seeds else "")
+        console.print(table)
+    if result.needed.seeds is not None:
+        print_message(console, f"needed: {result.needed.seeds} seeds per condition")
+
+
+def _print_plan(result: "Plan") -> None:
     from rich.markup import escape
     from rich.table import Table
 

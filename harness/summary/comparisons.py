@@ -30,8 +30,17 @@ class CompareBlock:
     baselines: list[str] = field(default_factory=list)
 
 
-def compare_run(name: str, block: CompareBlock, runs: Mapping[str, RunSummary]) -> Comparison:
-    """The comparison of run `name` with its baselines (which may be missing from `runs`)."""
+def compare_run(
+    name: str,
+    block: CompareBlock,
+    runs: Mapping[str, RunSummary],
+    seeds_of: Optional[Mapping[Optional[str], int]] = None,
+) -> Comparison:
+    """The comparison of run `name` with its baselines (which may be missing from `runs`).
+
+    `seeds_of`: experiment -> its seeds captured with complete steps (`seeds_by_experiment`; computed here when
+    not given, which costs a pass over every run).
+    """
     run = runs[name]
     baseline_name = block.baseline
     baseline_names = [n for n in dict.fromkeys(block.baselines or [baseline_name]) if n != name]  # not its own
@@ -74,11 +83,9 @@ def compare_run(name: str, block: CompareBlock, runs: Mapping[str, RunSummary]) 
         for step, done, reward in zip(table.step, table.complete, table.reward)
         if done and reward is not None and step in base_rewards
     ]
-    seeds = {
-        r.seed
-        for r in runs.values()
-        if run.experiment is not None and r.experiment == run.experiment and r.aggregates.steps
-    }
+    if seeds_of is None:
+        seeds_of = seeds_by_experiment(runs)
+    seeds = seeds_of.get(run.experiment, 0) if run.experiment is not None else 0
     facts = RewardFacts(
         run=name,
         baseline=baseline_name,
@@ -94,7 +101,7 @@ def compare_run(name: str, block: CompareBlock, runs: Mapping[str, RunSummary]) 
         run_steps=run.aggregates.steps,
         steps_expected=run.steps_expected,
         state=run.state,
-        seeds=max(1, len(seeds)),
+        seeds=max(1, seeds),
     )
     reward = RewardComparison(
         run_mean=run_mean,
@@ -114,6 +121,15 @@ def compare_run(name: str, block: CompareBlock, runs: Mapping[str, RunSummary]) 
     comparison = Comparison(name, baseline_name, by_batches, reward, base_median, notes)
     _null_non_finite(comparison)
     return comparison
+
+
+def seeds_by_experiment(runs: Mapping[str, RunSummary]) -> dict[Optional[str], int]:
+    """Experiment -> how many distinct seeds of it were captured with at least one complete step."""
+    seeds: dict[Optional[str], set[Optional[int]]] = {}
+    for run in runs.values():
+        if run.experiment is not None and run.aggregates.steps:
+            seeds.setdefault(run.experiment, set()).add(run.seed)
+    return {experiment: len(found) for experiment, found in seeds.items()}
 
 
 def _null_non_finite(comparison: Comparison) -> None:

@@ -4,7 +4,8 @@ Two runs are comparable only when they ran alike: a time ratio between a
 guarded and an unguarded run, or between a simulated and a real one, is not
 what the experiment measures. The conditions come from the manifest:
 
-- `simulated`: the experiment's container env holds the simulator's time
+- `simulated`: the run's time scale is not 1 (only the simulator runs at
+  another), or the experiment's container env holds the simulator's time
   scale variable (what `run --sim` sets), else the image is the sim image;
 - `time_scale`: the frame's (the manifest's or the simulator's, checked; None when unknown);
 - `guard`: `off`, or `on (sensor S)` with the sensor picked when the run
@@ -12,20 +13,34 @@ what the experiment measures. The conditions come from the manifest:
   (`experiment.guard.sensor`; `none` is off), else unknown.
 
 A fact that is unknown for a run is not said to differ.
+
+`config_hash`: what a run measured, without its seed, as a hash (the
+condition its seeds share; docs/summary.md, "Across seeds"): the resolved
+experiment from the manifest without the keys that do not change the numbers
+(those the run id leaves out: description, compare, limits, extends, guard,
+cluster; and the secrets' names) and without `seed`; the trainer's argv
+without the seed flags' values; the image; the time scale; and whether it is
+simulated. Two runs with the same hash differ only in their seed.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
+import orjson
+
 if TYPE_CHECKING:
-    from harness.jsontypes import JSONObject
+    from harness.jsontypes import JSONObject, JSONValue
 
 SIM_TIME_SCALE_ENV = (
     "HARNESS_SIM_TIME_SCALE"  # harness.sim.config.TIME_SCALE_ENV, not imported: the summary stays light
 )
 SIM_IMAGE_PREFIX = "miles-gb10-lab/sim"
+# harness.run.plan's _NOT_IN_RUN_ID, and the seed: what the condition leaves out of the experiment.
+NOT_IN_CONDITION = ("description", "compare", "limits", "extends", "guard", "cluster", "seed")
+SEED_FLAGS = ("--seed", "--rollout-seed")  # harness.experiments.flags.OWNED_FLAGS' seed flags
 
 
 @dataclass(frozen=True)
@@ -35,6 +50,8 @@ class RunConditions:
     simulated: Optional[bool]
     time_scale: Optional[float]
     guard: Optional[str]  # "off", "on (sensor nvml)", or None when the capture does not say
+    config: Optional[JSONObject] = None  # the configuration without the seed (None: no manifest says it)
+    config_hash: Optional[str] = None
 
     def facts(self) -> dict[str, Optional[str]]:
         """The facts by the words a note uses for them."""
@@ -51,7 +68,70 @@ def read_conditions(manifest: Optional[JSONObject], time_scale: Optional[float])
         return RunConditions(None, time_scale, None)
     found = manifest.get("experiment")
     experiment = found if isinstance(found, Mapping) else {}
-    return RunConditions(_simulated(manifest, experiment), time_scale, _guard(manifest, experiment))
+    # only the simulator runs at a time scale other than 1, whatever image the manifest names
+    simulated = True if time_scale is not None and time_scale != 1 else _simulated(manifest, experiment)
+    config = condition_config(manifest, experiment, simulated, time_scale) if experiment else None
+    return RunConditions(
+        simulated, time_scale, _guard(manifest, experiment), config, config_hash(config) if config else None
+    )
+
+
+def condition_config(
+    manifest: JSONObject, experiment: JSONObject, simulated: Optional[bool], time_scale: Optional[float]
+) -> JSONObject:
+    """The run's configuration without its seed (the module doc), as plain data."""
+    config = {key: value for key, value in experiment.items() if key not in NOT_IN_CONDITION}
+    container = config.get("container")
+    if isinstance(container, dict):
+        config["container"] = {key: value for key, value in container.items() if key != "secret_env"}
+    argv = manifest.get("trainer_argv")
+    config["trainer_argv"] = without_seed_flags(argv) if isinstance(argv, list) else None
+    config["image"] = manifest.get("image")
+    config["time_scale"] = time_scale
+    config["simulated"] = simulated
+    return config
+
+
+def without_seed_flags(argv: Sequence[JSONValue]) -> list[JSONValue]:
+    """The argv with each seed flag's value blanked (`--seed 3` and `--seed=3` alike)."""
+    out: list[JSONValue] = []
+    blank_next = False
+    for word in argv:
+        if blank_next:
+            out.append("<seed>")
+            blank_next = False
+        elif isinstance(word, str) and word in SEED_FLAGS:
+            out.append(word)
+            blank_next = True
+        elif isinstance(word, str) and word.split("=", 1)[0] in SEED_FLAGS and "=" in word:
+            out.append(word.split("=", 1)[0] + "=<seed>")
+        else:
+            out.append(word)
+    return out
+
+
+def config_hash(config: JSONObject) -> Optional[str]:
+    """A short stable hash of a configuration (sorted keys, compact JSON); None when it is not plain JSON data."""
+    try:
+        canonical = orjson.dumps(config, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return None
+    return hashlib.sha256(canonical).hexdigest()[:12]
+
+
+def config_differences(a: JSONObject, b: JSONObject, prefix: str = "", depth: int = 2) -> list[str]:
+    """The keys (dotted, `depth` levels deep) in which two configurations differ."""
+    out = []
+    for key in sorted(set(a) | set(b)):
+        left, right = a.get(key), b.get(key)
+        if left == right:
+            continue
+        name = f"{prefix}{key}"
+        if depth > 1 and isinstance(left, dict) and isinstance(right, dict):
+            out += config_differences(left, right, f"{name}.", depth - 1)
+        else:
+            out.append(name)
+    return out
 
 
 def _simulated(manifest: JSONObject, experiment: JSONObject) -> Optional[bool]:

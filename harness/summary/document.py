@@ -192,6 +192,17 @@ class RunSummary:
     reward_key: Optional[str] = None
     config_sources: dict[str, str] = field(default_factory=dict)
     reward_source: Optional[str] = None  # printed | derived | "printed and derived" (steps differ) | None
+    simulated: Optional[bool] = None  # made by the simulator (None: the capture does not say)
+    config_hash: Optional[str] = None  # the configuration without the seed (conditions.config_hash); None: unknown
+
+    @property
+    def made_by_simulator(self) -> bool:
+        """Simulated, as far as the document tells: its flag; else (a document from before the flag, or a capture
+        that does not say) a time scale other than 1, which only the simulator runs at."""
+        if self.simulated is not None:
+            return self.simulated
+        return self.time_scale != 1
+
     start_temp_c: Optional[float] = None  # the hottest watched temperature as the run started (manifest guard.start)
 
 
@@ -224,6 +235,85 @@ class RewardComparison:
 
 
 @dataclass
+class SeedSpread:
+    """One figure across the seeds of a condition: how many seeds have it, its mean, SD (n - 1), min and max."""
+
+    seeds: int
+    mean: Optional[float]
+    sd: Optional[float]
+    min: Optional[float]
+    max: Optional[float]
+
+
+@dataclass
+class SeedFigures:
+    """One seed's figures over the steps every pooled seed of its condition completed."""
+
+    run: str
+    seed: Optional[int]
+    reward_mean: Optional[float]
+    reward_mean_first4: Optional[float]
+    rollout_time_adjusted_median_s: Optional[float]
+    dropped_groups: Optional[int]  # totals over those steps (filter runs)
+    dropped_all_right: Optional[int]
+    dropped_all_wrong: Optional[int]
+
+
+@dataclass
+class ConditionSummary:
+    """`conditions.<condition>`: the runs of one configuration without its seed, and their figures pooled."""
+
+    experiment: Optional[str]
+    config_hash: Optional[str]
+    simulated: Optional[bool]
+    filter: bool
+    runs: list[str]  # every run of the condition
+    seeds: list[SeedFigures]  # the runs in the pooled figures, one per seed
+    left_out: dict[str, str]  # run -> why it is not in the pooled figures
+    steps_pooled: int  # the complete steps every pooled seed has
+    reward_mean: SeedSpread
+    reward_mean_first4: SeedSpread
+    rollout_time_adjusted_median_s: SeedSpread
+    dropped_groups: SeedSpread
+    dropped_all_right: SeedSpread
+    dropped_all_wrong: SeedSpread
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SeedComparison:
+    """A comparison's across-seed block: the run's condition against its baseline's, or the pool of its baselines.
+
+    The per-seed values are each seed's mean reward over the steps both sides
+    completed (the reward counted before the filter, for a filter run).
+    """
+
+    against: str  # "baseline" (the baseline's condition) or "baselines" (the conditions of every baseline)
+    condition: str
+    baseline_conditions: list[str]
+    steps: int  # the steps compared: complete in every seed on both sides
+    seeds: int
+    baseline_seeds: int
+    mean: Optional[float]
+    baseline_mean: Optional[float]
+    difference: Optional[float]
+    interval_low: Optional[float]
+    interval_high: Optional[float]
+    interval_excludes_zero: Optional[bool]
+    welch_p: Optional[float]
+    p_improvement: Optional[float]
+    pooled_sd: Optional[float]
+    seeds_needed: Optional[int]  # per condition, to detect the observed difference with 80% power at alpha 0.05
+    effect: float
+    seeds_needed_for_effect: Optional[int]
+    too_few_seeds: bool  # the seeds cannot settle the question (no interval, or fewer than seeds_needed)
+    verdict: str
+    confidence: float = 0.95
+    bootstrap_resamples: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Comparison:
     """`comparisons[]`: one run against its `compare` block."""
 
@@ -233,6 +323,7 @@ class Comparison:
     reward: RewardComparison
     baseline_rollout_time_adjusted_median_s: Optional[float] = None
     notes: list[str] = field(default_factory=list)
+    across_seeds: list[SeedComparison] = field(default_factory=list)
 
 
 @dataclass
@@ -245,10 +336,16 @@ class SummaryDocument:
     runs: dict[str, RunSummary]
     comparisons: list[Comparison]
     skipped: list[Skipped] = field(default_factory=list)
+    simulated: Optional[bool] = None  # true when any run is simulated (None: none is, but some do not say)
+    conditions: dict[str, ConditionSummary] = field(default_factory=dict)
 
     def to_dict(self) -> JSONObject:
         """The document as the JSON holds it (plain dicts and lists)."""
         return to_plain_object(self)
+
+    def simulated_runs(self) -> list[str]:
+        """The runs made by the simulator (`RunSummary.made_by_simulator`), in the document's order."""
+        return [name for name, run in self.runs.items() if run.made_by_simulator]
 
     @classmethod
     def from_dict(cls, data: object) -> "SummaryDocument":

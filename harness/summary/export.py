@@ -1,6 +1,7 @@
-"""Every run's step rows as one tidy table: `run`, `experiment`, `seed`, `step`, then the row's columns.
+"""Every run's step rows as one tidy table: `run`, `experiment`, `seed`, `simulated`, then the row's columns.
 
-One row per step of every run, the columns of the summary's step rows
+One row per step of every run, `simulated` true for a run made by the
+simulator (never to be read as a GB10's), then the columns of the summary's step rows
 (docs/summary.md) with their JSON names; null stays null (an empty cell in
 CSV). Parquet keeps the types (integers that may be null are nullable
 int64, `clean` a nullable boolean) and needs pyarrow (`make setup` installs
@@ -22,10 +23,10 @@ if TYPE_CHECKING:
     from harness.jsontypes import JSONValue
 
 FORMATS = ("parquet", "csv")
-RUN_COLUMNS = ("run", "experiment", "seed")
+RUN_COLUMNS = ("run", "experiment", "seed", "simulated")
 COLUMNS = RUN_COLUMNS + ROW_KEYS
 FLOAT_COLUMNS = frozenset(FLOAT_ROW_KEYS)
-BOOL_COLUMNS = frozenset({"complete", "clean"})
+BOOL_COLUMNS = frozenset({"simulated", "complete", "clean"})
 TEXT_COLUMNS = frozenset({"run", "experiment", "reward_source"})
 PYARROW_HINT = (
     "parquet needs pyarrow: `make setup` installs it (or pip install 'miles-gb10-lab[export]'); "
@@ -46,6 +47,7 @@ def tidy_columns(document: SummaryDocument) -> dict[str, list[JSONValue]]:
         out["run"] += [name] * count
         out["experiment"] += [run.experiment] * count
         out["seed"] += [run.seed] * count
+        out["simulated"] += [run.made_by_simulator] * count  # a simulated number is never read as a GB10's
         for key, column in zip(ROW_KEYS, run.steps.columns()):
             out[key] += column
     return out

@@ -1,4 +1,4 @@
-"""The write-up's two figures, drawn from the summary document alone (SVG, matplotlib Agg).
+"""The write-up's figures, drawn from the summary document alone (SVG, matplotlib Agg).
 
 For each comparison (a run with a `compare` block):
 
@@ -9,8 +9,19 @@ For each comparison (a run with a `compare` block):
   (before the filter, for a filter run) against the baseline, with the band
   between the lowest and highest baseline run at each step.
 
-Titles state the claim the numbers support, captions say what is plotted and
-over how many steps and seeds, axes carry units. Text stays text in the SVG
+Across seeds (docs/summary.md, "Across seeds"), where there is a spread to show:
+
+- `seeds-reward-<condition>.svg`, for each condition with at least two seeds
+  pooled: the reward per step as the mean over its seeds, with the band from
+  the lowest to the highest seed at each step and each seed faint;
+- `seeds-<condition>-vs-<baseline condition>.svg` (or `-vs-baselines`), for
+  each across-seed comparison with at least two seeds a side: each seed's
+  mean reward as a dot per condition, and the difference of the means with
+  its bootstrap interval.
+
+Titles state the claim the numbers support, with the seed counts; captions
+say what is plotted and over how many steps and seeds, axes carry units. A
+figure drawn from a simulated run says SIMULATED in its title. Text stays text in the SVG
 (`svg.fonttype: none`) so it can be read and searched, and each series has a
 stable id (`gid`) so tests and readers can find it. Output is deterministic:
 no date in the metadata, a fixed hash salt.
@@ -30,10 +41,10 @@ import re
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from harness.summary.document import Comparison, RunSummary, SummaryDocument
-from harness.summary.palette import BASELINE, BASELINE_BAND, INCOMPLETE, STUDIED, batches_look
+from harness.summary.document import Comparison, RunSummary, SeedComparison, SeedFigures, SummaryDocument
+from harness.summary.palette import BASELINE, BASELINE_BAND, DIFFERENCE, INCOMPLETE, STUDIED, ZERO_LINE, batches_look
 
 if TYPE_CHECKING:  # matplotlib is loaded only when a figure is drawn
     from matplotlib.axes import Axes
@@ -45,9 +56,29 @@ REWARD_LABEL = "mean reward per answer (score, 0 to 1)"
 _WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 
 
+SIMULATED = "SIMULATED"
+
+
 def figure_paths(out_dir: Path, run: str) -> dict[str, Path]:
     """Where the two figures of one comparison go."""
     return {"rollout_time": out_dir / f"rollout-time-{run}.svg", "reward": out_dir / f"reward-{run}.svg"}
+
+
+def condition_figure_path(out_dir: Path, condition: str) -> Path:
+    """Where a condition's reward-across-seeds figure goes."""
+    return out_dir / f"seeds-reward-{condition}.svg"
+
+
+def seed_comparison_figure_path(out_dir: Path, block: SeedComparison) -> Path:
+    """Where an across-seed comparison's figure goes."""
+    other = block.baseline_conditions[0] if block.against == "baseline" else "baselines"
+    return out_dir / f"seeds-{block.condition}-vs-{other}.svg"
+
+
+def marked(document: SummaryDocument, title: str, runs: Sequence[str]) -> str:
+    """The title, with SIMULATED before it when any of `runs` was made by the simulator."""
+    simulated = any(document.runs[name].made_by_simulator for name in runs if name in document.runs)
+    return f"{SIMULATED}: {title}" if simulated else title
 
 
 def _word(n: int) -> str:
@@ -84,6 +115,7 @@ def rollout_time_text(document: SummaryDocument, comparison: Comparison) -> tupl
         title = f"Rollout time per step of {run} (no capture of the baseline {baseline})"
     else:
         title = f"Rollout time per step of {run} against {baseline}"
+    title = marked(document, title, [run, baseline])
     caption = f"Rollout seconds per step with the pause time taken out, {_seed_text(run_doc)}: {run}"
     over, batch = run_doc.over_sampling_batch_size, run_doc.rollout_batch_size
     if groups and over and batch:
@@ -117,6 +149,7 @@ def reward_text(document: SummaryDocument, comparison: Comparison) -> tuple[str,
         title = f"{subject} read lower than every baseline run"
     else:
         title = f"{subject} read within the spread of the baseline runs"
+    title = marked(document, title, [run, comparison.baseline, *reward.baselines])
     what = "over every finished answer" if run_doc.filter else "over the answers used for training"
     caption = f"Mean reward per step {what}, {_seed_text(run_doc)}: {run} against {comparison.baseline}"
     found = [name for name, value in reward.baselines.items() if value is not None]
@@ -280,6 +313,214 @@ def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
 FIGURE_OBSERVERS: ContextVar[tuple[Callable[[Path, "Figure"], None], ...]] = ContextVar("figure_observers", default=())
 
 
+# --------------------------------------------------------------------------- across seeds
+
+
+def _seed_count(n: int) -> str:
+    return "one seed" if n == 1 else f"{n} seeds"
+
+
+def condition_text(document: SummaryDocument, key: str) -> tuple[str, str]:
+    """(title, caption) of a condition's reward-across-seeds figure: its mean and spread over its seeds."""
+    from harness.summary.notes import steps_text
+    from harness.summary.seeds import pooled_steps
+
+    condition = document.conditions[key]
+    spread = condition.reward_mean
+    subject = f"The mean reward before the filter of {key}" if condition.filter else f"The mean reward of {key}"
+    if spread.mean is None:
+        title = f"{subject}: no seed has a reward"
+    else:
+        sd = f", SD {spread.sd:.3f}" if spread.sd is not None else ""
+        title = (
+            f"{subject} over {_seed_count(spread.seeds)}: {spread.mean:.3f} "
+            f"(seeds {spread.min:.3f} to {spread.max:.3f}{sd})"
+        )
+    title = marked(document, title, condition.runs)
+    steps = pooled_steps(document.runs, condition)
+    what = "over every finished answer" if condition.filter else "over the answers used for training"
+    runs = ", ".join(f.run for f in condition.seeds)
+    caption = (
+        f"Mean reward per step {what}, the mean over the {_seed_count(len(condition.seeds))} of {key} ({runs}) at "
+        f"each of the {steps_text(sorted(steps)) if steps else 'no steps'} every one completed; band: lowest to "
+        "highest seed at each step; faint lines: each seed"
+    )
+    if condition.left_out:
+        caption += "; left out: " + "; ".join(f"{run} ({why})" for run, why in condition.left_out.items())
+    return title, caption + "."
+
+
+def seed_comparison_text(document: SummaryDocument, block: SeedComparison) -> tuple[str, str]:
+    """(title, caption) of an across-seed comparison's figure: the difference and whether its interval holds 0."""
+    from harness.summary.seeds import baseline_label
+
+    mine, theirs = block.condition, baseline_label(block)
+    seeds = (
+        f"{block.seeds} seeds each"
+        if block.seeds == block.baseline_seeds
+        else f"{block.seeds} seeds of {mine} and {block.baseline_seeds} of {theirs}"
+    )
+    difference, low, high = block.difference, block.interval_low, block.interval_high
+    if difference is None:
+        title = f"No comparison across seeds of {mine} and {theirs}: a side has no reward"
+    else:
+        against = theirs if block.seeds == block.baseline_seeds else "them"  # named already
+        head = f"With {seeds}, {mine} read {difference:+.3f} against {against}"
+        if low is None or high is None:
+            title = f"{head}; no interval"
+        elif low == high:
+            title = f"{head}, and the seeds do not vary at all"
+        else:
+            where = "excludes" if block.interval_excludes_zero else "includes"
+            title = f"{head}, and the 95% interval ({low:+.3f} to {high:+.3f}) {where} 0"
+    runs = [f.run for key in (mine, *block.baseline_conditions) for f in _seeds_of(document, key)]
+    title = marked(document, title, runs)
+    condition = document.conditions.get(mine)
+    what = "before the filter" if condition is not None and condition.filter else "of the answers used for training"
+    caption = (
+        f"Left: each dot is one seed's mean reward ({what}) over the {block.steps} steps every seed of both sides "
+        f"completed, a bar each condition's mean over its seeds. Right: the difference of the means, {mine} minus "
+        f"{theirs}, with its {block.confidence:.0%} percentile bootstrap interval over seeds "
+        f"({block.bootstrap_resamples:,} resamples)"
+    )
+    if block.welch_p is not None:
+        caption += f"; Welch p {block.welch_p:.3f}"
+    if block.p_improvement is not None:
+        caption += f"; {mine} higher in {block.p_improvement:.0%} of seed pairs"
+    if block.seeds_needed is not None:
+        caption += f"; about {block.seeds_needed} seeds each would detect a difference of this size (80% power)"
+    return title, caption + "."
+
+
+def _seeds_of(document: SummaryDocument, key: str) -> list[SeedFigures]:
+    condition = document.conditions.get(key)
+    return list(condition.seeds) if condition is not None else []
+
+
+def draw_condition(document: SummaryDocument, key: str) -> Figure:
+    """A condition's reward across seeds (a matplotlib Figure)."""
+    from harness.summary.seeds import pooled_steps
+
+    condition = document.conditions[key]
+    title, caption = condition_text(document, key)
+    figure, axes = _new_figure(title, caption)
+    steps = pooled_steps(document.runs, condition)
+    runs = [document.runs[f.run] for f in condition.seeds if f.run in document.runs]
+    look = STUDIED if condition.filter else BASELINE  # the filter's role, or a baseline's, as in every figure
+    for i, (figures, run) in enumerate(zip(condition.seeds, runs)):
+        xs, ys = run.steps.pick(run.steps.reward)
+        chosen = [(x, y) for x, y in zip(xs, ys) if x in steps]
+        axes.plot(
+            [x for x, _ in chosen],
+            [y for _, y in chosen],
+            "-",
+            color=look.color,
+            alpha=0.25,
+            lw=1,
+            label="each seed" if i == 0 else None,
+            gid=f"seeds-seed-{figures.run}",
+        )
+    from harness.summary.seeds import per_step_rewards
+
+    per_step = {step: values for step, values in per_step_rewards(runs, steps).items() if values}
+    xs = sorted(per_step)
+    if xs:
+        axes.fill_between(
+            xs,
+            [min(per_step[x]) for x in xs],
+            [max(per_step[x]) for x in xs],
+            color=look.color if condition.filter else BASELINE_BAND,
+            alpha=0.15 if condition.filter else 0.6,
+            lw=0,
+            label="lowest to highest seed",
+            gid="seeds-band",
+        )
+        axes.plot(
+            xs,
+            [sum(per_step[x]) / len(per_step[x]) for x in xs],
+            "-",
+            **look.line(),
+            lw=2,
+            label=f"mean over {_seed_count(len(runs))}",
+            gid="seeds-mean",
+        )
+    axes.set_xlabel(STEP_LABEL)
+    axes.set_ylabel(REWARD_LABEL)
+    axes.legend(loc="best", fontsize=8.5)
+    return figure
+
+
+def draw_seed_comparison(document: SummaryDocument, block: SeedComparison) -> Figure:
+    """An across-seed comparison (a matplotlib Figure): dots per condition, and the difference with its interval."""
+    from matplotlib.figure import Figure
+
+    from harness.summary.seeds import seed_values
+
+    title, caption = seed_comparison_text(document, block)
+    figure = Figure(figsize=(9.0, 5.6))
+    figure.subplots_adjust(left=0.09, right=0.98, top=0.86, bottom=0.24, wspace=0.35)
+    figure.suptitle(title, fontsize=11.5, wrap=True, gid="title")
+    figure.text(0.01, 0.015, caption, fontsize=8.5, wrap=True, va="bottom", gid="caption")
+    dots, difference = figure.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
+    values = seed_values(document.runs, document.conditions, block)
+    keys = [block.condition, *block.baseline_conditions]
+    for i, key in enumerate(keys):
+        found = list(values.get(key, {}).values())
+        if not found:
+            continue
+        spread = [(j - (len(found) - 1) / 2) * min(0.06, 0.5 / max(1, len(found))) for j in range(len(found))]
+        dots.plot(
+            [i + offset for offset in spread],
+            found,
+            ls="none",
+            **(STUDIED if i == 0 else BASELINE).line(),
+            ms=7,
+            gid=f"seeds-dots-{key}",
+        )
+        centre = sum(found) / len(found)
+        dots.plot([i - 0.25, i + 0.25], [centre, centre], "-", color=(STUDIED if i == 0 else BASELINE).color, lw=2.5)
+    dots.set_xticks(range(len(keys)), [f"{key}\n({len(values.get(key, {}))} seeds)" for key in keys], fontsize=8.5)
+    dots.set_xlim(-0.6, len(keys) - 0.4)
+    dots.set_ylabel("mean reward per seed (score, 0 to 1)")
+    dots.grid(True, axis="y", alpha=0.3)
+    difference.axhline(0.0, color=ZERO_LINE, lw=1, ls="--")
+    if block.difference is not None:
+        low, high = block.interval_low, block.interval_high
+        if low is not None and high is not None:
+            drawn = difference.errorbar(
+                [0],
+                [block.difference],
+                yerr=[[block.difference - low], [high - block.difference]],
+                fmt=DIFFERENCE.marker,
+                color=DIFFERENCE.color,
+                capsize=8,
+                ms=8,
+            )
+            drawn.lines[0].set_gid("seeds-difference")
+            for bars in drawn.lines[2]:
+                bars.set_gid("seeds-interval")
+        else:
+            difference.plot([0], [block.difference], ls="none", **DIFFERENCE.line(), ms=8, gid="seeds-difference")
+    difference.set_xticks([0], ["difference"])
+    difference.set_xlim(-1, 1)
+    difference.set_ylabel(f"{block.condition} minus baseline (reward)")
+    difference.grid(True, axis="y", alpha=0.3)
+    return figure
+
+
+def drawable_conditions(document: SummaryDocument) -> list[str]:
+    """The conditions with a spread to draw: two or more seeds pooled."""
+    return [key for key, condition in document.conditions.items() if len(condition.seeds) >= 2]
+
+
+def drawable_seed_comparisons(document: SummaryDocument) -> list[SeedComparison]:
+    """The across-seed comparisons with a spread on both sides (two or more seeds each), once each."""
+    from harness.summary.seeds import unique_blocks
+
+    blocks = unique_blocks(block for comparison in document.comparisons for block in comparison.across_seeds)
+    return [block for block in blocks if block.seeds >= 2 and block.baseline_seeds >= 2]
+
+
 def save_svg(figure: Figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:
     """Write `figure` as SVG (text as text, no date), with its title, caption and fingerprint as metadata."""
     import io
@@ -328,31 +569,59 @@ def _code_stamp() -> str:
 
 def fingerprint(document: SummaryDocument, comparison: Comparison) -> str:
     """A hash of everything the two figures of one comparison show (see the module doc)."""
+    from dataclasses import replace
+
     import orjson
 
     from harness.summary.document import to_plain
 
-    def shown(name: str) -> Optional[list[object]]:
-        run = document.runs.get(name)
-        if run is None:
-            return None
-        table = run.steps
-        return [
-            name,
-            run.seed,
-            run.filter,
-            run.rollout_batch_size,
-            run.over_sampling_batch_size,
-            run.aggregates.steps,
-            table.step,
-            table.complete,
-            table.rollout_time_adjusted_s,
-            table.batches,
-            table.reward,
-        ]
-
     names = [comparison.run, comparison.baseline, *comparison.reward.baselines]
-    data = orjson.dumps([_code_stamp(), to_plain(comparison), [shown(name) for name in names]])
+    plain = to_plain(replace(comparison, across_seeds=[]))  # those are drawn apart
+    data = orjson.dumps([_code_stamp(), plain, [_shown(document, name) for name in names]])
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _shown(document: SummaryDocument, name: str) -> Optional[list[object]]:
+    """What a figure shows of one run (None when it is not in the document)."""
+    run = document.runs.get(name)
+    if run is None:
+        return None
+    table = run.steps
+    return [
+        name,
+        run.seed,
+        run.filter,
+        run.made_by_simulator,
+        run.rollout_batch_size,
+        run.over_sampling_batch_size,
+        run.aggregates.steps,
+        table.step,
+        table.complete,
+        table.rollout_time_adjusted_s,
+        table.batches,
+        table.reward,
+    ]
+
+
+def condition_fingerprint(document: SummaryDocument, key: str) -> str:
+    """A hash of everything a condition's figure shows."""
+    import orjson
+
+    from harness.summary.document import to_plain
+
+    condition = document.conditions[key]
+    data = orjson.dumps([_code_stamp(), key, to_plain(condition), [_shown(document, n) for n in condition.runs]])
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def seed_comparison_fingerprint(document: SummaryDocument, block: SeedComparison) -> str:
+    """A hash of everything an across-seed comparison's figure shows."""
+    import orjson
+
+    from harness.summary.document import to_plain
+
+    runs = [f.run for key in (block.condition, *block.baseline_conditions) for f in _seeds_of(document, key)]
+    data = orjson.dumps([_code_stamp(), to_plain(block), [_shown(document, n) for n in runs]])
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
@@ -373,6 +642,17 @@ def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = Fa
     """Both figures of every comparison in `out_dir`, drawing only those whose inputs changed (or all, `force`)."""
     out_dir = Path(out_dir)
     rendered = Rendered()
+
+    def one(path: Path, stamp: str, draw: Callable[[], Figure], text: Callable[[], tuple[str, str]]) -> None:
+        """Draw one figure, unless the file already shows the same (`draw()` and `text()` make it)."""
+        if not force and _fingerprint_of(path) == stamp.encode():
+            rendered.unchanged.append(path)
+            return
+        use_agg()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        title, caption = text()
+        rendered.drawn.append(save_svg(draw(), path, title, caption, stamp))
+
     for comparison in document.comparisons:
         if comparison.run not in document.runs:
             continue
@@ -382,13 +662,21 @@ def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = Fa
             ("rollout_time", rollout_time_text, draw_rollout_time),
             ("reward", reward_text, draw_reward),
         ):
-            path = paths[key]
-            if not force and _fingerprint_of(path) == stamp.encode():
-                rendered.unchanged.append(path)
-                continue
-            use_agg()
-            out_dir.mkdir(parents=True, exist_ok=True)
-            rendered.drawn.append(save_svg(draw(document, comparison), path, *text(document, comparison), stamp))
+            one(paths[key], stamp, lambda: draw(document, comparison), lambda: text(document, comparison))
+    for key in drawable_conditions(document):
+        one(
+            condition_figure_path(out_dir, key),
+            condition_fingerprint(document, key),
+            lambda: draw_condition(document, key),
+            lambda: condition_text(document, key),
+        )
+    for block in drawable_seed_comparisons(document):
+        one(
+            seed_comparison_figure_path(out_dir, block),
+            seed_comparison_fingerprint(document, block),
+            lambda: draw_seed_comparison(document, block),
+            lambda: seed_comparison_text(document, block),
+        )
     return rendered
 
 

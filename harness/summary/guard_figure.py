@@ -306,10 +306,12 @@ _DESCRIPTION = re.compile(rb"<dc:description>([^<]*)</dc:description>")
 
 
 def _head(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as handle:
+    from harness.capture.bounded import Unreadable, open_regular
+
+    try:  # a regular file only: a FIFO in a figure's place must not hang the read (the writer refuses it)
+        with open_regular(path) as handle:
             return handle.read(16384)  # matplotlib writes the metadata at the top
-    except OSError:
+    except (OSError, Unreadable):
         return b""
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypeVar
 
 from harness.errors import ExitCode, HarnessError
+from harness.seedstats import DEFAULT_EFFECT
 from harness.summary import SUMMARY_FILE_NAME
 from harness.summary.captures import SUMMARY_DIR_NAME
 from harness.summary.document import SummaryDocument
@@ -49,17 +50,20 @@ def writing(path: Path, write: Callable[[], T]) -> T:
         raise HarnessError(describe_os_error(err, str(path))) from None
 
 
-def summarize_captures_in(capture_dir: Path, *, encode: bool = False, hint: str = "") -> Summary:
+def summarize_captures_in(
+    capture_dir: Path, *, encode: bool = False, hint: str = "", effect: float = DEFAULT_EFFECT
+) -> Summary:
     """The document (a summarize.Summary) of every capture under `capture_dir`.
 
-    No such directory is a HarnessError (`hint` ends its line).
+    No such directory is a HarnessError (`hint` ends its line). `effect`: the
+    difference the across-seed comparisons count seeds for.
     """
     from harness.summary.summarize import summarize_with_warnings
 
     capture_dir = Path(capture_dir)
     if not capture_dir.is_dir():
         raise HarnessError(f"no capture directory {capture_dir}{hint}", ExitCode.NOT_FOUND)
-    return summarize_with_warnings(capture_dir, encode=encode)
+    return summarize_with_warnings(capture_dir, encode=encode, effect=effect)
 
 
 def no_runs_message(where: str, skipped: Sequence[Skipped] = (), hint: str = "") -> str:
@@ -71,7 +75,12 @@ def no_runs_message(where: str, skipped: Sequence[Skipped] = (), hint: str = "")
 
 
 def summarize_to_files(
-    capture_dir: Path, out: Optional[Path] = None, *, figures: bool = True, hint: str = ""
+    capture_dir: Path,
+    out: Optional[Path] = None,
+    *,
+    figures: bool = True,
+    hint: str = "",
+    effect: float = DEFAULT_EFFECT,
 ) -> Published:
     """Summarize every capture, write the JSON (and the figures next to it, those whose inputs changed).
 
@@ -80,7 +89,7 @@ def summarize_to_files(
     """
     from harness.summary.serialize import write_summary
 
-    summary = summarize_captures_in(capture_dir, encode=True, hint=hint)
+    summary = summarize_captures_in(capture_dir, encode=True, hint=hint, effect=effect)
     if not summary.document.runs:
         raise HarnessError(no_runs_message(f"under {capture_dir}", summary.document.skipped, hint), ExitCode.NOT_FOUND)
     if out is None:  # the capture root's own summary directory: inside the root, or refused before anything is written

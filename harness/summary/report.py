@@ -15,7 +15,17 @@ from typing import Optional, Sequence
 
 from harness.capture import write_text_atomic
 from harness.summary.document import SummaryDocument
-from harness.summary.figures import figure_paths, reward_text, rollout_time_text
+from harness.summary.figures import (
+    condition_figure_path,
+    condition_text,
+    drawable_conditions,
+    drawable_seed_comparisons,
+    figure_paths,
+    reward_text,
+    rollout_time_text,
+    seed_comparison_figure_path,
+    seed_comparison_text,
+)
 from harness.summary.guard_figure import figure_text, guard_figure_path
 
 REPORT_FILE_NAME = "report.md"
@@ -51,7 +61,16 @@ def _reward_from(document: SummaryDocument, run: str) -> str:
 def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) -> str:
     """The report as Markdown text; figures are linked by file name (they sit beside it)."""
     runs = document.runs
-    out: list[str] = ["# miles-gb10-lab: summary", ""]
+    simulated = document.simulated_runs()
+    out: list[str] = ["# miles-gb10-lab: summary" + (" (SIMULATED)" if simulated else ""), ""]
+    if simulated:
+        which = "Every run here" if len(simulated) == len(runs) else f"{len(simulated)} of the {len(runs)} runs"
+        out += [
+            f"**SIMULATED.** {which} ran on the simulated trainer, not on a GB10: "
+            + ("" if len(simulated) == len(runs) else f"{', '.join(simulated)}; ")
+            + "its numbers show what the harness does with a run, not what Miles does on the GPU.",
+            "",
+        ]
     out.append(
         f"{len(runs)} runs, generated {document.generated_at} by harness {document.harness_version} "
         f"(schema {document.schema}). Rollout times have the heat-guard pause time taken out; "
@@ -162,6 +181,8 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         )
         out.append("")
 
+    out += across_seeds_section(document, unit, figure_dir)
+
     for comparison in document.comparisons:
         run, baseline = comparison.run, comparison.baseline
         out += [f"## {run} against {baseline}", ""]
@@ -223,6 +244,132 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             out.append(f"- skipped `{skipped.directory}`: {skipped.reason}")
         out.append("")
     return "\n".join(out)
+
+
+def _figure(lines: list[str], figure_dir: Optional[Path], path: Path, title: str, caption: str) -> None:
+    if figure_dir is None or (Path(figure_dir) / path.name).exists():
+        lines += [f"![{title}]({path.name})", "", f"*{title}.* {caption}", ""]
+
+
+def _spread(mean: Optional[float], sd: Optional[float], digits: int) -> str:
+    if mean is None:
+        return DASH
+    return f"{mean:.{digits}f}" + (f" (SD {sd:.{digits}f})" if sd is not None else "")
+
+
+def _signed(value: Optional[float]) -> str:
+    return DASH if value is None else f"{value:+.3f}"
+
+
+def _range(low: Optional[float], high: Optional[float], digits: int) -> str:
+    return DASH if low is None or high is None else f"{low:.{digits}f} to {high:.{digits}f}"
+
+
+def across_seeds_section(document: SummaryDocument, unit: str, figure_dir: Optional[Path]) -> list[str]:
+    """The "Across seeds" section: the conditions' pooled figures, the across-seed comparisons and their figures."""
+    from harness.summary.seeds import baseline_label, unique_blocks
+
+    conditions = document.conditions
+    if not conditions:
+        return []
+    out = ["## Across seeds", ""]
+    out.append(
+        "Runs are grouped into conditions by their configuration without the seed (from their manifests), and "
+        "each condition's figures are over the steps every one of its seeds completed: the mean over its seeds, "
+        "the standard deviation between them, and the lowest and highest seed. The reward of a filter run is "
+        "the one counted before the filter."
+    )
+    out.append("")
+    blocks = unique_blocks(block for comparison in document.comparisons for block in comparison.across_seeds)
+    few = [block for block in blocks if block.too_few_seeds]
+    if few:
+        listed = "; ".join(
+            f"{block.condition} against {baseline_label(block)} ({block.seeds} and {block.baseline_seeds} seeds)"
+            for block in few
+        )
+        out += [f"**Too few seeds to conclude anything** for {listed}: see each verdict for how many are needed.", ""]
+    elif not blocks and all(len(c.seeds) <= 1 for c in conditions.values()):
+        out += ["Every condition has one seed, so nothing can be concluded across seeds: run more seeds.", ""]
+    out += _table(
+        [
+            "condition",
+            "seeds",
+            "steps",
+            "reward mean",
+            "seeds' range",
+            "first 4",
+            f"rollout median ({unit})",
+            "dropped groups per seed",
+        ],
+        [
+            [
+                key + (" (simulated)" if condition.simulated else ""),
+                f"{len(condition.seeds)}" + (f" of {len(condition.runs)}" if condition.left_out else ""),
+                str(condition.steps_pooled),
+                _spread(condition.reward_mean.mean, condition.reward_mean.sd, 3),
+                _range(condition.reward_mean.min, condition.reward_mean.max, 3),
+                _spread(condition.reward_mean_first4.mean, condition.reward_mean_first4.sd, 3),
+                _spread(condition.rollout_time_adjusted_median_s.mean, condition.rollout_time_adjusted_median_s.sd, 1),
+                _spread(condition.dropped_groups.mean, condition.dropped_groups.sd, 1),
+            ]
+            for key, condition in conditions.items()
+        ],
+    )
+    out.append("")
+    for key, condition in conditions.items():
+        out += [f"- **{key}**: {note}" for note in condition.notes if not note.startswith("one seed:")]
+    if any(not note.startswith("one seed:") for c in conditions.values() for note in c.notes):
+        out.append("")
+    if blocks:
+        effects = sorted({block.effect for block in blocks})
+        out += _table(
+            [
+                "comparison",
+                "seeds",
+                "difference",
+                "95% interval",
+                "excludes 0",
+                "Welch p",
+                "P(higher)",
+                "seeds needed",
+            ]
+            + [f"seeds for {effect:g}" for effect in effects],
+            [
+                [
+                    f"{block.condition} against {baseline_label(block)}",
+                    f"{block.seeds} and {block.baseline_seeds}",
+                    _signed(block.difference),
+                    DASH
+                    if block.interval_low is None or block.interval_high is None
+                    else f"{_signed(block.interval_low)} to {_signed(block.interval_high)}",
+                    DASH if block.interval_excludes_zero is None else ("yes" if block.interval_excludes_zero else "no"),
+                    _num(block.welch_p, 3),
+                    _num(block.p_improvement, 2),
+                    _int(block.seeds_needed),
+                ]
+                + [_int(block.seeds_needed_for_effect) if block.effect == effect else DASH for effect in effects]
+                for block in blocks
+            ],
+        )
+        out += [
+            "",
+            "Seeds needed: per condition, for 80% power at alpha 0.05 (two-sided) from the pooled standard "
+            "deviation; P(higher): the share of seed pairs in which the first condition read higher (ties half).",
+            "",
+        ]
+    drawn = {id(block) for block in drawable_seed_comparisons(document)}
+    for block in blocks:
+        out += [f"**{block.condition} against {baseline_label(block)}.** {block.verdict}", ""]
+        out += [f"- {note}" for note in block.notes]
+        if block.notes:
+            out.append("")
+        if id(block) in drawn:
+            _figure(
+                out, figure_dir, seed_comparison_figure_path(Path("."), block), *seed_comparison_text(document, block)
+            )
+    for key in drawable_conditions(document):
+        _figure(out, figure_dir, condition_figure_path(Path("."), key), *condition_text(document, key))
+    return out
 
 
 def _guard_section(document: SummaryDocument, figure_dir: Optional[Path]) -> list[str]:

@@ -266,8 +266,18 @@ class _Overlaps:
     pause_total_s: float
 
 
+SMALL_RUN = 16  # steps up to which a run's overlaps are computed step by step: numpy's set-up costs more there
+
+
 def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Found) -> _Overlaps:
     """Each rollout's pause overlap, adjusted time and clean flag (None where unknown), and the pause total."""
+    if len(rollout) <= SMALL_RUN:
+        return _pause_overlaps_by_step(frame, rollout, found)
+    return _pause_overlaps_by_column(frame, rollout, found)
+
+
+def _pause_overlaps_by_column(frame: RunFrame, rollout: list[Optional[float]], found: _Found) -> _Overlaps:
+    """`_pause_overlaps` for a long run: a column at a time (numpy)."""
     import numpy as np
 
     from harness.summary.windows import merge_windows, overlap_lengths, union_length
@@ -359,6 +369,176 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
         clean=[None if not k else not t for k, t in zip(known.tolist(), touched.tolist())],
         pause_total_s=union_length(starts, stops) / time_scale / US_PER_S,
     )
+
+
+def _pause_overlaps_by_step(frame: RunFrame, rollout: list[Optional[float]], found: _Found) -> _Overlaps:
+    """`_pause_overlaps` for a short run: step by step in floats, the same arithmetic and notes as by column.
+
+    Each line does what the matching numpy line of `_pause_overlaps_by_column`
+    does to one element (NaN for unknown; a comparison with NaN is false), in
+    the same order, so the two give the same numbers and notes
+    (tests/test_summary_windows.py checks it on random runs).
+    """
+    from harness.summary.windows import merged_lists
+
+    nan = math.nan
+    span = frame.span
+    time_scale = frame.time_scale if frame.time_scale is not None else 1
+    ends = frame.steps.t_rollout_end_us
+    starts, stops = merged_lists(frame.windows)
+    origin = frame.first_time_us if frame.first_time_us is not None else 0
+    count = len(rollout)
+    rollout_s = [nan if r is None else float(r) for r in rollout]
+    end_us = [nan if e is None else float(e) for e in ends]
+    has_rollout = [r == r for r in rollout_s]
+    no_end = [has and e != e for has, e in zip(has_rollout, end_us)]
+    low = -_INF if span.start_us is None else span.start_us - SPAN_SLACK_US
+    high = _INF if span.end_us is None else span.end_us + SPAN_SLACK_US
+    outside = [e < low or e > high for e in end_us]
+    # A note's text is made only where it has steps (the common run has none).
+    positions = [i for i in range(count) if no_end[i]]
+    if positions:
+        found.add("t_rollout_end missing in {steps}: pause overlap unknown there", positions, rank=_ROLLOUT_END)
+    positions = [i for i in range(count) if has_rollout[i] and outside[i]]
+    if positions:
+        found.add(
+            f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
+            "pause overlap unknown, not counted clean",
+            positions,
+            [_time_text(ends[i]) for i in positions],
+            rank=_ROLLOUT_END,
+            flag=True,
+        )
+    known = [has_rollout[i] and not no_end[i] and not outside[i] for i in range(count)]
+    back = _back_in_time_by_step(ends, end_us, outside, bool(starts), found)
+    known = [k and not b for k, b in zip(known, back)]
+    if frame.time_scale is None and starts:  # where the rollouts lie against the windows is unknown (a note)
+        known = [False] * count
+    scale_us = float(time_scale) * US_PER_S
+    wall_us = [r * scale_us for r in rollout_s]  # a rollout time of 1e303 s overflows to inf: said below
+    hi = [end_us[i] - origin if known[i] else 0.0 for i in range(count)]
+    lo = [hi[i] - (wall_us[i] if known[i] else 0.0) for i in range(count)]
+    if span.start_us is not None and frame.time_scale is not None:
+        first_allowed = low - origin
+        early = [known[i] and not (lo[i] >= first_allowed) for i in range(count)]
+        positions = [i for i in range(count) if early[i]]
+        if positions:
+            found.add(
+                f"{keys.ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
+                f"({format_time_us(span.start_us)}) in {{steps}}: pause overlap unknown, not counted clean",
+                positions,
+                [rollout[i] for i in positions],
+                rank=_ROLLOUT_END,
+                flag=True,
+            )
+        known = [k and not e for k, e in zip(known, early)]
+        hi = [h if k else 0.0 for h, k in zip(hi, known)]
+        lo = [v if k else 0.0 for v, k in zip(lo, known)]
+    relative = [(start - origin, stop - origin) for start, stop in zip(starts, stops)]
+    overlap_wall_us = [_covered(relative, lo[i], hi[i]) for i in range(count)]
+    overlap_trainer_us = [v / time_scale for v in overlap_wall_us] if time_scale != 1 else overlap_wall_us
+    touched = [v != 0.0 for v in overlap_wall_us]
+    overlap = [_divide(overlap_trainer_us[i], US_PER_S) if touched[i] else 0.0 for i in range(count)]
+    adjusted = [
+        _divide(rollout_s[i] * US_PER_S - overlap_trainer_us[i], US_PER_S) if touched[i] else rollout_s[i]
+        for i in range(count)
+    ]
+    # Times are whole microseconds: less than one left of the rollout is nothing left (0, -0.0, 3e-14).
+    nothing_left = [
+        known[i] and ((touched[i] and wall_us[i] - overlap_wall_us[i] < 1.0) or rollout_s[i] == 0.0)
+        for i in range(count)
+    ]
+    for rank, (name, column) in enumerate((("pause_overlap_s", overlap), ("rollout_time_adjusted_s", adjusted))):
+        bad = [known[i] and not math.isfinite(column[i]) for i in range(count)]
+        for i in range(count):
+            if bad[i]:
+                found.add(
+                    f"{name} is not a finite number ({float(column[i])!r}) in {{steps}}: null",
+                    [i],
+                    rank=(_NON_FINITE, rank),
+                    flag=True,
+                )
+        for i in range(count):
+            if not (known[i] and not bad[i]):
+                column[i] = nan
+    positions = [i for i in range(count) if nothing_left[i] and touched[i]]
+    if positions:
+        found.add(
+            "the pause windows cover the whole rollout in {steps}: rollout_time_adjusted_s null (nothing of it "
+            "is left once the pauses are taken out)",
+            positions,
+            rank=_ROLLOUT_END,
+            flag=True,
+        )
+    positions = [i for i in range(count) if nothing_left[i] and not touched[i]]
+    if positions:
+        found.add(
+            f"{keys.ROLLOUT_TIME} is 0 in {{steps}}: rollout_time_adjusted_s null",
+            positions,
+            rank=_ROLLOUT_END,
+            flag=True,
+        )
+    for i in range(count):
+        if nothing_left[i]:
+            adjusted[i] = nan
+    return _Overlaps(
+        overlap=[None if v != v else v for v in overlap],
+        adjusted=[None if v != v else v for v in adjusted],
+        clean=[None if not k else not t for k, t in zip(known, touched)],
+        pause_total_s=sum(stop - start for start, stop in zip(starts, stops)) / time_scale / US_PER_S,
+    )
+
+
+def _divide(value: float, by: float) -> float:
+    """`value / by` as numpy divides floats: an overflow is infinity, not an error."""
+    try:
+        return value / by
+    except OverflowError:  # pragma: no cover - a float divided by a float above 1 cannot overflow
+        return math.copysign(_INF, value)
+
+
+def _covered(windows: Sequence[tuple[int, int]], lo: float, hi: float) -> float:
+    """How much of [lo, hi] the merged windows cover: `windows.overlap_lengths` for one interval."""
+    if not windows:
+        return 0.0
+    first = sum(1 for _, stop in windows if float(stop) <= lo)  # searchsorted(ends, lo, side="right")
+    stop_at = sum(1 for start, _ in windows if float(start) < hi)  # searchsorted(starts, hi, side="left")
+    if not stop_at > first:
+        return 0.0
+    whole = float(sum(stop - start for start, stop in windows[first:stop_at]))
+    first_c, last_c = min(first, len(windows) - 1), max(stop_at - 1, 0)
+    cut_front = _maximum(0.0, lo - float(windows[first_c][0]))
+    cut_back = _maximum(0.0, float(windows[last_c][1]) - hi)
+    return whole - cut_front - cut_back
+
+
+def _maximum(a: float, b: float) -> float:
+    """numpy's maximum: NaN if either is."""
+    if a != a or b != b:
+        return math.nan
+    return a if a >= b else b
+
+
+def _back_in_time_by_step(
+    ends: Sequence[Optional[int]], end_us: Sequence[float], outside: Sequence[bool], has_windows: bool, found: _Found
+) -> list[bool]:
+    """`_back_in_time`, step by step."""
+    timed = [i for i, (e, out) in enumerate(zip(end_us, outside)) if e == e and not out]
+    suspect = [False] * len(end_us)
+    for k in range(len(timed) - 1):
+        before, after = timed[k], timed[k + 1]
+        if not end_us[after] < end_us[before]:
+            continue
+        unknown = ": pause overlap unknown in both, not counted clean" if has_windows else ""
+        found.add(
+            f"t_rollout_end goes back in time from step {found.steps[before]} "
+            f"({_time_text(ends[before])}) to step {found.steps[after]} ({_time_text(ends[after])})" + unknown,
+            [before, after],
+            rank=_ROLLOUT_END,
+            flag=True,
+        )
+        suspect[before] = suspect[after] = has_windows
+    return suspect
 
 
 def _back_in_time(

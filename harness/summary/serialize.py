@@ -2,11 +2,16 @@
 
 The layout is for people as well as programs: two-space indents, each step
 row on one line. Every value is encoded by orjson, which only writes strict
-JSON; a run's rows are encoded at once and laid one per line only where the
-encoded text proves where each row ends (else row by row), so the layout
-holds whatever a row or a note contains. A float that is not finite is
-refused, never written as null behind the reader's back (the summarizer has
-already turned each one into null with a note).
+JSON: a run's rows at once, laid one per line only where the encoded text
+proves where each row ends (else row by row), so the layout holds whatever a
+row or a note contains; everything else an object at a time (each run's
+facts, the comparisons, the conditions), indented by orjson. A float that is
+not finite is refused, never written as null behind the reader's back (the
+summarizer has already turned each one into null with a note).
+
+The text is built from a few pieces a run, joined once: never a piece a
+value (orjson's smallest output holds about 4 KB), so the many small runs of
+a large capture root cost about what their bytes cost.
 """
 
 from __future__ import annotations
@@ -20,16 +25,18 @@ import orjson
 
 from harness.capture.reader import Skipped
 from harness.summary import SCHEMA_ID
-from harness.summary.document import FLOAT_ROW_KEYS, StepTable, SummaryDocument
+from harness.summary.document import FLOAT_ROW_KEYS, RunSummary, StepTable, SummaryDocument
 
 if TYPE_CHECKING:
-    from harness.jsontypes import JSONObject
+    from _typeshed import DataclassInstance
+
+    from harness.jsontypes import JSONObject, JSONValue
 
 MAX_SUMMARY_BYTES = 1 << 30
 _INDENT = b"  "
-
-
 ROWS_LEVEL = 3  # document > runs > <run> > steps
+_RUN_LEVEL = 2  # document > runs > <run>
+_STEPS_PLACEHOLDER = b'\n  "steps": []'  # a run's own `steps` key, as orjson indents the run alone
 
 
 def dumps_summary(document: SummaryDocument, encoded_rows: Optional[Mapping[str, bytes]] = None) -> bytes:
@@ -38,12 +45,17 @@ def dumps_summary(document: SummaryDocument, encoded_rows: Optional[Mapping[str,
     `encoded_rows`: runs whose rows `encode_rows` has already encoded (where
     they were computed, in parallel), by run name; the others are encoded here.
     """
-    out: list[bytes] = []
-    ready = {
-        id(document.runs[name].steps): data for name, data in (encoded_rows or {}).items() if name in document.runs
-    }
-    _write(document, 0, out, ready)
-    out.append(b"\n")
+    out: list[bytes] = [b"{\n"]  # a few pieces a run, joined once at the end
+    names = _field_names(type(document))
+    for i, name in enumerate(names):
+        out.append(_INDENT + orjson.dumps(name) + b": ")
+        value = getattr(document, name)
+        if name == "runs":
+            _write_runs(value, out, encoded_rows or {})
+        else:
+            out.append(_indented(strict_plain(value, name), 1))
+        out.append(b",\n" if i < len(names) - 1 else b"\n")
+    out.append(b"}\n")
     return b"".join(out)
 
 
@@ -53,82 +65,115 @@ def encode_rows(table: StepTable) -> bytes:
     return _rows_one_per_line(table.rows(), _INDENT * (ROWS_LEVEL + 1))
 
 
-def _items(value: object) -> list[tuple[str, object]]:
-    """The (key, value) pairs of an object of the document: a dict, a dataclass or a Skipped."""
-    if isinstance(value, dict):
-        return list(value.items())
-    if isinstance(value, Skipped):
-        return list(value.to_dict().items())
-    if is_dataclass(value) and not isinstance(value, type):
-        return [(spec.name, getattr(value, spec.name)) for spec in fields(value)]
-    raise TypeError(f"not an object of a summary document: {type(value).__name__}")
+def _write_runs(runs: Mapping[str, RunSummary], out: list[bytes], encoded_rows: Mapping[str, bytes]) -> None:
+    if not runs:
+        out.append(b"{}")
+        return
+    out.append(b"{\n")
+    last = len(runs) - 1
+    for i, (name, run) in enumerate(runs.items()):
+        out.append(_INDENT * _RUN_LEVEL + orjson.dumps(str(name)) + b": ")
+        _write_run(run, encoded_rows.get(name), f"runs.{name}", out)
+        out.append(b",\n" if i < last else b"\n")
+    out.append(_INDENT + b"}")
 
 
-def _is_object(value: object) -> bool:
-    return isinstance(value, dict) or hasattr(value, "__dataclass_fields__")
+_MARKER = _STEPS_PLACEHOLDER.replace(b"\n", b"\n" + _INDENT * _RUN_LEVEL)
 
 
-def _scalar(value: object) -> bytes:
-    if type(value) is float and not math.isfinite(value):
-        raise ValueError(f"not strict JSON: {value!r} (the summary nulls such values, with a note)")
-    return orjson.dumps(value)
+def _write_run(run: RunSummary, rows: Optional[bytes], where: str, out: list[bytes]) -> None:
+    """One run's object: its facts indented by orjson, its rows one per line where `steps` stands."""
+    plain = {
+        # `steps` is a marker the rows replace: the run's only key at its own top level called so
+        name: strict_plain(getattr(run, name), f"{where}.{name}") if name != "steps" else []
+        for name in _field_names(RunSummary)
+    }
+    encoded = _indented(plain, _RUN_LEVEL)
+    if not len(run.steps):
+        out.append(encoded)
+        return
+    if rows is None:
+        rows = encode_rows(run.steps)
+    cut = encoded.index(_MARKER) + len(_MARKER) - 2  # before the marker's `[]`
+    inner, pad = _INDENT * (ROWS_LEVEL + 1), _INDENT * ROWS_LEVEL
+    out += [encoded[:cut], b"[\n", inner, rows, b"\n", pad, b"]", encoded[cut + 2 :]]
 
 
-def _flat(value: object) -> bool:
-    """A value written on one line inside a list: a scalar, or an object of scalars."""
-    if isinstance(value, StepTable) or isinstance(value, list):
-        return False
-    if _is_object(value):
-        return not any(_is_object(item) or isinstance(item, (list, StepTable)) for _, item in _items(value))
-    return True
+def _indented(value: object, level: int) -> bytes:
+    """orjson's two-space layout, every line after the first moved in by `level` indents.
+
+    A raw newline only ever stands between tokens (a string's own newlines
+    are escaped), so shifting every one shifts the layout and nothing else.
+    """
+    encoded = orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    return encoded.replace(b"\n", b"\n" + _INDENT * level) if level else encoded
 
 
-def _one_line(value: object) -> bytes:
-    if _is_object(value):
-        return b"{" + b", ".join(orjson.dumps(str(key)) + b": " + _scalar(item) for key, item in _items(value)) + b"}"
-    return _scalar(value)
+_FIELDS: dict[type[DataclassInstance], tuple[str, ...]] = {}
 
 
-def _write(value: object, level: int, out: list[bytes], ready: Mapping[int, bytes]) -> None:
-    pad, inner = _INDENT * level, _INDENT * (level + 1)
+def _field_names(kind: type[DataclassInstance]) -> tuple[str, ...]:
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(spec.name for spec in fields(kind))
+    return names
+
+
+def strict_plain(value: object, where: str = "the document") -> JSONValue:
+    """The value as plain JSON data (as `document.to_plain`); ValueError naming where a float is not finite."""
+    try:
+        return _plain(value)
+    except _NotFinite:
+        raise ValueError(
+            f"not strict JSON: {where}{_path_to_non_finite(value)} is not a finite number "
+            "(the summary nulls such values, with a note)"
+        ) from None
+
+
+class _NotFinite(Exception):
+    pass
+
+
+def _plain(value: object) -> JSONValue:
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if value - value != 0.0:  # inf - inf and nan - nan are nan: not finite
+            raise _NotFinite
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
     if isinstance(value, StepTable):
-        if not len(value):
-            out.append(b"[]")
-            return
-        encoded = ready.get(id(value)) if level == ROWS_LEVEL else None
-        if encoded is None:
-            _check_finite(value)
-            encoded = _rows_one_per_line(value.rows(), inner)
-        out += [b"[\n", inner, encoded, b"\n", pad, b"]"]
-        return
-    if _is_object(value):
-        items = _items(value)
-        if not items:
-            out.append(b"{}")
-            return
-        out.append(b"{\n")
-        for i, (key, item) in enumerate(items):
-            out += [inner, orjson.dumps(str(key)), b": "]
-            _write(item, level + 1, out, ready)
-            out.append(b",\n" if i < len(items) - 1 else b"\n")
-        out += [pad, b"}"]
-        return
-    if isinstance(value, list):
-        if not value:
-            out.append(b"[]")
-        elif len(value) == 1 and not (_is_object(value[0]) or isinstance(value[0], list)):
-            out += [b"[", _scalar(value[0]), b"]"]
-        elif all(_flat(item) for item in value):
-            out += [b"[\n", inner, (b",\n" + inner).join(_one_line(item) for item in value), b"\n", pad, b"]"]
-        else:
-            out.append(b"[\n")
-            for i, item in enumerate(value):
-                out.append(inner)
-                _write(item, level + 1, out, ready)
-                out.append(b",\n" if i < len(value) - 1 else b"\n")
-            out += [pad, b"]"]
-        return
-    out.append(_scalar(value))
+        _check_finite(value)
+        return list(value.rows())
+    if isinstance(value, Skipped):
+        return dict(value.to_dict())
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if is_dataclass(value) and not isinstance(value, type):
+        return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
+    raise TypeError(f"not a value of a summary document: {type(value).__name__}")
+
+
+def _path_to_non_finite(value: object) -> str:
+    """Where in `value` the first float that is not finite is (`.aggregates.reward_mean`), for the error."""
+    if type(value) is float:
+        return "" if math.isfinite(value) else f" ({value!r})"
+    items: list[tuple[str, object]] = []
+    if isinstance(value, (list, tuple)):
+        items = [(f"[{i}]", item) for i, item in enumerate(value)]
+    elif isinstance(value, dict):
+        items = [(f".{key}", item) for key, item in value.items()]
+    elif is_dataclass(value) and not isinstance(value, (type, StepTable)):
+        items = [(f".{name}", getattr(value, name)) for name in _field_names(type(value))]
+    for step, item in items:
+        try:
+            _plain(item)
+        except _NotFinite:
+            return step + _path_to_non_finite(item)
+    return ""
 
 
 def _rows_one_per_line(rows: list[JSONObject], inner: bytes) -> bytes:
@@ -145,8 +190,21 @@ def _rows_one_per_line(rows: list[JSONObject], inner: bytes) -> bytes:
     return (b",\n" + inner).join(map(orjson.dumps, rows))
 
 
+SMALL_TABLE = 64  # rows below which the check is a plain loop (numpy's set-up costs more)
+
+
 def _check_finite(table: StepTable) -> None:
     """orjson would write NaN as null: refuse it instead (the summarizer has nulled such values, with a note)."""
+    if len(table) < SMALL_TABLE:
+        for key in FLOAT_ROW_KEYS:
+            for value in getattr(table, key):
+                if value is None:
+                    continue
+                if type(value) not in (float, int, bool):
+                    raise ValueError(f"a step row's {key} holds a value that is not a number")
+                if not math.isfinite(value):
+                    raise ValueError(_NOT_FINITE.format(key=key))
+        return
     import numpy as np
 
     for key in FLOAT_ROW_KEYS:
@@ -156,10 +214,10 @@ def _check_finite(table: StepTable) -> None:
         except (TypeError, ValueError):
             raise ValueError(f"a step row's {key} holds a value that is not a number") from None
         if np.isinf(values).any() or int(np.isnan(values).sum()) != column.count(None):
-            raise ValueError(
-                f"not strict JSON: a step row's {key} is not a finite number "
-                "(the summary nulls such values, with a note)"
-            )
+            raise ValueError(_NOT_FINITE.format(key=key))
+
+
+_NOT_FINITE = "not strict JSON: a step row's {key} is not a finite number (the summary nulls such values, with a note)"
 
 
 def write_summary(document: SummaryDocument, out: Path, encoded_rows: Optional[Mapping[str, bytes]] = None) -> Path:

@@ -9,6 +9,8 @@ The jobs, each in its own module, in the order they run:
 - `rows`: a frame -> its step rows (`StepTable`);
 - `aggregates`: the rows -> the run's aggregates;
 - `comparisons`: the runs -> one comparison per `compare` block;
+- `seeds`: the runs -> conditions, figures pooled over seeds, and each
+  comparison's across-seed block;
 - `document` and `serialize`: the typed document and its JSON.
 
 Each run is summarized on its own, from its own files: a run that cannot be
@@ -25,13 +27,15 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from harness.capture.reader import RunCapture, Skipped, find_runs, read_capture
 from harness.mileslog import keys
+from harness.seedstats import DEFAULT_EFFECT
 from harness.summary import SCHEMA_ID
 from harness.summary.aggregates import aggregate, null_non_finite
-from harness.summary.comparisons import CompareBlock, compare_run
+from harness.summary.comparisons import CompareBlock, compare_run, seeds_by_experiment
 from harness.summary.conditions import RunConditions, condition_notes
 from harness.summary.document import Comparison, RunSummary, StepTable, SummaryDocument, to_plain_object
 from harness.summary.frames import read_frame
 from harness.summary.rows import build_rows
+from harness.summary.seeds import SeedComparisons, summarize_conditions
 from harness.summary.serialize import dumps_summary, encode_rows, load_summary, write_summary
 from harness.times import now_rfc3339
 
@@ -102,6 +106,8 @@ def summarize_run(capture: RunCapture) -> RunResult:
         reward_key=rows.reward_key,
         config_sources=config.sources,
         reward_source=run_reward_source(rows.table),
+        simulated=frame.conditions.simulated if frame.conditions is not None else None,
+        config_hash=frame.conditions.config_hash if frame.conditions is not None else None,
         start_temp_c=frame.start_temp_c,
     )
     compare = CompareBlock(frame.baseline, frame.baselines) if frame.baseline is not None else None
@@ -119,10 +125,15 @@ def run_reward_source(table: StepTable) -> Optional[str]:
 
 
 def summarize_captures(
-    captures: Sequence[RunCapture], *, skipped: Sequence[Skipped] = (), generated_at: Optional[str] = None
+    captures: Sequence[RunCapture],
+    *,
+    skipped: Sequence[Skipped] = (),
+    generated_at: Optional[str] = None,
+    effect: float = DEFAULT_EFFECT,
 ) -> Summary:
     """The document for already-read captures, with the warnings the commands print."""
-    return _document([_summarize_or_skip(c) for c in sorted(captures, key=lambda c: c.name)], skipped, generated_at)
+    outcomes = [_summarize_or_skip(c) for c in sorted(captures, key=lambda c: c.name)]
+    return _document(outcomes, skipped, generated_at, effect)
 
 
 def summarize(
@@ -130,20 +141,29 @@ def summarize(
     *,
     generated_at: Optional[str] = None,
     workers: Optional[int] = None,
+    effect: float = DEFAULT_EFFECT,
 ) -> SummaryDocument:
     """Read every capture under `capture_dir` and return the summary document."""
-    return summarize_with_warnings(capture_dir, generated_at=generated_at, workers=workers).document
+    return summarize_with_warnings(capture_dir, generated_at=generated_at, workers=workers, effect=effect).document
 
 
 def summarize_with_warnings(
-    capture_dir: Path, *, generated_at: Optional[str] = None, workers: Optional[int] = None, encode: bool = False
+    capture_dir: Path,
+    *,
+    generated_at: Optional[str] = None,
+    workers: Optional[int] = None,
+    encode: bool = False,
+    effect: float = DEFAULT_EFFECT,
 ) -> Summary:
     """`summarize`, with the warnings the commands print.
 
     The runs are read and summarized in `workers` processes (default: one
-    per core, up to 8, when the captures are large enough to gain from it);
+    per core, up to 8, when the captures are large enough, or many enough,
+    to gain from it);
     each run's result is the same either way. `encode`: also encode each
     run's rows for the JSON where they are computed (`Summary.encoded_rows`).
+    `effect`: the difference in mean reward the across-seed comparisons say
+    how many seeds would detect.
     """
     run_dirs, skipped = find_runs(Path(capture_dir))
     if workers is None:
@@ -154,20 +174,32 @@ def summarize_with_warnings(
 
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         with ProcessPoolExecutor(min(workers, len(run_dirs)), mp_context=context) as pool:
-            outcomes = list(
-                pool.map(
-                    summarize_directory,
-                    run_dirs,
-                    [encode] * len(run_dirs),
-                    chunksize=max(1, len(run_dirs) // (4 * workers)),
-                )
+            pending = pool.map(
+                summarize_directory,
+                run_dirs,
+                [encode] * len(run_dirs),
+                chunksize=max(1, len(run_dirs) // (4 * workers)),
             )
+            _warm_statistics()  # while the workers read: the main process would only wait
+            outcomes = list(pending)
     else:
         outcomes = [summarize_directory(d, encode) for d in run_dirs]
-    return _document(outcomes, skipped, generated_at)
+    return _document(outcomes, skipped, generated_at, effect)
+
+
+def _warm_statistics() -> None:
+    """Import scipy for the across-seed comparisons now (every worker is already forked); without it, say nothing:
+    each comparison across seeds says so itself."""
+    from harness import seedstats
+
+    try:
+        seedstats.warm()
+    except ImportError:
+        pass
 
 
 PARALLEL_BYTES = 32 << 20  # below this much metrics.jsonl, starting processes costs more than it saves
+PARALLEL_RUNS = 1_000  # unless there are this many runs: each costs its own files' reading, however short
 MAX_WORKERS = 8
 
 
@@ -180,7 +212,7 @@ def _default_workers(run_dirs: Sequence[Path]) -> int:
             total += os.stat(run_dir / "metrics.jsonl").st_size
         except OSError:
             continue
-    if total < PARALLEL_BYTES:
+    if total < PARALLEL_BYTES and len(run_dirs) < PARALLEL_RUNS:
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(cores, MAX_WORKERS))
@@ -211,7 +243,10 @@ def _summarize_or_skip(capture: RunCapture) -> Union[RunResult, Skipped]:
 
 
 def _document(
-    outcomes: Sequence[Union[RunResult, Skipped]], skipped: Sequence[Skipped], generated_at: Optional[str]
+    outcomes: Sequence[Union[RunResult, Skipped]],
+    skipped: Sequence[Skipped],
+    generated_at: Optional[str],
+    effect: float = DEFAULT_EFFECT,
 ) -> Summary:
     from harness import __version__
 
@@ -225,18 +260,28 @@ def _document(
     warnings = [f"skipped {s.directory}: {s.reason}" for s in skipped]
     runs = {name: result.summary for name, result in results.items()}
     conditions = {name: result.conditions for name, result in results.items() if result.conditions is not None}
+    grouped = summarize_conditions(runs, {name: c.config for name, c in conditions.items()})
+    warnings.extend(grouped.warnings)
+    across = SeedComparisons(runs, grouped, effect)
+    seeds_of = seeds_by_experiment(runs)
     comparisons: list[Comparison] = []
     for name, result in results.items():
         if result.compare is None:
             continue
         try:
-            comparison = compare_run(name, result.compare, runs)
+            comparison = compare_run(name, result.compare, runs, seeds_of)
             differ = condition_notes(name, [result.compare.baseline, *result.compare.baselines], conditions)
             comparison.notes.extend(differ)
             warnings.extend(differ)  # not silent: the commands say it too
             comparisons.append(comparison)
         except Exception as err:  # as above: one comparison, not the document
             warnings.append(f"{name}: no comparison ({type(err).__name__}: {err})")
+            continue
+        try:
+            comparison.across_seeds = across.blocks(name, result.compare.baseline, result.compare.baselines)
+        except Exception as err:  # the run's own comparison stands without it
+            comparison.notes.append(f"no comparison across seeds ({type(err).__name__}: {err})")
+            warnings.append(f"{name}: no comparison across seeds ({type(err).__name__}: {err})")
     for name, result in results.items():
         if result.summary.state == "unknown":
             warnings.append(
@@ -244,6 +289,16 @@ def _document(
             )
         if result.flagged:
             warnings.append(f"{name}: values out of range, flagged in its notes")
-    document = SummaryDocument(SCHEMA_ID, generated_at or now_rfc3339(), __version__, runs, comparisons, skipped)
+    simulated = [run.simulated for run in runs.values()]
+    document = SummaryDocument(
+        SCHEMA_ID,
+        generated_at or now_rfc3339(),
+        __version__,
+        runs,
+        comparisons,
+        skipped,
+        simulated=True if True in simulated else (False if simulated and None not in simulated else None),
+        conditions=grouped.summaries,
+    )
     encoded = {name: result.rows_json for name, result in results.items() if result.rows_json is not None}
     return Summary(document, warnings, encoded)

@@ -1,4 +1,9 @@
-"""The reward verdict: one sentence that states the result and its limits.
+"""The reward verdicts: one sentence that states the result and its limits.
+
+`reward_verdict` words one run against its baseline (the write-up's sentence);
+`seeds_verdict` a condition's seeds against its baseline's (docs/summary.md,
+"Across seeds"): the seeds on each side, the difference, its interval and
+whether that excludes 0, Welch's p, and what follows.
 
 Pure: it takes the facts a comparison found and words them. Numbers are shown
 with three decimals (display only; the JSON keeps them unrounded). The
@@ -16,6 +21,7 @@ from typing import Mapping, Optional, Sequence
 
 from harness.mileslog.keys import RAW_REWARD as FILTERED_KEY
 from harness.mileslog.keys import RAW_REWARD_UNFILTERED as UNFILTERED_KEY
+from harness.seedstats import ALPHA, CONFIDENCE, POWER, SeedComparisonStats
 
 
 @dataclass(frozen=True)
@@ -142,3 +148,123 @@ def reward_verdict(facts: RewardFacts) -> str:
     if limits:
         return f"{first}; but {_join(limits)}, so {conclusion}{action}."
     return f"{first}; so {conclusion}{action}."
+
+
+# --------------------------------------------------------------------------- across seeds
+
+
+@dataclass(frozen=True)
+class SeedFacts:
+    """What an across-seed comparison found; the input of `seeds_verdict`."""
+
+    condition: str
+    baseline: str  # a condition, or "the baselines (a, b, c)"
+    filter: bool
+    biased: bool  # the reward is the one counted before the filter, which leans high
+    steps: int
+    stats: SeedComparisonStats
+    too_few_seeds: bool
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.3f}"
+
+
+def _p(value: Optional[float]) -> str:
+    if value is None:
+        return "Welch p not defined"
+    return "Welch p < 0.001" if value < 0.001 else f"Welch p {value:.3f}"
+
+
+def _seeds(n: int) -> str:
+    return "one seed" if n == 1 else f"{n} seeds"
+
+
+def _needed(facts: SeedFacts) -> str:
+    """`about 14 seeds each would detect a difference of +0.012, and 31 an effect of 0.020 (...)`, or why not."""
+    stats = facts.stats
+    observed, wanted = stats.seeds_needed, stats.seeds_needed_for_effect
+    power = f"{POWER:.0%} power, alpha {ALPHA:g}, two-sided"
+    if wanted.seeds is None and observed.seeds is None:
+        return f"how many seeds would be needed is not known: {wanted.why or observed.why}"
+    parts = []
+    if observed.seeds is not None and stats.difference is not None:
+        parts.append(f"about {observed.seeds} seeds each would detect a difference of {_signed(stats.difference)}")
+    elif observed.why and stats.difference is not None:
+        parts.append(f"a difference of {_signed(stats.difference)} would need {observed.why}")
+    if wanted.seeds is not None:
+        parts.append(f"{wanted.seeds} seeds each an effect of {stats.effect:.3f}")
+    elif wanted.why:
+        parts.append(f"an effect of {stats.effect:.3f} {wanted.why}")
+    return ", and ".join(parts) + f" ({power})"
+
+
+def seeds_verdict(facts: SeedFacts) -> str:
+    """The across-seed sentence: seeds on each side, the difference, its interval, p, whether the interval excludes 0.
+
+    With one seed on a side there is no interval: it says so, and how many
+    seeds are needed, instead of a number.
+    """
+    stats = facts.stats
+    x, y = stats.x, stats.y
+    mine, theirs = facts.condition, facts.baseline
+    what = "the mean reward before the filter" if facts.biased else "the mean reward"
+    if x.mean is None or y.mean is None:
+        lacking = mine if x.mean is None else theirs
+        return f"No comparison across seeds: {lacking} has no seed with a reward in the {facts.steps} steps compared."
+    if x.n < 2 or y.n < 2:
+        means = f"{what} {x.mean:.3f} against {y.mean:.3f} over {facts.steps} steps"
+        if x.n < 2 and y.n < 2:
+            return (
+                f"No interval across seeds: {mine} and {theirs} have one seed each ({means}), and one seed has no "
+                "spread to judge a difference by, nor to say how many seeds would: too few seeds to conclude "
+                "anything; run at least a second seed of each."
+            )
+        single = mine if x.n < 2 else theirs
+        counts = (
+            f"{mine} has {_seeds(x.n)} and {theirs} {y.n}" if x.n < 2 else f"{theirs} has one seed and {mine} {x.n}"
+        )
+        return (
+            f"No interval across seeds: {counts} ({means}), and one seed has no spread to judge a difference by: "
+            f"too few seeds to conclude anything; run at least a second seed of {single}. From the spread of the "
+            f"seeds there are, {_needed(facts)}."
+        )
+    head = f"Across {_seeds(x.n)} each" if x.n == y.n else f"Across {_seeds(x.n)} of {mine} and {y.n} of {theirs}"
+    difference = stats.difference if stats.difference is not None else 0.0
+    if stats.zero_spread:
+        return (
+            f"{head}, every seed of {mine} gave {x.mean:.3f} and every seed of {theirs} {y.mean:.3f}: the seeds do "
+            f"not vary at all, so the difference of {_signed(difference)} is the interval itself and no p-value or "
+            f"seeds-needed figure follows; seeds that never vary are worth a look (the same seed twice, or "
+            f"runs that are not independent)."
+        )
+    interval = stats.interval
+    where = "excludes" if stats.excludes_zero else "includes"
+    span = (
+        f"{CONFIDENCE:.0%} bootstrap interval {_signed(interval[0])} to {_signed(interval[1])}, which {where} 0"
+        if interval is not None
+        else "no bootstrap interval (a value is not finite)"
+    )
+    improvement = (
+        f"; {mine} higher in {stats.p_improvement:.0%} of seed pairs" if stats.p_improvement is not None else ""
+    )
+    against = f"for {theirs}" if x.n == y.n else "for them"  # the head named them
+    first = (
+        f"{head}, {what} of {mine} was {x.mean:.3f} against {y.mean:.3f} {against} over {facts.steps} steps: "
+        f"a difference of {_signed(difference)}, {span} ({_p(stats.welch_p)}{improvement})"
+    )
+    if stats.excludes_zero and stats.welch_p is not None and stats.welch_p < ALPHA:
+        conclusion = "so the difference holds across these seeds"
+        if facts.biased:
+            conclusion += (
+                ", but the reward counted before the filter leans high (aborted slow answers are not in it), "
+                "so it is not yet evidence of learning"
+            )
+        return f"{first}; {conclusion}."
+    if stats.excludes_zero:
+        return (
+            f"{first}; but Welch's test does not confirm it, as often with few seeds: a lead, not a result; "
+            f"{_needed(facts)}."
+        )
+    tail = ": too few seeds to conclude anything" if facts.too_few_seeds else ""
+    return f"{first}; so no effect is shown at {_seeds(min(x.n, y.n))}{tail}; {_needed(facts)}."

@@ -27,6 +27,12 @@ def merge_windows(windows: Iterable[Tuple[int, int]]) -> tuple[NDArray[np.int64]
     Touching and overlapping windows become one; empty or reversed windows
     cover nothing and are dropped (callers note them).
     """
+    starts, ends = merged_lists(windows)
+    return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+
+
+def merged_lists(windows: Iterable[Tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """`merge_windows` as two lists of ints."""
     starts: list[int] = []
     ends: list[int] = []
     for start, end in sorted((int(s), int(e)) for s, e in windows if e > s):
@@ -36,7 +42,7 @@ def merge_windows(windows: Iterable[Tuple[int, int]]) -> tuple[NDArray[np.int64]
         else:
             starts.append(start)
             ends.append(end)
-    return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    return starts, ends
 
 
 def union_length(starts: NDArray[np.int64], ends: NDArray[np.int64]) -> int:

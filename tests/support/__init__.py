@@ -9,7 +9,8 @@
 - fakes: clocks set by hand;
 - clones: a fresh clone of the checkout and `make` in it (fixture `clone`);
 - experiment_files: experiment files written by tests and the one-line error they must give (fixture `exp_dir`);
-- summaries: a capture made from a Miles log, summarized.
+- summaries: a capture made from a Miles log, summarized;
+- seedcaptures: hand-made captures of several seeds per condition, and the seeds a t-test needs.
 
 The fixtures are registered in conftest.py (`pytest_plugins`); a test module
 imports the helpers it calls, never another test module.
