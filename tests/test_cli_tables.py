@@ -214,7 +214,7 @@ def test_a_run_of_the_sweep_that_ran_says_how_it_ended_never_why_it_was_started(
 
 
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "piped"])
-def test_cells_are_markup_or_text_shown_as_written(terminal):
+def test_cells_are_shown_as_written_and_styled_only_by_text(terminal):
     from io import StringIO
 
     from rich.console import Console
@@ -227,9 +227,11 @@ def test_cells_are_markup_or_text_shown_as_written(terminal):
     print_table(
         console,
         [Column("run"), Column("state")],
-        [(Text("run-[bold]x"), "[red]failed[/red]"), (Text("plain"), "succeeded")],
+        [(Text("run-[bold]x"), Text("failed", style="red")), ("[red]plain", "succeeded")],
     )
-    out = ANSI.sub("", buffer.getvalue())
+    raw = buffer.getvalue()
+    out = ANSI.sub("", raw)
 
     assert re.search(r"run-\[bold\]x\s+failed", out), out
-    assert re.search(r"plain\s+succeeded", out), out
+    assert re.search(r"\[red\]plain\s+succeeded", out), out  # a string is never markup
+    assert ("\x1b[31mfailed" in raw) == terminal  # style is a Text's

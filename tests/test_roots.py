@@ -35,7 +35,7 @@ def _run_capture(directory: Path, run: str) -> None:
 
 
 @pytest.fixture
-def roots(tmp_path: Path) -> tuple[Path, Path]:
+def root_and_outside(tmp_path: Path) -> tuple[Path, Path]:
     root, outside = tmp_path / "captures", tmp_path / "outside"
     root.mkdir()
     outside.mkdir()
@@ -49,8 +49,8 @@ def _everything_under(directory: Path) -> list[str]:
 # --- writing a capture ----------------------------------------------------------------------------
 
 
-def test_a_run_link_leaving_the_root_is_refused_and_nothing_is_written_there(roots):
-    root, outside = roots
+def test_a_run_link_leaving_the_root_is_refused_and_nothing_is_written_there(root_and_outside):
+    root, outside = root_and_outside
     (root / "r").symlink_to(outside)
     with pytest.raises(HarnessError, match="not to one of its attempts") as raised:
         RunAttempts(root / "r").new()
@@ -59,16 +59,16 @@ def test_a_run_link_leaving_the_root_is_refused_and_nothing_is_written_there(roo
     assert os.readlink(root / "r") == str(outside)  # the link is left as it was, for its owner to look at
 
 
-def test_an_attempts_directory_leading_out_of_the_root_is_refused(roots):
-    root, outside = roots
+def test_an_attempts_directory_leading_out_of_the_root_is_refused(root_and_outside):
+    root, outside = root_and_outside
     (root / ".attempts").symlink_to(outside)
     with pytest.raises(HarnessError, match="leads out of"):
         RunAttempts(root / "r").new()
     assert _everything_under(outside) == []
 
 
-def test_one_run_s_attempts_leading_out_of_the_root_are_refused(roots):
-    root, outside = roots
+def test_one_run_s_attempts_leading_out_of_the_root_are_refused(root_and_outside):
+    root, outside = root_and_outside
     (root / ".attempts").mkdir()
     (root / ".attempts" / "r").symlink_to(outside)
     with pytest.raises(HarnessError, match="leads out of"):
@@ -76,11 +76,11 @@ def test_one_run_s_attempts_leading_out_of_the_root_are_refused(roots):
     assert _everything_under(outside) == []
 
 
-def test_the_capture_s_own_writes_stay_in_the_root(roots):
+def test_the_capture_s_own_writes_stay_in_the_root(root_and_outside):
     from harness.capture import Capture
     from harness.fs.files import RefusedPath
 
-    root, outside = roots
+    root, outside = root_and_outside
     attempt = RunAttempts(root / "r").new()
     capture = Capture(attempt.directory, "r")
     (attempt.directory / "metrics.jsonl").symlink_to(outside / "metrics.jsonl")
@@ -91,8 +91,8 @@ def test_the_capture_s_own_writes_stay_in_the_root(roots):
     assert _everything_under(outside) == []
 
 
-def test_a_link_to_an_attempt_is_inside_the_root_and_followed(roots):
-    root, _ = roots
+def test_a_link_to_an_attempt_is_inside_the_root_and_followed(root_and_outside):
+    root, _ = root_and_outside
     runs = RunAttempts(root / "r")
     attempt = runs.new()
     _run_capture(attempt.directory / "x", "r")  # any content: the attempt directory itself is the capture
@@ -106,8 +106,8 @@ def test_a_link_to_an_attempt_is_inside_the_root_and_followed(roots):
 # --- reading captures ------------------------------------------------------------------------------
 
 
-def test_a_run_directory_linked_out_of_the_root_is_skipped_with_its_reason(roots):
-    root, outside = roots
+def test_a_run_directory_linked_out_of_the_root_is_skipped_with_its_reason(root_and_outside):
+    root, outside = root_and_outside
     _run_capture(outside / "r", "r")
     (root / "r").symlink_to(outside / "r")
     _run_capture(root / "ok", "ok")
@@ -116,8 +116,8 @@ def test_a_run_directory_linked_out_of_the_root_is_skipped_with_its_reason(roots
     assert [s.directory for s in skipped] == ["r"] and "not read" in skipped[0].reason
 
 
-def test_an_attempt_link_whose_attempts_lead_out_of_the_root_is_skipped(roots):
-    root, outside = roots
+def test_an_attempt_link_whose_attempts_lead_out_of_the_root_is_skipped(root_and_outside):
+    root, outside = root_and_outside
     _run_capture(outside / "r" / "1", "r")
     (root / ".attempts").symlink_to(outside)
     (root / "r").symlink_to(Path(".attempts") / "r" / "1")
@@ -142,8 +142,8 @@ def test_summarize_skips_a_linked_run_with_one_line(tmp_path):
     assert [line for line in result.stderr.splitlines() if "intruder" in line]  # said, in one line
 
 
-def test_a_capture_file_that_is_a_link_is_not_read(roots):
-    root, outside = roots
+def test_a_capture_file_that_is_a_link_is_not_read(root_and_outside):
+    root, outside = root_and_outside
     _run_capture(root / "r", "r")
     secret = outside / "secret.json"
     secret.write_text(json.dumps({"run": "r", "run_id": "r-1", "state": "succeeded", "steps_expected": 99}))

@@ -337,7 +337,7 @@ def test_good_runs_keep_exactly_their_numbers(poisoned, good):
 
 def test_rewards_of_1e308_give_a_null_mean_with_a_note(poisoned):
     run = run_of(poisoned, "p-reward-1e308")
-    assert [row["reward"] for row in run["steps"]] == [1e308] * 4  # each value is a finite number
+    assert [row["reward"] for row in run["steps"]] == [None] * 4  # outside --rm-type math's 0 to 1: left out
     assert run["aggregates"]["reward_mean"] is None and run["aggregates"]["reward_mean_first4"] is None
     notes = notes_of(poisoned, "p-reward-1e308")
     assert "rollout/raw_reward" in notes and "1e+308" in notes and "metrics.jsonl" in notes

@@ -217,16 +217,19 @@ def say(message: str, *, label: str = "", style: str = "") -> None:
 
 def stdout() -> "Any":
     """A rich console on stdout: what it prints is wrapped at spaces to the width (harness.cli.messages), a word
-    longer than the width kept whole; `soft_wrap=True` keeps a line as it is (machine-readable text); it goes
-    quiet when its reader leaves."""
+    longer than the width kept whole; `soft_wrap=True` keeps a line as it is (machine-readable text); a string it
+    is given is shown as written (control characters escaped, never read as markup); it goes quiet when its
+    reader leaves."""
     from rich.console import Console
 
-    from harness.cli.messages import output_width
+    from harness.cli.messages import output_width, outside_renderable
 
     class StdoutConsole(Console):
         def print(self, *objects: Any, **options: Any) -> None:  # noqa: A003  (rich's own name)
+            # A string is never markup and its control characters are escaped (harness.cli.messages): what the
+            # harness styles it builds as a rich Text.
             options.setdefault("overflow", "ignore")  # never cut a path or a command in two
-            super().print(*objects, **options)
+            super().print(*map(outside_renderable, objects), **options)
 
         def on_broken_pipe(self) -> None:
             # Rich exits here; a run or sweep must go on (its capture is the record), so only go quiet.

@@ -111,10 +111,12 @@ def logs(
     capture_dir: CaptureDirOrSim = None,
     sim: SimCapturesOption = False,
 ) -> None:
-    """Print a run's container.log (the trainer's output as the harness received it)."""
+    """Print a run's container.log (the trainer's output as the harness received it; on a terminal its control
+    characters escaped, as everything from outside is shown to a person; piped, as written, like the file)."""
     import sys
 
     from harness.capture import Capture, RunAttempts, find_capture
+    from harness.cli.messages import shown
     from harness.errors import HarnessError
     from harness.run.capture_ops import follow_log, live_capture
 
@@ -127,8 +129,10 @@ def logs(
         capture = Capture(RunAttempts(capture.directory).find(attempt).directory, capture.run)
     else:
         capture = live_capture(capture)
+    to_person = sys.stdout.isatty()
     for line in follow_log(capture, follow=follow):
-        sys.stdout.write((line if timestamps else line.split(" ", 1)[-1]) + "\n")
+        text = line if timestamps else line.split(" ", 1)[-1]
+        sys.stdout.write((shown(text) if to_person else text) + "\n")
         sys.stdout.flush()
 
 

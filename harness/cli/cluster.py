@@ -34,7 +34,8 @@ class BoardView:
 
     def _render(self) -> Any:
         from rich.table import Table
-        from rich.text import Text
+
+        from harness.cli.messages import outside
 
         table = Table(box=None, pad_edge=False, title="runs on the cluster", title_justify="left")
         for column in ("run", "host", "state", "step", "rollout trainer s", "reward", "heat guard"):
@@ -42,13 +43,13 @@ class BoardView:
         for line in self.board.lines():
             style = "bold red" if line.paused_since else ""
             table.add_row(
-                Text(line.run),
-                Text(line.host),
-                Text(line.state),
-                f"{line.steps_complete}/{line.steps_expected}",
-                line.rollout_text,
-                line.reward_text,
-                Text(line.pause_text, style=style),
+                outside(line.run),
+                outside(line.host),
+                outside(line.state),
+                outside(f"{line.steps_complete}/{line.steps_expected}"),
+                outside(line.rollout_text),
+                outside(line.reward_text),
+                outside(line.pause_text, style=style),
             )
         return table
 

@@ -199,13 +199,15 @@ def probe_command(
 
 def render_probe(found: Any) -> None:
     """NVML's answers per GPU, then the thermal zones, then what `auto` would pick."""
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
+
+    from harness.cli.messages import outside
 
     console = stdout()
     if found.nvml is None:
         why = (found.nvml_error or "?").removeprefix("NVML: ")
-        console.print(f"NVML: [red]unavailable[/red]: {escape(why)}")
+        console.print(Text.assemble("NVML: ", ("unavailable", "red"), outside(f": {why}")))
     else:
         console.print(
             f"NVML: driver {found.nvml.driver_version or '?'}, NVML {found.nvml.nvml_version or '?'}, "
@@ -213,7 +215,7 @@ def render_probe(found: Any) -> None:
         )
         for device in found.nvml.devices:
             table = Table(
-                title=f"GPU {device.index}: {escape(device.name or '?')} {escape(device.uuid or '')}",
+                title=outside(f"GPU {device.index}: {device.name or '?'} {device.uuid or ''}"),
                 title_justify="left",
                 box=None,
                 pad_edge=False,
@@ -222,12 +224,12 @@ def render_probe(found: Any) -> None:
                 table.add_column(header, no_wrap=True)
             for query, result in device.queries.items():
                 style = STATUS_STYLE.get(result.status, "red")
-                table.add_row(query, f"[{style}]{escape(result.status)}[/{style}]", _value(query, result.value))
+                table.add_row(outside(query), outside(result.status, style), outside(_value(query, result.value)))
             console.print(table)
         console.print("memory info: not queried (NOT_SUPPORTED on GB10; the guard never needs it)")
     if found.zones:
         table = Table(
-            title=f"thermal zones under {escape(str(found.thermal_root))}",
+            title=outside(f"thermal zones under {found.thermal_root}"),
             title_justify="left",
             box=None,
             pad_edge=False,
@@ -237,30 +239,26 @@ def render_probe(found: Any) -> None:
         for header in ("trip points", "guard pauses at"):
             table.add_column(header, overflow="fold")
         for zone in found.zones:
-            reading = f"{zone.temp_c:.1f} C" if zone.temp_c is not None else f"[red]{escape(zone.error or '?')}[/red]"
+            reading = outside(f"{zone.temp_c:.1f} C") if zone.temp_c is not None else outside(zone.error or "?", "red")
             limit = found.zone_limit(zone)
-            table.add_row(zone.zone, escape(zone.type), reading, _trips(zone), escape(str(limit["basis"])))
+            table.add_row(outside(zone.zone), outside(zone.type), reading, _trips(zone), outside(str(limit["basis"])))
         console.print(table)
         console.print(
             "(a zone pauses zone_margin_c below its lowest hot or critical point; without one, at pause_at_c)"
         )
     else:
-        console.print(f"thermal zones: none under {escape(str(found.thermal_root))}")
+        console.print(f"thermal zones: none under {found.thermal_root}")
     readable = found.readable_by()
     if readable:
-        console.print(f"sensor auto reads: [bold]{' and '.join(readable)}[/bold]")
+        console.print(Text.assemble("sensor auto reads: ", (" and ".join(readable), "bold")))
 
 
-def _trips(zone: Any) -> str:
+def _trips(zone: Any) -> Any:
     """`passive 95.0 C, critical 105.0 C` (`-` for none; `?` for a point whose value is not believable)."""
+    from harness.cli.messages import outside
+
     shown = [f"{trip.type} {trip.temp_c:.1f} C" if trip.temp_c is not None else f"{trip.type} ?" for trip in zone.trips]
-    return escape_text(", ".join(shown) or "-")
-
-
-def escape_text(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+    return outside(", ".join(shown) or "-")
 
 
 def _value(query: str, value: Any) -> str:
@@ -328,5 +326,5 @@ def plot_command(
     for note in trace.notes:
         warn(note)
     console = stdout()
-    console.print(f"wrote {escape_text(str(path))}", markup=False)
+    console.print(f"wrote {path}", markup=False)
     console.print(guard_text(name, trace)[0], markup=False, highlight=False)

@@ -66,7 +66,7 @@ def render_parsed_log(parsed: Any) -> None:
         derived_steps += reading.source == keys.DERIVED
         table.add_row(
             str(record.step),
-            "yes" if record.complete else "[yellow]no[/yellow]",
+            Text("yes") if record.complete else Text("no", style="yellow"),
             _number(metrics.get(keys.ROLLOUT_TIME), "{:.1f}"),
             _number(derived["dropped_all_right"] if drops else None, "{}"),
             _number(derived["dropped_all_wrong"] if drops else None, "{}"),
@@ -115,19 +115,20 @@ def render_parsed_log(parsed: Any) -> None:
         if "reason" in failure:
             say("  ", failure["reason"])
     if parsed.problems:
-        console.print(f"[yellow]{len(parsed.problems)} problem(s):[/yellow]")
+        console.print(Text(f"{len(parsed.problems)} problem(s):", style="yellow"))
         for problem in parsed.problems[:10]:
             say(f"  line {problem['line']}: ", problem["reason"])
         if len(parsed.problems) > 10:
             console.print(f"  ... {len(parsed.problems) - 10} more (--json lists them all)")
 
 
-def _number(value: Any, form: str) -> str:
-    """A table cell: '-' for a missing value, the format for a number, else the text itself."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        from rich.markup import escape
+def _number(value: Any, form: str) -> Any:
+    """A table cell (a rich Text, never markup): '-' for a missing value, the format for a number, else the text
+    itself, shown as written (harness.cli.messages)."""
+    from harness.cli.messages import outside
 
-        return escape(str(value))
-    return form.format(value)
+    if value is None:
+        return outside("-")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return outside(str(value))
+    return outside(form.format(value))

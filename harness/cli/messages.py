@@ -4,6 +4,11 @@
   user is shown as written, with its control characters escaped (`\\x1b`,
   `\\n`), so no name can move the cursor, clear the screen or end a line.
   Rich markup is never read in it: the renderers print it as plain text.
+- `outside`, `outside_renderable`: the same rule for what rich prints: text
+  from outside as a rich `Text` (escaped, never read as markup). Every
+  console of the harness applies it to every string it is given
+  (`harness.cli.app.stdout`), so a string is never markup: styling is a
+  `Text` built from the harness's own words (`Text.assemble`).
 - `message_lines`: a message fitted to the width. One that fits is one line.
   One that does not says what happened on its first line (the part before
   its first `: `), then its details on indented lines, a clause (`; `) per
@@ -19,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 import textwrap
-from typing import Optional
+from typing import Any, Optional
 
 PIPED_WIDTH = 100
 INDENT = "  "
@@ -32,6 +37,27 @@ _LIST = re.compile(r"\((?P<label>[^():]{1,40}): (?P<items>[^()]*)\)")
 def shown(text: str) -> str:
     """`text` with every control character escaped: what came from outside can only ever be read."""
     return _CONTROL.sub(lambda found: repr(found.group(0))[1:-1], text)
+
+
+def outside(text: str, style: str = "") -> Any:
+    """A rich `Text` of outside text: `shown`, never read as markup (a run named `[bold red]x` stays that)."""
+    from rich.text import Text
+
+    return Text(shown(text), style=style)
+
+
+def outside_renderable(thing: Any) -> Any:
+    """What a console may print: a string as `outside` text, a `Text` with its control characters escaped."""
+    from rich.text import Text
+
+    if isinstance(thing, str):
+        return outside(thing)
+    if isinstance(thing, Text) and _CONTROL.search(thing.plain):
+        escaped = Text(style=thing.style, justify=thing.justify, no_wrap=thing.no_wrap, overflow=thing.overflow)
+        for part in thing.divide(sorted({0, *(i for m in _CONTROL.finditer(thing.plain) for i in m.span())})):
+            escaped.append_text(outside(part.plain, part.style) if _CONTROL.match(part.plain) else part)
+        return escaped
+    return thing
 
 
 def output_width(is_terminal: bool, terminal_width: int, environ: Optional[dict[str, str]] = None) -> int:

@@ -198,11 +198,11 @@ class PlainReporter:
         self._cooling_said: dict[str, float] = {}  # run -> the wait (s) its last cooling line showed
 
     def _say(self, text: str) -> None:
-        from harness.cli.messages import output_width
+        from harness.cli.messages import output_width, shown
 
         width = self.width or output_width(False, 0)
         with self._lock:
-            for line in _fitted(text, width):
+            for line in _fitted(shown(text), width):
                 self.stream.write(line + "\n")
             self.stream.flush()
 
@@ -366,13 +366,20 @@ class RichReporter(PlainReporter):
     def _render(self) -> Any:
         from rich.progress_bar import ProgressBar
         from rich.table import Table
-        from rich.text import Text
+
+        from harness.cli.messages import outside
 
         now, now_us = self.now(), _now_us()
         wide = self.console.width >= 110
         left = self.sweep_left_s() if len(self.runs) > 1 else None
         title = self.title + (f", {format_left(left)} left in all" if left is not None else "")
-        table = Table(box=None, pad_edge=False, title=title or None, title_justify="left", collapse_padding=True)
+        table = Table(
+            box=None,
+            pad_edge=False,
+            title=outside(title) if title else None,
+            title_justify="left",
+            collapse_padding=True,
+        )
         for name, justify in (
             ("run", "left"),
             ("state", "left"),
@@ -394,14 +401,14 @@ class RichReporter(PlainReporter):
             if view.cooling is not None:  # the cooled start's wait: the hottest temperature and the time waited
                 state, heat = f"cooling below {view.cooling.below_c:g} C", _cooling_text(view.cooling)
             cells = [
-                Text(run),
-                Text(state, style="bold red" if state == "paused" else ""),
+                outside(run),
+                outside(state, style="bold red" if state == "paused" else ""),
                 bar,
                 format_left(view.left_s(now)) if view.state == "running" else "",
-                Text(heat),
+                outside(heat),
             ]
             if wide:
-                cells.append(Text(describe_step(view.last) if view.last else "-"))
+                cells.append(outside(describe_step(view.last) if view.last else "-"))
             table.add_row(*cells)
         return table
 

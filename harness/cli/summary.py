@@ -36,7 +36,9 @@ EffectOption = Annotated[
 
 
 def _fmt(value: Optional[float], digits: int) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    from harness.summary.sanity import number_text
+
+    return "-" if value is None else number_text(value, digits)
 
 
 @command("summarize")
@@ -96,13 +98,15 @@ def summarize_command(
             )
         )
         return
+    from rich.text import Text
+
     console = stdout()
     simulated = document.simulated_runs()
     if simulated:
         which = (
             "every run" if len(simulated) == len(document.runs) else f"{len(simulated)} of {len(document.runs)} runs"
         )
-        console.print(f"[bold]SIMULATED[/bold]: {which} ran on the simulated trainer, not on a GB10")
+        console.print(Text.assemble(("SIMULATED", "bold"), f": {which} ran on the simulated trainer, not on a GB10"))
     _print_runs(document)
     for comparison in document.comparisons:  # a paragraph: wrapped at words, never cropped
         print_message(
@@ -114,9 +118,9 @@ def summarize_command(
 
     for line in across_seeds_lines(document.comparisons):
         print_message(console, line)
-    console.print(f"wrote {escape(str(published.summary_path))}")
+    console.print(f"wrote {published.summary_path}")
     for path in published.figures:
-        console.print(f"wrote {escape(str(path))}")
+        console.print(f"wrote {str(path)}")
     if published.figures_unchanged:
         console.print(f"{len(published.figures_unchanged)} figures unchanged (their inputs are the same)")
 
@@ -126,12 +130,6 @@ def _sim_hint(capture_dir: Path, sim: bool) -> str:
     if sim or Path(capture_dir) == SIM_CAPTURE_DIR:
         return ""
     return f"; did you mean --sim ({SIM_CAPTURE_DIR}, where simulated runs are captured)?"
-
-
-def escape(text: str) -> str:
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
 
 
 def _print_runs(document: "SummaryDocument") -> None:
@@ -195,10 +193,10 @@ def report_command(
     )
     console = stdout()
     for path in published.figures:
-        console.print(f"wrote {escape(str(path))}")
+        console.print(f"wrote {str(path)}")
     if published.figures_unchanged:
         console.print(f"{len(published.figures_unchanged)} figures unchanged (their inputs are the same)")
-    console.print(f"wrote {escape(str(published.report))}")
+    console.print(f"wrote {str(published.report)}")
 
 
 @command("export")
@@ -261,7 +259,7 @@ def export_command(
     path = out if out is not None else default_export_path(where, format_)
     path = writing(path, lambda: export_steps(document, path, format_))
     rows = sum(len(run.steps) for run in document.runs.values())
-    stdout().print(f"wrote {escape(str(path))} ({rows} rows of {len(document.runs)} runs)")
+    stdout().print(f"wrote {str(path)} ({rows} rows of {len(document.runs)} runs)")
 
 
 class PlanCommands(TyperGroup):
@@ -500,8 +498,8 @@ def _print_seeds_plan(result: "SeedsPlan") -> None:
 
 
 def _print_plan(result: "Plan") -> None:
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     console = stdout()
     b, k = result.rollout_batch_size, result.keep_rate
@@ -524,7 +522,7 @@ def _print_plan(result: "Plan") -> None:
     console.print(f"B = {b} groups kept per step; target P(one batch) >= {result.target:g}")
     table = Table(box=None, pad_edge=False)
     for header in ("O", "P(one batch)", "E[batches]", "E[prompts]", "prompts / B"):
-        table.add_column(escape(header), justify="right")
+        table.add_column(Text(header), justify="right")
     candidates = list(result.candidates)
     shown = candidates
     if len(candidates) > 20:  # every candidate is in --json; the table keeps the shape readable
@@ -541,11 +539,9 @@ def _print_plan(result: "Plan") -> None:
     console.print(table)
     best = candidates[-1]
     console.print(
-        escape(
-            f"recommended: --over-sampling-batch-size {result.recommended} "
-            f"(P(one batch) {best.p_one_batch:.4f}, E[batches] {best.expected_batches:.3f}, "
-            f"{best.expected_prompts / b:.2f}x the prompts of one batch of B)"
-        )
+        f"recommended: --over-sampling-batch-size {result.recommended} "
+        f"(P(one batch) {best.p_one_batch:.4f}, E[batches] {best.expected_batches:.3f}, "
+        f"{best.expected_prompts / b:.2f}x the prompts of one batch of B)"
     )
     for s in result.simulated:
         console.print(

@@ -33,13 +33,15 @@ def print_table(
 ) -> list[str]:
     """Print rows under columns, fitted to the width; the headers of the columns left out to fit.
 
-    A cell is a string of rich markup, or a rich Text shown exactly as written
-    (for values read from files: a name with [brackets] is not markup).
+    A cell is a string or a rich Text, shown exactly as written with its
+    control characters escaped (harness.cli.messages): a string is never read
+    as markup (a run named `[bold red]x` is that name); style is a Text's.
     """
     from rich.text import Text
 
-    from harness.cli.messages import output_width
+    from harness.cli.messages import output_width, outside_renderable
 
+    rows = [[outside_renderable(cell) for cell in row] for row in rows]
     width = output_width(console.is_terminal, console.width)
     plain = [[_plain(cell) for cell in row] for row in rows]
     for dropped in [0, *sorted({c.drop for c in columns if c.drop})]:
@@ -88,11 +90,20 @@ def _table(
     from rich import box
     from rich.table import Table
 
+    from harness.cli.messages import outside
+
     table = Table(
-        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True
+        title=outside(title) if title is not None else None,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
     )  # GAP wide: a space of padding and a one-space rule
     for column, width in zip(columns, widths):
-        table.add_column(column.header, justify=column.justify, width=width, no_wrap=not column.wrap, overflow="fold")
+        table.add_column(
+            outside(column.header), justify=column.justify, width=width, no_wrap=not column.wrap, overflow="fold"
+        )
     for row in rows:
         table.add_row(*row)
     return table
@@ -109,6 +120,8 @@ def _print_plain(
     import textwrap
 
     from rich.cells import cell_len
+
+    from harness.cli.messages import shown
 
     widths = (
         list(fitted)
@@ -139,7 +152,7 @@ def _print_plain(
         return out
 
     if title:
-        console.out(title, highlight=False)
+        console.out(shown(title), highlight=False)
     for line in lines([column.header for column in columns]):
         console.out(line, highlight=False)
     for row in rows:
@@ -151,4 +164,6 @@ def _plain(cell: Any) -> str:
     """The text a cell shows, on one line."""
     from rich.text import Text
 
-    return " ".join((cell if isinstance(cell, Text) else Text.from_markup(cell)).plain.split())
+    from harness.cli.messages import shown
+
+    return " ".join(shown(cell.plain if isinstance(cell, Text) else str(cell)).split())

@@ -101,8 +101,10 @@ def prepare_directory(directory: PathLike, root: Optional[PathLike] = None) -> P
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        mode = os.stat(directory).st_mode
-        raise RefusedPath(directory, f"refused: it is {file_kind(mode)}, not a directory") from None
+        blocking = next(p for p in (directory, *directory.parents) if p.exists() or p.is_symlink())
+        mode = os.lstat(blocking).st_mode
+        kind = "a regular file" if stat.S_ISREG(mode) else file_kind(mode)
+        raise RefusedPath(blocking, f"refused: it is {kind}, not a directory") from None
     return directory
 
 
@@ -250,8 +252,8 @@ def fsync_dir(directory: PathLike) -> None:
 
 def describe_os_error(err: OSError, what: str) -> str:
     """`no space left on device writing container.log`: the reason first, in words a user acts on."""
-    if isinstance(err, RefusedPath):
-        return str(err)  # it names the path already
+    if isinstance(err, RefusedPath):  # it names the path refused; and what was being written, where that differs
+        return str(err) if str(err.path) == str(what) else f"{err}; writing {what}"
     if err.errno in (errno.ENOSPC, errno.EDQUOT):
         reason = "no space left on device" if err.errno == errno.ENOSPC else "disk quota exceeded"
     else:

@@ -3,8 +3,9 @@
 A `RunContext` is made once by the command (`run`, `sweep`, the demo, a Ray
 node's task) and passed down to every run it starts; nothing below it takes
 callbacks of its own. Its `Reporter` is the one channel from the core to the
-person: the terminal's renderers (harness.cli.progress), the demo's board, a
-Ray node's forwarder and the tests' `RecordingReporter` all implement it.
+person: the terminal's renderers (harness.cli.progress: one live table for
+`run`, `sweep` and the demo, or plain lines), a Ray node's forwarder and the
+tests' `RecordingReporter` all implement it.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from harness.engines.spec import (
     LaunchSpec,
     Mount,
 )
+from harness.errors import HarnessError
 from harness.experiments.naming import run_name
 from harness.experiments.schema import ENV_REFERENCE, VOLUME, Experiment, redact_env_maps, redacted_experiment
 from harness.experiments.store import ExperimentStore
@@ -213,12 +214,23 @@ def plan_runs(
             environ=environ,
             run_name=run_name(variant, experiment.seed) if variant is not None else None,
         )
+        if sim is not None:
+            refuse_sim_sizes(spec)
         missing = tuple(
             f"{env} is listed in container.pass_env but not set in this environment; the container gets none"
             for env in spec.missing_env
         )
         plans.append(Planned(experiment, spec, loaded.warnings + missing, sim))
     return plans
+
+
+def refuse_sim_sizes(spec: LaunchSpec) -> None:
+    """A run on the simulator with sizes no GB10 run could have is refused before anything starts (one line)."""
+    from harness.sim.config import sizes_problem
+
+    problem = sizes_problem(spec.trainer_argv)
+    if problem is not None:
+        raise HarnessError(f"run {spec.run} on the simulator: {problem}")
 
 
 def attempt_container_name(spec: LaunchSpec, attempt: int) -> str:

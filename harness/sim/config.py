@@ -59,6 +59,14 @@ MILES_TRAIN_BACKEND = "megatron"
 
 _NUMBER = re.compile(r"^-\d|^-\.\d")
 
+# The sizes no GB10 run could have, refused before anything runs, so the work of one simulated rollout is bounded
+# (and a signal is always answered within a bounded piece of it). The lab's runs generate 256 to 384 answers a
+# rollout; a GB10 generating a few thousand tokens a second would take days over a rollout of 2^20 answers.
+MAX_SAMPLES_PER_PROMPT = 1024  # --n-samples-per-prompt: answers of one group, drawn without a stop check
+MAX_ROLLOUT_ANSWERS = 2**20  # --over-sampling-batch-size x --n-samples-per-prompt: answers one submission asks for
+MAX_OPTIMIZER_STEPS = 4096  # B x n / --global-batch-size: optimizer steps (and their log lines) of one rollout
+MAX_NUM_ROLLOUT = 1_000_000  # --num-rollout
+
 
 class SimUsageError(Exception):
     """A command line the simulator cannot run (exit 2, like argparse)."""
@@ -281,6 +289,9 @@ def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimCon
         )
     answers = batch * known.n_samples_per_prompt
     global_batch = known.global_batch_size if known.global_batch_size is not None else answers
+    problem = size_problem(batch, over_sampling, known.n_samples_per_prompt, global_batch, known.num_rollout)
+    if problem is not None:
+        raise SimUsageError(problem)
 
     resolved = {
         "rollout_batch_size": batch,
@@ -305,6 +316,47 @@ def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimCon
         eval_interval=known.eval_interval,
         eval_prompt_data=" ".join(known.eval_prompt_data) if known.eval_prompt_data else None,
     )
+
+
+def size_problem(
+    rollout_batch_size: int,
+    over_sampling_batch_size: int,
+    n_samples_per_prompt: int,
+    global_batch_size: int,
+    num_rollout: int,
+) -> str | None:
+    """Why these sizes are more than any GB10 run could have (None when they are not); each names its limit."""
+    if n_samples_per_prompt > MAX_SAMPLES_PER_PROMPT:
+        return (
+            f"--n-samples-per-prompt {n_samples_per_prompt} is more than any GB10 run could have "
+            f"(at most {MAX_SAMPLES_PER_PROMPT} answers per prompt)"
+        )
+    if over_sampling_batch_size * n_samples_per_prompt > MAX_ROLLOUT_ANSWERS:
+        return (
+            f"--over-sampling-batch-size {over_sampling_batch_size} (or --rollout-batch-size {rollout_batch_size}) x "
+            f"--n-samples-per-prompt {n_samples_per_prompt} answers in one rollout is more than any GB10 run could "
+            f"have (at most {MAX_ROLLOUT_ANSWERS:,})"
+        )
+    if rollout_batch_size * n_samples_per_prompt // global_batch_size > MAX_OPTIMIZER_STEPS:
+        return (
+            f"--global-batch-size {global_batch_size} gives {rollout_batch_size * n_samples_per_prompt // global_batch_size:,} "
+            f"optimizer steps a rollout, more than any GB10 run could have (at most {MAX_OPTIMIZER_STEPS:,})"
+        )
+    if num_rollout > MAX_NUM_ROLLOUT:
+        return f"--num-rollout {num_rollout} is more than any GB10 run could have (at most {MAX_NUM_ROLLOUT:,})"
+    return None
+
+
+def sizes_problem(miles_argv: Sequence[str]) -> str | None:
+    """`size_problem` of a trainer argv (the flags as the simulator reads them; None where it cannot read them)."""
+    try:
+        known, _rest = _flag_parser().parse_known_args(list(miles_argv))
+    except _ArgparseError:
+        return None  # the simulator says what is wrong with it when it runs
+    batch, samples = known.rollout_batch_size, known.n_samples_per_prompt
+    over_sampling = known.over_sampling_batch_size if known.over_sampling_batch_size is not None else batch
+    global_batch = known.global_batch_size if known.global_batch_size is not None else batch * samples
+    return size_problem(batch, max(batch, over_sampling), samples, global_batch, known.num_rollout)
 
 
 def help_text() -> str:

@@ -74,6 +74,9 @@ class RolloutResult:
 
 # Prompts drawn between two checks for a stop request: a rollout of thousands of prompts stops within milliseconds.
 TAKE_CHUNK = 64
+# Answers drawn and queued between two checks, at most (one group, of at most 1024 answers, at least): so even the
+# largest rollout allowed (harness.sim.config) answers a stop request within a few milliseconds of CPU.
+TAKE_ANSWERS = 4096
 
 
 class RolloutStarved(Exception):
@@ -142,13 +145,15 @@ def run_rollout(
                     over_sampling,
                     params.dataset_prompts,
                 )
-            groups: list[Group] = []
-            while len(groups) < over_sampling:
+            chunk = max(1, min(TAKE_CHUNK, TAKE_ANSWERS // config.n_samples_per_prompt))
+            taken = 0
+            while taken < over_sampling:  # queued a chunk at a time: the same queue as all at once, stoppable
                 check_stop()
-                groups += source.take(min(TAKE_CHUNK, over_sampling - len(groups)), policy, step)
-            engine.submit(groups)
-            remaining += len(groups)
-            submissions.append((engine.now, len(groups)))
+                groups = source.take(min(chunk, over_sampling - taken), policy, step)
+                engine.submit(groups)
+                taken += len(groups)
+            remaining += taken
+            submissions.append((engine.now, taken))
         check_stop()
         group = engine.next_finished()
         if group is None:  # cannot happen: remaining >= batch > kept means a group is running

@@ -6,7 +6,8 @@ simulator (never to be read as a GB10's), then the columns of the summary's step
 CSV). Parquet keeps the types (integers that may be null are nullable
 int64, `clean` a nullable boolean) and needs pyarrow (`make setup` installs
 it, as the `export` extra); CSV needs nothing more. Both are written whole or
-not at all.
+not at all. In CSV, text that a spreadsheet program would read as a formula
+is prefixed with `'` (`csv_cell`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ COLUMNS = RUN_COLUMNS + ROW_KEYS
 FLOAT_COLUMNS = frozenset(FLOAT_ROW_KEYS)
 BOOL_COLUMNS = frozenset({"simulated", "complete", "clean"})
 TEXT_COLUMNS = frozenset({"run", "experiment", "reward_source"})
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheet programs read as the start of a formula
 PYARROW_HINT = (
     "parquet needs pyarrow: `make setup` installs it (or pip install 'miles-gb10-lab[export]'); "
     "--format csv needs nothing more"
@@ -92,9 +94,23 @@ def _parquet(columns: dict[str, list[JSONValue]]) -> bytes:
     return data
 
 
+def csv_cell(value: JSONValue) -> JSONValue:
+    """A cell as CSV holds it: text a spreadsheet program would read as a formula is prefixed with `'`.
+
+    OWASP's CSV-injection guidance: a cell that begins with `=`, `+`, `-`, `@`,
+    a tab or a carriage return (a run directory named `=HYPERLINK(...)`) is
+    prefixed with a single quote, so it is read as text; the csv module quotes
+    the cell and doubles its quotes. Numbers are numbers (a reward of -0.5
+    stays -0.5): only text is prefixed.
+    """
+    if isinstance(value, str) and value[:1] in FORMULA_STARTS:
+        return "'" + value
+    return value
+
+
 def _csv(columns: dict[str, list[JSONValue]]) -> bytes:
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(COLUMNS)
-    writer.writerows(("" if value is None else value for value in row) for row in zip(*columns.values()))
+    writer.writerows(("" if value is None else csv_cell(value) for value in row) for row in zip(*columns.values()))
     return text.getvalue().encode("utf-8")

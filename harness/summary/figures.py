@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from harness.summary.document import Comparison, RunSummary, SeedComparison, SeedFigures, SummaryDocument
 from harness.summary.palette import BASELINE, BASELINE_BAND, DIFFERENCE, INCOMPLETE, STUDIED, ZERO_LINE, batches_look
+from harness.summary.sanity import number_text
 
 if TYPE_CHECKING:  # matplotlib is loaded only when a figure is drawn
     from matplotlib.axes import Axes
@@ -105,11 +106,12 @@ def rollout_time_text(document: SummaryDocument, comparison: Comparison) -> tupl
     ratios = [(int(k), v.ratio) for k, v in groups.items() if v.ratio is not None]
     if ratios and len(ratios) == 1:
         ((k, ratio),) = ratios
-        title = f"Every step needed {_batches(k)} of prompts and took {ratio:.1f}x the rollout time without the filter"
+        title = f"Every step needed {_batches(k)} of prompts and took {number_text(ratio, 1)}x the rollout time without the filter"
     elif ratios:
         (k0, r0), rest = ratios[0], ratios[1:]
-        title = f"Steps that needed {_batches(k0)} of prompts took {r0:.1f}x the rollout time without the filter, " + (
-            ", ".join(f"{_batches(k)} {r:.1f}x" for k, r in rest)
+        title = (
+            f"Steps that needed {_batches(k0)} of prompts took {number_text(r0, 1)}x the rollout time without the filter, "
+            + (", ".join(f"{_batches(k)} {number_text(r, 1)}x" for k, r in rest))
         )
     elif base_doc is None:
         title = f"Rollout time per step of {run} (no capture of the baseline {baseline})"
@@ -125,7 +127,7 @@ def rollout_time_text(document: SummaryDocument, comparison: Comparison) -> tupl
         )
     base_median = comparison.baseline_rollout_time_adjusted_median_s
     if base_doc is not None:
-        median = f", median {base_median:.1f} s" if base_median is not None else ""
+        median = f", median {number_text(base_median, 1)} s" if base_median is not None else ""
         caption += f"; against {baseline} ({_seed_text(base_doc)}{median})."
     else:
         caption += "."
@@ -205,7 +207,7 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figu
             color=BASELINE.color,
             ls="--",
             lw=1,
-            label=f"{baseline} median {base_median:.1f} s",
+            label=f"{baseline} median {number_text(base_median, 1)} s",
             gid="rollout-baseline-median",
         )
 
@@ -221,7 +223,7 @@ def draw_rollout_time(document: SummaryDocument, comparison: Comparison) -> Figu
     for k in groups:
         chosen = [(step, adjusted) for step, batches, adjusted in rows if batches == k]
         stats = comparison.by_batches.get(str(k))
-        ratio = f", {stats.ratio:.1f}x" if stats is not None and stats.ratio is not None else ""
+        ratio = f", {number_text(stats.ratio, 1)}x" if stats is not None and stats.ratio is not None else ""
         axes.plot(
             [step for step, _ in chosen],
             [adjusted for _, adjusted in chosen],

@@ -10,8 +10,11 @@ printed (a Miles that does not print the reward before the filter).
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import Optional, Sequence
+from urllib.parse import quote
 
 from harness.capture import write_text_atomic
 from harness.summary.document import SummaryDocument
@@ -27,6 +30,7 @@ from harness.summary.figures import (
     seed_comparison_text,
 )
 from harness.summary.guard_figure import figure_text, guard_figure_path
+from harness.summary.sanity import number_text
 
 REPORT_FILE_NAME = "report.md"
 CLEAN_DEFINITION = (
@@ -36,14 +40,32 @@ CLEAN_DEFINITION = (
 DASH = "-"
 
 
+_MARKDOWN = re.compile(r"[\\`*_\[\]|~#]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def markdown_text(text: str) -> str:
+    """Text from outside (a run or directory name, a note quoting one) as Markdown that shows it as written.
+
+    HTML's `<`, `>` and `&` become entities, so `<img src=x onerror=...>` is
+    text, never a tag; Markdown's marks (`` \\ ` * _ [ ] | ~ # ``) are
+    backslash-escaped, so no name makes emphasis, a link, a code span or a
+    table cell; control characters are escaped as `\\x1b` (a line break would
+    end a table row).
+    """
+    text = html.escape(text, quote=False)
+    text = _MARKDOWN.sub(lambda found: "\\" + found.group(0), text)
+    return _CONTROL.sub(lambda found: repr(found.group(0))[1:-1], text)
+
+
 def _num(value: Optional[float], digits: int, suffix: str = "") -> str:
-    return DASH if value is None else f"{value:.{digits}f}{suffix}"
+    return DASH if value is None else f"{number_text(value, digits)}{suffix}"
 
 
 def _int(value: Optional[float]) -> str:
     if value is None:
         return DASH
-    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e9 else number_text(value, 1)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -84,7 +106,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
     if scaled:
         out.append(
             "Seconds are the trainer's (*trainer s*): for a simulated run, wall seconds = trainer seconds x its "
-            f"time scale, which is not 1 for {', '.join(scaled)}; the pause columns give both."
+            f"time scale, which is not 1 for {', '.join(map(markdown_text, scaled))}; the pause columns give both."
         )
     else:
         out.append(
@@ -101,7 +123,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         step_sum = agg.step_time_sum_s
         rows.append(
             [
-                name,
+                markdown_text(name),
                 summary.state,
                 "on" if summary.filter else "off",
                 _int(summary.rollout_batch_size),
@@ -153,7 +175,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             ["run", "min", "median", "max", "all right (total)", "all wrong (total)"],
             [
                 [
-                    n,
+                    markdown_text(n),
                     _int(agg.dropped_groups_min),
                     _int(agg.dropped_groups_median),
                     _int(agg.dropped_groups_max),
@@ -171,7 +193,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             ["run", "all right (total)", "all wrong (total)", "groups trained on"],
             [
                 [
-                    n,
+                    markdown_text(n),
                     _int(r.aggregates.zero_std_all_right_total),
                     _int(r.aggregates.zero_std_all_wrong_total),
                     _int(r.rollout_batch_size * r.aggregates.steps) if r.rollout_batch_size else DASH,
@@ -184,7 +206,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
     out += across_seeds_section(document, unit, figure_dir)
 
     for comparison in document.comparisons:
-        run, baseline = comparison.run, comparison.baseline
+        run, baseline = markdown_text(comparison.run), markdown_text(comparison.baseline)
         out += [f"## {run} against {baseline}", ""]
         base_median = comparison.baseline_rollout_time_adjusted_median_s
         if comparison.by_batches:
@@ -195,7 +217,12 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             out += _table(
                 ["batches", "steps", f"median ({unit})", f"ratio to {baseline}"],
                 [
-                    [k, str(v.steps), _num(v.rollout_time_adjusted_median_s, 1), _num(v.ratio, 2, "x")]
+                    [
+                        markdown_text(str(k)),
+                        str(v.steps),
+                        _num(v.rollout_time_adjusted_median_s, 1),
+                        _num(v.ratio, 2, "x"),
+                    ]
                     for k, v in comparison.by_batches.items()
                 ],
             )
@@ -220,17 +247,17 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             ],
         )
         out.append("")
-        out += [f"**Verdict.** {reward.verdict}", ""]
+        out += [f"**Verdict.** {markdown_text(reward.verdict)}", ""]
         for note in comparison.notes:
-            out.append(f"- {note}")
+            out.append(f"- {markdown_text(note)}")
         if comparison.notes:
             out.append("")
-        paths = figure_paths(Path("."), run)
+        paths = figure_paths(Path("."), comparison.run)
         for key, text in (("rollout_time", rollout_time_text), ("reward", reward_text)):
-            title, caption = text(document, comparison)
+            title, caption = map(markdown_text, text(document, comparison))
             name = paths[key].name
             if figure_dir is None or (Path(figure_dir) / name).exists():
-                out += [f"![{title}]({name})", "", f"*{title}.* {caption}", ""]
+                out += [f"![{title}]({quote(name)})", "", f"*{title}.* {caption}", ""]
     if not document.comparisons:
         out += ["No run has a `compare` block, so there are no comparisons or figures.", ""]
     out += _guard_section(document, figure_dir)
@@ -239,9 +266,9 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
     if noted or document.skipped:
         out += ["## Notes", ""]
         for name, notes in noted:
-            out += [f"- **{name}**: {note}" for note in notes]
+            out += [f"- **{markdown_text(name)}**: {markdown_text(note)}" for note in notes]
         for skipped in document.skipped:
-            out.append(f"- skipped `{skipped.directory}`: {skipped.reason}")
+            out.append(f"- skipped {markdown_text(skipped.directory)}: {markdown_text(skipped.reason)}")
         out.append("")
     return "\n".join(out)
 
@@ -381,8 +408,8 @@ def _guard_section(document: SummaryDocument, figure_dir: Optional[Path]) -> lis
         path = guard_figure_path(Path(figure_dir), name)
         text = figure_text(path) if path.exists() else None
         if text is not None:
-            title, caption = text
-            out += [f"![{title}]({path.name})", "", f"*{title}.* {caption}", ""]
+            title, caption = map(markdown_text, text)
+            out += [f"![{title}]({quote(path.name)})", "", f"*{title}.* {caption}", ""]
     if not out:
         return []
     return [

@@ -35,7 +35,7 @@ from harness.summary.document import StepTable
 from harness.summary.frames import RunFrame
 from harness.summary.notes import Rank, RunNotes, StepNotes
 from harness.summary.run_config import RunConfig
-from harness.summary.sanity import MAX_EXACT_INT, SPAN_SLACK_US
+from harness.summary.sanity import MAX_EXACT_INT, SPAN_SLACK_US, reward_range
 from harness.times import US_PER_S, format_time_us
 
 if TYPE_CHECKING:
@@ -110,8 +110,8 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     raw_unfiltered = finite_column(values[keys.RAW_REWARD_UNFILTERED])
     reward_key = keys.reward_key(config.filter)
     reward = list(raw_unfiltered if reward_key == keys.RAW_REWARD_UNFILTERED else raw_reward)
+    reward_flagged = flagged.get(reward_key, set()) | _rewards_out_of_range(reward, reward_key, config, found)
     reward_source: list[Optional[str]] = [keys.PRINTED if value is not None else None for value in reward]
-    reward_flagged = flagged.get(reward_key, set())
     not_derived = _derive_rewards(config, columns.metrics, reward, reward_source, reward_flagged, rollout_side, found)
     any_reward = any(value is not None for value in reward)
     no_reward = reward_key + " missing in {steps}: no reward there"
@@ -205,6 +205,24 @@ def _derive_rewards(
     for why, positions in why_not.items():
         found.add(f"no reward in {{steps}}: {why}", positions, phase=1, rank=_REWARD)
     return {i for positions in why_not.values() for i in positions}
+
+
+def _rewards_out_of_range(reward: list[Optional[float]], reward_key: str, config: RunConfig, found: _Found) -> set[int]:
+    """Positions of the rewards the run's reward type cannot give: flagged (one note), set to None in `reward`."""
+    low, high, gives = reward_range(config.rm_type)
+    bad = [i for i, value in enumerate(reward) if value is not None and not low <= value <= high]
+    found.add(
+        f"{METRICS}: {reward_key} {{values}} in {{steps}} is outside {gives} ({low:g} to {high:g}): "
+        "left out of the means",
+        bad,
+        [reward[i] for i in bad],
+        phase=1,
+        rank=_REWARD,
+        flag=True,
+    )
+    for i in bad:
+        reward[i] = None
+    return set(bad)
 
 
 def _read_columns(

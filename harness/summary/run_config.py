@@ -37,6 +37,7 @@ class RunConfig:
     over_sampling_batch_size: Optional[int]
     n_samples_per_prompt: Optional[int]
     sources: dict[str, str] = field(default_factory=dict)
+    rm_type: Optional[str] = None  # Miles's --rm-type, from the same sources; None when nothing says
 
 
 _CONFIG_KEYS = {
@@ -155,7 +156,23 @@ def resolve_config(capture: RunCapture, notes: RunNotes) -> RunConfig:
             notes.append(f"{fact} unknown: not found or not a whole number")
     if over_int is None and over_value is not None and "over_sampling_batch_size" not in refused:
         notes.append(f"over_sampling_batch_size {over_value!r} is not a whole number: unknown")
-    return RunConfig(bool(filter_on), batch, over_int, samples, sources)
+    rm_type = _rm_type(capture, argv_flags)
+    return RunConfig(bool(filter_on), batch, over_int, samples, sources, rm_type)
+
+
+def _rm_type(capture: RunCapture, argv_flags: Optional[dict[str, list[str]]]) -> Optional[str]:
+    """The run's `--rm-type` by the same order of sources (args.json, trainer_argv, the experiment)."""
+    value: object = None
+    if capture.args is not None and "rm_type" in capture.args:
+        value = python_value(capture.args["rm_type"])
+    else:
+        flags = argv_flags
+        if flags is None:
+            words = _experiment_words(capture.experiment)
+            flags = flag_values(words) if words is not None else {}
+        given = flags.get("--rm-type")
+        value = given[-1] if given else None
+    return value if isinstance(value, str) and value else None
 
 
 def _backend(argv_flags: Optional[dict[str, list[str]]]) -> Optional[str]:

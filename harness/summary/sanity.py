@@ -10,6 +10,11 @@ and the value (docs/summary.md, "Sanity rules"):
   (a 400-digit integer is not a count, a step id or a rollout time); a count
   lies from 0 to 2^53, a step id from 0;
 - `time_scale` lies between 1e-6 and 1e6;
+- a step's reward lies within what the run's reward type can give:
+  `--rm-type math` 0 to 1; any other type, or none known, -1000 to 1000
+  (Miles's rule-based rewards give -1 to 1, a remote reward model's scale is
+  its own, and no reward model gives 1e308): one outside is left out of the
+  means;
 - times lie inside the run's span, from `started_at` to `ended_at`
   (`Span`): pause windows are clipped to it; a rollout that ends outside it,
   or would start before it, is noted. Times are truncated to microseconds and
@@ -33,6 +38,9 @@ MAX_EXACT_INT = 2**53
 TIME_SCALE_MIN = 1e-6
 TIME_SCALE_MAX = 1e6
 SPAN_SLACK_US = 1_000_000
+NUMBER_FIXED_BELOW = 1e9  # number_text: fixed-point below, exponent form from here
+MATH_REWARD_RANGE = (0.0, 1.0)
+PLAUSIBLE_REWARD_RANGE = (-1000.0, 1000.0)
 
 
 def is_integer(value: object) -> TypeGuard[int]:
@@ -64,6 +72,26 @@ def time_scale_problem(value: object) -> Optional[str]:
     if not TIME_SCALE_MIN <= value <= TIME_SCALE_MAX:
         return f"is outside the sane range {TIME_SCALE_MIN:g} to {TIME_SCALE_MAX:g}"
     return None
+
+
+def number_text(value: float, digits: int) -> str:
+    """`value` with `digits` decimals, as a person reads it in a verdict or a table, at a sane width whatever it is.
+
+    Up to 1e9 in magnitude it is fixed-point (`0.613`, `48.2`); beyond, in
+    exponent form (`1.000e+308`), so no value is ever a 300-digit number;
+    NaN and infinities are written as Python writes them.
+    """
+    if not math.isfinite(value) or abs(value) < NUMBER_FIXED_BELOW:
+        return f"{value:.{digits}f}"
+    return f"{value:.{max(digits, 1)}e}"
+
+
+def reward_range(rm_type: Optional[str]) -> tuple[float, float, str]:
+    """(low, high, what gives it) for the rewards a run with this `--rm-type` can log (see the module doc)."""
+    if rm_type == "math":
+        return (*MATH_REWARD_RANGE, "the range of --rm-type math")
+    low, high = PLAUSIBLE_REWARD_RANGE
+    return low, high, f"the plausible range for --rm-type {rm_type}" if rm_type else "the plausible range of a reward"
 
 
 @dataclass(frozen=True)

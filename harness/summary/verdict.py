@@ -6,8 +6,8 @@
 whether that excludes 0, Welch's p, and what follows.
 
 Pure: it takes the facts a comparison found and words them. Numbers are shown
-with three decimals (display only; the JSON keeps them unrounded). The
-sentence says, in order: the two means; where the run's mean falls against
+with three decimals, at a sane width whatever they are (`number_text`; display
+only; the JSON keeps them unrounded). The sentence says, in order: the two means; where the run's mean falls against
 the spread of the baseline runs (and which baseline captures are missing);
 in how many of the shared steps the run read higher; then the limits (one
 seed, unfinished steps, a reward that leans high because the filter's abort
@@ -22,6 +22,7 @@ from typing import Mapping, Optional, Sequence
 from harness.mileslog.keys import RAW_REWARD as FILTERED_KEY
 from harness.mileslog.keys import RAW_REWARD_UNFILTERED as UNFILTERED_KEY
 from harness.seedstats import ALPHA, CONFIDENCE, POWER, SeedComparisonStats
+from harness.summary.sanity import number_text
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class RewardFacts:
 
 
 def _f(value: float) -> str:
-    return f"{value:.3f}"
+    return number_text(value, 3)
 
 
 def _join(items: Sequence[str]) -> str:
