@@ -5,6 +5,9 @@
 # A GB10 (sm_121, aarch64) needs a base built for it: see docs/lab-image.md.
 # Builds with the classic builder and BuildKit alike; needs no network unless
 # MILES_COMMIT names a commit the base's Miles checkout does not have yet.
+# The Miles commit the image holds (the base's too, when MILES_COMMIT is empty
+# and MILES_DIR is a git checkout) is recorded in /opt/miles-gb10-lab/miles-commit,
+# where the harness's image preflight reads it.
 ARG MILES_BASE=radixark/miles:latest
 FROM ${MILES_BASE}
 
@@ -31,7 +34,11 @@ RUN set -eu; \
         pip install --quiet --no-deps --no-build-isolation -e .; \
     fi; \
     test -f "${MILES_DIR}/train.py" \
-        || { echo "no train.py in ${MILES_DIR}: is ${MILES_BASE} a Miles image? (set MILES_DIR otherwise)" >&2; exit 1; }
+        || { echo "no train.py in ${MILES_DIR}: is ${MILES_BASE} a Miles image? (set MILES_DIR otherwise)" >&2; exit 1; }; \
+    mkdir -p /opt/miles-gb10-lab; \
+    if git -C "${MILES_DIR}" rev-parse --verify --quiet HEAD >/dev/null 2>&1; then \
+        git -C "${MILES_DIR}" rev-parse --short=8 HEAD > /opt/miles-gb10-lab/miles-commit; \
+    fi
 
 LABEL org.miles-gb10-lab.miles-base="${MILES_BASE}" \
       org.miles-gb10-lab.miles-commit="${MILES_COMMIT:-base}"

@@ -30,7 +30,7 @@ from support.timing import scaled
 pytestmark = pytest.mark.ray
 
 REPO = Path(__file__).resolve().parent.parent
-SIM_LINES = 44  # what the simulated trainer prints for the runs below (3 steps, 8 prompts x 4 answers)
+SIM_LINES = 86  # what the simulated trainer prints below (3 steps, 8 prompts x 4 answers; 14 noise lines a step)
 ONLY_ON_A = "mgl-node-a-trainer"
 
 

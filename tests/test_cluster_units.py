@@ -248,6 +248,22 @@ def test_the_board_says_each_run_its_host_step_and_pause_state() -> None:
     ]
 
 
+def test_the_board_derives_the_reward_where_miles_does_not_print_it() -> None:
+    changes: list[str] = []
+    board = Board(lambda line, what: changes.append(line.describe()))
+    board.add("public-s1", 12, filter_on=True, batch=8)
+    board.placed("public-s1", "spark-1")
+    metrics = {
+        "perf/rollout_time": 60.0,
+        "rollout/raw_reward": 0.5,  # the 8 kept groups' mean; no rollout/raw_reward_unfiltered
+        "rollout/dynamic_filter/drop_zero_std_1": 2,
+        "rollout/dynamic_filter/drop_zero_std_0": 6,
+    }
+    board.event("public-s1", ("jsonl", "metrics.jsonl", {"step": 0, "complete": True, "metrics": metrics}))
+    assert board.line("public-s1").reward == (0.5 * 8 + 2 * 1) / (8 + 2 + 6)
+    assert "reward 0.375" in changes[-1]
+
+
 # --- Ray only when --ray is used ----------------------------------------------------------------
 
 PROBE = """

@@ -233,3 +233,36 @@ def test_a_miles_commit_is_checked_out_not_ignored(lab_image):
         "/root/miles is not a git checkout: build with MILES_COMMIT= to keep the base's Miles"
         in done.stdout + done.stderr
     )
+
+
+FAKE_GIT = """#!/bin/sh
+# A stand-in git for a base whose Miles is a checkout at the write-up's commit: only what the build asks.
+if [ "$1" = "-C" ]; then cd "$2" || exit 128; shift 2; fi
+[ -d .git ] || exit 128
+case "$*" in
+    "rev-parse --verify --quiet HEAD") echo 08752a12d39c2f0c7e6d2a8f6bd3c1f4a2b9e0c1 ;;
+    "rev-parse --short=8 HEAD") echo 08752a12 ;;
+    *) echo "stand-in git: $*" >&2; exit 1 ;;
+esac
+"""
+
+
+def test_the_image_records_the_commit_of_a_base_whose_miles_is_a_checkout(lab_image, docker_build, tmp_path):
+    # `make image MILES_COMMIT=` keeps the base's Miles; when that is a git checkout its commit is written where
+    # the image preflight reads it (harness/engines/milesimage.py, COMMIT_FILE).
+    from harness.engines.milesimage import COMMIT_FILE
+
+    context = tmp_path / "checkout-base"
+    context.mkdir()
+    (context / "git").write_text(FAKE_GIT)
+    (context / "Dockerfile").write_text(
+        f"FROM {STANDIN_TAG}\nCOPY git /usr/local/bin/git\nRUN chmod 0755 /usr/local/bin/git && mkdir /root/miles/.git\n"
+    )
+    base = docker_build(context, "miles-gb10-lab/miles-standin-checkout:test")
+    image = docker_build(REPO_ROOT, "miles-gb10-lab/lab:test-checkout", {"MILES_BASE": base, "MILES_COMMIT": ""})
+
+    recorded = docker("run", "--rm", "--network=none", "--entrypoint", "cat", image, COMMIT_FILE)
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stdout == "08752a12\n"
+    plain = docker("run", "--rm", "--network=none", "--entrypoint", "cat", lab_image, COMMIT_FILE)
+    assert plain.returncode != 0  # the plain stand-in's Miles is no checkout: no commit to record

@@ -44,6 +44,37 @@ def test_a_failure_names_the_parsers_line_or_the_signal() -> None:
     assert killed.state == "failed" and "SIGKILL" in killed.error
 
 
+def test_a_filter_path_the_images_miles_lacks_is_named_as_such() -> None:
+    line = "ModuleNotFoundError: No module named 'miles.rollout.filter_hub.common_filters'"
+    reason = "the image's Miles has no miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
+    failed = outcome(exit_code=1, steps_complete=0, failure={"kind": "missing_filter", "line": line, "reason": reason})
+    assert failed.state == "failed" and failed.error == f"exit code 1: {reason} ({line})"
+
+
+def test_the_manifest_records_how_a_rollout_is_submitted_only_when_set() -> None:
+    from dataclasses import replace
+
+    from harness.run.execute import rollout_submission
+    from harness.run.plan import plan_launch
+
+    store, experiment = load_lab_experiment()
+    spec = plan_launch(experiment, base_args=store.base_args, capture_root="c", project_root="/p", environ={})
+    assert rollout_submission(spec) == {}
+    argv = (*spec.trainer_argv, "--rollout-submission-granularity", "sample")
+    set_both = replace(spec, trainer_argv=argv, env={**spec.env, "MILES_USE_LEGACY_ROLLOUT_V1": "1"})
+    assert rollout_submission(set_both) == {
+        "rollout_submission_granularity": "sample",
+        "MILES_USE_LEGACY_ROLLOUT_V1": "1",
+    }
+
+
+def load_lab_experiment():  # noqa: ANN201 - the store and its Experiment
+    from harness.experiments.store import ExperimentStore
+
+    store = ExperimentStore(Path(__file__).resolve().parents[1] / "experiments")
+    return store, store.load("e2b-dapo-filter").experiment
+
+
 def test_a_stop_by_the_harness_wins_over_the_exit_code_and_says_if_steps_are_usable() -> None:
     stopped = outcome(exit_code=143, stop_state="stopped", stop_reason="time limit of 240 min reached")
     assert stopped.state == "stopped" and stopped.steps_usable

@@ -63,12 +63,23 @@ def test_the_lab_argv_runs_unchanged_and_the_parser_reads_what_the_sim_meant() -
         assert record.derived["dropped_all_right"] == log.result.dropped.get("zero_std_1", 0)
         assert record.derived["zero_std_all_right"] is None  # filter on: no zero-std counts
     assert parsed.launch == ["python3", "train.py", *argv]
+    assert parsed.args is None  # the lab's --train-backend fsdp: Megatron's argument check never runs, no dump
+    assert "(FSDPTrainRayActor pid=" in stream.getvalue()
+    assert parsed.noise == {"ft": 24, "first_rollout_sample": 12, "progress": 120, "finish_rollout": 12}
+
+
+def test_megatron_prints_the_argument_dump_the_parser_reads_back() -> None:
+    argv = [*read_base_args(), *FILTER_EXTRA, "--train-backend", "megatron"]
+    stream = io.StringIO()
+    simulate(argv, stream=stream)
+    parsed = parse_lines(stream.getvalue().splitlines())
     config = parse_argv(argv)
+    assert parsed.problems == [] and parsed.failure is None
     assert parsed.args == dict(config.dump)
     assert parsed.args["rollout_batch_size"] == 32 and parsed.args["over_sampling_batch_size"] == 48
     assert parsed.args["dynamic_sampling_filter_path"] == CURRENT_FILTER_PATH
     assert parsed.args["colocate"] is True and parsed.args["hf_checkpoint"] == "/data/models/Qwen3-0.6B"
-    assert "(FSDPTrainRayActor pid=" in stream.getvalue()  # the lab's --train-backend fsdp
+    assert "(MegatronTrainRayActor pid=" in stream.getvalue()
 
 
 def test_a_plain_run_prints_zero_std_counts_and_no_drops() -> None:
@@ -384,3 +395,84 @@ def test_a_frozen_process_makes_no_progress_and_its_rollout_time_holds_the_pause
     assert pause_s / scale * 0.95 < extra < pause_s / scale + 12.0, (rollout, simulated)
     step_time = steps[1].metrics["perf/step_time"]
     assert step_time - meant[1].train_perf["perf/step_time"] == pytest.approx(extra, abs=6.0)
+
+
+# --------------------------------------------------------------------------- the Miles it stands in for
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_derived_reward_matches_the_printed_one_on_every_step(seed: int) -> None:
+    """The default (08752a12) prints both the kept reward and the one before the filter: deriving the second
+    from the first and the drop counts gives it back, step by step (integer rewards, zero variance the only
+    drop reason)."""
+    from harness.mileslog.derive import derive_unfiltered_reward
+
+    argv = [*read_base_args(), *FILTER_EXTRA, "--seed", str(seed)]
+    stream = io.StringIO()
+    simulate(argv, stream=stream)
+    parsed = parse_lines(stream.getvalue().splitlines())
+    assert len(parsed.steps) == 12
+    for record in parsed.steps:
+        derived, why = derive_unfiltered_reward(record.metrics, 32)
+        assert why == "" and derived == pytest.approx(record.metrics["rollout/raw_reward_unfiltered"], abs=1e-12)
+
+
+def test_public_miles_prints_no_unfiltered_reward_and_the_harness_derives_the_same_one() -> None:
+    public = ["--dynamic-sampling-filter-path", DEPRECATED_FILTER_PATH, "--over-sampling-batch-size", "48"]
+    logs = {}
+    for miles in ("08752a12", "public-2026-08"):
+        stream = io.StringIO()
+        simulate([*read_base_args(), *public, "--miles", miles], stream=stream)
+        logs[miles] = parse_lines(stream.getvalue().splitlines()).to_json()
+    printed, derived = logs["08752a12"], logs["public-2026-08"]
+    assert printed["reward_sources"] == {"printed": list(range(12))}
+    assert derived["reward_sources"] == {"derived": list(range(12))}
+    assert not any("rollout/raw_reward_unfiltered" in step["metrics"] for step in derived["steps"])
+    assert [s["reward"] for s in derived["steps"]] == pytest.approx([s["reward"] for s in printed["steps"]], abs=1e-12)
+    assert derived["problems"] == [] and derived["failure"] is None
+
+
+@pytest.mark.integration
+def test_public_miles_fails_the_write_up_filter_path_at_the_first_rollout_with_its_own_traceback() -> None:
+    done = sim_process(*read_base_args(), *FILTER_EXTRA, "--miles", "public-2026-08")
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert "ModuleNotFoundError: No module named 'miles.rollout.filter_hub.common_filters'" in lines
+    assert any(
+        line.startswith("ray.exceptions.RayTaskError(ModuleNotFoundError): ray::RolloutManager") for line in lines
+    )
+    assert any("ft event=gather_start rollout_id=0" in line for line in lines)  # the first rollout had started
+    assert not any(" - perf 0: " in line for line in lines)
+    parsed = parse_lines(lines)
+    assert parsed.failure is not None and parsed.failure["kind"] == "missing_filter"
+    assert parsed.failure["reason"] == f"the image's Miles has no {CURRENT_FILTER_PATH}"
+    assert done.stderr.count("\n") == 1 and "ModuleNotFoundError" in done.stderr
+
+
+@pytest.mark.integration
+def test_the_miles_comes_from_the_flag_else_the_environment_and_a_wrong_one_is_exit_2() -> None:
+    assert parse_argv([]).miles == "08752a12"
+    assert parse_argv([], {"HARNESS_SIM_MILES": "public-2026-08"}).miles == "public-2026-08"
+    assert parse_argv(["--miles", "08752a12"], {"HARNESS_SIM_MILES": "public-2026-08"}).miles == "08752a12"
+    done = sim_process("--miles", "2025")
+    assert done.returncode == 2 and "--miles must be one of 08752a12, public-2026-08, not '2025'" in done.stderr
+
+
+def test_eval_lines_follow_the_eval_interval() -> None:
+    stream = io.StringIO()
+    simulate([*read_base_args(), "--num-rollout", "4", "--eval-interval", "2"], stream=stream)
+    parsed = parse_lines(stream.getvalue().splitlines())
+    assert [(e.step, e.skipped) for e in parsed.evals] == [
+        (1, "no --eval-prompt-data given"),
+        (3, "no --eval-prompt-data given"),
+    ]
+    stream = io.StringIO()
+    simulate(
+        [*read_base_args(), "--num-rollout", "2", "--eval-interval", "1", "--eval-prompt-data", "gsm8k", "/d"],
+        stream=stream,
+    )
+    evals = parse_lines(stream.getvalue().splitlines()).evals
+    assert [(e.step, e.skipped, list(e.metrics)) for e in evals] == [
+        (0, None, ["eval/gsm8k"]),
+        (1, None, ["eval/gsm8k"]),
+    ]

@@ -84,7 +84,8 @@ def test_dropped_is_judged_minus_kept_and_the_drop_keys_say_so(filter_steps: Fil
 def test_with_the_filter_no_kept_group_is_zero_variance(filter_steps: FilterRuns) -> None:
     for _, log in filter_steps:
         assert not any(group.zero_std for group in log.result.kept)
-        assert not any(key.startswith("rollout/zero_std/") for key in log.rollout_perf)
+        assert not any(key.startswith("rollout/zero_std/count_") for key in log.rollout_perf)
+        assert log.rollout_perf["rollout/zero_std/all_zero_percentage"] == 0.0  # as Miles prints for int rewards
 
 
 def test_every_submitted_group_is_judged_or_aborted_never_both(filter_steps: FilterRuns) -> None:

@@ -326,3 +326,32 @@ def test_a_run_whose_batch_can_never_fill_fails_at_once_naming_why(tmp_path):
     status = json.loads((capture / "status.json").read_text())
     assert status["state"] == "failed" and status["steps_complete"] == 0
     assert status["error"].startswith("exit code 1: ValueError: --n-samples-per-prompt 1 with the zero-variance filter")
+
+
+@pytest.mark.integration
+def test_a_sim_run_of_public_miles_with_the_write_up_filter_path_fails_named_as_such(tmp_path):
+    """The failure reading on any machine: the simulator stands in for the public Miles of August 2026, which dies
+    importing the write-up's filter path at the first rollout; the run's error names the path the image lacks."""
+    done = cli(
+        "run",
+        "e2b-dapo-filter",
+        "--sim",
+        "--sim-engine",
+        "process",
+        "--time-scale",
+        "0.0001",
+        "--set",
+        "container.env.HARNESS_SIM_MILES=public-2026-08",
+        "--capture-dir",
+        str(tmp_path),
+    )
+    assert done.exit_code == 1, done.output
+    status = json.loads((tmp_path / "e2b-dapo-filter" / "status.json").read_text())
+    assert status["state"] == "failed" and status["steps_complete"] == 0
+    assert status["error"] == (
+        "exit code 1: the image's Miles has no "
+        "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter "
+        "(ModuleNotFoundError: No module named 'miles.rollout.filter_hub.common_filters')"
+    )
+    manifest = json.loads((tmp_path / "e2b-dapo-filter" / "manifest.json").read_text())
+    assert manifest["miles"] == {"checked": False, "reason": "the process engine runs no image"}

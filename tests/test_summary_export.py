@@ -71,7 +71,8 @@ def test_parquet_keeps_the_types(edge_captures):
     }
     old_filter = table[table["run"] == "old-filter"]
     assert old_filter["batches"].tolist() == [1, 2, 1]
-    assert old_filter["reward"].isna().all()
+    assert old_filter["reward"].isna().tolist() == [True, True, False]  # step 2's reward is derived
+    assert old_filter["reward_source"].tolist()[2] == "derived" and str(table["reward_source"].dtype) == "string"
 
 
 def test_export_from_a_published_summary(edge_captures, tmp_path):

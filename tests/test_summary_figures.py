@@ -104,9 +104,10 @@ def test_report_has_the_tables_the_verdict_and_the_figures(tmp_path):
     render_figures(document, tmp_path)
     text = write_report(document, tmp_path).read_text()
     assert (
-        "| e2b-dapo-filter | stopped | on | 32 | 48 | 8 | 4 of 4 | 1 | 80.0 | 150.0 | 0.705 | 0.705 | 10.8 | - | 110.5 |"
-        in text
+        "| e2b-dapo-filter | stopped | on | 32 | 48 | 8 | 4 of 4 | 1 | 80.0 | 150.0 | 0.705 | 0.705 | printed | 10.8 "
+        "| - | 110.5 |" in text
     )
+    assert "| e2b-dapo-filter | 0.705 | 0.705 | printed |" in text  # each reward figure says where it came from
     assert "| 1 | 2 | 69.1 | 1.19x |" in text and "| 2 | 2 | 120.0 | 2.07x |" in text
     assert "| e2b-dapo-filter | 16 | 16.5 | 36 | 69 | 16 |" in text
     assert "**Verdict.** 0.705 with the filter against 0.655 for plain" in text

@@ -162,7 +162,10 @@ def test_edge_failed_old_filter_run(edge):
     assert column(run, "complete") == [True, True, False]
     assert column(run, "batches") == [1, 2, 1]
     assert column(run, "dropped_other") == [0, 1, 0]
-    assert column(run, "reward") == [None, None, None]
+    # step 0's drop keys are floats (`_1.0`): not derivable; step 1 dropped a group for another reason;
+    # step 2 (incomplete) dropped 2 all wrong: (0.55 x 8 + 0) / (8 + 2)
+    assert column(run, "reward")[:2] == [None, None] and column(run, "reward")[2] == pytest.approx(0.44)
+    assert column(run, "reward_source") == [None, None, "derived"]
     agg = run["aggregates"]
     assert (agg["steps"], agg["incomplete_steps"], agg["rollout_time_adjusted_median_s"]) == (2, 1, 50.0)
     assert (agg["dropped_groups_min"], agg["dropped_groups_median"], agg["dropped_groups_max"]) == (4, 5.0, 6)
@@ -172,7 +175,9 @@ def test_edge_failed_old_filter_run(edge):
         "metrics.jsonl line 2",
         "state failed",
         "trainer_argv",
-        "too old to log it",
+        "no reward in step 0: rollout/raw_reward_unfiltered not printed and not derivable: rewards that are not",
+        "no reward in step 1: rollout/raw_reward_unfiltered not printed and not derivable: groups dropped for",
+        "reward derived in every step with a reward",
         "step 2 incomplete",
         "2 complete steps of 5 expected",
         "ends before it starts",
@@ -202,4 +207,4 @@ def test_edge_comparison_without_a_comparable_reward(edge):
     assert comparison["by_batches"]["1"]["ratio"] == 0.8 and comparison["by_batches"]["2"]["ratio"] == 1.2
     assert comparison["reward"]["run_mean"] is None
     assert comparison["reward"]["above_all_baselines"] is None
-    assert comparison["reward"]["verdict"].startswith("No reward verdict: old-filter did not log")
+    assert comparison["reward"]["verdict"] == "No reward verdict: old-filter has no reward in any complete step."

@@ -162,6 +162,27 @@ def test_without_args_json_the_trainer_argv_is_read_and_said(tmp_path):
     assert any("args.json missing" in n and "trainer_argv" in n for n in doc["notes"])
 
 
+def test_an_fsdp_run_without_args_json_is_the_normal_case_and_gets_no_note(tmp_path):
+    # Megatron's argument check prints the dump; the FSDP backend (the lab's) never does: the launch line is the source
+    argv = [
+        "python3",
+        "train.py",
+        "--train-backend",
+        "fsdp",
+        "--rollout-batch-size",
+        "16",
+        "--n-samples-per-prompt",
+        "4",
+    ]
+    doc = summary_of(write_capture(tmp_path, "f", [step(0, 100, {"perf/rollout_time": 1.0})], argv=argv))
+    assert (doc["rollout_batch_size"], doc["n_samples_per_prompt"]) == (16, 4)
+    assert doc["config_sources"]["rollout_batch_size"] == "trainer_argv"
+    assert not any("args.json" in n for n in doc["notes"])
+    megatron = [*argv[:3], "megatron", *argv[4:]]
+    doc = summary_of(write_capture(tmp_path, "m", [step(0, 100, {"perf/rollout_time": 1.0})], argv=megatron))
+    assert any("args.json missing" in n for n in doc["notes"])  # Megatron prints one: its absence is worth a note
+
+
 def test_filter_path_none_string_in_args_means_off_even_if_argv_says_on(tmp_path):
     argv = ["python3", "train.py", "--dynamic-sampling-filter-path", "x.y"]
     doc = summary_of(write_capture(tmp_path, "p", [step(0, 100, {})], args=PLAIN_ARGS, argv=argv))
@@ -243,13 +264,51 @@ def test_plain_run_reward_is_raw_reward(tmp_path):
     assert row["reward"] == 0.5
 
 
-def test_filter_run_without_unfiltered_reward_gets_null_and_one_note(tmp_path):
-    steps = [step(i, 100 * (i + 1), {"perf/rollout_time": 1.0, "rollout/raw_reward": 0.5}) for i in range(3)]
+def test_filter_run_without_unfiltered_reward_derives_it_and_says_so_once(tmp_path):
+    # B = 32 kept groups at 0.5, 10 dropped all right, 6 all wrong: (0.5 x 32 + 10) / 48
+    metrics = {
+        "perf/rollout_time": 1.0,
+        "rollout/raw_reward": 0.5,
+        "rollout/dynamic_filter/drop_zero_std_1": 10,
+        "rollout/dynamic_filter/drop_zero_std_0": 6,
+    }
+    steps = [step(i, 100 * (i + 1), metrics) for i in range(3)]
     doc = summary_of(write_capture(tmp_path, "f", steps, args=FILTER_ARGS))
-    assert [r["reward"] for r in doc["steps"]] == [None] * 3
-    assert doc["aggregates"]["reward_mean"] is None
-    assert sum("too old to log it" in n for n in doc["notes"]) == 1
+    assert [r["reward"] for r in doc["steps"]] == [26 / 48] * 3
+    assert [r["reward_source"] for r in doc["steps"]] == ["derived"] * 3
+    assert [r["raw_reward_unfiltered"] for r in doc["steps"]] == [None] * 3  # the printed key stays as printed
+    assert doc["aggregates"]["reward_mean"] == 26 / 48
+    assert doc["reward_source"] == "derived" and doc["reward_key"] == "rollout/raw_reward_unfiltered"
+    assert sum("reward derived in every step with a reward (reward_source: derived)" in n for n in doc["notes"]) == 1
     assert not any("missing in steps" in n for n in doc["notes"])
+
+
+def test_printed_and_derived_rewards_say_which_is_which(tmp_path):
+    printed = {"perf/rollout_time": 1.0, "rollout/raw_reward": 0.5, "rollout/raw_reward_unfiltered": 0.6}
+    derived = {"perf/rollout_time": 1.0, "rollout/raw_reward": 0.5}
+    steps = [step(0, 100, printed), step(1, 200, derived)]
+    doc = summary_of(write_capture(tmp_path, "f", steps, args=FILTER_ARGS))
+    assert [(r["reward"], r["reward_source"]) for r in doc["steps"]] == [(0.6, "printed"), (0.5, "derived")]
+    assert doc["reward_source"] == "printed and derived"
+    assert any("reward derived in 1 step (reward_source: derived)" in n for n in doc["notes"])
+
+
+def test_a_step_the_reward_cannot_be_derived_for_has_none_and_a_note_with_the_reason(tmp_path):
+    aborted = {"perf/rollout_time": 1.0, "rollout/raw_reward": 0.5, "rollout/dynamic_filter/drop_group_has_aborted": 2}
+    floats = {"perf/rollout_time": 1.0, "rollout/raw_reward": 0.5, "rollout/dynamic_filter/drop_zero_std_1.0": 3}
+    steps = [step(0, 100, aborted), step(1, 200, floats)]
+    doc = summary_of(write_capture(tmp_path, "f", steps, args=FILTER_ARGS))
+    assert [(r["reward"], r["reward_source"]) for r in doc["steps"]] == [(None, None), (None, None)]
+    notes = " | ".join(doc["notes"])
+    assert "no reward in step 0: " in notes and "another reason than zero variance (group_has_aborted: 2)" in notes
+    assert "no reward in step 1: " in notes and "rewards that are not integers" in notes
+    assert doc["reward_source"] is None
+
+
+def test_plain_run_rewards_are_printed(tmp_path):
+    metrics = {"perf/rollout_time": 1.0, "rollout/raw_reward": 0.5}
+    doc = summary_of(write_capture(tmp_path, "p", [step(0, 100, metrics)], args=PLAIN_ARGS))
+    assert doc["steps"][0]["reward_source"] == "printed" and doc["reward_source"] == "printed"
 
 
 # --------------------------------------------------------------------------- time rules

@@ -45,6 +45,8 @@ def render_parsed_log(parsed: Any) -> None:
     from harness.mileslog import keys
 
     filter_on, source = parsed.filter_setting()
+    batch = parsed.rollout_batch_size()
+    derived_steps = 0
     for header in (
         "step",
         "complete",
@@ -60,6 +62,8 @@ def render_parsed_log(parsed: Any) -> None:
     for record in parsed.steps:
         metrics, derived = record.metrics, record.derived
         drops = keys.drops_known(filter_on, metrics)  # as the summary: "-" (null) without the filter, never 0
+        reading = keys.reward_reading(metrics, filter_on, batch)
+        derived_steps += reading.source == keys.DERIVED
         table.add_row(
             str(record.step),
             Text("yes") if record.complete else Text("no", style="yellow"),
@@ -68,7 +72,7 @@ def render_parsed_log(parsed: Any) -> None:
             _number(derived["dropped_all_wrong"] if drops else None, "{}"),
             _number(derived["zero_std_all_right"], "{}"),
             _number(derived["zero_std_all_wrong"], "{}"),
-            _number(keys.step_reward(metrics, filter_on), "{:.3f}"),
+            _number(reading.value, "{:.3f}") + (" (derived)" if reading.source == keys.DERIVED else ""),
             _number(keys.step_time(metrics)[0], "{:.1f}"),
         )
     console.print(table)
@@ -85,6 +89,15 @@ def render_parsed_log(parsed: Any) -> None:
         for line in message_lines(prefix, text, width):
             console.print(Text(line))
 
+    if derived_steps:
+        say(
+            "",
+            f"reward derived in {derived_steps} step(s): this Miles does not print {keys.RAW_REWARD_UNFILTERED}, "
+            f"so it is {keys.RAW_REWARD} x B plus each dropped group's reward, over B plus the dropped groups",
+        )
+    if parsed.noise:
+        say("noise lines: ", ", ".join(f"{kind} {count}" for kind, count in sorted(parsed.noise.items())))
+
     if parsed.launch is not None:
         from harness.cli.render import shell_lines
         from harness.lab.milesargv import parse_flags
@@ -99,6 +112,8 @@ def render_parsed_log(parsed: Any) -> None:
     if parsed.failure is not None:
         failure = parsed.failure
         say(f"failure ({failure['kind']}) at line {failure['line_number']}: ", failure["line"])
+        if "reason" in failure:
+            say("  ", failure["reason"])
     if parsed.problems:
         console.print(Text(f"{len(parsed.problems)} problem(s):", style="yellow"))
         for problem in parsed.problems[:10]:

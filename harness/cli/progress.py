@@ -20,9 +20,11 @@ if TYPE_CHECKING:  # annotations only: `harness parse-log` and `--help` need not
     from harness.run.decide import Decision
 
 
-def step_summary(record: Any, filter_on: Optional[bool] = False) -> dict[str, Any]:
-    """The few numbers a person watches per step, from a step record (the reward by `keys.step_reward`)."""
+def step_summary(record: Any, filter_on: Optional[bool] = False, batch: Optional[int] = None) -> dict[str, Any]:
+    """The few numbers a person watches per step, from a step record (the reward by `keys.reward_reading`:
+    printed, or derived given B where Miles does not print it)."""
     metrics, derived = record.metrics, record.derived or {}
+    reading = keys.reward_reading(metrics, filter_on, batch)
     return {
         "step": record.step,
         "complete": record.complete,
@@ -32,7 +34,8 @@ def step_summary(record: Any, filter_on: Optional[bool] = False) -> dict[str, An
         "dropped_wrong": derived.get("dropped_all_wrong") or 0,
         "zero_std_right": derived.get("zero_std_all_right"),
         "zero_std_wrong": derived.get("zero_std_all_wrong"),
-        "reward": keys.step_reward(metrics, filter_on),
+        "reward": reading.value,
+        "reward_source": reading.source,
     }
 
 
@@ -51,7 +54,8 @@ def describe_step(summary: dict[str, Any]) -> str:
         )
     elif summary["zero_std_right"] is not None:
         parts.append(f"zero-variance {summary['zero_std_right']} right, {summary['zero_std_wrong']} wrong")
-    parts.append(f"reward {_num(summary['reward'], '.3f')}")
+    derived = " (derived)" if summary.get("reward_source") == keys.DERIVED else ""
+    parts.append(f"reward {_num(summary['reward'], '.3f')}{derived}")
     return " | ".join(parts)
 
 
@@ -149,6 +153,7 @@ class RunView:
     state: str = "waiting"
     t0: Optional[float] = None  # monotonic s at its start
     reading: Optional["GuardReading"] = None  # the heat guard's latest, while the run is guarded
+    batch: Optional[int] = None  # B, for a reward derived where Miles does not print it
     last: Optional[dict[str, Any]] = None
     steps_complete: int = 0
     clock: Optional[TimeLeft] = None
@@ -210,6 +215,7 @@ class PlainReporter:
         view = self._view(spec.run)
         view.spec, view.expected, view.state = spec, spec.steps_expected, "running"
         view.filter_on = keys.filter_setting(None, spec.trainer_argv)[0]
+        view.batch = keys.rollout_batch_size(None, spec.trainer_argv)
         view.t0 = self.now()
         view.clock = TimeLeft(view.t0)
         view.steps_complete, view.last, view.reading = 0, None, None
@@ -255,7 +261,7 @@ class PlainReporter:
 
     def _record_step(self, run: str, record: "StepRecord", steps_complete: int) -> RunView:
         view = self._view(run)
-        view.last = step_summary(record, view.filter_on)
+        view.last = step_summary(record, view.filter_on, view.batch)
         if record.complete and view.clock is not None:
             view.clock.step(self.now(), paused_total_s(view.reading, _now_us()))
         view.steps_complete = steps_complete

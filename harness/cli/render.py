@@ -12,6 +12,7 @@ from harness.cli.app import DEFAULT_CAPTURE_DIR, SIM_CAPTURE_DIR, stdout, warn
 if TYPE_CHECKING:
     from harness.capture import RunStatus
     from harness.engines.spec import LaunchSpec
+    from harness.jsontypes import JSONObject
     from harness.run.decide import Decision
     from harness.run.lifecycle import SweepResult
     from harness.run.plan import Planned
@@ -19,9 +20,17 @@ if TYPE_CHECKING:
 
 def preflight_problems(spec: "LaunchSpec") -> list[str]:
     """What would stop the run from starting, as `run` checks it (nothing is changed or started)."""
+    return preflight_report(spec)[0]
+
+
+def preflight_report(spec: "LaunchSpec") -> tuple[list[str], Optional["JSONObject"]]:
+    """(what would stop the run from starting, what the image preflight found in the image's Miles), as `run`
+    checks them: nothing is changed, and nothing started but the preflight's own short probe container."""
     from harness.engines import engine_named
 
-    return [problem.message for problem in engine_named(spec.engine).preflight(spec)]
+    engine = engine_named(spec.engine)
+    problems = [problem.message for problem in engine.preflight(spec)]
+    return problems, engine.image_facts(spec)
 
 
 def print_sweep(console: Any, results: Sequence["SweepResult"]) -> None:
@@ -124,19 +133,23 @@ def report_status(status: "RunStatus", capture_dir: Optional[Path] = None) -> No
         )
 
 
-def print_spec(spec: "LaunchSpec", *, as_json: bool) -> None:
-    """Print a launch spec: one JSON document, or a readable listing (values exactly as written, secrets as ***)."""
+def print_spec(spec: "LaunchSpec", *, as_json: bool, miles: Optional["JSONObject"] = None) -> None:
+    """Print a launch spec: one JSON document, or a readable listing (values exactly as written, secrets as ***);
+    `miles`: the image preflight's facts, shown too (the manifest's `miles`)."""
     import json
     import shlex
 
     from rich.text import Text
 
-    from harness.cli.messages import output_width
+    from harness.cli.messages import message_lines, output_width
     from harness.engines.spec import docker_run_command
     from harness.lab.milesargv import parse_flags
 
     if as_json:
-        typer.echo(json.dumps(spec.to_dict(), indent=2, allow_nan=False))
+        document = spec.to_dict()
+        if miles is not None:
+            document["miles"] = miles
+        typer.echo(json.dumps(document, indent=2, allow_nan=False))
         return
     console = stdout()
 
@@ -148,6 +161,11 @@ def print_spec(spec: "LaunchSpec", *, as_json: bool) -> None:
     out("run id          ", spec.run_id)
     out("engine          ", spec.engine + (f": {shlex.join(spec.command)}" if spec.command else ""))
     out("image           ", spec.image)
+    if miles is not None:
+        for line in message_lines(
+            "miles           ", miles_text(miles), output_width(console.is_terminal, console.width)
+        ):
+            out(line)
     out("container       ", spec.container_name)
     out("capture         ", spec.capture_dir)
     out("steps expected  ", str(spec.steps_expected))
@@ -180,6 +198,22 @@ def print_spec(spec: "LaunchSpec", *, as_json: bool) -> None:
     out(("by hand", "bold"))
     for line in shell_lines(_command_groups(docker_run_command(spec)), width, first="  ", more="    "):
         out(line)
+
+
+def miles_text(miles: "JSONObject") -> str:
+    """The image preflight's facts: the Miles, whether it prints the unfiltered reward, then each path's state."""
+    if not miles.get("checked"):
+        return f"not checked ({miles.get('reason') or 'no preflight'})"
+    if not miles.get("miles_found"):
+        return "no `miles` package in the image: not a Miles image, nothing checked"
+    name = f"commit {miles['commit']}" if miles.get("commit") else f"version {miles.get('version') or 'unknown'}"
+    unfiltered = {True: "prints", False: "does not print", None: "unknown whether it prints"}[
+        miles.get("prints_unfiltered_reward") if isinstance(miles.get("prints_unfiltered_reward"), bool) else None
+    ]
+    paths = miles.get("paths")
+    loads = "; ".join(f"{path}: {state}" for path, state in paths.items()) if isinstance(paths, dict) and paths else ""
+    cached = " (cached)" if miles.get("cached") else ""
+    return f"Miles {name}{cached}, {unfiltered} rollout/raw_reward_unfiltered" + (f": {loads}" if loads else "")
 
 
 def shell_lines(groups: Sequence[Sequence[str]], width: int, *, first: str, more: str) -> list[str]:

@@ -34,7 +34,7 @@ from harness.cli.app import (
     stdout,
     warn,
 )
-from harness.cli.render import preflight_problems, print_spec, print_sweep, print_sweep_plan, report_status
+from harness.cli.render import preflight_report, print_spec, print_sweep, print_sweep_plan, report_status
 from harness.errors import ExitCode
 from harness.run.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES, SimTarget, choose_target
 from harness.sim.timescale import TIME_SCALE_RANGE
@@ -339,9 +339,10 @@ def run(
 
         return run_command_on_ray(plan, address=ray, nodes=nodes, dry_run=dry_run, as_json=json_, options=options)
     if dry_run:
-        for problem in preflight_problems(plan.spec):
+        problems, miles = preflight_report(plan.spec)
+        for problem in problems:
             warn(f"pre-flight: {problem}")
-        print_spec(plan.spec, as_json=json_)
+        print_spec(plan.spec, as_json=json_, miles=miles)
         return None
     _, ctx = _context([plan], capture_dir, options, say_skips=False, verbose=verbose)
     with stop_on_signals(ctx.stop, ctx.reporter.note):

@@ -26,6 +26,7 @@ class RunLine:
     paused_since: Optional[str] = None  # RFC 3339 start of the open pause window
     temp_c: Optional[float] = None
     filter_on: Optional[bool] = False  # which reward key is the step's (harness.mileslog.keys.step_reward)
+    batch: Optional[int] = None  # B, for the reward derived where Miles does not print it
     rollout_s: Optional[float] = None  # the last complete step's rollout time: the trainer's, pauses included
     reward: Optional[float] = None  # the last complete step's reward
 
@@ -61,9 +62,11 @@ class Board:
         self._lock = threading.Lock()
         self.on_change = on_change
 
-    def add(self, run: str, steps_expected: int, filter_on: Optional[bool] = False) -> None:
+    def add(
+        self, run: str, steps_expected: int, filter_on: Optional[bool] = False, batch: Optional[int] = None
+    ) -> None:
         with self._lock:
-            self._lines[run] = RunLine(run, steps_expected, filter_on=filter_on)
+            self._lines[run] = RunLine(run, steps_expected, filter_on=filter_on, batch=batch)
 
     def lines(self) -> list[RunLine]:
         with self._lock:
@@ -95,7 +98,7 @@ class Board:
                 "step",
                 steps_complete=line.steps_complete + 1,
                 rollout_s=keys.finite_number(metrics.get(keys.ROLLOUT_TIME)),
-                reward=keys.step_reward(metrics, line.filter_on),
+                reward=keys.step_reward(metrics, line.filter_on, line.batch),
             )
         elif kind == "jsonl" and name == "pauses.jsonl":
             if payload.get("end") is None:

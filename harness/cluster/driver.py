@@ -211,7 +211,10 @@ class RaySweep:
             return self._skipped(run)
         from harness.mileslog import keys
 
-        self.board.add(spec.run, spec.steps_expected, keys.filter_setting(None, spec.trainer_argv)[0])
+        argv = spec.trainer_argv
+        self.board.add(
+            spec.run, spec.steps_expected, keys.filter_setting(None, argv)[0], keys.rollout_batch_size(None, argv)
+        )
         from harness.cluster.node import run_task
 
         cluster = plan.experiment.cluster

@@ -104,7 +104,11 @@ class Engine(Protocol):
     name: str
 
     def preflight(self, spec: "LaunchSpec") -> list[Problem]:
-        """What would stop `spec` from starting (image, mounts, GPU runtime, command); changes nothing."""
+        """What would stop `spec` from starting (image, mounts, GPU runtime, command, the image's Miles); changes
+        nothing."""
+
+    def image_facts(self, spec: "LaunchSpec") -> Optional[JSONObject]:
+        """What the preflight found in the image (its Miles), for the manifest; None where nothing was looked at."""
 
     def start(self, spec: "LaunchSpec", extra_labels: dict[str, str]) -> RunHandle:
         """Start the run; the harness's own labels (pid, host) come as `extra_labels`. NotStarted on failure."""

@@ -12,7 +12,19 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Optional, Protocol, TypedDict, TypeVar, cast
+from typing import (
+    TYPE_CHECKING,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    TypedDict,
+    TypeVar,
+    cast,
+)
 
 from harness.engines.base import (
     CREATED,
@@ -37,7 +49,7 @@ if TYPE_CHECKING:  # the docker SDK is imported when an engine is made, never at
     from docker import DockerClient
     from docker.models.containers import Container
 
-    from harness.jsontypes import JSONObject
+    from harness.jsontypes import JSONObject, JSONValue
 
 RECONNECT_DELAYS_S = (0.0, 0.2, 0.5, 1.0, 2.0)
 ENGINE_PATIENCE_S = 60.0  # how long a lost engine is waited for before the run is given up as failed
@@ -139,6 +151,7 @@ class DockerEngine:
     def __init__(self, client: Optional[DockerClient] = None, api: Optional[DockerApi] = None) -> None:
         self._client = client
         self._api = api
+        self._image_facts: dict[str, JSONObject] = {}  # run id -> what its image preflight found
 
     @property
     def client(self) -> DockerClient:
@@ -149,18 +162,22 @@ class DockerEngine:
     # --- before anything starts ---------------------------------------------------------------
 
     def preflight(self, spec: LaunchSpec) -> list[Problem]:
-        """Image on the engine, bind-mount sources, a GPU runtime: each missing one with its fix."""
+        """Image on the engine, bind-mount sources, a GPU runtime, the image's Miles (harness.engines.milesimage):
+        each missing one with its fix."""
         api = self._api or DockerApi()
         host = api.host
         problems = []
         try:
-            if not api.image_exists(spec.image):
+            info = api.image_inspect(spec.image)
+            if info is None:
                 problems.append(
                     Problem(
                         f"image {spec.image!r} is not on the Docker engine at {host}; build it with `make image`",
                         ExitCode.ENGINE_UNAVAILABLE,
                     )
                 )
+            else:
+                problems += self._check_image(api, spec, info)
             if spec.device_requests and not _has_gpu_runtime(api.runtimes(), host):
                 problems.append(
                     Problem(
@@ -174,6 +191,46 @@ class DockerEngine:
         if is_local(host):
             problems += mount_problems(spec)
         return problems
+
+    def _check_image(self, api: DockerApi, spec: LaunchSpec, info: dict[str, JSONValue]) -> list[Problem]:
+        """The image preflight: which Miles the image holds and whether the run's paths load (cached per image id);
+        its facts are kept for `image_facts`."""
+        from harness.engines import milesimage
+
+        config = info.get("Config")
+        labels = config.get("Labels") if isinstance(config, dict) else None
+        if isinstance(labels, dict) and labels.get(milesimage.SIM_LABEL) == "1":
+            self._image_facts[spec.run_id] = milesimage.check_facts(None, reason="the simulator's own image")
+            return []
+        flags = milesimage.path_flags(spec.trainer_argv)
+
+        def run_probe(image: str, argv: Sequence[str], timeout_s: float) -> tuple[int, str, str]:
+            try:
+                return api.run_probe(
+                    image, ["-c", milesimage.PROBE, *argv], timeout_s, labels={milesimage.PROBE_LABEL: "1"}
+                )
+            except DockerApiError as err:
+                raise milesimage.ProbeError(str(err)) from None
+
+        outcome = milesimage.probe_image(
+            spec.image, str(info.get("Id") or spec.image), milesimage.paths_to_probe(flags), run_probe
+        )
+        facts = milesimage.check_facts(outcome.check, reason=outcome.reason, cached=outcome.cached)
+        self._image_facts[spec.run_id] = facts
+        return milesimage.judge(spec.image, outcome.check, flags) if outcome.check is not None else []
+
+    def image_facts(self, spec: LaunchSpec) -> Optional[JSONObject]:
+        """What the image preflight found for `spec`'s image (asked now if `preflight` has not), for the manifest."""
+        if spec.run_id not in self._image_facts:
+            api = self._api or DockerApi()
+            try:
+                info = api.image_inspect(spec.image)
+            except DockerApiError:
+                return None
+            if info is None:
+                return None
+            self._check_image(api, spec, info)
+        return self._image_facts.get(spec.run_id)
 
     # --- start, find -----------------------------------------------------------------------------
 

@@ -1,8 +1,10 @@
-"""A few read-only questions to the Docker engine without the docker SDK (for pre-flight checks).
+"""A few questions to the Docker engine without the docker SDK (for pre-flight checks).
 
 `harness run --dry-run` shows the same pre-flight checks as a run, and must
-stay fast and light: the SDK pulls in requests and friends. Two GET requests
-over the engine's socket are all the checks need.
+stay fast and light: the SDK pulls in requests and friends. A few requests
+over the engine's socket are all the checks need: GETs, and the image
+preflight's one short container (`run_probe`: create, start, wait, logs,
+remove), which only ever removes the container it made.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import http.client
 import json
 import os
 import socket
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 from urllib.parse import quote, urlsplit
 
 if TYPE_CHECKING:
@@ -65,20 +67,79 @@ class DockerApi:
             return http.client.HTTPConnection(parts.hostname or "localhost", parts.port or 2375, timeout=self.timeout_s)
         raise DockerApiError(f"cannot check {self.host} without the docker SDK")
 
-    def get(self, path: str) -> tuple[int, JSONValue]:
+    def request(
+        self, method: str, path: str, body: Optional[JSONValue] = None, timeout_s: Optional[float] = None
+    ) -> tuple[int, bytes]:
+        """One request: (HTTP status, the raw body)."""
         connection = self._connection()
+        if timeout_s is not None:
+            connection.timeout = timeout_s
         try:
-            connection.request("GET", path, headers={"Host": "docker"})
+            headers = {"Host": "docker"}
+            data = None
+            if body is not None:
+                data = json.dumps(body, allow_nan=False).encode()
+                headers["Content-Type"] = "application/json"
+            connection.request(method, path, body=data, headers=headers)
             response = connection.getresponse()
-            body = response.read()
+            raw = response.read()
         except (OSError, http.client.HTTPException) as err:
             raise DockerApiError(f"the Docker engine at {self.host} does not answer: {err}") from None
         finally:
             connection.close()
+        return response.status, raw
+
+    def get(self, path: str) -> tuple[int, JSONValue]:
+        status, body = self.request("GET", path)
         try:
-            return response.status, json.loads(body) if body else None
+            return status, json.loads(body) if body else None
         except ValueError:
-            return response.status, None
+            return status, None
+
+    def image_inspect(self, image: str) -> Optional[dict[str, JSONValue]]:
+        """`docker image inspect`'s object, or None when the engine has no such image."""
+        status, info = self.get(f"/images/{quote(image, safe='/:@')}/json")
+        if status == 404:
+            return None
+        if status != 200 or not isinstance(info, dict):
+            raise DockerApiError(f"the Docker engine answered {status} about image {image}")
+        return info
+
+    def run_probe(
+        self, image: str, argv: Sequence[str], timeout_s: float, labels: Optional[dict[str, str]] = None
+    ) -> tuple[int, str, str]:
+        """(exit code, stdout, stderr) of `python3 ARGV...` in a fresh container of `image` without network;
+        the container is removed whatever happens. DockerApiError when it cannot run or outlasts `timeout_s`."""
+        config: JSONValue = {
+            "Image": image,
+            "Entrypoint": ["python3"],
+            "Cmd": [str(word) for word in argv],
+            "NetworkDisabled": True,
+            "Labels": dict(labels or {}),
+            "Env": ["PYTHONDONTWRITEBYTECODE=1"],
+            "HostConfig": {"NetworkMode": "none"},
+        }
+        status, body = self.request("POST", "/containers/create", config)
+        if status != 201:
+            raise DockerApiError(f"the Docker engine would not create a container of {image}: {_message(body)}")
+        ident = str(json.loads(body)["Id"])
+        try:
+            status, body = self.request("POST", f"/containers/{ident}/start")
+            if status not in (204, 304):
+                raise DockerApiError(f"python3 does not start in {image}: {_message(body)}")
+            try:
+                status, body = self.request("POST", f"/containers/{ident}/wait", timeout_s=timeout_s)
+            except DockerApiError:
+                raise DockerApiError(f"python3 in {image} gave no answer within {timeout_s:g} s") from None
+            code = int(json.loads(body).get("StatusCode", -1)) if status == 200 else -1
+            status, raw = self.request("GET", f"/containers/{ident}/logs?stdout=1&stderr=1")
+            stdout, stderr = _demultiplex(raw) if status == 200 else (b"", b"")
+            return code, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
+        finally:
+            try:
+                self.request("DELETE", f"/containers/{ident}?force=1&v=1")
+            except DockerApiError:
+                pass
 
     def image_exists(self, image: str) -> bool:
         status, _ = self.get(f"/images/{quote(image, safe='/:@')}/json")
@@ -92,3 +153,24 @@ class DockerApi:
             raise DockerApiError(f"the Docker engine answered {status} to /info")
         runtimes = info.get("Runtimes")
         return sorted(runtimes) if isinstance(runtimes, dict) else []
+
+
+def _message(body: bytes) -> str:
+    """The engine's error message in a response body."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace").strip()[:300]
+    return str(data.get("message", data))[:300] if isinstance(data, dict) else str(data)[:300]
+
+
+def _demultiplex(raw: bytes) -> tuple[bytes, bytes]:
+    """(stdout, stderr) of a log stream without a TTY: frames of [stream, 0, 0, 0, size (4 bytes, big-endian)]."""
+    out, err = bytearray(), bytearray()
+    at = 0
+    while at + 8 <= len(raw):
+        stream, size = raw[at], int.from_bytes(raw[at + 4 : at + 8], "big")
+        chunk = raw[at + 8 : at + 8 + size]
+        (err if stream == 2 else out).extend(chunk)
+        at += 8 + size
+    return bytes(out), bytes(err)

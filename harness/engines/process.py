@@ -74,6 +74,10 @@ class ProcessEngine:
             ]
         return []
 
+    def image_facts(self, spec: LaunchSpec) -> Optional[JSONObject]:
+        """A process run has no image: nothing to look at."""
+        return {"checked": False, "reason": "the process engine runs no image"}
+
     def start(self, spec: LaunchSpec, extra_labels: dict[str, str]) -> "SupervisedRun":
         """Start the supervisor and, through it, the trainer; NotStarted if the trainer could not start."""
         if not spec.command:

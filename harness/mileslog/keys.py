@@ -13,7 +13,14 @@ states each rule once):
   (every finished answer, kept and dropped groups alike): the filter run's
   `rollout/raw_reward` counts only the kept groups and is not comparable.
   Without the filter it is `rollout/raw_reward`, as for the baselines. A
-  value that is missing or not a finite number is no reward (None).
+  value that is missing or not a finite number is no reward (None). Only
+  the write-up's Miles (main 08752a12) prints the unfiltered reward; where
+  a step lacks the key it is derived from what every Miles prints
+  (`derive.derive_unfiltered_reward`), and the reading says which source it
+  used: `printed` or `derived`.
+- **Filter paths.** `FILTER_PATH` is the zero-variance filter at 08752a12;
+  `FILTER_PATH_PUBLIC` the only one the public snapshots up to August 2026
+  have (08752a12 keeps it as a deprecated alias).
 - **Step time.** `perf/step_time`; older slime's `perf/total_train_time`
   where that is not a finite number.
 - **Train side.** A `perf N` line with a step-end key is the trainer's:
@@ -27,7 +34,7 @@ states each rule once):
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, NamedTuple, Optional, Sequence
 
 if TYPE_CHECKING:
     from harness.mileslog.pyrepr import PyDict
@@ -55,6 +62,18 @@ STEP_TIME_KEYS = (STEP_TIME, STEP_TIME_OLD)
 
 FILTER_ARG = "dynamic_sampling_filter_path"
 FILTER_FLAG = "--dynamic-sampling-filter-path"
+BATCH_ARG = "rollout_batch_size"
+BATCH_FLAG = "--rollout-batch-size"
+
+# The zero-variance filter: its path at the write-up's Miles, and the only one public Miles had up to August 2026.
+WRITE_UP_MILES = "08752a12"
+FILTER_PATH = "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
+FILTER_PATH_PUBLIC = "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"
+ZERO_STD_FILTER_PATHS = (FILTER_PATH, FILTER_PATH_PUBLIC)
+
+# Where a step's reward came from.
+PRINTED = "printed"
+DERIVED = "derived"
 
 
 def finite_number(value: object) -> Optional[float]:
@@ -96,6 +115,40 @@ def filter_setting(args: Optional[Mapping[str, object]], argv: Optional[Sequence
     return None, "none"
 
 
+def filter_path(args: Optional[Mapping[str, object]], argv: Optional[Sequence[str]]) -> Optional[str]:
+    """The run's filter path as text (the dump, else the launch argv's last flag), or None when no filter is set."""
+    value: object = None
+    if args is not None and FILTER_ARG in args:
+        value = args[FILTER_ARG]
+    elif argv is not None:
+        from harness.lab.milesargv import flag_values
+
+        values = flag_values(list(argv)).get(FILTER_FLAG)
+        value = values[-1] if values else None
+    return value.strip() if isinstance(value, str) and filter_is_on(value) else None
+
+
+def rollout_batch_size(args: Optional[Mapping[str, object]], argv: Optional[Sequence[str]]) -> Optional[int]:
+    """B, the groups a step keeps: the dump, else the launch argv's last `--rollout-batch-size`; None if unknown."""
+    from harness.mileslog.derive import whole_number
+
+    value: object = None
+    if args is not None and BATCH_ARG in args:
+        value = args[BATCH_ARG]
+    elif argv is not None:
+        from harness.lab.milesargv import flag_values
+
+        values = flag_values(list(argv)).get(BATCH_FLAG)
+        value = values[-1] if values else None
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            return None
+    number = whole_number(value)
+    return number if number is not None and number >= 1 else None
+
+
 # ---- per-step values -------------------------------------------------------
 
 
@@ -104,9 +157,42 @@ def reward_key(filter_on: Optional[bool]) -> str:
     return RAW_REWARD_UNFILTERED if filter_on else RAW_REWARD
 
 
-def step_reward(metrics: Mapping[str, object], filter_on: Optional[bool]) -> Optional[float]:
-    """The step's reward by the rule above; None when the key is missing or not a finite number."""
-    return finite_number(metrics.get(reward_key(filter_on)))
+class RewardReading(NamedTuple):
+    """A step's reward, where it came from (`printed`, `derived`, None), and why there is none."""
+
+    value: Optional[float]
+    source: Optional[str]
+    why_none: Optional[str]
+
+
+def reward_reading(
+    metrics: Mapping[str, object], filter_on: Optional[bool], batch: Optional[int] = None
+) -> RewardReading:
+    """The step's reward by the rule above: printed, else (filter on, the key absent) derived; else why not.
+
+    `batch` is B, the groups the step kept; without it nothing is derived.
+    """
+    key = reward_key(filter_on)
+    value = finite_number(metrics.get(key))
+    if value is not None:
+        return RewardReading(value, PRINTED, None)
+    if key in metrics:
+        return RewardReading(None, None, f"{key} is not a finite number")
+    if not filter_on:
+        return RewardReading(None, None, f"{key} missing")
+    from harness.mileslog.derive import derive_unfiltered_reward
+
+    derived, why = derive_unfiltered_reward(metrics, batch)
+    if derived is None:
+        return RewardReading(None, None, f"{key} not printed and not derivable: {why}")
+    return RewardReading(derived, DERIVED, None)
+
+
+def step_reward(
+    metrics: Mapping[str, object], filter_on: Optional[bool], batch: Optional[int] = None
+) -> Optional[float]:
+    """The step's reward by the rule above (derived where it can be, given B); None when there is none."""
+    return reward_reading(metrics, filter_on, batch).value
 
 
 def step_time(metrics: Mapping[str, object]) -> tuple[Optional[float], Optional[str]]:

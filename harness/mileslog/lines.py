@@ -170,6 +170,70 @@ def _all_finite(value: PyValue) -> bool:
     return True
 
 
+# ---- evaluations skipped, and the noise lines ------------------------------------
+
+SKIPPED_MARKER = " skipped: "
+_EVAL_SKIPPED = re.compile(r"(?:^| - )eval (-?\d{1,18}) skipped: ")
+
+# Lines Miles prints that are no metric, no dump, no failure: recognised, counted, never parsed.
+# ft: the fault-tolerance `ft key=value ...` lines around each gather; progress: tqdm bars;
+# first_rollout_sample / finish_rollout: the rollout's sample lines (model text: anything may be in them).
+NOISE_KINDS = ("ft", "progress", "first_rollout_sample", "finish_rollout")
+NOISE_MARKERS = ("First rollout sample", "Finish rollout", "%|", "ft ")
+_FT = re.compile(r"(?:^|[ )])ft [A-Za-z_][A-Za-z0-9_.]{0,80}=")
+
+
+def read_eval_skipped(segment: str) -> tuple[int, str] | None:
+    """(N, reason) from `eval N skipped: REASON`, or None."""
+    if SKIPPED_MARKER not in segment:
+        return None
+    m = _EVAL_SKIPPED.search(segment)
+    if m is None:
+        return None
+    return int(m.group(1)), segment[m.end() :].strip()
+
+
+def noise_kind(text: str) -> str | None:
+    """Which noise line this is (one of NOISE_KINDS), or None: substring tests, and one anchored pattern for `ft`.
+
+    `text` may still carry its Docker timestamp and Ray prefix. A traceback's
+    frame or a dump's line (indented, once the prefixes are gone) is checked
+    by the caller, which passes only what is no such line.
+    """
+    if "First rollout sample" in text:
+        return "first_rollout_sample"
+    if "Finish rollout" in text:
+        return "finish_rollout"
+    if "%|" in text:
+        return "progress"
+    if "ft " in text and _FT.search(text):
+        return "ft"
+    return None
+
+
+_FT_LINES = re.compile(_FT.pattern, re.MULTILINE)
+_FT_BYTES = re.compile(_FT.pattern.encode(), re.MULTILINE)
+_COUNTED = (("First rollout sample", "first_rollout_sample"), ("Finish rollout", "finish_rollout"), ("%|", "progress"))
+_COUNTED_BYTES = tuple((marker.encode(), kind) for marker, kind in _COUNTED)
+
+
+def count_noise(text: str) -> dict[str, int]:
+    """The noise in lines nothing else reads, by kind: each kind's marker counted where it occurs (a tqdm line of
+    three renders joined by carriage returns is three), `ft key=` where it starts a line or follows a space."""
+    found = {kind: text.count(marker) for marker, kind in _COUNTED if marker in text}
+    if "ft " in text:
+        found["ft"] = len(_FT_LINES.findall(text))
+    return {kind: n for kind, n in found.items() if n}
+
+
+def count_noise_bytes(buf: bytes, start: int, stop: int) -> dict[str, int]:
+    """`count_noise` of buf[start:stop] (whole lines) without decoding it: the same counts."""
+    found = {kind: buf.count(marker, start, stop) for marker, kind in _COUNTED_BYTES}
+    if buf.find(b"ft ", start, stop) >= 0:
+        found["ft"] = sum(1 for _ in _FT_BYTES.finditer(buf, start, stop))
+    return {kind: n for kind, n in found.items() if n}
+
+
 # ---- the launch line and failures -------------------------------------------
 
 LAUNCH_MARKER = "Running entrypoint for job "
@@ -221,6 +285,21 @@ def exception_line(text: str) -> bool:
 def is_oom(text: str) -> bool:
     """True when an exception line says the process ran out of memory."""
     return "OutOfMemory" in text or "out of memory" in text.lower()
+
+
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([A-Za-z0-9_.]{1,300})'")
+_NO_ATTRIBUTE = re.compile(r"AttributeError: module '([A-Za-z0-9_.]{1,300})' has no attribute '([A-Za-z0-9_]{1,200})'")
+
+
+def missing_path(exception: str, path: str) -> bool:
+    """True when an exception line says dotted `path` cannot be loaded: its module, a package above it, or the
+    name in its module is missing (`ModuleNotFoundError: No module named ...`, `AttributeError: module ...`)."""
+    m = _NO_MODULE.search(exception)
+    if m is not None:
+        module = m.group(1)
+        return path.startswith(module + ".")
+    m = _NO_ATTRIBUTE.search(exception)
+    return m is not None and f"{m.group(1)}.{m.group(2)}" == path
 
 
 def job_failed(text: str) -> str | None:

@@ -29,7 +29,14 @@ Merging, per rollout id N:
   line and belong to its step. Megatron prints each step line twice: a
   repeat of M with the same payload is dropped; a repeat with other values
   adds its new keys (conflicts are problems);
-- `eval N` lines make evaluation records, apart from the training steps;
+- `eval N` lines make evaluation records, apart from the training steps,
+  and so does `eval N skipped: REASON` (the record's `skipped`);
+- the noise lines Miles prints (`ft key=value` lines, tqdm bars, "First
+  rollout sample", "Finish rollout") are counted by kind (`noise`) and never
+  parsed: in a line nothing else reads, each kind's marker where it occurs
+  (`lines.count_noise`: a tqdm line of three renders is three); in a line
+  that is read, each segment by `lines.noise_kind` before anything else, so
+  model text in a sample line can never read as a metric, a dump or a failure;
 - a line for a step that has already been emitted is a problem, not a change.
 
 `finish()` emits the steps still open, marked incomplete. Step lines still
@@ -45,17 +52,24 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, Protocol, TypeGuard
 
 from harness.mileslog.derive import derive_step_values
-from harness.mileslog.keys import ends_step, is_rollout_side
+from harness.mileslog.keys import ends_step, filter_path, is_rollout_side
 from harness.mileslog.lines import (
     LAUNCH_MARKER,
+    NOISE_MARKERS,
+    SKIPPED_MARKER,
     TRACEBACK_MARKER,
     MetricLine,
     argument_marker,
+    count_noise,
+    count_noise_bytes,
     exception_line,
     find_metric,
     is_oom,
     job_failed,
+    missing_path,
+    noise_kind,
     read_argument,
+    read_eval_skipped,
     read_launch,
     read_metric,
     split_ray_prefix,
@@ -65,10 +79,11 @@ from harness.mileslog.pyrepr import PyDict, PyValue
 from harness.mileslog.records import EvalRecord, Failure, Metrics, ParsedLog, Problem, StepRecord
 from harness.times import format_time_us, split_time_prefix
 
-# A line holding none of these is noise unless an argument dump or a traceback is open.
-# `feed` tests them on the str; `_scan` finds them in the bytes (the first one as a
-# `{` preceded by `: `: finding one byte is several times faster than three).
-MARKERS = (": {", " arguments -", LAUNCH_MARKER, TRACEBACK_MARKER, "' failed")
+# A line holding none of these is not read unless an argument dump or a traceback is open;
+# its noise markers (lines.NOISE_MARKERS) are only counted. `feed` tests them on the str;
+# `_scan` finds them in the bytes (the first one as a `{` preceded by `: `: finding one byte
+# is several times faster than three) and counts the noise of the lines between in bulk.
+MARKERS = (": {", " arguments -", LAUNCH_MARKER, TRACEBACK_MARKER, "' failed", SKIPPED_MARKER)
 _OTHER_MARKERS = tuple(marker.encode() for marker in MARKERS[1:])
 
 # An argument dump or a traceback that goes this many lines without a line of
@@ -80,6 +95,19 @@ STALE_LINES = 2000
 FINISHED_TRACEBACK_LINES = 50
 
 CHUNK_BYTES = 1 << 23
+_NOISE_BYTES = tuple(marker.encode() for marker in NOISE_MARKERS)
+
+
+def _unread(line: str) -> bool:
+    """True for a line that holds none of MARKERS: nothing in it is read (its noise is counted)."""
+    return (
+        ": {" not in line
+        and " arguments -" not in line
+        and LAUNCH_MARKER not in line
+        and TRACEBACK_MARKER not in line
+        and "' failed" not in line
+        and SKIPPED_MARKER not in line
+    )
 
 
 @dataclass
@@ -140,6 +168,7 @@ class LogParser:
         self._exception: Failure | None = None
         self._job_failed: Failure | None = None
         self._problems: list[Problem] = []
+        self._noise: dict[str, int] = {}
 
     # ---- what has been read so far --------------------------------------------------
 
@@ -169,15 +198,29 @@ class LogParser:
 
     @property
     def failure(self) -> Failure | None:
-        """{"kind", "line", "line_number"} of what ended the run, or None.
+        """{"kind", "line", "line_number"[, "reason"]} of what ended the run, or None.
 
         The last exception line of a traceback after the last metric line (an
         out-of-memory one outranks a later other one, which is usually its
         consequence); else a `Job '...' failed` line. A traceback followed by
-        metric lines was survived and is not the run's failure.
+        metric lines was survived and is not the run's failure. An exception
+        that says the run's filter path cannot be loaded (Miles imports it at
+        the first rollout) is `missing_filter`, its reason naming the path.
         """
         found = self._exception or self._job_failed
-        return None if found is None else found.copy()
+        if found is None:
+            return None
+        found = found.copy()
+        path = filter_path(self._args, self._launch) if found["kind"] == "exception" else None
+        if path is not None and missing_path(found["line"], path):
+            found["kind"] = "missing_filter"
+            found["reason"] = f"the image's Miles has no {path}"
+        return found
+
+    @property
+    def noise(self) -> dict[str, int]:
+        """The noise lines recognised so far, by kind (`lines.NOISE_KINDS`)."""
+        return {kind: found for kind, found in self._noise.items() if found}
 
     @property
     def problems(self) -> list[Problem]:
@@ -196,6 +239,7 @@ class LogParser:
             failure=self.failure,
             problems=self.problems,
             lines=self._line_no,
+            noise=self.noise,
         )
 
     # ---- feeding ----------------------------------------------------------------------
@@ -213,6 +257,11 @@ class LogParser:
             and LAUNCH_MARKER not in line
             and TRACEBACK_MARKER not in line
             and "' failed" not in line
+            and SKIPPED_MARKER not in line
+            and "First rollout sample" not in line
+            and "Finish rollout" not in line
+            and "%|" not in line
+            and "ft " not in line
         ):
             return []
         return self._process(line, n)
@@ -265,6 +314,9 @@ class LogParser:
     def _scan(self, buf: bytes, end: int, out: list[StepRecord]) -> None:
         """Process the complete lines of buf[:end] (end is just past a newline)."""
         find, count, rfind = buf.find, buf.count, buf.rfind
+        # Every line's noise is counted here at once, as if nothing read it; a line `_process` sees has its own
+        # taken back first, and `_process` counts it as `feed` would.
+        self._add_noise(count_noise_bytes(buf, 0, end), 1)
         # Next occurrence of `: {` and of each other marker; -1 means "look again".
         next_at = [-1] * (1 + len(_OTHER_MARKERS))
         pos = 0
@@ -282,13 +334,29 @@ class LogParser:
             stop = find(b"\n", start, end)
             n += 1
             self._line_no = n
-            done = self._process(buf[start:stop].decode("utf-8", "replace"), n)
+            line = buf[start:stop]
+            if _NOISE_BYTES[0] in line or _NOISE_BYTES[1] in line or _NOISE_BYTES[2] in line or b"ft " in line:
+                self._add_noise(count_noise_bytes(line, 0, len(line)), -1)
+            done = self._process(line.decode("utf-8", "replace"), n)
             if done:
                 out.extend(done)
             pos = stop + 1
         self._line_no = n
 
+    def _count_noise(self, line: str) -> None:
+        """Count the noise in a line nothing reads: each noise marker's occurrences (`lines.count_noise`)."""
+        if any(marker in line for marker in NOISE_MARKERS):
+            for kind, found in count_noise(line).items():
+                self._noise[kind] = self._noise.get(kind, 0) + found
+
+    def _add_noise(self, counts: dict[str, int], sign: int) -> None:
+        for kind, found in counts.items():
+            self._noise[kind] = self._noise.get(kind, 0) + sign * found
+
     def _process(self, line: str, n: int) -> list[StepRecord]:
+        if self._idle and _unread(line):
+            self._count_noise(line)  # a noise line: counted, never read (ANSI codes or not, as `_scan` counts it)
+            return []
         if (
             self._idle
             and "\x1b" not in line
@@ -297,8 +365,10 @@ class LogParser:
             and LAUNCH_MARKER not in line
             and TRACEBACK_MARKER not in line
             and "' failed" not in line
+            and SKIPPED_MARKER not in line
         ):
-            return []  # a dict that is not a metric (memory dumps): nothing else to look at
+            self._count_noise(line)  # a noise line, or a dict that is not a metric (memory dumps): nothing to read
+            return []
         out: list[StepRecord] = []
         # The Docker time as integer nanoseconds; written out only for the metric lines that keep it.
         stamp, text = split_time_prefix(line.rstrip("\r\n"))
@@ -322,8 +392,17 @@ class LogParser:
         return out
 
     def _segment(self, segment: str, stamp: int | None, n: int, out: list[StepRecord]) -> None:
-        head = find_metric(segment)
         source, body = split_ray_prefix(segment)
+        noise = noise_kind(body) if body[:1] not in (" ", "\t") else None  # never a frame or a dump line
+        if noise is not None:
+            self._noise[noise] = self._noise.get(noise, 0) + 1
+            return
+        head = find_metric(segment)
+        if head is None and SKIPPED_MARKER in body:
+            skipped = read_eval_skipped(body)
+            if skipped is not None:
+                self._eval_skipped(skipped[0], skipped[1], stamp, n)
+                return
         if head is not None:
             self._tracebacks.pop(source, None)
             self._exception = None  # metrics after a traceback: the run survived it
@@ -476,6 +555,14 @@ class LogParser:
             return
         record.lines.append(n)
         self._merge_keys(record.metrics, payload, f"eval {ident}", n, None, None, None)
+
+    def _eval_skipped(self, ident: int, reason: str, stamp_ns: int | None, n: int) -> None:
+        record = self._evals.get(ident)
+        if record is None:
+            stamp = None if stamp_ns is None else format_time_us(stamp_ns // 1000)
+            record = self._evals[ident] = EvalRecord(ident, stamp, {}, [])
+        record.lines.append(n)
+        record.skipped = reason
 
     def _emit(self, step: _OpenStep, complete: bool) -> StepRecord:
         metrics = step.metrics

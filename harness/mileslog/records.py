@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, TypedDict
 
 from harness.mileslog.derive import DerivedValues
-from harness.mileslog.keys import filter_setting, reward_key, step_reward
+from harness.mileslog.keys import filter_setting, reward_key, reward_reading, rollout_batch_size
 from harness.mileslog.pyrepr import PyDict, PyValue
 
 # One step's (or evaluation's) merged keys: the key as Miles printed it, the value as the log said.
@@ -25,12 +25,20 @@ class Problem(_ProblemBase, total=False):
     step: int
 
 
-class Failure(TypedDict):
-    """What ended the run: an out-of-memory or other exception line, or a `Job '...' failed` line."""
-
-    kind: Literal["oom", "exception", "job_failed"]
+class _FailureBase(TypedDict):
+    kind: Literal["oom", "exception", "missing_filter", "job_failed"]
     line: str
     line_number: int
+
+
+class Failure(_FailureBase, total=False):
+    """What ended the run: an out-of-memory or other exception line, or a `Job '...' failed` line.
+
+    `missing_filter`: the exception says the run's filter path cannot be
+    loaded; `reason` then names it ("the image's Miles has no PATH").
+    """
+
+    reason: str
 
 
 class _StepJSONBase(TypedDict):
@@ -59,6 +67,7 @@ class EvalJSON(_EvalJSONBase, total=False):
     """`EvalRecord.to_json()`."""
 
     non_finite: dict[str, str]
+    skipped: str
 
 
 class ParsedLogJSON(TypedDict):
@@ -73,6 +82,8 @@ class ParsedLogJSON(TypedDict):
     lines: int
     filter: bool | None
     reward_key: str
+    reward_sources: dict[str, list[int]]
+    noise: dict[str, int]
 
 
 @dataclass
@@ -155,12 +166,17 @@ def _finite_or_none(value: PyValue) -> PyValue:
 
 @dataclass
 class EvalRecord:
-    """The `eval N` line(s) of rollout id N: evaluation, kept apart from training steps."""
+    """The `eval N` line(s) of rollout id N: evaluation, kept apart from training steps.
+
+    `skipped` is the reason of an `eval N skipped: REASON` line (Miles skipped
+    that evaluation); such a record has no metrics unless other lines gave some.
+    """
 
     step: int
     t: str | None  # Docker timestamp of the first eval line, RFC 3339 UTC
     metrics: Metrics
     lines: list[int] = field(default_factory=list)
+    skipped: str | None = None
 
     def to_json(self) -> EvalJSON:
         """Strict JSON, as `StepRecord.to_json`: non-finite values null, listed under `non_finite`."""
@@ -168,6 +184,8 @@ class EvalRecord:
         doc: EvalJSON = {"step": self.step, "t": self.t, "metrics": metrics}
         if non_finite:
             doc["non_finite"] = non_finite
+        if self.skipped is not None:
+            doc["skipped"] = self.skipped
         return doc
 
 
@@ -186,18 +204,29 @@ class ParsedLog:
     failure: Failure | None
     problems: list[Problem]
     lines: int
+    noise: dict[str, int] = field(default_factory=dict)  # noise lines recognised, by kind (lines.NOISE_KINDS)
 
     def filter_setting(self) -> tuple[bool | None, str]:
         """(filter on, where that was read): `keys.filter_setting` over the dump and the launch line."""
         return filter_setting(self.args, self.launch)
 
+    def rollout_batch_size(self) -> int | None:
+        """B from the dump, else the launch line; None when neither says."""
+        return rollout_batch_size(self.args, self.launch)
+
     def to_json(self) -> ParsedLogJSON:
-        """The `parse-log --json` document: each step with its reward by `keys.step_reward`."""
+        """The `parse-log --json` document: each step with its reward by `keys.reward_reading`; `reward_sources`
+        lists the steps by where their reward came from (`printed`, `derived`)."""
         filter_on, _ = self.filter_setting()
+        batch = self.rollout_batch_size()
         steps = []
+        sources: dict[str, list[int]] = {}
         for record in self.steps:
             doc = record.to_json()
-            doc["reward"] = step_reward(record.metrics, filter_on)
+            reading = reward_reading(record.metrics, filter_on, batch)
+            doc["reward"] = reading.value
+            if reading.source is not None:
+                sources.setdefault(reading.source, []).append(record.step)
             steps.append(doc)
         return {
             "steps": steps,
@@ -209,4 +238,6 @@ class ParsedLog:
             "lines": self.lines,
             "filter": filter_on,
             "reward_key": reward_key(filter_on),
+            "reward_sources": sources,
+            "noise": dict(self.noise),
         }

@@ -135,7 +135,10 @@ def decide_outcome(
         return Outcome(
             RunState.NO_METRICS, f"exited 0 after {steps_complete} of {steps_expected} complete steps" + lost, False
         )
-    reason = failure["line"] if failure else _exit_reason(exit_code)
+    if failure and "reason" in failure:  # named as such: the image's Miles has no filter path
+        reason = f"{failure['reason']} ({failure['line']})"
+    else:
+        reason = failure["line"] if failure else _exit_reason(exit_code)
     return Outcome(RunState.FAILED, f"exit code {exit_code}: {reason}{lost}", False)
 
 
@@ -275,8 +278,10 @@ def build_manifest(
     engine_facts: JSONObject,
     provenance: JSONObject,
     guard_facts: Optional[JSONObject] = None,
+    miles_facts: Optional[JSONObject] = None,
 ) -> dict[str, object]:
-    """manifest.json: what ran, from which code, on what, under which heat guard (secrets as ***)."""
+    """manifest.json: what ran, from which code, on what, under which heat guard (secrets as ***); `miles`: the
+    image preflight's facts (its Miles's commit and version) and the rollout-submission settings when set."""
     return redact_manifest(
         {
             "run": spec.run,
@@ -289,11 +294,33 @@ def build_manifest(
             "launch_spec": spec.to_dict(),
             "engine": engine_facts,
             "guard": guard_facts,
+            "miles": {
+                **(miles_facts or {"checked": False, "reason": "no image preflight"}),
+                **rollout_submission(spec),
+            },
             **provenance,
             "created_at": utc_now(),
         },
         spec,
     )
+
+
+SUBMISSION_FLAG = "--rollout-submission-granularity"
+LEGACY_ROLLOUT_ENV = "MILES_USE_LEGACY_ROLLOUT_V1"
+
+
+def rollout_submission(spec: LaunchSpec) -> JSONObject:
+    """The settings that change how Miles submits a rollout, where the run sets them: the flag's last value and
+    the legacy-rollout variable (pure)."""
+    from harness.lab.milesargv import flag_values
+
+    facts: JSONObject = {}
+    values = flag_values(list(spec.trainer_argv)).get(SUBMISSION_FLAG)
+    if values is not None:
+        facts["rollout_submission_granularity"] = values[-1] if values else True
+    if spec.env.get(LEGACY_ROLLOUT_ENV):
+        facts[LEGACY_ROLLOUT_ENV] = spec.env[LEGACY_ROLLOUT_ENV]
+    return facts
 
 
 def execute(
@@ -380,6 +407,7 @@ def _execute_attempt(
             engine_facts=engine.facts(),
             provenance=ctx.code_facts(),
             guard_facts=guard.facts(),
+            miles_facts=engine.image_facts(spec),
         )
         writer.json(capture.manifest_path, manifest)
         failpoint("before-container")

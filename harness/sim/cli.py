@@ -2,7 +2,9 @@
 
 Exit codes, as the trainer's job would give them: 0 when every rollout ran;
 1 when Miles would refuse the flags (its AssertionError, printed as a
-traceback followed by Ray's `Job '...' failed`), when no batch could ever
+traceback followed by Ray's `Job '...' failed`), when the Miles stood in for
+(`--miles`) has no module for the filter path (its ModuleNotFoundError at the
+first rollout, the same way), when no batch could ever
 fill (one answer per prompt with the filter: a ValueError, the same way),
 and when the filter could not fill a batch from a data set of prompts (a
 RuntimeError, the same way), each with one line on stderr; 2 for a command line the
@@ -21,10 +23,10 @@ from typing import Callable, Mapping, Optional, Sequence, TextIO, Union
 
 from harness.sim import logfmt
 from harness.sim.clock import Stopped, make_clock
-from harness.sim.config import MilesRefusal, SimUsageError, help_text, parse_argv, split_time_scale
+from harness.sim.config import MilesRefusal, SimUsageError, help_text, parse_argv, split_miles, split_time_scale
 from harness.sim.params import DEFAULT_PARAMS, ModelParams
 from harness.sim.rollout import RolloutStarved
-from harness.sim.trainer import SimRun, job_id_for
+from harness.sim.trainer import MissingFilter, SimRun, job_id_for
 
 PROG = "harness sim"
 EXIT_OK = 0
@@ -106,6 +108,10 @@ def main(
         writer.lines(logfmt.rollout_failure_lines(run.job_id, f"RuntimeError: {starved}"))
         err.write(f"{PROG}: {starved}\n")
         return EXIT_FAILED
+    except MissingFilter as missing:
+        writer.lines(logfmt.missing_module_lines(run.job_id, missing.module, run.rollout_actor.pid))
+        err.write(f"{PROG}: {missing}\n")
+        return EXIT_FAILED
     except BrokenPipeError:
         return EXIT_REFUSED
     finally:
@@ -123,7 +129,8 @@ def _banner(scale: float) -> str:
 
 def _refuse(argv: Sequence[str], env: Mapping[str, str], out: TextIO, err: TextIO, refusal: MilesRefusal) -> int:
     """The trainer's refusal of its arguments: launch line, traceback, `Job '...' failed`, a line on stderr; exit 1."""
-    _, miles_argv = split_time_scale(argv, dict(env))
+    _, rest = split_miles(argv, dict(env))
+    _, miles_argv = split_time_scale(rest, dict(env))
     job_id = job_id_for(miles_argv)
     writer = logfmt.LogWriter(out, lambda: 0.0, datetime.now())
     writer.lines(logfmt.launch_lines(job_id, miles_argv))

@@ -10,6 +10,13 @@ Miles's own rules kept here: the last occurrence of a flag wins (argparse);
 `--over-sampling-batch-size` defaults to `--rollout-batch-size` and must be
 at least it (Miles asserts it while parsing its arguments); the deprecated
 filter path is an alias of the current one.
+
+`--miles VERSION` (or HARNESS_SIM_MILES) is the simulator's own flag too: which
+Miles it stands in for. `08752a12` (the default, the write-up's main) prints
+`rollout/raw_reward_unfiltered` and has both filter paths; `public-2026-08`
+(the public snapshots up to August 2026) prints no unfiltered reward and has
+only `PUBLIC_FILTER_PATH`: the other path fails at the first rollout, as
+Miles fails to import it there.
 """
 
 from __future__ import annotations
@@ -26,8 +33,15 @@ CURRENT_FILTER_PATH = "miles.rollout.filter_hub.common_filters.apply_reward_nonz
 DEPRECATED_FILTER_PATH = "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"
 ZERO_STD_FILTER_PATHS = (CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH)
 
+PUBLIC_FILTER_PATH = DEPRECATED_FILTER_PATH  # the only one public Miles has, up to August 2026
+
 TIME_SCALE_FLAG = "--time-scale"
 TIME_SCALE_ENV = "HARNESS_SIM_TIME_SCALE"
+MILES_FLAG = "--miles"
+MILES_ENV = "HARNESS_SIM_MILES"
+WRITE_UP_MILES = "08752a12"
+PUBLIC_MILES = "public-2026-08"
+MILES_VERSIONS = (WRITE_UP_MILES, PUBLIC_MILES)
 
 # Flags the lab always sets: where Miles has no default (or a useless one, like one answer
 # per prompt), the simulator takes the lab's base run, so `harness sim` alone runs it.
@@ -89,12 +103,33 @@ class SimConfig:
     lr: float
     train_backend: str
     time_scale: float
-    miles_argv: tuple[str, ...]  # the argv as Miles gets it (no --time-scale)
+    miles_argv: tuple[str, ...]  # the argv as Miles gets it (no --time-scale, no --miles)
     dump: tuple[tuple[str, object], ...]  # the argument dump: (name, value as printed with str()), Miles's names
+    miles: str = WRITE_UP_MILES  # which Miles it stands in for (MILES_VERSIONS)
+    eval_interval: int | None = None
+    eval_prompt_data: str | None = None
 
     @property
     def uses_filter(self) -> bool:
         return self.dynamic_sampling_filter_path is not None
+
+    @property
+    def prints_unfiltered_reward(self) -> bool:
+        """Only the write-up's Miles prints `rollout/raw_reward_unfiltered`."""
+        return self.miles == WRITE_UP_MILES
+
+    @property
+    def missing_filter_module(self) -> str | None:
+        """The module Miles fails to import at the first rollout: the filter path's, where this Miles lacks it."""
+        path = self.dynamic_sampling_filter_path
+        if path is None or self.miles != PUBLIC_MILES or path == PUBLIC_FILTER_PATH:
+            return None
+        return path.rpartition(".")[0]
+
+    @property
+    def prints_argument_dump(self) -> bool:
+        """Megatron's argument check prints the dump; the FSDP backend has none."""
+        return self.train_backend != "fsdp"
 
     @property
     def optimizer_steps_per_rollout(self) -> int:
@@ -142,6 +177,8 @@ def _flag_parser() -> _Parser:
     add("--global-batch-size", type=_positive_int, default=None)
     add("--lr", type=float, default=MILES_LR)
     add("--train-backend", default=MILES_TRAIN_BACKEND)
+    add("--eval-interval", type=_positive_int, default=None)
+    add("--eval-prompt-data", nargs="+", default=None)
     return parser
 
 
@@ -182,12 +219,45 @@ def split_time_scale(argv: Sequence[str], env: dict[str, str] | None = None) -> 
     return scale, miles
 
 
+def split_miles(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """(the Miles stood in for, the rest of the argv): `--miles V` / `--miles=V` taken out, last one wins.
+
+    Without the flag, the environment's HARNESS_SIM_MILES, else the write-up's 08752a12.
+    """
+    words = list(argv)
+    rest: list[str] = []
+    given: str | None = None
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == MILES_FLAG:
+            if i + 1 >= len(words):
+                raise SimUsageError(f"{MILES_FLAG} needs a value: one of {', '.join(MILES_VERSIONS)}")
+            given = words[i + 1]
+            i += 2
+            continue
+        if word.startswith(MILES_FLAG + "="):
+            given = word.split("=", 1)[1]
+        else:
+            rest.append(word)
+        i += 1
+    source = MILES_FLAG
+    if given is None and env and env.get(MILES_ENV, "").strip():
+        given, source = env[MILES_ENV].strip(), MILES_ENV
+    if given is None:
+        return WRITE_UP_MILES, rest
+    if given not in MILES_VERSIONS:
+        raise SimUsageError(f"{source} must be one of {', '.join(MILES_VERSIONS)}, not {given!r}")
+    return given, rest
+
+
 def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimConfig:
-    """Miles's argv (plus --time-scale) -> SimConfig.
+    """Miles's argv (plus --time-scale and --miles) -> SimConfig.
 
     Raises SimUsageError for what argparse would reject, MilesRefusal for what
     Miles's argument checks reject (UnfillableBatch for what Miles would run forever).
     """
+    miles, argv = split_miles(argv, env)
     time_scale, miles_argv = split_time_scale(argv, env)
     try:
         known, _rest = _flag_parser().parse_known_args(miles_argv)
@@ -242,6 +312,9 @@ def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimCon
         time_scale=time_scale,
         miles_argv=tuple(miles_argv),
         dump=tuple(sorted(argument_dump(miles_argv, resolved).items(), key=lambda item: item[0].lower())),
+        miles=miles,
+        eval_interval=known.eval_interval,
+        eval_prompt_data=" ".join(known.eval_prompt_data) if known.eval_prompt_data else None,
     )
 
 
@@ -292,6 +365,8 @@ def help_text() -> str:
     return text + (
         f"\n  {TIME_SCALE_FLAG} X    wall seconds per simulated second, {TIME_SCALE_RANGE} (0: as fast "
         "as possible; default 0)\n"
+        f"  {MILES_FLAG} V         the Miles it stands in for: {WRITE_UP_MILES} (default: prints "
+        f"rollout/raw_reward_unfiltered) or {PUBLIC_MILES} (does not; only its own filter path)\n"
     )
 
 

@@ -145,3 +145,54 @@ def failure_lines(job_id: str, exception: str, frames: Iterable[tuple[str, str]]
         "",
         "Status message: Job entrypoint command failed with exit code 1",
     ]
+
+
+def missing_module_lines(job_id: str, module: str, rollout_pid: int) -> list[str]:
+    """Miles failing to import the filter path at the first rollout: Ray's task error and the import's traceback,
+    ending in Python's own `ModuleNotFoundError: No module named '...'`, then Ray's failure lines."""
+    error = f"ModuleNotFoundError: No module named '{module}'"
+    return [
+        "Traceback (most recent call last):",
+        '  File "/root/miles/train.py", line 106, in <module>',
+        "    train(args)",
+        '  File "/root/miles/train.py", line 72, in train',
+        "    rollout_data_ref = ray.get(rollout_manager.generate.remote(rollout_id))",
+        '  File "/usr/local/lib/python3.12/dist-packages/ray/_private/worker.py", line 2822, in get',
+        "    values, debugger_breakpoint = worker.get_objects(object_refs, timeout=timeout)",
+        '  File "/usr/local/lib/python3.12/dist-packages/ray/_private/worker.py", line 930, in get_objects',
+        "    raise value.as_instanceof_cause()",
+        f"ray.exceptions.RayTaskError(ModuleNotFoundError): ray::RolloutManager.generate() (pid={rollout_pid}, "
+        "ip=127.0.0.1, actor_id=5b0a3f2e6c1d4e8f9a7b000001000000, repr=<miles.ray.rollout.RolloutManager object>)",
+        '  File "/root/miles/miles/ray/rollout.py", line 95, in generate',
+        "    data, metrics = self._get_rollout_data(rollout_id=rollout_id)",
+        '  File "/root/miles/miles/rollout/sglang_rollout.py", line 421, in generate_rollout_async',
+        "    dynamic_filter = load_function(args.dynamic_sampling_filter_path)",
+        '  File "/root/miles/miles/utils/misc.py", line 18, in load_function',
+        "    module = importlib.import_module(module_path)",
+        '  File "/usr/lib/python3.12/importlib/__init__.py", line 90, in import_module',
+        "    return _bootstrap._gcd_import(name[level:], package, level)",
+        '  File "<frozen importlib._bootstrap>", line 1387, in _gcd_import',
+        '  File "<frozen importlib._bootstrap>", line 1360, in _find_and_load',
+        '  File "<frozen importlib._bootstrap>", line 1324, in _find_and_load_unlocked',
+        error,
+        *job_end_lines(job_id, "failed"),
+        "",
+        "Status message: Job entrypoint command failed with exit code 1",
+    ]
+
+
+def progress_line(done: int, total: int, elapsed_s: float) -> str:
+    """One render of Miles's tqdm bar over the rollout's answers (`Rollout generation`), as a Ray actor prints it."""
+    share = done / total if total else 1.0
+    filled = int(share * 10)
+    rate = done / elapsed_s if elapsed_s > 0 else 0.0
+    left = (total - done) / rate if rate > 0 else 0.0
+    return (
+        f"Rollout generation: {int(share * 100):3d}%|{'#' * filled}{' ' * (10 - filled)}| {done}/{total} "
+        f"[{_clock(elapsed_s)}<{_clock(left)}, {rate:5.2f}it/s]"
+    )
+
+
+def _clock(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 60:02d}:{whole % 60:02d}"

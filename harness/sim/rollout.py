@@ -27,6 +27,7 @@ with `RolloutStarved`. A step of the lab submits 48 to 144.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Callable
@@ -191,12 +192,14 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def rollout_side_metrics(result: RolloutResult) -> dict[str, float]:
+def rollout_side_metrics(result: RolloutResult, n_samples: int = 8, unfiltered: bool = True) -> dict[str, float]:
     """The rollout-side `perf N` keys that do not depend on the clock, in Miles's order.
 
     Drop reasons and zero-variance counts appear only for values that occurred,
-    as in Miles. Response lengths and the truncated ratio are over the kept
-    answers; the unfiltered reward is over every answer of every judged group.
+    as in Miles. Response lengths, repetition, truncation and pass rates are
+    over the kept answers; the unfiltered reward (only with `unfiltered`: the
+    write-up's Miles) is over every answer of every judged group. The
+    zero-variance percentages read 0, as they do for integer rewards.
     """
     metrics: dict[str, float] = {}
     for reason, count in result.dropped.items():
@@ -207,24 +210,50 @@ def rollout_side_metrics(result: RolloutResult) -> dict[str, float]:
             key = f"rollout/zero_std/count_{round(group.answers[0].reward, 1)}"
             zero_std[key] = zero_std.get(key, 0) + 1
     metrics.update(sorted(zero_std.items()))
-    metrics["rollout/raw_reward_unfiltered"] = _mean([float(r) for g in result.judged for r in g.rewards])
+    metrics["rollout/zero_std/all_zero_percentage"] = 0.0
+    metrics["rollout/zero_std/all_one_percentage"] = 0.0
+    if unfiltered:
+        metrics["rollout/raw_reward_unfiltered"] = _mean([float(r) for g in result.judged for r in g.rewards])
     lengths = [answer.tokens for group in result.kept for answer in group.answers]
     metrics["rollout/response_len/mean"] = _mean([float(n) for n in lengths])
     metrics["rollout/response_len/median"] = float(statistics.median(lengths))
     metrics["rollout/response_len/max"] = max(lengths)
     metrics["rollout/response_len/min"] = min(lengths)
+    metrics["rollout/repetition_frac"] = 0.0
     metrics["rollout/truncated_ratio"] = _mean(
         [1.0 if answer.truncated else 0.0 for group in result.kept for answer in group.answers]
     )
+    k = 1
+    while k <= n_samples:
+        metrics[f"passrate/pass@{k}"] = _mean([_pass_at_k(group, k) for group in result.kept])
+        k *= 2
     return metrics
 
 
+def _pass_at_k(group: Group, k: int) -> float:
+    """The unbiased pass@k estimate of one group: 1 - C(n - right, k) / C(n, k)."""
+    n = len(group.answers)
+    right = sum(1 for answer in group.answers if answer.reward >= 1)
+    if n - right < k:
+        return 1.0
+    return 1.0 - math.comb(n - right, k) / math.comb(n, k)
+
+
 def train_side_rollout_metrics(result: RolloutResult) -> dict[str, float]:
-    """The train rank's `rollout N` keys: over the kept groups only (so biased with a filter)."""
+    """The train rank's `rollout N` keys: over the kept groups only (so biased with a filter).
+
+    Log-probs and advantages are nominal (the model has no tokens): GRPO's
+    normalised rewards and advantages are 0 on average by construction.
+    """
     answers = [answer for group in result.kept for answer in group.answers]
+    truncated = _mean([1.0 if answer.truncated else 0.0 for answer in answers])
     return {
         "rollout/raw_reward": _mean([float(answer.reward) for answer in answers]),
-        "rollout/rewards": 0.0,  # GRPO's group-normalised reward: 0 on average by construction
+        "rollout/rewards": 0.0,
         "rollout/response_lengths": _mean([float(answer.tokens) for answer in answers]),
-        "rollout/truncated": _mean([1.0 if answer.truncated else 0.0 for answer in answers]),
+        "rollout/truncated": truncated,
+        "rollout/log_probs": -0.3 - 0.1 * truncated,
+        "rollout/ref_log_probs": -0.3 - 0.1 * truncated,
+        "rollout/advantages": 0.0,
+        "rollout/returns": 0.0,
     }

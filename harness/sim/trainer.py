@@ -10,13 +10,23 @@ the durations that span it, as in a real Miles log.
 
 Per rollout id N, as Miles (colocated, one GPU) prints them:
 
+- `ft event=gather_start ...` before the rollout's gather and `ft event=gather_end ...`
+  after it, `First rollout sample: ...` with the first group judged, tqdm's
+  `Rollout generation` bar at every tenth of the answers, `Finish rollout: ...`
+  once B groups are kept (the noise lines the parser counts);
 - `Abort request for [...]` when B groups are kept (RolloutManager);
 - `perf N` rollout side (RolloutManager): rollout time, throughput, filter
   drops or zero-variance counts, unfiltered reward, lengths, truncation;
 - `rollout N` (train rank 0): the reward and lengths of the kept answers;
 - `step M` per optimizer step (twice with the Megatron backend);
 - `perf N` train side: wait, sleep, log-prob, train, update, wake-up and
-  step times (`perf/step_time` = train wait + train).
+  step times (`perf/step_time` = train wait + train), the wait's share and
+  the trainer's throughput;
+- with `--eval-interval K`, after every K-th rollout: `eval N: {...}`, or
+  `eval N skipped: ...` without `--eval-prompt-data`.
+
+The argument dump comes only with the Megatron backend (its argument check
+prints it); the FSDP backend, the lab's, prints none.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from typing import TYPE_CHECKING, Sequence, TypedDict
 
 from harness.sim import logfmt
 from harness.sim.clock import Clock
-from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, SimConfig
+from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, WRITE_UP_MILES, SimConfig
 from harness.sim.logfmt import Actor, LogWriter
 from harness.sim.model import Policy, PromptSource
 from harness.sim.params import ModelParams
@@ -44,6 +54,8 @@ OptimizerStep = TypedDict(
     {
         "train/loss": float,
         "train/pg_loss": float,
+        "train/entropy_loss": float,
+        "train/kl_loss": float,
         "train/pg_clipfrac": float,
         "train/ppo_kl": float,
         "train/grad_norm": float,
@@ -53,6 +65,20 @@ OptimizerStep = TypedDict(
 )
 
 TRAIN_ACTORS = {"fsdp": "FSDPTrainRayActor", "megatron": "MegatronTrainRayActor"}
+PROGRESS_TENTHS = 10  # tqdm bar renders per rollout
+MODEL_PARAMS = 0.6e9  # Qwen3-0.6B, for the nominal train throughput
+SAMPLE_TEXT = (
+    "<|im_start|>user\\nNatalia sold clips to 48 of her friends in April, and then she sold half as many clips "
+    "in May. How many clips did Natalia sell altogether? Answer: {48 + 24}<|im_end|>"
+)
+
+
+class MissingFilter(Exception):
+    """The Miles stood in for has no module for the filter path: it fails to import it at the first rollout."""
+
+    def __init__(self, module: str, path: str) -> None:
+        super().__init__(f"rollout 0: ModuleNotFoundError: No module named '{module}' (the filter path {path})")
+        self.module = module
 
 
 @dataclass(frozen=True)
@@ -85,6 +111,8 @@ def plan_training(config: SimConfig, params: ModelParams, result: RolloutResult)
             {
                 "train/loss": pg_loss,
                 "train/pg_loss": pg_loss,
+                "train/entropy_loss": 0.35 + 0.1 * signal,  # nominal: the model has no tokens
+                "train/kl_loss": 0.0,  # the lab's --kl-loss-coef 0.00
                 "train/pg_clipfrac": 0.004 * signal * rng.uniform(0.5, 1.5),
                 "train/ppo_kl": 2e-4 * signal * rng.uniform(-1.0, 1.0),
                 "train/grad_norm": (0.05 + 0.3 * signal) * rng.uniform(0.8, 1.2),
@@ -152,8 +180,9 @@ class SimRun:
     def start(self) -> None:
         """The job's first lines: Ray's submission, the launch line, the argument dump, start-up."""
         self.out.lines(logfmt.launch_lines(self.job_id, self.config.miles_argv))
-        self.out.lines(logfmt.argument_dump_lines(self.config.dump))
-        if self.config.dynamic_sampling_filter_path == DEPRECATED_FILTER_PATH:
+        if self.config.prints_argument_dump:
+            self.out.lines(logfmt.argument_dump_lines(self.config.dump))
+        if self.config.dynamic_sampling_filter_path == DEPRECATED_FILTER_PATH and self.config.miles == WRITE_UP_MILES:
             self.out.log(
                 self.rollout_actor,
                 "dynamic_sampling_filters.py:12",
@@ -173,17 +202,32 @@ class SimRun:
 
     def run_step(self, step: int) -> StepLog:
         clock, out, rollout_actor, train_actor = self.clock, self.out, self.rollout_actor, self.train_actor
+        config = self.config
         step_start = clock.now()  # before deciding: a pause while the rollout is computed is in the rollout
-        result = run_rollout(self.config, self.params, self.source, self.policy, step, clock.check_stop)
+        out.log(rollout_actor, "ft_utils.py:61", f"ft event=gather_start rollout_id={step} rank=0")
+        missing = config.missing_filter_module
+        if missing is not None and config.dynamic_sampling_filter_path is not None:
+            raise MissingFilter(missing, config.dynamic_sampling_filter_path)  # Miles imports the filter here
+        result = run_rollout(config, self.params, self.source, self.policy, step, clock.check_stop)
         log = StepLog(step=step, result=result)
         self.steps.append(log)
 
         at = 0.0
-        for when, event in result.events:
+        for when, event in _with_noise(result):
             clock.advance(when - at)
             at = when
             if event == "abort":
                 out.log(rollout_actor, "sglang_rollout.py:350", f"Abort request for {logfmt.SGLANG_URLS!r}")
+                out.log(rollout_actor, "sglang_rollout.py:356", _sample_line("Finish rollout", result.kept[-1]))
+            elif event == "first":
+                out.log(rollout_actor, "sglang_rollout.py:318", _sample_line("First rollout sample", result.judged[0]))
+            elif event.startswith("progress "):
+                tenth = int(event.split()[1])
+                total = config.rollout_batch_size * config.n_samples_per_prompt
+                out.line(
+                    f"({rollout_actor.name} pid={rollout_actor.pid}) "
+                    + logfmt.progress_line(total * tenth // PROGRESS_TENTHS, total, clock.now() - step_start)
+                )
             elif event == "partial":
                 out.log(
                     rollout_actor,
@@ -191,11 +235,18 @@ class SimRun:
                     f"Collected {result.partial_answers} partial samples into the data buffer",
                 )
         clock.advance(result.seconds - at)
+        out.log(
+            rollout_actor,
+            "ft_utils.py:64",
+            f"ft event=gather_end rollout_id={step} rank=0 groups={len(result.kept)} dropped={result.dropped_total}",
+        )
         rollout_time = clock.now() - step_start
+        longest = max(answer.tokens for group in result.kept for answer in group.answers)
         log.rollout_perf = {
             "perf/rollout_time": rollout_time,
             "perf/tokens_per_gpu_per_sec": result.tokens / rollout_time if rollout_time > 0 else 0.0,
-            **rollout_side_metrics(result),
+            "perf/longest_sample_tokens_per_sec": longest / rollout_time if rollout_time > 0 else 0.0,
+            **rollout_side_metrics(result, config.n_samples_per_prompt, config.prints_unfiltered_reward),
         }
         out.metric(rollout_actor, "metrics.py:88", "perf", step, log.rollout_perf)
 
@@ -222,18 +273,48 @@ class SimRun:
         step_end = clock.now()
         train_wait = train_start - step_start
         train_time = step_end - train_start
+        actor_train = after_train - after_logprob
+        trained_tokens = sum(answer.tokens for group in result.kept for answer in group.answers)
+        tokens_per_s = trained_tokens / actor_train if actor_train > 0 else 0.0
         log.train_perf = {
             "perf/train_wait_time": train_wait,
             "perf/sleep_time": after_sleep - train_start,
             "perf/log_probs_time": after_logprob - after_sleep,
-            "perf/actor_train_time": after_train - after_logprob,
+            "perf/actor_train_time": actor_train,
+            "perf/actor_train_tflops": 6 * MODEL_PARAMS * tokens_per_s / 1e12,
+            "perf/actor_train_tok_per_s": tokens_per_s,
             "perf/update_weights_time": after_update - after_train,
             "perf/wake_up_time": step_end - after_update,
             "perf/train_time": train_time,
             "perf/step_time": train_wait + train_time,
+            "perf/wait_time_ratio": train_wait / (train_wait + train_time) if train_wait + train_time > 0 else 0.0,
         }
         out.metric(train_actor, "train_metric_utils.py:120", "perf", step, log.train_perf)
+        if config.eval_interval is not None and (step + 1) % config.eval_interval == 0:
+            if config.eval_prompt_data is None:
+                out.log(None, "train.py:88", f"eval {step} skipped: no --eval-prompt-data given")
+            else:
+                name = config.eval_prompt_data.split()[0]
+                out.metric(
+                    rollout_actor, "metrics.py:120", "eval", step, {f"eval/{name}": log.rollout["rollout/raw_reward"]}
+                )
         return log
+
+
+def _with_noise(result: RolloutResult) -> list[tuple[float, str]]:
+    """The rollout's events with the noise Miles prints among them: the first sample (when the first group is
+    judged, taken as a tenth of the way to the abort) and tqdm's bar at every tenth of the way to the abort."""
+    events = [(result.abort_at / PROGRESS_TENTHS, "first")]
+    events += [(result.abort_at * k / PROGRESS_TENTHS, f"progress {k}") for k in range(1, PROGRESS_TENTHS + 1)]
+    return sorted(events + result.events, key=lambda event: event[0])  # stable: at a tie the bar comes first
+
+
+def _sample_line(what: str, group: object) -> str:
+    """`First rollout sample: [...]` / `Finish rollout: [...]`: the prompt and answer text (with braces, as math
+    has), its label and reward."""
+    answers = getattr(group, "answers", [])
+    reward = answers[0].reward if answers else 0
+    return f"{what}: [{SAMPLE_TEXT!r}], label: 72, reward: {reward}"
 
 
 class _NullStream:

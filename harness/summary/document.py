@@ -44,11 +44,12 @@ ROW_KEYS = (
     "raw_reward_unfiltered",
     "truncated_ratio",
     "step_time_s",
-    # beyond the contract: what the split leaves over
+    # beyond the contract: what the split leaves over, and where the reward came from
     "dropped_other",
     "zero_std_other",
+    "reward_source",
 )
-_EXTRA_ROW_KEYS = ("dropped_other", "zero_std_other")
+_EXTRA_ROW_KEYS = ("dropped_other", "zero_std_other", "reward_source")
 FLOAT_ROW_KEYS = (
     "rollout_time_s",
     "pause_overlap_s",
@@ -84,6 +85,7 @@ class StepTable:
     step_time_s: list[Optional[float]] = field(default_factory=list)
     dropped_other: list[Optional[int]] = field(default_factory=list)
     zero_std_other: list[Optional[int]] = field(default_factory=list)
+    reward_source: list[Optional[str]] = field(default_factory=list)  # printed | derived | None (no reward)
 
     def __len__(self) -> int:
         return len(self.step)
@@ -141,6 +143,8 @@ for _key in ROW_KEYS:
         _COLUMN_TYPES[_key], _COLUMN_KINDS[_key] = {bool}, "true or false"
     elif _key == "clean":
         _COLUMN_TYPES[_key], _COLUMN_KINDS[_key] = {bool, type(None)}, "true, false or null"
+    elif _key == "reward_source":
+        _COLUMN_TYPES[_key], _COLUMN_KINDS[_key] = {str, type(None)}, '"printed", "derived" or null'
     elif _key in FLOAT_ROW_KEYS:
         _COLUMN_TYPES[_key], _COLUMN_KINDS[_key] = {float, int, type(None)}, "a number or null"
     else:
@@ -187,6 +191,7 @@ class RunSummary:
     steps_expected: Optional[int] = None
     reward_key: Optional[str] = None
     config_sources: dict[str, str] = field(default_factory=dict)
+    reward_source: Optional[str] = None  # printed | derived | "printed and derived" (steps differ) | None
     simulated: Optional[bool] = None  # made by the simulator (None: the capture does not say)
     config_hash: Optional[str] = None  # the configuration without the seed (conditions.config_hash); None: unknown
 

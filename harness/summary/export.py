@@ -28,7 +28,7 @@ RUN_COLUMNS = ("run", "experiment", "seed", "simulated")
 COLUMNS = RUN_COLUMNS + ROW_KEYS
 FLOAT_COLUMNS = frozenset(FLOAT_ROW_KEYS)
 BOOL_COLUMNS = frozenset({"simulated", "complete", "clean"})
-TEXT_COLUMNS = frozenset({"run", "experiment"})
+TEXT_COLUMNS = frozenset({"run", "experiment", "reward_source"})
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheet programs read as the start of a formula
 PYARROW_HINT = (
     "parquet needs pyarrow: `make setup` installs it (or pip install 'miles-gb10-lab[export]'); "

@@ -3,7 +3,9 @@
 Drawn from the summary document alone, so a report can be rebuilt from a
 published JSON. Numbers are rounded here, for display only: seconds to 0.1,
 rewards to 0.001, ratios to 0.01, step-time sums in minutes to 0.1. A dash
-means null in the JSON (not logged or not applicable).
+means null in the JSON (not logged or not applicable). Every reward figure
+says where it came from: `printed` by Miles, or `derived` from what it
+printed (a Miles that does not print the reward before the filter).
 """
 
 from __future__ import annotations
@@ -72,6 +74,12 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
+def _reward_from(document: SummaryDocument, run: str) -> str:
+    """Where a run's reward figures came from: `printed` by Miles, or `derived` (docs/summary.md, "The rules")."""
+    summary = document.runs.get(run)
+    return (summary.reward_source if summary is not None else None) or DASH
+
+
 def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) -> str:
     """The report as Markdown text; figures are linked by file name (they sit beside it)."""
     runs = document.runs
@@ -127,6 +135,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
                 _num(agg.rollout_time_clean_median_s, 1),
                 _num(agg.reward_mean, 3),
                 _num(agg.reward_mean_first4, 3),
+                summary.reward_source or DASH,
                 _num(step_sum / 60 if step_sum is not None else None, 1),
                 _num(summary.start_temp_c, 1),
                 _num(agg.pause_total_s, 1),
@@ -149,6 +158,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             f"clean median ({unit})",
             "reward mean",
             "first 4",
+            "reward from",
             f"step time sum ({minutes})",
             "start (C)",
             f"pauses ({unit})",
@@ -219,13 +229,19 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             out.append("")
         reward = comparison.reward
         out += _table(
-            ["reward", "mean", "first 4 steps"],
+            ["reward", "mean", "first 4 steps", "from"],
             [
-                [run, _num(reward.run_mean, 3), _num(reward.run_mean_first4, 3)],
-                [baseline, _num(reward.baseline_mean, 3), _num(reward.baseline_mean_first4, 3)],
+                [run, _num(reward.run_mean, 3), _num(reward.run_mean_first4, 3), _reward_from(document, run)],
+                [
+                    baseline,
+                    _num(reward.baseline_mean, 3),
+                    _num(reward.baseline_mean_first4, 3),
+                    _reward_from(document, baseline),
+                ],
                 [
                     f"baselines ({len([v for v in reward.baselines.values() if v is not None])} runs)",
                     f"{_num(reward.spread_min, 3)} to {_num(reward.spread_max, 3)}",
+                    DASH,
                     DASH,
                 ],
             ],

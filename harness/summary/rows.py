@@ -111,6 +111,8 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     reward_key = keys.reward_key(config.filter)
     reward = list(raw_unfiltered if reward_key == keys.RAW_REWARD_UNFILTERED else raw_reward)
     reward_flagged = flagged.get(reward_key, set()) | _rewards_out_of_range(reward, reward_key, config, found)
+    reward_source: list[Optional[str]] = [keys.PRINTED if value is not None else None for value in reward]
+    not_derived = _derive_rewards(config, columns.metrics, reward, reward_source, reward_flagged, rollout_side, found)
     any_reward = any(value is not None for value in reward)
     no_reward = reward_key + " missing in {steps}: no reward there"
     found.add(
@@ -118,7 +120,7 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
         [
             i
             for i, (value, side, done) in enumerate(zip(reward, rollout_side, complete))
-            if value is None and (side or done) and i not in reward_flagged
+            if value is None and (side or done) and i not in reward_flagged and i not in not_derived
         ],
         phase=1,
         rank=_REWARD,
@@ -132,9 +134,18 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
         rank=_INCOMPLETE,
     )
 
-    if config.filter and not any_reward and len(columns):
+    derived = reward_source.count(keys.DERIVED)
+    if config.filter and derived:
+        printed = reward_source.count(keys.PRINTED)
+        where = "every step with a reward" if not printed else f"{derived} step{'' if derived == 1 else 's'}"
         notes.append(
-            f"filter run without {keys.RAW_REWARD_UNFILTERED}: the Miles in the image is too old to log it, so reward "
+            f"reward derived in {where} (reward_source: derived): this Miles does not print "
+            f"{keys.RAW_REWARD_UNFILTERED} (only the write-up's, {keys.WRITE_UP_MILES}, does), so the reward before "
+            f"the filter is {keys.RAW_REWARD} x B plus each dropped group's reward, over B plus the dropped groups"
+        )
+    if config.filter and not any_reward and len(columns) and not not_derived:
+        notes.append(
+            f"filter run without {keys.RAW_REWARD_UNFILTERED}: the Miles in the image does not print it, so reward "
             f"is null ({keys.RAW_REWARD} counts only the kept groups and is not comparable)"
         )
         found.notes.discard(no_reward)  # said once for the whole run
@@ -161,9 +172,39 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
         raw_reward_unfiltered=raw_unfiltered,
         truncated_ratio=finite_column(values[keys.TRUNCATED_RATIO]),
         step_time_s=step_time,
+        reward_source=reward_source,
         **counts,
     )
     return Rows(table, reward_key if any_reward else None, overlaps.pause_total_s)
+
+
+def _derive_rewards(
+    config: RunConfig,
+    metrics: Sequence[Mapping[str, object]],
+    reward: list[Optional[float]],
+    source: list[Optional[str]],
+    flagged: set[int],
+    rollout_side: Sequence[bool],
+    found: _Found,
+) -> set[int]:
+    """Fill in the reward before the filter where a filter step does not print it (`keys.reward_reading`), and
+    mark those rows `derived`; returns the rows where it could not be derived, each reason noted once."""
+    if not config.filter:
+        return set()
+    why_not: dict[str, list[int]] = {}
+    for i, step_metrics in enumerate(metrics):
+        if reward[i] is not None or i in flagged or keys.RAW_REWARD_UNFILTERED in step_metrics:
+            continue
+        if not rollout_side[i] and keys.RAW_REWARD not in step_metrics:
+            continue  # nothing of the step's rollout was logged: the missing reward is said as missing
+        reading = keys.reward_reading(step_metrics, True, config.rollout_batch_size)
+        if reading.value is None or not math.isfinite(reading.value):
+            why_not.setdefault(reading.why_none or "not derivable", []).append(i)
+            continue
+        reward[i], source[i] = reading.value, keys.DERIVED
+    for why, positions in why_not.items():
+        found.add(f"no reward in {{steps}}: {why}", positions, phase=1, rank=_REWARD)
+    return {i for positions in why_not.values() for i in positions}
 
 
 def _rewards_out_of_range(reward: list[Optional[float]], reward_key: str, config: RunConfig, found: _Found) -> set[int]:

@@ -5,7 +5,9 @@ args.json (Miles's own dump: the truth about what ran; raw strings such as
 the manifest's `trainer_argv` (the last occurrence of a flag wins, as in
 argparse); where that is missing too, the experiment over the base-run args.
 The filter is on by the Miles rule (`harness.mileslog.keys.filter_is_on`); O
-None or absent is Miles's default, B. A size beyond 2^53 or below 1 is out of
+None or absent is Miles's default, B. Only Megatron's argument check prints
+the dump, so an FSDP run (the lab's) has no args.json: its facts come from
+the trainer_argv (the launch line) without a note, as the normal case. A size beyond 2^53 or below 1 is out of
 range: unknown, with a note.
 """
 
@@ -137,9 +139,11 @@ def resolve_config(capture: RunCapture, notes: RunNotes) -> RunConfig:
     )
 
     used = sorted({source for source in sources.values() if source != "args.json"})
+    # Megatron's argument check prints the dump: an FSDP run has none, and the launch line is its source (no note).
+    fsdp_without_dump = capture.args is None and used == ["trainer_argv"] and _backend(argv_flags) == "fsdp"
     if used == ["none"]:
         notes.append("no args.json, trainer_argv or experiment: filter, B, O and n unknown (filter taken as off)")
-    elif used:
+    elif used and not fsdp_without_dump:
         where = {
             "trainer_argv": "the manifest's trainer_argv",
             "experiment": "the experiment over the current base-run args",
@@ -169,6 +173,12 @@ def _rm_type(capture: RunCapture, argv_flags: Optional[dict[str, list[str]]]) ->
         given = flags.get("--rm-type")
         value = given[-1] if given else None
     return value if isinstance(value, str) and value else None
+
+
+def _backend(argv_flags: Optional[dict[str, list[str]]]) -> Optional[str]:
+    """The run's `--train-backend` from the trainer_argv (the last one given); None without one."""
+    values = argv_flags.get("--train-backend") if argv_flags else None
+    return values[-1] if values else None
 
 
 def _words(value: JSONValue) -> TypeGuard[list[str]]:

@@ -32,7 +32,7 @@ from harness.summary import SCHEMA_ID
 from harness.summary.aggregates import aggregate, null_non_finite
 from harness.summary.comparisons import CompareBlock, compare_run, seeds_by_experiment
 from harness.summary.conditions import RunConditions, condition_notes
-from harness.summary.document import Comparison, RunSummary, SummaryDocument, to_plain_object
+from harness.summary.document import Comparison, RunSummary, StepTable, SummaryDocument, to_plain_object
 from harness.summary.frames import read_frame
 from harness.summary.rows import build_rows
 from harness.summary.seeds import SeedComparisons, summarize_conditions
@@ -105,12 +105,23 @@ def summarize_run(capture: RunCapture) -> RunResult:
         steps_expected=frame.steps_expected,
         reward_key=rows.reward_key,
         config_sources=config.sources,
+        reward_source=run_reward_source(rows.table),
         simulated=frame.conditions.simulated if frame.conditions is not None else None,
         config_hash=frame.conditions.config_hash if frame.conditions is not None else None,
         start_temp_c=frame.start_temp_c,
     )
     compare = CompareBlock(frame.baseline, frame.baselines) if frame.baseline is not None else None
     return RunResult(capture.name, summary, compare, flagged=notes.flags > 0, conditions=frame.conditions)
+
+
+def run_reward_source(table: StepTable) -> Optional[str]:
+    """Where the run's reward figures came from: `printed`, `derived`, `printed and derived`, or None (no reward).
+
+    Over the complete steps, as the means are."""
+    found = {source for done, source in zip(table.complete, table.reward_source) if done and source is not None}
+    if len(found) > 1:
+        return f"{keys.PRINTED} and {keys.DERIVED}"
+    return found.pop() if found else None
 
 
 def summarize_captures(

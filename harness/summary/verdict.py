@@ -62,9 +62,9 @@ def reward_verdict(facts: RewardFacts) -> str:
     if facts.run_mean is None:
         if facts.filter and facts.reward_key is None:
             return (
-                f"No reward verdict: {run} did not log {UNFILTERED_KEY} (the Miles in the image is too old "
-                f"to log it), and its {FILTERED_KEY} counts only the kept groups, so it cannot be set against "
-                f"{baseline}: rerun it on a Miles that logs the reward before the filter."
+                f"No reward verdict: {run} did not log {UNFILTERED_KEY} (only the write-up's Miles prints it) and "
+                f"it could not be derived from its steps, and its {FILTERED_KEY} counts only the kept groups, so "
+                f"it cannot be set against {baseline}: rerun it on a Miles that logs the reward before the filter."
             )
         return f"No reward verdict: {run} has no reward in any complete step."
 
