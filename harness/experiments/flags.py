@@ -72,7 +72,10 @@ READ_FLAGS = (
     "--global-batch-size",
     "--lr",
     "--train-backend",
+    "--eval-interval",
+    "--eval-prompt-data",
     "--time-scale",
+    "--miles",
 )
 
 
