@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 from rich.text import Text
@@ -108,6 +108,7 @@ def test_the_live_reporter_prints_notes_from_outside_as_written():
 
 
 @settings(max_examples=300, deadline=None)
+@example("[[[[[" + "\x1f" * 49)  # one word longer than the width: kept whole, never cut at the edge
 @given(st.text(alphabet=st.sampled_from([*CONTROL, "[", "]", "/", "b", "o", "l", "d", " ", "\\", "é", "x"])))
 def test_any_name_is_shown_as_written_with_its_controls_escaped(name):
     for terminal in (True, False):
@@ -123,6 +124,7 @@ NAMES = st.lists(st.sampled_from([*CONTROL, "[", "]", "/", "=", "bold", "red", "
 
 
 @settings(max_examples=150, deadline=None)
+@example([(" \x00", "")], True)  # a name's leading space counts in its column's width
 @given(st.lists(st.tuples(NAMES, NAMES), min_size=1, max_size=4), st.booleans())
 def test_any_names_in_a_table_are_shown_as_written(rows, terminal):
     out = io.StringIO()

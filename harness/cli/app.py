@@ -222,14 +222,21 @@ def stdout() -> "Any":
     reader leaves."""
     from rich.console import Console
 
-    from harness.cli.messages import output_width, outside_renderable
+    from harness.cli.messages import fitted, output_width, outside_renderable
 
     class StdoutConsole(Console):
         def print(self, *objects: Any, **options: Any) -> None:  # noqa: A003  (rich's own name)
             # A string is never markup and its control characters are escaped (harness.cli.messages): what the
             # harness styles it builds as a rich Text.
-            options.setdefault("overflow", "ignore")  # never cut a path or a command in two
-            super().print(*map(outside_renderable, objects), **options)
+            shown = [outside_renderable(thing) for thing in objects]
+            if not options.get("soft_wrap") and not options.get("no_wrap"):
+                # Rich either wraps and cuts (or folds) a word longer than the width, or with overflow "ignore"
+                # does not wrap at all: the harness wraps at spaces itself and keeps such a word (a path) whole.
+                width = min(options.get("width") or self.width, self.width)
+                shown = [fitted(thing, width) for thing in shown]
+            options.setdefault("overflow", "ignore")
+            options.setdefault("crop", False)
+            super().print(*shown, **options)
 
         def on_broken_pipe(self) -> None:
             # Rich exits here; a run or sweep must go on (its capture is the record), so only go quiet.

@@ -60,6 +60,25 @@ def outside_renderable(thing: Any) -> Any:
     return thing
 
 
+def fitted(thing: Any, width: int) -> Any:
+    """A rich `Text` wrapped at spaces to `width`, its styles kept and a word longer than the width whole (anything
+    else, or a Text that must not wrap, as it is)."""
+    from rich._wrap import divide_line  # rich's own word splitter, without its folding or cropping
+    from rich.text import Text
+
+    if not isinstance(thing, Text) or thing.no_wrap or width < 1:
+        return thing
+    pieces: list[Text] = []
+    for line in thing.split(allow_blank=True):
+        parts = line.divide(divide_line(line.plain, width, fold=False))
+        for piece in parts[:-1]:
+            piece.rstrip()  # the space the line was broken at
+        pieces.extend(parts)
+    wrapped = Text("\n", style=thing.style).join(pieces)
+    wrapped.end, wrapped.justify = thing.end, thing.justify
+    return wrapped
+
+
 def output_width(is_terminal: bool, terminal_width: int, environ: Optional[dict[str, str]] = None) -> int:
     """The width to fit: the terminal's; piped, $COLUMNS when it is a sane number, else PIPED_WIDTH."""
     if is_terminal:

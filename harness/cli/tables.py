@@ -44,9 +44,12 @@ def print_table(
     rows = [[outside_renderable(cell) for cell in row] for row in rows]
     width = output_width(console.is_terminal, console.width)
     plain = [[_plain(cell) for cell in row] for row in rows]
+    # On a terminal the cells are shown as they are (a name's leading or doubled spaces kept), so they are
+    # measured so; piped, the plain text printed is what is measured.
+    measured = [[_one_line(cell) for cell in row] for row in rows] if console.is_terminal else plain
     for dropped in [0, *sorted({c.drop for c in columns if c.drop})]:
         kept = [i for i, column in enumerate(columns) if not column.drop or column.drop > dropped]
-        widths = _fit([columns[i] for i in kept], [[row[i] for i in kept] for row in plain], width)
+        widths = _fit([columns[i] for i in kept], [[row[i] for i in kept] for row in measured], width)
         if widths is None:
             continue
         if console.is_terminal:
@@ -158,6 +161,13 @@ def _print_plain(
     for row in rows:
         for line in lines(row):
             console.out(line, highlight=False)
+
+
+def _one_line(cell: Any) -> str:
+    """The text a cell shows on a terminal, its line breaks as spaces and every other space kept."""
+    from rich.text import Text
+
+    return (cell.plain if isinstance(cell, Text) else str(cell)).replace("\n", " ")
 
 
 def _plain(cell: Any) -> str:
