@@ -19,11 +19,9 @@ from typing import (
     Iterator,
     Mapping,
     Optional,
-    Protocol,
     Sequence,
     TypedDict,
     TypeVar,
-    cast,
 )
 
 from harness.engines.base import (
@@ -39,13 +37,12 @@ from harness.engines.base import (
     RunGone,
 )
 from harness.engines.dockerapi import DockerApi, DockerApiError, docker_host, is_local
-from harness.engines.logstream import DockerFrames, LogPosition, split_lines
+from harness.engines.logstream import LogPosition, split_lines
 from harness.engines.spec import LaunchSpec
 from harness.errors import ExitCode, HarnessError
 from harness.failpoints import failpoint
 
 if TYPE_CHECKING:  # the docker SDK is imported when an engine is made, never at `harness --help`
-    import requests
     from docker import DockerClient
     from docker.models.containers import Container
 
@@ -380,34 +377,6 @@ _STATES = {
 }
 
 
-class _SdkLogsApi(Protocol):
-    """The SDK's own (unexported) steps of `APIClient.logs`, which `DockerRun._open_logs` takes one by one."""
-
-    def _url(self, pathfmt: str, *args: str) -> str: ...
-    def _get(self, url: str, *, params: Mapping[str, object], stream: bool) -> "requests.Response": ...
-    def _raise_for_status(self, response: "requests.Response") -> None: ...
-    def _get_raw_response_socket(self, response: "requests.Response") -> object: ...
-    def _disable_socket_timeout(self, sock: object) -> None: ...
-    def _multiplexed_response_stream_helper(self, response: "requests.Response") -> Iterator[bytes]: ...
-
-
-def _payloads(read1: Callable[[int], bytes], response: object) -> Iterator[bytes]:
-    """The payload of a multiplexed log response, a burst at a time; the response is closed at the end."""
-    frames = DockerFrames()
-    try:
-        while True:
-            chunk = read1(1 << 16)
-            if not chunk:
-                return
-            payload = frames.feed(chunk)
-            if payload:
-                yield payload
-    finally:
-        close = getattr(response, "close", None)
-        if close is not None:
-            close()
-
-
 class DockerRun:
     """A container the engine started or found."""
 
@@ -461,23 +430,8 @@ class DockerRun:
     # --- logs ---------------------------------------------------------------------------------------
 
     def _open_logs(self, since: Optional[float], follow: bool) -> Iterable[bytes]:
-        """The raw log byte stream (tests wrap this to break the connection on purpose).
-
-        The same request as the SDK's `logs(stream=True, timestamps=True)`, read in large pieces: the SDK
-        reads each frame's header and payload separately, two small reads per line, which was most of
-        what a chatty run cost the harness. Containers run without a TTY, so the stream is multiplexed.
-        """
-        api = cast("_SdkLogsApi", self.client.api)
-        params: dict[str, object] = {"stdout": 1, "stderr": 1, "timestamps": 1, "follow": int(follow), "tail": "all"}
-        if since is not None and since > 0:
-            params["since"] = since
-        response = api._get(api._url("/containers/{0}/logs", self.id), params=params, stream=True)
-        api._raise_for_status(response)
-        read1 = getattr(response.raw, "read1", None)
-        if read1 is None:  # an urllib3 without read1: the SDK's own reader
-            return api._multiplexed_response_stream_helper(response)
-        api._disable_socket_timeout(api._get_raw_response_socket(response))
-        return _payloads(read1, response)
+        """The raw log byte stream (tests wrap this to break the connection on purpose)."""
+        return self.client.api.logs(self.id, stream=True, follow=follow, timestamps=True, since=since)
 
     def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
         """Every line after `since`, timestamp-prefixed; a broken stream is reopened after the last line,

@@ -78,41 +78,6 @@ def split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
         yield _decode(b"".join(pending))
 
 
-class DockerFrames:
-    """Docker's multiplexed log stream (8-byte headers: stream, 3 pad bytes, big-endian length) to its payload.
-
-    Fed whatever the socket had, it returns the payload of every whole frame in one piece, stdout and stderr
-    in the order Docker sent them (as the SDK's own reader does), and keeps a frame cut mid-way for the next
-    feed. One large read per burst instead of two small reads per line is what keeps a chatty run cheap.
-    """
-
-    HEADER = 8
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-
-    def feed(self, chunk: bytes) -> bytes:
-        """The payload of the whole frames now buffered (b"" when none is whole yet)."""
-        buffer = self._buffer
-        buffer += chunk
-        payload: list[bytes] = []
-        offset, size = 0, len(buffer)
-        while size - offset >= self.HEADER:
-            length = int.from_bytes(buffer[offset + 4 : offset + 8], "big")
-            end = offset + self.HEADER + length
-            if end > size:
-                break
-            payload.append(bytes(buffer[offset + self.HEADER : end]))
-            offset = end
-        del buffer[:offset]
-        return b"".join(payload)
-
-    @property
-    def pending(self) -> int:
-        """Bytes of a frame not yet whole."""
-        return len(self._buffer)
-
-
 def _decode(raw: bytes) -> str:
     if len(raw) > PARTIAL_BYTES:
         raw = join_partials(raw)
