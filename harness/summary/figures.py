@@ -557,16 +557,20 @@ class Rendered:
 _IDENTIFIER = re.compile(rb"<dc:identifier>([^<]*)</dc:identifier>")
 
 
-@functools.lru_cache(maxsize=1)
-def _code_stamp() -> str:
-    """What else decides a figure's look: this module's code and matplotlib's version."""
+@functools.lru_cache(maxsize=4)
+def code_stamp(source: Path) -> str:
+    """What else decides a figure's look: the code of the module `source` that draws it and matplotlib's version."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         matplotlib_version = version("matplotlib")
     except PackageNotFoundError:  # pragma: no cover - matplotlib is a dependency
         matplotlib_version = "?"
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16] + "/" + matplotlib_version
+    return hashlib.sha256(source.read_bytes()).hexdigest()[:16] + "/" + matplotlib_version
+
+
+def _code_stamp() -> str:
+    return code_stamp(Path(__file__))
 
 
 def fingerprint(document: SummaryDocument, comparison: Comparison) -> str:
@@ -627,16 +631,21 @@ def seed_comparison_fingerprint(document: SummaryDocument, block: SeedComparison
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def _fingerprint_of(path: Path) -> Optional[bytes]:
-    """The fingerprint an existing SVG carries (None when there is no such file or none in it)."""
+def svg_head(path: Path) -> bytes:
+    """The top of an existing SVG, where matplotlib writes the metadata (b"" when there is no regular file)."""
     from harness.capture.bounded import Unreadable, open_regular
 
     try:  # a regular file only: a FIFO in a figure's place must not hang the read (the writer refuses it)
         with open_regular(path) as handle:
-            head = handle.read(16384)  # matplotlib writes the metadata at the top
+            head: bytes = handle.read(16384)
+            return head
     except (OSError, Unreadable):
-        return None
-    match = _IDENTIFIER.search(head)
+        return b""
+
+
+def _fingerprint_of(path: Path) -> Optional[bytes]:
+    """The fingerprint an existing SVG carries (None when there is no such file or none in it)."""
+    match = _IDENTIFIER.search(svg_head(path))
     return match.group(1) if match else None
 
 

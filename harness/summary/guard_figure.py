@@ -22,7 +22,6 @@ not drawn again.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -277,15 +276,10 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
     return figure
 
 
-@functools.lru_cache(maxsize=1)
 def _code_stamp() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from harness.summary.figures import code_stamp
 
-    try:
-        matplotlib_version = version("matplotlib")
-    except PackageNotFoundError:  # pragma: no cover - matplotlib is a dependency
-        matplotlib_version = "?"
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16] + "/" + matplotlib_version
+    return code_stamp(Path(__file__))
 
 
 def guard_fingerprint(directory: Path, run: str) -> str:
@@ -306,13 +300,9 @@ _DESCRIPTION = re.compile(rb"<dc:description>([^<]*)</dc:description>")
 
 
 def _head(path: Path) -> bytes:
-    from harness.capture.bounded import Unreadable, open_regular
+    from harness.summary.figures import svg_head
 
-    try:  # a regular file only: a FIFO in a figure's place must not hang the read (the writer refuses it)
-        with open_regular(path) as handle:
-            return handle.read(16384)  # matplotlib writes the metadata at the top
-    except (OSError, Unreadable):
-        return b""
+    return svg_head(path)
 
 
 def figure_text(path: Path) -> Optional[tuple[str, str]]:
