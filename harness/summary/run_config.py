@@ -13,6 +13,8 @@ range: unknown, with a note.
 
 from __future__ import annotations
 
+import functools
+import json
 import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Optional, TypeGuard
@@ -69,27 +71,43 @@ def python_value(value: object) -> object:
         return text
 
 
-def _experiment_words(experiment: JSONObject) -> Optional[list[str]]:
+def _experiment_flags(experiment: JSONObject) -> Mapping[str, list[str]]:
+    """The flags of the experiment over the base-run args; empty without a miles section or when they cannot be read.
+
+    Every seed of an experiment has the same miles section, so its flags are
+    worked out once per distinct section; the mapping is shared: read only.
+    """
     miles = experiment.get("miles")
     if not isinstance(miles, Mapping):
-        return None
+        return {}
     args = miles.get("args")
     extra = miles.get("extra_args")
-    if not isinstance(args, Mapping):
-        args = {}
-    if not isinstance(extra, str):
-        extra = ""
+    key = json.dumps(
+        [args if isinstance(args, Mapping) else {}, extra if isinstance(extra, str) else ""], sort_keys=True
+    )
+    return _flags_of_section(key)
+
+
+@functools.lru_cache(maxsize=256)
+def _flags_of_section(key: str) -> Mapping[str, list[str]]:
+    args, extra = json.loads(key)
     try:
-        return apply_overrides(read_base_args(), args) + shlex.split(extra)
+        return flag_values(apply_overrides(_base_run_words(), args) + shlex.split(extra))
     except (OSError, ValueError):
-        return None
+        return {}
+
+
+@functools.lru_cache(maxsize=1)
+def _base_run_words() -> tuple[str, ...]:
+    """The base-run args, read once a process (a summary reads them for every run without args.json or argv)."""
+    return tuple(read_base_args())
 
 
 def resolve_config(capture: RunCapture, notes: RunNotes) -> RunConfig:
     """The run's filter, B, O and n: args.json, else trainer_argv, else the experiment (see the module doc)."""
     argv = (capture.manifest or {}).get("trainer_argv")
     argv_flags = flag_values(argv) if _words(argv) else None
-    experiment_flags: Optional[dict[str, list[str]]] = None
+    experiment_flags: Optional[Mapping[str, list[str]]] = None
     raw: dict[str, object] = {}
     sources: dict[str, str] = {}
     for fact, (name, flag) in _CONFIG_KEYS.items():
@@ -101,8 +119,7 @@ def resolve_config(capture: RunCapture, notes: RunNotes) -> RunConfig:
             sources[fact] = "trainer_argv"
         else:
             if experiment_flags is None:
-                words = _experiment_words(capture.experiment)
-                experiment_flags = flag_values(words) if words is not None else {}
+                experiment_flags = _experiment_flags(capture.experiment)
             values = experiment_flags.get(flag) if experiment_flags else None
             sources[fact] = "experiment" if experiment_flags else "none"
         if values is None:
@@ -160,22 +177,19 @@ def resolve_config(capture: RunCapture, notes: RunNotes) -> RunConfig:
     return RunConfig(bool(filter_on), batch, over_int, samples, sources, rm_type)
 
 
-def _rm_type(capture: RunCapture, argv_flags: Optional[dict[str, list[str]]]) -> Optional[str]:
+def _rm_type(capture: RunCapture, argv_flags: Optional[Mapping[str, list[str]]]) -> Optional[str]:
     """The run's `--rm-type` by the same order of sources (args.json, trainer_argv, the experiment)."""
     value: object = None
     if capture.args is not None and "rm_type" in capture.args:
         value = python_value(capture.args["rm_type"])
     else:
-        flags = argv_flags
-        if flags is None:
-            words = _experiment_words(capture.experiment)
-            flags = flag_values(words) if words is not None else {}
+        flags = argv_flags if argv_flags is not None else _experiment_flags(capture.experiment)
         given = flags.get("--rm-type")
         value = given[-1] if given else None
     return value if isinstance(value, str) and value else None
 
 
-def _backend(argv_flags: Optional[dict[str, list[str]]]) -> Optional[str]:
+def _backend(argv_flags: Optional[Mapping[str, list[str]]]) -> Optional[str]:
     """The run's `--train-backend` from the trainer_argv (the last one given); None without one."""
     values = argv_flags.get("--train-backend") if argv_flags else None
     return values[-1] if values else None
