@@ -436,13 +436,13 @@ def test_runs_summarized_in_several_processes_give_the_same_document(poisoned):
     }
 
 
-def test_rows_encoded_where_they_are_computed_are_written_as_the_writer_would(poisoned):
+def test_runs_encoded_where_they_are_computed_are_written_as_the_writer_would(poisoned):
     from harness.summary.serialize import dumps_summary
     from harness.summary.summarize import summarize_with_warnings
 
     summary = summarize_with_warnings(poisoned["root"], workers=2, encode=True)
-    assert set(summary.encoded_rows) == {name for name, run in summary.document.runs.items() if len(run.steps)}
-    assert dumps_summary(summary.document, summary.encoded_rows) == dumps_summary(summary.document)
+    assert set(summary.encoded_runs) == set(summary.document.runs)
+    assert dumps_summary(summary.document, summary.encoded_runs) == dumps_summary(summary.document)
 
 
 # ---------------------------------------------------------------- counts that are not sane integers
