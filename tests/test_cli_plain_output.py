@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from hypothesis import given
@@ -42,7 +42,8 @@ OPTIONS = st.sampled_from(
 )
 
 
-def printed(fast: bool, *objects: Any, **options: Any) -> str:
+def printed(fast: bool, act: Callable[[Any], None]) -> str:
+    """What `act(console)` prints on the stdout console piped at 30 columns, by the plain path or by rich alone."""
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys, "stdout", out)
@@ -50,31 +51,27 @@ def printed(fast: bool, *objects: Any, **options: Any) -> str:
         console = stdout()
         if not fast:
             patch.setattr(console, "_plain_print", lambda objects, options: False)
-        console.print(*objects, **options)
-        console.out("out:", *[o.plain if isinstance(o, Text) else o for o in objects], highlight=False)
+        act(console)
     return out.getvalue()
 
 
 @given(texts=st.lists(TEXTS, min_size=1, max_size=3), styled=st.booleans(), options=OPTIONS)
 def test_the_plain_path_prints_what_rich_prints(texts, styled, options):
     objects: list[Any] = [Text(t, style="bold") if styled and i == 0 else t for i, t in enumerate(texts)]
-    assert printed(True, *objects, **options) == printed(False, *objects, **options)
+
+    def act(console: Any) -> None:
+        console.print(*objects, **options)
+        console.out("out:", *texts, highlight=False)
+
+    assert printed(True, act) == printed(False, act)
 
 
 @given(messages=st.lists(st.tuples(TEXTS, st.integers(0, 5)), max_size=4))
 def test_messages_print_the_same_either_way(messages):
-    def run(fast: bool) -> str:
-        out = io.StringIO()
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(sys, "stdout", out)
-            patch.setenv("COLUMNS", "30")
-            console = stdout()
-            if not fast:
-                patch.setattr(console, "_plain_print", lambda objects, options: False)
-            print_messages(console, messages)
-        return out.getvalue()
+    def act(console: Any) -> None:
+        print_messages(console, messages)
 
-    assert run(True) == run(False)
+    assert printed(True, act) == printed(False, act)
 
 
 def test_messages_are_the_renderer_s_lines_each_on_its_own_line():
