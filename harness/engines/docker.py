@@ -24,6 +24,7 @@ from typing import (
     TypeVar,
 )
 
+from harness.engines import dockerlogs
 from harness.engines.base import (
     CREATED,
     EXITED,
@@ -430,7 +431,12 @@ class DockerRun:
     # --- logs ---------------------------------------------------------------------------------------
 
     def _open_logs(self, since: Optional[float], follow: bool) -> Iterable[bytes]:
-        """The raw log byte stream (tests wrap this to break the connection on purpose)."""
+        """The raw log byte stream (tests wrap this to break the connection on purpose): read from the engine's
+        socket a burst at a time (harness.engines.dockerlogs), or by the SDK where that client cannot speak to it or
+        the container has a TTY (its log is not multiplexed; the harness never starts one so)."""
+        host = docker_host()
+        if dockerlogs.speaks(host) and not (self.container.attrs.get("Config") or {}).get("Tty"):
+            return dockerlogs.open_logs(host, self.id, since, follow)
         return self.client.api.logs(self.id, stream=True, follow=follow, timestamps=True, since=since)
 
     def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
@@ -454,6 +460,10 @@ class DockerRun:
             except docker.errors.APIError as err:
                 if err.status_code == 409 and _MARKED_FOR_REMOVAL in str(err):
                     raise RunGone(_REMOVED) from None  # `docker rm -f` while the stream was open
+                raise
+            except dockerlogs.LogsRefused as err:  # the same answers, from the harness's own reader
+                if err.status == 404 or (err.status == 409 and _MARKED_FOR_REMOVAL in err.message):
+                    raise RunGone(_REMOVED) from None
                 raise
             except Exception as err:  # the connection broke: reopen after the last whole line
                 if not (isinstance(err, EngineUnavailable) or is_connection_error(err)):

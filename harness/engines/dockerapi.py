@@ -121,12 +121,12 @@ class DockerApi:
         }
         status, body = self.request("POST", "/containers/create", config)
         if status != 201:
-            raise DockerApiError(f"the Docker engine would not create a container of {image}: {_message(body)}")
+            raise DockerApiError(f"the Docker engine would not create a container of {image}: {answer_message(body)}")
         ident = str(json.loads(body)["Id"])
         try:
             status, body = self.request("POST", f"/containers/{ident}/start")
             if status not in (204, 304):
-                raise DockerApiError(f"python3 does not start in {image}: {_message(body)}")
+                raise DockerApiError(f"python3 does not start in {image}: {answer_message(body)}")
             try:
                 status, body = self.request("POST", f"/containers/{ident}/wait", timeout_s=timeout_s)
             except DockerApiError:
@@ -155,7 +155,7 @@ class DockerApi:
         return sorted(runtimes) if isinstance(runtimes, dict) else []
 
 
-def _message(body: bytes) -> str:
+def answer_message(body: bytes) -> str:
     """The engine's error message in a response body."""
     try:
         data = json.loads(body)

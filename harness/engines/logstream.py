@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import struct
 import time
 from collections import Counter, deque
 from datetime import datetime, timezone
@@ -76,6 +77,113 @@ def split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
         pending = [pieces[-1]] if pieces[-1] else []
     if pending:  # the stream ended cleanly on output without a final newline
         yield _decode(b"".join(pending))
+
+
+class StreamBroken(ConnectionError):
+    """A log stream that ended inside its framing: the connection dropped (reopen after the last whole line)."""
+
+
+class ChunkedBody:
+    """HTTP/1.1 chunked transfer coding to the body's bytes, a burst at a time (RFC 9112, section 7.1).
+
+    Fed whatever the socket had, `feed` returns the data of every chunk now
+    whole or partly there; `done` is set by the last (zero-size) chunk, which
+    is how a stream that ended is told from one that broke.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._left = 0  # data bytes of the current chunk still to come
+        self._crlf = False  # the CRLF after a chunk's data is still to come
+        self.done = False
+
+    def feed(self, data: bytes) -> bytes:
+        buffer = self._buffer
+        buffer += data
+        body: list[bytes | bytearray] = []
+        at, size = 0, len(buffer)
+        while at < size and not self.done:
+            if self._left:  # the rest of a chunk that came in pieces
+                take = min(self._left, size - at)
+                body.append(buffer[at : at + take])
+                at += take
+                self._left -= take
+                self._crlf = self._left == 0
+                continue
+            if self._crlf:
+                if size - at < 2:
+                    break
+                if buffer[at : at + 2] != b"\r\n":
+                    raise StreamBroken("the log stream's chunked encoding is broken (no CRLF after a chunk)")
+                at += 2
+                self._crlf = False
+                continue
+            end = buffer.find(b"\r\n", at)
+            if end < 0:
+                if size - at > 1024:
+                    raise StreamBroken("the log stream's chunked encoding is broken (a chunk size line too long)")
+                break
+            length = _chunk_size(buffer[at:end])
+            at = end + 2
+            if length == 0:
+                self.done = True  # trailers, if any, are not read: the body is over
+                break
+            stop = at + length
+            if stop + 2 <= size:  # the whole chunk is here (Docker sends a frame a chunk): taken in one step
+                if buffer[stop : stop + 2] != b"\r\n":
+                    raise StreamBroken("the log stream's chunked encoding is broken (no CRLF after a chunk)")
+                body.append(buffer[at:stop])
+                at = stop + 2
+            else:
+                self._left = length
+        del buffer[:at]
+        return b"".join(body)
+
+
+def _chunk_size(line: bytearray) -> int:
+    try:
+        return int(line, 16)
+    except ValueError:
+        pass
+    head = bytes(line).split(b";", 1)[0].strip()  # a chunk extension is ignored
+    try:
+        return int(head, 16)
+    except ValueError:
+        raise StreamBroken(f"the log stream's chunked encoding is broken (chunk size {head[:20]!r})") from None
+
+
+_frame_size = struct.Struct(">I").unpack_from  # a frame header's last 4 bytes
+
+
+class DockerFrames:
+    """Docker's multiplexed log stream (8-byte headers: stream, 3 zero bytes, big-endian size) to its payload.
+
+    Fed the body a burst at a time, `feed` returns the payload of every whole
+    frame in one piece, stdout and stderr in the order Docker sent them (as
+    the SDK's reader does), and keeps a frame cut mid-way for the next feed.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> bytes:
+        buffer = self._buffer
+        buffer += data
+        payload: list[bytearray] = []
+        at, size = 0, len(buffer)
+        while size - at >= 8:
+            end = at + 8 + _frame_size(buffer, at + 4)[0]
+            if end > size:
+                break
+            payload.append(buffer[at + 8 : end])
+            at = end
+        del buffer[:at]
+        return b"".join(payload)
+
+    @property
+    def pending(self) -> int:
+        """Bytes of a frame not yet whole (a stream that ends with some broke off mid-frame)."""
+        return len(self._buffer)
 
 
 def _decode(raw: bytes) -> str:

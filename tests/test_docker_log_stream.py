@@ -1,0 +1,216 @@
+"""The Docker engine's own log reader: HTTP chunks and Docker's frames decoded a burst at a time, nothing lost,
+nothing repeated, and a stream that breaks off told from one that ended.
+
+The decoders are fed the same bytes whole, a byte at a time and in uneven
+pieces; the reader itself talks to a socket that answers with prepared bytes
+(the lowest layer), and, with the `docker` marker, to the real engine, where
+its lines must equal what the SDK reads.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from harness.engines import dockerlogs
+from harness.engines.logstream import ChunkedBody, DockerFrames, StreamBroken, split_lines
+
+
+def frame(stream: int, data: bytes) -> bytes:
+    return bytes([stream, 0, 0, 0]) + len(data).to_bytes(4, "big") + data
+
+
+def chunked(*pieces: bytes, end: bool = True) -> bytes:
+    body = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces)
+    return body + (b"0\r\n\r\n" if end else b"")
+
+
+def cut(data: bytes, sizes: tuple[int, ...]) -> Iterator[bytes]:
+    """`data` in pieces of the given sizes, over and over."""
+    at, turn = 0, 0
+    while at < len(data):
+        size = sizes[turn % len(sizes)]
+        yield data[at : at + size]
+        at, turn = at + size, turn + 1
+
+
+FRAMES = [
+    frame(1, b"2026-01-01T00:00:00.1Z out 1\n"),
+    frame(2, b"2026-01-01T00:00:00.2Z err 1\n"),
+    frame(1, b"2026-01-01T00:00:00.3Z out 2\n"),
+    frame(1, b"2026-01-01T00:00:00.4Z " + b"x" * 40_000 + b"\n"),  # larger than one read of the socket's
+    frame(2, b"2026-01-01T00:00:00.5Z last\n"),
+]
+PAYLOAD = b"".join(f[8:] for f in FRAMES)
+
+
+@pytest.mark.parametrize("sizes", [(1 << 20,), (1,), (3, 7, 1, 50), (9, 4096)])
+def test_chunks_and_frames_decode_the_same_whatever_the_pieces(sizes: tuple[int, ...]) -> None:
+    body, frames = ChunkedBody(), DockerFrames()
+    out = b"".join(frames.feed(body.feed(piece)) for piece in cut(chunked(*FRAMES), sizes))
+    assert out == PAYLOAD and body.done and frames.pending == 0
+
+
+def test_a_chunk_may_hold_several_frames_and_a_frame_span_chunks() -> None:
+    data = b"".join(FRAMES)
+    body, frames = ChunkedBody(), DockerFrames()
+    out = b"".join(frames.feed(body.feed(piece)) for piece in cut(chunked(data[:5], data[5:100], data[100:]), (13,)))
+    assert out == PAYLOAD and body.done
+
+
+def test_a_chunk_extension_is_ignored_and_nothing_after_the_last_chunk_is_taken() -> None:
+    body = ChunkedBody()
+    assert body.feed(b"5;name=value\r\nhello\r\n0\r\n\r\n5\r\nlater\r\n") == b"hello"
+    assert body.done
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"5\r\nhelloXX", b"zz\r\nhello\r\n", b"9" * 2000],
+    ids=["no CRLF after the data", "not a size", "a size line without end"],
+)
+def test_broken_chunked_encoding_is_a_broken_stream(data: bytes) -> None:
+    with pytest.raises(StreamBroken):
+        ChunkedBody().feed(data)
+
+
+def test_a_frame_cut_mid_way_is_kept_for_the_next_piece() -> None:
+    frames = DockerFrames()
+    assert frames.feed(FRAMES[0] + FRAMES[1][:10]) == FRAMES[0][8:]
+    assert frames.pending == 10
+    assert frames.feed(FRAMES[1][10:]) == FRAMES[1][8:] and frames.pending == 0
+
+
+def test_the_request_asks_for_both_streams_with_stamps_from_since() -> None:
+    path = dockerlogs.logs_path("abc", since=1764600000.25, follow=True)
+    assert path.startswith("/containers/abc/logs?")
+    assert all(part in path for part in ("stdout=1", "stderr=1", "timestamps=1", "follow=1", "since=1764600000.25"))
+    assert "since" not in dockerlogs.logs_path("abc", since=None, follow=False)
+
+
+def test_the_reader_speaks_to_a_local_socket_and_plain_tcp_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DOCKER_TLS_VERIFY", raising=False)
+    assert dockerlogs.speaks("unix:///var/run/docker.sock") and dockerlogs.speaks("tcp://10.0.0.2:2375")
+    assert not dockerlogs.speaks("ssh://user@host") and not dockerlogs.speaks("npipe:////./pipe/docker_engine")
+    monkeypatch.setenv("DOCKER_TLS_VERIFY", "1")
+    assert not dockerlogs.speaks("tcp://10.0.0.2:2376")
+
+
+class Answering:
+    """A unix socket that answers one request with prepared bytes, then closes (the engine's side of it)."""
+
+    def __init__(self, directory: Path, answer: bytes) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / "engine.sock"
+        self.answer = answer
+        self.request = b""
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(self.path))
+        self.server.listen(1)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def host(self) -> str:
+        return f"unix://{self.path}"
+
+    def _serve(self) -> None:
+        connection, _ = self.server.accept()
+        with connection:
+            while b"\r\n\r\n" not in self.request:
+                self.request += connection.recv(4096)
+            for piece in cut(self.answer, (7, 300, 1)):
+                connection.sendall(piece)
+        self.server.close()
+
+
+def read(answering: Answering) -> list[str]:
+    return list(split_lines(dockerlogs.open_logs(answering.host, "abc", since=None, follow=False)))
+
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.docker.multiplexed-stream\r\n"
+LINES = [f[8:].decode().rstrip("\n") for f in FRAMES]
+
+
+def test_a_chunked_answer_gives_every_line_once_in_order(tmp_path: Path) -> None:
+    answering = Answering(tmp_path, HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(*FRAMES))
+    assert read(answering) == LINES
+    assert answering.request.startswith(b"GET /containers/abc/logs?") and b"HTTP/1.1\r\n" in answering.request
+
+
+def test_an_answer_of_stated_length_or_up_to_the_close_reads_the_same(tmp_path: Path) -> None:
+    data = b"".join(FRAMES)
+    assert read(Answering(tmp_path / "a", HEAD + b"Content-Length: %d\r\n\r\n" % len(data) + data)) == LINES
+    assert read(Answering(tmp_path / "b", HEAD + b"\r\n" + data)) == LINES
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(*FRAMES[:3], end=False),
+        HEAD + b"Content-Length: 5000\r\n\r\n" + b"".join(FRAMES[:3]),
+        HEAD + b"\r\n" + b"".join(FRAMES[:3]) + FRAMES[3][:100],
+    ],
+    ids=["chunked without its last chunk", "shorter than its length", "cut inside a frame"],
+)
+def test_a_stream_that_breaks_off_is_a_connection_error_after_its_whole_lines(tmp_path: Path, answer: bytes) -> None:
+    lines: list[str] = []
+    with pytest.raises(StreamBroken) as broken:
+        lines.extend(split_lines(dockerlogs.open_logs(Answering(tmp_path, answer).host, "abc", None, False)))
+    assert isinstance(broken.value, ConnectionError)  # so DockerRun.logs reopens after the last whole line
+    assert lines == LINES[:3]
+
+
+def test_an_error_answer_is_refused_with_the_engine_s_message(tmp_path: Path) -> None:
+    body = b'{"message":"No such container: abc"}'
+    answer = b"HTTP/1.1 404 Not Found\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    with pytest.raises(dockerlogs.LogsRefused) as refused:
+        dockerlogs.open_logs(Answering(tmp_path, answer).host, "abc", None, False)
+    assert refused.value.status == 404 and refused.value.message == "No such container: abc"
+
+
+SCRIPT = r"""
+for i in $(seq 1 300); do echo "out $i"; echo "err $i" >&2; done
+head -c 40000 /dev/zero | tr '\0' y; echo
+echo last
+"""
+
+
+@pytest.mark.docker
+def test_the_engine_s_log_read_by_the_harness_equals_the_sdk_s(busybox_image: str) -> None:
+    from harness.engines.docker import DockerRun
+    from harness.engines.dockerapi import docker_host
+    from support.lab import docker_client
+
+    client = docker_client()
+    container = client.containers.run(busybox_image, ["sh", "-c", SCRIPT], detach=True)
+    try:
+        container.wait()
+        ours = list(DockerRun(client, container).logs())
+        assert ours == list(split_lines(client.api.logs(container.id, stream=True, timestamps=True)))  # the SDK's
+        texts = [line.split(" ", 1)[1] for line in ours]  # stdout and stderr as Docker interleaved them
+        assert len(texts) == 602 and [t for t in texts if t.startswith("y")] == ["y" * 40_000]  # cut by Docker, whole
+        with pytest.raises(dockerlogs.LogsRefused) as refused:
+            dockerlogs.open_logs(docker_host(), "no-such-container-of-the-tests", None, False)
+        assert refused.value.status == 404
+    finally:
+        container.remove(force=True)
+
+
+@pytest.mark.docker
+def test_a_container_with_a_tty_is_read_as_the_sdk_reads_it(busybox_image: str) -> None:
+    from harness.engines.docker import DockerRun
+    from support.lab import docker_client
+
+    client = docker_client()
+    container = client.containers.run(busybox_image, ["sh", "-c", "echo one; echo two"], detach=True, tty=True)
+    try:
+        container.wait()
+        lines = [line.split(" ", 1)[1].rstrip("\r") for line in DockerRun(client, container).logs()]
+        assert lines == ["one", "two"]  # not taken for frames: a TTY's log has none
+    finally:
+        container.remove(force=True)
