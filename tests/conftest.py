@@ -43,6 +43,7 @@ pytest_plugins = [
     "support.guard",
     "support.clones",
     "support.experiment_files",
+    "support.commands",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
