@@ -8,12 +8,19 @@ encoder call refuses what slipped through rather than writing it.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*(ROOT / "harness").rglob("*.py"), *(ROOT / "scripts").glob("*.py"), ROOT / "summarize_miles.py"])
+
+
+@functools.cache
+def calls_in(path: Path) -> tuple[ast.Call, ...]:
+    """The module's JSON encoder calls, parsed once for both tests."""
+    return tuple(json_encoder_calls(ast.parse(path.read_text(), str(path))))
 
 
 def json_encoder_calls(tree: ast.AST) -> list[ast.Call]:
@@ -31,7 +38,7 @@ def json_encoder_calls(tree: ast.AST) -> list[ast.Call]:
 def test_every_json_encoder_call_refuses_non_finite_numbers() -> None:
     loose = []
     for path in SOURCES:
-        for call in json_encoder_calls(ast.parse(path.read_text(), str(path))):
+        for call in calls_in(path):
             if call.func.value.id == "orjson":
                 continue  # orjson never writes NaN (it writes null)
             strict = any(
@@ -44,7 +51,7 @@ def test_every_json_encoder_call_refuses_non_finite_numbers() -> None:
 
 
 def test_the_scan_finds_the_calls() -> None:
-    calls = [call for path in SOURCES for call in json_encoder_calls(ast.parse(path.read_text()))]
+    calls = [call for path in SOURCES for call in calls_in(path)]
     assert len(calls) >= 10
 
 
