@@ -70,6 +70,20 @@ def test_fixtures_come_through_the_conftest_never_by_import() -> None:
     assert imported == set()
 
 
+def test_every_property_test_that_asks_for_more_examples_is_scaled_by_the_profile() -> None:
+    # `max_examples=500` in a test overrides the fast profile: make test-fast would search as hard as make test
+    fixed = [
+        f"{path.name}:{node.lineno}"
+        for path in SOURCES
+        if path.name != "properties.py"  # where the two profiles are made
+        for node in nodes_of(path)
+        if isinstance(node, ast.keyword)
+        and node.arg == "max_examples"
+        and not (isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "examples")
+    ]
+    assert fixed == []
+
+
 def test_there_is_one_eventually() -> None:
     defined = [path.name for path in SOURCES if "def " + "eventually(" in path.read_text()]
     assert defined == ["timing.py"]
