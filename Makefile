@@ -79,7 +79,7 @@ test: setup ## run the whole test suite, as CI does (the Docker tests run where 
 	$(BIN)/pytest -q
 
 # The fast tier: every test not marked docker, gpu, ray, integration or browser, on TEST_WORKERS workers
-# (pytest-xdist), each property test searching a fifth of its examples (tests/support/properties.py).
+# (pytest-xdist), each property test searching a tenth of its examples (tests/support/properties.py).
 # Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: without it pytest rewrites the asserts
 # of every test module again on every run, seconds of the budget.
 TEST_WORKERS ?= 2
