@@ -376,6 +376,7 @@ def main() -> int:
         f"{'size':>10} {'runs':>6} {'rows':>8} {'read s':>7} {'summarize s':>12} {'seeds s':>8} {'pairs':>6} "
         f"{'serialize s':>12} {'write s':>8} {'MB':>6} {'e2e s':>7} {'e2e cpu s':>10} {'peak MB':>8}"
     )
+    e2e_of: dict[tuple[int, int], dict[int, float]] = {}  # (runs, steps) -> {seeds per condition: e2e s}
     for size in sizes:
         shape = parse_size(size)
         with tempfile.TemporaryDirectory() as tmp:
@@ -387,6 +388,7 @@ def main() -> int:
                 make_captures(root, *shape)
                 runs, steps = shape
             e2e = min((script(root, "--no-figures") for _ in range(args.repeat)), key=lambda t: t[0])
+            e2e_of.setdefault((runs, steps), {})[shape[1] if len(shape) == 3 else 1] = e2e[0]
             data_mb = (root / "summary" / "miles-gb10-lab.json").stat().st_size / 1e6
             if size == MANY:  # time and memory end to end: a run at a time in-process would only repeat it
                 print(
@@ -418,6 +420,17 @@ def main() -> int:
                     f"unchanged {again[0]:.3f} s (cpu {again[1]:.3f} s)"
                 )
                 shutil.rmtree(root / "summary")
+    for (runs, steps), by_seeds in sorted(e2e_of.items()):
+        # The same rows either way: what the many conditions add end to end is the across-seed part's cost
+        # (the RxS layout has two conditions, one pair compared; CxKxS has C, each filter one compared twice).
+        if 1 in by_seeds and len(by_seeds) > 1:
+            for seeds, seconds in sorted(by_seeds.items())[1:]:
+                added = (seconds / by_seeds[1] - 1) * 100
+                print(
+                    f"across seeds: {runs} runs of {steps} steps as {runs // seeds} conditions x {seeds} seeds, "
+                    f"e2e {seconds:.3f} s against {by_seeds[1]:.3f} s as two experiments: {added:+.1f}% "
+                    "(goal: at most +10%)"
+                )
     return 0
 
 

@@ -54,7 +54,9 @@ def table_captures(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def assert_fits(out: str, columns: int = 80) -> None:
-    assert max(len(line) for line in out.splitlines()) <= columns, out
+    # A single word longer than the width (a path under a long temporary directory) is kept whole, on its own line.
+    too_wide = [line for line in out.splitlines() if len(line) > columns and len(line.split()) > 1]
+    assert too_wide == [], out
     assert "\u2026" not in out, out  # nothing cut with an ellipsis
 
 

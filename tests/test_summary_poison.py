@@ -469,13 +469,13 @@ def test_runs_summarized_in_several_processes_give_the_same_document(poisoned):
     assert but_when(stable(1)) == but_when(poisoned["document"])
 
 
-def test_rows_encoded_where_they_are_computed_are_written_as_the_writer_would(poisoned):
+def test_runs_encoded_where_they_are_computed_are_written_as_the_writer_would(poisoned):
     from harness.summary.serialize import dumps_summary
     from harness.summary.summarize import summarize_with_warnings
 
     summary = summarize_with_warnings(poisoned["root"], workers=2, encode=True)
-    assert set(summary.encoded_rows) == {name for name, run in summary.document.runs.items() if len(run.steps)}
-    assert dumps_summary(summary.document, summary.encoded_rows) == dumps_summary(summary.document)
+    assert set(summary.encoded_runs) == set(summary.document.runs)
+    assert dumps_summary(summary.document, summary.encoded_runs) == dumps_summary(summary.document)
 
 
 # ---------------------------------------------------------------- counts that are not sane integers
@@ -662,3 +662,19 @@ def test_a_rollout_end_that_goes_back_in_time_is_noted_and_its_steps_not_counted
     assert run["aggregates"]["rollout_time_adjusted_median_s"] == 50.0  # 2 of 4 steps: half, not a minority
     notes = notes_of(poisoned, "p-rollout-end-backwards")
     assert "t_rollout_end" in notes and "back" in notes and at(300)[:19] in notes and at(200)[:19] in notes
+
+
+def test_a_summary_leaves_the_cycle_collector_as_it_found_it(poisoned):
+    import gc
+
+    from harness.summary.summarize import summarize_with_warnings
+
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    summarize_with_warnings(poisoned["root"], workers=2)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.disable()
+    try:
+        summarize_with_warnings(poisoned["root"], workers=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

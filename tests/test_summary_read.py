@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.capture.bounded import iter_jsonl, loads_json
 from harness.capture.columns import loads_line, read_metrics_columns, read_pause_windows
@@ -220,3 +222,37 @@ def test_columns_of_several_keys_equal_one_key_at_a_time(tmp_path):
     every = read_metrics_columns(path, [])
     every.metrics = [m for m in every.metrics if "a" in m]
     assert every.columns(["a"]) == [[1, 3, 4]]
+
+
+# ---------------------------------------------------------------- the fast JSON reader reads what json reads
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(value=_JSON_VALUES, encoding=st.sampled_from(["utf-8", "utf-16"]))
+def test_a_capture_s_json_is_read_as_the_standard_reader_reads_it(value, encoding):
+    data = json.dumps(value).encode(encoding)  # NaN and Infinity as Python writes them, integers beyond 64 bits
+    assert repr(loads_json(data)) == repr(json.loads(data))
+
+
+@given(
+    data=st.binary(max_size=40) | st.text(alphabet='{}[]":,0123456789.eE+-ntrufalsNIy \\', max_size=40).map(str.encode)
+)
+def test_bytes_that_are_not_json_fail_as_the_standard_reader_fails(data):
+    try:
+        expected = ("value", repr(json.loads(data)))
+    except (ValueError, RecursionError):
+        expected = ("error", "")
+    try:
+        got = ("value", repr(loads_json(data)))
+    except ValueError:
+        got = ("error", "")
+    assert got == expected

@@ -12,9 +12,12 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Generator, Iterator, Optional
+
+import orjson
 
 from harness.fs.paths import file_kind
 
@@ -30,15 +33,17 @@ NUL = b"\0"  # a file's tail a power loss left: its blocks allocated, never writ
 TAIL_BYTES = 64 << 10  # `last_jsonl`: a guard.jsonl of a week's run is never read whole for its last sample
 
 
+_LONG_DIGITS = re.compile(rb"\d{19}")  # 19 digits or more: maybe beyond 64 bits
+
+
 class Unreadable(Exception):
     """A capture file that cannot be read; the message is the reason, naming the file."""
 
 
 def read_bounded(path: Path, max_bytes: int) -> bytes:
     """The bytes of a regular file of at most `max_bytes`; FileNotFoundError when absent, else Unreadable."""
-    fd = _open_regular(path)
+    fd, size = _open_regular_sized(path)
     try:
-        size = os.fstat(fd).st_size
         if size > max_bytes:
             raise Unreadable(f"{path.name} is too large ({size:,} bytes; the cap is {max_bytes:,})")
         chunks: list[bytes] = []
@@ -58,7 +63,13 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
 
 
 def _open_regular(path: Path) -> int:
-    """Open for reading without blocking on a FIFO; anything but a regular file is Unreadable.
+    """Open for reading without blocking on a FIFO; anything but a regular file is Unreadable (see below)."""
+    return _open_regular_sized(path)[0]
+
+
+def _open_regular_sized(path: Path) -> tuple[int, int]:
+    """(descriptor, size) of a file opened for reading without blocking on a FIFO; anything but a regular file is
+    Unreadable.
 
     A capture's files are never links (the harness writes regular files only), so a link is not followed:
     it could lead anywhere out of the capture root.
@@ -73,11 +84,11 @@ def _open_regular(path: Path) -> int:
                 f"{Path(path).name} is not a regular file (it is a symbolic link, never followed)"
             ) from None
         raise Unreadable(f"{path.name} unreadable: {err.strerror or err}") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode):
         os.close(fd)
-        raise Unreadable(f"{path.name} is not a regular file (it is {file_kind(mode)})")
-    return fd
+        raise Unreadable(f"{path.name} is not a regular file (it is {file_kind(found.st_mode)})")
+    return fd, found.st_size
 
 
 def open_regular(path: Path) -> BinaryIO:
@@ -93,6 +104,12 @@ def loads_json(data: bytes) -> JSONValue:
     `NaN` and `Infinity` are read (captures written before strict JSON have
     them); the typed records and the summary reject or null them.
     """
+    if not _LONG_DIGITS.search(data):  # orjson reads an integer beyond 64 bits as a float: the standard reader
+        try:
+            parsed: JSONValue = orjson.loads(data)  # about five times faster on a capture's small files
+            return parsed
+        except orjson.JSONDecodeError:
+            pass  # NaN, Infinity, UTF-16, deep nesting: the standard reader decides
     try:
         value: JSONValue = json.loads(data)
     except RecursionError:

@@ -31,11 +31,14 @@ INDENT = "  "
 # A list shown one item per line: `(known: a, b, c, d, e)` with at least this many items.
 LIST_ITEMS = 5
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_BRACKET = re.compile(r"[][(){}]")
 _LIST = re.compile(r"\((?P<label>[^():]{1,40}): (?P<items>[^()]*)\)")
 
 
 def shown(text: str) -> str:
     """`text` with every control character escaped: what came from outside can only ever be read."""
+    if text.isprintable():  # no control character in it (they are all unprintable): the common case, quickly
+        return text
     return _CONTROL.sub(lambda found: repr(found.group(0))[1:-1], text)
 
 
@@ -105,20 +108,19 @@ def message_lines(prefix: str, text: str, width: int) -> list[str]:
 
 def _split_outside_brackets(text: str, separator: str, limit: int = -1) -> list[str]:
     """`text` split at `separator` where it is not inside parentheses or brackets (at most `limit` times)."""
-    parts, depth, start, index = [], 0, 0, 0
-    while index < len(text):
-        char = text[index]
+    if not _BRACKET.search(text):  # the common message: no brackets at all
+        return text.split(separator, limit)
+    parts, depth, start = [], 0, 0
+    for found in re.finditer(f"[][(){{}}]|{re.escape(separator)}", text):
+        char = found.group()
         if char in "([{":
             depth += 1
         elif char in ")]}":
             depth = max(0, depth - 1)
-        elif depth == 0 and text.startswith(separator, index) and limit != 0:
-            parts.append(text[start:index])
-            start = index + len(separator)
-            index = start
+        elif depth == 0 and limit != 0:
+            parts.append(text[start : found.start()])
+            start = found.end()
             limit -= 1
-            continue
-        index += 1
     return [*parts, text[start:]]
 
 

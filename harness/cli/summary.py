@@ -18,6 +18,7 @@ from harness.cli.app import (
     capture_root,
     command,
     print_message,
+    print_messages,
     stdout,
     warn,
 )
@@ -108,16 +109,18 @@ def summarize_command(
         )
         console.print(Text.assemble(("SIMULATED", "bold"), f": {which} ran on the simulated trainer, not on a GB10"))
     _print_runs(document)
-    for comparison in document.comparisons:  # a paragraph: wrapped at words, never cropped
-        print_message(
-            console,
-            f"{comparison.run} against {comparison.baseline}: {comparison.reward.verdict}",
-            bold=len(comparison.run),
-        )
     from harness.summary.seeds import across_seeds_lines
 
-    for line in across_seeds_lines(document.comparisons):
-        print_message(console, line)
+    print_messages(  # a paragraph each: wrapped at words, never cropped
+        console,
+        [
+            *(
+                (f"{comparison.run} against {comparison.baseline}: {comparison.reward.verdict}", len(comparison.run))
+                for comparison in document.comparisons
+            ),
+            *((line, 0) for line in across_seeds_lines(document.comparisons)),
+        ],
+    )
     console.print(f"wrote {published.summary_path}")
     for path in published.figures:
         console.print(f"wrote {str(path)}")

@@ -41,11 +41,12 @@ def print_table(
 
     from harness.cli.messages import output_width, outside_renderable
 
-    rows = [[outside_renderable(cell) for cell in row] for row in rows]
     width = output_width(console.is_terminal, console.width)
-    plain = [[_plain(cell) for cell in row] for row in rows]
+    plain = [[_plain(cell) for cell in row] for row in rows]  # escaped by _plain, as outside_renderable would
     # On a terminal the cells are shown as they are (a name's leading or doubled spaces kept), so they are
-    # measured so; piped, the plain text printed is what is measured.
+    # measured so; piped, the plain text printed is what is measured (and no rich Text is needed).
+    if console.is_terminal:
+        rows = [[outside_renderable(cell) for cell in row] for row in rows]
     measured = [[_one_line(cell) for cell in row] for row in rows] if console.is_terminal else plain
     for dropped in [0, *sorted({c.drop for c in columns if c.drop})]:
         kept = [i for i, column in enumerate(columns) if not column.drop or column.drop > dropped]
@@ -123,6 +124,7 @@ def _print_plain(
     import textwrap
 
     from rich.cells import cell_len
+    from rich.text import Text
 
     from harness.cli.messages import shown
 
@@ -154,13 +156,13 @@ def _print_plain(
             out.append((" " * GAP).join(padded).rstrip())
         return out
 
-    if title:
-        console.out(shown(title), highlight=False)
-    for line in lines([column.header for column in columns]):
-        console.out(line, highlight=False)
+    printed = [shown(title)] if title else []
+    printed += lines([column.header for column in columns])
     for row in rows:
-        for line in lines(row):
-            console.out(line, highlight=False)
+        printed += lines(row)
+    # One call (rich costs about as much a call as a line), a line per object (a line break in a text is escaped),
+    # each a Text: the lines are escaped already, and any console must print them as written, never as markup.
+    console.print(*(Text(line) for line in printed), sep="\n", no_wrap=True, overflow="ignore", crop=False)
 
 
 def _one_line(cell: Any) -> str:

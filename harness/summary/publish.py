@@ -98,7 +98,7 @@ def summarize_to_files(
         directory = default_summary_path(capture_dir).parent
         writing(directory, lambda: prepare_directory(directory, capture_dir))
     out = Path(out) if out is not None else default_summary_path(capture_dir)
-    path = writing(out, lambda: write_summary(summary.document, out, summary.encoded_rows))
+    path = writing(out, lambda: write_summary(summary.document, out, summary.encoded_runs))
     published = Published(summary.document, path, warnings=summary.warnings)
     if figures:
         from harness.summary.figures import render_figures

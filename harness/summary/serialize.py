@@ -39,11 +39,11 @@ _RUN_LEVEL = 2  # document > runs > <run>
 _STEPS_PLACEHOLDER = b'\n  "steps": []'  # a run's own `steps` key, as orjson indents the run alone
 
 
-def dumps_summary(document: SummaryDocument, encoded_rows: Optional[Mapping[str, bytes]] = None) -> bytes:
+def dumps_summary(document: SummaryDocument, encoded_runs: Optional[Mapping[str, bytes]] = None) -> bytes:
     """The document as JSON (UTF-8): indented, one step row per line, strict.
 
-    `encoded_rows`: runs whose rows `encode_rows` has already encoded (where
-    they were computed, in parallel), by run name; the others are encoded here.
+    `encoded_runs`: runs that `encode_run` has already encoded (where they
+    were computed, in parallel), by run name; the others are encoded here.
     """
     out: list[bytes] = [b"{\n"]  # a few pieces a run, joined once at the end
     names = _field_names(type(document))
@@ -51,7 +51,7 @@ def dumps_summary(document: SummaryDocument, encoded_rows: Optional[Mapping[str,
         out.append(_INDENT + orjson.dumps(name) + b": ")
         value = getattr(document, name)
         if name == "runs":
-            _write_runs(value, out, encoded_rows or {})
+            _write_runs(value, out, encoded_runs or {})
         else:
             out.append(_indented(strict_plain(value, name), 1))
         out.append(b",\n" if i < len(names) - 1 else b"\n")
@@ -65,7 +65,7 @@ def encode_rows(table: StepTable) -> bytes:
     return _rows_one_per_line(table.rows(), _INDENT * (ROWS_LEVEL + 1))
 
 
-def _write_runs(runs: Mapping[str, RunSummary], out: list[bytes], encoded_rows: Mapping[str, bytes]) -> None:
+def _write_runs(runs: Mapping[str, RunSummary], out: list[bytes], encoded_runs: Mapping[str, bytes]) -> None:
     if not runs:
         out.append(b"{}")
         return
@@ -73,7 +73,8 @@ def _write_runs(runs: Mapping[str, RunSummary], out: list[bytes], encoded_rows: 
     last = len(runs) - 1
     for i, (name, run) in enumerate(runs.items()):
         out.append(_INDENT * _RUN_LEVEL + orjson.dumps(str(name)) + b": ")
-        _write_run(run, encoded_rows.get(name), f"runs.{name}", out)
+        encoded = encoded_runs.get(name)
+        out.append(encoded if encoded is not None else encode_run(run, str(name)))
         out.append(b",\n" if i < last else b"\n")
     out.append(_INDENT + b"}")
 
@@ -81,22 +82,22 @@ def _write_runs(runs: Mapping[str, RunSummary], out: list[bytes], encoded_rows: 
 _MARKER = _STEPS_PLACEHOLDER.replace(b"\n", b"\n" + _INDENT * _RUN_LEVEL)
 
 
-def _write_run(run: RunSummary, rows: Optional[bytes], where: str, out: list[bytes]) -> None:
-    """One run's object: its facts indented by orjson, its rows one per line where `steps` stands."""
+def encode_run(run: RunSummary, name: str) -> bytes:
+    """One run's object as `dumps_summary` writes it under `runs`: its facts indented by orjson, its rows one per
+    line where `steps` stands; ValueError (naming where) for a number that is not finite."""
+    where = f"runs.{name}"
     plain = {
         # `steps` is a marker the rows replace: the run's only key at its own top level called so
-        name: strict_plain(getattr(run, name), f"{where}.{name}") if name != "steps" else []
-        for name in _field_names(RunSummary)
+        field_name: strict_plain(getattr(run, field_name), f"{where}.{field_name}") if field_name != "steps" else []
+        for field_name in _field_names(RunSummary)
     }
     encoded = _indented(plain, _RUN_LEVEL)
     if not len(run.steps):
-        out.append(encoded)
-        return
-    if rows is None:
-        rows = encode_rows(run.steps)
+        return encoded
+    rows = encode_rows(run.steps)
     cut = encoded.index(_MARKER) + len(_MARKER) - 2  # before the marker's `[]`
     inner, pad = _INDENT * (ROWS_LEVEL + 1), _INDENT * ROWS_LEVEL
-    out += [encoded[:cut], b"[\n", inner, rows, b"\n", pad, b"]", encoded[cut + 2 :]]
+    return b"".join([encoded[:cut], b"[\n", inner, rows, b"\n", pad, b"]", encoded[cut + 2 :]])
 
 
 def _indented(value: object, level: int) -> bytes:
@@ -220,12 +221,12 @@ def _check_finite(table: StepTable) -> None:
 _NOT_FINITE = "not strict JSON: a step row's {key} is not a finite number (the summary nulls such values, with a note)"
 
 
-def write_summary(document: SummaryDocument, out: Path, encoded_rows: Optional[Mapping[str, bytes]] = None) -> Path:
+def write_summary(document: SummaryDocument, out: Path, encoded_runs: Optional[Mapping[str, bytes]] = None) -> Path:
     """Write the document atomically (temporary file, then rename); returns the path."""
     from harness.capture.files import write_bytes_atomic
 
     out = Path(out)
-    write_bytes_atomic(out, dumps_summary(document, encoded_rows))
+    write_bytes_atomic(out, dumps_summary(document, encoded_runs))
     return out
 
 
