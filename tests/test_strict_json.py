@@ -101,3 +101,11 @@ def test_a_summary_value_that_overflows_is_null_and_noted(tmp_path: Path) -> Non
     assert doc["steps"][0]["rollout_time_adjusted_s"] == 60.0  # the good step keeps its numbers
     assert doc["steps"][1]["rollout_time_adjusted_s"] is None
     assert any("rollout_time_adjusted_s" in note and "step 1" in note and "inf" in note for note in doc["notes"])
+
+
+def test_a_non_finite_arg_in_a_manifest_s_experiment_leaves_its_flags_unread() -> None:
+    from harness.summary.run_config import _experiment_flags
+
+    assert _experiment_flags({"miles": {"args": {"lr": float("nan")}}}) == {}
+    assert _experiment_flags({"miles": {"args": {"lr": float("inf")}, "extra_args": "--seed 3"}}) == {}
+    assert _experiment_flags({"miles": {"args": {"lr": 0.5}}}).get("--lr") == ["0.5"]
