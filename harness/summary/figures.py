@@ -187,7 +187,8 @@ def fit_to_width(text: Text) -> Text:
     takes to draw. Here the lines break where wrap=True breaks them (the
     first words too wide for the room between the text and the figure's edge,
     at the SVG's dots), found by halving, so a line of n words is measured
-    about log2(n) times; a wider prefix of words is never narrower.
+    about log2(n) times, and the rest of a paragraph that fits once; a wider
+    prefix of words is never narrower.
     """
     from matplotlib import cbook
     from matplotlib.textpath import text_to_path
@@ -211,8 +212,11 @@ def fit_to_width(text: Text) -> Text:
     for paragraph in text.get_text().split("\n"):
         words = paragraph.split(" ")
         while words:
-            # the first n >= 2 whose first n words are too wide (len + 1: all fit); a line keeps at least one word
-            low, high = 2, len(words) + 1
+            if len(words) == 1 or fits(words):  # the last line of each paragraph, and most titles whole
+                lines.append(" ".join(words))
+                break
+            # the first n >= 2 whose first n words are too wide; a line keeps at least one word
+            low, high = 2, len(words)
             while low < high:
                 middle = (low + high) // 2
                 if fits(words[:middle]):
