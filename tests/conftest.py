@@ -18,7 +18,7 @@ runs and a Ray node's captures) and GPU lock directory, and no HARNESS_*
 setting of the shell that started it, so nothing of the user's, of another
 suite running at the same time, or of an earlier suite that was killed is
 seen. HARNESS_TEST_SLOWDOWN stretches every wait of tests/support and the
-per-test timeout alike. Property tests search as hard as each asks, a fifth of
+per-test timeout alike. Property tests search as hard as each asks, a tenth of
 it with `--hypothesis-profile=fast` (tests/support/properties.py).
 """
 
@@ -43,6 +43,7 @@ pytest_plugins = [
     "support.guard",
     "support.clones",
     "support.experiment_files",
+    "support.commands",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

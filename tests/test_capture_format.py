@@ -190,6 +190,7 @@ def test_jsonl_lines_are_read_under_a_cap_and_bad_ones_named(tmp_path: Path) -> 
     assert "metrics.jsonl line 5: cut short (the writer stopped mid-line): skipped" in capture.notes
 
 
+@pytest.mark.integration  # scripts/check-capture.py in a process of its own
 def test_the_summary_and_check_capture_use_the_one_reader(tmp_path: Path) -> None:
     from harness.capture import reader
     from harness.summary import captures as summary_captures
@@ -208,6 +209,7 @@ def test_the_summary_and_check_capture_use_the_one_reader(tmp_path: Path) -> Non
         assert len(done.stderr.splitlines()) == 1 and str(root / name) in done.stderr
 
 
+@pytest.mark.integration  # scripts/check-capture.py in a process of its own
 def test_check_capture_counts_each_complete_step_once(tmp_path: Path) -> None:
     run = tmp_path / "r"
     run.mkdir()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # each test runs the script in a Python process of its own
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TINY = REPO_ROOT / "tests" / "data" / "captures" / "edge" / "tiny-plain"  # succeeded, 3 of 3 steps complete
 

@@ -21,6 +21,7 @@ from harness.cli.progress import PlainReporter, RichReporter
 from harness.cli.tables import Column, print_table
 from harness.run.context import StopControl
 from harness.run.lifecycle import stop_on_signals
+from support.properties import examples
 
 runner = CliRunner()
 ESC = "\x1b[2J\x1b[31mred"
@@ -107,7 +108,7 @@ def test_the_live_reporter_prints_notes_from_outside_as_written():
     assert "[bold]run[/bold]" in out.getvalue() and "\\x1b[2J" in out.getvalue() and "\x1b[2J" not in out.getvalue()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @example("[[[[[" + "\x1f" * 49)  # one word longer than the width: kept whole, never cut at the edge
 @given(st.text(alphabet=st.sampled_from([*CONTROL, "[", "]", "/", "b", "o", "l", "d", " ", "\\", "é", "x"])))
 def test_any_name_is_shown_as_written_with_its_controls_escaped(name):
@@ -123,7 +124,7 @@ def test_any_name_is_shown_as_written_with_its_controls_escaped(name):
 NAMES = st.lists(st.sampled_from([*CONTROL, "[", "]", "/", "=", "bold", "red", " ", "\\", "é", "x", "-"])).map("".join)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @example([(" \x00", "")], True)  # a name's leading space counts in its column's width
 @given(st.lists(st.tuples(NAMES, NAMES), min_size=1, max_size=4), st.booleans())
 def test_any_names_in_a_table_are_shown_as_written(rows, terminal):

@@ -13,7 +13,6 @@ import random
 import statistics
 
 import pytest
-import scipy.stats
 
 from harness import seedstats
 
@@ -40,6 +39,8 @@ def test_spread_is_the_sample_mean_sd_min_and_max():
 )
 @pytest.mark.filterwarnings("ignore:Precision loss:RuntimeWarning")  # scipy's, on the side whose seeds are alike
 def test_welch_p_is_scipy_s_unequal_variance_t_test(x, y):
+    import scipy.stats  # on use: a second of import the other worker is spared
+
     expected = scipy.stats.ttest_ind(x, y, equal_var=False).pvalue
 
     assert seedstats.welch_p(x, y) == pytest.approx(float(expected), rel=1e-9)
@@ -85,6 +86,8 @@ def test_seeds_needed_is_the_fewest_that_reach_the_power():
 
 
 def test_the_power_is_scipy_s_noncentral_t():
+    import scipy.stats  # on use: a second of import the other worker is spared
+
     n, d = 10, 0.9
     dof, critical = 2 * n - 2, scipy.stats.t.ppf(0.975, 2 * n - 2)
     nc = d * math.sqrt(n / 2)

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
 
 
+@pytest.mark.integration  # `python -m harness sim` in a process of its own
 def test_harness_sim_refuses_a_billion_by_a_billion_in_one_line():
     started = time.monotonic()
     done = subprocess.run(

@@ -8,12 +8,19 @@ encoder call refuses what slipped through rather than writing it.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*(ROOT / "harness").rglob("*.py"), *(ROOT / "scripts").glob("*.py"), ROOT / "summarize_miles.py"])
+
+
+@functools.cache
+def calls_in(path: Path) -> tuple[ast.Call, ...]:
+    """The module's JSON encoder calls, parsed once for both tests."""
+    return tuple(json_encoder_calls(ast.parse(path.read_text(), str(path))))
 
 
 def json_encoder_calls(tree: ast.AST) -> list[ast.Call]:
@@ -31,7 +38,7 @@ def json_encoder_calls(tree: ast.AST) -> list[ast.Call]:
 def test_every_json_encoder_call_refuses_non_finite_numbers() -> None:
     loose = []
     for path in SOURCES:
-        for call in json_encoder_calls(ast.parse(path.read_text(), str(path))):
+        for call in calls_in(path):
             if call.func.value.id == "orjson":
                 continue  # orjson never writes NaN (it writes null)
             strict = any(
@@ -44,7 +51,7 @@ def test_every_json_encoder_call_refuses_non_finite_numbers() -> None:
 
 
 def test_the_scan_finds_the_calls() -> None:
-    calls = [call for path in SOURCES for call in json_encoder_calls(ast.parse(path.read_text()))]
+    calls = [call for path in SOURCES for call in calls_in(path)]
     assert len(calls) >= 10
 
 
@@ -94,3 +101,11 @@ def test_a_summary_value_that_overflows_is_null_and_noted(tmp_path: Path) -> Non
     assert doc["steps"][0]["rollout_time_adjusted_s"] == 60.0  # the good step keeps its numbers
     assert doc["steps"][1]["rollout_time_adjusted_s"] is None
     assert any("rollout_time_adjusted_s" in note and "step 1" in note and "inf" in note for note in doc["notes"])
+
+
+def test_a_non_finite_arg_in_a_manifest_s_experiment_leaves_its_flags_unread() -> None:
+    from harness.summary.run_config import _experiment_flags
+
+    assert _experiment_flags({"miles": {"args": {"lr": float("nan")}}}) == {}
+    assert _experiment_flags({"miles": {"args": {"lr": float("inf")}, "extra_args": "--seed 3"}}) == {}
+    assert _experiment_flags({"miles": {"args": {"lr": 0.5}}}).get("--lr") == ["0.5"]

@@ -6,7 +6,6 @@ import math
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -25,7 +24,14 @@ def edge_captures(tmp_path: Path) -> Path:
     return target
 
 
+def pandas():  # imported on use: half a second of import the other worker is spared
+    import pandas
+
+    return pandas
+
+
 def same(a: object, b: object) -> bool:
+    pd = pandas()
     missing = lambda v: v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA  # noqa: E731
     if missing(a) or missing(b):
         return missing(a) and missing(b)
@@ -41,13 +47,13 @@ def expected_rows(capture_dir: Path) -> list[dict]:
     ]
 
 
-@pytest.mark.parametrize("fmt, read", [("parquet", pd.read_parquet), ("csv", pd.read_csv)])
+@pytest.mark.parametrize("fmt, read", [("parquet", "read_parquet"), ("csv", "read_csv")])
 def test_export_writes_one_tidy_table_that_pandas_reads_back(edge_captures, fmt, read):
     result = runner.invoke(app, ["export", "--capture-dir", str(edge_captures), "--format", fmt])
     assert result.exit_code == 0, result.output
     path = edge_captures / "summary" / f"steps.{fmt}"
     assert f"wrote {path}" in result.output
-    table = read(path)
+    table = getattr(pandas(), read)(path)
     assert list(table.columns) == ["run", "experiment", "seed", "simulated", *ROW_KEYS]
     rows = expected_rows(edge_captures)
     assert len(table) == len(rows) == 8
@@ -58,7 +64,7 @@ def test_export_writes_one_tidy_table_that_pandas_reads_back(edge_captures, fmt,
 def test_parquet_keeps_the_types(edge_captures):
     path = edge_captures / "steps.parquet"
     assert runner.invoke(app, ["export", "--capture-dir", str(edge_captures), "--out", str(path)]).exit_code == 0
-    table = pd.read_parquet(path, dtype_backend="numpy_nullable")
+    table = pandas().read_parquet(path, dtype_backend="numpy_nullable")
     assert str(table["step"].dtype) == "Int64" and str(table["batches"].dtype) == "Int64"
     assert str(table["reward"].dtype) == "Float64" and str(table["clean"].dtype) == "boolean"
     assert str(table["simulated"].dtype) == "boolean"
@@ -86,7 +92,7 @@ def test_export_from_a_published_summary(edge_captures, tmp_path):
     shutil.rmtree(edge_captures)
     result = runner.invoke(app, ["export", "--summary", str(summary), "--format", "csv"])
     assert result.exit_code == 0, result.output
-    assert len(pd.read_csv(summary.parent / "steps.csv")) == 8
+    assert len(pandas().read_csv(summary.parent / "steps.csv")) == 8
 
 
 def test_without_pyarrow_parquet_says_how_to_get_it_in_one_line(edge_captures, monkeypatch):

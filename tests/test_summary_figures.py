@@ -261,3 +261,43 @@ def test_the_report_says_plainly_when_the_seeds_are_too_few(tmp_path):
     section = text[text.index("## Across seeds") :]
     assert "**Too few seeds to conclude anything** for e2b-dapo-filter against plain (1 and 1 seeds)" in section
     assert "No interval across seeds: e2b-dapo-filter and plain have one seed each" in section
+
+
+LONG = (
+    "Rollout seconds per step with the pause time taken out, for e2b-dapo-filter against plain over 4 complete "
+    "steps; each step marked by the batches of prompts it needed; the baseline's median dashed."
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        LONG,
+        "short",
+        LONG.replace(" ", "  ", 3) + "\n" + LONG.upper(),  # doubled spaces and a line of the author's own
+        "a" * 300 + " " + LONG,  # a word wider than the figure keeps a line of its own
+        "$x^2$ in " + LONG,  # mathtext is measured as mathtext
+    ],
+)
+@pytest.mark.parametrize("x, align, size", [(0.01, "left", 8.5), (0.5, "center", 11.5), (0.9, "right", 9.0)])
+def test_titles_and_captions_break_where_matplotlib_s_wrap_breaks_them(text, x, align, size):
+    import io
+
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    from harness.summary.figures import fit_to_width
+
+    def svg_text(wrap: bool) -> bytes:
+        figure = Figure(figsize=(9.0, 5.6))
+        shown = figure.text(x, 0.5, text, fontsize=size, ha=align, wrap=wrap)
+        if not wrap:
+            fit_to_width(shown)
+        out = io.BytesIO()
+        with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "test"}):
+            figure.savefig(out, format="svg", metadata={"Date": None})
+        return out.getvalue()
+
+    assert svg_text(wrap=False) == svg_text(wrap=True)
+    lines = fit_to_width(Figure(figsize=(9.0, 5.6)).text(x, 0.5, text, fontsize=size, ha=align)).get_text()
+    assert lines.count("\n") > text.count("\n") or text == "short"  # the long ones did break

@@ -16,7 +16,6 @@ import statistics
 from pathlib import Path
 
 import pytest
-import scipy.stats
 
 from harness.summary.document import SummaryDocument
 from harness.summary.serialize import dumps_summary, load_summary, write_summary
@@ -86,6 +85,8 @@ def test_a_condition_s_figures_are_pooled_over_its_seeds(three):
 
 
 def test_the_filter_against_its_baseline_across_seeds(three):
+    import scipy.stats  # on use: a second of import the other worker is spared
+
     x, y = seed_means(FILTER_REWARDS), seed_means(PLAIN_REWARDS)
     (comparison,) = [c for c in three.comparisons if c.run == "e2b-dapo-filter"]
     block = next(b for b in comparison.across_seeds if b.against == "baseline")
@@ -121,6 +122,8 @@ def test_the_filter_against_its_baseline_across_seeds(three):
 
 
 def test_the_filter_against_the_pool_of_its_baselines(three):
+    import scipy.stats  # on use: a second of import the other worker is spared
+
     x = seed_means(FILTER_REWARDS)
     y = seed_means(PLAIN_REWARDS) + seed_means(PLAIN48_REWARDS)
     (comparison,) = [c for c in three.comparisons if c.run == "e2b-dapo-filter"]

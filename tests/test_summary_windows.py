@@ -103,7 +103,7 @@ _windows = st.lists(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     steps=st.lists(st.tuples(_rollouts, _times), min_size=0, max_size=8),
     windows=_windows,

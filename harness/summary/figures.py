@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import re
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from harness.summary.sanity import number_text
 if TYPE_CHECKING:  # matplotlib is loaded only when a figure is drawn
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.text import Text
 
 STEP_LABEL = "step (Miles rollout id)"
 ROLLOUT_LABEL = "rollout time, pause time taken out (s)"
@@ -174,14 +176,67 @@ def _rewards(run_doc: Optional[RunSummary], *, complete: bool = True) -> tuple[l
     return run_doc.steps.pick(run_doc.steps.reward, complete=complete)
 
 
+SVG_DPI = 72  # matplotlib writes an SVG at 72 dots per inch: a dot is a point
+
+
+def fit_to_width(text: Text) -> Text:
+    """Break a figure's `text` into the lines matplotlib's `wrap=True` gives it in an SVG, measuring each once.
+
+    `wrap=True` measures a growing line word by word, each measure a text
+    layout, and again at every layout of the figure: most of the time a figure
+    takes to draw. Here the lines break where wrap=True breaks them (the
+    first words too wide for the room between the text and the figure's edge,
+    at the SVG's dots), found by halving, so a line of n words is measured
+    about log2(n) times, and the rest of a paragraph that fits once; a wider
+    prefix of words is never narrower.
+    """
+    from matplotlib import cbook
+    from matplotlib.textpath import text_to_path
+
+    figure = text.get_figure(root=True)
+    if figure is None:  # on no figure: no edge to fit to
+        return text
+    x, _ = text.get_position()  # in figure fractions: a figure's title and caption
+    figure_width = figure.get_figwidth() * SVG_DPI
+    left_room, right_room = figure_width * (1 - x), figure_width * x
+    alignment = text.get_horizontalalignment()
+    room = left_room if alignment == "left" else right_room if alignment == "right" else 2 * min(left_room, right_room)
+    font = text.get_fontproperties()
+
+    def fits(words: list[str]) -> bool:
+        line = " ".join(words)
+        width, _, _ = text_to_path.get_text_width_height_descent(line, font, ismath=cbook.is_math_text(line))
+        return math.ceil(width) <= room
+
+    lines = []
+    for paragraph in text.get_text().split("\n"):
+        words = paragraph.split(" ")
+        while words:
+            if len(words) == 1 or fits(words):  # the last line of each paragraph, and most titles whole
+                lines.append(" ".join(words))
+                break
+            # the first n >= 2 whose first n words are too wide; a line keeps at least one word
+            low, high = 2, len(words)
+            while low < high:
+                middle = (low + high) // 2
+                if fits(words[:middle]):
+                    low = middle + 1
+                else:
+                    high = middle
+            lines.append(" ".join(words[: low - 1]))
+            words = words[low - 1 :]
+    text.set_text("\n".join(lines))
+    return text
+
+
 def _new_figure(title: str, caption: str) -> tuple[Figure, Axes]:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(9.0, 5.6))
     figure.subplots_adjust(left=0.09, right=0.98, top=0.88, bottom=0.2)
     axes = figure.add_subplot()
-    figure.suptitle(title, fontsize=11.5, wrap=True, gid="title")
-    figure.text(0.01, 0.015, caption, fontsize=8.5, wrap=True, va="bottom", gid="caption")
+    fit_to_width(figure.suptitle(title, fontsize=11.5, gid="title"))
+    fit_to_width(figure.text(0.01, 0.015, caption, fontsize=8.5, va="bottom", gid="caption"))
     axes.grid(True, alpha=0.3)
     from matplotlib.ticker import MaxNLocator
 
@@ -461,8 +516,8 @@ def draw_seed_comparison(document: SummaryDocument, block: SeedComparison) -> Fi
     title, caption = seed_comparison_text(document, block)
     figure = Figure(figsize=(9.0, 5.6))
     figure.subplots_adjust(left=0.09, right=0.98, top=0.86, bottom=0.24, wspace=0.35)
-    figure.suptitle(title, fontsize=11.5, wrap=True, gid="title")
-    figure.text(0.01, 0.015, caption, fontsize=8.5, wrap=True, va="bottom", gid="caption")
+    fit_to_width(figure.suptitle(title, fontsize=11.5, gid="title"))
+    fit_to_width(figure.text(0.01, 0.015, caption, fontsize=8.5, va="bottom", gid="caption"))
     dots, difference = figure.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
     values = seed_values(document.runs, document.conditions, block)
     keys = [block.condition, *block.baseline_conditions]

@@ -169,12 +169,14 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
     """The guard's figure of one run (a matplotlib Figure)."""
     from matplotlib.figure import Figure
 
+    from harness.summary.figures import fit_to_width
+
     title, caption = guard_text(run, trace)
     figure = Figure(figsize=(9.0, 5.6))
     figure.subplots_adjust(left=0.09, right=0.98, top=0.88, bottom=0.22)
     axes = figure.add_subplot()
-    figure.suptitle(title, fontsize=11.5, wrap=True, gid="title")
-    figure.text(0.01, 0.015, caption, fontsize=8.0, wrap=True, va="bottom", gid="caption")
+    fit_to_width(figure.suptitle(title, fontsize=11.5, gid="title"))
+    fit_to_width(figure.text(0.01, 0.015, caption, fontsize=8.0, va="bottom", gid="caption"))
     axes.grid(True, alpha=0.3)
     t0 = trace.t0_us or 0
     log = trace.log

@@ -82,9 +82,14 @@ def _experiment_flags(experiment: JSONObject) -> Mapping[str, list[str]]:
         return {}
     args = miles.get("args")
     extra = miles.get("extra_args")
-    key = json.dumps(
-        [args if isinstance(args, Mapping) else {}, extra if isinstance(extra, str) else ""], sort_keys=True
-    )
+    try:
+        key = json.dumps(
+            [args if isinstance(args, Mapping) else {}, extra if isinstance(extra, str) else ""],
+            sort_keys=True,
+            allow_nan=False,
+        )
+    except ValueError:  # a NaN or an infinity among the args (a manifest read back): flags that cannot be read
+        return {}
     return _flags_of_section(key)
 
 

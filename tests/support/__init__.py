@@ -9,6 +9,7 @@
 - fakes: clocks set by hand;
 - clones: a fresh clone of the checkout and `make` in it (fixture `clone`);
 - experiment_files: experiment files written by tests and the one-line error they must give (fixture `exp_dir`);
+- commands: the harness's click command built once a process for every in-process CliRunner call (autouse);
 - summaries: a capture made from a Miles log, summarized;
 - seedcaptures: hand-made captures of several seeds per condition, and the seeds a t-test needs.
 

@@ -1,4 +1,4 @@
-"""How hard the property tests search: the full suite searches as each test asks; the fast tier a fifth of it.
+"""How hard the property tests search: the full suite searches as each test asks; the fast tier a tenth of it.
 
 Two Hypothesis profiles, registered in conftest.py: `full` (the default) and
 `fast` (`make test-fast` passes `--hypothesis-profile=fast`). Neither has a
@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import settings
 
 FULL_EXAMPLES = 100  # Hypothesis's own default
-FAST_EXAMPLES = 20
+FAST_EXAMPLES = 10
 
 settings.register_profile("full", max_examples=FULL_EXAMPLES, deadline=None)
 settings.register_profile("fast", max_examples=FAST_EXAMPLES, deadline=None)
