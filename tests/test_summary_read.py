@@ -256,3 +256,8 @@ def test_bytes_that_are_not_json_fail_as_the_standard_reader_fails(data):
     except ValueError:
         got = ("error", "")
     assert got == expected
+
+
+def test_a_line_with_an_integer_beyond_64_bits_keeps_it_whole():
+    """orjson would read it as a float: the one rule of the reader hands it to the standard reader."""
+    assert loads_line(b'{"a": 123456789012345678901234567890}') == {"a": 123456789012345678901234567890}
