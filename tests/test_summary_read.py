@@ -260,4 +260,15 @@ def test_bytes_that_are_not_json_fail_as_the_standard_reader_fails(data):
 
 def test_a_line_with_an_integer_beyond_64_bits_keeps_it_whole():
     """orjson would read it as a float: the one rule of the reader hands it to the standard reader."""
-    assert loads_line(b'{"a": 123456789012345678901234567890}') == {"a": 123456789012345678901234567890}
+    value = loads_line(b'{"a": 123456789012345678901234567891}')["a"]
+    assert type(value) is int and value == 123456789012345678901234567891
+
+
+def test_a_metrics_file_with_an_integer_beyond_64_bits_keeps_it_whole(tmp_path):
+    """The whole-file path reads what the line-by-line path reads: the integer whole, never orjson's float."""
+    path = tmp_path / "metrics.jsonl"
+    big = 2**70 + 1  # no float is this number
+    row = {"step": 0, "complete": True, "t_rollout_end": None, "t_step_end": None, "metrics": {"n": big}}
+    path.write_text(json.dumps(row) + "\n")
+    [value] = read_metrics_columns(path, []).column("n")
+    assert type(value) is int and value == big

@@ -36,6 +36,12 @@ TAIL_BYTES = 64 << 10  # `last_jsonl`: a guard.jsonl of a week's run is never re
 _LONG_DIGITS = re.compile(rb"\d{19}")  # 19 digits or more: maybe beyond 64 bits
 
 
+def orjson_reads_as_json(data: bytes) -> bool:
+    """Whether orjson reads `data` as the standard reader would, where it reads it at all: it reads an integer beyond
+    64 bits as a float, so text with 19 digits or more in a row goes to the standard reader."""
+    return not _LONG_DIGITS.search(data)
+
+
 class Unreadable(Exception):
     """A capture file that cannot be read; the message is the reason, naming the file."""
 
@@ -104,7 +110,7 @@ def loads_json(data: bytes) -> JSONValue:
     `NaN` and `Infinity` are read (captures written before strict JSON have
     them); the typed records and the summary reject or null them.
     """
-    if not _LONG_DIGITS.search(data):  # orjson reads an integer beyond 64 bits as a float: the standard reader
+    if orjson_reads_as_json(data):
         try:
             parsed: JSONValue = orjson.loads(data)  # about five times faster on a capture's small files
             return parsed

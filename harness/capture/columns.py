@@ -29,7 +29,14 @@ from typing import TYPE_CHECKING, Optional, Sequence, TypeGuard, TypeVar, overlo
 
 import orjson
 
-from harness.capture.bounded import MAX_LINE_BYTES, Unreadable, iter_jsonl, loads_json, read_bounded
+from harness.capture.bounded import (
+    MAX_LINE_BYTES,
+    Unreadable,
+    iter_jsonl,
+    loads_json,
+    orjson_reads_as_json,
+    read_bounded,
+)
 from harness.capture.records import PauseWindow, StepRow
 from harness.mileslog.keys import finite_number
 from harness.times import parse_times_us
@@ -161,7 +168,7 @@ def _read_whole(path: Path) -> Optional[_Lines]:
         return None if data else _Lines([], [], [], [])
     lines = data.split(b"\n")
     lines.pop()  # after the last newline
-    if max(map(len, lines)) > MAX_LINE_BYTES or not min(map(len, lines)):
+    if max(map(len, lines)) > MAX_LINE_BYTES or not min(map(len, lines)) or not orjson_reads_as_json(data):
         return None
     try:
         objects = list(map(orjson.loads, lines))
