@@ -496,7 +496,7 @@ DROP_COLUMNS = ("dropped_groups", "dropped_all_right", "dropped_all_wrong", "dro
             "p-count-1e30",
             2,
             "rollout/dynamic_filter/drop_zero_std_0",
-            "1e+30",
+            "100000...0000 (31 digits)",  # the file's integer, kept whole and shortened for the note
             {"dropped_groups", "dropped_all_wrong", "batches"},
         ),
         (
