@@ -4,7 +4,7 @@ nothing repeated, and a stream that breaks off told from one that ended.
 The decoders are fed the same bytes whole, a byte at a time and in uneven
 pieces; the reader itself talks to a socket that answers with prepared bytes
 (the lowest layer), and, with the `docker` marker, to the real engine, where
-its lines must equal what the SDK reads.
+each stream's lines must equal what the engine sent on it.
 """
 
 from __future__ import annotations
@@ -83,6 +83,40 @@ def test_a_frame_cut_mid_way_is_kept_for_the_next_piece() -> None:
     assert frames.feed(FRAMES[0] + FRAMES[1][:10]) == FRAMES[0][8:]
     assert frames.pending == 10
     assert frames.feed(FRAMES[1][10:]) == FRAMES[1][8:] and frames.pending == 0
+
+
+def test_a_long_line_sent_in_pieces_stays_whole_when_the_other_stream_s_lines_come_between() -> None:
+    # Docker's stdout and stderr copiers run side by side: a stdout line cut into 16 KiB pieces can have
+    # stderr lines between its frames (seen with the real engine); each stream's line is kept whole.
+    long = b"2026-01-01T00:00:00.4Z " + b"y" * 40_000
+    pieces = [long[:16_000], long[16_000:32_000], long[32_000:] + b"\n"]
+    data = (
+        frame(1, pieces[0])
+        + frame(2, b"2026-01-01T00:00:00.5Z err 1\n")
+        + frame(1, pieces[1])
+        + frame(2, b"2026-01-01T00:00:00.6Z err 2\n2026-01-01T00:00:00.7Z err")  # stderr's own line open too
+        + frame(1, pieces[2] + b"2026-01-01T00:00:00.8Z out 2\n")
+        + frame(2, b" 3\n")
+    )
+    for sizes in [(len(data),), (1,), (3, 7, 1, 50)]:
+        frames = DockerFrames()
+        out = b"".join(frames.feed(piece) for piece in cut(data, sizes)) + frames.finish()
+        assert out.split(b"\n") == [
+            b"2026-01-01T00:00:00.5Z err 1",
+            b"2026-01-01T00:00:00.6Z err 2",
+            long,
+            b"2026-01-01T00:00:00.8Z out 2",
+            b"2026-01-01T00:00:00.7Z err 3",
+            b"",
+        ], sizes
+
+
+def test_a_stream_that_ends_inside_a_line_gives_each_stream_s_last_line() -> None:
+    frames = DockerFrames()
+    out = frames.feed(frame(1, b"2026-01-01T00:00:00.1Z out") + frame(2, b"2026-01-01T00:00:00.2Z err"))
+    assert out == b"" and frames.pending == 0
+    assert frames.finish() == b"2026-01-01T00:00:00.1Z out\n2026-01-01T00:00:00.2Z err\n"
+    assert frames.finish() == b""
 
 
 def test_the_request_asks_for_both_streams_with_stamps_from_since() -> None:
@@ -181,7 +215,7 @@ echo last
 
 
 @pytest.mark.docker
-def test_the_engine_s_log_read_by_the_harness_equals_the_sdk_s(busybox_image: str) -> None:
+def test_the_engine_s_log_read_by_the_harness_gives_each_stream_s_lines_whole_and_in_order(busybox_image: str) -> None:
     from harness.engines.docker import DockerRun
     from harness.engines.dockerapi import docker_host
     from support.lab import docker_client
@@ -191,9 +225,21 @@ def test_the_engine_s_log_read_by_the_harness_equals_the_sdk_s(busybox_image: st
     try:
         container.wait()
         ours = list(DockerRun(client, container).logs())
-        assert ours == list(split_lines(client.api.logs(container.id, stream=True, timestamps=True)))  # the SDK's
-        texts = [line.split(" ", 1)[1] for line in ours]  # stdout and stderr as Docker interleaved them
-        assert len(texts) == 602 and [t for t in texts if t.startswith("y")] == ["y" * 40_000]  # cut by Docker, whole
+        # What the engine sent, a stream at a time (the SDK's plain reader joins the frames of both, and Docker
+        # can put stderr's lines between the pieces of the 40,000-character stdout line).
+        url = client.api._url("/containers/{0}/logs", container.id)
+        body = client.api._get(url, params={"stdout": 1, "stderr": 1, "timestamps": 1}).content
+        frames, at = [], 0
+        while at < len(body):  # Docker's frames, read by the test: stream byte, 3 zero bytes, big-endian size
+            size = int.from_bytes(body[at + 4 : at + 8], "big")
+            frames.append((body[at], body[at + 8 : at + 8 + size]))
+            at += 8 + size
+        stdout = list(split_lines(data for stream, data in frames if stream == 1))
+        stderr = list(split_lines(data for stream, data in frames if stream == 2))
+        assert [line for line in ours if " err " not in line] == stdout and len(stdout) == 302
+        assert [line for line in ours if " err " in line] == stderr and len(stderr) == 300
+        texts = [line.split(" ", 1)[1] for line in ours]
+        assert [t for t in texts if t.startswith("y")] == ["y" * 40_000]  # cut by Docker, whole
         with pytest.raises(dockerlogs.LogsRefused) as refused:
             dockerlogs.open_logs(docker_host(), "no-such-container-of-the-tests", None, False)
         assert refused.value.status == 404

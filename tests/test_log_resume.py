@@ -14,9 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from harness.engines.logstream import RESUME_MAX_LINES, LogPosition, stamp_to_ns
+from harness.engines import logstream
+from harness.engines.logstream import RESUME_MAX_LINES, LogPosition, split_bursts, split_lines, stamp_to_ns
 from harness.run.settle import log_position
+from support.properties import examples
 from support.timing import scaled
 
 T = "2026-01-01T00:00:00."
@@ -94,6 +98,77 @@ trap '(j=0; while [ $j -lt 30 ]; do echo "err $j" >&2; j=$((j+1)); done) &
       k=0; while [ $k -lt 30 ]; do echo "out $k"; k=$((k+1)); done; wait; echo last; exit 0' TERM
 echo ready; while true; do sleep 0.05; done
 """
+
+
+# --- a burst at a time (the log pump's path) is the same as a line at a time ---------------------------
+
+LINE_BYTES = st.one_of(
+    st.binary(max_size=40),  # any bytes: broken UTF-8, lone continuation bytes, newlines
+    st.sampled_from([b"\xe2\x82", b"\xf0\x9f\x98", b"\xc3", "é€😀".encode(), b"\n", b"\r\n"]),
+    st.integers(16_000, 40_000).map(lambda n: b"2026-01-01T00:00:00.1Z " + b"y" * n),  # beyond Docker's 16 KiB
+    st.integers(1, 20_000).map(  # a live line Docker cut into stamped 16 KiB pieces
+        lambda n: b"2026-01-01T00:00:00.1Z " + b"y" * 16_384 + b"2026-01-01T00:00:00.2Z " + b"z" * n
+    ),
+)
+
+
+def cut_at(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({min(c, len(data)) for c in cuts})
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)])]
+
+
+def lines_one_by_one(data: bytes) -> list[str]:
+    """The reference: split the bytes on newlines, then decode each line on its own (Docker's partials joined)."""
+    *lines, last = data.split(b"\n")
+    return [logstream._decode(line) for line in lines] + ([logstream._decode(last)] if last else [])
+
+
+@settings(max_examples=examples(300))
+@given(st.lists(LINE_BYTES, max_size=30), st.lists(st.integers(0, 200_000), max_size=12))
+def test_bursts_hold_the_lines_a_line_by_line_decode_gives(pieces: list[bytes], cuts: list[int]) -> None:
+    data = b"".join(pieces)
+    bursts = list(split_bursts(cut_at(data, cuts)))
+    assert [line for burst in bursts for line in burst] == lines_one_by_one(data) == list(split_lines([data]))
+    assert all(bursts)  # never an empty burst
+
+
+STAMPED = st.one_of(
+    st.tuples(st.integers(0, 6_000_000_000), st.sampled_from(["a", "b", "c"])).map(
+        lambda pair: f"{logstream.format_stamp(1_767_225_600_000_000_000 + pair[0])} {pair[1]}"
+    ),
+    st.sampled_from(["no stamp", "2026-13-99T00:00:00Z odd"]),
+)
+
+
+def position_state(position: LogPosition) -> tuple:
+    return position.floor_ns(), position.lines_at_last, position.since()
+
+
+@settings(max_examples=examples(300))
+@given(
+    st.lists(STAMPED, max_size=60),
+    st.lists(st.integers(0, 60), max_size=10),
+    st.lists(STAMPED, max_size=60),
+    st.integers(3, 50),
+)
+def test_a_position_moved_a_burst_at_a_time_is_the_one_moved_a_line_at_a_time(
+    delivered: list[str], cuts: list[int], reopened: list[str], most: int
+) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(logstream, "RESUME_MAX_LINES", most)  # what is forgotten for the count, too
+        points = sorted({min(c, len(delivered)) for c in cuts})
+        groups = [delivered[a:b] for a, b in zip([0, *points], [*points, len(delivered)])]
+        by_burst, by_line = LogPosition(), LogPosition()
+        for group in groups:
+            by_burst.advance_all(group)
+        for line in delivered:
+            by_line.advance(line)
+        assert position_state(by_burst) == position_state(by_line)
+        # Reopened: the same lines not delivered before, in the same order, and the same position after.
+        again = [reopened[a:b] for a, b in zip([0, *points], [*points, len(reopened)])]
+        fresh_bursts = [line for burst in by_burst.new_bursts(again) for line in burst]
+        assert fresh_bursts == list(by_line.new_lines(reopened))
+        assert position_state(by_burst) == position_state(by_line)
 
 
 @pytest.mark.docker

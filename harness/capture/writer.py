@@ -56,9 +56,11 @@ class CaptureWriter:
         append_jsonl(path, row, root=self.capture.root)
         self._send("jsonl", Path(path).name, row)
 
-    def log_line(self, line: str) -> None:
-        """A line the log pump has written to container.log (it writes the bytes itself, for speed)."""
-        self._send("log", self.capture.log_path.name, line)
+    def log_lines(self, lines: list[str]) -> None:
+        """Lines the log pump has written to container.log, in order (it writes the bytes itself, for speed)."""
+        if self.forward is not None:
+            for line in lines:
+                self._send("log", self.capture.log_path.name, line)
 
     def _send(self, kind: str, name: str, payload: object) -> None:
         if self.forward is not None:

@@ -129,6 +129,12 @@ class RemoteHandle:
                 since.advance(line)
             yield line
 
+    def log_bursts(self, since: Any = None, *, follow: bool = False) -> Iterator[list[str]]:
+        """The lines of `logs`, as one group: the node sends them so."""
+        lines = list(self.logs(since, follow=follow))
+        if lines:
+            yield lines
+
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
         return self._pull("wait", timeout)
 

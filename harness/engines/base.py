@@ -73,6 +73,10 @@ class RunHandle(Protocol):
         """Lines `<RFC3339Nano UTC> <text>` not yet delivered at `since` (advanced as they come);
         with `follow`, until the output ends."""
 
+    def log_bursts(self, since: Optional["LogPosition"] = None, *, follow: bool = False) -> Iterator[list[str]]:
+        """The lines of `logs`, in the groups they arrived in (never an empty one): the log pump writes a group
+        to container.log at once."""
+
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
         """The exit code, or None if still running after `timeout` seconds."""
 

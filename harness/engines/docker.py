@@ -38,7 +38,7 @@ from harness.engines.base import (
     RunGone,
 )
 from harness.engines.dockerapi import DockerApi, DockerApiError, docker_host, is_local
-from harness.engines.logstream import LogPosition, split_lines
+from harness.engines.logstream import LogPosition, split_bursts
 from harness.engines.spec import LaunchSpec
 from harness.errors import ExitCode, HarnessError
 from harness.failpoints import failpoint
@@ -442,6 +442,11 @@ class DockerRun:
     def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
         """Every line after `since`, timestamp-prefixed; a broken stream is reopened after the last line,
         losing and repeating nothing; an engine gone longer than ENGINE_PATIENCE_S is EngineUnavailable."""
+        for burst in self.log_bursts(since, follow=follow):
+            yield from burst
+
+    def log_bursts(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[list[str]]:
+        """The lines of `logs`, in the groups that came in one read of the stream."""
         import docker
 
         position = since if since is not None else LogPosition()
@@ -452,9 +457,9 @@ class DockerRun:
                 if state is None:
                     return
                 running = follow and bool(state.get("Running") or state.get("Paused") or state.get("Restarting"))
-                for line in position.new_lines(split_lines(self._open_logs(position.since(), follow=running))):
+                for burst in position.new_bursts(split_bursts(self._open_logs(position.since(), follow=running))):
                     outage.over()
-                    yield line
+                    yield burst
             except docker.errors.NotFound:
                 raise RunGone(_REMOVED) from None
             except docker.errors.APIError as err:

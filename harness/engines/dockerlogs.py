@@ -9,7 +9,9 @@ socket, each read takes whatever has arrived (up to 64 KiB), and a follow
 stream that had little to give waits `FOLLOW_BATCH_S` before the next read,
 so a chatty trainer costs a few wake-ups a second, as the process engine's
 50 ms poll of its log file does. The HTTP framing and Docker's frames are
-decoded by `harness.engines.logstream` (ChunkedBody, DockerFrames).
+decoded by `harness.engines.logstream` (ChunkedBody, DockerFrames), which
+also keeps a line Docker sent in pieces whole when the other stream's lines
+came between them (the SDK's reader joins the two streams' frames as they come).
 
 Only engines this client speaks (a unix socket, plain TCP) are read here;
 `speaks` tells, and the Docker engine uses the SDK's reader otherwise.
@@ -152,6 +154,9 @@ def _payload(sock: socket.socket, headers: dict[str, str], rest: bytes, follow: 
                 yield payload
         if frames.pending:
             raise StreamBroken("the log stream broke off inside a frame")
+        rest = frames.finish()
+        if rest:
+            yield rest
     finally:
         sock.close()
 

@@ -62,21 +62,37 @@ def join_partials(raw: bytes) -> bytes:
     return b"".join(pieces)
 
 
-def split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
-    """Whole lines from a byte stream; if the stream breaks, its partial last line is not yielded (a reopen sends it whole)."""
+def split_bursts(chunks: Iterable[bytes]) -> Iterator[list[str]]:
+    """Whole lines from a byte stream, a list per piece that completes one or more: the lines that arrived
+    together, which the log pump writes at once. If the stream breaks, its partial last line is not yielded
+    (a reopen sends it whole)."""
     pending: list[bytes] = []
     for chunk in chunks:
-        if b"\n" not in chunk:
-            pending.append(chunk)
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            if chunk:  # an empty read is no line
+                pending.append(chunk)
             continue
-        pieces = chunk.split(b"\n")
-        pending.append(pieces[0])
-        yield _decode(b"".join(pending))
-        for piece in pieces[1:-1]:
-            yield _decode(piece)
-        pending = [pieces[-1]] if pieces[-1] else []
+        if pending:
+            pending.append(chunk[:cut])
+            block = b"".join(pending)
+        else:
+            block = chunk[:cut]
+        pending = [chunk[cut + 1 :]] if cut + 1 < len(chunk) else []
+        if len(block) <= PARTIAL_BYTES:
+            # No line here is one Docker cut into pieces; and a newline is never inside a UTF-8 sequence, so
+            # decoding the block and splitting it gives what decoding each line would, in one call.
+            yield block.decode("utf-8", "replace").split("\n")
+        else:
+            yield [_decode(piece) for piece in block.split(b"\n")]
     if pending:  # the stream ended cleanly on output without a final newline
-        yield _decode(b"".join(pending))
+        yield [_decode(b"".join(pending))]
+
+
+def split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """Whole lines from a byte stream, one at a time (split_bursts)."""
+    for burst in split_bursts(chunks):
+        yield from burst
 
 
 class StreamBroken(ConnectionError):
@@ -156,29 +172,54 @@ _frame_size = struct.Struct(">I").unpack_from  # a frame header's last 4 bytes
 
 
 class DockerFrames:
-    """Docker's multiplexed log stream (8-byte headers: stream, 3 zero bytes, big-endian size) to its payload.
+    """Docker's multiplexed log stream (8-byte headers: stream, 3 zero bytes, big-endian size) to its lines.
 
-    Fed the body a burst at a time, `feed` returns the payload of every whole
-    frame in one piece, stdout and stderr in the order Docker sent them (as
-    the SDK's reader does), and keeps a frame cut mid-way for the next feed.
+    Fed the body a burst at a time, `feed` returns the whole lines of every
+    whole frame in one piece, in the order their ends came, and keeps a frame
+    cut mid-way for the next feed. Docker copies stdout and stderr side by
+    side, so a line it sent in pieces (one longer than 16 KiB) can have the
+    other stream's lines between its frames: each stream's unfinished line is
+    held apart until its end comes, so no line is cut by another. `finish`
+    gives the lines a stream that ended cleanly left unfinished.
     """
 
     def __init__(self) -> None:
         self._buffer = bytearray()
+        self._open: dict[int, bytearray] = {}  # stream -> the start of its line whose end has not come
 
     def feed(self, data: bytes) -> bytes:
         buffer = self._buffer
         buffer += data
-        payload: list[bytearray] = []
+        lines: list[bytearray] = []
+        opened = self._open
         at, size = 0, len(buffer)
         while size - at >= 8:
             end = at + 8 + _frame_size(buffer, at + 4)[0]
             if end > size:
                 break
-            payload.append(buffer[at + 8 : end])
+            stream, piece = buffer[at], buffer[at + 8 : end]
             at = end
+            if not piece:
+                continue
+            held = opened.pop(stream, None)
+            if held is not None:
+                held += piece
+                piece = held
+            if piece[-1] == 10:  # ends a line: the common case, taken whole
+                lines.append(piece)
+                continue
+            cut = piece.rfind(b"\n") + 1
+            if cut:
+                lines.append(piece[:cut])
+            opened[stream] = piece[cut:]
         del buffer[:at]
-        return b"".join(payload)
+        return b"".join(lines)
+
+    def finish(self) -> bytes:
+        """The lines each stream left unfinished when the log ended, each ended (empty once given)."""
+        rest = b"".join(held + b"\n" for held in self._open.values())
+        self._open.clear()
+        return rest
 
     @property
     def pending(self) -> int:
@@ -249,36 +290,57 @@ class LogPosition:
 
     def advance(self, line: str) -> None:
         """Record a delivered line."""
-        ns = _stamp_ns_or_none(line)
-        if ns is None:  # no stamp: remembered as of the newest one, so a resend of it is still recognised
-            ns = self._newest
-            if ns is None:
-                return
-        self._recent.append((ns, line))
-        if self._newest is None or ns > self._newest:
-            self._newest = ns
-        while self._recent and (
-            self._recent[0][0] < self._newest - RESUME_WINDOW_NS or len(self._recent) > RESUME_MAX_LINES
-        ):
-            forgotten, _ = self._recent.popleft()
+        self.advance_all((line,))
+
+    def advance_all(self, lines: Iterable[str]) -> None:
+        """Record delivered lines, in order (what is forgotten is forgotten once, after them: the same as one by
+        one, since the newest stamp only grows)."""
+        recent, newest = self._recent, self._newest
+        for line in lines:
+            ns = _stamp_ns_or_none(line)
+            if ns is None:  # no stamp: remembered as of the newest one, so a resend of it is still recognised
+                if newest is None:
+                    continue
+                ns = newest
+            recent.append((ns, line))
+            if newest is None or ns > newest:
+                newest = ns
+        self._newest = newest
+        if newest is None:
+            return
+        oldest = newest - RESUME_WINDOW_NS
+        while recent and (recent[0][0] < oldest or len(recent) > RESUME_MAX_LINES):
+            forgotten, _ = recent.popleft()
             self._floor = forgotten + 1 if self._floor is None else max(self._floor, forgotten + 1)
 
     def new_lines(self, reopened: Iterable[str]) -> Iterator[str]:
         """The lines of a reopened stream not delivered before (advancing the position)."""
+        for burst in self.new_bursts([line] for line in reopened):
+            yield from burst
+
+    def new_bursts(self, reopened: Iterable[list[str]]) -> Iterator[list[str]]:
+        """new_lines a burst at a time: of each burst of a reopened stream, the lines not delivered before
+        (advancing the position by the burst before it is yielded; a burst with none is not yielded)."""
         floor = self.floor_ns()
         replay: Counter[str] = Counter(self.lines_at_last)
         left = sum(replay.values())
-        for line in reopened:
+        for burst in reopened:
             if left:
-                ns = _stamp_ns_or_none(line)
-                if ns is not None and floor is not None and ns < floor:
-                    continue
-                if replay[line] > 0:
-                    replay[line] -= 1
-                    left -= 1
-                    continue
-            self.advance(line)
-            yield line
+                fresh = []
+                for line in burst:
+                    if left:
+                        ns = _stamp_ns_or_none(line)
+                        if ns is not None and floor is not None and ns < floor:
+                            continue
+                        if replay[line] > 0:
+                            replay[line] -= 1
+                            left -= 1
+                            continue
+                    fresh.append(line)
+                burst = fresh
+            if burst:
+                self.advance_all(burst)
+                yield burst
 
 
 def _stamp_ns_or_none(line: str) -> Optional[int]:

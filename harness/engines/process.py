@@ -308,10 +308,15 @@ class SupervisedRun(_ProcessGroup):
 
     def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
         """The lines of output.log after `since`; with `follow`, until the trainer's end is recorded."""
-        position = since if since is not None else LogPosition()
-        yield from position.new_lines(self._tail(follow))
+        for burst in self.log_bursts(since, follow=follow):
+            yield from burst
 
-    def _tail(self, follow: bool) -> Iterator[str]:
+    def log_bursts(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[list[str]]:
+        """The lines of `logs`, in the groups that came in one read of output.log."""
+        position = since if since is not None else LogPosition()
+        yield from position.new_bursts(self._tail(follow))
+
+    def _tail(self, follow: bool) -> Iterator[list[str]]:
         while not self.output_path.exists():
             if not follow or self._finished():
                 return
@@ -322,8 +327,8 @@ class SupervisedRun(_ProcessGroup):
                 chunk = handle.read(1 << 20)
                 if chunk:
                     *lines, pending = (pending + chunk).split(b"\n")
-                    for raw in lines:
-                        yield raw.decode("utf-8", "replace")
+                    if lines:
+                        yield [raw.decode("utf-8", "replace") for raw in lines]
                     continue
                 if not follow:
                     break
@@ -335,7 +340,7 @@ class SupervisedRun(_ProcessGroup):
                     break
                 time.sleep(POLL_S)
             if pending:
-                yield pending.decode("utf-8", "replace")
+                yield [pending.decode("utf-8", "replace")]
 
     @staticmethod
     def _supervisor_alive(started: JSONObject) -> bool:
@@ -428,6 +433,11 @@ class ProcessRun(_ProcessGroup):
         position = since if since is not None else LogPosition()
         yield from position.new_lines(self.log_lines())
 
+    def log_bursts(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[list[str]]:
+        """A line at a time: each is stamped as it is read from the pipe."""
+        for line in self.logs(since, follow=follow):
+            yield [line]
+
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
         try:
             code = self.process.wait(timeout)
@@ -467,6 +477,9 @@ class ForeignProcess(_ProcessGroup):
         return Description(self.id, self.id, state)
 
     def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
+        raise HarnessError(f"process {self.id} was not started by the harness: it has no log here", ExitCode.NOT_FOUND)
+
+    def log_bursts(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[list[str]]:
         raise HarnessError(f"process {self.id} was not started by the harness: it has no log here", ExitCode.NOT_FOUND)
 
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:

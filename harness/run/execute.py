@@ -224,26 +224,30 @@ class LogPump(threading.Thread):
                 os.close(fd)
 
     def _pump(self, fd: int) -> None:
+        # A burst (the lines that came in one read) is written to container.log before any of its lines is parsed,
+        # so every record saved has its lines in the log: one write per burst, not per line.
         good = os.fstat(fd).st_size
         last_sync = time.monotonic()
-        for line in self.handle.logs(follow=True):
+        writer = self.writes.writer
+        for burst in self.handle.log_bursts(follow=True):
             if self.writes.error is not None:
                 return  # writing has stopped: the engine keeps the rest
-            data = line.encode("utf-8", "replace") + b"\n"
+            data = "\n".join(burst).encode("utf-8", "replace") + b"\n"
             try:
-                if os.write(fd, data) != len(data):  # a short write: the disk filled up mid-line
+                if os.write(fd, data) != len(data):  # a short write: the disk filled up mid-burst
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             except OSError as err:
                 os.ftruncate(fd, good)  # never a torn line: the capture ends on the last whole one
                 self.writes.failed(err, self.capture.log_path.name)
                 return
             good += len(data)
-            self.lines += 1
-            self.writes.writer.log_line(line)
-            for record in self.parser.feed(line, self.lines):
-                if not self._save(record):
-                    return
-            failpoint("mid-stream", self.lines)
+            writer.log_lines(burst)
+            for line in burst:
+                self.lines += 1
+                for record in self.parser.feed(line, self.lines):
+                    if not self._save(record):
+                        return
+                failpoint("mid-stream", self.lines)
             if time.monotonic() - last_sync >= LOG_FSYNC_EVERY_S:
                 os.fsync(fd)
                 last_sync = time.monotonic()
