@@ -2,7 +2,7 @@
 
 `HARNESS_FAILPOINT=before-container harness run x` SIGKILLs the harness
 right before it starts the container; `mid-stream:25` after the 25th log
-line. Unset (always, outside the tests) it costs one comparison: the
+line is parsed (container.log holds the rest of its burst). Unset (always, outside the tests) it costs one comparison: the
 variable is read once, at import.
 
 Points, in the order a run passes them: before-capture, before-container,

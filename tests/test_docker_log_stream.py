@@ -17,7 +17,7 @@ from typing import Iterator
 import pytest
 
 from harness.engines import dockerlogs
-from harness.engines.logstream import ChunkedBody, DockerFrames, StreamBroken, split_lines
+from harness.engines.logstream import ChunkedBody, DockerFrames, StreamBroken, split_lines, stamp_to_ns
 
 
 def frame(stream: int, data: bytes) -> bytes:
@@ -117,6 +117,16 @@ def test_a_stream_that_ends_inside_a_line_gives_each_stream_s_last_line() -> Non
     assert out == b"" and frames.pending == 0
     assert frames.finish() == b"2026-01-01T00:00:00.1Z out\n2026-01-01T00:00:00.2Z err\n"
     assert frames.finish() == b""
+
+
+def test_the_oldest_unfinished_line_s_stamp_is_told_until_its_end_comes() -> None:
+    frames = DockerFrames()
+    assert frames.unfinished_since() is None
+    frames.feed(frame(2, b"2026-01-01T00:00:01.5Z " + b"e" * 100) + frame(1, b"2026-01-01T00:00:02Z out"))
+    assert frames.unfinished_since() == stamp_to_ns("2026-01-01T00:00:01.5Z")
+    assert frames.feed(frame(2, b"e end\n")) == b"2026-01-01T00:00:01.5Z " + b"e" * 101 + b" end\n"
+    assert frames.unfinished_since() == stamp_to_ns("2026-01-01T00:00:02Z")
+    assert frames.feed(frame(1, b" 1\n")).endswith(b"out 1\n") and frames.unfinished_since() is None
 
 
 def test_the_request_asks_for_both_streams_with_stamps_from_since() -> None:
@@ -245,6 +255,60 @@ def test_the_engine_s_log_read_by_the_harness_gives_each_stream_s_lines_whole_an
         assert refused.value.status == 404
     finally:
         container.remove(force=True)
+
+
+HELD = r"""
+head -c 20000 /dev/zero | tr '\0' e >&2
+for i in $(seq 1 30); do echo "out $i"; sleep 0.1; done
+echo " end" >&2
+echo last
+"""
+
+
+@pytest.mark.docker
+def test_a_stream_that_breaks_while_a_long_line_is_unfinished_resumes_early_enough_to_give_it_whole(
+    busybox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Docker sends stderr's first 16 KiB at once and the rest with the newline 3 s later; stdout's lines between
+    # move the position past its 2 s window. The break comes then: the reopen must start no later than the
+    # unfinished line, or its first piece is never sent again.
+    from harness.engines import docker as docker_engine
+    from harness.engines.docker import DockerRun
+    from support.lab import docker_client
+
+    original = docker_engine.DockerRun._open_logs
+    opened: list[object] = []
+
+    class Breaking:
+        def __init__(self, body: dockerlogs.LogBody) -> None:
+            self.body = body
+            self.unfinished_since = body.unfinished_since
+
+        def __iter__(self) -> Iterator[bytes]:
+            seen = b""
+            for chunk in self.body:
+                yield chunk
+                seen += chunk
+                if b"out 25\n" in seen:
+                    raise ConnectionResetError("connection reset by peer")
+
+    def breaking(self: DockerRun, since: object, follow: bool) -> object:
+        body = original(self, since, follow)
+        opened.append(since)
+        assert isinstance(body, dockerlogs.LogBody)  # the harness's own reader, which holds a line apart
+        return Breaking(body) if len(opened) == 1 else body
+
+    monkeypatch.setattr(docker_engine.DockerRun, "_open_logs", breaking)
+    client = docker_client()
+    container = client.containers.run(busybox_image, ["sh", "-c", HELD], detach=True)
+    try:
+        texts = [line.split(" ", 1)[1] for line in DockerRun(client, container).logs(follow=True)]
+    finally:
+        container.remove(force=True)
+    assert len(opened) >= 2
+    assert [t for t in texts if t.startswith("e")] == ["e" * 20_000 + " end"]
+    assert [t for t in texts if t.startswith("out ")] == [f"out {i}" for i in range(1, 31)]
+    assert texts.count("last") == 1 and len(texts) == 32  # stdout and stderr are copied apart: in either order
 
 
 @pytest.mark.docker

@@ -100,6 +100,30 @@ echo ready; while true; do sleep 0.05; done
 """
 
 
+def test_a_position_resumes_no_later_than_a_line_the_stream_holds_unfinished() -> None:
+    # A long line began at 0.5 s and is not ended; 3 s of other lines came since (beyond the 2 s window).
+    later = [f"2026-01-01T00:00:{s:02d}.000000000Z out {s}" for s in range(1, 4)]
+    position = LogPosition()
+    held = stamp_to_ns("2026-01-01T00:00:00.5Z")
+    assert [line for burst in position.new_bursts([later], lambda: held) for line in burst] == later
+    assert position.floor_ns() == held and position.lines_at_last == later  # all kept: a reopen repeats none
+    # Reopened at the floor: the held line comes whole, the lines since are not repeated.
+    again = ["2026-01-01T00:00:00.5Z " + "e" * 50, *later, "2026-01-01T00:00:04Z out 4"]
+    assert list(position.new_lines(again)) == [again[0], again[-1]]
+
+
+def test_an_unfinished_line_is_given_up_rather_than_lines_repeated_past_the_count_bound() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(logstream, "RESUME_MAX_LINES", 3)
+        later = [f"2026-01-01T00:00:{s:02d}Z out {s}" for s in range(1, 6)]
+        position = LogPosition()
+        held = stamp_to_ns("2026-01-01T00:00:00.5Z")
+        list(position.new_bursts([later], lambda: held))
+        # Two lines had to be forgotten: resuming before them would send them again.
+        assert position.floor_ns() == stamp_to_ns("2026-01-01T00:00:02Z") + 1
+        assert list(position.new_lines(later)) == []
+
+
 # --- a burst at a time (the log pump's path) is the same as a line at a time ---------------------------
 
 LINE_BYTES = st.one_of(

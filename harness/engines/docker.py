@@ -457,7 +457,9 @@ class DockerRun:
                 if state is None:
                     return
                 running = follow and bool(state.get("Running") or state.get("Paused") or state.get("Restarting"))
-                for burst in position.new_bursts(split_bursts(self._open_logs(position.since(), follow=running))):
+                stream = self._open_logs(position.since(), follow=running)
+                unfinished = getattr(stream, "unfinished_since", None)  # the SDK's reader holds no line apart
+                for burst in position.new_bursts(split_bursts(stream), unfinished):
                     outage.over()
                     yield burst
             except docker.errors.NotFound:

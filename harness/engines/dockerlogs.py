@@ -57,8 +57,8 @@ def logs_path(container_id: str, since: Optional[float], follow: bool) -> str:
     return f"/containers/{quote(container_id, safe='')}/logs?{urlencode(query)}"
 
 
-def open_logs(host: str, container_id: str, since: Optional[float], follow: bool) -> Iterator[bytes]:
-    """The payload of the container's log (lines with their stamps), in pieces of whole frames.
+def open_logs(host: str, container_id: str, since: Optional[float], follow: bool) -> "LogBody":
+    """The payload of the container's log (lines with their stamps), in pieces of whole lines.
 
     The request is made before this returns, so a refused connection or an
     error answer (LogsRefused) is raised here; a stream that breaks off
@@ -74,7 +74,7 @@ def open_logs(host: str, container_id: str, since: Optional[float], follow: bool
     except BaseException:
         sock.close()
         raise
-    return _payload(sock, headers, rest, follow)
+    return LogBody(sock, headers, rest, follow)
 
 
 def _connect(host: str) -> socket.socket:
@@ -145,20 +145,34 @@ def _body(sock: socket.socket, headers: dict[str, str], rest: bytes, follow: boo
         short = len(data) < READ_BYTES
 
 
-def _payload(sock: socket.socket, headers: dict[str, str], rest: bytes, follow: bool) -> Iterator[bytes]:
-    frames = DockerFrames()
-    try:
-        for body in _body(sock, headers, rest, follow):
-            payload = frames.feed(body)
-            if payload:
-                yield payload
-        if frames.pending:
-            raise StreamBroken("the log stream broke off inside a frame")
-        rest = frames.finish()
-        if rest:
-            yield rest
-    finally:
-        sock.close()
+class LogBody:
+    """The lines of a log answer as they arrive (iterate it once), and where a line it holds unfinished began."""
+
+    def __init__(self, sock: socket.socket, headers: dict[str, str], rest: bytes, follow: bool) -> None:
+        self._frames = DockerFrames()
+        self._pieces = self._payload(sock, headers, rest, follow)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._pieces
+
+    def unfinished_since(self) -> Optional[int]:
+        """The stamp (ns) of the oldest line begun and not ended (a reopen must start at or before it)."""
+        return self._frames.unfinished_since()
+
+    def _payload(self, sock: socket.socket, headers: dict[str, str], rest: bytes, follow: bool) -> Iterator[bytes]:
+        frames = self._frames
+        try:
+            for body in _body(sock, headers, rest, follow):
+                payload = frames.feed(body)
+                if payload:
+                    yield payload
+            if frames.pending:
+                raise StreamBroken("the log stream broke off inside a frame")
+            rest = frames.finish()
+            if rest:
+                yield rest
+        finally:
+            sock.close()
 
 
 def _read_all(sock: socket.socket, headers: dict[str, str], rest: bytes) -> bytes:

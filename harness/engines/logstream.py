@@ -14,7 +14,7 @@ import struct
 import time
 from collections import Counter, deque
 from datetime import datetime, timezone
-from typing import Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from harness.times import parse_time_ns
 
@@ -179,8 +179,10 @@ class DockerFrames:
     cut mid-way for the next feed. Docker copies stdout and stderr side by
     side, so a line it sent in pieces (one longer than 16 KiB) can have the
     other stream's lines between its frames: each stream's unfinished line is
-    held apart until its end comes, so no line is cut by another. `finish`
-    gives the lines a stream that ended cleanly left unfinished.
+    held apart until its end comes, so no line is cut by another.
+    `unfinished_since` is the stamp of the oldest line held (a reopened
+    stream must start at or before it), and `finish` gives the lines a stream
+    that ended cleanly left unfinished.
     """
 
     def __init__(self) -> None:
@@ -201,19 +203,35 @@ class DockerFrames:
             at = end
             if not piece:
                 continue
-            held = opened.pop(stream, None)
+            cut = piece.rfind(b"\n") + 1  # only the new piece is searched: a held line costs its length once
+            held = opened.get(stream)
             if held is not None:
-                held += piece
-                piece = held
-            if piece[-1] == 10:  # ends a line: the common case, taken whole
+                if not cut:
+                    held += piece
+                    continue
+                held += piece[:cut]
+                lines.append(held)
+                del opened[stream]
+                piece = piece[cut:]
+                cut = piece.rfind(b"\n") + 1
+                if not piece:
+                    continue
+            if cut == len(piece):  # ends a line: the common case, taken whole
                 lines.append(piece)
                 continue
-            cut = piece.rfind(b"\n") + 1
             if cut:
                 lines.append(piece[:cut])
             opened[stream] = piece[cut:]
         del buffer[:at]
         return b"".join(lines)
+
+    def unfinished_since(self) -> Optional[int]:
+        """The stamp (ns) that begins the oldest line held unfinished (None when none is, or it has no stamp)."""
+        if not self._open:
+            return None
+        stamps = [_stamp_ns_or_none(bytes(held[:40]).decode("ascii", "replace")) for held in self._open.values()]
+        known = [ns for ns in stamps if ns is not None]
+        return min(known) if known else None
 
     def finish(self) -> bytes:
         """The lines each stream left unfinished when the log ended, each ended (empty once given)."""
@@ -253,6 +271,7 @@ class LogPosition:
         self._floor: Optional[int] = None if last_stamp is None else stamp_to_ns(last_stamp)
         self._newest: Optional[int] = self._floor
         self._recent: deque[tuple[int, str]] = deque()
+        self._held: Optional[int] = None  # the stamp of a line the stream has begun and not ended (new_bursts)
         for line in lines_at_last:
             self.advance(line)
 
@@ -265,11 +284,13 @@ class LogPosition:
         return position
 
     def floor_ns(self) -> Optional[int]:
-        """Every delivered line stamped at or after this is remembered; None when nothing was delivered."""
-        if not self._recent:
+        """Every delivered line stamped at or after this is remembered; None when nothing was delivered. Not later
+        than the start of a line still unfinished, unless what was delivered since had to be forgotten."""
+        known = [ns for ns in (min((ns for ns, _ in self._recent), default=None), self._held) if ns is not None]
+        if not known:
             return self._floor
-        oldest = min(ns for ns, _ in self._recent)
-        return oldest if self._floor is None else max(self._floor, oldest)
+        low = min(known)
+        return low if self._floor is None else max(self._floor, low)
 
     @property
     def last_stamp(self) -> Optional[str]:
@@ -309,6 +330,8 @@ class LogPosition:
         if newest is None:
             return
         oldest = newest - RESUME_WINDOW_NS
+        if self._held is not None:  # what came since an unfinished line began is kept (to the count's bound)
+            oldest = min(oldest, self._held)
         while recent and (recent[0][0] < oldest or len(recent) > RESUME_MAX_LINES):
             forgotten, _ = recent.popleft()
             self._floor = forgotten + 1 if self._floor is None else max(self._floor, forgotten + 1)
@@ -318,9 +341,17 @@ class LogPosition:
         for burst in self.new_bursts([line] for line in reopened):
             yield from burst
 
-    def new_bursts(self, reopened: Iterable[list[str]]) -> Iterator[list[str]]:
+    def new_bursts(
+        self, reopened: Iterable[list[str]], unfinished: Optional[Callable[[], Optional[int]]] = None
+    ) -> Iterator[list[str]]:
         """new_lines a burst at a time: of each burst of a reopened stream, the lines not delivered before
-        (advancing the position by the burst before it is yielded; a burst with none is not yielded)."""
+        (advancing the position by the burst before it is yielded; a burst with none is not yielded).
+
+        `unfinished`: the stamp of the oldest line the stream has begun and
+        not ended (DockerFrames.unfinished_since), asked at each burst: the
+        position then resumes no later than it, so a break while a long line
+        is held loses none of its pieces.
+        """
         floor = self.floor_ns()
         replay: Counter[str] = Counter(self.lines_at_last)
         left = sum(replay.values())
@@ -338,6 +369,8 @@ class LogPosition:
                             continue
                     fresh.append(line)
                 burst = fresh
+            if unfinished is not None:
+                self._held = unfinished()
             if burst:
                 self.advance_all(burst)
                 yield burst
