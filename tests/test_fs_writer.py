@@ -7,6 +7,7 @@ lock files, and the commands' `--out` (summary, export, report).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -212,3 +213,43 @@ def test_the_default_summary_directory_may_not_lead_out_of_the_capture_root(tmp_
     assert result.exit_code == 2, result.output
     assert "leads out of" in result.output
     assert list(elsewhere.iterdir()) == []
+
+
+# --- short writes -----------------------------------------------------------------------------------------
+
+
+def test_a_short_write_is_followed_by_one_for_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.fs import files
+
+    real_write = os.write
+    calls: list[int] = []
+
+    def three_bytes_at_a_time(fd: int, data: bytes) -> int:  # as a write beyond what Linux takes at once
+        calls.append(len(data))
+        return real_write(fd, bytes(data[:3]))
+
+    target = tmp_path / "log.txt"
+    monkeypatch.setattr(files.os, "write", three_bytes_at_a_time)
+    files.append_line(target, "a whole line")
+    monkeypatch.undo()
+    assert target.read_text() == "a whole line\n" and len(calls) == 5
+
+
+def test_a_write_that_makes_no_progress_is_a_full_disk_and_the_line_is_cut_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.fs import files
+
+    target = tmp_path / "log.txt"
+    target.write_text("kept\n")
+    real_write = os.write
+    writes = iter([4, 0])  # four bytes, then nothing: the disk filled up mid-line
+
+    def filling(fd: int, data: bytes) -> int:
+        return real_write(fd, bytes(data[: next(writes)]))
+
+    monkeypatch.setattr(files.os, "write", filling)
+    with pytest.raises(OSError) as full:
+        files.append_line(target, "a line too long for the disk")
+    monkeypatch.undo()
+    assert full.value.errno == errno.ENOSPC and target.read_text() == "kept\n"

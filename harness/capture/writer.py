@@ -19,7 +19,6 @@ holds a line the host's copy lacks.
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 from typing import Callable, Optional
@@ -27,6 +26,7 @@ from typing import Callable, Optional
 from harness.capture.files import append_jsonl, open_append, write_json_atomic
 from harness.capture.layout import Capture
 from harness.capture.records import RunStatus
+from harness.fs.files import write_whole
 
 # (kind, file name, payload): a payload is whatever the kind's file takes, checked by `EventSink.apply`
 # (it may have come over the network).
@@ -96,9 +96,7 @@ class EventSink:
         elif kind == "log" and isinstance(payload, str):
             if self._log_fd is None:
                 self._log_fd = open_append(self.capture.log_path, root=self.capture.root)
-            data = payload.encode("utf-8", "replace") + b"\n"
-            if os.write(self._log_fd, data) != len(data):
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.capture.log_path))
+            write_whole(self._log_fd, payload.encode("utf-8", "replace") + b"\n")
             self.lines += 1
         else:
             raise ValueError(f"not a capture event: {kind!r} for {name!r}")

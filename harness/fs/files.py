@@ -192,21 +192,31 @@ def append_jsonl(path: PathLike, record: object, *, root: Optional[PathLike] = N
 
 
 def append_line(path: PathLike, text: str, *, root: Optional[PathLike] = None) -> None:
-    """Append `text` and a newline as one write, fsynced; never leaves part of the line behind."""
+    """Append `text` and a newline, fsynced; never leaves part of the line behind."""
     data = text.encode("utf-8") + b"\n"
     fd = open_append(path, root=root)
     try:
         before = os.fstat(fd).st_size
         try:
-            written = os.write(fd, data)
-            if written != len(data):  # a short write: the disk filled up mid-line
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+            write_whole(fd, data)
             os.fsync(fd)
         except OSError:
             _truncate_quietly(fd, before)
             raise
     finally:
         os.close(fd)
+
+
+def write_whole(fd: int, data: bytes) -> None:
+    """Write all of `data`: a short write is followed by another for the rest (Linux writes at most about
+    2 GiB at once), and one that writes nothing is a full disk (ENOSPC). The caller cuts back what a failure
+    left."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
 
 
 def _truncate_quietly(fd: int, size: int) -> None:

@@ -25,7 +25,6 @@ Two things may fail under a running trainer, and neither loses data:
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import threading
@@ -49,7 +48,7 @@ from harness.engines import Engine, EngineUnavailable, RunGone, RunHandle
 from harness.engines.spec import LABEL_PREFIX, LaunchSpec
 from harness.errors import HarnessError
 from harness.failpoints import failpoint
-from harness.fs.files import open_append
+from harness.fs.files import open_append, write_whole
 from harness.jsontypes import JSONObject
 from harness.run.context import Reporter, RunContext, StopControl
 from harness.run.plan import Planned, attempt_container_name, redact_manifest
@@ -234,8 +233,7 @@ class LogPump(threading.Thread):
                 return  # writing has stopped: the engine keeps the rest
             data = "\n".join(burst).encode("utf-8", "replace") + b"\n"
             try:
-                if os.write(fd, data) != len(data):  # a short write: the disk filled up mid-burst
-                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                write_whole(fd, data)
             except OSError as err:
                 os.ftruncate(fd, good)  # never a torn line: the capture ends on the last whole one
                 self.writes.failed(err, self.capture.log_path.name)

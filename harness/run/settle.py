@@ -63,7 +63,7 @@ from harness.engines import CREATED, EXITED, GONE, PAUSED, Description, Engine, 
 from harness.engines.logstream import LogPosition
 from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
 from harness.errors import ExitCode, HarnessError
-from harness.fs.files import open_append
+from harness.fs.files import open_append, write_whole
 from harness.fs.paths import not_regular
 from harness.jsontypes import JSONObject
 from harness.run.context import DEFAULT_GRACE_S
@@ -608,7 +608,7 @@ def save_remaining_logs(handle: RunHandle, capture: Capture) -> int:
     fd = open_append(capture.log_path, root=capture.root)
     try:
         for line in handle.logs(position, follow=False):
-            os.write(fd, line.encode("utf-8", "replace") + b"\n")
+            write_whole(fd, line.encode("utf-8", "replace") + b"\n")
             added += 1
         os.fsync(fd)
     finally:
