@@ -2,8 +2,9 @@
 
 `HARNESS_FAILPOINT=before-container harness run x` SIGKILLs the harness
 right before it starts the container; `mid-stream:25` after the 25th log
-line is parsed (container.log holds the rest of its burst). Unset (always, outside the tests) it costs one comparison: the
-variable is read once, at import.
+line is parsed (container.log holds the rest of its burst). Unset (always,
+outside the tests) it costs one comparison: the variable is read once, at
+import.
 
 Points, in the order a run passes them: before-capture, before-container,
 after-create (inside the engine: created, not started), after-start,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from itertools import chain
 from typing import (
     TYPE_CHECKING,
     Callable,
@@ -442,8 +443,7 @@ class DockerRun:
     def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
         """Every line after `since`, timestamp-prefixed; a broken stream is reopened after the last line,
         losing and repeating nothing; an engine gone longer than ENGINE_PATIENCE_S is EngineUnavailable."""
-        for burst in self.log_bursts(since, follow=follow):
-            yield from burst
+        return chain.from_iterable(self.log_bursts(since, follow=follow))
 
     def log_bursts(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[list[str]]:
         """The lines of `logs`, in the groups that came in one read of the stream."""

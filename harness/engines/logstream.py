@@ -14,6 +14,7 @@ import struct
 import time
 from collections import Counter, deque
 from datetime import datetime, timezone
+from itertools import chain
 from typing import Callable, Iterable, Iterator, Optional
 
 from harness.times import parse_time_ns
@@ -91,8 +92,7 @@ def split_bursts(chunks: Iterable[bytes]) -> Iterator[list[str]]:
 
 def split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
     """Whole lines from a byte stream, one at a time (split_bursts)."""
-    for burst in split_bursts(chunks):
-        yield from burst
+    return chain.from_iterable(split_bursts(chunks))
 
 
 class StreamBroken(ConnectionError):
@@ -201,9 +201,9 @@ class DockerFrames:
                 break
             stream, piece = buffer[at], buffer[at + 8 : end]
             at = end
-            if not piece:
-                continue
-            cut = piece.rfind(b"\n") + 1  # only the new piece is searched: a held line costs its length once
+            # Before `cut`: whole lines (the first may end one held); after it, the start of an unfinished one.
+            # Only the new piece is searched, so a held line costs its length once.
+            cut = piece.rfind(b"\n") + 1
             held = opened.get(stream)
             if held is not None:
                 if not cut:
@@ -212,16 +212,10 @@ class DockerFrames:
                 held += piece[:cut]
                 lines.append(held)
                 del opened[stream]
-                piece = piece[cut:]
-                cut = piece.rfind(b"\n") + 1
-                if not piece:
-                    continue
-            if cut == len(piece):  # ends a line: the common case, taken whole
-                lines.append(piece)
-                continue
-            if cut:
-                lines.append(piece[:cut])
-            opened[stream] = piece[cut:]
+            elif cut:
+                lines.append(piece if cut == len(piece) else piece[:cut])
+            if cut < len(piece):
+                opened[stream] = piece[cut:]
         del buffer[:at]
         return b"".join(lines)
 
@@ -338,8 +332,7 @@ class LogPosition:
 
     def new_lines(self, reopened: Iterable[str]) -> Iterator[str]:
         """The lines of a reopened stream not delivered before (advancing the position)."""
-        for burst in self.new_bursts([line] for line in reopened):
-            yield from burst
+        return chain.from_iterable(self.new_bursts([line] for line in reopened))
 
     def new_bursts(
         self, reopened: Iterable[list[str]], unfinished: Optional[Callable[[], Optional[int]]] = None

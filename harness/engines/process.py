@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional, Sequence, Union
 
@@ -308,8 +309,7 @@ class SupervisedRun(_ProcessGroup):
 
     def logs(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[str]:
         """The lines of output.log after `since`; with `follow`, until the trainer's end is recorded."""
-        for burst in self.log_bursts(since, follow=follow):
-            yield from burst
+        return chain.from_iterable(self.log_bursts(since, follow=follow))
 
     def log_bursts(self, since: Optional[LogPosition] = None, *, follow: bool = False) -> Iterator[list[str]]:
         """The lines of `logs`, in the groups that came in one read of output.log."""
