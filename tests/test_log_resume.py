@@ -168,6 +168,27 @@ def position_state(position: LogPosition) -> tuple:
     return position.floor_ns(), position.lines_at_last, position.since()
 
 
+def remembered_line_by_line(lines: list[str], most: int) -> tuple:
+    """The test's own reading of the rule, a line at a time: each line is remembered at its stamp (one without
+    a stamp at the newest so far); after each, the lines older than the window before the newest, or beyond
+    `most`, are forgotten, oldest first. (floor, the lines remembered at or after it.)"""
+    recent: list[tuple[int, str]] = []
+    newest = forgotten = None
+    for line in lines:
+        ns = logstream._stamp_ns_or_none(line)
+        ns = newest if ns is None else ns
+        if ns is None:
+            continue
+        recent.append((ns, line))
+        newest = ns if newest is None else max(newest, ns)
+        while recent and (recent[0][0] < newest - logstream.RESUME_WINDOW_NS or len(recent) > most):
+            gone = recent.pop(0)[0] + 1
+            forgotten = gone if forgotten is None else max(forgotten, gone)
+    low = min((ns for ns, _ in recent), default=None)
+    floor = forgotten if low is None else low if forgotten is None else max(forgotten, low)
+    return floor, [line for ns, line in recent if floor is not None and ns >= floor]
+
+
 @settings(max_examples=examples(300))
 @given(
     st.lists(STAMPED, max_size=60),
@@ -188,6 +209,7 @@ def test_a_position_moved_a_burst_at_a_time_is_the_one_moved_a_line_at_a_time(
         for line in delivered:
             by_line.advance(line)
         assert position_state(by_burst) == position_state(by_line)
+        assert position_state(by_burst)[:2] == remembered_line_by_line(delivered, most)
         # Reopened: the same lines not delivered before, in the same order, and the same position after.
         again = [reopened[a:b] for a, b in zip([0, *points], [*points, len(reopened)])]
         fresh_bursts = [line for burst in by_burst.new_bursts(again) for line in burst]
