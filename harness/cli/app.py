@@ -227,6 +227,10 @@ def stdout() -> "Any":
     from harness.cli.messages import shown as escaped
 
     class StdoutConsole(Console):
+        # A string given to it is shown as written, never read as markup: a caller with many lines already escaped
+        # may hand them over as they are (a rich Text each costs about what printing it does).
+        prints_strings_as_written = True
+
         def print(self, *objects: Any, **options: Any) -> None:  # noqa: A003  (rich's own name)
             if self._plain_print(objects, options):
                 return
@@ -296,13 +300,17 @@ def print_messages(console: "Any", messages: Sequence[tuple[str, int]]) -> None:
 
     if not messages:
         return
-    lines = []
+    width = console.width  # rich reads the environment for it, each time
+    plain = getattr(console, "prints_strings_as_written", False)
+    lines: list[Any] = []
     for text, bold in messages:
-        for number, line in enumerate(message_lines("", text, console.width)):
-            shown = Text(line)
+        for number, line in enumerate(message_lines("", text, width)):
             if number == 0 and bold:
+                shown = Text(line)
                 shown.stylize("bold", 0, bold)
-            lines.append(shown)
+                lines.append(shown)
+            else:
+                lines.append(line if plain else Text(line))
     # A line per object, never one text with line breaks in it: those are escaped as any control character is.
     console.print(*lines, sep="\n", soft_wrap=True)  # fitted already: rich would crop a line it did not wrap
 

@@ -15,6 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Sequence
 
+from rich.cells import cell_len
+from rich.text import Text
+
+from harness.cli.messages import shown
+
 GAP = 2  # columns apart, in a terminal and piped
 
 
@@ -37,8 +42,6 @@ def print_table(
     control characters escaped (harness.cli.messages): a string is never read
     as markup (a run named `[bold red]x` is that name); style is a Text's.
     """
-    from rich.text import Text
-
     from harness.cli.messages import output_width, outside_renderable
 
     width = output_width(console.is_terminal, console.width)
@@ -67,12 +70,10 @@ def print_table(
 
 def _fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> Optional[list[int]]:
     """Column widths that fit `width` with every word whole, or None when they cannot."""
-    from rich.cells import cell_len
-
     cells = [[column.header, *(row[i] for row in rows)] for i, column in enumerate(columns)]
-    widest = [max(cell_len(text) for text in texts) for texts in cells]
+    widest = [max(_cells(text) for text in texts) for texts in cells]
     narrowest = [
-        max(cell_len(word) for text in texts for word in text.split() or [""]) if column.wrap else w
+        max(_cells(word) for text in texts for word in text.split() or [""]) if column.wrap else w
         for column, texts, w in zip(columns, cells, widest)
     ]
     room = width - GAP * (len(columns) - 1)
@@ -123,22 +124,16 @@ def _print_plain(
     """Plain text; with `fitted` widths, a wrapping column's cell goes on over the row's next lines."""
     import textwrap
 
-    from rich.cells import cell_len
-    from rich.text import Text
-
-    from harness.cli.messages import shown
-
     widths = (
         list(fitted)
         if fitted is not None
         else [
-            max(cell_len(text) for text in [column.header, *(row[i] for row in rows)])
-            for i, column in enumerate(columns)
+            max(_cells(text) for text in [column.header, *(row[i] for row in rows)]) for i, column in enumerate(columns)
         ]
     )
 
     def pieces(column: Column, text: str, width: int) -> list[str]:
-        if fitted is None or not column.wrap or cell_len(text) <= width:
+        if fitted is None or not column.wrap or _cells(text) <= width:
             return [text]
         return textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or [""]
 
@@ -148,9 +143,7 @@ def _print_plain(
         for depth in range(max(len(parts) for parts in wrapped)):
             texts = [parts[depth] if depth < len(parts) else "" for parts in wrapped]
             padded = [
-                text + " " * (width - cell_len(text))
-                if column.justify == "left"
-                else " " * (width - cell_len(text)) + text
+                text + " " * (width - _cells(text)) if column.justify == "left" else " " * (width - _cells(text)) + text
                 for column, text, width in zip(columns, texts, widths)
             ]
             out.append((" " * GAP).join(padded).rstrip())
@@ -161,21 +154,29 @@ def _print_plain(
     for row in rows:
         printed += lines(row)
     # One call (rich costs about as much a call as a line), a line per object (a line break in a text is escaped),
-    # each a Text: the lines are escaped already, and any console must print them as written, never as markup.
-    console.print(*(Text(line) for line in printed), sep="\n", no_wrap=True, overflow="ignore", crop=False)
+    # each a Text unless the console shows strings as written: the lines are escaped already, and any console must
+    # print them as written, never as markup.
+    as_written = getattr(console, "prints_strings_as_written", False)
+    console.print(
+        *(printed if as_written else [Text(line) for line in printed]),
+        sep="\n",
+        no_wrap=True,
+        overflow="ignore",
+        crop=False,
+    )
 
 
 def _one_line(cell: Any) -> str:
     """The text a cell shows on a terminal, its line breaks as spaces and every other space kept."""
-    from rich.text import Text
-
     return (cell.plain if isinstance(cell, Text) else str(cell)).replace("\n", " ")
 
 
 def _plain(cell: Any) -> str:
     """The text a cell shows, on one line."""
-    from rich.text import Text
-
-    from harness.cli.messages import shown
-
     return " ".join(shown(cell.plain if isinstance(cell, Text) else str(cell)).split())
+
+
+def _cells(text: str) -> int:
+    """Columns `text` takes on a terminal: its length where it is printable ASCII (a table of 10,000 runs measures
+    each of its cells; rich's own count costs several times more)."""
+    return len(text) if text.isascii() and text.isprintable() else cell_len(text)
