@@ -35,8 +35,9 @@ Columns (best of --repeat; seconds of wall time unless said):
   and the JSON file included (runs summarized in parallel where large);
   `e2e cpu`: the CPU seconds that process used (all its processes);
   `peak MB`: the most memory its process tree held at once (the sum of the
-  proportional set sizes of the script and its workers, sampled every 10 ms,
-  or the largest resident set one of them reached since its exec, VmHWM,
+  proportional set sizes of the script and its workers, sampled every 10 ms
+  or less often, so that the sampling takes at most about a twentieth of a
+  core from the script it measures, or the largest resident set one of them reached since its exec, VmHWM,
   whichever is more);
 - with --figures, for the largest size: the script with figures, first
   drawing them all, then again with nothing changed (every figure kept).
@@ -56,6 +57,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -262,8 +264,13 @@ def script(root: Path, *extra: str) -> tuple[float, float, float]:
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
             if pid:
                 break
-            peak = max(peak, tree_rss(process.pid), tree_high_water(process.pid))
-            time.sleep(0.01)
+            sampled = time.process_time()
+            members = _tree(process.pid)
+            peak = max(peak, tree_rss(process.pid, members), tree_high_water(process.pid, members))
+            # The sampler shares the cores it measures: a sample (a walk of /proc and each member's page tables)
+            # costs milliseconds, so it sleeps SAMPLER_SHARE times that (at least 10 ms) to take at most about
+            # 1/SAMPLER_SHARE of a core from the script. A member's own high water (VmHWM) misses nothing between.
+            time.sleep(max(0.01, SAMPLER_SHARE * (time.process_time() - sampled)))
         wall = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
         if process.returncode:
@@ -274,7 +281,10 @@ def script(root: Path, *extra: str) -> tuple[float, float, float]:
     return wall, usage.ru_utime + usage.ru_stime, peak / 1e6
 
 
-def tree_rss(pid: int) -> int:
+SAMPLER_SHARE = 20
+
+
+def tree_rss(pid: int, members: Optional[list[int]] = None) -> int:
     """Memory of a process and its descendants now: the sum of their proportional set sizes (Linux /proc).
 
     Forked workers share the parent's pages until they write them; PSS counts
@@ -282,7 +292,7 @@ def tree_rss(pid: int) -> int:
     sets would count it once per process. Resident sets where the kernel
     gives no PSS; 0 without /proc.
     """
-    return sum(_memory(member) for member in _tree(pid))
+    return sum(_memory(member) for member in (_tree(pid) if members is None else members))
 
 
 def _tree(pid: int) -> list[int]:
@@ -309,10 +319,10 @@ def _tree(pid: int) -> list[int]:
     return members
 
 
-def tree_high_water(pid: int) -> int:
+def tree_high_water(pid: int, members: Optional[list[int]] = None) -> int:
     """The largest resident set any process of the tree has reached since its exec (VmHWM), in bytes."""
     highest = 0
-    for member in _tree(pid):
+    for member in _tree(pid) if members is None else members:
         try:
             with open(f"/proc/{member}/status", "rb") as handle:
                 for line in handle:
