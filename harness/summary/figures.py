@@ -51,6 +51,7 @@ from harness.summary.sanity import number_text
 if TYPE_CHECKING:  # matplotlib is loaded only when a figure is drawn
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.font_manager import FontProperties
     from matplotlib.text import Text
 
 STEP_LABEL = "step (Miles rollout id)"
@@ -190,9 +191,6 @@ def fit_to_width(text: Text) -> Text:
     about log2(n) times, and the rest of a paragraph that fits once; a wider
     prefix of words is never narrower.
     """
-    from matplotlib import cbook
-    from matplotlib.textpath import text_to_path
-
     figure = text.get_figure(root=True)
     if figure is None:  # on no figure: no edge to fit to
         return text
@@ -201,12 +199,10 @@ def fit_to_width(text: Text) -> Text:
     left_room, right_room = figure_width * (1 - x), figure_width * x
     alignment = text.get_horizontalalignment()
     room = left_room if alignment == "left" else right_room if alignment == "right" else 2 * min(left_room, right_room)
-    font = text.get_fontproperties()
+    font = text.get_fontproperties().copy()  # a key of the widths measured: never changed after
 
     def fits(words: list[str]) -> bool:
-        line = " ".join(words)
-        width, _, _ = text_to_path.get_text_width_height_descent(line, font, ismath=cbook.is_math_text(line))
-        return math.ceil(width) <= room
+        return math.ceil(_line_width(" ".join(words), font)) <= room
 
     lines = []
     for paragraph in text.get_text().split("\n"):
@@ -227,6 +223,22 @@ def fit_to_width(text: Text) -> Text:
             words = words[low - 1 :]
     text.set_text("\n".join(lines))
     return text
+
+
+@functools.lru_cache(maxsize=4096)
+def _line_width(line: str, font: FontProperties) -> float:
+    """The width of one line of text in `font` at the SVG's dots, as `wrap=True` measures it.
+
+    Remembered: where TensorBoard's writer is installed, `harness summarize`
+    draws each figure it changed twice (the SVG, then the board's image of
+    it), and a line's width depends on its text and its font's properties
+    alone (the harness never changes matplotlib's font settings).
+    """
+    from matplotlib import cbook
+    from matplotlib.textpath import text_to_path
+
+    width, _, _ = text_to_path.get_text_width_height_descent(line, font, ismath=cbook.is_math_text(line))
+    return float(width)
 
 
 def _new_figure(title: str, caption: str) -> tuple[Figure, Axes]:
