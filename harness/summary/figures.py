@@ -39,7 +39,6 @@ import functools
 import hashlib
 import math
 import re
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
@@ -378,10 +377,6 @@ def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
     return figure
 
 
-# Each figure drawn is also shown, as it is, to these (the TensorBoard images of harness.board.images).
-FIGURE_OBSERVERS: ContextVar[tuple[Callable[[Path, "Figure"], None], ...]] = ContextVar("figure_observers", default=())
-
-
 # --------------------------------------------------------------------------- across seeds
 
 
@@ -594,9 +589,6 @@ def save_svg(figure: Figure, path: Path, title: str, caption: str, fingerprint: 
     """Write `figure` as SVG (text as text, no date), with its title, caption and fingerprint as metadata."""
     import io
 
-    for observe in FIGURE_OBSERVERS.get():
-        observe(path, figure)
-
     import matplotlib
 
     from harness.capture import write_text_atomic
@@ -716,21 +708,20 @@ def _fingerprint_of(path: Path) -> Optional[bytes]:
     return match.group(1) if match else None
 
 
-def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = False) -> Rendered:
-    """Both figures of every comparison in `out_dir`, drawing only those whose inputs changed (or all, `force`)."""
+@dataclass(frozen=True)
+class PlannedFigure:
+    """One figure of a document: its file, the fingerprint of what it shows, and how to draw it and word it."""
+
+    path: Path
+    stamp: str
+    draw: Callable[[], Figure]
+    text: Callable[[], tuple[str, str]]  # (title, caption)
+
+
+def planned_figures(document: SummaryDocument, out_dir: Path) -> list[PlannedFigure]:
+    """Every figure of `document` (see the module doc), in the order they are drawn, none drawn yet."""
     out_dir = Path(out_dir)
-    rendered = Rendered()
-
-    def one(path: Path, stamp: str, draw: Callable[[], Figure], text: Callable[[], tuple[str, str]]) -> None:
-        """Draw one figure, unless the file already shows the same (`draw()` and `text()` make it)."""
-        if not force and _fingerprint_of(path) == stamp.encode():
-            rendered.unchanged.append(path)
-            return
-        use_agg()
-        out_dir.mkdir(parents=True, exist_ok=True)
-        title, caption = text()
-        rendered.drawn.append(save_svg(draw(), path, title, caption, stamp))
-
+    planned = []
     for comparison in document.comparisons:
         if comparison.run not in document.runs:
             continue
@@ -740,21 +731,47 @@ def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = Fa
             ("rollout_time", rollout_time_text, draw_rollout_time),
             ("reward", reward_text, draw_reward),
         ):
-            one(paths[key], stamp, lambda: draw(document, comparison), lambda: text(document, comparison))
+            planned.append(
+                PlannedFigure(
+                    paths[key],
+                    stamp,
+                    functools.partial(draw, document, comparison),
+                    functools.partial(text, document, comparison),
+                )
+            )
     for key in drawable_conditions(document):
-        one(
-            condition_figure_path(out_dir, key),
-            condition_fingerprint(document, key),
-            lambda: draw_condition(document, key),
-            lambda: condition_text(document, key),
+        planned.append(
+            PlannedFigure(
+                condition_figure_path(out_dir, key),
+                condition_fingerprint(document, key),
+                functools.partial(draw_condition, document, key),
+                functools.partial(condition_text, document, key),
+            )
         )
     for block in drawable_seed_comparisons(document):
-        one(
-            seed_comparison_figure_path(out_dir, block),
-            seed_comparison_fingerprint(document, block),
-            lambda: draw_seed_comparison(document, block),
-            lambda: seed_comparison_text(document, block),
+        planned.append(
+            PlannedFigure(
+                seed_comparison_figure_path(out_dir, block),
+                seed_comparison_fingerprint(document, block),
+                functools.partial(draw_seed_comparison, document, block),
+                functools.partial(seed_comparison_text, document, block),
+            )
         )
+    return planned
+
+
+def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = False) -> Rendered:
+    """Every figure of `document` in `out_dir`, drawing only those whose inputs changed (or all, `force`)."""
+    out_dir = Path(out_dir)
+    rendered = Rendered()
+    for planned in planned_figures(document, out_dir):
+        if not force and _fingerprint_of(planned.path) == planned.stamp.encode():
+            rendered.unchanged.append(planned.path)
+            continue
+        use_agg()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        title, caption = planned.text()
+        rendered.drawn.append(save_svg(planned.draw(), planned.path, title, caption, planned.stamp))
     return rendered
 
 
