@@ -254,7 +254,7 @@ def power(seeds: int, effect: float, sd: float, alpha: float = ALPHA) -> float:
         raise ValueError(f"a t-test needs at least 2 seeds a side, not {seeds}")
     if sd <= 0.0:
         raise ValueError(f"the standard deviation must be above 0, not {sd}")
-    special = _scipy().special
+    special = _scipy_special()
     dof = 2 * seeds - 2
     noncentrality = abs(effect) / sd * math.sqrt(seeds / 2)
     critical = float(special.stdtrit(dof, 1.0 - alpha / 2))
@@ -328,7 +328,7 @@ def compare(x: Sequence[float], y: Sequence[float], effect: float = DEFAULT_EFFE
 
 
 def _student_t_cdf(dof: float, t: float) -> float:
-    return float(_scipy().special.stdtr(dof, t))
+    return float(_scipy_special().stdtr(dof, t))
 
 
 def _scipy() -> ModuleType:  # scipy ships no type information (no py.typed): its attributes are untyped
@@ -337,6 +337,15 @@ def _scipy() -> ModuleType:  # scipy ships no type information (no py.typed): it
     import scipy.stats  # type: ignore[import-untyped]
 
     module: ModuleType = scipy
+    return module
+
+
+def _scipy_special() -> ModuleType:
+    """scipy.special alone, for the t distributions: the p-value and the power need no more, and scipy.stats,
+    which only the bootstrap needs, takes more than twice as long to import."""
+    import scipy.special
+
+    module: ModuleType = scipy.special
     return module
 
 

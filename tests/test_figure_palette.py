@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from matplotlib.colors import to_hex
-from matplotlib.figure import Figure
 
 from harness.summary import palette
 from harness.summary.figures import draw_reward, draw_rollout_time
 from harness.summary.summarize import summarize
+
+if TYPE_CHECKING:  # matplotlib is loaded by the tests that draw, not by every worker that collects this module
+    from matplotlib.figure import Figure
 
 DATA = Path(__file__).resolve().parent / "data" / "captures"
 
 
 def looks_by_gid(figure: Figure) -> dict[str, tuple[str, str, bool]]:
     """Each marked series of a figure: its gid's (colour, marker, filled)."""
+    from matplotlib.colors import to_hex
+
     found = {}
     for axes in figure.axes:
         for line in axes.get_lines():
@@ -57,6 +61,8 @@ def lab_looks() -> dict[str, dict[str, tuple[str, str, bool]]]:
 
 
 def _look(look: palette.Look) -> tuple[str, str, bool]:
+    from matplotlib.colors import to_hex
+
     return (to_hex(look.color), look.marker, look.filled)
 
 

@@ -40,13 +40,20 @@ def run(seed: int, batch: int, over: int, samples: int, *extra: str, steps: int 
     return simulate(argv)
 
 
-FilterRuns = list[tuple[tuple[int, int, int], StepLog]]
+Shape = tuple[int, int, int]
+FilterRuns = list[tuple[Shape, StepLog]]
 
 
 @pytest.fixture(scope="module")
-def filter_steps() -> FilterRuns:
+def filter_runs() -> dict[tuple[Shape, int], list[StepLog]]:
+    """Every shape x seed with the filter on: (shape, seed) -> its step logs."""
+    return {(shape, seed): run(seed, *shape, *FILTER) for shape in SHAPES for seed in SEEDS}
+
+
+@pytest.fixture(scope="module")
+def filter_steps(filter_runs: dict[tuple[Shape, int], list[StepLog]]) -> FilterRuns:
     """Every shape x seed with the filter on: ((B, O, n), step log) for each step."""
-    return [(shape, log) for shape in SHAPES for seed in SEEDS for log in run(seed, *shape, *FILTER)]
+    return [(shape, log) for (shape, _), logs in filter_runs.items() for log in logs]
 
 
 def test_every_step_keeps_exactly_the_batch_size(filter_steps: FilterRuns) -> None:
@@ -126,16 +133,18 @@ def test_without_the_filter_nothing_is_dropped(batch: int, over: int, samples: i
             assert len(log.result.aborted) == over - batch  # plain-48 aborts the slowest 16
 
 
-def test_runs_are_deterministic() -> None:
-    for shape in SHAPES:
-        first, second = run(7, *shape, *FILTER), run(7, *shape, *FILTER)
+def test_runs_are_deterministic(filter_runs: dict[tuple[Shape, int], list[StepLog]]) -> None:
+    for shape in SHAPES:  # the module's run of seed 7, and another
+        first, second = filter_runs[shape, 7], run(7, *shape, *FILTER)
         assert [payloads(log) for log in first] == [payloads(log) for log in second]
-    assert payloads(run(7, 32, 48, 8, *FILTER)[0]) != payloads(run(8, 32, 48, 8, *FILTER)[0])
+    assert payloads(filter_runs[(32, 48, 8), 7][0]) != payloads(filter_runs[(32, 48, 8), 8][0])
 
 
-def test_the_deprecated_filter_path_behaves_as_the_current_one() -> None:
+def test_the_deprecated_filter_path_behaves_as_the_current_one(
+    filter_runs: dict[tuple[Shape, int], list[StepLog]],
+) -> None:
     for seed in (1, 2, 3):
-        current = run(seed, 32, 48, 8, *FILTER)
+        current = filter_runs[(32, 48, 8), seed]
         deprecated = run(seed, 32, 48, 8, "--dynamic-sampling-filter-path", DEPRECATED_FILTER_PATH)
         assert [payloads(log) for log in current] == [payloads(log) for log in deprecated]
 

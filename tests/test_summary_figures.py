@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.summary.document import SummaryDocument
 from harness.summary.figures import REWARD_LABEL, ROLLOUT_LABEL, STEP_LABEL, render_figures
 from harness.summary.report import render_report, write_report
 from harness.summary.summarize import summarize
@@ -16,11 +17,16 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.fixture(scope="module")
-def lab_figures(tmp_path_factory) -> tuple[dict, dict[str, ET.Element]]:
-    out = tmp_path_factory.mktemp("figures")
+def lab_drawn(tmp_path_factory) -> tuple[SummaryDocument, dict[str, bytes]]:
+    """The lab captures' summary and its figures (name: SVG), drawn once for the tests that only read them."""
     document = summarize(DATA / "lab")
-    paths = render_figures(document, out).drawn
-    return document, {p.name: ET.parse(p).getroot() for p in paths}
+    return document, {p.name: p.read_bytes() for p in render_figures(document, tmp_path_factory.mktemp("lab")).drawn}
+
+
+@pytest.fixture(scope="module")
+def lab_figures(lab_drawn) -> tuple[SummaryDocument, dict[str, ET.Element]]:
+    document, drawn = lab_drawn
+    return document, {name: ET.fromstring(svg) for name, svg in drawn.items()}
 
 
 def group(root: ET.Element, gid: str) -> ET.Element:
@@ -92,16 +98,16 @@ def test_incomplete_steps_are_drawn_apart(tmp_path):
     assert not [g for g in reward.iter(f"{SVG}g") if g.get("id") == "reward-run"]
 
 
-def test_figures_are_deterministic(tmp_path):
-    document = summarize(DATA / "lab")
-    first = [p.read_bytes() for p in render_figures(document, tmp_path / "a").drawn]
-    second = [p.read_bytes() for p in render_figures(document, tmp_path / "b").drawn]
-    assert first == second
+def test_figures_are_deterministic(lab_drawn, tmp_path):
+    document, first = lab_drawn
+    second = {p.name: p.read_bytes() for p in render_figures(document, tmp_path).drawn}
+    assert list(first.items()) == list(second.items())
 
 
-def test_report_has_the_tables_the_verdict_and_the_figures(tmp_path):
-    document = summarize(DATA / "lab")
-    render_figures(document, tmp_path)
+def test_report_has_the_tables_the_verdict_and_the_figures(lab_drawn, tmp_path):
+    document, drawn = lab_drawn
+    for name, svg in drawn.items():  # the report links the figures beside it
+        (tmp_path / name).write_bytes(svg)
     text = write_report(document, tmp_path).read_text()
     assert (
         "| e2b-dapo-filter | stopped | on | 32 | 48 | 8 | 4 of 4 | 1 | 80.0 | 150.0 | 0.705 | 0.705 | printed | 10.8 "

@@ -1,16 +1,15 @@
 """The summary's figures as TensorBoard images: the TensorBoard run `summary`, rewritten when a summary is.
 
 Every figure the summary draws (harness.summary.figures: the comparisons'
-figures, and the across-seed figures where the summary has them) passes
-through its one save function; drawing them all once more, with an observer
-there, gives each as a PNG image (TensorBoard shows PNG, not SVG) under the
-tag `figures/<figure's file name>`. The run's event file is replaced whole,
-so TensorBoard shows the figures of the latest summary, each at step 0.
+figures, and the across-seed figures where the summary has them, as
+`planned_figures` lists them) is drawn once more and saved as a PNG image
+(TensorBoard shows PNG, not SVG) under the tag `figures/<figure's file
+name>`. The run's event file is replaced whole, so TensorBoard shows the
+figures of the latest summary, each at step 0.
 """
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,8 +17,6 @@ from typing import TYPE_CHECKING
 from harness.board.names import SUMMARY_RUN, TENSORBOARD_DIR_NAME
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
     from harness.summary.document import SummaryDocument
 
 IMAGE_DPI = 100
@@ -38,22 +35,16 @@ def write_summary_images(capture_root: Path, document: SummaryDocument) -> int:
     import io
 
     from harness.board.eventfile import EventFile
-    from harness.summary.figures import FIGURE_OBSERVERS, render_figures
+    from harness.summary.figures import planned_figures, use_agg
 
     images: list[tuple[str, bytes, int, int]] = []
-
-    def keep(path: Path, figure: Figure) -> None:
+    for planned in planned_figures(document, Path()):  # only each figure's name is used: no SVG is written
+        use_agg()
+        figure = planned.draw()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=IMAGE_DPI)
         width, height = (int(round(v)) for v in figure.get_size_inches() * IMAGE_DPI)
-        images.append((f"figures/{path.stem}", buffer.getvalue(), width, height))
-
-    with tempfile.TemporaryDirectory(prefix="harness-figures-") as scratch:
-        token = FIGURE_OBSERVERS.set((*FIGURE_OBSERVERS.get(), keep))
-        try:
-            render_figures(document, Path(scratch), force=True)
-        finally:
-            FIGURE_OBSERVERS.reset(token)
+        images.append((f"figures/{planned.path.stem}", buffer.getvalue(), width, height))
     directory = summary_images_dir(capture_root)
     old = [path for path in directory.glob("events.out.tfevents.*")] if directory.is_dir() else []
     events = EventFile(directory, Path(capture_root))

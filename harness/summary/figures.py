@@ -39,7 +39,6 @@ import functools
 import hashlib
 import math
 import re
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
@@ -51,6 +50,7 @@ from harness.summary.sanity import number_text
 if TYPE_CHECKING:  # matplotlib is loaded only when a figure is drawn
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.font_manager import FontProperties
     from matplotlib.text import Text
 
 STEP_LABEL = "step (Miles rollout id)"
@@ -190,9 +190,6 @@ def fit_to_width(text: Text) -> Text:
     about log2(n) times, and the rest of a paragraph that fits once; a wider
     prefix of words is never narrower.
     """
-    from matplotlib import cbook
-    from matplotlib.textpath import text_to_path
-
     figure = text.get_figure(root=True)
     if figure is None:  # on no figure: no edge to fit to
         return text
@@ -201,12 +198,10 @@ def fit_to_width(text: Text) -> Text:
     left_room, right_room = figure_width * (1 - x), figure_width * x
     alignment = text.get_horizontalalignment()
     room = left_room if alignment == "left" else right_room if alignment == "right" else 2 * min(left_room, right_room)
-    font = text.get_fontproperties()
+    font = text.get_fontproperties().copy()  # a key of the widths measured: never changed after
 
     def fits(words: list[str]) -> bool:
-        line = " ".join(words)
-        width, _, _ = text_to_path.get_text_width_height_descent(line, font, ismath=cbook.is_math_text(line))
-        return math.ceil(width) <= room
+        return math.ceil(_line_width(" ".join(words), font)) <= room
 
     lines = []
     for paragraph in text.get_text().split("\n"):
@@ -227,6 +222,22 @@ def fit_to_width(text: Text) -> Text:
             words = words[low - 1 :]
     text.set_text("\n".join(lines))
     return text
+
+
+@functools.lru_cache(maxsize=4096)
+def _line_width(line: str, font: FontProperties) -> float:
+    """The width of one line of text in `font` at the SVG's dots, as `wrap=True` measures it.
+
+    Remembered: where TensorBoard's writer is installed, `harness summarize`
+    draws each figure it changed twice (the SVG, then the board's image of
+    it), and a line's width depends on its text and its font's properties
+    alone (the harness never changes matplotlib's font settings).
+    """
+    from matplotlib import cbook
+    from matplotlib.textpath import text_to_path
+
+    width, _, _ = text_to_path.get_text_width_height_descent(line, font, ismath=cbook.is_math_text(line))
+    return float(width)
 
 
 def _new_figure(title: str, caption: str) -> tuple[Figure, Axes]:
@@ -364,10 +375,6 @@ def draw_reward(document: SummaryDocument, comparison: Comparison) -> Figure:
     axes.set_ylabel(REWARD_LABEL)
     axes.legend(loc="best", fontsize=8.5)
     return figure
-
-
-# Each figure drawn is also shown, as it is, to these (the TensorBoard images of harness.board.images).
-FIGURE_OBSERVERS: ContextVar[tuple[Callable[[Path, "Figure"], None], ...]] = ContextVar("figure_observers", default=())
 
 
 # --------------------------------------------------------------------------- across seeds
@@ -582,9 +589,6 @@ def save_svg(figure: Figure, path: Path, title: str, caption: str, fingerprint: 
     """Write `figure` as SVG (text as text, no date), with its title, caption and fingerprint as metadata."""
     import io
 
-    for observe in FIGURE_OBSERVERS.get():
-        observe(path, figure)
-
     import matplotlib
 
     from harness.capture import write_text_atomic
@@ -704,21 +708,20 @@ def _fingerprint_of(path: Path) -> Optional[bytes]:
     return match.group(1) if match else None
 
 
-def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = False) -> Rendered:
-    """Both figures of every comparison in `out_dir`, drawing only those whose inputs changed (or all, `force`)."""
+@dataclass(frozen=True)
+class PlannedFigure:
+    """One figure of a document: its file, the fingerprint of what it shows, and how to draw it and word it."""
+
+    path: Path
+    stamp: str
+    draw: Callable[[], Figure]
+    text: Callable[[], tuple[str, str]]  # (title, caption)
+
+
+def planned_figures(document: SummaryDocument, out_dir: Path) -> list[PlannedFigure]:
+    """Every figure of `document` (see the module doc), in the order they are drawn, none drawn yet."""
     out_dir = Path(out_dir)
-    rendered = Rendered()
-
-    def one(path: Path, stamp: str, draw: Callable[[], Figure], text: Callable[[], tuple[str, str]]) -> None:
-        """Draw one figure, unless the file already shows the same (`draw()` and `text()` make it)."""
-        if not force and _fingerprint_of(path) == stamp.encode():
-            rendered.unchanged.append(path)
-            return
-        use_agg()
-        out_dir.mkdir(parents=True, exist_ok=True)
-        title, caption = text()
-        rendered.drawn.append(save_svg(draw(), path, title, caption, stamp))
-
+    planned = []
     for comparison in document.comparisons:
         if comparison.run not in document.runs:
             continue
@@ -728,21 +731,47 @@ def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = Fa
             ("rollout_time", rollout_time_text, draw_rollout_time),
             ("reward", reward_text, draw_reward),
         ):
-            one(paths[key], stamp, lambda: draw(document, comparison), lambda: text(document, comparison))
+            planned.append(
+                PlannedFigure(
+                    paths[key],
+                    stamp,
+                    functools.partial(draw, document, comparison),
+                    functools.partial(text, document, comparison),
+                )
+            )
     for key in drawable_conditions(document):
-        one(
-            condition_figure_path(out_dir, key),
-            condition_fingerprint(document, key),
-            lambda: draw_condition(document, key),
-            lambda: condition_text(document, key),
+        planned.append(
+            PlannedFigure(
+                condition_figure_path(out_dir, key),
+                condition_fingerprint(document, key),
+                functools.partial(draw_condition, document, key),
+                functools.partial(condition_text, document, key),
+            )
         )
     for block in drawable_seed_comparisons(document):
-        one(
-            seed_comparison_figure_path(out_dir, block),
-            seed_comparison_fingerprint(document, block),
-            lambda: draw_seed_comparison(document, block),
-            lambda: seed_comparison_text(document, block),
+        planned.append(
+            PlannedFigure(
+                seed_comparison_figure_path(out_dir, block),
+                seed_comparison_fingerprint(document, block),
+                functools.partial(draw_seed_comparison, document, block),
+                functools.partial(seed_comparison_text, document, block),
+            )
         )
+    return planned
+
+
+def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = False) -> Rendered:
+    """Every figure of `document` in `out_dir`, drawing only those whose inputs changed (or all, `force`)."""
+    out_dir = Path(out_dir)
+    rendered = Rendered()
+    for planned in planned_figures(document, out_dir):
+        if not force and _fingerprint_of(planned.path) == planned.stamp.encode():
+            rendered.unchanged.append(planned.path)
+            continue
+        use_agg()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        title, caption = planned.text()
+        rendered.drawn.append(save_svg(planned.draw(), planned.path, title, caption, planned.stamp))
     return rendered
 
 
