@@ -24,6 +24,7 @@ it with `--hypothesis-profile=fast` (tests/support/properties.py).
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 from pathlib import Path
@@ -43,6 +44,17 @@ settings.load_profile("full")  # `--hypothesis-profile=fast` (make test-fast) re
 # collected as often as by default; full collections run a tenth as often.
 _young, _middle, _ = gc.get_threshold()
 gc.set_threshold(_young, _middle, 100)
+
+
+def _no_collections_at_exit() -> None:
+    """Python's teardown, which frees every module and object, with no cycle collection between: with the heaps the
+    tests leave (matplotlib, scipy, pandas, Hypothesis) the collections made each process's exit take about 2 s,
+    and `make test-fast` waits for both workers to exit."""
+    gc.disable()
+    gc.freeze()
+
+
+atexit.register(_no_collections_at_exit)
 
 pytest_plugins = [
     "support.images",
