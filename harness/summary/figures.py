@@ -41,7 +41,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypeVar
 
 from harness.summary.document import Comparison, RunSummary, SeedComparison, SeedFigures, SummaryDocument
 from harness.summary.palette import BASELINE, BASELINE_BAND, DIFFERENCE, INCOMPLETE, STUDIED, ZERO_LINE, batches_look
@@ -727,37 +727,37 @@ def planned_figures(document: SummaryDocument, out_dir: Path) -> list[PlannedFig
             continue
         paths = figure_paths(out_dir, comparison.run)
         stamp = fingerprint(document, comparison)
-        for key, text, draw in (
-            ("rollout_time", rollout_time_text, draw_rollout_time),
-            ("reward", reward_text, draw_reward),
-        ):
-            planned.append(
-                PlannedFigure(
-                    paths[key],
-                    stamp,
-                    functools.partial(draw, document, comparison),
-                    functools.partial(text, document, comparison),
-                )
-            )
-    for key in drawable_conditions(document):
         planned.append(
-            PlannedFigure(
-                condition_figure_path(out_dir, key),
-                condition_fingerprint(document, key),
-                functools.partial(draw_condition, document, key),
-                functools.partial(condition_text, document, key),
-            )
+            _planned(paths["rollout_time"], stamp, draw_rollout_time, rollout_time_text, document, comparison)
+        )
+        planned.append(_planned(paths["reward"], stamp, draw_reward, reward_text, document, comparison))
+    for key in drawable_conditions(document):
+        stamp = condition_fingerprint(document, key)
+        planned.append(
+            _planned(condition_figure_path(out_dir, key), stamp, draw_condition, condition_text, document, key)
         )
     for block in drawable_seed_comparisons(document):
-        planned.append(
-            PlannedFigure(
-                seed_comparison_figure_path(out_dir, block),
-                seed_comparison_fingerprint(document, block),
-                functools.partial(draw_seed_comparison, document, block),
-                functools.partial(seed_comparison_text, document, block),
-            )
-        )
+        stamp = seed_comparison_fingerprint(document, block)
+        path = seed_comparison_figure_path(out_dir, block)
+        planned.append(_planned(path, stamp, draw_seed_comparison, seed_comparison_text, document, block))
     return planned
+
+
+_Shown = TypeVar("_Shown")
+
+
+def _planned(
+    path: Path,
+    stamp: str,
+    draw: Callable[[SummaryDocument, _Shown], Figure],
+    text: Callable[[SummaryDocument, _Shown], tuple[str, str]],
+    document: SummaryDocument,
+    shown: _Shown,
+) -> PlannedFigure:
+    """The figure of what `shown` is (a comparison, a condition, a pair of conditions), drawn and worded when asked."""
+    return PlannedFigure(
+        path, stamp, functools.partial(draw, document, shown), functools.partial(text, document, shown)
+    )
 
 
 def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = False) -> Rendered:
