@@ -136,30 +136,6 @@ class _NotFinite(Exception):
 
 
 def _plain(value: object) -> JSONValue:
-    # The exact types a document is made of first, by identity: a summary of 10,000 runs has 5,000 comparisons of
-    # some 70 values each, and a chain of isinstance checks per value cost it half a second.
-    kind = type(value)
-    if kind is str or kind is bool or kind is int or value is None:
-        return value  # type: ignore[return-value]
-    if kind is float:
-        if value - value != 0.0:  # type: ignore[operator]  # inf - inf and nan - nan are nan: not finite
-            raise _NotFinite
-        return value  # type: ignore[return-value]
-    if kind is list:
-        return [_plain(item) for item in value]  # type: ignore[attr-defined]
-    if kind is dict:
-        return {str(key): _plain(item) for key, item in value.items()}  # type: ignore[attr-defined]
-    names = _DOCUMENT_FIELDS.get(kind)
-    if names is not None:
-        return {name: _plain(getattr(value, name)) for name in names}
-    return _plain_any(value)
-
-
-_DOCUMENT_FIELDS: dict[type, tuple[str, ...]] = {}  # the plain dataclasses met, by exact type: their fields
-
-
-def _plain_any(value: object) -> JSONValue:
-    """`_plain` of anything else: subclasses, tuples, dicts, the step table, a skipped run, a dataclass first met."""
     if value is None or isinstance(value, (str, bool)):
         return value
     if isinstance(value, int):
@@ -178,8 +154,7 @@ def _plain_any(value: object) -> JSONValue:
     if isinstance(value, dict):
         return {str(key): _plain(item) for key, item in value.items()}
     if is_dataclass(value) and not isinstance(value, type):
-        names = _DOCUMENT_FIELDS[type(value)] = _field_names(type(value))
-        return {name: _plain(getattr(value, name)) for name in names}
+        return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
     raise TypeError(f"not a value of a summary document: {type(value).__name__}")
 
 
