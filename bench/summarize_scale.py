@@ -57,7 +57,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -250,7 +249,7 @@ def script(root: Path, *extra: str) -> tuple[float, float, float]:
     """(wall seconds, CPU seconds, peak MB of the process tree) of summarize_miles.py in a new process.
 
     Its CPU is its own and its workers' (wait4 on it alone, so no other child
-    of the bench counts); its memory is sampled from /proc (see `tree_rss`).
+    of the bench counts); its memory is sampled from /proc (see `tree_pss`).
     """
     with tempfile.TemporaryFile() as errors:
         start = time.perf_counter()
@@ -265,8 +264,8 @@ def script(root: Path, *extra: str) -> tuple[float, float, float]:
             if pid:
                 break
             sampled = time.process_time()
-            members = _tree(process.pid)
-            peak = max(peak, tree_rss(process.pid, members), tree_high_water(process.pid, members))
+            members = tree(process.pid)
+            peak = max(peak, tree_pss(members), tree_high_water(members))
             # The sampler shares the cores it measures: a sample (a walk of /proc and each member's page tables)
             # costs milliseconds, so it sleeps SAMPLER_SHARE times that (at least 10 ms) to take at most about
             # 1/SAMPLER_SHARE of a core from the script. A member's own high water (VmHWM) misses nothing between.
@@ -284,18 +283,18 @@ def script(root: Path, *extra: str) -> tuple[float, float, float]:
 SAMPLER_SHARE = 20
 
 
-def tree_rss(pid: int, members: Optional[list[int]] = None) -> int:
-    """Memory of a process and its descendants now: the sum of their proportional set sizes (Linux /proc).
+def tree_pss(members: list[int]) -> int:
+    """Memory of `members` (a process and its descendants, `tree`) now: the sum of their proportional set sizes.
 
     Forked workers share the parent's pages until they write them; PSS counts
     a shared page once, split between its sharers, where summing resident
     sets would count it once per process. Resident sets where the kernel
     gives no PSS; 0 without /proc.
     """
-    return sum(_memory(member) for member in (_tree(pid) if members is None else members))
+    return sum(_memory(member) for member in members)
 
 
-def _tree(pid: int) -> list[int]:
+def tree(pid: int) -> list[int]:
     """The process and its descendants (Linux /proc; none without it)."""
     children: dict[int, list[int]] = {}
     try:
@@ -319,10 +318,10 @@ def _tree(pid: int) -> list[int]:
     return members
 
 
-def tree_high_water(pid: int, members: Optional[list[int]] = None) -> int:
-    """The largest resident set any process of the tree has reached since its exec (VmHWM), in bytes."""
+def tree_high_water(members: list[int]) -> int:
+    """The largest resident set any of `members` has reached since its exec (VmHWM), in bytes."""
     highest = 0
-    for member in _tree(pid) if members is None else members:
+    for member in members:
         try:
             with open(f"/proc/{member}/status", "rb") as handle:
                 for line in handle:
