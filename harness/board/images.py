@@ -37,9 +37,9 @@ def write_summary_images(capture_root: Path, document: SummaryDocument) -> int:
     from harness.board.eventfile import EventFile
     from harness.summary.figures import planned_figures, use_agg
 
+    use_agg()
     images: list[tuple[str, bytes, int, int]] = []
     for planned in planned_figures(document, Path()):  # only each figure's name is used: no SVG is written
-        use_agg()
         figure = planned.draw()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=IMAGE_DPI)
