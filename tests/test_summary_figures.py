@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.summary.document import SummaryDocument
+from harness.summary.publish import Published
 from harness.summary.figures import REWARD_LABEL, ROLLOUT_LABEL, STEP_LABEL, render_figures
 from harness.summary.report import render_report, write_report
 from harness.summary.summarize import summarize
@@ -17,10 +18,25 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.fixture(scope="module")
-def lab_drawn(tmp_path_factory) -> tuple[SummaryDocument, dict[str, bytes]]:
-    """The lab captures' summary and its figures (name: SVG), drawn once for the tests that only read them."""
-    document = summarize(DATA / "lab")
-    return document, {p.name: p.read_bytes() for p in render_figures(document, tmp_path_factory.mktemp("lab")).drawn}
+def lab_published(tmp_path_factory) -> tuple[Path, Published]:
+    """A copy of the lab captures, published once (the JSON and every figure): the tests copy it again to change it."""
+    import shutil
+
+    from harness.summary.publish import summarize_to_files
+
+    captures = tmp_path_factory.mktemp("published") / "gpu"
+    shutil.copytree(DATA / "lab", captures)
+    return captures, summarize_to_files(captures)
+
+
+@pytest.fixture(scope="module")
+def lab_drawn(lab_published) -> tuple[SummaryDocument, dict[str, bytes]]:
+    """The lab captures' summary and its comparison figures (name: SVG), as published, for the tests that read them.
+
+    The guard's figures are left out: they are `render_guard_figures`', not `render_figures`'."""
+    _, published = lab_published
+    figures = {p.name: p.read_bytes() for p in published.figures if not p.name.startswith("guard-")}
+    return published.document, figures
 
 
 @pytest.fixture(scope="module")
@@ -126,23 +142,24 @@ def test_report_without_comparisons_says_so():
     assert "no comparisons or figures" in render_report(document)
 
 
-def test_figures_are_drawn_again_only_when_what_they_show_changes(tmp_path):
+def test_figures_are_drawn_again_only_when_what_they_show_changes(lab_published, tmp_path):
     import shutil
 
     from harness.summary.publish import summarize_to_files
 
+    published, first = lab_published
     captures = tmp_path / "gpu"
-    shutil.copytree(DATA / "lab", captures)
-    first = summarize_to_files(captures)
-    guard = sorted(p.name for p in first.figures if p.name.startswith("guard-"))
-    compared = [p for p in first.figures if not p.name.startswith("guard-")]
+    shutil.copytree(published, captures)  # the summary and its figures too, as first drew them
+    first_figures = [captures / p.relative_to(published) for p in first.figures]
+    guard = sorted(p.name for p in first_figures if p.name.startswith("guard-"))
+    compared = [p for p in first_figures if not p.name.startswith("guard-")]
     assert len(compared) == 3 and first.figures_unchanged == []  # the comparison's two, plain-48's across seeds
     assert guard == ["guard-e2b-dapo-filter.svg", "guard-plain.svg"]  # the runs with a guard record
-    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in first.figures}
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in first_figures}
 
     again = summarize_to_files(captures)
-    assert again.figures == [] and sorted(again.figures_unchanged) == sorted(first.figures)
-    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in first.figures} == before
+    assert again.figures == [] and sorted(again.figures_unchanged) == sorted(first_figures)
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in first_figures} == before
 
     shutil.copytree(captures / "e6a-base", captures / "unrelated")  # a run no comparison names, no guard record
     assert summarize_to_files(captures).figures == []
@@ -159,23 +176,20 @@ def test_figures_are_drawn_again_only_when_what_they_show_changes(tmp_path):
 
 
 @pytest.mark.integration
-def test_up_to_date_figures_do_not_load_matplotlib(tmp_path):
-    import shutil
+def test_up_to_date_figures_do_not_load_matplotlib(lab_published):
     import subprocess
     import sys
 
-    captures = tmp_path / "gpu"
-    shutil.copytree(DATA / "lab", captures)
+    captures, first = lab_published
+    # the comparison's two figures, plain-48's across seeds, and the guard figures of the two runs with a guard record
+    assert (len(first.figures), len(first.figures_unchanged)) == (5, 0)
     probe = (
         "import sys; from harness.summary.publish import summarize_to_files; "
         f"p = summarize_to_files({str(captures)!r}); "
         "print(len(p.figures), len(p.figures_unchanged), 'matplotlib' in sys.modules)"
     )
-    runs = [
-        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120) for _ in range(2)
-    ]
-    # the comparison's two figures, plain-48's across seeds, and the guard figures of the two runs with a guard record
-    assert [r.stdout.split() for r in runs] == [["5", "0", "True"], ["0", "5", "False"]], runs[-1].stderr
+    again = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert again.stdout.split() == ["0", "5", "False"], again.stderr
 
 
 # --- across seeds, and simulated captures ---------------------------------------------------------
