@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.summary.document import SummaryDocument
-from harness.summary.publish import Published
 from harness.summary.figures import REWARD_LABEL, ROLLOUT_LABEL, STEP_LABEL, render_figures
+from harness.summary.publish import Published
 from harness.summary.report import render_report, write_report
 from harness.summary.summarize import summarize
 
