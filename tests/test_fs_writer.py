@@ -203,6 +203,26 @@ def test_report_and_figures_refuse_a_node_in_their_place(tmp_path):
         figure.write_bytes(drawn)
 
 
+def test_a_figure_whose_place_is_taken_is_refused_before_it_is_drawn(tmp_path, monkeypatch):
+    """Drawing takes most of a report's time: what cannot be written is not drawn first."""
+    import matplotlib.figure
+
+    captures = _captures(tmp_path)
+    assert runner.invoke(app, ["summarize", "--capture-dir", str(captures)]).exit_code == 0
+    drawn: list[object] = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda figure, *a, **k: drawn.append(figure))
+    for name in ("reward-e2b-dapo-filter.svg", "guard-plain.svg"):  # a comparison's figure, a run's guard figure
+        figure = captures / "summary" / name
+        svg = figure.read_bytes()
+        figure.unlink()
+        os.mkfifo(figure)
+        result = runner.invoke(app, ["report", "--capture-dir", str(captures)])
+        assert result.exit_code == 2 and name in result.output, result.output
+        assert drawn == [], name
+        figure.unlink()
+        figure.write_bytes(svg)  # as drawn: the next report has no other figure to draw
+
+
 def test_the_default_summary_directory_may_not_lead_out_of_the_capture_root(tmp_path):
     captures = _captures(tmp_path)
     elsewhere = tmp_path / "elsewhere"

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypeVar
 
+from harness.fs.files import check_target
 from harness.summary.document import Comparison, RunSummary, SeedComparison, SeedFigures, SummaryDocument
 from harness.summary.palette import BASELINE, BASELINE_BAND, DIFFERENCE, INCOMPLETE, STUDIED, ZERO_LINE, batches_look
 from harness.summary.sanity import number_text
@@ -770,6 +771,7 @@ def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = Fa
             continue
         use_agg()
         out_dir.mkdir(parents=True, exist_ok=True)
+        check_target(planned.path)  # what could not be written is refused before it is drawn, the costly part
         title, caption = planned.text()
         rendered.drawn.append(save_svg(planned.draw(), planned.path, title, caption, planned.stamp))
     return rendered
