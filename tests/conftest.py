@@ -66,6 +66,7 @@ def pytest_sessionfinish() -> None:
     gc.collect()
     gc.freeze()
 
+
 pytest_plugins = [
     "support.images",
     "support.lab",
