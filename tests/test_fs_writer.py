@@ -179,7 +179,9 @@ def test_export_out_is_refused_in_one_line_and_left_as_it_was(tmp_path, node):
     assert _identity(out) == before
 
 
-def test_report_and_figures_refuse_a_node_in_their_place(tmp_path):
+def test_report_and_figures_refuse_a_node_in_their_place(tmp_path, monkeypatch):
+    import matplotlib.figure
+
     captures = _captures(tmp_path)
     assert runner.invoke(app, ["summarize", "--capture-dir", str(captures), "--no-figures"]).exit_code == 0
     report = captures / "summary" / "report.md"
@@ -191,36 +193,18 @@ def test_report_and_figures_refuse_a_node_in_their_place(tmp_path):
     assert runner.invoke(app, ["report", "--capture-dir", str(captures)]).exit_code == 0
     figures = sorted((captures / "summary").glob("*.svg"))
     assert {figure.name.split("-")[0] for figure in figures} >= {"guard", "reward", "rollout"}  # each kind
+    saved: list[object] = []  # drawing is most of a report's time: what cannot be written is refused undrawn
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda figure, *a, **k: saved.append(figure))
     for figure in figures:
         drawn = figure.read_bytes()
         figure.unlink()
         os.mkfifo(figure)
         result = runner.invoke(app, ["report", "--capture-dir", str(captures)])
         assert result.exit_code == 2 and figure.name in result.output, result.output
-        assert stat.S_ISFIFO(os.lstat(figure).st_mode)
+        assert stat.S_ISFIFO(os.lstat(figure).st_mode) and saved == [], figure.name
         figure.unlink()
         # put back as drawn: the next report has only the next node to refuse, no figure to draw again
         figure.write_bytes(drawn)
-
-
-def test_a_figure_whose_place_is_taken_is_refused_before_it_is_drawn(tmp_path, monkeypatch):
-    """Drawing takes most of a report's time: what cannot be written is not drawn first."""
-    import matplotlib.figure
-
-    captures = _captures(tmp_path)
-    assert runner.invoke(app, ["summarize", "--capture-dir", str(captures)]).exit_code == 0
-    drawn: list[object] = []
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda figure, *a, **k: drawn.append(figure))
-    for name in ("reward-e2b-dapo-filter.svg", "guard-plain.svg"):  # a comparison's figure, a run's guard figure
-        figure = captures / "summary" / name
-        svg = figure.read_bytes()
-        figure.unlink()
-        os.mkfifo(figure)
-        result = runner.invoke(app, ["report", "--capture-dir", str(captures)])
-        assert result.exit_code == 2 and name in result.output, result.output
-        assert drawn == [], name
-        figure.unlink()
-        figure.write_bytes(svg)  # as drawn: the next report has no other figure to draw
 
 
 def test_the_default_summary_directory_may_not_lead_out_of_the_capture_root(tmp_path):
