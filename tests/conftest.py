@@ -62,7 +62,8 @@ def pytest_sessionfinish() -> None:
     """One full collection when the tests are done, then what survives it frozen: pytest's own collections after
     this (for unraisable exceptions, two of them) then walk only what is new, not every module and object the
     tests loaded, which took about a second in each worker. Whatever this collection frees still reports its
-    unraisable exceptions, as pytest's would have."""
+    unraisable exceptions, as pytest's would have; a cycle that becomes garbage only after it (pytest's own objects,
+    while it reports and unconfigures) is not collected again."""
     gc.collect()
     gc.freeze()
 

@@ -193,15 +193,18 @@ def test_report_and_figures_refuse_a_node_in_their_place(tmp_path, monkeypatch):
     assert runner.invoke(app, ["report", "--capture-dir", str(captures)]).exit_code == 0
     figures = sorted((captures / "summary").glob("*.svg"))
     assert {figure.name.split("-")[0] for figure in figures} >= {"guard", "reward", "rollout"}  # each kind
-    saved: list[object] = []  # drawing is most of a report's time: what cannot be written is refused undrawn
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda figure, *a, **k: saved.append(figure))
+    made: list[object] = []  # drawing is most of a report's time: what cannot be written is refused undrawn
+    figure_init = matplotlib.figure.Figure.__init__
+    monkeypatch.setattr(
+        matplotlib.figure.Figure, "__init__", lambda self, *a, **k: (made.append(self), figure_init(self, *a, **k))[1]
+    )
     for figure in figures:
         drawn = figure.read_bytes()
         figure.unlink()
         os.mkfifo(figure)
         result = runner.invoke(app, ["report", "--capture-dir", str(captures)])
         assert result.exit_code == 2 and figure.name in result.output, result.output
-        assert stat.S_ISFIFO(os.lstat(figure).st_mode) and saved == [], figure.name
+        assert stat.S_ISFIFO(os.lstat(figure).st_mode) and made == [], figure.name
         figure.unlink()
         # put back as drawn: the next report has only the next node to refuse, no figure to draw again
         figure.write_bytes(drawn)

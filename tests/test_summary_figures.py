@@ -19,7 +19,8 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 @pytest.fixture(scope="module")
 def lab_published(tmp_path_factory) -> tuple[Path, Published]:
-    """A copy of the lab captures, published once (the JSON and every figure): the tests copy it again to change it."""
+    """A copy of the lab captures, published once (the JSON and every figure): a test that publishes again, or
+    changes anything, copies it first."""
     import shutil
 
     from harness.summary.publish import summarize_to_files
@@ -176,20 +177,27 @@ def test_figures_are_drawn_again_only_when_what_they_show_changes(lab_published,
 
 
 @pytest.mark.integration
-def test_up_to_date_figures_do_not_load_matplotlib(lab_published):
+def test_up_to_date_figures_do_not_load_matplotlib(lab_published, tmp_path):
+    import shutil
     import subprocess
     import sys
 
-    captures, first = lab_published
+    published, first = lab_published
     # the comparison's two figures, plain-48's across seeds, and the guard figures of the two runs with a guard record
     assert (len(first.figures), len(first.figures_unchanged)) == (5, 0)
+    captures = tmp_path / "gpu"
+    shutil.copytree(published, captures)  # as first published: the summary, and every figure up to date
+    gone = captures / "summary" / "reward-e2b-dapo-filter.svg"
     probe = (
-        "import sys; from harness.summary.publish import summarize_to_files; "
-        f"p = summarize_to_files({str(captures)!r}); "
-        "print(len(p.figures), len(p.figures_unchanged), 'matplotlib' in sys.modules)"
+        "import sys; from harness.summary.publish import summarize_to_files\n"
+        "def publish():\n"
+        f"    p = summarize_to_files({str(captures)!r})\n"
+        "    print(len(p.figures), len(p.figures_unchanged), 'matplotlib' in sys.modules)\n"
+        f"publish(); __import__('os').unlink({str(gone)!r}); publish()\n"
     )
-    again = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert again.stdout.split() == ["0", "5", "False"], again.stderr
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    # then, one figure gone, the same process draws it and loads matplotlib to do so: the probe sees a load
+    assert [line.split() for line in done.stdout.splitlines()] == [["0", "5", "False"], ["1", "4", "True"]], done.stderr
 
 
 # --- across seeds, and simulated captures ---------------------------------------------------------
