@@ -586,14 +586,17 @@ def drawable_seed_comparisons(document: SummaryDocument) -> list[SeedComparison]
     return [block for block in blocks if block.seeds >= 2 and block.baseline_seeds >= 2]
 
 
-def save_svg(figure: Figure, path: Path, title: str, caption: str, fingerprint: str) -> Path:
-    """Write `figure` as SVG (text as text, no date), with its title, caption and fingerprint as metadata."""
+def save_svg(draw: Callable[[], Figure], path: Path, title: str, caption: str, fingerprint: str) -> Path:
+    """Draw the figure and write it as SVG (text as text, no date), with its title, caption and fingerprint as
+    metadata. A `path` that may not be written is refused before drawing, the costly part."""
     import io
 
     import matplotlib
 
     from harness.capture import write_text_atomic
 
+    check_target(path)
+    figure = draw()
     svg = io.BytesIO()
     metadata = {"Title": title, "Description": caption, "Identifier": fingerprint, "Date": None}
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "miles-gb10-lab"}):
@@ -771,9 +774,8 @@ def render_figures(document: SummaryDocument, out_dir: Path, *, force: bool = Fa
             continue
         use_agg()
         out_dir.mkdir(parents=True, exist_ok=True)
-        check_target(planned.path)  # what could not be written is refused before it is drawn, the costly part
         title, caption = planned.text()
-        rendered.drawn.append(save_svg(planned.draw(), planned.path, title, caption, planned.stamp))
+        rendered.drawn.append(save_svg(planned.draw, planned.path, title, caption, planned.stamp))
     return rendered
 
 

@@ -322,7 +322,6 @@ def figure_text(path: Path) -> Optional[tuple[str, str]]:
 def render_guard_figure(directory: Path, run: str, path: Path, *, force: bool = False) -> bool:
     """Draw the guard's figure of the capture in `directory` to `path`, unless it is already there with the same
     inputs (`force`: always). Whether it was drawn."""
-    from harness.fs.files import check_target
     from harness.summary.figures import save_svg, use_agg
 
     stamp = guard_fingerprint(directory, run)
@@ -330,10 +329,9 @@ def render_guard_figure(directory: Path, run: str, path: Path, *, force: bool = 
     if not force and match is not None and match.group(1) == stamp.encode():
         return False
     use_agg()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    check_target(path)  # what could not be written is refused before it is drawn, the costly part
     trace = read_guard_trace(directory)
-    save_svg(draw_guard(run, trace), Path(path), *guard_text(run, trace), stamp)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    save_svg(lambda: draw_guard(run, trace), Path(path), *guard_text(run, trace), stamp)
     return True
 
 
