@@ -37,8 +37,8 @@ Columns (best of --repeat; seconds of wall time unless said):
   `peak MB`: the most memory its process tree held at once (the sum of the
   proportional set sizes of the script and its workers, sampled every 10 ms
   or less often, so that the sampling takes at most about a twentieth of a
-  core from the script it measures, or the largest resident set one of them reached since its exec, VmHWM,
-  whichever is more);
+  core from the script it measures; or the largest resident set one of them
+  reached since its exec, VmHWM, whichever is more);
 - with --figures, for the largest size: the script with figures, first
   drawing them all, then again with nothing changed (every figure kept).
 

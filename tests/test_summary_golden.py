@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
 
-from harness.summary import SCHEMA_FILE
 from harness.summary.serialize import dumps_summary
 from harness.summary.summarize import summarize
 from support.machine import regenerate_golden
+from support.summaries import summary_schema_validator
 
 DATA = Path(__file__).resolve().parent / "data"
 CASES = ["lab", "edge"]
@@ -35,8 +36,8 @@ def stable(document: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def schema() -> dict:
-    return json.loads(SCHEMA_FILE.read_text())
+def schema_validator() -> Any:
+    return summary_schema_validator()
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -57,23 +58,20 @@ def test_summary_matches_the_golden_file(case):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_summary_is_valid_against_the_schema(case, schema):
-    jsonschema.Draft202012Validator.check_schema(schema)
-    jsonschema.Draft202012Validator(schema).validate(produced(case))
+def test_summary_is_valid_against_the_schema(case, schema_validator):
+    schema_validator.validate(produced(case))
 
 
-def test_schema_rejects_a_missing_contract_key_and_a_bad_state(schema):
-    jsonschema.Draft202012Validator.check_schema(schema)
-    validator = jsonschema.Draft202012Validator(schema)  # the schema checked once, not at each validate()
+def test_schema_rejects_a_missing_contract_key_and_a_bad_state(schema_validator):
     document = produced("lab")
     broken = json.loads(json.dumps(document))
     del broken["runs"]["plain"]["steps"][0]["pause_overlap_s"]
     with pytest.raises(jsonschema.ValidationError):
-        validator.validate(broken)
+        schema_validator.validate(broken)
     broken = json.loads(json.dumps(document))
     broken["runs"]["plain"]["state"] = "done"
     with pytest.raises(jsonschema.ValidationError):
-        validator.validate(broken)
+        schema_validator.validate(broken)
 
 
 # ---------------------------------------------------------------- the hand-worked numbers (README.md)

@@ -18,7 +18,7 @@ from typing import Any, Literal, Optional, Sequence
 from rich.cells import cell_len
 from rich.text import Text
 
-from harness.cli.messages import shown
+from harness.cli.messages import output_width, outside_renderable, shown
 
 GAP = 2  # columns apart, in a terminal and piped
 
@@ -42,8 +42,6 @@ def print_table(
     control characters escaped (harness.cli.messages): a string is never read
     as markup (a run named `[bold red]x` is that name); style is a Text's.
     """
-    from harness.cli.messages import output_width, outside_renderable
-
     width = output_width(console.is_terminal, console.width)
     plain = [[_plain(cell) for cell in row] for row in rows]  # escaped by _plain, as outside_renderable would
     # On a terminal the cells are shown as they are (a name's leading or doubled spaces kept), so they are

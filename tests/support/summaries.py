@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from harness.capture import append_jsonl, write_json_atomic
 from harness.mileslog import parse_file
+from harness.summary import SCHEMA_FILE
 from harness.summary.summarize import summarize
+
+
+def summary_schema_validator() -> Any:
+    """A validator of the summary JSON schema (jsonschema's Draft 2020-12), the schema itself checked first, once."""
+    import jsonschema
+
+    schema = json.loads(SCHEMA_FILE.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
 
 
 def summary_rewards(log: Path, root: Path) -> tuple[dict[int, float | None], dict]:
