@@ -8,13 +8,14 @@ the same order, for every kind of line a capture can hold.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.capture.bounded import iter_jsonl, loads_json
+from harness.capture.bounded import iter_jsonl, loads_json, orjson_reads_as_json
 from harness.capture.columns import loads_line, read_metrics_columns, read_pause_windows
 from harness.capture.reader import read_capture
 from harness.times import parse_time_us
@@ -272,3 +273,16 @@ def test_a_metrics_file_with_an_integer_beyond_64_bits_keeps_it_whole(tmp_path):
     path.write_text(json.dumps(row) + "\n")
     [value] = read_metrics_columns(path, []).column("n")
     assert type(value) is int and value == big
+
+
+@given(st.binary(max_size=80) | st.from_regex(rb"\A[0-9a\x01 ]{0,45}\Z"))
+def test_the_long_digit_check_is_the_regular_expression_s(data):
+    """orjson is trusted with a text exactly when no 19 ASCII digits stand in a row (the 0x01 bytes: the check's own
+    mark for a digit must not read as one)."""
+    assert orjson_reads_as_json(data) == (re.search(rb"[0-9]{19}", data) is None)
+
+
+@pytest.mark.parametrize("run", [18, 19, 20])
+def test_eighteen_digits_in_a_row_go_to_orjson_and_nineteen_do_not(run):
+    data = b'{"a": ' + b"9" * run + b"}"
+    assert orjson_reads_as_json(data) == (run < 19)

@@ -31,6 +31,7 @@ import orjson
 
 from harness.capture.bounded import (
     MAX_LINE_BYTES,
+    PathLike,
     Unreadable,
     iter_jsonl,
     loads_json,
@@ -145,13 +146,13 @@ class _Lines:
         return max(said, before)
 
 
-def _read_lines(path: Path) -> _Lines:
+def _read_lines(path: PathLike) -> _Lines:
     """The good lines of a JSONL file: the whole file at once when it is as the harness writes it, else line by line."""
-    whole = _read_whole(Path(path))
+    whole = _read_whole(path)
     return whole if whole is not None else _read_line_by_line(path)
 
 
-def _read_whole(path: Path) -> Optional[_Lines]:
+def _read_whole(path: PathLike) -> Optional[_Lines]:
     """Every line of a file that ends on a newline and whose every line is a JSON object orjson reads; else None.
 
     A file that is absent is empty. Anything else (too large to take at once,
@@ -179,7 +180,7 @@ def _read_whole(path: Path) -> Optional[_Lines]:
     return _Lines(list(range(1, len(objects) + 1)), objects, [], [0] * len(objects))
 
 
-def _read_line_by_line(path: Path) -> _Lines:
+def _read_line_by_line(path: PathLike) -> _Lines:
     numbers: list[int] = []
     objects: list[JSONObject] = []
     bad_notes: list[str] = []
@@ -199,7 +200,7 @@ def _parse_two_columns(
     return parsed[: len(first)], parsed[len(first) :]
 
 
-def read_metrics_columns(path: Path, notes: list[str]) -> MetricsColumns:
+def read_metrics_columns(path: PathLike, notes: list[str]) -> MetricsColumns:
     """metrics.jsonl as columns; never raises for its contents (what is odd is a note naming the line)."""
     lines = _read_lines(path)
     objects = lines.objects
@@ -296,10 +297,12 @@ def _metrics_line_by_line(
     return columns.select(sorted(range(len(steps)), key=steps.__getitem__))
 
 
-def read_pause_windows(path: Path, notes: list[str]) -> list[PauseWindow]:
+def read_pause_windows(path: PathLike, notes: list[str]) -> list[PauseWindow]:
     """Pause windows by start time, the last line per start winning (open, then closed); notes for bad lines."""
-    name = Path(path).name
     lines = _read_lines(path)
+    if not lines.objects and lines.clean():  # no pause: the common run's file
+        return []
+    name = Path(path).name
     raw_starts = [obj.get("start") for obj in lines.objects]
     raw_ends = [obj.get("end") for obj in lines.objects]
     starts, ends = _parse_two_columns(raw_starts, raw_ends)
