@@ -64,10 +64,10 @@ class RunConditions:
 
 def read_conditions(manifest: Optional[JSONObject], time_scale: Optional[float]) -> RunConditions:
     """A run's conditions from its manifest (None: no manifest) and its checked time scale."""
-    if not isinstance(manifest, Mapping):
+    if not isinstance(manifest, dict):
         return RunConditions(None, time_scale, None)
     found = manifest.get("experiment")
-    experiment = found if isinstance(found, Mapping) else {}
+    experiment = found if isinstance(found, dict) else {}
     # only the simulator runs at a time scale other than 1, whatever image the manifest names
     simulated = True if time_scale is not None and time_scale != 1 else _simulated(manifest, experiment)
     config = condition_config(manifest, experiment, simulated, time_scale) if experiment else None
@@ -136,8 +136,8 @@ def config_differences(a: JSONObject, b: JSONObject, prefix: str = "", depth: in
 
 def _simulated(manifest: JSONObject, experiment: JSONObject) -> Optional[bool]:
     container = experiment.get("container")
-    env = container.get("env") if isinstance(container, Mapping) else None
-    if isinstance(env, Mapping) and SIM_TIME_SCALE_ENV in env:
+    env = container.get("env") if isinstance(container, dict) else None
+    if isinstance(env, dict) and SIM_TIME_SCALE_ENV in env:
         return True
     image = manifest.get("image", experiment.get("image"))
     if isinstance(image, str):
@@ -147,13 +147,13 @@ def _simulated(manifest: JSONObject, experiment: JSONObject) -> Optional[bool]:
 
 def _guard(manifest: JSONObject, experiment: JSONObject) -> Optional[str]:
     facts = manifest.get("guard")
-    if isinstance(facts, Mapping) and isinstance(facts.get("guarded"), bool):
+    if isinstance(facts, dict) and isinstance(facts.get("guarded"), bool):
         if not facts["guarded"]:
             return "off"
         picked = facts.get("picked")
         return f"on (sensor {picked})" if isinstance(picked, str) else "on"
     config = experiment.get("guard")
-    sensor = config.get("sensor") if isinstance(config, Mapping) else None
+    sensor = config.get("sensor") if isinstance(config, dict) else None
     if sensor == "none":
         return "off"
     if isinstance(sensor, str) and sensor != "auto":  # auto: whether it found a sensor is not known

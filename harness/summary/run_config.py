@@ -78,13 +78,13 @@ def _experiment_flags(experiment: JSONObject) -> Mapping[str, list[str]]:
     worked out once per distinct section; the mapping is shared: read only.
     """
     miles = experiment.get("miles")
-    if not isinstance(miles, Mapping):
+    if not isinstance(miles, dict):
         return {}
     args = miles.get("args")
     extra = miles.get("extra_args")
     try:
         key = json.dumps(
-            [args if isinstance(args, Mapping) else {}, extra if isinstance(extra, str) else ""],
+            [args if isinstance(args, dict) else {}, extra if isinstance(extra, str) else ""],
             sort_keys=True,
             allow_nan=False,
         )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Optional, TypeGuard
+from typing import TYPE_CHECKING, Optional, TypeGuard
 
 from harness.summary.notes import shown
 from harness.times import format_time_us
@@ -132,7 +132,7 @@ def compare_problems(compare: JSONValue) -> tuple[Optional[str], list[str], list
     """
     if compare is None:
         return None, [], []
-    if not isinstance(compare, Mapping):
+    if not isinstance(compare, dict):
         return None, [], [f"compare {shown(compare)} is not an object: no comparison"]
     problems: list[str] = []
     baseline = compare.get("baseline")

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Tuple
 
-import numpy as np
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported where it is used: a short run's overlaps (`merged_lists`) never need it
+    import numpy as np
     from numpy.typing import ArrayLike, NDArray
 
 
@@ -27,6 +26,8 @@ def merge_windows(windows: Iterable[Tuple[int, int]]) -> tuple[NDArray[np.int64]
     Touching and overlapping windows become one; empty or reversed windows
     cover nothing and are dropped (callers note them).
     """
+    import numpy as np
+
     starts, ends = merged_lists(windows)
     return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
 
@@ -60,6 +61,8 @@ def overlap_lengths(
     small (times relative to the run's first timestamp) so float64 holds them
     to well under a microsecond.
     """
+    import numpy as np
+
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
     if starts.size == 0 or lo.size == 0:
