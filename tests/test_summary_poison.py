@@ -476,6 +476,24 @@ def test_runs_encoded_where_they_are_computed_are_written_as_the_writer_would(po
     assert dumps_summary(summary.document, summary.encoded_runs) == dumps_summary(summary.document)
 
 
+def test_a_summary_leaves_the_collector_on_nothing_frozen_and_what_it_made_in_the_oldest_generation(poisoned):
+    """The collector is paused while a summary is made; after it, the summary's objects are old (no young
+    collection walks them), nothing stays frozen, and the collector runs again."""
+    import gc
+
+    from harness.summary.summarize import summarize_with_warnings
+
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    summary = summarize_with_warnings(poisoned["root"], workers=1)
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == 0
+    runs = list(summary.document.runs.values())
+    assert runs
+    young = {id(thing) for generation in (0, 1) for thing in gc.get_objects(generation=generation)}
+    assert not [run for run in runs if id(run) in young or id(run.notes) in young]
+    assert id(summary.document) not in young
+
+
 # ---------------------------------------------------------------- counts that are not sane integers
 
 

@@ -343,6 +343,15 @@ def main() -> None:
             sys.stdout.flush()
         except BrokenPipeError:
             discard_stdout()
+        spare_the_last_collection()
+
+
+def spare_the_last_collection() -> None:
+    """Freeze what the process holds, as it ends: Python's last collection at exit walks every object still alive
+    only to free memory the system takes back anyway (a third of a second after a summary of 10,000 runs)."""
+    import gc
+
+    gc.freeze()
 
 
 if __name__ == "__main__":  # pragma: no cover
