@@ -13,6 +13,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.capture import RunState, RunStatus
 from harness.run.decide import Decision, decide
@@ -250,3 +252,40 @@ def test_cells_are_shown_as_written_and_styled_only_by_text(terminal):
     assert re.search(r"run-\[bold\]x\s+failed", out), out
     assert re.search(r"\[red\]plain\s+succeeded", out), out  # a string is never markup
     assert ("\x1b[31mfailed" in raw) == terminal  # style is a Text's
+
+
+_ASCII_WORD = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12)
+_ASCII_TEXT = st.lists(_ASCII_WORD, max_size=6).map(" ".join)
+
+
+@given(
+    rows=st.lists(st.tuples(_ASCII_WORD, _ASCII_TEXT, _ASCII_WORD), min_size=1, max_size=6),
+    width=st.integers(min_value=20, max_value=90),
+)
+def test_a_printable_ascii_table_is_laid_out_as_the_cell_counting_path_lays_it_out(rows, width):
+    """Printable ASCII is measured by its length (the fast path); it must give exactly the widths and lines that
+    counting each cell's terminal columns gives."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from harness.cli.tables import Column, _cells, _fit, _measure, _print_plain
+
+    columns = [Column("run"), Column("notes", wrap=True), Column("value", "right")]
+    assert _measure([c.header for c in columns], rows) is len
+
+    def laid_out(measure):
+        buffer = StringIO()
+        widths = _fit(columns, rows, width, measure)
+        console = Console(file=buffer, width=200, force_terminal=False, color_system=None)
+        _print_plain(console, columns, rows, None, widths, measure)
+        return widths, buffer.getvalue()
+
+    assert laid_out(len) == laid_out(_cells)
+
+
+def test_a_table_with_a_wide_character_is_measured_by_its_cells():
+    from harness.cli.tables import _cells, _measure
+
+    assert _measure(["run"], [["plain", "\u6771\u4eac"]]) is _cells  # two characters, four columns
+    assert _measure(["run"], [["plain", "tab\there"]]) is _cells
