@@ -249,7 +249,7 @@ def link_problem(run_path: Path) -> Optional[str]:
 
 def read_capture(run_dir: Path) -> RunCapture:
     """Read one run directory for the summary; never raises for bad contents (see the module rules)."""
-    run_dir = Path(run_dir)
+    run_dir = run_dir if isinstance(run_dir, Path) else Path(run_dir)  # (Path of a Path parses it again)
     # The files' paths as text: a Path joined five times a run cost the summary of 10,000 runs a fifth of a second.
     directory = os.fspath(run_dir)
     notes: list[str] = []

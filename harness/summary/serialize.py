@@ -147,7 +147,14 @@ def _plain(value: object) -> JSONValue:
         return [_plain(item) for item in value]
     if type(value) is dict:
         return {key if type(key) is str else str(key): _plain(item) for key, item in value.items()}
+    names = _RECORD_FIELDS.get(type(value))
+    if names is not None:  # a dataclass of the document met before (a condition's seed figures: 10,000 of them)
+        return {name: _plain(getattr(value, name)) for name in names}
     return _plain_other(value)
+
+
+# The dataclasses `_plain_other` has turned into objects field by field (never a StepTable, never a Skipped).
+_RECORD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _plain_other(value: object) -> JSONValue:
@@ -170,7 +177,8 @@ def _plain_other(value: object) -> JSONValue:
     if isinstance(value, dict):
         return {str(key): _plain(item) for key, item in value.items()}
     if is_dataclass(value) and not isinstance(value, type):
-        return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
+        names = _RECORD_FIELDS[type(value)] = _field_names(type(value))
+        return {name: _plain(getattr(value, name)) for name in names}
     raise TypeError(f"not a value of a summary document: {type(value).__name__}")
 
 
