@@ -247,7 +247,7 @@ def link_problem(run_path: Path) -> Optional[str]:
     return None
 
 
-def read_capture(run_dir: Path) -> RunCapture:
+def read_capture(run_dir: PathLike) -> RunCapture:
     """Read one run directory for the summary; never raises for bad contents (see the module rules)."""
     run_dir = run_dir if isinstance(run_dir, Path) else Path(run_dir)  # (Path of a Path parses it again)
     # The files' paths as text: a Path joined five times a run cost the summary of 10,000 runs a fifth of a second.
