@@ -43,6 +43,7 @@ Columns (best of --repeat; seconds of wall time unless said):
   drawing them all, then again with nothing changed (every figure kept).
 
 The machine's load is printed first: the figures are only as quiet as it.
+The captures of each size are made and synced to disk before any is timed.
 """
 
 from __future__ import annotations
@@ -417,6 +418,10 @@ def main() -> int:
             else:
                 make_captures(root, *shape)
                 runs, steps = shape
+            # On disk before the clock starts, as a run's captures are long before they are summarized: else the
+            # system's write-back of the files just made (50,000 for `many`) runs during the timing and the
+            # summary's one fsync waits for it.
+            os.sync()
             e2e = min((script(root, "--no-figures") for _ in range(args.repeat)), key=lambda t: t[0])
             e2e_of.setdefault((runs, steps), {})[shape[1] if len(shape) == 3 else 1] = e2e[0]
             data_mb = (root / "summary" / "miles-gb10-lab.json").stat().st_size / 1e6
