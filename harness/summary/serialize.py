@@ -85,12 +85,16 @@ _MARKER = _STEPS_PLACEHOLDER.replace(b"\n", b"\n" + _INDENT * _RUN_LEVEL)
 def encode_run(run: RunSummary, name: str) -> bytes:
     """One run's object as `dumps_summary` writes it under `runs`: its facts indented by orjson, its rows one per
     line where `steps` stands; ValueError (naming where) for a number that is not finite."""
-    where = f"runs.{name}"
-    plain = {
-        # `steps` is a marker the rows replace: the run's only key at its own top level called so
-        field_name: strict_plain(getattr(run, field_name), f"{where}.{field_name}") if field_name != "steps" else []
-        for field_name in _field_names(RunSummary)
-    }
+    names = _field_names(RunSummary)
+    try:  # `steps` is a marker the rows replace: the run's only key at its own top level called so
+        plain = {field_name: _plain(getattr(run, field_name)) if field_name != "steps" else [] for field_name in names}
+    except _NotFinite:  # field by field, for the error that says where
+        plain = {
+            field_name: strict_plain(getattr(run, field_name), f"runs.{name}.{field_name}")
+            if field_name != "steps"
+            else []
+            for field_name in names
+        }
     encoded = _indented(plain, _RUN_LEVEL)
     if not len(run.steps):
         return encoded
