@@ -42,5 +42,5 @@ if __name__ == "__main__":
     code = main()
     import gc
 
-    gc.freeze()  # as `harness` does as it ends (harness.cli.app.spare_the_last_collection): no last walk of it all
+    gc.freeze()  # as `harness` does as it ends: no last walk of it all (harness.cli.app.spare_the_last_collection)
     sys.exit(code)

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.capture.bounded import iter_jsonl, loads_json, orjson_reads_as_json
@@ -275,14 +275,58 @@ def test_a_metrics_file_with_an_integer_beyond_64_bits_keeps_it_whole(tmp_path):
     assert type(value) is int and value == big
 
 
-@given(st.binary(max_size=80) | st.from_regex(rb"\A[0-9a\x01 ]{0,45}\Z"))
-def test_the_long_digit_check_is_the_regular_expression_s(data):
+_DIGIT_RUN = st.builds(
+    lambda before, digits, after: b"a" * before + b"7" * digits + b"\x01" * after,
+    st.integers(0, 40),
+    st.integers(15, 22),
+    st.integers(0, 40),
+)
+
+
+@given(
+    st.binary(max_size=80) | st.from_regex(rb"\A[0-9a\x01 ]{0,90}\Z") | _DIGIT_RUN, st.sampled_from([1 << 20, 16, 25])
+)
+@example(b"a" * 14 + b"7" * 19, 16)  # the run's first digit 18 bytes before the second piece
+def test_the_long_digit_check_is_the_regular_expression_s(data, piece):
     """orjson is trusted with a text exactly when no 19 ASCII digits stand in a row (the 0x01 bytes: the check's own
-    mark for a digit must not read as one)."""
-    assert orjson_reads_as_json(data) == (re.search(rb"[0-9]{19}", data) is None)
+    mark for a digit must not read as one), whether the text is checked whole or a piece at a time."""
+    from unittest import mock
+
+    from harness.capture import bounded
+
+    with mock.patch.object(bounded, "_CHECK_BYTES", piece):
+        assert orjson_reads_as_json(data) == (re.search(rb"[0-9]{19}", data) is None)
 
 
 @pytest.mark.parametrize("run", [18, 19, 20])
 def test_eighteen_digits_in_a_row_go_to_orjson_and_nineteen_do_not(run):
     data = b'{"a": ' + b"9" * run + b"}"
     assert orjson_reads_as_json(data) == (run < 19)
+
+
+@pytest.mark.parametrize("cap, whole", [(1 << 20, True), (120, False)])
+def test_a_file_that_grew_after_it_was_measured_is_read_to_its_end_or_refused_past_the_cap(
+    tmp_path, monkeypatch, cap, whole
+):
+    """The first read asks for the size measured and a byte more; a file longer than that by then is read on, to
+    its end, and refused when it passes the cap."""
+    import os
+    from types import SimpleNamespace
+
+    from harness.capture import bounded
+
+    path = tmp_path / "status.json"
+    data = b'{"state": "running", "pad": "' + b"x" * 200 + b'"}'
+    path.write_bytes(data)
+    real_fstat = os.fstat
+
+    def measured_before_it_grew(fd):
+        found = real_fstat(fd)
+        return SimpleNamespace(st_mode=found.st_mode, st_size=40)
+
+    monkeypatch.setattr(bounded.os, "fstat", measured_before_it_grew)
+    if whole:
+        assert bounded.read_bounded(path, cap) == data
+    else:
+        with pytest.raises(bounded.Unreadable, match="status.json is too large \\(over the cap of 120 bytes\\)"):
+            bounded.read_bounded(path, cap)

@@ -14,16 +14,15 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable, Generator, Iterator, Optional, Union
+from typing import TYPE_CHECKING, BinaryIO, Callable, Generator, Iterator, Optional
 
 import orjson
 
+from harness.fs.files import PathLike
 from harness.fs.paths import file_kind
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject, JSONValue
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 MAX_STATUS_BYTES = 1 << 20
 MAX_JSON_BYTES = 64 << 20  # manifest.json, args.json
@@ -34,10 +33,11 @@ NUL = b"\0"  # a file's tail a power loss left: its blocks allocated, never writ
 TAIL_BYTES = 64 << 10  # `last_jsonl`: a guard.jsonl of a week's run is never read whole for its last sample
 
 
-# Each byte as 1 where it is an ASCII digit, else 0: a run of LONG_DIGITS ones is that many digits in a row.
+# Each byte as 1 where it is an ASCII digit, else 0: a run of _LONG_DIGITS ones is that many digits in a row.
 _DIGIT_BYTES = bytes(1 if byte in b"0123456789" else 0 for byte in range(256))
-LONG_DIGITS = 19  # 19 digits or more: maybe beyond 64 bits
-_LONG_RUN = b"\x01" * LONG_DIGITS
+_LONG_DIGITS = 19  # 19 digits or more: maybe beyond 64 bits
+_LONG_RUN = b"\x01" * _LONG_DIGITS
+_CHECK_BYTES = 1 << 20  # translated a piece at a time: a large file costs a piece more memory, not its size again
 
 
 def orjson_reads_as_json(data: bytes) -> bool:
@@ -46,7 +46,13 @@ def orjson_reads_as_json(data: bytes) -> bool:
 
     (A byte translation and a substring search: a regular expression took five times as long as orjson's own
     read of a capture's metrics line.)"""
-    return _LONG_RUN not in data.translate(_DIGIT_BYTES)
+    if len(data) <= _CHECK_BYTES:
+        return _LONG_RUN not in data.translate(_DIGIT_BYTES)
+    overlap = _LONG_DIGITS - 1  # a run of digits across two pieces is whole in the second
+    return not any(
+        _LONG_RUN in data[max(0, start - overlap) : start + _CHECK_BYTES].translate(_DIGIT_BYTES)
+        for start in range(0, len(data), _CHECK_BYTES)
+    )
 
 
 class Unreadable(Exception):

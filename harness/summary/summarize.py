@@ -182,7 +182,10 @@ def _collector_paused() -> Iterator[None]:
     inherit is never walked (nor its pages copied) by theirs. At the end,
     what the summary made joins the oldest generation with the rest, unwalked:
     left young, the first collections after it would walk all of it (writing
-    the JSON of 10,000 runs took a third longer).
+    the JSON of 10,000 runs took a third longer). The price: a cycle the
+    summary left as garbage waits for the next full collection (the commands
+    summarize once and end; a process that summarizes again and again would
+    hold such garbage longer, never lose track of it).
     """
     was_enabled = gc.isenabled()
     freezing = gc.get_freeze_count() == 0  # never thaw what a caller froze
