@@ -31,7 +31,6 @@ import orjson
 
 from harness.capture.bounded import (
     MAX_LINE_BYTES,
-    PathLike,
     Unreadable,
     iter_jsonl,
     loads_json,
@@ -39,6 +38,7 @@ from harness.capture.bounded import (
     read_bounded,
 )
 from harness.capture.records import PauseWindow, StepRow
+from harness.fs.files import PathLike
 from harness.mileslog.keys import finite_number
 from harness.times import parse_times_us
 

@@ -45,7 +45,6 @@ from harness.capture.bounded import (
     MAX_STATUS_BYTES,
     NUL,
     READ_CHUNK,
-    PathLike,
     Unreadable,
     _open_regular,
     iter_lines,
@@ -53,6 +52,7 @@ from harness.capture.bounded import (
     read_bounded,
 )
 from harness.capture.records import PauseWindow, RunStatus, StepRow
+from harness.fs.files import PathLike
 from harness.fs.paths import outside_root
 
 if TYPE_CHECKING:
