@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.capture import Capture, RunStatus, append_jsonl, read_jsonl, write_json_atomic
 from harness.engines.logstream import LogPosition, join_partials, split_lines, stamp_to_ns
@@ -330,3 +332,20 @@ def test_an_engine_object_removed_between_the_listing_and_the_look_is_passed_ove
     found = engine_objects([TwoObjects()], notes)  # type: ignore[list-item]
 
     assert [obj.id for obj in found] == ["def"] and notes == []
+
+
+@given(
+    lines=st.lists(st.text(alphabet="ab\u00e9", max_size=30), max_size=40), chars=st.integers(min_value=1, max_value=80)
+)
+def test_a_burst_is_written_in_pieces_of_whole_lines_in_order(lines, chars):
+    """A long burst is cut into pieces of whole lines of at most `chars` characters (newlines counted), a longer
+    line alone; nothing is lost, doubled or reordered."""
+    from harness.run.execute import whole_line_pieces
+
+    pieces = list(whole_line_pieces(lines, chars))
+    assert [line for piece in pieces for line in piece] == lines
+    assert all(piece for piece in pieces)
+    for piece in pieces:
+        assert len(piece) == 1 or sum(len(line) + 1 for line in piece) <= chars
+    if sum(len(line) + 1 for line in lines) <= chars:
+        assert len(pieces) <= 1

@@ -31,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence
 
 from harness.capture import (
     Capture,
@@ -66,6 +66,7 @@ LABEL_ATTEMPT = f"{LABEL_PREFIX}.attempt"  # which attempt of the run it is (har
 
 POLL_S = 0.5
 LOG_FSYNC_EVERY_S = 1.0
+LOG_WRITE_CHARS = 64 << 10  # a burst is written in pieces of whole lines about this long: a full disk keeps what fit
 PUMP_DRAIN_TIMEOUT_S = 60.0
 
 
@@ -224,28 +225,30 @@ class LogPump(threading.Thread):
 
     def _pump(self, fd: int) -> None:
         # A burst (the lines that came in one read) is written to container.log before any of its lines is parsed,
-        # so every record saved has its lines in the log: one write per burst, not per line.
+        # so every record saved has its lines in the log: one write per burst (or per piece of a long one), not
+        # per line. A piece that does not fit on the disk ends the capture at the last whole piece before it.
         good = os.fstat(fd).st_size
         last_sync = time.monotonic()
         writer = self.writes.writer
         for burst in self.handle.log_bursts(follow=True):
-            if self.writes.error is not None:
-                return  # writing has stopped: the engine keeps the rest
-            data = "\n".join(burst).encode("utf-8", "replace") + b"\n"
-            try:
-                write_whole(fd, data)
-            except OSError as err:
-                os.ftruncate(fd, good)  # never a torn line: the capture ends on the last whole one
-                self.writes.failed(err, self.capture.log_path.name)
-                return
-            good += len(data)
-            writer.log_lines(burst)
-            for line in burst:
-                self.lines += 1
-                for record in self.parser.feed(line, self.lines):
-                    if not self._save(record):
-                        return
-                failpoint("mid-stream", self.lines)
+            for piece in whole_line_pieces(burst, LOG_WRITE_CHARS):
+                if self.writes.error is not None:
+                    return  # writing has stopped: the engine keeps the rest
+                data = "\n".join(piece).encode("utf-8", "replace") + b"\n"
+                try:
+                    write_whole(fd, data)
+                except OSError as err:
+                    os.ftruncate(fd, good)  # never a torn line: the capture ends on the last whole one
+                    self.writes.failed(err, self.capture.log_path.name)
+                    return
+                good += len(data)
+                writer.log_lines(piece)
+                for line in piece:
+                    self.lines += 1
+                    for record in self.parser.feed(line, self.lines):
+                        if not self._save(record):
+                            return
+                    failpoint("mid-stream", self.lines)
             if time.monotonic() - last_sync >= LOG_FSYNC_EVERY_S:
                 os.fsync(fd)
                 last_sync = time.monotonic()
@@ -270,6 +273,23 @@ class LogPump(threading.Thread):
             self.steps_complete += 1
         self.reporter.step(self.capture.run, record, self.steps_complete)
         return True
+
+
+def whole_line_pieces(lines: list[str], chars: int) -> Iterator[list[str]]:
+    """`lines` in order, in pieces of whole lines of about `chars` characters (a longer line is a piece alone)."""
+    if not lines:
+        return
+    if sum(map(len, lines)) + len(lines) <= chars:  # the usual burst: one piece
+        yield lines
+        return
+    start, size = 0, 0
+    for end, line in enumerate(lines):
+        if size and size + len(line) + 1 > chars:
+            yield lines[start:end]
+            start, size = end, 0
+        size += len(line) + 1
+    if start < len(lines):
+        yield lines[start:]
 
 
 def build_manifest(
