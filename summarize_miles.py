@@ -16,7 +16,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        from harness.cli import app
+        from harness.cli.app import app, spare_the_last_collection
     except ModuleNotFoundError as err:  # a Python without the harness's packages: say where they are
         print(
             f"error: this Python lacks {err.name} (outside the venv?): run `make summarize`, "
@@ -35,12 +35,9 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
         except BrokenPipeError:
             pass
+        spare_the_last_collection()  # as `harness` ends: no last walk of all it holds
     return 0
 
 
 if __name__ == "__main__":
-    code = main()
-    import gc
-
-    gc.freeze()  # as `harness` does as it ends: no last walk of it all (harness.cli.app.spare_the_last_collection)
-    sys.exit(code)
+    sys.exit(main())

@@ -46,8 +46,6 @@ def orjson_reads_as_json(data: bytes) -> bool:
 
     (A byte translation and a substring search: a regular expression took five times as long as orjson's own
     read of a capture's metrics line.)"""
-    if len(data) <= _CHECK_BYTES:
-        return _LONG_RUN not in data.translate(_DIGIT_BYTES)
     overlap = _LONG_DIGITS - 1  # a run of digits across two pieces is whole in the second
     return not any(
         _LONG_RUN in data[max(0, start - overlap) : start + _CHECK_BYTES].translate(_DIGIT_BYTES)
@@ -64,7 +62,7 @@ def read_bounded(path: PathLike, max_bytes: int) -> bytes:
     fd, size = _open_regular_sized(path)
     try:
         if size > max_bytes:
-            raise Unreadable(f"{_name(path)} is too large ({size:,} bytes; the cap is {max_bytes:,})")
+            raise Unreadable(f"{os.path.basename(path)} is too large ({size:,} bytes; the cap is {max_bytes:,})")
         chunks: list[bytes] = []
         total = 0
         want = size + 1  # its size and a byte more: a file that did not grow is read in one call, at its size
@@ -74,18 +72,13 @@ def read_bounded(path: PathLike, max_bytes: int) -> bytes:
                 return b"".join(chunks)
             total += len(chunk)
             if total > max_bytes:  # it grew while being read
-                raise Unreadable(f"{_name(path)} is too large (over the cap of {max_bytes:,} bytes)")
+                raise Unreadable(f"{os.path.basename(path)} is too large (over the cap of {max_bytes:,} bytes)")
             chunks.append(chunk)
             want = READ_CHUNK
     except OSError as err:
-        raise Unreadable(f"{_name(path)} unreadable: {err.strerror or err}") from None
+        raise Unreadable(f"{os.path.basename(path)} unreadable: {err.strerror or err}") from None
     finally:
         os.close(fd)
-
-
-def _name(path: PathLike) -> str:
-    """The file's name, for a message (a path may come as text: the summary reads thousands of files)."""
-    return os.path.basename(path)
 
 
 def _open_regular(path: PathLike) -> int:
@@ -106,12 +99,14 @@ def _open_regular_sized(path: PathLike) -> tuple[int, int]:
         raise
     except OSError as err:
         if err.errno == errno.ELOOP and os.path.islink(path):
-            raise Unreadable(f"{_name(path)} is not a regular file (it is a symbolic link, never followed)") from None
-        raise Unreadable(f"{_name(path)} unreadable: {err.strerror or err}") from None
+            raise Unreadable(
+                f"{os.path.basename(path)} is not a regular file (it is a symbolic link, never followed)"
+            ) from None
+        raise Unreadable(f"{os.path.basename(path)} unreadable: {err.strerror or err}") from None
     found = os.fstat(fd)
     if not stat.S_ISREG(found.st_mode):
         os.close(fd)
-        raise Unreadable(f"{_name(path)} is not a regular file (it is {file_kind(found.st_mode)})")
+        raise Unreadable(f"{os.path.basename(path)} is not a regular file (it is {file_kind(found.st_mode)})")
     return fd, found.st_size
 
 

@@ -22,6 +22,7 @@ Only faster:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -302,7 +303,7 @@ def read_pause_windows(path: PathLike, notes: list[str]) -> list[PauseWindow]:
     lines = _read_lines(path)
     if not lines.objects and lines.clean():  # no pause: the common run's file
         return []
-    name = Path(path).name
+    name = os.path.basename(path)
     raw_starts = [obj.get("start") for obj in lines.objects]
     raw_ends = [obj.get("end") for obj in lines.objects]
     starts, ends = _parse_two_columns(raw_starts, raw_ends)

@@ -87,8 +87,6 @@ class _Found:
         rank: Rank = 0,
         flag: bool = False,
     ) -> None:
-        if not len(positions):  # no step has it (the common case, checked a dozen times a run)
-            return
         self.notes.add(
             problem, positions, [self.steps[i] for i in positions], values, phase=phase, rank=rank, flag=flag
         )

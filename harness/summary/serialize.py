@@ -88,13 +88,8 @@ def encode_run(run: RunSummary, name: str) -> bytes:
     names = _field_names(RunSummary)
     try:  # `steps` is a marker the rows replace: the run's only key at its own top level called so
         plain = {field_name: _plain(getattr(run, field_name)) if field_name != "steps" else [] for field_name in names}
-    except _NotFinite:  # field by field, for the error that says where
-        plain = {
-            field_name: strict_plain(getattr(run, field_name), f"runs.{name}.{field_name}")
-            if field_name != "steps"
-            else []
-            for field_name in names
-        }
+    except _NotFinite:
+        raise _not_finite(run, f"runs.{name}") from None
     encoded = _indented(plain, _RUN_LEVEL)
     if not len(run.steps):
         return encoded
@@ -129,10 +124,15 @@ def strict_plain(value: object, where: str = "the document") -> JSONValue:
     try:
         return _plain(value)
     except _NotFinite:
-        raise ValueError(
-            f"not strict JSON: {where}{_path_to_non_finite(value)} is not a finite number "
-            "(the summary nulls such values, with a note)"
-        ) from None
+        raise _not_finite(value, where) from None
+
+
+def _not_finite(value: object, where: str) -> ValueError:
+    """The error for a value holding a float that is not finite, saying where in it (found again, the slow way)."""
+    return ValueError(
+        f"not strict JSON: {where}{_path_to_non_finite(value)} is not a finite number "
+        "(the summary nulls such values, with a note)"
+    )
 
 
 class _NotFinite(Exception):
