@@ -76,6 +76,8 @@ def test_describe_guard_shows_the_temperature_and_while_paused_since_when_why_an
         "PAUSED since 12:03:04 (GPU 86.5 C >= pause_at_c 85 C), 86.5 C; 3 pauses, 90 wall s paused"
     )
     assert describe_guard(GuardReading(temp_c=70.0, pauses=1, paused_s=31.4)) == "70.0 C; 1 pause, 31 wall s paused"
+    refused = GuardReading(temp_c=95.1, pauses=1, paused_s=31.4, pause_failures=2)
+    assert describe_guard(refused) == "95.1 C; 1 pause, 31 wall s paused; 2 pauses failed"
 
 
 def feed_a_pause(progress: PlainReporter) -> None:

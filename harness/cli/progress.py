@@ -78,6 +78,10 @@ def describe_guard(reading: "GuardReading", now_us: Optional[int] = None) -> str
         text = temp
     if reading.pauses:
         text += f"; {reading.pauses} pause{'s' if reading.pauses != 1 else ''}, {paused_s:.0f} wall s paused"
+    if reading.pause_failures:
+        from harness.capture.records import PauseTally
+
+        text += f"; {PauseTally(reading.pauses, reading.pause_failures).failed_text()}"
     return text
 
 
