@@ -380,7 +380,11 @@ def attempt_rows(capture: Capture) -> list[AttemptRow]:
         if is_current:
             differs = "-"
         else:
-            changes = manifest_changes(Capture(attempt.directory, capture.run).read_manifest(), current_manifest)
+            changes = manifest_changes(
+                Capture(attempt.directory, capture.run).read_manifest(),
+                current_manifest,
+                f"attempt {current.number} (current)" if current is not None else "the current attempt",
+            )
             differs = ", ".join(changes) if changes else "nothing"
         if status is None:
             rows.append(
