@@ -287,7 +287,13 @@ class PlainReporter:
         self._cooling_said[run] = reading.waited_s
         if reading.outcome is not None:
             self._cooling_said.pop(run, None)
-        self._say(f"{run}: heat guard: {reading.describe()}")
+        from harness.cli.messages import output_width
+
+        text = f"{run}: heat guard: {reading.describe()}"
+        if len(text) > (self.width or output_width(False, 0)):  # too wide: the time waited on a line of its own
+            head, _, waited = text.rpartition("; ")
+            text = f"{head} | {waited}"
+        self._say(text)
 
     def finished(self, status: "RunStatus") -> None:
         self._view(status.run).state = str(status.state)
