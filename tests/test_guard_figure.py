@@ -307,7 +307,9 @@ def test_a_first_sample_later_than_the_run_s_first_line_is_said_with_by_how_much
     caption = text_of(svg(path), "caption")
     assert "The guard's first sample came 4.2 s after the run's first line (the dotted line)" in caption
     assert "guard-run-start" in ids(svg(path))
+    assert caption.endswith("sparser while cool), pauses.jsonl and the first line of container.log.")
 
     (record / "container.log").write_text(f"{format_time_us(first_sample + 1000)} the trainer's first line\n")
     assert render_guard_figure(record, "late", path)  # the run's first line is one of its inputs
     assert "first sample came" not in text_of(svg(path), "caption") and "guard-run-start" not in ids(svg(path))
+    assert text_of(svg(path), "caption").endswith("sparser while cool) and pauses.jsonl.")

@@ -213,8 +213,8 @@ def guard_text(run: str, trace: GuardTrace) -> tuple[str, str]:
         + f"{limits}; pause windows shaded; thermal slowdown clock events marked x"
         + ("; each pause the engine could not make a dashed line" if trace.failed else "")
         + f". Drawn from {GUARD_LOG} ({samples} sample{'' if samples == 1 else 's'}: one per poll while hot or "
-        + f"paused, sparser while cool), {PAUSES_LOG}"
-        + (f" and the first line of {LOG_NAME}." if late is not None else ".")
+        + "paused, sparser while cool)"
+        + (f", {PAUSES_LOG} and the first line of {LOG_NAME}." if late is not None else f" and {PAUSES_LOG}.")
     )
     return title, caption
 
