@@ -172,6 +172,18 @@ def test_state_changes_pauses_and_session_as_records(lab_root: Path) -> None:
     assert hparams.values["over_sampling_batch_size"] == 48.0
 
 
+def test_a_pause_that_failed_is_a_text_of_its_own_not_a_resume(lab_root: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "e2b-dapo-filter"
+    shutil.copytree(lab_root / "e2b-dapo-filter", run_dir)
+    opened = {"start": "2026-11-29T10:02:00Z", "end": None, "reason": "GPU 95.1 C >= pause_at_c 85 C", "peak_c": 95.1}
+    failed = {**opened, "end": opened["start"], "failed": "unable to freeze", "on_pause_failure": "stop"}
+    with (run_dir / "pauses.jsonl").open("a") as handle:
+        handle.write(json.dumps(opened) + "\n" + json.dumps(failed) + "\n")
+    _, records = replay_records("e2b-dapo-filter", run_dir)
+    pauses = [r.text for r in records if isinstance(r, Text) and r.tag == "guard/pauses"]
+    assert "pause failed at 95.1 C: unable to freeze (guard.on_pause_failure: stop)" in pauses
+
+
 def test_non_finite_values_are_skipped_and_counted() -> None:
     board = RunBoard("r")
     board.feed(("status", "status.json", {"state": "running", "started_at": "2026-01-01T00:00:00Z"}))

@@ -375,6 +375,31 @@ def read_head(path: Path, max_bytes: int) -> bytes:
 RUNNING_AGAIN_SLACK_US = 1_000_000
 
 
+def first_line_us(path: Path, notes: list[str]) -> Optional[int]:
+    """The receive time of a container.log's first stamped line (the run's first line); None without one."""
+    from harness.times import split_time_prefix
+
+    lines = None
+    try:
+        lines = iter_lines(path)
+        for number, raw, _ in lines:
+            if number == 0:
+                break
+            if raw is None:
+                continue
+            stamp_ns, _ = split_time_prefix(raw[:64].decode("ascii", "replace"))
+            if stamp_ns is not None:
+                return stamp_ns // 1000
+    except FileNotFoundError:
+        pass
+    except Unreadable as err:
+        notes.append(str(err))
+    finally:
+        if lines is not None:
+            lines.close()
+    return None
+
+
 def first_stamps_after(path: Path, times_us: Sequence[int], notes: list[str]) -> dict[int, tuple[int, int]]:
     """For each time, (receive time, line number) of the first line of a container.log stamped after it.
 

@@ -19,7 +19,7 @@ from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.bounded import Unreadable, last_jsonl, open_regular
 from harness.capture.lock import in_use
 from harness.capture.reader import read_pauses, run_path_of
-from harness.capture.records import PauseWindow
+from harness.capture.records import PauseWindow, tally_pauses
 from harness.engines.base import RunHandle
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
@@ -133,15 +133,18 @@ def _state_text(capture: Capture, status: RunStatus) -> str:
 
 
 def _pauses(windows: list[PauseWindow], status: RunStatus) -> str:
-    """`N (S s)`: pause windows and the length of their union (an open one ends now, or at the run's end)."""
+    """`N (S s)`: the pauses (capture.records.tally_pauses) and the length of their union (an open one ends now, or
+    at the run's end); `, 1 failed` for each pause the engine could not make."""
     from harness.summary.windows import merge_windows, union_length
 
-    if not windows:
-        return "0"
+    tally = tally_pauses(windows)
+    failed = f", {tally.failed} failed" if tally.failed else ""
+    if not tally.pauses:
+        return "0" + failed
     until = parse_time_us(status.ended_at or utc_now())
-    spans = [(w.start_us, w.end_us or until) for w in windows]
+    spans = [(w.start_us, w.end_us or until) for w in windows if w.froze]
     total_us = union_length(*merge_windows((s, e) for s, e in spans if e is not None))
-    return f"{len(windows)} ({total_us / US_PER_S:.0f} s)"
+    return f"{tally.pauses} ({total_us / US_PER_S:.0f} s){failed}"
 
 
 def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> str:
@@ -377,7 +380,11 @@ def attempt_rows(capture: Capture) -> list[AttemptRow]:
         if is_current:
             differs = "-"
         else:
-            changes = manifest_changes(Capture(attempt.directory, capture.run).read_manifest(), current_manifest)
+            changes = manifest_changes(
+                Capture(attempt.directory, capture.run).read_manifest(),
+                current_manifest,
+                f"attempt {current.number} (current)" if current is not None else "the current attempt",
+            )
             differs = ", ".join(changes) if changes else "nothing"
         if status is None:
             rows.append(

@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 from urllib.parse import quote
 
 from harness.capture import write_text_atomic
-from harness.summary.document import SummaryDocument
+from harness.summary.document import Aggregates, SummaryDocument
 from harness.summary.figures import (
     condition_figure_path,
     condition_text,
@@ -72,6 +72,12 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
+
+
+def pause_count_text(aggregates: Aggregates) -> str:
+    """The heat guard's pauses, `2`, and those the engine could not make: `2, 1 failed`."""
+    failed = f", {aggregates.pause_failures} failed" if aggregates.pause_failures else ""
+    return f"{aggregates.pauses}{failed}"
 
 
 def _reward_from(document: SummaryDocument, run: str) -> str:
@@ -138,6 +144,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
                 summary.reward_source or DASH,
                 _num(step_sum / 60 if step_sum is not None else None, 1),
                 _num(summary.start_temp_c, 1),
+                pause_count_text(agg),
                 _num(agg.pause_total_s, 1),
             ]
         )
@@ -161,6 +168,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             "reward from",
             f"step time sum ({minutes})",
             "start (C)",
+            "pauses",
             f"pauses ({unit})",
         ]
         + (["pauses (wall s)"] if scaled else []),

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
 
 BASELINE = "baseline"
+UNLIKE_STARTS = "the seeds did not start alike"
 BASELINES = "baselines"
 
 
@@ -166,6 +167,32 @@ def pool(
     return kept, shared, left_out
 
 
+def unlike_starts(names: Sequence[str], runs: Mapping[str, RunSummary]) -> Optional[str]:
+    """A note naming how the pooled seeds started when they did not start alike (a cooled start below which
+    temperature, or none), else None. A run whose capture does not say how it started is not said to differ."""
+    how: dict[str, list[str]] = {}
+    for name in names:
+        run = runs[name]
+        if run.start_below_c is not None:
+            how.setdefault(f"waited to cool below {run.start_below_c:g} C", []).append(name)
+        elif run.start_temp_c is not None:
+            how.setdefault("had no cooled start", []).append(name)
+    if len(how) < 2:
+        return None
+
+    def started(group: list[str]) -> str:
+        temps = [runs[name].start_temp_c for name in group]
+        known = [f"{temp:.1f}" for temp in temps if temp is not None]
+        return f" (started at {_and(known)} C)" if known else ""
+
+    said = "; ".join(f"{_and(group)} {what}{started(group)}" for what, group in how.items())
+    return f"{UNLIKE_STARTS}: {said}: pooled as one condition all the same"
+
+
+def _and(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
 def seed_figures(
     name: str, run: RunSummary, steps: frozenset[int], own: Optional[frozenset[int]] = None
 ) -> SeedFigures:
@@ -243,6 +270,9 @@ def summarize_condition(
         notes.append(f"no reward in the pooled steps of {', '.join(lacking)}: left out of the reward figures")
     if len(kept) > 1 and any(len(step_sets[n]) != len(steps) for n in kept):
         notes.append(f"the seeds' complete steps differ: pooled over the {len(steps)} steps every one completed")
+    unlike = unlike_starts(kept, runs)
+    if unlike is not None:
+        notes.append(unlike)
     simulated = {runs[name].simulated for name in names}
     summary = ConditionSummary(
         experiment=first.experiment,
@@ -286,6 +316,8 @@ def summarize_conditions(
         out.steps[key] = steps
     for note in dict.fromkeys(n for notes in extra.values() for n in notes):
         out.warnings.append(note)
+    for key, summary in out.summaries.items():  # pooled, but said: the commands print it too
+        out.warnings += [f"condition {key}: {note}" for note in summary.notes if note.startswith(UNLIKE_STARTS)]
     return out
 
 

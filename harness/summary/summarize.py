@@ -91,6 +91,7 @@ def summarize_run(capture: RunCapture) -> RunResult:
     aggregates = aggregate(
         rows.table, config.filter, rows.pause_total_s, rows.reward_key or keys.reward_key(config.filter), notes
     )
+    aggregates.pauses, aggregates.pause_failures = frame.pauses.pauses, frame.pauses.failed
     null_non_finite(aggregates, notes)
     summary = RunSummary(
         experiment=frame.experiment,
@@ -111,6 +112,7 @@ def summarize_run(capture: RunCapture) -> RunResult:
         simulated=frame.conditions.simulated if frame.conditions is not None else None,
         config_hash=frame.conditions.config_hash if frame.conditions is not None else None,
         start_temp_c=frame.start_temp_c,
+        start_below_c=frame.start_below_c,
     )
     compare = CompareBlock(frame.baseline, frame.baselines) if frame.baseline is not None else None
     return RunResult(capture.name, summary, compare, flagged=notes.flags > 0, conditions=frame.conditions)
