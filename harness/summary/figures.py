@@ -453,7 +453,8 @@ def seed_comparison_text(document: SummaryDocument, block: SeedComparison) -> tu
     if block.p_improvement is not None:
         caption += f"; {mine} higher in {block.p_improvement:.0%} of seed pairs"
     if block.seeds_needed is not None:
-        caption += f"; about {block.seeds_needed} seeds each would detect a difference of this size (80% power)"
+        sd = f", from the pooled SD {block.pooled_sd:.3f} of both sides' seeds" if block.pooled_sd is not None else ""
+        caption += f"; about {block.seeds_needed} seeds each would detect a difference of this size (80% power{sd})"
     return title, caption + "."
 
 

@@ -358,6 +358,7 @@ def across_seeds_section(document: SummaryDocument, unit: str, figure_dir: Optio
                 "excludes 0",
                 "Welch p",
                 "P(higher)",
+                "pooled SD",
                 "seeds needed",
             ]
             + [f"seeds for {effect:g}" for effect in effects],
@@ -372,6 +373,7 @@ def across_seeds_section(document: SummaryDocument, unit: str, figure_dir: Optio
                     DASH if block.interval_excludes_zero is None else ("yes" if block.interval_excludes_zero else "no"),
                     _num(block.welch_p, 3),
                     _num(block.p_improvement, 2),
+                    _num(block.pooled_sd, 3),
                     _int(block.seeds_needed),
                 ]
                 + [_int(block.seeds_needed_for_effect) if block.effect == effect else DASH for effect in effects]
@@ -380,8 +382,10 @@ def across_seeds_section(document: SummaryDocument, unit: str, figure_dir: Optio
         )
         out += [
             "",
-            "Seeds needed: per condition, for 80% power at alpha 0.05 (two-sided) from the pooled standard "
-            "deviation; P(higher): the share of seed pairs in which the first condition read higher (ties half).",
+            "Seeds needed: per condition, for 80% power at alpha 0.05 (two-sided), from the pooled SD: the "
+            "standard deviation of the seeds' mean rewards, both conditions' pooled (`harness plan seeds --from-runs "
+            "A B` gives the same); P(higher): the share of seed pairs in which the first condition read higher "
+            "(ties half).",
             "",
         ]
     drawn = {id(block) for block in drawable_seed_comparisons(document)}

@@ -322,6 +322,16 @@ class SeedComparisons:
             out.append(self._made[key])
         return out
 
+    def between(self, own: str, other: str) -> SeedComparison:
+        """Condition `own` against condition `other`, as a comparison's across-seed block would have them."""
+        for condition in (own, other):
+            if condition not in self.conditions.summaries:
+                raise KeyError(condition)
+        key = (own, BASELINE, (other,))
+        if key not in self._made:
+            self._made[key] = self._compare(BASELINE, own, (other,))
+        return self._made[key]
+
     def _compare(self, against: str, own: str, others: tuple[str, ...]) -> SeedComparison:
         conditions = self.conditions
         mine = conditions.summaries[own]
@@ -337,7 +347,7 @@ class SeedComparisons:
         x = self._means([f.run for f in mine.seeds], steps, notes)
         y = self._means([f.run for c in others for f in conditions.summaries[c].seeds], steps, notes)
         stats = seedstats.compare(list(x.values()), list(y.values()), self.effect)
-        label = others[0] if against == BASELINE else f"the baselines ({', '.join(others)})"  # as baseline_label
+        label = conditions_label(against, others)
         interval = stats.interval
         n_least = min(stats.x.n, stats.y.n)
         needed = stats.seeds_needed_for_effect.seeds
@@ -464,7 +474,13 @@ def across_seeds_lines(comparisons: Iterable[Comparison]) -> list[str]:
 
 
 def baseline_label(block: SeedComparison) -> str:
-    """`plain`, or `the baselines (plain, plain-48)`."""
-    if block.against == BASELINE:
-        return block.baseline_conditions[0]
-    return f"the baselines ({', '.join(block.baseline_conditions)})"
+    """`plain`, or `plain + plain-48 (pooled)`."""
+    return conditions_label(block.against, block.baseline_conditions)
+
+
+def conditions_label(against: str, conditions: Sequence[str]) -> str:
+    """The other side of an across-seed comparison: its baseline's condition, or the pool of its baselines'
+    conditions, `plain + plain-48 (pooled)` (not "the baselines": in a run's comparison those are runs)."""
+    if against == BASELINE:
+        return conditions[0]
+    return f"{' + '.join(conditions)} (pooled)"
