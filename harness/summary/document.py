@@ -204,6 +204,8 @@ class RunSummary:
         return self.time_scale != 1
 
     start_temp_c: Optional[float] = None  # the hottest watched temperature as the run started (manifest guard.start)
+    attempt: Optional[int] = None  # the attempt of the run read (0: a capture from before attempts); None: unknown
+    started_at: Optional[str] = None  # that attempt's status.json started_at: with `attempt`, which capture this is
 
 
 @dataclass
