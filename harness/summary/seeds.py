@@ -32,7 +32,15 @@ from harness import seedstats
 from harness.mileslog.keys import RAW_REWARD_UNFILTERED
 from harness.summary.aggregates import FIRST_STEPS, median
 from harness.summary.conditions import config_differences
-from harness.summary.document import Comparison, ConditionSummary, RunSummary, SeedComparison, SeedFigures, SeedSpread
+from harness.summary.document import (
+    Comparison,
+    ConditionSummary,
+    RunSummary,
+    SeedComparison,
+    SeedFigures,
+    SeedSpread,
+    SummaryDocument,
+)
 from harness.summary.notes import steps_text
 from harness.summary.sanity import MAX_EXACT_INT
 from harness.summary.verdict import SeedFacts, seeds_verdict
@@ -471,6 +479,27 @@ def across_seeds_lines(comparisons: Iterable[Comparison]) -> list[str]:
     """`across seeds, X against Y: <verdict>`, once per comparison of conditions (of the document's comparisons)."""
     blocks = unique_blocks(block for comparison in comparisons for block in comparison.across_seeds)
     return [f"across seeds, {b.condition} against {baseline_label(b)}: {b.verdict}" for b in blocks]
+
+
+def across_seeds_after_sweep(
+    document: SummaryDocument, runs: Sequence[str], baseline: Optional[str], summarize: str
+) -> list[str]:
+    """What a sweep of `runs` (their experiment compared with `baseline`) ends with: the across-seed lines of the
+    comparisons of its runs, or, where there are none, one line pointing to what gives them (`summarize`: the
+    command). Nothing for a sweep of one seed or of an experiment without a baseline."""
+    seeds = {document.runs[name].seed for name in runs if name in document.runs}
+    if baseline is None or len(runs) < 2 or len(seeds) < 2:
+        return []
+    ours = [comparison for comparison in document.comparisons if comparison.run in runs]
+    lines = across_seeds_lines(ours)
+    if lines:
+        return lines
+    if baseline not in document.runs:
+        return [
+            f"across seeds: no capture of the baseline {baseline} under the capture root yet: run its seeds, then "
+            f"`{summarize}` compares them"
+        ]
+    return [f"across seeds: no comparison of these seeds with {baseline}'s yet; `{summarize}` says why"]
 
 
 def baseline_label(block: SeedComparison) -> str:
