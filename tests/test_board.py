@@ -25,6 +25,7 @@ from harness.board.records import Hparams, Record, Scalar, SessionEnd, Text
 from harness.board.replay import capture_events, rebuild, replay_records
 from harness.board.translate import RunBoard
 from harness.cli import app
+from support.timing import eventually
 
 REPO = Path(__file__).resolve().parent.parent
 LAB = REPO / "tests" / "data" / "captures" / "lab"
@@ -423,3 +424,25 @@ def test_a_wandb_directory_that_leads_out_of_the_root_costs_the_wandb_run_only_a
     assert board.failed is None  # the TensorBoard events are whole
     assert any(isinstance(r, SessionEnd) for r in events.records)
     assert not list(elsewhere.iterdir())  # nothing written out of the root
+
+
+def test_a_bug_that_stops_the_board_says_what_each_sink_loses(monkeypatch: pytest.MonkeyPatch) -> None:
+    other = Recorder()
+    other.name, other.lost = "wandb", "no offline W&B run for it from here"
+    warnings: list[str] = []
+    board = LiveBoard("r", lambda name: [Recorder(), other], warnings.append)
+    board.start()
+    events = events_of_a_run(3)
+    for event in events[:3]:
+        board.put(event)
+    assert eventually(lambda: board.written > 0)  # the sinks made (with the manifest) and written to
+
+    def broken(event: Any) -> list:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(board.board, "feed", broken)
+    for event in events[3:]:
+        board.put(event)
+    board.close()
+    assert [w.split(": ")[1] for w in warnings] == ["tensorboard", "wandb"]
+    assert "export --format tensorboard" in warnings[0] and warnings[1].endswith("no offline W&B run for it from here")

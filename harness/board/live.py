@@ -201,10 +201,14 @@ class LiveBoard(threading.Thread):
         self._say(f"{why}: {sink.lost}", sink.name)
 
     def _fail(self, why: str) -> None:
+        """Nothing more is written: said for the events, and for each other sink with what it costs there."""
         self._stopped = True
         if self.failed is None:
             self.failed = why
             self._say(f"{why}: {TENSORBOARD_LOST}")
+            for sink in self._sinks or ():
+                if sink.name != TensorBoardSink.name:
+                    self._say(f"{why}: {sink.lost}", sink.name)
 
     def _say(self, message: str, name: str = "tensorboard") -> None:
         try:
