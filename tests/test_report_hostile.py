@@ -101,3 +101,18 @@ def test_a_published_summary_s_own_strings_are_escaped_too(tmp_path: Path, repor
     text = render_report(document)
     assert "<" not in text and "\x1b" not in text and "\r" not in text and "\t" not in text
     assert text.count(SHOWN) >= 4
+
+
+def test_a_name_never_takes_a_figure_out_of_the_summary_directory_or_onto_another_s_file(tmp_path: Path) -> None:
+    root = tmp_path / "captures"
+    for i, name in enumerate(["x/../../../evil", "x_.._.._.._evil"]):  # the second: the first with `/` as `_`
+        for seed in (1, 2):
+            write_run(root, name, seed, [0.6, 0.6 + seed / 100], name=f"r{i}-{seed}")
+    published = summarize_to_files(root)
+
+    outside = [p for p in tmp_path.rglob("*.svg") if p.parent != root / "summary"]
+    assert outside == [] and len(published.figures) == 2
+    assert all(p.parent == root / "summary" for p in published.figures)
+    text = report_from_summary(published.summary_path).report.read_text()  # type: ignore[union-attr]
+    for path in published.figures:
+        assert f"]({path.name})" in text  # the report links the file that was written
