@@ -14,6 +14,8 @@ from harness.summary.report import markdown_text, render_report
 from harness.summary.serialize import load_summary
 from support.seedcaptures import write_run
 
+pytestmark = pytest.mark.filterwarnings("ignore:Glyph:UserWarning")  # matplotlib has no glyph for ESC or CR
+
 HOSTILE = "<img src=x onerror=alert(1)>\x1b[31m\r\t|x*y_"
 SHOWN = markdown_text(HOSTILE)
 

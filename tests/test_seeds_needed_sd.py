@@ -23,7 +23,7 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def three(tmp_path_factory: pytest.TempPathFactory):
+def three_root(tmp_path_factory: pytest.TempPathFactory):
     root = write_three_conditions(tmp_path_factory.mktemp("seeds") / "captures")
     return root, summarize(root)
 
@@ -38,8 +38,8 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_two_conditions_give_the_report_s_pooled_sd_and_seeds_needed(three):
-    root, document = three
+def test_two_conditions_give_the_report_s_pooled_sd_and_seeds_needed(three_root):
+    root, document = three_root
     block = next(b for b in document.comparisons[0].across_seeds if b.baseline_conditions == ["plain"])
 
     result = plan("--effect", "0.02", "--from-runs", "e2b-dapo-filter", "plain", "--capture-dir", str(root))
@@ -50,8 +50,8 @@ def test_two_conditions_give_the_report_s_pooled_sd_and_seeds_needed(three):
     assert either_way["sd"] == block.pooled_sd and either_way["seeds_needed"] == block.seeds_needed_for_effect
 
 
-def test_one_condition_says_whose_sd_it_used_and_that_the_report_pools_two(three):
-    root, document = three
+def test_one_condition_says_whose_sd_it_used_and_that_the_report_pools_two(three_root):
+    root, document = three_root
     spread = document.conditions["plain"].reward_mean
 
     result = plan("--effect", "0.02", "--from-runs", "plain", "--capture-dir", str(root))
@@ -65,8 +65,8 @@ def test_one_condition_says_whose_sd_it_used_and_that_the_report_pools_two(three
     assert "SD of plain alone" in text and "pools the SD of both conditions" in text
 
 
-def test_three_conditions_are_one_line_of_error(three):
-    root, _ = three
+def test_three_conditions_are_one_line_of_error(three_root):
+    root, _ = three_root
     args = ["plan", "seeds", "--from-runs", "plain", "plain-48", "e2b-dapo-filter", "--capture-dir", str(root)]
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and "one condition or two" in result.output and "Traceback" not in result.output
@@ -82,8 +82,8 @@ def test_without_effect_the_documented_default_is_used_and_said():
     assert given["effect"] == 0.05 and given["effect_from"] == "given (--effect)"
 
 
-def test_bare_plan_seeds_gives_each_comparison_of_the_captures_as_the_report_does(three):
-    root, document = three
+def test_bare_plan_seeds_gives_each_comparison_of_the_captures_as_the_report_does(three_root):
+    root, document = three_root
     blocks = [b for c in document.comparisons[:1] for b in c.across_seeds]
 
     result = plan("--capture-dir", str(root))
@@ -125,8 +125,8 @@ def test_every_seeds_needed_of_the_report_names_its_sd(tmp_path):
     assert sd in block.verdict and text.count(sd) >= 2  # the verdict and the figure's caption
 
 
-def test_the_report_uses_baselines_for_one_thing_only(three, tmp_path):
-    root, _ = three
+def test_the_report_uses_baselines_for_one_thing_only(three_root, tmp_path):
+    root, _ = three_root
     published = summarize_to_files(root, tmp_path / "summary" / "s.json", figures=False)
     text = report_from_summary(published.summary_path).report.read_text()  # type: ignore[union-attr]
     across = text.split("## Across seeds", 1)[1].split("\n## ", 1)[0]
