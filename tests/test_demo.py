@@ -175,7 +175,7 @@ def check_demo_output(output: str, captures: Path, steps: int, shown: Path | Non
     said = messages(output)  # each verdict fitted to the width: read whole
     assert any(m.startswith("across seeds, e2b-dapo-filter against plain: Across 3 seeds each") for m in said)
     assert any(
-        m.startswith("across seeds, e2b-dapo-filter against the baselines (e6a-base, plain, plain-48): Across 3 seeds")
+        m.startswith("across seeds, e2b-dapo-filter against e6a-base + plain + plain-48 (pooled): Across 3 seeds")
         for m in said
     )
     assert all(line in said for line in verdict_lines(SummaryDocument.from_dict(summary)))  # whole, never cropped

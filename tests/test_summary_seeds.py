@@ -133,7 +133,7 @@ def test_the_filter_against_the_pool_of_its_baselines(three):
     assert (block.seeds, block.baseline_seeds) == (4, 8)
     assert block.welch_p == pytest.approx(float(scipy.stats.ttest_ind(x, y, equal_var=False).pvalue), rel=1e-9)
     assert block.baseline_mean == pytest.approx(statistics.fmean(y), abs=1e-12)
-    assert "the baselines (plain, plain-48)" in block.verdict
+    assert "plain + plain-48 (pooled)" in block.verdict
 
 
 def test_each_pair_of_conditions_is_compared_once_whatever_the_runs_that_carry_it(three):

@@ -207,6 +207,8 @@ class RunSummary:
 
     start_temp_c: Optional[float] = None  # the hottest watched temperature as the run started (manifest guard.start)
     start_below_c: Optional[float] = None  # the cooled start it waited for (manifest guard.start.below_c); None: none
+    attempt: Optional[int] = None  # the attempt of the run read (0: a capture from before attempts); None: unknown
+    started_at: Optional[str] = None  # that attempt's status.json started_at: with `attempt`, which capture this is
 
 
 @dataclass

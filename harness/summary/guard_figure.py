@@ -31,15 +31,16 @@ unchanged figure is not drawn again.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 from harness.capture.bounded import MAX_JSONL_BYTES, Unreadable, read_bounded
 from harness.capture.columns import read_pause_windows
 from harness.capture.guardlog import GUARD_LOG, GuardLog, read_guard_log
-from harness.capture.reader import LOG_NAME, first_line_us
+from harness.capture.reader import ATTEMPTS_DIR, LOG_NAME, first_line_us
 from harness.capture.records import PauseTally, tally_pauses
 from harness.guard.samples import THERMAL_REASONS
 from harness.summary import palette
@@ -433,11 +434,17 @@ class GuardFigures:
     unchanged: list[Path] = field(default_factory=list)
 
 
-def render_guard_figures(capture_dir: Path, runs: Sequence[str], out_dir: Path) -> GuardFigures:
-    """`guard-<run>.svg` in `out_dir` for each of `runs` under `capture_dir` that has a guard record."""
+def render_guard_figures(
+    capture_dir: Path, runs: Sequence[str], out_dir: Path, attempts: Optional[Mapping[str, Optional[int]]] = None
+) -> GuardFigures:
+    """`guard-<run>.svg` in `out_dir` for each of `runs` under `capture_dir` that has a guard record.
+
+    `attempts`: the attempt of each run to draw (the one its summary read), so that a figure is never of another
+    attempt than the tables beside it; a run without one is drawn from its current capture."""
     rendered = GuardFigures()
     for run in runs:
-        directory = Path(capture_dir) / run
+        number = (attempts or {}).get(run)
+        directory = Path(capture_dir) / (os.path.join(ATTEMPTS_DIR, run, str(number)) if number else run)
         if not has_guard_record(directory):
             continue
         path = guard_figure_path(out_dir, run)
