@@ -256,7 +256,7 @@ MIN_KNOWN_CHARS = 8
 
 class KnownSecrets:
     """The secret values the harness passed, masked wherever they appear in text it did not write (the trainer's
-    output, Ray's errors): each line of a value at least MIN_KNOWN_CHARS long, the longest first."""
+    output, the engine's facts of its run): each line of a value at least MIN_KNOWN_CHARS long, the longest first."""
 
     def __init__(self, values: Iterable[str]) -> None:
         pieces = {piece for value in values for piece in value.splitlines() if len(piece) >= MIN_KNOWN_CHARS}
