@@ -205,9 +205,11 @@ def say(message: str, *, label: str = "", style: str = "") -> None:
     from rich.text import Text
 
     from harness.cli.messages import message_lines, output_width
+    from harness.secrets import redact_userinfo
 
     console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     prefix = f"{label}: " if label else ""
+    message = redact_userinfo(message)  # whatever a message quotes (a value, Ray's answer), no URL password
     for number, line in enumerate(message_lines(prefix, message, output_width(console.is_terminal, console.width))):
         text = Text(line)
         if number == 0 and label:

@@ -227,7 +227,9 @@ class PlainReporter:
         return view
 
     def note(self, message: str) -> None:
-        self._say(message)
+        from harness.secrets import redact_userinfo
+
+        self._say(redact_userinfo(message))  # a note quotes what it is about (a reason, a value): no URL password
 
     def warning(self, message: str) -> None:
         from harness.cli.app import warn
@@ -424,8 +426,9 @@ class RichReporter(PlainReporter):
 
     def note(self, message: str) -> None:
         from harness.cli.messages import message_lines
+        from harness.secrets import redact_userinfo
 
-        for line in message_lines("", message, self.console.width):
+        for line in message_lines("", redact_userinfo(message), self.console.width):
             self.console.print(line, markup=False, highlight=False)
 
     def start_live(self) -> None:

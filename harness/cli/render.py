@@ -171,6 +171,7 @@ def print_spec(spec: "LaunchSpec", *, as_json: bool, miles: Optional["JSONObject
             document["miles"] = miles
         typer.echo(json.dumps(document, indent=2, allow_nan=False))
         return
+    spec = spec.shown()  # every value by the secret rule: env secrets, URL passwords, a secret flag's values
     console = stdout()
 
     def out(*parts: Union[str, tuple[str, str]]) -> None:

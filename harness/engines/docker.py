@@ -72,6 +72,8 @@ class ContainerState(TypedDict, total=False):
 
 class ContainerConfig(TypedDict, total=False):
     Labels: Optional[dict[str, str]]
+    Env: Optional[list[str]]
+    Cmd: Optional[list[str]]
 
 
 class ContainerInspect(TypedDict, total=False):
@@ -428,6 +430,16 @@ class DockerRun:
             started_at=_docker_time(state.get("StartedAt")),
             finished_at=_docker_time(state.get("FinishedAt")),
         )
+
+    def given_values(self) -> Optional[tuple[dict[str, str], list[str]]]:
+        """The environment and command the container was given (to know the secrets its output may repeat); None
+        once it no longer exists."""
+        data = self._inspect()
+        if data is None:
+            return None
+        config = data.get("Config") or {}
+        env = {name: value for name, _, value in (entry.partition("=") for entry in config.get("Env") or [])}
+        return env, [*(config.get("Cmd") or [])]
 
     # --- logs ---------------------------------------------------------------------------------------
 

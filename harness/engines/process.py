@@ -279,6 +279,24 @@ class SupervisedRun(_ProcessGroup):
                     return None
         return self._identity
 
+    def given_values(self) -> Optional[tuple[dict[str, str], list[str]]]:
+        """The environment (while the trainer lives: it is kept nowhere else) and the command it was given, to know
+        the secrets its output may repeat."""
+        command = self.run_record.get("command")
+        words = [str(word) for word in command] if isinstance(command, list) else []
+        live, identity = self._live(), self.identity()
+        env: dict[str, str] = {}
+        if live is not None and identity is not None:
+            try:
+                raw = Path(f"/proc/{identity.pid}/environ").read_bytes()
+            except OSError:
+                raw = b""
+            for entry in raw.split(b"\0"):
+                name, _, value = entry.decode("utf-8", "replace").partition("=")
+                if name:
+                    env[name] = value
+        return env, words
+
     def start_error(self) -> Optional[str]:
         problem = _read_json(self.directory / "start-error.json")
         return None if problem is None else str(problem.get("error"))

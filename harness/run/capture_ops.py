@@ -222,7 +222,12 @@ def follow_log(capture: Capture, *, follow: bool) -> Iterator[str]:
     yield from _capture_lines(capture, follow, position)
     handle = _engine_handle(capture)
     if handle is not None:
-        yield from handle.logs(position, follow=follow)
+        from harness.run.settle import known_secrets_of
+
+        known = known_secrets_of(handle, capture)  # masked as the log pump masks what it stores
+        position.stored = known.mask
+        for line in handle.logs(position, follow=follow):
+            yield known.mask(line)
 
 
 def _capture_lines(capture: Capture, follow: bool, position: LogPosition) -> Iterator[str]:

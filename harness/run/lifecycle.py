@@ -37,7 +37,7 @@ def decide_on_capture(plan: Planned, mode: Mode, found: Optional[StatusRead] = N
         changes = configuration_changes(
             capture.read_manifest(),
             redacted_experiment(plan.experiment),
-            plan.spec.trainer_argv,
+            plan.spec.shown().trainer_argv,  # as its manifest holds it
             plan.spec.image,
             plan.time_scale,
         )

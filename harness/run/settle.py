@@ -68,6 +68,7 @@ from harness.fs.paths import not_regular
 from harness.jsontypes import JSONObject
 from harness.run.context import DEFAULT_GRACE_S
 from harness.run.execute import LABEL_ATTEMPT, LABEL_KEEP, decide_outcome
+from harness.secrets import KnownSecrets, secret_values_of
 from harness.times import format_time_us, parse_time_us
 
 if TYPE_CHECKING:
@@ -461,10 +462,11 @@ def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Resu
         handle.resume()
     _close_windows(capture, status, result, frozen=state == PAUSED)  # once it runs again: that ends the freeze
     stopped = False
+    known = known_secrets_of(handle, capture)  # before the stop: a process's environment goes with it
     if state not in (EXITED, GONE, CREATED) and not leave_running:
         handle.stop(grace_s)
         stopped = True
-    result.lines_saved = save_remaining_logs(handle, capture)
+    result.lines_saved = save_remaining_logs(handle, capture, known)
     after = handle.describe()
     exited = after.state in (EXITED, GONE)
     parser, steps_complete = rebuild_metrics(capture, include_incomplete=exited)
@@ -600,15 +602,34 @@ def log_position(log_path: Path) -> LogPosition:
     return LogPosition.after(line for line in tail[1 if start else 0 :] if line)  # a first line may be cut
 
 
-def save_remaining_logs(handle: RunHandle, capture: Capture) -> int:
-    """Append to container.log the lines the engine has that it lacks (a torn last line cut first)."""
+def known_secrets_of(handle: RunHandle, capture: Capture) -> KnownSecrets:
+    """The secrets the trainer of `handle` was given, as far as its engine still holds them (a Docker container's
+    environment; a live process's), with the names the capture's manifest lists as secret: masked in the lines
+    the harness saves or shows from the engine, as the log pump masked the rest."""
+    given = getattr(handle, "given_values", lambda: None)()
+    if given is None:
+        return KnownSecrets([])
+    manifest = capture.read_manifest() or {}
+    experiment = manifest.get("experiment")
+    container = experiment.get("container") if isinstance(experiment, dict) else None
+    listed = container.get("secret_env") if isinstance(container, dict) else None
+    env, words = given
+    names = [str(name) for name in listed] if isinstance(listed, list) else []
+    return KnownSecrets(secret_values_of(env, words, names))
+
+
+def save_remaining_logs(handle: RunHandle, capture: Capture, known: Optional[KnownSecrets] = None) -> int:
+    """Append to container.log the lines the engine has that it lacks (a torn last line cut first), known secrets
+    (read from the engine when not given) masked as the log pump masks them."""
     cut_torn_tail(capture.log_path)
+    known = known if known is not None else known_secrets_of(handle, capture)
     position = log_position(capture.log_path)
+    position.stored = known.mask  # its lines were stored masked
     added = 0
     fd = open_append(capture.log_path, root=capture.root)
     try:
         for line in handle.logs(position, follow=False):
-            write_whole(fd, line.encode("utf-8", "replace") + b"\n")
+            write_whole(fd, known.mask(line).encode("utf-8", "replace") + b"\n")
             added += 1
         os.fsync(fd)
     finally:
