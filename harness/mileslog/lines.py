@@ -66,6 +66,15 @@ def find_metric(segment: str) -> re.Match[str] | None:
     return _METRIC_HEAD.search(segment)
 
 
+_KIND_AFTER_DASH = re.compile(f" - (?:{'|'.join(KINDS)}) ".encode())
+
+
+def may_hold_metric(raw: bytes) -> bool:
+    """False when the undecoded line holds no ` - KIND `: no metric head then, whatever else it holds (the head is
+    ASCII, and decoding keeps every ASCII byte as it is)."""
+    return _KIND_AFTER_DASH.search(raw) is not None
+
+
 def read_metric(segment: str, head: re.Match[str]) -> MetricLine:
     """Read the payload that starts at the `{` of a metric head."""
     kind, ident = head.group(1), int(head.group(2))
