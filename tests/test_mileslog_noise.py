@@ -71,13 +71,13 @@ PIECES = [
 texts = st.lists(st.sampled_from(PIECES), max_size=60).map("".join)
 
 
-@settings(max_examples=examples(2000), deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(texts)
 def test_count_noise_counts_what_the_pattern_finds(text: str) -> None:
     assert count_noise(text) == reference(text)
 
 
-@settings(max_examples=examples(2000), deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(texts, st.integers(min_value=0, max_value=400), st.integers(min_value=0, max_value=400))
 def test_count_noise_bytes_counts_what_the_pattern_finds_between_any_bounds(text: str, start: int, stop: int) -> None:
     buf = text.encode()
