@@ -3,9 +3,11 @@
 `LogParser.feed(line)` is the hot path the runner calls on every line of a
 live log: a line that holds none of a handful of marker substrings costs a few
 substring tests, nothing more, unless the parser is inside an argument dump or
-a traceback. `feed_stream` reads a whole file (or stdin) in large chunks and
-jumps from marker to marker; it calls the same per-line code on the same
-lines, so it yields exactly what feeding every line would.
+a traceback. `feed_stream` reads a whole file (or stdin) in large chunks,
+counts their noise at once and jumps from marker to marker; it calls the same
+per-line code on every line that has anything to read (a dict that is no
+metric, such as a memory dump, it passes over undecoded), so it yields
+exactly what feeding every line would.
 
 Only the first launch line and the first argument dump are read: runs read
 together each bring theirs, and values of different runs must not mix (a
