@@ -30,8 +30,8 @@ each in turn, best of `--repeat`, so a busy machine weighs on both alike.
 `--against CHECKOUT` (repeatable) times parse-log as another checkout's code
 in the same turns, e.g. a git worktree of a release:
 
-    git worktree add --detach /tmp/release <commit>
-    .venv/bin/python bench/parse_throughput.py --lines 475000 --repeat 5 --against /tmp/release
+    git worktree add --detach ../release <commit>
+    .venv/bin/python bench/parse_throughput.py --lines 475000 --repeat 5 --against ../release
 
 then `harness --help`: median wall time of 5 runs. Wall time is the figure;
 CPU seconds are printed beside it, since a busy machine stretches wall time.
