@@ -14,6 +14,7 @@ from harness.cli.app import (
     capture_root,
     command,
     note,
+    sim_hint_when_not_found,
     sim_root_hint,
     stdout,
     warn,
@@ -117,14 +118,11 @@ def logs(
 
     from harness.capture import Capture, RunAttempts, find_capture
     from harness.cli.messages import shown
-    from harness.errors import HarnessError
     from harness.run.capture_ops import follow_log, live_capture
 
     root = capture_root(capture_dir, sim)
-    try:
+    with sim_hint_when_not_found(root, run):
         capture = find_capture(root, run)
-    except HarnessError as err:
-        raise HarnessError(err.message + sim_root_hint(root, run), err.exit_code) from None
     if attempt is not None:
         capture = Capture(RunAttempts(capture.directory).find(attempt).directory, capture.run)
     else:
@@ -169,7 +167,9 @@ def history(run: RunArgument, capture_dir: CaptureDirOrSim = None, sim: SimCaptu
     from harness.cli.tables import Column, print_table
     from harness.run.capture_ops import attempt_rows, find_run
 
-    rows = attempt_rows(find_run(capture_root(capture_dir, sim), run))
+    root = capture_root(capture_dir, sim)
+    with sim_hint_when_not_found(root, run):
+        rows = attempt_rows(find_run(root, run))
     columns = [
         Column("attempt", "right"),
         Column("state", wrap=True),

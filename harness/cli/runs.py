@@ -68,16 +68,15 @@ def chosen_experiment(experiment: Optional[str]) -> str:
 
 
 def sim_target_from_cli(sim: bool, time_scale: Optional[float], sim_engine: str) -> Optional[SimTarget]:
-    """The simulator's engine and time scale for `--sim` (said in one line), or None for a real run."""
+    """The simulator's engine and time scale for `--sim`, or None for a real run (said once the runs are planned, so
+    a bad experiment is one line with no banner before it)."""
     from harness.errors import HarnessError
 
     if not sim:
         if time_scale is not None or sim_engine != "auto":
             raise HarnessError("--time-scale and --sim-engine are for runs on the simulator: add --sim")
         return None
-    target = choose_target(sim_engine, DEFAULT_TIME_SCALE if time_scale is None else time_scale, sys.executable)
-    note(target.describe())
-    return target
+    return choose_target(sim_engine, DEFAULT_TIME_SCALE if time_scale is None else time_scale, sys.executable)
 
 
 def check_capture_root(capture_dir: Path, *, sim: bool) -> Path:
@@ -156,6 +155,8 @@ def plan_from_cli(
     plans = plan_runs(
         store, name, seeds, overrides, capture_dir, dict(os.environ), sim=sim, variant=variant, sweep=sweep
     )
+    if sim is not None:
+        note(sim.describe())
     for message in dict.fromkeys(m for plan in plans for m in plan.warnings):  # once, not once per seed
         warn(message)
     return plans
