@@ -11,6 +11,7 @@ from harness.cli.app import DEFAULT_CAPTURE_DIR, SIM_CAPTURE_DIR, stdout, warn
 
 if TYPE_CHECKING:
     from harness.capture import RunStatus
+    from harness.engines.base import Problem
     from harness.engines.spec import LaunchSpec
     from harness.jsontypes import JSONObject
     from harness.run.decide import Decision
@@ -18,19 +19,13 @@ if TYPE_CHECKING:
     from harness.run.plan import Planned
 
 
-def preflight_problems(spec: "LaunchSpec") -> list[str]:
-    """What would stop the run from starting, as `run` checks it (nothing is changed or started)."""
-    return preflight_report(spec)[0]
-
-
-def preflight_report(spec: "LaunchSpec") -> tuple[list[str], Optional["JSONObject"]]:
+def preflight_report(spec: "LaunchSpec") -> tuple[list["Problem"], Optional["JSONObject"]]:
     """(what would stop the run from starting, what the image preflight found in the image's Miles), as `run`
     checks them: nothing is changed, and nothing started but the preflight's own short probe container."""
     from harness.engines import engine_named
 
     engine = engine_named(spec.engine)
-    problems = [problem.message for problem in engine.preflight(spec)]
-    return problems, engine.image_facts(spec)
+    return list(engine.preflight(spec)), engine.image_facts(spec)
 
 
 def print_sweep(console: Any, results: Sequence["SweepResult"]) -> None:

@@ -340,11 +340,7 @@ def run(
 
         return run_command_on_ray(plan, address=ray, nodes=nodes, dry_run=dry_run, as_json=json_, options=options)
     if dry_run:
-        problems, miles = preflight_report(plan.spec)
-        for problem in problems:
-            warn(f"pre-flight: {problem}")
-        print_spec(plan.spec, as_json=json_, miles=miles)
-        return None
+        return _dry_run(plan, options.mode, as_json=json_)
     _, ctx = _context([plan], capture_dir, options, say_skips=False, verbose=verbose)
     with stop_on_signals(ctx.stop, ctx.reporter.note):
         result = run_planned(plan, ctx)
@@ -355,6 +351,30 @@ def run(
         raise HarnessError(result.decision.not_started())
     report_status(result.status, capture_dir)
     return exit_code_for([result.status.state])
+
+
+def _dry_run(plan: "Planned", mode: "Mode", *, as_json: bool) -> Optional[ExitCode]:
+    """Show what `run` would start and what its checks found; fail as `run` would refuse, so a script can use the
+    dry run as a preflight (exit 0: the run would start, or has succeeded already)."""
+    from harness.errors import HarnessError
+    from harness.run.lifecycle import decide_on_capture
+    from harness.run.plan import next_attempt_spec
+
+    spec = next_attempt_spec(plan.spec)
+    decision = decide_on_capture(plan, mode)
+    problems, miles = preflight_report(spec)
+    for problem in problems:
+        warn(f"pre-flight: {problem.message}")
+    print_spec(spec, as_json=as_json, miles=miles)
+    if decision.refused:
+        raise HarnessError(f"run {spec.run} would not start: {decision.reason}")
+    if decision.action == "skip":
+        note(f"{spec.run}: already {decision.reason}: `harness run` would start nothing")
+        return None
+    if problems:
+        count = f"{len(problems)} pre-flight problem{'s' if len(problems) != 1 else ''}"
+        raise HarnessError(f"run {spec.run} would not start: {count}, above", problems[0].exit_code)
+    return None
 
 
 @command("sweep", cls=SeedsCommand, help=SWEEP_HELP)
