@@ -122,9 +122,11 @@ def report_status(status: "RunStatus", capture_dir: Optional[Path] = None) -> No
             if capture_dir == SIM_CAPTURE_DIR
             else f" --capture-dir {capture_dir}"
         )
+        attempt = f" --attempt {status.attempt}" if status.attempt else ""  # the current attempt may be another
         warn(
             f"run {status.run} {status.state} with {status.steps_complete}/{status.steps_expected} steps complete "
-            f"({status.error or f'exit code {status.exit_code}'}); `harness logs {status.run}{where}` shows its log"
+            f"({status.error or f'exit code {status.exit_code}'}); `harness logs {status.run}{attempt}{where}` "
+            "shows its log"
         )
 
 

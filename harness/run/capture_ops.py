@@ -65,7 +65,7 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
                 state=_state_text(capture, status) + newer,
                 steps=f"{status.steps_complete}/{status.steps_expected}",
                 pauses=_pauses(windows, status),
-                exit_code="-" if status.exit_code is None else str(status.exit_code),
+                exit_code=exit_code_text(status),
                 started=status.started_at[:19].replace("T", " "),
                 duration=_duration(status),
                 guard=_guard(capture, status, windows),
@@ -74,6 +74,20 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
             )
         )
     return rows
+
+
+def exit_code_text(status: RunStatus) -> str:
+    """The exit code `harness run` gave the run (what the shell saw), and the trainer's where it differs:
+    `130 (trainer 143)` for a run Ctrl-C stopped; the trainer's alone for a run without one (`not_started`)."""
+    from harness.run.decide import exit_code_for_state
+
+    harness = exit_code_for_state(status.state)
+    trainer = status.exit_code
+    if harness is None:
+        return "-" if trainer is None else str(trainer)
+    if trainer is None or trainer == harness:
+        return str(int(harness))
+    return f"{int(harness)} (trainer {trainer})"
 
 
 def _host(capture: Capture) -> str:

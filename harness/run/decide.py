@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal, Mapping, Optional, Sequence
 
 from harness.capture import RERUN_ON_RETRY, RunState, RunStatus
-from harness.errors import HarnessError
+from harness.errors import ExitCode, HarnessError
 
 Mode = Literal["cached", "retry", "force"]
 
@@ -195,3 +195,15 @@ def refuse_before_starting(decisions: Sequence[Decision]) -> None:
     if refused:
         more = f" (and {len(refused) - 1} more: --dry-run lists them)" if len(refused) > 1 else ""
         raise HarnessError(refused[0].not_started() + more)
+
+
+def exit_code_for_state(state: str) -> Optional[ExitCode]:
+    """The exit code `harness run` gives a run that ended in `state` (None: it has not ended, or never started, and
+    its trainer never ran); `status` shows it, so the shell and the table agree."""
+    if state == RunState.SUCCEEDED:
+        return ExitCode.OK
+    if state == RunState.INTERRUPTED:
+        return ExitCode.INTERRUPTED
+    if state in (RunState.FAILED, RunState.NO_METRICS, RunState.STOPPED):
+        return ExitCode.RUN_FAILED
+    return None
