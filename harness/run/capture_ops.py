@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -23,7 +22,7 @@ from harness.capture.records import PauseWindow
 from harness.engines.base import RunHandle
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
-from harness.times import US_PER_S, format_time_us, parse_time_us
+from harness.times import US_PER_S, clock_text, format_time_us, parse_time_us
 
 FOLLOW_POLL_S = 0.5
 
@@ -67,7 +66,7 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
                 pauses=_pauses(windows, status),
                 exit_code=exit_code_text(status),
                 started=status.started_at[:19].replace("T", " "),
-                duration=_duration(status),
+                duration=duration_text(status),
                 guard=_guard(capture, status, windows),
                 host=_host(capture) or status.harness_host or "",
                 placed_by_ray=bool(_host(capture)),
@@ -212,11 +211,12 @@ def frozen_now(capture: Capture, status: RunStatus) -> Optional[bool]:
     return any(o.description.state == PAUSED for o in objects)
 
 
-def _duration(status: RunStatus) -> str:
+def duration_text(status: RunStatus) -> str:
+    """How long the run ran (`m:ss`, `h:mm:ss`: the harness's one clock), `... so far` while it runs."""
     end = parse_time_us(status.ended_at or utc_now())
     start = parse_time_us(status.started_at)
     seconds = (end - start) // US_PER_S if end is not None and start is not None else 0
-    return str(timedelta(seconds=max(0, seconds))) + ("" if status.ended_at else " so far")
+    return clock_text(seconds) + ("" if status.ended_at else " so far")
 
 
 # --------------------------------------------------------------------------- logs
@@ -414,7 +414,7 @@ def attempt_rows(capture: Capture) -> list[AttemptRow]:
                 state=str(state),
                 steps=f"{status.steps_complete}/{status.steps_expected}",
                 started=status.started_at[:19].replace("T", " "),
-                duration=_duration(status),
+                duration=duration_text(status),
                 differs=differs,
             )
         )
