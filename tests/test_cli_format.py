@@ -108,7 +108,8 @@ def test_a_narrow_pipe_gives_up_the_clock_and_the_pauses_before_the_numbers_of_t
     (long_name,) = piped_steps("e2b-dapo-filter-s2", 100, steps=1)
 
     assert (
-        short_name == "plain: step 0 (1/1) | rollout 188.7 s | dropped 30 (right 18, wrong 12) | reward 0.672 | 95.5 C"
+        short_name
+        == "plain: step 0 (1/1) | rollout 188.7 trainer s | dropped 18 right, 12 wrong | reward 0.672 | 95.5 C"
     )
     assert long_name == "e2b-dapo-filter-s2: step 0 (1/1) | rollout 188.7 s | dropped 18 right, 12 wrong | reward 0.672"
 

@@ -355,9 +355,10 @@ def print_message(console: "Any", text: str, *, bold: int = 0) -> None:
     print_messages(console, [(text, bold)])
 
 
-def print_messages(console: "Any", messages: Sequence[tuple[str, int]]) -> None:
+def print_messages(console: "Any", messages: Sequence[tuple[str, int]], *, paragraph: bool = False) -> None:
     """Each (text, bold) as `print_message` prints it, in one call to the console (a summary of thousands of
-    runs has thousands of verdicts, and each call to rich costs about what a line does)."""
+    runs has thousands of verdicts, and each call to rich costs about what a line does); `paragraph`: each
+    wrapped at words only (harness.cli.messages)."""
     from rich.text import Text
 
     from harness.cli.messages import message_lines
@@ -368,7 +369,7 @@ def print_messages(console: "Any", messages: Sequence[tuple[str, int]]) -> None:
     plain = getattr(console, "prints_strings_as_written", False)
     lines: list[Any] = []
     for text, bold in messages:
-        for number, line in enumerate(message_lines("", text, width)):
+        for number, line in enumerate(message_lines("", text, width, paragraph=paragraph)):
             if number == 0 and bold:
                 shown = Text(line)
                 shown.stylize("bold", 0, bold)

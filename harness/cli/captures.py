@@ -30,14 +30,27 @@ RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under th
 
 
 @command("status")
-def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) -> None:
+def status(
+    run: Annotated[
+        Optional[str],
+        typer.Argument(show_default=False, help="One run's page instead: its state and why, attempts, guard, log."),
+    ] = None,
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
+) -> None:
     """Show every capture: state, steps, pauses, exit code, start, duration, and the heat guard now.
 
     Where Ray placed runs (--ray), a last column names the host each ran on.
 
     Pauses are `N (S s)`: the windows and the wall seconds they cover (the
-    summary's rollout times are the trainer's seconds). The guard column is the
-    last temperature recorded, or `PAUSED since ...` while a pause window is open.
+    summary's rollout times are the trainer's seconds). The exit code is the
+    one `harness run` exited with (the trainer's beside it where it differs).
+    The guard column is the last temperature recorded, or `PAUSED since ...`
+    while a pause window is open.
+
+    `harness status RUN` shows one run's page: its state and the reason, its
+    notes, what the heat guard did, every attempt and what changed between
+    them, and the last lines of its log.
     """
     from rich.text import Text
 
@@ -46,6 +59,15 @@ def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) 
     from harness.run.capture_ops import capture_rows
 
     capture_dir = capture_root(capture_dir, sim)
+    if run is not None:
+        from harness.cli.render import print_run_page
+        from harness.run.capture_ops import find_run
+        from harness.run.run_page import run_page
+
+        with sim_hint_when_not_found(capture_dir, run):
+            capture = find_run(capture_dir, run)
+        print_run_page(run_page(capture), capture_dir)
+        return
     runs, skipped = find_runs(capture_dir)
     for odd in skipped:
         if odd.reason != NOT_A_RUN:

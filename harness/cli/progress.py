@@ -283,9 +283,9 @@ class PlainReporter:
         elapsed = clock_text(now - view.t0) if view.t0 is not None else "-"
         parts.append(Part((f"{elapsed} elapsed, {left} left", f"{left} left", "")))
         last, heat_at = len(parts) - 1, len(parts) - 2 if view.reading is not None else len(parts) - 1
-        # What gives way, in turn: the elapsed time, "complete", the pauses, the time left, "trainer", the groups'
-        # split in fewer words, the temperature (`status` and the capture have it), the split.
-        order = [last, 0, heat_at, last, 1, 2, heat_at, 2]
+        # What gives way, in turn: the elapsed time, "complete", the pauses, the time left, the groups' split in
+        # fewer words, the temperature (`status`, -v and the capture have it), "trainer", the split.
+        order = [last, 0, heat_at, last, 2, heat_at, 1, 2]
         line = fit_parts(parts, order, self.width or output_width(False, 0))
         with self._lock:
             self.stream.write(shown(line) + "\n")

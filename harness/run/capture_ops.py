@@ -61,7 +61,7 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
         rows.append(
             CaptureRow(
                 run=capture.run,
-                state=_state_text(capture, status) + newer,
+                state=state_text(capture, status) + newer,
                 steps=f"{status.steps_complete}/{status.steps_expected}",
                 pauses=_pauses(windows, status),
                 exit_code=exit_code_text(status),
@@ -132,7 +132,8 @@ def same_attempt(obj_dir: Optional[Path], capture: Capture) -> bool:
     return obj_dir is not None and os.path.realpath(obj_dir) == os.path.realpath(capture.directory)
 
 
-def _state_text(capture: Capture, status: RunStatus) -> str:
+def state_text(capture: Capture, status: RunStatus) -> str:
+    """The state as `status` shows it: with why it may not be what it says (its harness gone, a capture cut short)."""
     state = status.state.value
     if harness_gone(capture, status):
         state = "running? (its harness is gone: harness recover)"
@@ -147,14 +148,18 @@ def _state_text(capture: Capture, status: RunStatus) -> str:
 
 def _pauses(windows: list[PauseWindow], status: RunStatus) -> str:
     """`N (S s)`: pause windows and the length of their union (an open one ends now, or at the run's end)."""
-    from harness.summary.windows import merge_windows, union_length
-
     if not windows:
         return "0"
+    return f"{len(windows)} ({paused_wall_s(windows, status):.0f} s)"
+
+
+def paused_wall_s(windows: list[PauseWindow], status: RunStatus) -> float:
+    """Wall seconds the windows cover together (an open one ends now, or at the run's end)."""
+    from harness.summary.windows import merge_windows, union_length
+
     until = parse_time_us(status.ended_at or utc_now())
     spans = [(w.start_us, w.end_us or until) for w in windows]
-    total_us = union_length(*merge_windows((s, e) for s, e in spans if e is not None))
-    return f"{len(windows)} ({total_us / US_PER_S:.0f} s)"
+    return union_length(*merge_windows((s, e) for s, e in spans if e is not None)) / US_PER_S
 
 
 def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> str:
