@@ -496,6 +496,9 @@ def simulate(
 
 # --------------------------------------------------------------------------- seeds
 
+EFFECT_GIVEN = "given (--effect)"
+EFFECT_DEFAULT = "the default"  # seedstats.DEFAULT_EFFECT, the summary's (docs/summary.md, "Across seeds")
+
 
 @dataclass(frozen=True)
 class SeedsPlan:
@@ -512,11 +515,13 @@ class SeedsPlan:
     table: Sequence[tuple[int, float]]  # (seeds per condition, power)
     alpha: float
     power: float
+    effect_from: str = EFFECT_GIVEN  # EFFECT_GIVEN, or EFFECT_DEFAULT
 
     def to_dict(self) -> JSONObject:
         """The `--json` document."""
         return {
             "effect": self.effect,
+            "effect_from": self.effect_from,
             "sd": self.sd,
             "sd_from": self.sd_from,
             "alpha": self.alpha,
@@ -527,7 +532,7 @@ class SeedsPlan:
         }
 
 
-def plan_seeds(effect: float, sd: float, sd_from: str) -> SeedsPlan:
+def plan_seeds(effect: float, sd: float, sd_from: str, effect_from: str = EFFECT_GIVEN) -> SeedsPlan:
     """Seeds per condition for 80% power at alpha 0.05 (two-sided) to detect `effect`, and power by seeds."""
     from harness import seedstats
 
@@ -540,4 +545,4 @@ def plan_seeds(effect: float, sd: float, sd_from: str) -> SeedsPlan:
     if needed.seeds is not None and needed.seeds not in rows:
         rows = sorted([*rows, needed.seeds])
     table = [(n, seedstats.power(n, effect, sd)) for n in rows] if sd > 0.0 else []
-    return SeedsPlan(effect, sd, sd_from, needed, table, seedstats.ALPHA, seedstats.POWER)
+    return SeedsPlan(effect, sd, sd_from, needed, table, seedstats.ALPHA, seedstats.POWER, effect_from)

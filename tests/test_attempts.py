@@ -154,3 +154,24 @@ def test_a_current_attempt_deleted_by_hand_is_said_and_the_others_still_listed(t
     assert runs == [] and "its current attempt (.attempts/plain/2) is missing" in skipped[0].reason
     assert attempts.current() is None and [a.number for a in attempts.all()] == [1]
     assert [(a.run, a.number) for a in all_attempts(tmp_path)] == [("plain", 1)]
+
+
+def test_history_says_which_way_a_setting_differs_from_the_current_attempt(tmp_path: Path) -> None:
+    from harness.run.capture_ops import attempt_rows
+
+    attempts = RunAttempts(tmp_path / "plain")
+    for below in (55.0, None, 50.0):  # the demo's cooled start, then a run without one (current), then another
+        number = start(attempts, "succeeded" if below is None else "failed")
+        manifest = {
+            "experiment": {"name": "plain", "guard": {"start_below_c": below}},
+            "trainer_argv": [],
+            "image": "i",
+        }
+        (attempts.find(number).directory / "manifest.json").write_text(json.dumps(manifest))
+
+    rows = attempt_rows(Capture(tmp_path / "plain"))
+
+    assert [(row.attempt, row.current) for row in rows] == [("1", False), ("2", True), ("3", False)]
+    assert rows[0].differs == "guard.start_below_c 55 here, unset in attempt 2 (current)"
+    assert rows[1].differs == "-"
+    assert rows[2].differs == "guard.start_below_c 50 here, unset in attempt 2 (current)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import math
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -18,12 +19,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from harness.board.live import LiveBoard
+from harness.board.live import TENSORBOARD_LOST, LiveBoard
 from harness.board.names import TagMapper, board_run_name, clean_tag
 from harness.board.records import Hparams, Record, Scalar, SessionEnd, Text
 from harness.board.replay import capture_events, rebuild, replay_records
 from harness.board.translate import RunBoard
 from harness.cli import app
+from support.timing import eventually
 
 REPO = Path(__file__).resolve().parent.parent
 LAB = REPO / "tests" / "data" / "captures" / "lab"
@@ -172,6 +174,18 @@ def test_state_changes_pauses_and_session_as_records(lab_root: Path) -> None:
     assert hparams.values["over_sampling_batch_size"] == 48.0
 
 
+def test_a_pause_that_failed_is_a_text_of_its_own_not_a_resume(lab_root: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "e2b-dapo-filter"
+    shutil.copytree(lab_root / "e2b-dapo-filter", run_dir)
+    opened = {"start": "2026-11-29T10:02:00Z", "end": None, "reason": "GPU 95.1 C >= pause_at_c 85 C", "peak_c": 95.1}
+    failed = {**opened, "end": opened["start"], "failed": "unable to freeze", "on_pause_failure": "stop"}
+    with (run_dir / "pauses.jsonl").open("a") as handle:
+        handle.write(json.dumps(opened) + "\n" + json.dumps(failed) + "\n")
+    _, records = replay_records("e2b-dapo-filter", run_dir)
+    pauses = [r.text for r in records if isinstance(r, Text) and r.tag == "guard/pauses"]
+    assert "pause failed at 95.1 C: unable to freeze (guard.on_pause_failure: stop)" in pauses
+
+
 def test_non_finite_values_are_skipped_and_counted() -> None:
     board = RunBoard("r")
     board.feed(("status", "status.json", {"state": "running", "started_at": "2026-01-01T00:00:00Z"}))
@@ -307,6 +321,8 @@ def test_the_board_directories_are_never_runs(lab_root: Path) -> None:
 class FullDisk:
     """A sink on a disk that is full (the lowest layer: the write itself fails as the kernel says)."""
 
+    name = "tensorboard"
+    lost = TENSORBOARD_LOST
     writes = 0
 
     def write(self, records: Sequence[Record]) -> None:
@@ -377,3 +393,68 @@ def test_non_finite_lines_from_old_captures_never_reach_the_board(tmp_path: Path
     assert "x (not finite) at step 9" in rebuilt.skipped_values["plain"]
     values = read_board(root / "tensorboard").scalars.value.tolist()
     assert all(math.isfinite(v) for v in values)
+
+
+class Recorder:
+    """A sink that keeps what it is given (a board's other sink, to see that it goes on)."""
+
+    name = "tensorboard"
+    lost = TENSORBOARD_LOST
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+
+    def write(self, records: Sequence[Record]) -> None:
+        self.records += records
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_wandb_directory_that_leads_out_of_the_root_costs_the_wandb_run_only_and_says_what_to_do(
+    tmp_path: Path,
+) -> None:
+    from harness.board.records import SessionEnd
+    from harness.board.wandb import WandbSink
+
+    root, elsewhere = tmp_path / "capture", tmp_path / "elsewhere"
+    root.mkdir(), elsewhere.mkdir()
+    os.symlink(elsewhere, root / "wandb")
+    events = Recorder()
+    warnings: list[str] = []
+    board = LiveBoard("r", lambda name: [events, WandbSink(root, name)], warnings.append)
+    board.start()
+    for event in events_of_a_run(4):
+        board.put(event)
+    board.close()
+
+    assert len(warnings) == 1, warnings
+    said = warnings[0]
+    assert "wandb" in said and "leads out of" in said and "no offline W&B run" in said
+    assert "export --format tensorboard" not in said  # it rebuilds TensorBoard's events, never a W&B run
+    assert "harness run" in said and "--wandb" in said  # what does write one
+    assert board.failed is None  # the TensorBoard events are whole
+    assert any(isinstance(r, SessionEnd) for r in events.records)
+    assert not list(elsewhere.iterdir())  # nothing written out of the root
+
+
+def test_a_bug_that_stops_the_board_says_what_each_sink_loses(monkeypatch: pytest.MonkeyPatch) -> None:
+    other = Recorder()
+    other.name, other.lost = "wandb", "no offline W&B run for it from here"
+    warnings: list[str] = []
+    board = LiveBoard("r", lambda name: [Recorder(), other], warnings.append)
+    board.start()
+    events = events_of_a_run(3)
+    for event in events[:3]:
+        board.put(event)
+    assert eventually(lambda: board.written > 0)  # the sinks made (with the manifest) and written to
+
+    def broken(event: Any) -> list:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(board.board, "feed", broken)
+    for event in events[3:]:
+        board.put(event)
+    board.close()
+    assert [w.split(": ")[1] for w in warnings] == ["tensorboard", "wandb"]
+    assert "export --format tensorboard" in warnings[0] and warnings[1].endswith("no offline W&B run for it from here")

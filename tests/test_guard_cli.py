@@ -140,6 +140,11 @@ def test_guard_stops_a_target_that_does_not_cool_when_asked_to(sleeper: subproce
             "guard.sensor file:/nonexistent/t: cannot read /nonexistent/t: No such file or directory",
         ),
         (["--pid", "1", "--record", "r", "--sensor", "none"], 2, "--sensor none: nothing would guard it"),
+        (
+            ["--pid", "1", "--record", "r", "--on-pause-failure", "ignore"],
+            2,
+            "--on-pause-failure: Input should be 'stop' or 'continue'",
+        ),
     ],
 )
 def test_guard_errors_are_one_line(

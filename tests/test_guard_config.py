@@ -81,6 +81,7 @@ REFUSED = [
     ({"zone_margin_c": -5}, "guard.zone_margin_c: Input should be greater than or equal to 0"),
     ({"start_timeout_s": 0}, "guard.start_timeout_s: Input should be greater than 0"),
     ({"on_start_timeout": "wait"}, "guard.on_start_timeout: input should be 'start' or 'refuse', got 'wait'"),
+    ({"on_pause_failure": "ignore"}, "guard.on_pause_failure: input should be 'stop' or 'continue', got 'ignore'"),
     ({"sim": {"cpu": {"critical_c": 900}}}, "guard.sim.cpu.critical_c: 900 C is above 150 C"),
 ]
 

@@ -16,6 +16,7 @@ from typing import Optional
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.errors import HarnessError
 from harness.guard.config import GuardConfig
 from harness.guard.loop import GuardLoop
 from harness.guard.samples import Limit, Sample, ZoneTemp
@@ -27,6 +28,7 @@ from harness.summary.guard_figure import (
     render_guard_figure,
 )
 from harness.summary.publish import report_from_summary, summarize_to_files
+from harness.times import format_time_us
 from support.fakes import FakeClock
 
 DATA = Path(__file__).resolve().parent / "data" / "captures"
@@ -82,14 +84,36 @@ SCRIPT = (
 )
 
 
-def guarded_record(directory: Path) -> Path:
+class Refusing(Frozen):
+    """A handle whose engine refuses the freezes numbered in `refuse` (from 1), in its own words."""
+
+    def __init__(self, refuse: set[int]) -> None:
+        super().__init__()
+        self.refuse, self.asked = refuse, 0
+
+    def pause(self) -> None:
+        self.asked += 1
+        if self.asked in self.refuse:
+            raise HarnessError("Cannot pause container 3f2a: OCI runtime pause failed: unable to freeze: unknown")
+        super().pause()
+
+
+class SimScripted(Scripted):
+    """SCRIPT, as the simulated GB10 (the `sim` sensor) would read it."""
+
+    name = "sim"
+
+
+def guarded_record(
+    directory: Path, handle: Optional[Frozen] = None, sensor: type[Scripted] = Scripted, **config: object
+) -> Path:
     """guard.jsonl and pauses.jsonl as the guard loop writes them for SCRIPT, one poll a second."""
     directory.mkdir(parents=True, exist_ok=True)
     clock = FakeClock()
     loop = GuardLoop(
-        Frozen(),
-        Scripted(clock, SCRIPT),
-        GuardConfig(min_pause_s=0.0, record_every_s=5.0),
+        handle or Frozen(),
+        sensor(clock, SCRIPT),
+        GuardConfig(min_pause_s=0.0, record_every_s=5.0, **config),  # type: ignore[arg-type]
         pauses_path=directory / "pauses.jsonl",
         samples_path=directory / "guard.jsonl",
         clock=clock,
@@ -241,3 +265,51 @@ def test_the_report_shows_each_run_s_guard_figure_and_summarize_draws_it(tmp_pat
     section = text[text.index("## The heat guard") :]
     assert "](guard-plain.svg)" in section and "](guard-e2b-dapo-filter.svg)" in section
     assert "*plain: 3 heat-guard pauses, 1 min 24 s paused in all; hottest 70.0 C.* " in section
+
+
+def test_a_figure_of_the_simulated_machine_says_simulated_in_its_title(tmp_path: Path) -> None:
+    simulated = tmp_path / "guard-sim.svg"
+    render_guard_figure(guarded_record(tmp_path / "sim", sensor=SimScripted), "sim", simulated)
+    real = tmp_path / "guard-real.svg"
+    render_guard_figure(guarded_record(tmp_path / "real"), "real", real)
+
+    title = svg(simulated).find(f"{SVG}title").text
+    assert title.startswith("SIMULATED: sim: 4 heat-guard pauses") and text_of(svg(simulated), "title") == title
+    assert "the simulated GB10 (sensor sim)" in text_of(svg(simulated), "caption")
+    assert not svg(real).find(f"{SVG}title").text.startswith("SIMULATED")
+
+
+def test_a_pause_that_failed_is_marked_and_counted_as_every_output_counts_it(tmp_path: Path) -> None:
+    handle = Refusing({2, 3})  # the second pause (the clock event) is refused, at once and on its retry
+    record = guarded_record(tmp_path / "run", handle, on_pause_failure="continue")
+    path = tmp_path / "guard-run.svg"
+    render_guard_figure(record, "run", path)
+
+    root = svg(path)
+    title = root.find(f"{SVG}title").text
+    assert title.startswith("run: 3 heat-guard pauses (1 still open at the end of the record), 1 pause failed, ")
+    assert sorted(g for g in ids(root) if g.startswith("guard-pause-") and g[-1].isdigit()) == [
+        "guard-pause-0",
+        "guard-pause-1",
+        "guard-pause-2",
+        "guard-pause-failed-0",
+    ]
+    legend = " ".join(t.text or "" for t in root.iter(f"{SVG}text"))
+    assert "a pause the engine could not make (1)" in legend
+
+
+def test_a_first_sample_later_than_the_run_s_first_line_is_said_with_by_how_much(tmp_path: Path) -> None:
+    record = guarded_record(tmp_path / "late")
+    first_sample = FakeClock().wall_us()
+    (record / "container.log").write_text(f"{format_time_us(first_sample - 4_200_000)} the trainer's first line\n")
+    path = tmp_path / "guard-late.svg"
+    render_guard_figure(record, "late", path)
+    caption = text_of(svg(path), "caption")
+    assert "The guard's first sample came 4.2 s after the run's first line (the dotted line)" in caption
+    assert "guard-run-start" in ids(svg(path))
+    assert caption.endswith("sparser while cool), pauses.jsonl and the first line of container.log.")
+
+    (record / "container.log").write_text(f"{format_time_us(first_sample + 1000)} the trainer's first line\n")
+    assert render_guard_figure(record, "late", path)  # the run's first line is one of its inputs
+    assert "first sample came" not in text_of(svg(path), "caption") and "guard-run-start" not in ids(svg(path))
+    assert text_of(svg(path), "caption").endswith("sparser while cool) and pauses.jsonl.")

@@ -19,7 +19,7 @@ from harness.guard.config import GuardConfig, SimSensorConfig
 from harness.guard.samples import Sample
 from harness.guard.sensors import FileSensor, SimSensor, SysfsSensor
 from harness.times import format_time_us, parse_time_us
-from support.drills import jsonl, write_temp
+from support.drills import RefusedFreezes, jsonl, write_temp
 from support.fakes import FakeClock
 from support.guard import frozen, running, synchronous
 from support.timing import eventually
@@ -171,29 +171,74 @@ def test_samples_are_downsampled_while_cool_and_all_kept_while_hot_or_paused(
     assert [s["paused"] for s in samples][3:9] == [False, False, True, True, True, False]
 
 
-def test_a_handle_that_cannot_pause_is_noted_once_and_its_window_closed_empty(tmp_path: Path) -> None:
-    class Gone:
-        def pause(self) -> None:
-            raise RuntimeError("container not running")
-
-        def resume(self) -> None:
-            raise AssertionError("never paused")
-
-        def is_paused(self) -> bool:
-            return False
-
+@pytest.mark.integration
+def test_a_freeze_the_engine_refuses_once_is_retried_at_once_and_the_run_is_paused(
+    ticker: ProcessRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused = RefusedFreezes(monkeypatch, refuse={1})  # the group's first SIGSTOP fails (EPERM), the retry does not
     temp = tmp_path / "temp"
     write_temp(temp, "90")
     clock, notes = FakeClock(), []
-    guard = synchronous(Gone(), FileSensor(temp, clock.wall_us), tmp_path, clock, notes)
+    guard = synchronous(ticker, FileSensor(temp, clock.wall_us), tmp_path, clock, notes)
+    assert guard.poll().action is Action.PAUSE
+    assert refused.asked == 2 and frozen(int(ticker.id)) and guard.reading.paused
+    assert guard.reading.pauses == 1 and guard.reading.pause_failures == 0
+    assert notes == [
+        "the first freeze failed (PermissionError: [Errno 1] Operation not permitted); the retry froze the run"
+    ]
+    guard.stop()
+    opened, closed = jsonl(tmp_path / "pauses.jsonl")
+    assert "failed" not in closed and closed["end"] is not None  # a pause like any other (the fake clock stood still)
+
+
+@pytest.mark.integration
+def test_a_freeze_refused_twice_is_recorded_and_stops_the_run_by_default(
+    ticker: ProcessRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused = RefusedFreezes(monkeypatch, refuse={1, 2})
+    temp = tmp_path / "temp"
+    write_temp(temp, "95.1")
+    clock, notes, asked = FakeClock(), [], []
+    guard = synchronous(ticker, FileSensor(temp, clock.wall_us), tmp_path, clock, notes)
+    guard._on_stop = asked.append
+    decision = guard.poll()
+    assert refused.asked == 2 and running(int(ticker.id))  # retried at once, then given up: the run was never frozen
+    why = "could not pause it at 95.1 C: PermissionError: [Errno 1] Operation not permitted"
+    assert decision.action is Action.STOP and decision.reason == why
+    assert asked == [why] and notes == [why + "; stopping the run (guard.on_pause_failure: stop)"]
+    assert guard.reading.pauses == 0 and guard.reading.pause_failures == 1 and guard.reading.stop_reason == why
+    clock.now = 1.0
+    assert guard.poll().action is Action.NONE and refused.asked == 2  # the policy stopped: no second try
+    guard.stop()
+    opened, closed = jsonl(tmp_path / "pauses.jsonl")
+    assert opened["end"] is None and closed["end"] == closed["start"] == opened["start"]
+    assert closed["failed"] == "PermissionError: [Errno 1] Operation not permitted"
+    assert closed["on_pause_failure"] == "stop" and closed["peak_c"] == 95.1
+
+
+@pytest.mark.integration
+def test_on_pause_failure_continue_records_each_failure_and_tries_again_at_the_next_hot_poll(
+    ticker: ProcessRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused = RefusedFreezes(monkeypatch, refuse={1, 2, 3, 4})  # two hot polls fail, the third freezes it
+    temp = tmp_path / "temp"
+    write_temp(temp, "90")
+    clock, notes = FakeClock(), []
+    guard = synchronous(ticker, FileSensor(temp, clock.wall_us), tmp_path, clock, notes, on_pause_failure="continue")
     for second in range(3):
         clock.now = float(second)
-        assert guard.poll().action is Action.PAUSE  # retried every hot poll
-        assert not guard.reading.paused
+        guard.poll()
+    assert refused.asked == 5 and frozen(int(ticker.id)) and guard.reading.paused
+    assert guard.reading.pauses == 1 and guard.reading.pause_failures == 2
+    assert notes == [
+        "could not pause it at 90.0 C: PermissionError: [Errno 1] Operation not permitted; the run goes on unpaused "
+        "(guard.on_pause_failure: continue) and the next hot poll tries again"
+    ]  # said once, recorded each time
     guard.stop()
-    assert notes == ["could not pause the run: RuntimeError: container not running"]
     windows = jsonl(tmp_path / "pauses.jsonl")
-    assert len(windows) == 6 and all(w["end"] == w["start"] for w in windows[1::2])
+    failed = [w for w in windows if "failed" in w]
+    assert len(failed) == 2 and all(w["on_pause_failure"] == "continue" and w["end"] == w["start"] for w in failed)
+    assert windows[-1]["end"] is not None and "failed" not in windows[-1]  # the third poll's pause, closed by stop()
 
 
 @pytest.mark.integration
@@ -502,3 +547,21 @@ def test_max_pause_s_is_a_limit_the_thaw_comes_at_it_not_at_the_poll_after(tmp_p
     opened, closed, *_ = jsonl(tmp_path / "pauses.jsonl")
     held_s = (parse_time_us(closed["end"]) - parse_time_us(closed["start"])) / 1e6
     assert 0.5 <= held_s < 0.5 + 0.3  # the next poll would have made it 1.0 s
+
+
+@pytest.mark.integration
+def test_a_sigstop_that_stops_nothing_is_a_freeze_the_engine_refuses(
+    ticker: ProcessRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+
+    from harness.errors import HarnessError
+
+    real_killpg = os.killpg
+    monkeypatch.setattr(
+        os, "killpg", lambda pgid, signum: None if signum == signal.SIGSTOP else real_killpg(pgid, signum)
+    )
+    with pytest.raises(HarnessError, match=r"^SIGSTOP sent, but the process was not stopped within 2 s$"):
+        ticker.pause()  # as `docker pause` says when it cannot freeze: never a silent "frozen"
+    assert running(int(ticker.id))

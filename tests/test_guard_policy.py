@@ -9,7 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.guard.config import GuardConfig
-from harness.guard.policy import Action, GuardState, decide, expire, is_hot, max_pause_deadline, thermal_reasons
+from harness.guard.policy import (
+    Action,
+    GuardState,
+    decide,
+    expire,
+    is_hot,
+    max_pause_deadline,
+    pause_failed,
+    thermal_reasons,
+)
 from harness.guard.samples import THERMAL_REASONS, Limit, Sample, ZoneTemp
 from support.properties import examples
 
@@ -237,3 +246,33 @@ def test_the_max_pause_limit_is_known_ahead_and_acted_on_without_a_reading() -> 
     stop = CONFIG.model_copy(update={"on_max_pause": "stop"})
     stopped, decision = expire(stop, state, 310.0)
     assert decision.action is Action.STOP and stopped.stopped and max_pause_deadline(stop, stopped) is None
+
+
+def test_a_pause_the_engine_refused_stops_the_guard_by_default_and_continue_carries_on() -> None:
+    state, decision = decide(CONFIG, GuardState(), sample(95.1), 0.0)
+    assert decision.action is Action.PAUSE and state.paused
+
+    stopped, stop = pause_failed(CONFIG, state, "OCI runtime pause failed: unable to freeze")
+    assert stop.action is Action.STOP and stop.peak_c == 95.1
+    assert stop.reason == "could not pause it at 95.1 C: OCI runtime pause failed: unable to freeze"
+    assert stopped.stopped and not stopped.paused and max_pause_deadline(CONFIG, stopped) is None
+    assert decide(CONFIG, stopped, sample(99.0), 1.0)[1].action is Action.NONE  # quiet: the run is being stopped
+
+    carry_on = CONFIG.model_copy(update={"on_pause_failure": "continue"})
+    going, note = pause_failed(carry_on, state, "unable to freeze")
+    assert note.action is Action.NONE and not going.paused and not going.stopped
+    assert note.note == (
+        "could not pause it at 95.1 C: unable to freeze; the run goes on unpaused (guard.on_pause_failure: continue) "
+        "and the next hot poll tries again"
+    )
+    assert decide(carry_on, going, sample(95.0), 1.0)[1].action is Action.PAUSE  # tried again at the next hot poll
+
+
+def test_a_pause_on_missing_readings_that_fails_names_its_reason_not_a_temperature() -> None:
+    blind = CONFIG.model_copy(update={"on_missing": "pause"})
+    state = GuardState()
+    for second in range(3):
+        state, decision = decide(blind, state, None, float(second))
+    assert decision.action is Action.PAUSE
+    _, stop = pause_failed(blind, state, "unable to freeze")
+    assert stop.reason == "could not pause it (no temperature reading for 3 polls (never read)): unable to freeze"

@@ -25,6 +25,8 @@ from harness.engines import PAUSED, RUNNING
 from harness.times import parse_time_us
 from support.drills import (
     DRILL_POLL_S,
+    FREEZE_REFUSED,
+    RefusedFreezes,
     file_guard,
     jsonl,
     ticking,
@@ -205,7 +207,8 @@ def test_on_max_pause_stop_ends_the_run_stopped_with_the_guards_reason(lab: Lab,
 
 
 def test_the_sim_sensor_heats_the_run_into_real_pauses_and_cools_it_out_of_them(lab: Lab) -> None:
-    model = {"start_c": 84, "idle_c": 40, "hot_c": 95, "heat_tau_s": 2, "cool_tau_s": 0.5, "throttle_at_c": 200}
+    # It heats from when the guard starts on the run (not while the container starts): a pause about every 1.4 s.
+    model = {"start_c": 84, "idle_c": 40, "hot_c": 95, "heat_tau_s": 1, "cool_tau_s": 0.5, "throttle_at_c": 200}
     run = ticking(
         lab, "sim", {"sensor": "sim", "poll_s": 0.05, "min_pause_s": 0.3, "record_every_s": 0.2, "sim": model}
     )
@@ -322,3 +325,108 @@ def test_a_run_that_has_ended_is_not_paused_and_gets_no_window_and_no_note(lab: 
     assert jsonl(record / "pauses.jsonl") == []
     assert loop.notes == []
     assert loop.reading.pauses == 0 and loop.reading.paused_s == 0
+
+
+# --------------------------------------------------------------------------- a pause the engine refuses
+
+
+def refused_words(lab: Lab, status: dict) -> str:
+    """What the engine said when it would not freeze the run (tests/support/drills.py: RefusedFreezes)."""
+    if lab.engine == "docker":
+        return FREEZE_REFUSED.format(id=status["container"])
+    return "PermissionError: [Errno 1] Operation not permitted"
+
+
+def test_a_pause_the_engine_refuses_twice_stops_the_run_with_the_cause(
+    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused = RefusedFreezes(monkeypatch, refuse={1, 2})  # `docker pause` or the group's SIGSTOP, at once and retried
+    temp = tmp_path / "temp"
+    write_temp(temp, "95.1")
+    run = ticking(lab, "unfrozen", file_guard(temp), ticks=100_000)
+
+    result = lab.cli("run", run, "--grace-s", "5")
+
+    assert result.exit_code == 1, result.output
+    status = lab.status(run)
+    words = refused_words(lab, status)
+    cause = f"heat guard: could not pause it at 95.1 C: {words}"
+    assert status["state"] == "stopped" and status["error"] == cause and status["stop_reason"] == cause
+    assert status["exit_code"] == 143  # never frozen, so it shut down on SIGTERM
+    assert (
+        f"heat guard: could not pause it at 95.1 C: {words}; stopping the run (guard.on_pause_failure: stop)"
+        in (status["notes"])
+    )
+    assert refused.asked == 2  # retried once at once, never again: the run was being stopped
+    [window] = read_pauses(lab.captures / run / "pauses.jsonl", [])
+    assert window.failed == words and window.end_us == window.start_us and window.on_pause_failure == "stop"
+    assert status_row(lab, run)[3] == "0, 1 failed"
+    assert lab.objects() == []
+
+
+def test_every_output_counts_the_pauses_and_the_failed_one_alike(
+    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.summary.guard_figure import figure_text, guard_figure_path
+    from harness.summary.publish import report_from_summary, summarize_to_files
+
+    refused = RefusedFreezes(monkeypatch, refuse={2, 3})  # the first pause is made, the second fails, the third is made
+    temp = tmp_path / "temp"
+    write_temp(temp, "60")
+    env, volumes, gate = lab.gate()
+    guard = file_guard(temp, on_pause_failure="continue")
+    run = lab.experiment(
+        "counted",
+        scenario="ticks",
+        steps=1,
+        guard=guard,
+        volumes=volumes,
+        env={"FAKE_TICKS": "50", "FAKE_TICK_S": "0.02", **env},
+    )
+    problems: list[BaseException] = []
+
+    def drive() -> None:  # the heat, as the run goes: hot, cool, hot (refused, then made), cool, then let it end
+        try:
+            lab.wait_for(lambda: lab.objects(), 60, "the run to start")
+            [handle] = lab.objects()
+            for temperature, state in (("95", PAUSED), ("60", RUNNING)):
+                write_temp(temp, temperature)
+                wait_state(handle, state, 30)
+            write_temp(temp, "95")
+            lab.wait_for(lambda: refused.asked >= 4, 30, "the refused pause and the one after it")
+            wait_state(handle, PAUSED, 30)
+            write_temp(temp, "60")
+            wait_state(handle, RUNNING, 30)
+        except BaseException as err:  # said by the test below, after the run has ended
+            problems.append(err)
+        finally:
+            gate.touch()
+
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
+    result = lab.cli("run", run)
+    driver.join(30)
+    assert not problems, problems
+    assert result.exit_code == 0, result.output  # `continue`: the run went on, and ended as it would have
+    windows = read_pauses(lab.captures / run / "pauses.jsonl", [])
+    assert [w.failed is not None for w in windows] == [False, True, False]
+
+    shown = status_row(lab, run)[3]
+    published = summarize_to_files(lab.captures)
+    aggregates = published.document.runs[run].aggregates
+    notes = published.document.runs[run].notes
+    report = report_from_summary(published.summary_path, capture_dir=lab.captures).report
+    title, _ = figure_text(guard_figure_path(published.summary_path.parent, run))
+    table_row = next(line for line in report.read_text().splitlines() if line.startswith(f"| {run} |"))
+
+    assert re.fullmatch(r"2 \(\d+ s\), 1 failed", shown), shown
+    assert (aggregates.pauses, aggregates.pause_failures) == (2, 1)
+    assert "| 2, 1 failed |" in table_row, table_row
+    assert title.startswith(f"{run}: 2 heat-guard pauses, 1 pause failed, "), title
+    words = refused_words(lab, lab.status(run))
+    [failure] = [note for note in notes if "could not pause" in note]
+    assert failure.endswith(
+        f"the heat guard could not pause the run at 95.0 C: {words}; it went on unpaused (guard.on_pause_failure: "
+        "continue)"
+    ), failure
+    assert f"- **{run}**: " in report.read_text() and "could not pause the run" in report.read_text()

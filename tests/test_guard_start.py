@@ -24,10 +24,24 @@ from harness.guard.sensors import FileSensor, SimSensor
 from harness.guard.session import GuardSession
 from harness.guard.start import CoolingReading, judge_start, wait_until_cool
 from support.drills import write_temp
+from support.fakes import FakeClock
 from support.lab import Lab
 from support.timing import scaled
 
 LIMIT = Limit(85.0, 78.0, "pause_at_c 85 C")
+
+
+class Idle:
+    """A run the guard watches and never needs to freeze."""
+
+    def pause(self) -> None:
+        raise AssertionError("not hot enough to pause")
+
+    def resume(self) -> None:
+        pass
+
+    def is_paused(self) -> bool:
+        return False
 
 
 def reading(temp: float, name: str = "gpu") -> Reading:
@@ -62,8 +76,30 @@ def test_a_cooled_start_on_the_sim_sensor_waits_while_its_warm_cpu_side_cools() 
     assert first.describe().startswith("waiting to cool below 55 C: GPU 45.0 C, CPU (sim) ")
     assert first.describe().endswith(" C; waited 0.0 s of 600 s")
     assert last.outcome == "cool" and last.describe().startswith("cooled below 55 C: ")
-    time.sleep(0.1)  # told the run starts: it heats again
-    assert sensor.read().zones[0].temp_c > facts.temps_c["sim_cpu"]
+    time.sleep(0.1)  # the run has not started yet (its container may take seconds to): it goes on cooling
+    assert sensor.read().zones[0].temp_c < facts.temps_c["sim_cpu"]
+
+
+def test_the_simulated_machine_heats_from_when_the_guard_starts_on_the_run_not_from_the_end_of_the_wait(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    config = GuardConfig(sensor="sim", poll_s=0.05, start_below_c=55, record_every_s=60)
+    session = GuardSession.open(config, clock=clock, wall_us=clock.wall_us)
+    sleep = lambda seconds: setattr(clock, "now", clock.now + seconds)  # noqa: E731
+    facts = session.wait_to_start(on_progress=lambda r: None, cancelled=lambda: False, clock=clock, sleep=sleep)
+    assert facts.outcome == "cool"
+    clock.now += 10 * config.sim.heat_tau_s  # a container slow to start on a loaded machine
+    idle = session.choice.sensor.read()
+    assert idle.temp_c <= facts.temps_c["gpu"]  # not a degree warmer: nothing ran yet
+
+    loop = session.start(Idle(), pauses_path=tmp_path / "pauses.jsonl", samples_path=tmp_path / "guard.jsonl")
+    try:
+        clock.now += config.sim.heat_tau_s
+        assert session.choice.sensor.read().temp_c > idle.temp_c + 20  # the run runs: it heats
+    finally:
+        loop.stop()
+        session.close()
 
 
 def test_a_cooled_start_on_a_file_sensor_the_test_cools(tmp_path: Path) -> None:

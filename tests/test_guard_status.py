@@ -76,6 +76,8 @@ def test_describe_guard_shows_the_temperature_and_while_paused_since_when_why_an
         "PAUSED since 12:03:04 (GPU 86.5 C >= pause_at_c 85 C), 86.5 C; 3 pauses, 90 wall s paused"
     )
     assert describe_guard(GuardReading(temp_c=70.0, pauses=1, paused_s=31.4)) == "70.0 C; 1 pause, 31 wall s paused"
+    refused = GuardReading(temp_c=95.1, pauses=1, paused_s=31.4, pause_failures=2)
+    assert describe_guard(refused) == "95.1 C; 1 pause, 31 wall s paused; 2 pauses failed"
 
 
 def feed_a_pause(progress: PlainReporter) -> None:
@@ -155,6 +157,20 @@ def test_the_live_table_says_a_run_waits_to_cool_and_the_line_of_how_the_wait_en
     assert row.split()[1] == "running" and "cooling" not in row
     progress.stop_live()
     assert "e2b: heat guard: cooled below 55 C: GPU 44.0 C, CPU (sim) 54.8 C; waited 41 s of 600 s" in out.getvalue()
+
+
+def test_a_wait_to_cool_too_wide_for_a_pipe_says_the_time_waited_on_a_line_of_its_own() -> None:
+    from harness.guard.start import CoolingReading
+
+    out = io.StringIO()
+    waiting = CoolingReading(55.0, 1.2, 0.0, (("GPU", 45.0), ("CPU (sim)", 60.0)))
+    PlainReporter(out, width=100).cooling("e2b-dapo-filter", waiting)
+    PlainReporter(out, width=200).cooling("e2b-dapo-filter", waiting)
+    assert out.getvalue().splitlines() == [
+        "e2b-dapo-filter: heat guard: waiting to cool below 55 C: GPU 45.0 C, CPU (sim) 60.0 C",
+        "  waited 0.0 s of 1.2 s",
+        "e2b-dapo-filter: heat guard: waiting to cool below 55 C: GPU 45.0 C, CPU (sim) 60.0 C; waited 0.0 s of 1.2 s",
+    ]
 
 
 def test_a_run_its_wait_to_cool_does_not_start_ends_the_live_table() -> None:

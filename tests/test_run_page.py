@@ -158,6 +158,17 @@ def test_the_guard_facts_come_from_the_capture_alone(two_attempts: Path) -> None
     assert facts.text() == "2 pauses, 40 wall s paused, hottest 95.5 C"
 
 
+def test_a_pause_the_engine_could_not_make_is_counted_as_failed_not_as_a_pause(two_attempts: Path) -> None:
+    directory = two_attempts / ".attempts" / "plain" / "1"
+    failed = {"start": "2026-11-29T08:07:00Z", "end": "2026-11-29T08:07:00Z", "reason": "GPU 86.1 C", "peak_c": 86.1}
+    with (directory / "pauses.jsonl").open("a") as pauses:
+        pauses.write(json.dumps({**failed, "failed": "docker pause: conflict"}) + "\n")
+    facts = guard_facts(Capture(directory, "plain"))
+
+    assert (facts.pauses, facts.failed) == (2, 1)
+    assert facts.text() == "2 pauses, 40 wall s paused, 1 failed, hottest 95.5 C"
+
+
 def test_an_unguarded_attempt_says_so(two_attempts: Path) -> None:
     facts = guard_facts(Capture(two_attempts / ".attempts" / "plain" / "2", "plain"))
 

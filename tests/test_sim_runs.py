@@ -20,6 +20,7 @@ from harness.run.simswap import (
     DEFAULT_TIME_SCALE,
     MIN_POLL_S,
     SIM_IMAGE,
+    SIM_START_BELOW_C,
     SimTarget,
     check_time_scale,
     choose_target,
@@ -101,6 +102,19 @@ def test_a_sim_run_is_guarded_on_simulated_heat_in_the_simulator_s_time():
     assert guard.sim.heat_tau_s == pytest.approx(real.guard.sim.heat_tau_s * 0.02)
     assert guard.sim.cool_tau_s == pytest.approx(real.guard.sim.cool_tau_s * 0.02)
     assert (guard.sim.hot_c, guard.on_max_pause) == (real.guard.sim.hot_c, real.guard.on_max_pause)
+
+
+def test_every_sim_run_starts_from_the_same_cooled_start_unless_its_experiment_names_its_own():
+    # `sweep --sim` once started at the simulated host's warm 60 C while the demo's runs started below 55 C, and
+    # the summary pooled them as seeds of one condition: every run on the simulator now starts alike.
+    real = STORE.load("plain").experiment
+    assert real.guard.start_below_c is None
+
+    assert simulated(real, target()).guard.start_below_c == SIM_START_BELOW_C == 55.0
+    own = real.model_copy(update={"guard": real.guard.model_copy(update={"start_below_c": 50.0})})
+    assert simulated(own, target()).guard.start_below_c == 50.0
+    sweep = plan_runs(STORE, "plain-48", (1, 2), [], Path("capture/sim"), {}, sim=target())
+    assert [plan.experiment.guard.start_below_c for plan in sweep] == [SIM_START_BELOW_C] * 2
 
 
 def test_a_time_scale_is_written_exactly_as_the_manifest_records_it():

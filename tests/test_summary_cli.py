@@ -158,7 +158,7 @@ def test_summarize_says_the_across_seed_verdicts_once_and_marks_a_simulated_capt
     across = [message for message in said if message.startswith("across seeds, ")]
     assert [line.split(":")[0] for line in across] == [
         "across seeds, e2b-dapo-filter against plain",
-        "across seeds, e2b-dapo-filter against the baselines (plain, plain-48)",
+        "across seeds, e2b-dapo-filter against plain + plain-48 (pooled)",
     ]
     assert "Across 4 seeds of e2b-dapo-filter and 3 of plain" in across[0] and "bootstrap interval" in across[0]
     document = load_summary(captures / "summary" / "miles-gb10-lab.json")

@@ -128,7 +128,7 @@ def test_report_has_the_tables_the_verdict_and_the_figures(lab_drawn, tmp_path):
     text = write_report(document, tmp_path).read_text()
     assert (
         "| e2b-dapo-filter | stopped | on | 32 | 48 | 8 | 4 of 4 | 1 | 80.0 | 150.0 | 0.705 | 0.705 | printed | 10.8 "
-        "| - | 110.5 |" in text
+        "| - | 5 | 110.5 |" in text  # 5 heat-guard pauses (one left open), 110.5 trainer s paused
     )
     assert "| e2b-dapo-filter | 0.705 | 0.705 | printed |" in text  # each reward figure says where it came from
     assert "| 1 | 2 | 69.1 | 1.19x |" in text and "| 2 | 2 | 120.0 | 2.07x |" in text

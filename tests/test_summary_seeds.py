@@ -133,7 +133,7 @@ def test_the_filter_against_the_pool_of_its_baselines(three):
     assert (block.seeds, block.baseline_seeds) == (4, 8)
     assert block.welch_p == pytest.approx(float(scipy.stats.ttest_ind(x, y, equal_var=False).pvalue), rel=1e-9)
     assert block.baseline_mean == pytest.approx(statistics.fmean(y), abs=1e-12)
-    assert "the baselines (plain, plain-48)" in block.verdict
+    assert "plain + plain-48 (pooled)" in block.verdict
 
 
 def test_each_pair_of_conditions_is_compared_once_whatever_the_runs_that_carry_it(three):
@@ -234,6 +234,30 @@ def test_simulated_and_real_runs_are_never_one_condition(tmp_path):
     assert flags == [(False, ("plain",)), (True, ("plain-s2", "plain-s3"))]
     assert document.simulated is True
     assert "simulated" in " ".join(next(iter(document.conditions.values())).notes)
+
+
+def test_seeds_that_started_from_different_cooled_starts_are_pooled_with_a_note_naming_the_difference(tmp_path):
+    # The demo's runs waited below 55 C before they started; a `sweep --sim` seed started at the host's 60 C.
+    root = tmp_path / "c"
+    cooled = {"outcome": "cool", "below_c": 55.0, "waited_s": 0.7}
+    write_run(root, "plain-48", 1, [0.6, 0.62, 0.61], simulated=True, start={**cooled, "hottest_c": 54.8})
+    write_run(root, "plain-48", 2, [0.6, 0.61, 0.63], simulated=True, start={"outcome": "read", "hottest_c": 60.0})
+    write_run(root, "plain-48", 3, [0.62, 0.6, 0.61], simulated=True, start={**cooled, "hottest_c": 54.9})
+    write_run(root, "plain", 1, [0.6, 0.62, 0.61], simulated=True, start={**cooled, "hottest_c": 54.7})
+    write_run(root, "plain", 2, [0.6, 0.62, 0.61], simulated=True, start={**cooled, "hottest_c": 54.6})
+    result = summarize_with_warnings(root)
+    conditions = result.document.conditions
+
+    assert conditions["plain-48"].runs == ["plain-48", "plain-48-s2", "plain-48-s3"]  # still one condition
+    [note] = [n for n in conditions["plain-48"].notes if "cooled start" in n]
+    assert note == (
+        "the seeds did not start alike: plain-48 and plain-48-s3 waited to cool below 55 C (started at 54.8 and "
+        "54.9 C); plain-48-s2 had no cooled start (started at 60.0 C): pooled as one condition all the same"
+    )
+    assert any(note in warning for warning in result.warnings)
+    assert not any("cooled start" in n for n in conditions["plain"].notes)  # both waited alike
+    assert result.document.runs["plain-48-s2"].start_below_c is None
+    assert result.document.runs["plain-48"].start_below_c == 55.0
 
 
 def test_one_seed_on_a_side_has_no_interval_and_says_how_many_seeds_are_needed(tmp_path):

@@ -35,6 +35,9 @@ _SKIPPED_KINDS = frozenset({"log"})  # the bulk of the events, and nothing the b
 class Sink(Protocol):
     """Somewhere records go: a TensorBoard event file, an offline W&B run."""
 
+    name: str  # what it writes, as the warnings name it: `tensorboard`, `wandb`
+    lost: str  # what a failure costs and what gets it back, said after the reason (`tensorboard: ...: <lost>`)
+
     def write(self, records: Sequence[Record]) -> None:
         """Write and flush (OSError when the disk refuses)."""
 
@@ -45,8 +48,17 @@ class Sink(Protocol):
 SinkFactory = Callable[[str], list[Sink]]  # the TensorBoard run's name -> the sinks of the run
 
 
+TENSORBOARD_LOST = (
+    "its events stop here; the run and its capture go on "
+    "(`harness export --format tensorboard` rebuilds them from the capture)"
+)
+
+
 class TensorBoardSink:
     """One run's event file under `<capture root>/tensorboard/<board run>/`, replacing the events there."""
+
+    name = "tensorboard"
+    lost = TENSORBOARD_LOST
 
     def __init__(self, directory: Path, root: Optional[Path] = None) -> None:
         from harness.board.eventfile import EventFile
@@ -95,7 +107,8 @@ class LiveBoard(threading.Thread):
         self._queue: queue.SimpleQueue[Optional[Event]] = queue.SimpleQueue()
         self._sinks: Optional[list[Sink]] = None
         self._pending: list[Record] = []
-        self.failed: Optional[str] = None
+        self.failed: Optional[str] = None  # why the TensorBoard events are not whole (None: they are)
+        self._stopped = False  # nothing more is written: a bug, or no sink left
         self.written = 0  # records written
 
     # --------------------------------------------------------------------------- the writers' side
@@ -154,7 +167,7 @@ class LiveBoard(threading.Thread):
             self._warn(f"{self.run_name}: tensorboard: {self.board.skipped_text()}")
 
     def _write(self, records: list[Record]) -> None:
-        if self.failed is not None or not records:
+        if self._stopped or not records:
             return
         self._pending += records
         if self._sinks is None:
@@ -166,34 +179,49 @@ class LiveBoard(threading.Thread):
                 self._fail(_describe(err))
                 return
         batch, self._pending = self._pending, []
-        for sink in self._sinks:
+        for sink in list(self._sinks):
             try:
                 sink.write(batch)
             except OSError as err:
-                self._fail(_describe(err))
-                return
-        self.written += len(batch)
+                self._lose(sink, _describe(err))
+        if self._sinks:
+            self.written += len(batch)
+
+    def _lose(self, sink: Sink, why: str) -> None:
+        """One sink failed: it is said once, with what it costs, and dropped; the others go on."""
+        assert self._sinks is not None
+        self._sinks.remove(sink)
+        try:
+            sink.close()
+        except Exception:
+            pass  # it failed already: what it still holds is lost with it
+        if sink.name == TensorBoardSink.name or not self._sinks:
+            self.failed = self.failed or why  # the run's end rebuilds no events over a board that failed
+        self._stopped = not self._sinks
+        self._say(f"{why}: {sink.lost}", sink.name)
 
     def _fail(self, why: str) -> None:
+        """Nothing more is written: said for the events, and for each other sink with what it costs there."""
+        self._stopped = True
         if self.failed is None:
             self.failed = why
-            self._say(
-                f"{why}: its events stop here; the run and its capture go on "
-                "(`harness export --format tensorboard` rebuilds them from the capture)"
-            )
+            self._say(f"{why}: {TENSORBOARD_LOST}")
+            for sink in self._sinks or ():
+                if sink.name != TensorBoardSink.name:
+                    self._say(f"{why}: {sink.lost}", sink.name)
 
-    def _say(self, message: str) -> None:
+    def _say(self, message: str, name: str = "tensorboard") -> None:
         try:
-            self._warn(f"{self.run_name}: tensorboard: {message}")
+            self._warn(f"{self.run_name}: {name}: {message}")
         except Exception:
             pass  # the person's channel failed too: nothing more to do
 
     def _close_sinks(self) -> None:
-        for sink in self._sinks or ():
+        for sink in list(self._sinks or ()):
             try:
                 sink.close()
             except OSError as err:
-                self._fail(_describe(err))
+                self._lose(sink, _describe(err))
 
 
 def _describe(err: OSError) -> str:

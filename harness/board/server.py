@@ -7,6 +7,7 @@ a dashboard of the harness's.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -68,17 +69,47 @@ def start_tensorboard(logdir: Path, port: int, log: IO[bytes], host: str = LOCAL
     )
 
 
-def wait_until_serving(url: str, process: "subprocess.Popen[bytes]", timeout_s: float = START_TIMEOUT_S) -> bool:
-    """True once `url` answers; False if the process ended first or `timeout_s` passed."""
+def port_in_use(port: int, host: str = LOCALHOST) -> bool:
+    """Whether something already listens on (or holds) `port` at `host`: it cannot be bound."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+        return False
+
+
+def wait_until_serving(
+    url: str, process: "subprocess.Popen[bytes]", logdir: Path, timeout_s: float = START_TIMEOUT_S
+) -> Optional[str]:
+    """None once the TensorBoard `process` started answers at `url`; else why not (it ended first, or `timeout_s`
+    passed). Whatever else answers at `url` is not it: TensorBoard says which log directory it serves, and only
+    one that serves `logdir` counts."""
     deadline = time.monotonic() + timeout_s
+    other = False
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            return False
+            return f"TensorBoard ended (exit code {process.returncode})"
         try:
             with urllib.request.urlopen(url + "data/environment", timeout=2) as answer:
                 if answer.status == 200:
-                    return True
-        except (urllib.error.URLError, OSError):
+                    if _serves(answer.read(), logdir):
+                        return None
+                    other = True
+        except (urllib.error.URLError, OSError, ValueError):
             pass
         time.sleep(0.25)
-    return False
+    if other:
+        return f"something else answers at {url}, not the TensorBoard started on {logdir}"
+    return f"TensorBoard did not answer within {timeout_s:g} s"
+
+
+def _serves(environment: bytes, logdir: Path) -> bool:
+    """Whether TensorBoard's /data/environment names `logdir` as the data it serves."""
+    import json
+
+    try:
+        location = json.loads(environment).get("data_location")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(location, str) and os.path.realpath(location) == os.path.realpath(logdir)

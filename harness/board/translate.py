@@ -280,9 +280,16 @@ class RunBoard:
         peak, _ = number(row.get("peak_c"))
         self._pause_lines += 1
         self._windows[start] = _Window(start, end, reason_text, self._pause_lines, peak)
+        failed, then = row.get("failed"), row.get("on_pause_failure")
         if end is None:
             text = f"paused: {reason_text}" if reason_text else "paused"
             record = Text(PAUSES_TAG, self._pause_lines - 1, self._wall("pauses", start / 1_000_000), text)
+        elif isinstance(failed, str):  # the engine could not freeze it: no pause, and not a resume either
+            at = f" at {peak:.1f} C" if peak is not None else ""
+            text = f"pause failed{at}: {failed}" + (
+                f" (guard.on_pause_failure: {then})" if isinstance(then, str) else ""
+            )
+            record = Text(PAUSES_TAG, self._pause_lines - 1, self._wall("pauses", end / 1_000_000), text)
         else:
             text = f"resumed after {(end - start) / 1_000_000:.1f} wall s"
             if peak is not None:

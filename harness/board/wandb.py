@@ -62,9 +62,18 @@ def _is_secret(name: str) -> bool:
 class WandbSink:
     """One offline W&B run; started with the run's hyperparameters, finished at the run's end."""
 
+    name = "wandb"
+
     def __init__(self, capture_root: Path, board_run: str) -> None:
         self.root = Path(capture_root)
         self.directory = self.root / WANDB_DIR_NAME / board_run
+        # Said when it fails. Nothing rebuilds a W&B run from a capture (`harness export --format tensorboard`
+        # rebuilds TensorBoard's events only): only a run with --wandb writes one.
+        self.lost = (
+            "no offline W&B run for it from here; the run, its capture and its TensorBoard events go on. Nothing "
+            f"rebuilds a W&B run from a capture: once {self.root / WANDB_DIR_NAME} is a directory inside the capture "
+            "root, running it again with --wandb (`harness run EXPERIMENT --force --wandb`, or the sweep's) writes one"
+        )
         self.board_run = board_run
         self._run: Optional[_Run] = None
         self._axes: set[str] = set()
@@ -109,12 +118,12 @@ class WandbSink:
     def _start(self, record: Hparams) -> None:
         if self._run is not None:
             return
-        import wandb
-
         from harness.fs.files import prepare_directory
 
         # W&B writes its files itself: its directory is checked first (a directory, inside the capture root).
         prepare_directory(self.directory, self.root)
+        import wandb
+
         condition = self.board_run.split("/")[0]
         with _ENV_LOCK:
             hidden = {name: os.environ.pop(name) for name in list(os.environ) if _is_secret(name)}

@@ -318,9 +318,15 @@ def read_pause_windows(path: PathLike, notes: list[str]) -> list[PauseWindow]:
         end = ends[i]
         if raw_ends[i] is not None and end is None:
             notes.append(f"{name} line {number}: end {raw_ends[i]!r} is not an RFC 3339 time: read as still open")
-        reason = obj.get("reason")
+        reason, failed, then = obj.get("reason"), obj.get("failed"), obj.get("on_pause_failure")
         by_start[start] = PauseWindow(
-            start, end, reason if isinstance(reason, str) else "", number, finite_number(obj.get("peak_c"))
+            start,
+            end,
+            reason if isinstance(reason, str) else "",
+            number,
+            finite_number(obj.get("peak_c")),
+            failed if isinstance(failed, str) else None,
+            then if isinstance(then, str) else None,
         )
     notes.extend(lines.bad_notes[said:])
     return [by_start[start] for start in sorted(by_start)]

@@ -152,6 +152,7 @@ class RunCapture:
     pauses: list[PauseWindow]
     notes: list[str] = field(default_factory=list)
     directory: Optional[Path] = None  # where container.log is read from, when the summary needs it
+    attempt: Optional[int] = None  # the attempt read (0: a capture from before attempts); None: not known
 
     @property
     def records(self) -> list[StepRow]:
@@ -251,7 +252,7 @@ def read_capture(run_dir: PathLike) -> RunCapture:
     """Read one run directory for the summary; never raises for bad contents (see the module rules)."""
     run_dir = run_dir if isinstance(run_dir, Path) else Path(run_dir)  # (Path of a Path parses it again)
     # The files' paths as text: a Path joined five times a run cost the summary of 10,000 runs a fifth of a second.
-    directory = os.fspath(run_dir)
+    directory, attempt = current_attempt(os.fspath(run_dir), run_dir.name)
     notes: list[str] = []
     found = _json_for_summary(os.path.join(directory, STATUS_NAME), notes, required=True, max_bytes=MAX_STATUS_BYTES)
     status = _object_for_summary(found, "status.json is not a JSON object: state unknown", notes)
@@ -271,7 +272,20 @@ def read_capture(run_dir: PathLike) -> RunCapture:
 
     steps = read_metrics_columns(os.path.join(directory, "metrics.jsonl"), notes)
     pauses = read_pause_windows(os.path.join(directory, "pauses.jsonl"), notes)
-    return RunCapture(run_dir.name, status, manifest, args, steps, pauses, notes, run_dir)
+    return RunCapture(run_dir.name, status, manifest, args, steps, pauses, notes, Path(directory), attempt)
+
+
+def current_attempt(run_path: str, run: str) -> tuple[str, Optional[int]]:
+    """(the directory to read, its attempt number) of a run's capture path: the link resolved once, so that every
+    file is of one attempt even if another is made current meanwhile; a run's own directory is attempt 0."""
+    try:
+        target = os.readlink(run_path)
+    except OSError:  # not a link: a capture from before attempts (or not a run at all)
+        return run_path, 0 if os.path.isdir(run_path) else None
+    parts = Path(target).parts
+    if len(parts) == 3 and parts[:2] == (ATTEMPTS_DIR, run) and parts[2].isdigit():
+        return os.path.join(os.path.dirname(run_path), target), int(parts[2])
+    return run_path, None
 
 
 def _object_for_summary(value: JSONValue, not_object: str, notes: list[str]) -> Optional[JSONObject]:
@@ -373,6 +387,31 @@ def read_head(path: Path, max_bytes: int) -> bytes:
 # written just before the run is frozen, and the engine's clock is not the harness's. The summary and
 # `recover` both end an open window at the first line after it.
 RUNNING_AGAIN_SLACK_US = 1_000_000
+
+
+def first_line_us(path: Path, notes: list[str]) -> Optional[int]:
+    """The receive time of a container.log's first stamped line (the run's first line); None without one."""
+    from harness.times import split_time_prefix
+
+    lines = None
+    try:
+        lines = iter_lines(path)
+        for number, raw, _ in lines:
+            if number == 0:
+                break
+            if raw is None:
+                continue
+            stamp_ns, _ = split_time_prefix(raw[:64].decode("ascii", "replace"))
+            if stamp_ns is not None:
+                return stamp_ns // 1000
+    except FileNotFoundError:
+        pass
+    except Unreadable as err:
+        notes.append(str(err))
+    finally:
+        if lines is not None:
+            lines.close()
+    return None
 
 
 def first_stamps_after(path: Path, times_us: Sequence[int], notes: list[str]) -> dict[int, tuple[int, int]]:

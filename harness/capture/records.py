@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeGuard
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, TypeGuard
 
 from harness.times import parse_time_us
 
@@ -234,6 +234,38 @@ class PauseWindow:
     reason: str
     line: int
     peak_c: Optional[float] = None  # the hottest reading of the window, as the guard recorded it
+    failed: Optional[str] = None  # the engine's words when it could not freeze the run (closed at its start)
+    on_pause_failure: Optional[str] = None  # what the guard did then: "stop" or "continue"
+
+    @property
+    def froze(self) -> bool:
+        """Whether the run was frozen in this window: open, or closed after its start, and not a failed freeze (a
+        window closed at its own start without `failed` is a run that ended as it was paused: nothing happened)."""
+        return self.failed is None and (self.end_us is None or self.end_us > self.start_us)
+
+
+@dataclass(frozen=True)
+class PauseTally:
+    """A run's pauses as every output counts them (`tally_pauses`): the windows in which the run was frozen, and
+    the pauses the engine could not make."""
+
+    pauses: int
+    failed: int
+
+    def failed_text(self) -> str:
+        """`1 pause failed`, `2 pauses failed`; "" with none."""
+        if not self.failed:
+            return ""
+        return f"{self.failed} pause{'s' if self.failed != 1 else ''} failed"
+
+
+def tally_pauses(windows: Iterable[PauseWindow]) -> PauseTally:
+    """The one count of a run's pauses (status, the summary, the report and the guard's figure all use it)."""
+    pauses = failed = 0
+    for window in windows:
+        pauses += window.froze
+        failed += window.failed is not None
+    return PauseTally(pauses, failed)
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,16 @@ def board_command(
     """Start TensorBoard on the runs' event files (<capture dir>/tensorboard) on localhost and print its address.
 
     Every run writes its events there as it runs (docs/tensorboard.md); `harness export --format tensorboard`
-    rebuilds them from the captures. TensorBoard is an optional extra: pip install '.[board]'. Ctrl-C stops it.
+    rebuilds them from the captures. Only what the capture root holds is served: a link under tensorboard/ is
+    refused, with a warning. A --port something else holds is an error. TensorBoard is an optional extra:
+    pip install '.[board]'. Ctrl-C stops it.
     """
     import signal
     import tempfile
 
+    from harness.board.logdir import served_files
     from harness.board.names import TENSORBOARD_DIR_NAME
-    from harness.board.server import LOCALHOST, free_port, start_tensorboard, tensorboard_missing, wait_until_serving
+    from harness.board.server import LOCALHOST, free_port, port_in_use, tensorboard_missing
     from harness.errors import HarnessError
 
     missing = tensorboard_missing()
@@ -40,29 +43,63 @@ def board_command(
         raise HarnessError(missing)
     root = capture_root(capture_dir, sim)
     logdir = root / TENSORBOARD_DIR_NAME
-    if not (logdir.is_dir() and any(logdir.rglob("events.out.tfevents.*"))):
+    served = served_files(logdir, root)
+    if "." in served.refused:
+        raise HarnessError(served.refused["."])
+    for why in served.refused.values():
+        warn(why)
+    if not served.files:
         note(
             f"no events under {logdir} yet: runs write them as they run, and `harness export --format tensorboard"
             f"{' --sim' if sim else ''}` rebuilds them from the captures; TensorBoard shows them as they come"
         )
+    if port is not None and port_in_use(port, LOCALHOST):
+        raise HarnessError(
+            f"port {port} on {LOCALHOST} is in use (something else listens there, perhaps another board): choose "
+            "another --port, or leave it out for a free one"
+        )
     chosen = port if port is not None else free_port(LOCALHOST)
-    url = f"http://{LOCALHOST}:{chosen}/"
     signal.signal(signal.SIGTERM, _stop)  # SIGTERM stops TensorBoard too, as Ctrl-C does
+    with tempfile.TemporaryDirectory(prefix="harness-board-") as farm:
+        _serve(root, logdir, Path(farm), served, chosen)
+    return None
+
+
+BOARD_REFRESH_S = 2.0  # how often the board's links follow the event files (TensorBoard reloads as often)
+
+
+def _serve(root: Path, logdir: Path, farm: Path, served: Any, port: int) -> None:
+    """TensorBoard on `farm`, kept in step with `logdir`, until Ctrl-C; an error line if it fails or stops."""
+    import tempfile
+    import time
+
+    from harness.board.logdir import served_files, sync
+    from harness.board.server import LOCALHOST, start_tensorboard, wait_until_serving
+    from harness.errors import HarnessError
+
+    url = f"http://{LOCALHOST}:{port}/"
+    refused = set(served.refused)
+    sync(farm, served)
     with tempfile.TemporaryFile() as log:
-        process = start_tensorboard(logdir, chosen, log)
+        process = start_tensorboard(farm, port, log)
         try:
-            if not wait_until_serving(url, process):
-                process.terminate()
-                process.wait(10)
-                log.seek(0)
-                said = log.read().decode("utf-8", "replace").strip().splitlines()
-                raise HarnessError(
-                    f"TensorBoard did not start on {url}: " + (said[-1] if said else f"exit code {process.returncode}")
-                )
+            why = wait_until_serving(url, process, farm)
+            if why is not None:
+                raise HarnessError(f"TensorBoard did not start on {url}: {_last_line(log) or why}")
             console = stdout()
             console.print(f"TensorBoard on {url} (runs of {logdir}); Ctrl-C stops it")
             console.file.flush()
-            process.wait()
+            while process.poll() is None:
+                time.sleep(BOARD_REFRESH_S)
+                served = served_files(logdir, root)
+                for path, why in served.refused.items():
+                    if path not in refused:
+                        refused.add(path)
+                        warn(why)
+                sync(farm, served)
+            raise HarnessError(
+                f"TensorBoard stopped (exit code {process.returncode}): {_last_line(log) or 'no reason given'}"
+            )
         except KeyboardInterrupt:
             pass
         finally:
@@ -72,7 +109,13 @@ def board_command(
                     process.wait(10)
                 except Exception:
                     process.kill()
-    return None
+
+
+def _last_line(log: Any) -> str:
+    """The last line TensorBoard wrote to its log."""
+    log.seek(0)
+    said = log.read().decode("utf-8", "replace").strip().splitlines()
+    return said[-1] if said else ""
 
 
 def _stop(signum: int, frame: object) -> None:

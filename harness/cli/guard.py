@@ -40,6 +40,7 @@ OPTION_FOR = {
     "min_pause_s": "--min-pause-s",
     "max_pause_s": "--max-pause-s",
     "on_max_pause": "--on-max-pause",
+    "on_pause_failure": "--on-pause-failure",
 }
 
 
@@ -68,8 +69,13 @@ def guard_target(
     min_pause_s: Annotated[Optional[float], typer.Option("--min-pause-s", help="Shortest pause in s.")] = None,
     max_pause_s: Annotated[Optional[float], typer.Option("--max-pause-s", help="Longest pause in s.")] = None,
     on_max_pause: Annotated[Optional[str], typer.Option("--on-max-pause", help="resume, or stop the target.")] = None,
+    on_pause_failure: Annotated[
+        Optional[str],
+        typer.Option("--on-pause-failure", help="When the engine cannot freeze it: stop the target, or continue."),
+    ] = None,
     grace_s: Annotated[
-        float, typer.Option("--grace-s", min=0, help="With --on-max-pause stop: seconds between SIGTERM and SIGKILL.")
+        float,
+        typer.Option("--grace-s", min=0, help="When the guard stops the target: seconds between SIGTERM and SIGKILL."),
     ] = 60.0,
 ) -> None:
     """Guard any container or process: freeze it while the GPU is too hot, thaw it once cool, record the windows.
@@ -88,6 +94,7 @@ def guard_target(
         "min_pause_s": min_pause_s,
         "max_pause_s": max_pause_s,
         "on_max_pause": on_max_pause,
+        "on_pause_failure": on_pause_failure,
     }
     try:
         code = guard_command(container, pid, record, {k: v for k, v in settings.items() if v is not None}, grace_s)

@@ -110,6 +110,10 @@ def describe_guard(reading: "GuardReading", now_us: Optional[int] = None) -> str
         text = temp
     if reading.pauses:
         text += f"; {reading.pauses} pause{'s' if reading.pauses != 1 else ''}, {paused_s:.0f} wall s paused"
+    if reading.pause_failures:
+        from harness.capture.records import PauseTally
+
+        text += f"; {PauseTally(reading.pauses, reading.pause_failures).failed_text()}"
     return text
 
 
@@ -315,7 +319,13 @@ class PlainReporter:
         self._cooling_said[run] = reading.waited_s
         if reading.outcome is not None:
             self._cooling_said.pop(run, None)
-        self._say(f"{run}: heat guard: {reading.describe()}")
+        from harness.cli.messages import output_width
+
+        text = f"{run}: heat guard: {reading.describe()}"
+        if len(text) > (self.width or output_width(False, 0)):  # too wide: the time waited on a line of its own
+            head, _, waited = text.rpartition("; ")
+            text = f"{head} | {waited}"
+        self._say(text)
 
     def finished(self, status: "RunStatus") -> None:
         self._view(status.run).state = str(status.state)

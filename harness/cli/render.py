@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 import typer
 
-from harness.cli.app import DEFAULT_CAPTURE_DIR, SIM_CAPTURE_DIR, stdout, warn
+from harness.cli.app import DEFAULT_CAPTURE_DIR, SIM_CAPTURE_DIR, print_messages, stdout, warn
 
 if TYPE_CHECKING:
     from harness.capture import RunStatus
@@ -49,6 +49,26 @@ def print_sweep(console: Any, results: Sequence["SweepResult"]) -> None:
         rows.append(tuple(Text(cell) for cell in cells))  # Text: a reason quoting a log line is never markup
     columns = [Column("run"), Column("action"), Column("state"), Column("steps", "right"), Column("reason", wrap=True)]
     print_table(console, columns, rows, title="sweep")
+
+
+def print_across_seeds(console: Any, plans: Sequence["Planned"], capture_dir: Path) -> None:
+    """A sweep of two or more seeds of an experiment with a baseline ends with its across-seed verdicts, or a line
+    that points to what gives them (docs/summary.md, "Across seeds")."""
+    from harness.summary.publish import summarize_captures_in
+    from harness.summary.seeds import across_seeds_after_sweep
+
+    compare = plans[0].experiment.compare if plans else None
+    if compare is None or len({plan.spec.seed for plan in plans}) < 2:
+        return
+    where = {DEFAULT_CAPTURE_DIR: "", SIM_CAPTURE_DIR: " --sim"}.get(Path(capture_dir), f" --capture-dir {capture_dir}")
+    summarize = f"harness summarize{where}"
+    try:
+        document = summarize_captures_in(capture_dir).document
+    except Exception as err:  # the runs are done and their exit code stands: a summary that fails costs this line
+        lines = [f"across seeds: the captures could not be summarized ({type(err).__name__}: {err}); `{summarize}`"]
+    else:
+        lines = across_seeds_after_sweep(document, [plan.spec.run for plan in plans], compare.baseline, summarize)
+    print_messages(console, [(line, 0) for line in lines])
 
 
 def sweep_reason(result: "SweepResult") -> str:

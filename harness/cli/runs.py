@@ -34,7 +34,14 @@ from harness.cli.app import (
     stdout,
     warn,
 )
-from harness.cli.render import preflight_report, print_spec, print_sweep, print_sweep_plan, report_status
+from harness.cli.render import (
+    preflight_report,
+    print_across_seeds,
+    print_spec,
+    print_sweep,
+    print_sweep_plan,
+    report_status,
+)
 from harness.errors import ExitCode
 from harness.run.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES, SimTarget, choose_target
 from harness.sim.timescale import TIME_SCALE_RANGE
@@ -457,10 +464,13 @@ def sweep(
     if ray:
         from harness.cli.cluster import run_on_ray
 
-        return run_on_ray(plans, address=ray, options=options, single=False)
+        code = run_on_ray(plans, address=ray, options=options, single=False)
+        print_across_seeds(stdout(), plans, capture_dir)
+        return code
     console, ctx = _context(plans, capture_dir, options, say_skips=True, verbose=verbose)
     with stop_on_signals(ctx.stop, ctx.reporter.note):
         results = run_sweep(plans, ctx)
     print_sweep(console, results)
+    print_across_seeds(console, plans, capture_dir)
     refuse_before_starting([result.decision for result in results])  # a capture that changed while the sweep ran
     return exit_code_for([r.status.state if r.status else "not run" for r in results])

@@ -22,10 +22,12 @@ from harness.cli.app import (
     stdout,
     warn,
 )
+from harness.seedstats import DEFAULT_EFFECT
 
 if TYPE_CHECKING:
     from harness.planner import Plan, SeedsPlan
     from harness.summary.document import SummaryDocument
+    from harness.summary.summarize import Summary
 
 EffectOption = Annotated[
     float,
@@ -194,7 +196,11 @@ def report_command(
         ),
     ] = None,
 ) -> None:
-    """Write report.md (headline tables, verdicts, figures) and the figures beside the summary JSON."""
+    """Write report.md (headline tables, verdicts, figures) and the figures beside the summary JSON.
+
+    Without --summary, a capture that changed since the summary (a run rerun, restored, added or still running)
+    is summarized again first, and said: the report is never of two attempts of a run.
+    """
     from harness.summary.publish import default_summary_path, report_from_summary
 
     capture_dir = capture_root(capture_dir, sim)
@@ -205,7 +211,11 @@ def report_command(
         hint=sim_root_hint(capture_dir),
         capture_dir=capture_dir if summary is None else None,  # a summary elsewhere: its captures may not be here
     )
+    for warning in published.warnings:
+        warn(warning)
     console = stdout()
+    if published.resummarized:
+        console.print(f"wrote {str(published.summary_path)}")
     for path in published.figures:
         console.print(f"wrote {str(path)}")
     if published.figures_unchanged:
@@ -409,22 +419,34 @@ def _summarized_runs(capture_dir: Path, names: List[str], hint: str = "") -> dic
 
 @command("seeds", on=plan_app)
 def plan_seeds_command(
+    conditions: Annotated[
+        Optional[List[str]],
+        typer.Argument(
+            metavar="CONDITION",
+            help="With --from-runs: one condition (its SD alone), or two (their pooled SD, as the report's).",
+            show_default=False,
+        ),
+    ] = None,
     effect: Annotated[
-        float, typer.Option("--effect", help="The difference in mean reward to detect (e.g. 0.02).", show_default=False)
-    ],
+        Optional[float],
+        typer.Option(
+            "--effect",
+            help=f"The difference in mean reward to detect [default: {DEFAULT_EFFECT:g}, the summary's].",
+            show_default=False,
+        ),
+    ] = None,
     sd: Annotated[
         Optional[float],
         typer.Option("--sd", help="The standard deviation of the mean reward across seeds.", show_default=False),
     ] = None,
     from_runs: Annotated[
-        Optional[str],
+        bool,
         typer.Option(
             "--from-runs",
-            metavar="CONDITION",
-            help="Take the SD from the seeds of this condition (or of the condition of this run) in the captures.",
-            show_default=False,
+            help="Take the SD from the seeds of CONDITION (or of the condition of a run of that name) in the "
+            "captures; with two, their pooled SD.",
         ),
-    ] = None,
+    ] = False,
     capture_dir: CaptureDirOrSim = None,
     sim: SimCapturesOption = False,
     json_: JsonOption = False,
@@ -432,25 +454,60 @@ def plan_seeds_command(
     """How many seeds per condition a difference in mean reward needs: 80% power at alpha 0.05, two-sided.
 
     Usage: harness plan seeds --effect 0.02 --sd 0.015, or
-    harness plan seeds --effect 0.02 --from-runs plain [--sim].
+    harness plan seeds --effect 0.02 --from-runs CONDITION [CONDITION] [--sim], or
+    harness plan seeds [--sim] for each across-seed comparison of the captures.
 
     A two-sample t-test over the seeds' mean rewards (Colas et al. 2018, "How
     Many Random Seeds?"), its power from the noncentral t: the same function
-    the summary's across-seed comparisons use. With --from-runs the SD is that
-    of the condition's per-seed mean rewards, as the summary pools them (the
-    steps every seed completed). A table of seeds against power follows.
+    the summary's across-seed comparisons use. The SD: --sd; or with
+    --from-runs A B the pooled SD of the two conditions' per-seed mean rewards
+    over the steps every seed of both completed, the report's own; with
+    --from-runs A the SD of A's seeds alone; with neither, each comparison's
+    pooled SD, as the report has it. A table of seeds against power follows.
     """
     from harness import planner
     from harness.errors import HarnessError
 
-    if (sd is None) == (from_runs is None):
-        raise HarnessError("give either --sd X or --from-runs CONDITION (one of them)")
+    names = list(conditions or ())
+    if names and not from_runs:
+        raise HarnessError(f"unexpected arguments {' '.join(names)}: conditions are read only with --from-runs")
+    if from_runs and sd is not None:
+        raise HarnessError("give either --sd X or --from-runs CONDITION [CONDITION] (one of them)")
+    if from_runs and not 1 <= len(names) <= 2:
+        raise HarnessError(
+            f"--from-runs takes one condition or two, not {len(names)}: one for its own SD, two for their pooled SD"
+        )
+    effect_from = planner.EFFECT_GIVEN if effect is not None else planner.EFFECT_DEFAULT
+    wanted = effect if effect is not None else DEFAULT_EFFECT
     if sd is not None:
-        result = planner.plan_seeds(effect, sd, "given (--sd)")
+        result = planner.plan_seeds(wanted, sd, "given (--sd)", effect_from)
     else:
         root = capture_root(capture_dir, sim)
-        value, sd_from = _condition_sd(root, str(from_runs), sim_root_hint(root))
-        result = planner.plan_seeds(effect, value, sd_from)
+        summary = _captures_summary(root, sim_root_hint(root))
+        if not from_runs:
+            plans = [
+                (label, planner.plan_seeds(wanted, value, sd_from, effect_from))
+                for label, value, sd_from in _comparison_sds(summary, root)
+            ]
+            if json_:
+                import json
+
+                first = plans[0][1]
+                document = {
+                    "effect": wanted,
+                    "effect_from": effect_from,
+                    "alpha": first.alpha,
+                    "power": first.power,
+                    "comparisons": [{"comparison": label, **plan.to_dict()} for label, plan in plans],
+                }
+                typer.echo(json.dumps(document, indent=2, allow_nan=False))
+                return
+            for label, plan in plans:
+                print_message(stdout(), f"{label}:")
+                _print_seeds_plan(plan)
+            return
+        value, sd_from = _condition_sd(summary, root, names)
+        result = planner.plan_seeds(wanted, value, sd_from, effect_from)
     if json_:
         import json
 
@@ -459,41 +516,103 @@ def plan_seeds_command(
     _print_seeds_plan(result)
 
 
-def _condition_sd(capture_dir: Path, name: str, hint: str) -> tuple[float, str]:
-    """The SD of a condition's per-seed mean rewards (a run's name stands for its condition), and where it is from."""
+def _captures_summary(capture_dir: Path, hint: str) -> "Summary":
+    """The summary of the captures (not written), or one line when there is no run."""
     from harness.errors import ExitCode, HarnessError
     from harness.summary.publish import no_runs_message, summarize_captures_in
-    from harness.summary.seeds import describe_steps, pooled_steps
 
     summary = summarize_captures_in(capture_dir, hint=hint)
     document = summary.document
     if not document.runs:
         raise HarnessError(no_runs_message(f"under {capture_dir}", document.skipped, hint), ExitCode.NOT_FOUND)
-    key = name
-    if key not in document.conditions:
-        key = next((k for k, c in document.conditions.items() if name in c.runs), "")
-    condition = document.conditions.get(key)
-    if condition is None:
+    return summary
+
+
+def _condition_key(document: "SummaryDocument", capture_dir: Path, name: str) -> str:
+    """The condition a name stands for: a condition, or the condition of the run of that name."""
+    from harness.errors import HarnessError
+
+    if name in document.conditions:
+        return name
+    key = next((k for k, c in document.conditions.items() if name in c.runs), None)
+    if key is None:
         known = ", ".join(sorted(document.conditions)) or "none"
-        raise HarnessError(f"no condition or run {name} under {capture_dir} (conditions: {known}){hint}")
+        raise HarnessError(f"no condition or run {name} under {capture_dir} (conditions: {known})")
+    return key
+
+
+def _condition_sd(summary: "Summary", capture_dir: Path, names: List[str]) -> tuple[float, str]:
+    """The SD to plan from and whose it is: one condition's seeds alone, or two conditions' pooled as the report's."""
+    from harness.errors import HarnessError
+    from harness.summary.seeds import describe_steps, pooled_steps
+
+    document = summary.document
+    keys = [_condition_key(document, capture_dir, name) for name in names]
+    described = [key + (f" (the condition of run {name})" if key != name else "") for key, name in zip(keys, names)]
+    if len(keys) == 2:
+        if keys[0] == keys[1]:
+            raise HarnessError(f"{names[0]} and {names[1]} are one condition, {keys[0]}: name two conditions")
+        if summary.seed_comparisons is None:
+            raise HarnessError("the captures' conditions could not be compared (see the warnings of harness summarize)")
+        block = summary.seed_comparisons.between(keys[0], keys[1])
+        if block.pooled_sd is None:
+            raise HarnessError(
+                f"{keys[0]} and {keys[1]} have {block.seeds} and {block.baseline_seeds} seeds with a reward: no spread "
+                "across seeds to plan from; run a second seed, or give --sd"
+            )
+        return block.pooled_sd, (
+            f"pooled SD of {described[0]} ({block.seeds} seeds) and {described[1]} ({block.baseline_seeds} seeds), "
+            f"over the {block.steps} steps every seed of both completed: the report's seeds needed"
+        )
+    (key,) = keys
+    condition = document.conditions[key]
     spread = condition.reward_mean
     if spread.sd is None:
         raise HarnessError(
             f"{key} has {spread.seeds} seed{'s' * (spread.seeds != 1)} with a reward: no spread across seeds to "
             "plan from; run a second seed, or give --sd"
         )
-    run_note = f" (the condition of run {name})" if key != name else ""
     steps = describe_steps(pooled_steps(document.runs, condition))
-    return spread.sd, f"the {spread.seeds} seeds of {key}{run_note}, over {steps}"
+    return spread.sd, (
+        f"SD of {described[0]} alone, its {spread.seeds} seeds over {steps}; the report pools the SD of both "
+        "conditions compared (--from-runs A B gives that)"
+    )
+
+
+def _comparison_sds(summary: "Summary", capture_dir: Path) -> list[tuple[str, float, str]]:
+    """(comparison, its pooled SD, whose) for each across-seed comparison of the captures with a spread."""
+    from harness.errors import HarnessError
+    from harness.summary.seeds import baseline_label, unique_blocks
+
+    blocks = unique_blocks(b for comparison in summary.document.comparisons for b in comparison.across_seeds)
+    found = [
+        (
+            f"{block.condition} against {baseline_label(block)}",
+            block.pooled_sd,
+            f"pooled SD of {block.condition} ({block.seeds} seeds) and {baseline_label(block)} "
+            f"({block.baseline_seeds} seeds), over {block.steps} steps: the report's",
+        )
+        for block in blocks
+        if block.pooled_sd is not None
+    ]
+    if not found:
+        raise HarnessError(
+            f"no across-seed comparison with a spread under {capture_dir} to take an SD from: give --sd X or "
+            "--from-runs CONDITION [CONDITION]"
+        )
+    return [(label, sd, whose) for label, sd, whose in found if sd is not None]
 
 
 def _print_seeds_plan(result: "SeedsPlan") -> None:
     from rich.table import Table
 
+    from harness.planner import EFFECT_DEFAULT
+
     console = stdout()
+    said = " (the default; --effect D for another)" if result.effect_from == EFFECT_DEFAULT else ""
     print_message(
         console,
-        f"seeds per condition to detect a difference of {result.effect:g} in mean reward with "
+        f"seeds per condition to detect a difference of {result.effect:g}{said} in mean reward with "
         f"{result.power:.0%} power at alpha {result.alpha:g} (two-sided t-test over the seeds' means)",
     )
     print_message(console, f"SD across seeds {result.sd:.4g}: {result.sd_from}")
@@ -508,7 +627,7 @@ def _print_seeds_plan(result: "SeedsPlan") -> None:
             table.add_row(str(seeds), f"{power:.3f}", "<- needed" if seeds == result.needed.seeds else "")
         console.print(table)
     if result.needed.seeds is not None:
-        print_message(console, f"needed: {result.needed.seeds} seeds per condition")
+        print_message(console, f"needed: {result.needed.seeds} seeds per condition (SD {result.sd:.4g})")
 
 
 def _print_plan(result: "Plan") -> None:

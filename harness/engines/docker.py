@@ -524,7 +524,14 @@ class DockerRun:
                 time.sleep(0.5)
 
     def pause(self) -> None:
-        _engine_call(f"pausing {self.id[:12]}", self.container.pause)
+        """`docker pause`; a refusal (the runtime could not freeze it, it is not running) is a HarnessError in the
+        engine's own words."""
+        import docker
+
+        try:
+            _engine_call(f"pausing {self.id[:12]}", self.container.pause)
+        except docker.errors.APIError as err:
+            raise HarnessError(str(err.explanation or err)) from None
 
     def resume(self) -> None:
         _engine_call(f"resuming {self.id[:12]}", self.container.unpause)

@@ -208,9 +208,12 @@ class _ProcessGroup:
             pass
 
     def pause(self) -> None:
-        """Freeze the group; returns once the process is stopped, as `docker pause` returns frozen."""
+        """Freeze the group; returns once the process is stopped, as `docker pause` returns frozen, and raises, as
+        `docker pause` does when it cannot freeze, when the live process is still not stopped."""
         self._signal(signal.SIGSTOP)
         self._settle(paused=True)
+        if self._live() is not None and not self.is_paused():
+            raise HarnessError(f"SIGSTOP sent, but the process was not stopped within {SIGNAL_SETTLE_S:g} s")
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)

@@ -96,6 +96,7 @@ class GuardConfig(_GuardModel):
     min_pause_s: float = Field(default=30.0, ge=0)
     max_pause_s: float = Field(default=300.0, gt=0)
     on_max_pause: Literal["resume", "stop"] = "resume"
+    on_pause_failure: Literal["stop", "continue"] = "stop"  # a freeze the engine refused, at once and on its retry
     missing_polls: int = Field(default=3, ge=1)
     on_missing: Literal["pause_if_hot", "pause", "carry_on"] = "pause_if_hot"
     record_every_s: float = Field(default=30.0, gt=0)

@@ -7,7 +7,9 @@ line by line, so a hard power-off keeps what was written):
   appended with `end` null *before* the run is paused, and again with its end
   *after* the run is resumed, so a frozen run always has its open window on
   disk and every window covers the whole freeze. The last line per start is
-  the truth.
+  the truth. A freeze the engine refused (at once and on its retry) closes
+  its window at its own start with `"failed"` (the engine's words) and
+  `"on_pause_failure"` (what the guard did then: `stop` or `continue`).
 - guard.jsonl: samples `{"t", "temp_c", "reasons", "power_w", "paused",
   "gpu_c", "zones"}`, every poll while hot or paused, one every
   `record_every_s` otherwise, each written *before* the poll acts on it; and,
@@ -37,7 +39,11 @@ otherwise keeps it as a pause of its own, thawed once cool.
 A run that has ended needs no guard: no window is opened for it, and a pause or
 a thaw that fails because it ended stops the guard without a note. Only a run
 that ends in the instant between that check and the freeze leaves a window
-closed at its own start (a failed freeze: nothing was paused).
+closed at its own start without `failed` (nothing was paused, and nothing failed).
+
+A freeze the engine refuses while the run goes on is tried again at once; if
+that fails too, the pause failed: recorded as above, and `on_pause_failure`
+(harness.guard.policy.pause_failed) stops the run or lets it go on.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from typing import Callable, Optional, Protocol, TypedDict, Union
 
 from harness.capture import append_jsonl
 from harness.engines import EXITED, GONE
+from harness.errors import HarnessError
 from harness.guard.config import GuardConfig
 from harness.guard.policy import (
     GPU_LABEL,
@@ -60,6 +67,7 @@ from harness.guard.policy import (
     expire,
     is_hot,
     max_pause_deadline,
+    pause_failed,
 )
 from harness.guard.samples import (
     Clock,
@@ -86,6 +94,14 @@ class PauseRecord(TypedDict):
     end: Optional[str]
     reason: Optional[str]
     peak_c: Optional[float]
+
+
+class FailedPauseRecord(PauseRecord):
+    """The closing line of a window whose freeze the engine refused: closed at its start, with the engine's words
+    and what the guard did then."""
+
+    failed: str
+    on_pause_failure: str
 
 
 class SampleRecord(TypedDict):
@@ -197,7 +213,8 @@ class GuardReading:
     paused: bool = False
     paused_since: Optional[str] = None  # RFC 3339 start of the open window
     reason: Optional[str] = None  # why the open window opened
-    pauses: int = 0  # windows opened so far
+    pauses: int = 0  # windows in which the run was frozen, so far
+    pause_failures: int = 0  # pauses the engine could not make (each recorded in pauses.jsonl)
     paused_s: float = 0.0  # seconds spent in closed windows
     stop_reason: Optional[str] = None  # set when on_max_pause: stop fired
     temps: tuple[tuple[str, float], ...] = ()  # (label, C) of each temperature read at the last poll
@@ -339,7 +356,7 @@ class GuardLoop:
             state, decision = expire(self.config, self._state, self._clock())
             if decision.action is Action.NONE:
                 return False
-            self._act(state, decision, None, record=False)
+            decision = self._act(state, decision, None, record=False)
         self._after(decision)
         return True
 
@@ -356,7 +373,7 @@ class GuardLoop:
             state, decision = decide(self.config, self._state, sample, now)
             if found_frozen and sample is not None:  # found frozen at a reading
                 state, decision = self._found_frozen(state, decision, sample, now)
-            self._act(state, decision, sample, freeze=not found_frozen)
+            decision = self._act(state, decision, sample, freeze=not found_frozen)
         self._after(decision)
         return decision
 
@@ -368,18 +385,25 @@ class GuardLoop:
         *,
         freeze: bool = True,
         record: bool = True,
-    ) -> None:
-        """Record the sample (fsynced, before anything is done about it), then pause or resume. Under the lock."""
+    ) -> Decision:
+        """Record the sample (fsynced, before anything is done about it), then pause or resume; the decision as it
+        was carried out (a pause the engine refused becomes `pause_failed`'s). Under the lock."""
         if decision.note:
             self._note(decision.note)
         if record:
             self._record(sample, decision, state)
         if decision.action is Action.PAUSE:
-            if self._pause(decision, freeze=freeze):
+            froze = self._pause(decision, freeze=freeze)
+            if froze is True:
                 # max_pause_s counts from the window's start, stamped just before the freeze
                 state = replace(state, paused_at=self._window_at)
-            else:
+            elif froze is False:
                 state = replace(state, paused=False, paused_at=None, reason=None, peak_c=None)
+            else:  # the engine refused, twice: the run was never frozen
+                state, decision = pause_failed(self.config, state, froze)
+                self._void_window(failed=froze)
+                if decision.note:
+                    self._note(decision.note)
         elif decision.action in (Action.RESUME, Action.STOP):
             thawed = self._resume(decision.peak_c, decision.reason)
             if not thawed and decision.action is Action.RESUME:
@@ -392,13 +416,16 @@ class GuardLoop:
             self._publish(None, decision, ())
         else:
             self._publish(self._reading.temp_c, decision, self._reading.temps)
+        return decision
 
     def _after(self, decision: Decision) -> None:
-        """What follows an action, off the lock: the live reading, and a max-pause stop's callback."""
+        """What follows an action, off the lock: the live reading, and a stop's callback (max pause, or a pause
+        that failed)."""
         if self._on_reading is not None:
             self._on_reading(self._reading)
         if decision.action is Action.STOP:
-            self._note(decision.reason or "max_pause_s reached; stopping the run")
+            if decision.failed is None:  # a failed pause's note was said as it failed
+                self._note(decision.reason or "max_pause_s reached; stopping the run")
             if self._on_stop is not None:
                 self._on_stop(decision.reason or "max_pause_s")
 
@@ -458,11 +485,13 @@ class GuardLoop:
         except Exception:  # noqa: BLE001 - cannot tell
             return None
 
-    def _pause(self, decision: Decision, *, freeze: bool = True) -> bool:
-        """Write the open window, then freeze the run; a failed freeze closes the window empty.
+    def _pause(self, decision: Decision, *, freeze: bool = True) -> Union[bool, str]:
+        """Write the open window, then freeze the run: True when it froze; False when the run has ended (the
+        guard stops, without a note); else the engine's words for a freeze it refused twice (the window stays
+        open for the caller to close as failed).
 
-        A run that has ended gets no window, and stops the guard without a note.
-        `freeze=False`: the run was found frozen already; only the window is written.
+        A run that has ended gets no window. `freeze=False`: the run was found
+        frozen already; only the window is written.
         """
         if self._ended(wait_s=0):
             self._stop.set()
@@ -479,14 +508,12 @@ class GuardLoop:
         if not freeze:
             self._tell_sensor(True)
             return True
-        try:
-            self.handle.pause()
-        except Exception as err:  # noqa: BLE001 - e.g. the run just exited; retried at the next hot poll
-            if self._ended(wait_s=ENDED_WAIT_S):
+        refused = self._freeze()
+        if refused is not None:
+            if self._ended(wait_s=ENDED_WAIT_S):  # e.g. the run just exited: nothing failed
                 self._stop.set()
-            else:
-                self._note(f"could not pause the run: {type(err).__name__}: {err}")
-            return self._void_window()
+                return self._void_window()
+            return refused
         # A signal to a process that has just exited freezes nothing, and raises nothing.
         if not self._still_frozen() and self._ended(wait_s=ENDED_WAIT_S):
             self._stop.set()
@@ -494,10 +521,38 @@ class GuardLoop:
         self._tell_sensor(True)
         return True
 
-    def _void_window(self) -> bool:
-        """Close the window a failed freeze opened, at its start: nothing was paused. False."""
+    def _freeze(self) -> Optional[str]:
+        """Freeze the run, retrying at once if the engine refuses; None when it froze, else the engine's words."""
+        first: Optional[str] = None
+        for _ in range(2):
+            try:
+                self.handle.pause()
+            except Exception as err:  # noqa: BLE001 - a refusal is decided on above, whatever raised it
+                if first is None:
+                    first = engine_words(err)
+                    if self._ended(wait_s=0):
+                        return first
+                    continue
+                return engine_words(err)
+            if first is not None:
+                self._note(f"the first freeze failed ({first}); the retry froze the run")
+            return None
+        return first
+
+    def _void_window(self, failed: Optional[str] = None) -> bool:
+        """Close the open window at its start: nothing was paused. `failed`: the engine's words, recorded with what
+        `on_pause_failure` did. False."""
         if self._window is not None:
-            self._append(self.pauses_path, {**self._window, "end": self._window["start"]})
+            if failed is None:
+                self._append(self.pauses_path, {**self._window, "end": self._window["start"]})
+            else:
+                record: FailedPauseRecord = {
+                    **self._window,
+                    "end": self._window["start"],
+                    "failed": failed,
+                    "on_pause_failure": self.config.on_pause_failure,
+                }
+                self._append(self.pauses_path, record)
             self._window = None
         return False
 
@@ -620,11 +675,12 @@ class GuardLoop:
             paused_since=self._window["start"] if self._window is not None else None,
             reason=self._state.reason,
             pauses=previous.pauses + int(decision.action is Action.PAUSE and self._state.paused),
+            pause_failures=previous.pause_failures + int(decision.failed is not None),
             paused_s=previous.paused_s,
             stop_reason=decision.reason if decision.action is Action.STOP else previous.stop_reason,
         )
 
-    def _append(self, path: Path, record: Union[PauseRecord, SampleRecord, WatchRecord]) -> None:
+    def _append(self, path: Path, record: Union[PauseRecord, FailedPauseRecord, SampleRecord, WatchRecord]) -> None:
         """Append a record; a record that cannot be written is noted, and never stops a pause or a thaw."""
         try:
             self._append_record(path, record)
@@ -647,3 +703,10 @@ def _labelled(sample: Sample) -> tuple[tuple[str, float], ...]:
     """(label, C) of each temperature a sample read: the GPU's first, then each zone's."""
     gpu = ((GPU_LABEL, sample.temp_c),) if sample.temp_c is not None else ()
     return gpu + tuple((zone.label, zone.temp_c) for zone in sample.zones if zone.temp_c is not None)
+
+
+def engine_words(err: BaseException) -> str:
+    """What the engine said when it refused: a harness error's own message, else the exception as Python names it."""
+    if isinstance(err, HarnessError):
+        return err.message
+    return f"{type(err).__name__}: {err}"

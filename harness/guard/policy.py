@@ -13,6 +13,9 @@ Rules (docs/guard.md gives the defaults and their reasons):
   resume point with no thermal bit set, and the pause has lasted `min_pause_s`;
 - a pause that reaches `max_pause_s` ends as `on_max_pause` says: resume
   (the next poll may pause again if it is still hot) or stop the run;
+- a pause the engine could not make (the loop retried the freeze at once) ends
+  as `on_pause_failure` says (`pause_failed`): stop the run, or let it go on
+  unpaused until the next hot poll tries again;
 - a temperature missing `missing_polls` polls in a row is reported once and
   handled by `on_missing`: pause, carry on, or (the default) pause if the last
   reading was hot. A pause never ends without a reading that says it is cool,
@@ -65,12 +68,14 @@ class GuardState:
 
 @dataclass(frozen=True)
 class Decision:
-    """The action, why, the peak of a window it closes, and a note to report once (or None)."""
+    """The action, why, the peak of a window it closes, and a note to report once (or None); `failed`: the
+    engine's words for a pause it could not make (`pause_failed`)."""
 
     action: Action = Action.NONE
     reason: Optional[str] = None
     peak_c: Optional[float] = None
     note: Optional[str] = None
+    failed: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,23 @@ def max_pause_deadline(config: GuardConfig, state: GuardState) -> Optional[float
     if state.stopped or not state.paused or state.paused_at is None:
         return None
     return state.paused_at + config.max_pause_s
+
+
+def pause_failed(config: GuardConfig, state: GuardState, error: str) -> tuple[GuardState, Decision]:
+    """After a PAUSE the engine refused twice: the run was never frozen; `on_pause_failure` says what follows.
+
+    `stop` stops guarding and asks the runner to stop the run (STOP, its reason
+    the run's cause); `continue` lets it run on unpaused, with a note, and the
+    next hot poll tries again.
+    """
+    where = f"at {state.peak_c:.1f} C" if state.peak_c is not None else f"({state.reason})"
+    why = f"could not pause it {where}: {error}"
+    cleared = replace(state, paused=False, paused_at=None, reason=None, peak_c=None)
+    if config.on_pause_failure == "stop":
+        note = f"{why}; stopping the run (guard.on_pause_failure: stop)"
+        return replace(cleared, stopped=True), Decision(Action.STOP, why, state.peak_c, note, error)
+    note = f"{why}; the run goes on unpaused (guard.on_pause_failure: continue) and the next hot poll tries again"
+    return cleared, Decision(Action.NONE, None, state.peak_c, note, error)
 
 
 def _since(state: GuardState, now: float) -> float:

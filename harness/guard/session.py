@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from harness.fs.files import prepare_directory
 from harness.guard.config import GuardConfig
 from harness.guard.loop import GuardLoop, GuardReading, Pausable
-from harness.guard.samples import Clock, WallClock, wall_clock_us
+from harness.guard.samples import Clock, PauseAware, WallClock, wall_clock_us
 from harness.guard.sensors import SensorChoice, open_sensor
 from harness.guard.start import CoolingReading, StartFacts, wait_until_cool
 
@@ -52,8 +52,15 @@ class GuardSession:
         clock: Clock = time.monotonic,
         wall_us: WallClock = wall_clock_us,
     ) -> "GuardSession":
-        """Open the sensor `config.sensor` names: HarnessError when a named one cannot read here."""
-        return cls(config, open_sensor(config, thermal_root=thermal_root, clock=clock, wall_us=wall_us))
+        """Open the sensor `config.sensor` names: HarnessError when a named one cannot read here.
+
+        A sensor that models the machine (`sim`) is told the run is idle until `start`: nothing heats it before.
+        """
+        choice = open_sensor(config, thermal_root=thermal_root, clock=clock, wall_us=wall_us)
+        sensor: object = choice.sensor
+        if isinstance(sensor, PauseAware):
+            sensor.set_paused(True)
+        return cls(config, choice)
 
     @property
     def guarded(self) -> bool:
@@ -102,6 +109,8 @@ class GuardSession:
         """Start guarding `handle` (None when unguarded). The callbacks run in the guard's thread: never block."""
         if self.choice.sensor is None:
             return None
+        if isinstance(self.choice.sensor, PauseAware):
+            self.choice.sensor.set_paused(False)  # the run runs from now: the simulated machine heats
         loop = GuardLoop(
             handle,
             self.choice.sensor,

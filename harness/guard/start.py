@@ -10,7 +10,8 @@ every run's manifest says how warm it started.
 
 `judge_start` decides (pure); `wait_until_cool` reads, reports and waits.
 The simulated sensor is told the run is idle while the harness waits, so it
-cools as a machine does between runs.
+cools as a machine does between runs, and stays idle until the guard starts
+on the run (GuardSession.start): a container slow to start heats nothing.
 """
 
 from __future__ import annotations
@@ -125,9 +126,8 @@ def wait_until_cool(
         return StartFacts("refused" if refuse else "unread", below, note=note)
     reader = BoundedReader(sensor)
     stopping = threading.Event()
-    idle = sensor if isinstance(sensor, PauseAware) and below is not None else None
-    if idle is not None:
-        idle.set_paused(True)  # the run is not running yet: the simulated machine cools while it waits
+    if isinstance(sensor, PauseAware) and below is not None:
+        sensor.set_paused(True)  # the run is not running yet: the simulated machine cools while it waits
     started_at = clock()
     try:
         while True:
@@ -157,8 +157,6 @@ def wait_until_cool(
                 return facts
     finally:
         stopping.set()
-        if idle is not None:
-            idle.set_paused(False)  # the run starts now
 
 
 CANCEL_CHECK_S = 0.1  # how often a wait between readings looks whether a stop was asked for

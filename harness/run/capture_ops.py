@@ -18,7 +18,7 @@ from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.bounded import Unreadable, last_jsonl, open_regular
 from harness.capture.lock import in_use
 from harness.capture.reader import read_pauses, run_path_of
-from harness.capture.records import PauseWindow
+from harness.capture.records import PauseWindow, tally_pauses
 from harness.engines.base import RunHandle
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
@@ -147,18 +147,21 @@ def state_text(capture: Capture, status: RunStatus) -> str:
 
 
 def _pauses(windows: list[PauseWindow], status: RunStatus) -> str:
-    """`N (S s)`: pause windows and the length of their union (an open one ends now, or at the run's end)."""
-    if not windows:
-        return "0"
-    return f"{len(windows)} ({paused_wall_s(windows, status):.0f} s)"
+    """`N (S s)`: the pauses (capture.records.tally_pauses) and the length of their union (an open one ends now, or
+    at the run's end); `, 1 failed` for each pause the engine could not make."""
+    tally = tally_pauses(windows)
+    failed = f", {tally.failed} failed" if tally.failed else ""
+    if not tally.pauses:
+        return "0" + failed
+    return f"{tally.pauses} ({paused_wall_s(windows, status):.0f} s){failed}"
 
 
 def paused_wall_s(windows: list[PauseWindow], status: RunStatus) -> float:
-    """Wall seconds the windows cover together (an open one ends now, or at the run's end)."""
+    """Wall seconds the pauses that froze the run cover together (an open one ends now, or at the run's end)."""
     from harness.summary.windows import merge_windows, union_length
 
     until = parse_time_us(status.ended_at or utc_now())
-    spans = [(w.start_us, w.end_us or until) for w in windows]
+    spans = [(w.start_us, w.end_us or until) for w in windows if w.froze]
     return union_length(*merge_windows((s, e) for s, e in spans if e is not None)) / US_PER_S
 
 
@@ -396,7 +399,11 @@ def attempt_rows(capture: Capture) -> list[AttemptRow]:
         if is_current:
             differs = "-"
         else:
-            changes = manifest_changes(Capture(attempt.directory, capture.run).read_manifest(), current_manifest)
+            changes = manifest_changes(
+                Capture(attempt.directory, capture.run).read_manifest(),
+                current_manifest,
+                f"attempt {current.number} (current)" if current is not None else "the current attempt",
+            )
             differs = ", ".join(changes) if changes else "nothing"
         if status is None:
             rows.append(

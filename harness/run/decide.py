@@ -8,7 +8,7 @@ between deciding and acting.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Mapping, Optional, Sequence
+from typing import Callable, Literal, Mapping, Optional, Sequence
 
 from harness.capture import RERUN_ON_RETRY, RunState, RunStatus
 from harness.errors import ExitCode, HarnessError
@@ -123,12 +123,14 @@ def configuration_changes(
     trainer_argv: Sequence[str],
     image: str,
     time_scale: float,
+    change: Callable[[str, object, object], str] = lambda key, old, new: _change(key, old, new),
 ) -> list[str]:
     """What differs between an old capture's manifest and a launch now, as `key old -> new` (pure).
 
     Compared: the time scale (its environment variable is the same fact, said
     once), every experiment key (dotted, secrets as *** on both sides), the
-    trainer argv where no `miles` key explains it, and the image.
+    trainer argv where no `miles` key explains it, and the image. `change`
+    words one difference (the key, the old value, the new one).
     """
     from harness.sim.config import TIME_SCALE_ENV
 
@@ -138,24 +140,33 @@ def configuration_changes(
     old_flat, new_flat = _flatten(old_experiment), _flatten(experiment)
     changes = []
     if manifest.get("time_scale", 1.0) != time_scale:  # first: the guard's times follow it
-        changes.append(_change("time scale", manifest.get("time_scale", _ABSENT), time_scale))
+        changes.append(change("time scale", manifest.get("time_scale", _ABSENT), time_scale))
     for key in sorted(old_flat.keys() | new_flat.keys()):
         if key.split(".")[0] in _NOT_COMPARED or key == f"container.env.{TIME_SCALE_ENV}":
             continue
         if old_flat.get(key, _ABSENT) != new_flat.get(key, _ABSENT):
-            changes.append(_change(key, old_flat.get(key, _ABSENT), new_flat.get(key, _ABSENT)))
+            changes.append(change(key, old_flat.get(key, _ABSENT), new_flat.get(key, _ABSENT)))
     old_argv = manifest.get("trainer_argv")
     if (old_argv if isinstance(old_argv, list) else []) != list(trainer_argv) and not any(
         change.startswith("miles.") for change in changes
     ):
         changes.append("trainer argv")
     if manifest.get("image") != image and not any(change.startswith("image ") for change in changes):
-        changes.append(_change("image", manifest.get("image", _ABSENT), image))
+        changes.append(change("image", manifest.get("image", _ABSENT), image))
     return changes
 
 
-def manifest_changes(old: Optional[Mapping[str, object]], new: Optional[Mapping[str, object]]) -> list[str]:
-    """What differs between two captures' manifests, as `key old -> new` (pure; the same rules as a new launch)."""
+def manifest_changes(
+    old: Optional[Mapping[str, object]],
+    new: Optional[Mapping[str, object]],
+    current: str = "the current attempt",
+    *,
+    form: Optional[str] = None,
+) -> list[str]:
+    """What differs between an attempt's manifest (`old`) and the current attempt's (`new`), each difference as
+    `key <its value> here, <the current's> in <current>`, or as `form` puts the two values (`{} -> {}`: one attempt
+    to the next) (pure; the same rules as a new launch)."""
+    form = form or f"{{}} here, {{}} in {current}"
     if not new:
         return ["the current attempt's manifest.json is missing or unreadable"]
     experiment = new.get("experiment") if isinstance(new.get("experiment"), Mapping) else {}
@@ -167,6 +178,7 @@ def manifest_changes(old: Optional[Mapping[str, object]], new: Optional[Mapping[
         [str(word) for word in argv] if isinstance(argv, list) else [],
         str(new.get("image", "")),
         float(time_scale) if isinstance(time_scale, (int, float)) and not isinstance(time_scale, bool) else 1.0,
+        lambda key, here, there: _change(key, here, there, form),
     )
 
 
@@ -179,14 +191,23 @@ def _flatten(value: object, prefix: str = "") -> dict[str, object]:
     return {prefix: value}
 
 
-def _change(key: str, old: object, new: object) -> str:
+def _change(key: str, old: object, new: object, form: str = "{} -> {}") -> str:
+    """`key old -> new` (or as `form` puts the two values); a value too long to show leaves the key alone."""
     shown = [
-        ("absent" if value is _ABSENT else f"{value:g}" if isinstance(value, float) else str(value))
+        (
+            "absent"
+            if value is _ABSENT
+            else "unset"
+            if value is None
+            else f"{value:g}"
+            if isinstance(value, float)
+            else str(value)
+        )
         for value in (old, new)
     ]
     if any(len(value) > MAX_VALUE_SHOWN for value in shown):
         return key
-    return f"{key} {shown[0]} -> {shown[1]}"
+    return f"{key} {form.format(*shown)}"
 
 
 def refuse_before_starting(decisions: Sequence[Decision]) -> None:

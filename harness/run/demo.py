@@ -3,8 +3,8 @@
 The write-up's runs from the lab's own experiment files, with the seeds the
 write-up asks for: e2b-dapo-filter, plain and plain-48 over seeds 1-3, and
 e6a-base; on the simulator (harness.run.simswap), each as `harness run --sim`
-runs it: the heat guard on the simulated GB10, the same time scale, and a
-cooled start (DEMO_START_BELOW_C). Then the summary, its figures and the
+runs it: the heat guard on the simulated GB10, the same time scale, and the
+same cooled start (DEMO_START_BELOW_C, every simulated run's). Then the summary, its figures and the
 report, the headline numbers beside the write-up's, and the filter against
 plain across seeds.
 
@@ -27,7 +27,7 @@ from harness.run.context import RunContext
 from harness.run.decide import Decision
 from harness.run.lifecycle import SweepResult, run_in_parallel
 from harness.run.plan import Planned, plan_runs
-from harness.run.simswap import SimTarget
+from harness.run.simswap import SIM_START_BELOW_C, SimTarget
 
 if TYPE_CHECKING:
     from harness.summary.document import Comparison, SummaryDocument
@@ -42,9 +42,10 @@ DEMO_RUNS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("plain-48", (1, 2, 3)),
     ("e6a-base", (1,)),
 )
-# Every demo run starts cooled, as the seeds sweep's do: the simulated machine starts with its CPU side warm (the
-# host was busy), and each run waits, shown in the live table, until every watched temperature is below this.
-DEMO_START_BELOW_C = 55.0
+# Every demo run starts cooled, as the seeds sweep's and every other simulated run's do (harness.run.simswap): the
+# simulated machine starts with its CPU side warm (the host was busy), and each run waits, shown in the live table,
+# until every watched temperature is below this.
+DEMO_START_BELOW_C = SIM_START_BELOW_C
 
 
 def plan_demo(
@@ -58,7 +59,7 @@ def plan_demo(
     """The demo's runs on the simulator, as `run --sim` plans them (`steps`: fewer, for a quick look)."""
     plans: list[Planned] = []
     for name, seeds in DEMO_RUNS:
-        overrides = [f"guard.start_below_c={DEMO_START_BELOW_C:g}"] + ([] if steps is None else [f"steps={steps}"])
+        overrides = [] if steps is None else [f"steps={steps}"]
         plans += plan_runs(
             store, name, seeds, overrides, capture_root, dict(os.environ if environ is None else environ), sim=target
         )

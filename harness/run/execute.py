@@ -10,8 +10,9 @@ exists: its sensor was opened before the start and its facts are in the
 manifest; it is stopped (the run thawed, the open pause window closed) on
 every exit path the harness can catch: the end, a failure, Ctrl-C or
 SIGTERM, the time limit, `harness stop`, the engine lost (then the window is
-left open for `harness recover`), a full disk. `on_max_pause: stop` ends
-the run `stopped` with the guard's reason; its notes become status notes.
+left open for `harness recover`), a full disk. `on_max_pause: stop`, and a
+pause the engine could not make under `on_pause_failure: stop`, end the run
+`stopped` with the guard's reason; its notes become status notes.
 
 Two things may fail under a running trainer, and neither loses data:
 - the capture (a full or unwritable disk): writing stops at the last whole
@@ -551,7 +552,7 @@ def _supervise(
 
 
 def _request_stop(stop: StopControl, reason: str) -> None:
-    """The heat guard's `on_max_pause: stop`: the run ends stopped, with the guard's reason."""
+    """The heat guard's stop (`on_max_pause: stop`, a pause that failed): the run ends stopped, with its reason."""
     stop.request("stopped", reason)
 
 

@@ -19,6 +19,7 @@ from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.bounded import Unreadable, open_regular
 from harness.capture.guardlog import read_guard_log
 from harness.capture.reader import read_pauses, run_path_of
+from harness.capture.records import tally_pauses
 from harness.run.capture_ops import (
     AttemptRow,
     attempt_rows,
@@ -36,23 +37,26 @@ LOG_TAIL_BYTES = 64 * 1024  # the end of container.log read for its last lines: 
 class GuardFacts:
     """What the heat guard did to one attempt, as its capture records it.
 
-    To show something more the guard records (a count of its failures, say): a
-    field here, read in `guard_facts`, and its words in `text`.
+    To show something more the guard records: a field here, read in
+    `guard_facts`, and its words in `text` (as the pauses it failed to make).
     """
 
     recorded: bool  # pauses.jsonl or guard.jsonl is there: the attempt was guarded and started
-    pauses: int = 0
+    pauses: int = 0  # windows in which the run was frozen (capture.records.tally_pauses)
+    failed: int = 0  # pauses the engine could not make
     open_pauses: int = 0  # windows with no end: the run is frozen now, or was left frozen
     paused_s: float = 0.0  # wall seconds the windows cover together
     hottest_c: Optional[float] = None  # the hottest reading of any sample or pause window
 
     def text(self) -> str:
-        """`2 pauses, 40 wall s paused, hottest 95.5 C`."""
+        """`2 pauses, 40 wall s paused, 1 failed, hottest 95.5 C`."""
         if not self.recorded:
             return "no record: unguarded, or it never started"
         parts = [f"{self.pauses} pause{'s' if self.pauses != 1 else ''}"]
         if self.pauses:
             parts.append(f"{self.paused_s:.0f} wall s paused")
+        if self.failed:
+            parts.append(f"{self.failed} failed")
         if self.open_pauses:
             parts.append(f"{self.open_pauses} not closed")
         if self.hottest_c is not None:
@@ -70,10 +74,12 @@ def guard_facts(capture: Capture) -> GuardFacts:
     readings = [w.peak_c for w in windows] + [s.temp_c for s in samples]
     hottest = max((c for c in readings if c is not None), default=None)
     status = capture.status_read().status
+    tally = tally_pauses(windows)
     return GuardFacts(
         recorded=True,
-        pauses=len(windows),
-        open_pauses=sum(1 for w in windows if w.end_us is None),
+        pauses=tally.pauses,
+        failed=tally.failed,
+        open_pauses=sum(1 for w in windows if w.end_us is None and w.froze),
         paused_s=paused_wall_s(windows, status) if windows and status is not None else 0.0,
         hottest_c=hottest,
     )
@@ -117,7 +123,7 @@ def run_page(capture: Capture) -> RunPage:
     for before, after in zip(every, every[1:]):
         old = Capture(before.directory, capture.run).read_manifest()
         new = Capture(after.directory, capture.run).read_manifest()
-        changes.append((after.number, before.number, manifest_changes(old, new)))
+        changes.append((after.number, before.number, manifest_changes(old, new, form="{} -> {}")))
     shown = current or newest
     return RunPage(
         run=capture.run,

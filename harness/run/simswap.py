@@ -14,7 +14,10 @@ as a real run does, then swap what only a GB10 has:
   manifest, so the summary converts pause windows to the trainer's seconds;
 - the experiment's own heat guard on the simulated GB10: the `sim` sensor,
   every time in it on the simulator's clock (trainer seconds x time scale),
-  so pauses fall as they would on a GB10 (a GB10's sensor reads nothing here).
+  so pauses fall as they would on a GB10 (a GB10's sensor reads nothing here),
+  and a cooled start (SIM_START_BELOW_C) where the experiment names none, so
+  every simulated run, `run --sim`, `sweep --sim` or the demo's, starts alike
+  and the summary may pool them as seeds of one condition.
 
 Everything else (flags, seeds, run names, guard thresholds, compare,
 limits, the capture format, the summary) is the experiment's own. `simulated` is pure;
@@ -45,6 +48,10 @@ SIM_ENTRY_MODULE = "harness.sim.entry"
 DEFAULT_TIME_SCALE = 0.01
 # The guard's poll in wall seconds, at least: the sensor is a formula, but each poll takes the harness's time.
 MIN_POLL_S = 0.05
+# Every simulated run waits until every temperature of the simulated GB10 is below this before it starts (unless its
+# experiment names its own start_below_c): its CPU side starts warm (the host was busy), and a run that started warm
+# pauses sooner, so its times would not be like those of a run that started cool.
+SIM_START_BELOW_C = 55.0
 
 SimEngine = Literal["docker", "process"]
 SIM_ENGINE_CHOICES = ("auto", "docker", "process")
@@ -136,7 +143,7 @@ def simulated(experiment: "Experiment", target: SimTarget) -> "Experiment":
 
 
 def simulated_guard(guard: "GuardConfig", time_scale: float) -> "GuardConfig":
-    """A guard on the simulated GB10: the `sim` sensor, its times in wall seconds (pure)."""
+    """A guard on the simulated GB10: the `sim` sensor, its times in wall seconds, a cooled start (pure)."""
 
     def wall(seconds: float, floor: float = 0.0) -> float:
         return max(seconds * time_scale, floor)
@@ -151,6 +158,7 @@ def simulated_guard(guard: "GuardConfig", time_scale: float) -> "GuardConfig":
             "max_pause_s": wall(guard.max_pause_s),
             "record_every_s": wall(guard.record_every_s, poll_s),  # never below the poll: a sample per poll at most
             "start_timeout_s": wall(guard.start_timeout_s),
+            "start_below_c": SIM_START_BELOW_C if guard.start_below_c is None else guard.start_below_c,
             "sim": guard.sim.model_copy(
                 update={
                     "heat_tau_s": wall(guard.sim.heat_tau_s),

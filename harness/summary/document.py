@@ -167,6 +167,8 @@ class Aggregates:
     step_time_sum_s: Optional[float]
     pause_total_s: float
     incomplete_steps: int = 0
+    pauses: int = 0  # the heat guard's pauses (harness.capture.records.tally_pauses: status and the figure count so)
+    pause_failures: int = 0  # pauses the engine could not make (the run's notes say when and what it said)
     dropped_all_right_total: Optional[int] = None
     dropped_all_wrong_total: Optional[int] = None
     zero_std_all_right_total: Optional[int] = None
@@ -204,6 +206,9 @@ class RunSummary:
         return self.time_scale != 1
 
     start_temp_c: Optional[float] = None  # the hottest watched temperature as the run started (manifest guard.start)
+    start_below_c: Optional[float] = None  # the cooled start it waited for (manifest guard.start.below_c); None: none
+    attempt: Optional[int] = None  # the attempt of the run read (0: a capture from before attempts); None: unknown
+    started_at: Optional[str] = None  # that attempt's status.json started_at: with `attempt`, which capture this is
 
 
 @dataclass

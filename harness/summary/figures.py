@@ -63,20 +63,34 @@ _WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 SIMULATED = "SIMULATED"
 
 
+_UNSAFE_IN_FILE_NAME = re.compile(r"[^A-Za-z0-9._@+=-]")
+
+
+def file_part(name: str) -> str:
+    """A run or condition name as part of a figure's file name: as it is when every character is safe in one; else
+    those that are not as `_`, and a short hash of the name, so that no name (an experiment named `../x` in a
+    manifest) leaves the directory or takes another name's file."""
+    if not _UNSAFE_IN_FILE_NAME.search(name):
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{_UNSAFE_IN_FILE_NAME.sub('_', name)[:64]}-{digest}"
+
+
 def figure_paths(out_dir: Path, run: str) -> dict[str, Path]:
     """Where the two figures of one comparison go."""
-    return {"rollout_time": out_dir / f"rollout-time-{run}.svg", "reward": out_dir / f"reward-{run}.svg"}
+    name = file_part(run)
+    return {"rollout_time": out_dir / f"rollout-time-{name}.svg", "reward": out_dir / f"reward-{name}.svg"}
 
 
 def condition_figure_path(out_dir: Path, condition: str) -> Path:
     """Where a condition's reward-across-seeds figure goes."""
-    return out_dir / f"seeds-reward-{condition}.svg"
+    return out_dir / f"seeds-reward-{file_part(condition)}.svg"
 
 
 def seed_comparison_figure_path(out_dir: Path, block: SeedComparison) -> Path:
     """Where an across-seed comparison's figure goes."""
-    other = block.baseline_conditions[0] if block.against == "baseline" else "baselines"
-    return out_dir / f"seeds-{block.condition}-vs-{other}.svg"
+    other = file_part(block.baseline_conditions[0]) if block.against == "baseline" else "baselines"
+    return out_dir / f"seeds-{file_part(block.condition)}-vs-{other}.svg"
 
 
 def marked(document: SummaryDocument, title: str, runs: Sequence[str]) -> str:
@@ -453,7 +467,8 @@ def seed_comparison_text(document: SummaryDocument, block: SeedComparison) -> tu
     if block.p_improvement is not None:
         caption += f"; {mine} higher in {block.p_improvement:.0%} of seed pairs"
     if block.seeds_needed is not None:
-        caption += f"; about {block.seeds_needed} seeds each would detect a difference of this size (80% power)"
+        sd = f", from the pooled SD {block.pooled_sd:.3f} of both sides' seeds" if block.pooled_sd is not None else ""
+        caption += f"; about {block.seeds_needed} seeds each would detect a difference of this size (80% power{sd})"
     return title, caption + "."
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Optional
 
 from harness.capture.columns import MetricsColumns
 from harness.capture.reader import LOG_NAME, RUNNING_AGAIN_SLACK_US, RunCapture, first_stamps_after, sim_time_scale
-from harness.capture.records import STATES
+from harness.capture.records import STATES, PauseTally, PauseWindow, tally_pauses
 from harness.guard.samples import PLAUSIBLE_C
 from harness.summary.conditions import RunConditions, read_conditions
 from harness.summary.notes import RunNotes, shown
@@ -65,6 +65,8 @@ class RunFrame:
     notes: RunNotes = field(default_factory=RunNotes)
     conditions: Optional[RunConditions] = None  # simulator or real, time scale, heat guard
     start_temp_c: Optional[float] = None  # the hottest watched temperature as it started (manifest guard.start)
+    pauses: PauseTally = PauseTally(0, 0)  # the heat guard's pauses, counted as every output counts them
+    start_below_c: Optional[float] = None  # the cooled start it waited for (manifest guard.start.below_c)
 
 
 def read_frame(capture: RunCapture, config: Optional[RunConfig] = None) -> RunFrame:
@@ -98,6 +100,7 @@ def read_frame(capture: RunCapture, config: Optional[RunConfig] = None) -> RunFr
         span, steps.t_rollout_end_us, steps.t_step_end_us, [t for p in capture.pauses for t in (p.start_us, p.end_us)]
     )
     windows = _pause_windows(capture, span, known, steps, notes)
+    notes.extend(failed_pause_note(window) for window in capture.pauses if window.failed is not None)
     name = experiment.get("name")
     return RunFrame(
         name=capture.name,
@@ -116,19 +119,41 @@ def read_frame(capture: RunCapture, config: Optional[RunConfig] = None) -> RunFr
         notes=notes,
         conditions=read_conditions(capture.manifest, time_scale),
         start_temp_c=_start_temp(manifest, notes),
+        pauses=tally_pauses(capture.pauses),
+        start_below_c=_start_fact(manifest, "below_c", notes),
+    )
+
+
+FAILED_PAUSE_THEN = {
+    "stop": "it stopped the run (guard.on_pause_failure: stop)",
+    "continue": "it went on unpaused (guard.on_pause_failure: continue)",
+}
+
+
+def failed_pause_note(window: PauseWindow) -> str:
+    """`at <time> the heat guard could not pause the run at 95.1 C: <the engine's words>; it stopped the run ...`."""
+    at = f" at {window.peak_c:.1f} C" if window.peak_c is not None else f" ({window.reason})" if window.reason else ""
+    then = FAILED_PAUSE_THEN.get(window.on_pause_failure or "")
+    return f"at {format_time_us(window.start_us)} the heat guard could not pause the run{at}: {window.failed}" + (
+        f"; {then}" if then else ""
     )
 
 
 def _start_temp(manifest: JSONObject, notes: RunNotes) -> Optional[float]:
     """The manifest's `guard.start.hottest_c` (the cooled start's end), when it is a believable temperature."""
+    return _start_fact(manifest, "hottest_c", notes)
+
+
+def _start_fact(manifest: JSONObject, key: str, notes: RunNotes) -> Optional[float]:
+    """A temperature of the manifest's `guard.start` (`hottest_c`, `below_c`), when it is a believable one."""
     guard = manifest.get("guard")
     start = guard.get("start") if isinstance(guard, dict) else None
-    value = start.get("hottest_c") if isinstance(start, dict) else None
+    value = start.get(key) if isinstance(start, dict) else None
     if value is None:
         return None
     low, high = PLAUSIBLE_C
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        notes.flag(f"manifest.json guard.start.hottest_c {shown(value)} is not a temperature: unknown")
+        notes.flag(f"manifest.json guard.start.{key} {shown(value)} is not a temperature: unknown")
         return None
     return float(value)
 

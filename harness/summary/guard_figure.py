@@ -10,27 +10,38 @@ redrawn from a capture, on any machine), as `guard-<run>.svg`:
   `guard-resume-at`), and each zone's own pause point and trip point
   (`guard-limit-<zone>`, `guard-trip-<zone>`);
 - each pause window shaded (`guard-pause-<i>`; one still open at the end of
-  the record runs to it), their count and total in the title;
+  the record runs to it), their count and total in the title, counted as
+  `harness status` and the summary count them (capture.records.tally_pauses);
+- each pause the engine could not make marked by a line at its time
+  (`guard-pause-failed-<i>`), their count in the title;
 - samples whose clock-event reasons show a thermal slowdown marked
-  (`guard-throttle`).
+  (`guard-throttle`);
+- the run's first line (`guard-run-start`, from the capture's container.log)
+  when the guard's first sample came after it, and by how much in the caption.
+
+A record of the `sim` sensor (its watch line says so) is the simulated GB10's:
+its title starts with SIMULATED, as every figure of a simulated run does.
 
 Like the summary's figures (harness.summary.figures) it is SVG with text as
-text and no date, and it carries a fingerprint of its inputs (both files and
-this module's code) as its Dublin Core identifier, so an unchanged figure is
-not drawn again.
+text and no date, and it carries a fingerprint of its inputs (both files, the
+run's first line and this module's code) as its Dublin Core identifier, so an
+unchanged figure is not drawn again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 from harness.capture.bounded import MAX_JSONL_BYTES, Unreadable, read_bounded
 from harness.capture.columns import read_pause_windows
 from harness.capture.guardlog import GUARD_LOG, GuardLog, read_guard_log
+from harness.capture.reader import ATTEMPTS_DIR, LOG_NAME, first_line_us
+from harness.capture.records import PauseTally, tally_pauses
 from harness.guard.samples import THERMAL_REASONS
 from harness.summary import palette
 from harness.times import format_time_us
@@ -39,6 +50,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 PAUSES_LOG = "pauses.jsonl"
+SIM_SENSOR = "sim"  # the simulated GB10's sensor (harness.guard.sensors.SimSensor.name)
 US_PER_MIN = 60_000_000
 SECONDS_UP_TO_US = 180_000_000  # a record shorter than this is drawn in seconds, a longer one in minutes
 THERMAL_MASK = sum(THERMAL_REASONS.values())
@@ -59,6 +71,15 @@ class Window:
     reason: str
 
 
+@dataclass(frozen=True)
+class FailedPause:
+    """A pause the engine could not make: when, at what temperature, and what it said."""
+
+    t_us: int
+    peak_c: Optional[float]
+    words: str
+
+
 @dataclass
 class GuardTrace:
     """What the figure shows of one run, read from its two files (`read_guard_trace`)."""
@@ -66,11 +87,30 @@ class GuardTrace:
     log: GuardLog
     windows: list[Window]
     notes: list[str] = field(default_factory=list)
+    failed: list[FailedPause] = field(default_factory=list)
+    tally: PauseTally = PauseTally(0, 0)
+    run_start_us: Optional[int] = None  # the run's first line (container.log), where the capture has one
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the temperatures are the simulated GB10's (the `sim` sensor's)."""
+        return self.log.sensor == SIM_SENSOR
+
+    @property
+    def first_sample_late_us(self) -> Optional[int]:
+        """How long after the run's first line the guard's first sample came; None when it did not come after."""
+        if self.run_start_us is None or not self.log.samples:
+            return None
+        late = self.log.samples[0].t_us - self.run_start_us
+        return late if late > 0 else None
 
     @property
     def t0_us(self) -> Optional[int]:
-        """The figure's zero: the first sample, or the first window where there is no sample."""
-        times = [s.t_us for s in self.log.samples] + [w.start_us for w in self.windows]
+        """The figure's zero: the first sample (or the run's first line, when earlier), or the first window where
+        there is no sample."""
+        times = [s.t_us for s in self.log.samples] + [w.start_us for w in self.windows] + [f.t_us for f in self.failed]
+        if self.first_sample_late_us is not None and self.run_start_us is not None:
+            times.append(self.run_start_us)
         return min(times) if times else None
 
     @property
@@ -111,9 +151,11 @@ def read_guard_trace(directory: Path) -> GuardTrace:
     windows = [
         Window(w.start_us, w.end_us if w.end_us is not None else max(last_us, w.start_us), w.end_us is None, w.reason)
         for w in found
-        if w.end_us is None or w.end_us > w.start_us  # a freeze that failed is closed at its own start: no window
+        if w.froze  # a freeze that failed, or found the run ended, is closed at its own start: no window
     ]
-    return GuardTrace(log, windows, notes)
+    failed = [FailedPause(w.start_us, w.peak_c, w.failed) for w in found if w.failed is not None]
+    run_start = first_line_us(directory / LOG_NAME, notes)
+    return GuardTrace(log, windows, notes, failed, tally_pauses(found), run_start)
 
 
 def _duration(us: int) -> str:
@@ -127,17 +169,25 @@ def _duration(us: int) -> str:
 
 def guard_text(run: str, trace: GuardTrace) -> tuple[str, str]:
     """(title, caption): the pauses' count and total, the hottest reading; what is plotted and from where."""
-    count = len(trace.windows)
+    count = trace.tally.pauses
     temps = [s.temp_c for s in trace.log.samples if s.temp_c is not None]
     hottest = f"; hottest {max(temps):.1f} C" if temps else ""
+    failed = trace.tally.failed_text()
     if count:
         still = sum(window.open for window in trace.windows)
         open_text = f" ({still} still open at the end of the record)" if still else ""
         what = "pause" if count == 1 else "pauses"
-        title = f"{run}: {count} heat-guard {what}{open_text}, {_duration(trace.paused_us)} paused in all"
+        failed_text = f", {failed}" if failed else ""
+        title = f"{run}: {count} heat-guard {what}{open_text}{failed_text}, {_duration(trace.paused_us)} paused in all"
+    elif failed:
+        title = f"{run}: {failed}, and the heat guard never paused the run"
     else:
         title = f"{run}: the heat guard never paused the run"
     title += hottest
+    if trace.simulated:
+        from harness.summary.figures import SIMULATED
+
+        title = f"{SIMULATED}: {title}"
     t0 = trace.t0_us
     since = f" since {format_time_us(t0)[:19].replace('T', ' ')} UTC" if t0 is not None else ""
     log = trace.log
@@ -151,13 +201,28 @@ def guard_text(run: str, trace: GuardTrace) -> tuple[str, str]:
     else:
         limits = "(this record predates the guard writing its thresholds)"
     samples = len(log.samples)
+    late = trace.first_sample_late_us
     caption = (
-        f"Every temperature the guard watched ({', '.join(watched) or 'none recorded'}) over wall time{since}, "
-        f"{limits}; pause windows shaded; thermal slowdown clock events marked x. "
-        f"Drawn from {GUARD_LOG} ({samples} sample{'' if samples == 1 else 's'}: one per poll while hot or paused, "
-        f"sparser while cool) and {PAUSES_LOG}."
+        (
+            f"The guard's first sample came {_late(late)} after the run's first line (the dotted line): what the "
+            "machine did before it is not recorded. "
+            if late is not None
+            else ""
+        )
+        + f"Every temperature the guard watched ({', '.join(watched) or 'none recorded'}) over wall time{since}, "
+        + ("read from the simulated GB10 (sensor sim), not a GPU, " if trace.simulated else "")
+        + f"{limits}; pause windows shaded; thermal slowdown clock events marked x"
+        + ("; each pause the engine could not make a dashed line" if trace.failed else "")
+        + f". Drawn from {GUARD_LOG} ({samples} sample{'' if samples == 1 else 's'}: one per poll while hot or "
+        + "paused, sparser while cool)"
+        + (f", {PAUSES_LOG} and the first line of {LOG_NAME}." if late is not None else f" and {PAUSES_LOG}.")
     )
     return title, caption
+
+
+def _late(us: int) -> str:
+    """`4.2 s` under a minute, else as `_duration` says it."""
+    return f"{us / 1e6:.1f} s" if us < 60_000_000 else _duration(us)
 
 
 def _legacy(log: GuardLog) -> bool:
@@ -259,6 +324,25 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
             label=f"resume_at_c {log.resume_at_c:g} C",
             gid="guard-resume-at",
         )
+    for i, failure in enumerate(trace.failed):
+        axes.axvline(
+            minutes(failure.t_us),
+            color=palette.PAUSED,
+            ls="--",
+            lw=1.4,
+            label=f"a pause the engine could not make ({len(trace.failed)})" if i == 0 else None,
+            gid=f"guard-pause-failed-{i}",
+        )
+    late = trace.first_sample_late_us
+    if late is not None and trace.run_start_us is not None:
+        axes.axvline(
+            minutes(trace.run_start_us),
+            color=palette.RESUMED,
+            ls=":",
+            lw=1.2,
+            label=f"the run's first line ({_late(late)} before the first sample)",
+            gid="guard-run-start",
+        )
     throttled = [(minutes(t), temp) for t, temp in trace.throttled() if temp is not None]
     if throttled:
         axes.plot(
@@ -285,8 +369,10 @@ def _code_stamp() -> str:
 
 
 def guard_fingerprint(directory: Path, run: str) -> str:
-    """A hash of what the figure shows: both files as they are, the run's name and this module's code."""
-    digest = hashlib.sha256(f"{_code_stamp()}\0{run}\0".encode())
+    """A hash of what the figure shows: both files as they are, the run's first line, the run's name and this
+    module's code."""
+    run_start = first_line_us(Path(directory) / LOG_NAME, [])
+    digest = hashlib.sha256(f"{_code_stamp()}\0{run}\0{run_start}\0".encode())
     for name in (GUARD_LOG, PAUSES_LOG):
         try:
             digest.update(read_bounded(Path(directory) / name, MAX_JSONL_BYTES))
@@ -348,11 +434,17 @@ class GuardFigures:
     unchanged: list[Path] = field(default_factory=list)
 
 
-def render_guard_figures(capture_dir: Path, runs: Sequence[str], out_dir: Path) -> GuardFigures:
-    """`guard-<run>.svg` in `out_dir` for each of `runs` under `capture_dir` that has a guard record."""
+def render_guard_figures(
+    capture_dir: Path, runs: Sequence[str], out_dir: Path, attempts: Optional[Mapping[str, Optional[int]]] = None
+) -> GuardFigures:
+    """`guard-<run>.svg` in `out_dir` for each of `runs` under `capture_dir` that has a guard record.
+
+    `attempts`: the attempt of each run to draw (the one its summary read), so that a figure is never of another
+    attempt than the tables beside it; a run without one is drawn from its current capture."""
     rendered = GuardFigures()
     for run in runs:
-        directory = Path(capture_dir) / run
+        number = (attempts or {}).get(run)
+        directory = Path(capture_dir) / (os.path.join(ATTEMPTS_DIR, run, str(number)) if number else run)
         if not has_guard_record(directory):
             continue
         path = guard_figure_path(out_dir, run)

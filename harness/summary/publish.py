@@ -33,6 +33,7 @@ class Published:
     figures_unchanged: list[Path] = field(default_factory=list)  # already up to date, left as they were
     report: Optional[Path] = None
     warnings: list[str] = field(default_factory=list)
+    resummarized: bool = False  # `report` summarized the captures again first: they had changed
 
 
 def default_summary_path(capture_dir: Path) -> Path:
@@ -113,7 +114,9 @@ def _guard_figures(published: Published, capture_dir: Path, out_dir: Path) -> No
     """The heat guard's figure of each run (from its capture's guard.jsonl and pauses.jsonl), beside the others."""
     from harness.summary.guard_figure import render_guard_figures
 
-    guard = writing(out_dir, lambda: render_guard_figures(capture_dir, list(published.document.runs), out_dir))
+    runs = published.document.runs
+    attempts = {name: run.attempt for name, run in runs.items()}  # the attempts the tables are of, not the current
+    guard = writing(out_dir, lambda: render_guard_figures(capture_dir, list(runs), out_dir, attempts))
     published.figures += guard.drawn
     published.figures_unchanged += guard.unchanged
 
@@ -122,9 +125,13 @@ def report_from_summary(summary_path: Path, hint: str = "", capture_dir: Optiona
     """Read a summary JSON, draw its figures beside it (those out of date) and write report.md there.
 
     With `capture_dir` (where the summarized captures are, if they are still
-    there), the heat guard's figure of each run is drawn too; the report
-    embeds those it finds beside it either way. A summary without a single
-    run is an error (`hint` ends its line).
+    there), the captures are summarized again first when they changed since
+    the summary (`staleness.changes_since`: a run rerun, restored, added,
+    removed or still running), so that no report holds one attempt's tables
+    and another's figures; then the heat guard's figure of each run is drawn,
+    from the attempt the summary read. The report embeds those it finds
+    beside it either way. A summary without a single run is an error (`hint`
+    ends its line).
     """
     from harness.summary.figures import render_figures
     from harness.summary.report import write_report
@@ -134,9 +141,31 @@ def report_from_summary(summary_path: Path, hint: str = "", capture_dir: Optiona
     document = load_summary(summary_path)
     if not document.runs:
         raise HarnessError(no_runs_message(f"in {summary_path}", document.skipped, hint), ExitCode.NOT_FOUND)
-    rendered = writing(summary_path.parent, lambda: render_figures(document, summary_path.parent))
-    published = Published(document, summary_path, rendered.drawn, rendered.unchanged)
-    if capture_dir is not None and Path(capture_dir).is_dir():
-        _guard_figures(published, Path(capture_dir), summary_path.parent)
-    published.report = writing(summary_path.parent, lambda: write_report(document, summary_path.parent))
+    captures = Path(capture_dir) if capture_dir is not None and Path(capture_dir).is_dir() else None
+    changes = _changes(document, captures) if captures is not None else []
+    if captures is not None and changes:
+        published = summarize_to_files(captures, summary_path, hint=hint, effect=_effect(document))
+        shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
+        published.warnings.insert(
+            0, f"the captures changed since {summary_path} was written ({shown}): summarized them again first"
+        )
+        published.resummarized = True
+    else:
+        rendered = writing(summary_path.parent, lambda: render_figures(document, summary_path.parent))
+        published = Published(document, summary_path, rendered.drawn, rendered.unchanged)
+        if captures is not None:
+            _guard_figures(published, captures, summary_path.parent)
+    fresh = published.document
+    published.report = writing(summary_path.parent, lambda: write_report(fresh, summary_path.parent))
     return published
+
+
+def _changes(document: SummaryDocument, capture_dir: Path) -> list[str]:
+    from harness.summary.staleness import captures_now, changes_since
+
+    return changes_since(document, captures_now(capture_dir))
+
+
+def _effect(document: SummaryDocument) -> float:
+    """The effect the summary's across-seed comparisons counted seeds for (its `--effect`), else the default."""
+    return next((b.effect for c in document.comparisons for b in c.across_seeds), DEFAULT_EFFECT)

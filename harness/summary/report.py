@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 from urllib.parse import quote
 
 from harness.capture import write_text_atomic
-from harness.summary.document import SummaryDocument
+from harness.summary.document import Aggregates, SummaryDocument
 from harness.summary.figures import (
     condition_figure_path,
     condition_text,
@@ -41,7 +41,8 @@ DASH = "-"
 
 
 _MARKDOWN = re.compile(r"[\\`*_\[\]|~#]")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# C0 and C1 controls, the line and paragraph separators, and the bidirectional marks (which reorder what is shown)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def markdown_text(text: str) -> str:
@@ -50,8 +51,10 @@ def markdown_text(text: str) -> str:
     HTML's `<`, `>` and `&` become entities, so `<img src=x onerror=...>` is
     text, never a tag; Markdown's marks (`` \\ ` * _ [ ] | ~ # ``) are
     backslash-escaped, so no name makes emphasis, a link, a code span or a
-    table cell; control characters are escaped as `\\x1b` (a line break would
-    end a table row).
+    table cell; control characters, the line and paragraph separators and
+    the bidirectional marks are escaped as `\\x1b`, `\\u2028`, `\\u202e` (a line
+    break would end a table row). Every table cell and every line of the
+    report that holds such text goes through it: the one rule.
     """
     text = html.escape(text, quote=False)
     text = _MARKDOWN.sub(lambda found: "\\" + found.group(0), text)
@@ -69,9 +72,16 @@ def _int(value: Optional[float]) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    """A Markdown table; every header and cell is text, shown as written (`markdown_text`): pass them unescaped."""
+    lines = ["| " + " | ".join(map(markdown_text, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(map(markdown_text, row)) + " |" for row in rows]
     return lines
+
+
+def pause_count_text(aggregates: Aggregates) -> str:
+    """The heat guard's pauses, `2`, and those the engine could not make: `2, 1 failed`."""
+    failed = f", {aggregates.pause_failures} failed" if aggregates.pause_failures else ""
+    return f"{aggregates.pauses}{failed}"
 
 
 def _reward_from(document: SummaryDocument, run: str) -> str:
@@ -89,14 +99,14 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         which = "Every run here" if len(simulated) == len(runs) else f"{len(simulated)} of the {len(runs)} runs"
         out += [
             f"**SIMULATED.** {which} ran on the simulated trainer, not on a GB10: "
-            + ("" if len(simulated) == len(runs) else f"{', '.join(simulated)}; ")
+            + ("" if len(simulated) == len(runs) else f"{', '.join(map(markdown_text, simulated))}; ")
             + "its numbers show what the harness does with a run, not what Miles does on the GPU.",
             "",
         ]
     out.append(
-        f"{len(runs)} runs, generated {document.generated_at} by harness {document.harness_version} "
-        f"(schema {document.schema}). Rollout times have the heat-guard pause time taken out; "
-        "medians and means are over complete steps."
+        f"{len(runs)} runs, generated {markdown_text(document.generated_at)} by harness "
+        f"{markdown_text(document.harness_version)} (schema {markdown_text(document.schema)}). Rollout times have "
+        "the heat-guard pause time taken out; medians and means are over complete steps."
     )
     out.append("")
     out.append(CLEAN_DEFINITION)
@@ -123,7 +133,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         step_sum = agg.step_time_sum_s
         rows.append(
             [
-                markdown_text(name),
+                name,
                 summary.state,
                 "on" if summary.filter else "off",
                 _int(summary.rollout_batch_size),
@@ -138,6 +148,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
                 summary.reward_source or DASH,
                 _num(step_sum / 60 if step_sum is not None else None, 1),
                 _num(summary.start_temp_c, 1),
+                pause_count_text(agg),
                 _num(agg.pause_total_s, 1),
             ]
         )
@@ -161,6 +172,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             "reward from",
             f"step time sum ({minutes})",
             "start (C)",
+            "pauses",
             f"pauses ({unit})",
         ]
         + (["pauses (wall s)"] if scaled else []),
@@ -175,7 +187,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             ["run", "min", "median", "max", "all right (total)", "all wrong (total)"],
             [
                 [
-                    markdown_text(n),
+                    n,
                     _int(agg.dropped_groups_min),
                     _int(agg.dropped_groups_median),
                     _int(agg.dropped_groups_max),
@@ -193,7 +205,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             ["run", "all right (total)", "all wrong (total)", "groups trained on"],
             [
                 [
-                    markdown_text(n),
+                    n,
                     _int(r.aggregates.zero_std_all_right_total),
                     _int(r.aggregates.zero_std_all_wrong_total),
                     _int(r.rollout_batch_size * r.aggregates.steps) if r.rollout_batch_size else DASH,
@@ -206,7 +218,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
     out += across_seeds_section(document, unit, figure_dir)
 
     for comparison in document.comparisons:
-        run, baseline = markdown_text(comparison.run), markdown_text(comparison.baseline)
+        run, baseline = markdown_text(comparison.run), markdown_text(comparison.baseline)  # for lines; cells: as is
         out += [f"## {run} against {baseline}", ""]
         base_median = comparison.baseline_rollout_time_adjusted_median_s
         if comparison.by_batches:
@@ -215,10 +227,10 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             )
             out.append("")
             out += _table(
-                ["batches", "steps", f"median ({unit})", f"ratio to {baseline}"],
+                ["batches", "steps", f"median ({unit})", f"ratio to {comparison.baseline}"],
                 [
                     [
-                        markdown_text(str(k)),
+                        str(k),
                         str(v.steps),
                         _num(v.rollout_time_adjusted_median_s, 1),
                         _num(v.ratio, 2, "x"),
@@ -231,12 +243,17 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         out += _table(
             ["reward", "mean", "first 4 steps", "from"],
             [
-                [run, _num(reward.run_mean, 3), _num(reward.run_mean_first4, 3), _reward_from(document, run)],
                 [
-                    baseline,
+                    comparison.run,
+                    _num(reward.run_mean, 3),
+                    _num(reward.run_mean_first4, 3),
+                    _reward_from(document, comparison.run),
+                ],
+                [
+                    comparison.baseline,
                     _num(reward.baseline_mean, 3),
                     _num(reward.baseline_mean_first4, 3),
-                    _reward_from(document, baseline),
+                    _reward_from(document, comparison.baseline),
                 ],
                 [
                     f"baselines ({len([v for v in reward.baselines.values() if v is not None])} runs)",
@@ -275,7 +292,8 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
 
 def _figure(lines: list[str], figure_dir: Optional[Path], path: Path, title: str, caption: str) -> None:
     if figure_dir is None or (Path(figure_dir) / path.name).exists():
-        lines += [f"![{title}]({path.name})", "", f"*{title}.* {caption}", ""]
+        title, caption = markdown_text(title), markdown_text(caption)
+        lines += [f"![{title}]({quote(path.name)})", "", f"*{title}.* {caption}", ""]
 
 
 def _spread(mean: Optional[float], sd: Optional[float], digits: int) -> str:
@@ -311,7 +329,8 @@ def across_seeds_section(document: SummaryDocument, unit: str, figure_dir: Optio
     few = [block for block in blocks if block.too_few_seeds]
     if few:
         listed = "; ".join(
-            f"{block.condition} against {baseline_label(block)} ({block.seeds} and {block.baseline_seeds} seeds)"
+            f"{markdown_text(block.condition)} against {markdown_text(baseline_label(block))} ({block.seeds} and "
+            f"{block.baseline_seeds} seeds)"
             for block in few
         )
         out += [f"**Too few seeds to conclude anything** for {listed}: see each verdict for how many are needed.", ""]
@@ -344,7 +363,11 @@ def across_seeds_section(document: SummaryDocument, unit: str, figure_dir: Optio
     )
     out.append("")
     for key, condition in conditions.items():
-        out += [f"- **{key}**: {note}" for note in condition.notes if not note.startswith("one seed:")]
+        out += [
+            f"- **{markdown_text(key)}**: {markdown_text(note)}"
+            for note in condition.notes
+            if not note.startswith("one seed:")
+        ]
     if any(not note.startswith("one seed:") for c in conditions.values() for note in c.notes):
         out.append("")
     if blocks:
@@ -358,6 +381,7 @@ def across_seeds_section(document: SummaryDocument, unit: str, figure_dir: Optio
                 "excludes 0",
                 "Welch p",
                 "P(higher)",
+                "pooled SD",
                 "seeds needed",
             ]
             + [f"seeds for {effect:g}" for effect in effects],
@@ -372,6 +396,7 @@ def across_seeds_section(document: SummaryDocument, unit: str, figure_dir: Optio
                     DASH if block.interval_excludes_zero is None else ("yes" if block.interval_excludes_zero else "no"),
                     _num(block.welch_p, 3),
                     _num(block.p_improvement, 2),
+                    _num(block.pooled_sd, 3),
                     _int(block.seeds_needed),
                 ]
                 + [_int(block.seeds_needed_for_effect) if block.effect == effect else DASH for effect in effects]
@@ -380,14 +405,17 @@ def across_seeds_section(document: SummaryDocument, unit: str, figure_dir: Optio
         )
         out += [
             "",
-            "Seeds needed: per condition, for 80% power at alpha 0.05 (two-sided) from the pooled standard "
-            "deviation; P(higher): the share of seed pairs in which the first condition read higher (ties half).",
+            "Seeds needed: per condition, for 80% power at alpha 0.05 (two-sided), from the pooled SD: the "
+            "standard deviation of the seeds' mean rewards, both conditions' pooled (`harness plan seeds --from-runs "
+            "A B` gives the same); P(higher): the share of seed pairs in which the first condition read higher "
+            "(ties half).",
             "",
         ]
     drawn = {id(block) for block in drawable_seed_comparisons(document)}
     for block in blocks:
-        out += [f"**{block.condition} against {baseline_label(block)}.** {block.verdict}", ""]
-        out += [f"- {note}" for note in block.notes]
+        heading = f"{block.condition} against {baseline_label(block)}"
+        out += [f"**{markdown_text(heading)}.** {markdown_text(block.verdict)}", ""]
+        out += [f"- {markdown_text(note)}" for note in block.notes]
         if block.notes:
             out.append("")
         if id(block) in drawn:

@@ -32,7 +32,15 @@ from harness import seedstats
 from harness.mileslog.keys import RAW_REWARD_UNFILTERED
 from harness.summary.aggregates import FIRST_STEPS, median
 from harness.summary.conditions import config_differences
-from harness.summary.document import Comparison, ConditionSummary, RunSummary, SeedComparison, SeedFigures, SeedSpread
+from harness.summary.document import (
+    Comparison,
+    ConditionSummary,
+    RunSummary,
+    SeedComparison,
+    SeedFigures,
+    SeedSpread,
+    SummaryDocument,
+)
 from harness.summary.notes import steps_text
 from harness.summary.sanity import MAX_EXACT_INT
 from harness.summary.verdict import SeedFacts, seeds_verdict
@@ -41,6 +49,7 @@ if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
 
 BASELINE = "baseline"
+UNLIKE_STARTS = "the seeds did not start alike"
 BASELINES = "baselines"
 
 
@@ -166,6 +175,32 @@ def pool(
     return kept, shared, left_out
 
 
+def unlike_starts(names: Sequence[str], runs: Mapping[str, RunSummary]) -> Optional[str]:
+    """A note naming how the pooled seeds started when they did not start alike (a cooled start below which
+    temperature, or none), else None. A run whose capture does not say how it started is not said to differ."""
+    how: dict[str, list[str]] = {}
+    for name in names:
+        run = runs[name]
+        if run.start_below_c is not None:
+            how.setdefault(f"waited to cool below {run.start_below_c:g} C", []).append(name)
+        elif run.start_temp_c is not None:
+            how.setdefault("had no cooled start", []).append(name)
+    if len(how) < 2:
+        return None
+
+    def started(group: list[str]) -> str:
+        temps = [runs[name].start_temp_c for name in group]
+        known = [f"{temp:.1f}" for temp in temps if temp is not None]
+        return f" (started at {_and(known)} C)" if known else ""
+
+    said = "; ".join(f"{_and(group)} {what}{started(group)}" for what, group in how.items())
+    return f"{UNLIKE_STARTS}: {said}: pooled as one condition all the same"
+
+
+def _and(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
 def seed_figures(
     name: str, run: RunSummary, steps: frozenset[int], own: Optional[frozenset[int]] = None
 ) -> SeedFigures:
@@ -243,6 +278,9 @@ def summarize_condition(
         notes.append(f"no reward in the pooled steps of {', '.join(lacking)}: left out of the reward figures")
     if len(kept) > 1 and any(len(step_sets[n]) != len(steps) for n in kept):
         notes.append(f"the seeds' complete steps differ: pooled over the {len(steps)} steps every one completed")
+    unlike = unlike_starts(kept, runs)
+    if unlike is not None:
+        notes.append(unlike)
     simulated = {runs[name].simulated for name in names}
     summary = ConditionSummary(
         experiment=first.experiment,
@@ -286,6 +324,8 @@ def summarize_conditions(
         out.steps[key] = steps
     for note in dict.fromkeys(n for notes in extra.values() for n in notes):
         out.warnings.append(note)
+    for key, summary in out.summaries.items():  # pooled, but said: the commands print it too
+        out.warnings += [f"condition {key}: {note}" for note in summary.notes if note.startswith(UNLIKE_STARTS)]
     return out
 
 
@@ -322,6 +362,16 @@ class SeedComparisons:
             out.append(self._made[key])
         return out
 
+    def between(self, own: str, other: str) -> SeedComparison:
+        """Condition `own` against condition `other`, as a comparison's across-seed block would have them."""
+        for condition in (own, other):
+            if condition not in self.conditions.summaries:
+                raise KeyError(condition)
+        key = (own, BASELINE, (other,))
+        if key not in self._made:
+            self._made[key] = self._compare(BASELINE, own, (other,))
+        return self._made[key]
+
     def _compare(self, against: str, own: str, others: tuple[str, ...]) -> SeedComparison:
         conditions = self.conditions
         mine = conditions.summaries[own]
@@ -337,7 +387,7 @@ class SeedComparisons:
         x = self._means([f.run for f in mine.seeds], steps, notes)
         y = self._means([f.run for c in others for f in conditions.summaries[c].seeds], steps, notes)
         stats = seedstats.compare(list(x.values()), list(y.values()), self.effect)
-        label = others[0] if against == BASELINE else f"the baselines ({', '.join(others)})"  # as baseline_label
+        label = conditions_label(against, others)
         interval = stats.interval
         n_least = min(stats.x.n, stats.y.n)
         needed = stats.seeds_needed_for_effect.seeds
@@ -463,8 +513,35 @@ def across_seeds_lines(comparisons: Iterable[Comparison]) -> list[str]:
     return [f"across seeds, {b.condition} against {baseline_label(b)}: {b.verdict}" for b in blocks]
 
 
+def across_seeds_after_sweep(
+    document: SummaryDocument, runs: Sequence[str], baseline: Optional[str], summarize: str
+) -> list[str]:
+    """What a sweep of `runs` (their experiment compared with `baseline`) ends with: the across-seed lines of the
+    comparisons of its runs, or, where there are none, one line pointing to what gives them (`summarize`: the
+    command). Nothing for a sweep of one seed or of an experiment without a baseline."""
+    seeds = {document.runs[name].seed for name in runs if name in document.runs}
+    if baseline is None or len(runs) < 2 or len(seeds) < 2:
+        return []
+    ours = [comparison for comparison in document.comparisons if comparison.run in runs]
+    lines = across_seeds_lines(ours)
+    if lines:
+        return lines
+    if baseline not in document.runs:
+        return [
+            f"across seeds: no capture of the baseline {baseline} under the capture root yet: run its seeds, then "
+            f"`{summarize}` compares them"
+        ]
+    return [f"across seeds: no comparison of these seeds with {baseline}'s yet; `{summarize}` says why"]
+
+
 def baseline_label(block: SeedComparison) -> str:
-    """`plain`, or `the baselines (plain, plain-48)`."""
-    if block.against == BASELINE:
-        return block.baseline_conditions[0]
-    return f"the baselines ({', '.join(block.baseline_conditions)})"
+    """`plain`, or `plain + plain-48 (pooled)`."""
+    return conditions_label(block.against, block.baseline_conditions)
+
+
+def conditions_label(against: str, conditions: Sequence[str]) -> str:
+    """The other side of an across-seed comparison: its baseline's condition, or the pool of its baselines'
+    conditions, `plain + plain-48 (pooled)` (not "the baselines": in a run's comparison those are runs)."""
+    if against == BASELINE:
+        return conditions[0]
+    return f"{' + '.join(conditions)} (pooled)"

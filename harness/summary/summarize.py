@@ -80,6 +80,7 @@ class Summary:
     document: SummaryDocument
     warnings: list[str] = field(default_factory=list)
     encoded_runs: dict[str, bytes] = field(default_factory=dict)  # for write_summary: runs already encoded
+    seed_comparisons: Optional[SeedComparisons] = None  # the conditions compared, for comparisons made on demand
 
 
 def summarize_run(capture: RunCapture) -> RunResult:
@@ -91,6 +92,7 @@ def summarize_run(capture: RunCapture) -> RunResult:
     aggregates = aggregate(
         rows.table, config.filter, rows.pause_total_s, rows.reward_key or keys.reward_key(config.filter), notes
     )
+    aggregates.pauses, aggregates.pause_failures = frame.pauses.pauses, frame.pauses.failed
     null_non_finite(aggregates, notes)
     summary = RunSummary(
         experiment=frame.experiment,
@@ -111,9 +113,16 @@ def summarize_run(capture: RunCapture) -> RunResult:
         simulated=frame.conditions.simulated if frame.conditions is not None else None,
         config_hash=frame.conditions.config_hash if frame.conditions is not None else None,
         start_temp_c=frame.start_temp_c,
+        start_below_c=frame.start_below_c,
+        attempt=capture.attempt,
+        started_at=_text((capture.status or {}).get("started_at")),
     )
     compare = CompareBlock(frame.baseline, frame.baselines) if frame.baseline is not None else None
     return RunResult(capture.name, summary, compare, flagged=notes.flags > 0, conditions=frame.conditions)
+
+
+def _text(value: object) -> Optional[str]:
+    return value if isinstance(value, str) else None
 
 
 def run_reward_source(table: StepTable) -> Optional[str]:
@@ -341,4 +350,4 @@ def _document(
         conditions=grouped.summaries,
     )
     encoded = {name: result.run_json for name, result in results.items() if result.run_json is not None}
-    return Summary(document, warnings, encoded)
+    return Summary(document, warnings, encoded, across)

@@ -159,7 +159,7 @@ class SeedFacts:
     """What an across-seed comparison found; the input of `seeds_verdict`."""
 
     condition: str
-    baseline: str  # a condition, or "the baselines (a, b, c)"
+    baseline: str  # a condition, or "a + b + c (pooled)"
     filter: bool
     biased: bool  # the reward is the one counted before the filter, which leans high
     steps: int
@@ -197,7 +197,19 @@ def _needed(facts: SeedFacts) -> str:
         parts.append(f"{wanted.seeds} seeds each an effect of {stats.effect:.3f}")
     elif wanted.why:
         parts.append(f"an effect of {stats.effect:.3f} {wanted.why}")
-    return ", and ".join(parts) + f" ({power})"
+    sd = sd_words(facts)
+    return ", and ".join(parts) + f" ({power}{', from the ' + sd if sd else ''})"
+
+
+def sd_words(facts: SeedFacts) -> Optional[str]:
+    """Which SD the seeds needed come from: `pooled SD 0.016 of both sides' seeds`, or one side's alone."""
+    stats = facts.stats
+    if stats.pooled_sd is None:
+        return None
+    if stats.x.n >= 2 and stats.y.n >= 2:
+        return f"pooled SD {_f(stats.pooled_sd)} of both sides' seeds"
+    alone = facts.condition if stats.x.n >= 2 else facts.baseline
+    return f"SD {_f(stats.pooled_sd)} of the seeds of {alone} alone"
 
 
 def seeds_verdict(facts: SeedFacts) -> str:

@@ -60,3 +60,52 @@ def wait_for_ticks(lab: Lab, run: str, count: int = 5) -> Any:
 def wait_state(handle: Any, state: str, timeout_s: float = 10) -> None:
     """Wait (scaled) until the engine describes the run as `state`."""
     wait_until(lambda: handle.describe().state == state, timeout_s, f"the run to be {state}")
+
+
+# The Docker engine's words for a freeze its runtime could not make (what a loaded GB10 answered in `make demo`).
+FREEZE_REFUSED = "Cannot pause container {id}: OCI runtime pause failed: unable to freeze: unknown"
+
+
+class RefusedFreezes:
+    """Makes the lowest layer refuse chosen freezes: `docker pause` through the Docker SDK (a 500 with the
+    runtime's words), or the SIGSTOP a process group is sent (EPERM). Everything above it is the harness's own."""
+
+    def __init__(self, monkeypatch: Any, refuse: Any) -> None:
+        self.refuse = set(refuse)  # which freezes, counted from 1, are refused
+        self.asked = 0
+        self._patch(monkeypatch)
+
+    def _turn(self) -> bool:
+        """Count a freeze asked for; whether it is refused."""
+        self.asked += 1
+        return self.asked in self.refuse
+
+    def _patch(self, monkeypatch: Any) -> None:
+        import os
+        import signal
+
+        import docker
+        from docker.models.containers import Container
+
+        real_pause, real_killpg, real_kill = Container.pause, os.killpg, os.kill
+        drill = self
+
+        def pause(container: Any) -> None:
+            if drill._turn():
+                raise docker.errors.APIError(
+                    "500 Server Error: Internal Server Error",
+                    explanation=FREEZE_REFUSED.format(id=container.id),
+                )
+            real_pause(container)
+
+        def signal_group(real: Any) -> Any:
+            def send(target: int, signum: int) -> None:
+                if signum == signal.SIGSTOP and drill._turn():
+                    raise PermissionError(1, "Operation not permitted")
+                real(target, signum)
+
+            return send
+
+        monkeypatch.setattr(Container, "pause", pause)
+        monkeypatch.setattr(os, "killpg", signal_group(real_killpg))
+        monkeypatch.setattr(os, "kill", signal_group(real_kill))

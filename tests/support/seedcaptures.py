@@ -50,8 +50,9 @@ def write_run(
     time_scale: float = 1,
     extra_args: str = "",
     name: Optional[str] = None,
+    start: Optional[dict[str, Any]] = None,
 ) -> Path:
-    """One run's capture under `root`; returns its directory."""
+    """One run's capture under `root`; returns its directory. `start`: the manifest's `guard.start` (how it started)."""
     name = name or run_name(experiment, seed)
     steps = steps_expected if steps_expected is not None else len(rewards)
     run = root / name
@@ -83,6 +84,8 @@ def write_run(
         "experiment": experiment_doc,
         "trainer_argv": argv,
     }
+    if start is not None:
+        manifest["guard"] = {"guarded": True, "picked": "sim" if simulated else "nvml", "start": start}
     (run / "manifest.json").write_text(json.dumps(manifest))
     (run / "args.json").write_text(
         json.dumps(
