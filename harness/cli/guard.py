@@ -16,6 +16,7 @@ from harness.cli.app import (
     capture_root,
     command,
     fail,
+    sim_hint_when_not_found,
     stdout,
     warn,
 )
@@ -320,7 +321,8 @@ def plot_command(
         directory, name = Path(run), Path(run).resolve().name
         default_out = Path(run) / "guard.svg"
     else:
-        raise HarnessError(f"no capture of {run} under {root}, and no directory {run}", ExitCode.NOT_FOUND)
+        with sim_hint_when_not_found(root, run):
+            raise HarnessError(f"no capture of {run} under {root}, and no directory {run}", ExitCode.NOT_FOUND)
     if not has_guard_record(directory):
         raise HarnessError(
             f"{directory} has neither guard.jsonl nor pauses.jsonl: the heat guard recorded nothing there "

@@ -460,6 +460,10 @@ def _execute_attempt(
         _record_not_started(writer, status, message)
         raise HarnessError(f"run {spec.run} did not start: {message}") from None
     failpoint("after-start")
+    if attempt.number > 1:  # the trainer starts again from its first step: nothing of an earlier attempt is resumed
+        reporter.note(
+            f"{spec.run}: attempt {attempt.number}, from step 0 (a rerun does not resume attempt {attempt.number - 1})"
+        )
     reporter.started(spec)
     loop = guard.start(
         handle,

@@ -21,7 +21,7 @@ from harness.capture import Capture, CaptureLock, RunState, RunStatus, StatusRea
 from harness.errors import ExitCode, HarnessError
 from harness.experiments.schema import redacted_experiment
 from harness.run.context import RunContext, StopControl
-from harness.run.decide import Decision, Mode, configuration_changes, decide
+from harness.run.decide import Decision, Mode, configuration_changes, decide, exit_code_for_state
 from harness.run.execute import execute
 from harness.run.gpulock import GpuLock
 from harness.run.plan import Planned
@@ -191,10 +191,11 @@ def _ends_the_sweep(result: SweepResult, ctx: RunContext) -> bool:
 
 
 def exit_code_for(states: Sequence[str]) -> ExitCode:
-    """0 only when every run succeeded; 130 if interrupted; 1 otherwise."""
-    if "interrupted" in states:
+    """0 only when every run succeeded; 130 if interrupted; 1 otherwise (each run's as `exit_code_for_state`)."""
+    codes = [exit_code_for_state(state) for state in states]
+    if ExitCode.INTERRUPTED in codes:
         return ExitCode.INTERRUPTED
-    if all(state == "succeeded" for state in states):
+    if all(code == ExitCode.OK for code in codes):
         return ExitCode.OK
     return ExitCode.RUN_FAILED
 

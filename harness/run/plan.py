@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Optional, Sequence, Tuple, Union
 
@@ -243,3 +243,10 @@ def attempt_container_name(spec: LaunchSpec, attempt: int) -> str:
     """The container of one attempt: the spec's name (its run id and capture tag) and the attempt's number, so a
     kept container never blocks a later attempt, nor the same run in another capture root."""
     return f"{spec.container_name}-a{attempt}"
+
+
+def next_attempt_spec(spec: LaunchSpec) -> LaunchSpec:
+    """The spec as the run's next attempt would start it now (its container named for that attempt): `--dry-run`."""
+    from harness.capture.attempts import RunAttempts
+
+    return replace(spec, container_name=attempt_container_name(spec, RunAttempts(Path(spec.capture_dir)).next_number()))
