@@ -1,0 +1,179 @@
+"""Hangs and unbounded reads: what the harness reads that it did not write itself is read bounded, never blocking.
+
+- the image-check cache (a FIFO, a file of a GB, a hand-written or broken entry);
+- the probe's answer (the first one only; a path it leaves out does not load);
+- the kernel's thermal zones (a FIFO, a 400-digit value, a read that never answers);
+- a log whose tail a power loss left as NUL bytes (`parse-log`, `logs`): one rule, the reader's `WholeLines`;
+- SIGTERM, which ends a command blocked before any run has started.
+
+FIFOs are real (os.mkfifo) and the huge files real sparse files; the memory a
+command takes is the kernel's count for a harness process of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.engines import milesimage
+from harness.engines.milesimage import ImageCheck, PathFlag, judge, probe_image, read_probe_output
+from harness.mileslog.keys import FILTER_FLAG, FILTER_PATH, FILTER_PATH_PUBLIC
+from support.memory import measured
+
+REPO = Path(__file__).resolve().parent.parent
+HARNESS = [sys.executable, "-m", "harness"]
+GB = 1 << 30
+
+
+def sparse(path: Path, text: bytes, size: int) -> Path:
+    """`text`, then NUL bytes to `size` that take no disk: the blocks a power loss left allocated, never written."""
+    path.write_bytes(text)
+    with path.open("r+b") as handle:
+        handle.truncate(size)
+    return path
+
+
+class Releaser:
+    """Opens each FIFO for writing after `after_s`, again and again, so a reader blocked in open() comes back:
+    a test of something that must never block then fails in seconds instead of hanging the suite."""
+
+    def __init__(self, fifos: Sequence[Path], after_s: float = 10.0) -> None:
+        self.fifos, self.after_s = list(fifos), after_s
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._release, daemon=True)
+
+    def _release(self) -> None:
+        if self.done.wait(self.after_s):
+            return
+        while not self.done.is_set():
+            for fifo in self.fifos:
+                try:
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:
+                    pass  # no reader now
+            time.sleep(0.05)
+
+    def __enter__(self) -> "Releaser":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join(5)
+
+
+# --------------------------------------------------------------------------- torn tails
+
+
+STEP_LINES = (
+    "x.py:1 - perf 0: {'perf/rollout_time': 50.0, 'rollout/raw_reward': 0.5}\n"
+    "x.py:1 - perf 0: {'perf/step_time': 60.0}\n"
+)
+
+
+def test_parse_log_never_reads_a_torn_line_and_says_which(tmp_path: Path) -> None:
+    log = tmp_path / "container.log"
+    torn = b"x.py:1 - perf 1: {'perf/rollout_ti" + b"\0" * 4096
+    log.write_bytes(STEP_LINES.encode() + torn + b"\n" + b"noise\n" + torn)
+    result = CliRunner().invoke(app, ["parse-log", str(log), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [(s["step"], s["complete"]) for s in doc["steps"]] == [(0, True)]  # the torn step is not read
+    torn_lines = [p for p in doc["problems"] if "torn" in p["reason"]]
+    assert torn_lines == [
+        {"line": 3, "reason": "torn (4,096 NUL bytes: a power loss?): skipped"},
+        {"line": 5, "reason": "torn (4,096 NUL bytes: a power loss?): skipped"},
+    ]
+
+
+def test_parse_log_never_reads_a_last_line_cut_short(tmp_path: Path) -> None:
+    log = tmp_path / "cut.log"
+    log.write_bytes(STEP_LINES.encode() + b"x.py:1 - perf 1: {'perf/rollout_time': 5")
+    doc = json.loads(CliRunner().invoke(app, ["parse-log", str(log), "--json"]).stdout)
+    assert [s["step"] for s in doc["steps"]] == [0]
+    assert any(p["line"] == 3 and "cut short" in p["reason"] for p in doc["problems"]), doc["problems"]
+
+
+@pytest.mark.integration
+def test_parse_log_of_a_log_with_a_3_gb_nul_tail_is_quick_and_small(tmp_path: Path) -> None:
+    log = sparse(tmp_path / "container.log", STEP_LINES.encode(), 3 * GB)
+    started = time.monotonic()
+    run = measured([*HARNESS, "parse-log", str(log), "--json"], cwd=str(REPO), timeout_s=60)
+    took = time.monotonic() - started
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert [s["step"] for s in doc["steps"]] == [0]
+    assert {"line": 3, "reason": f"torn ({3 * GB - len(STEP_LINES):,} NUL bytes: a power loss?): skipped"} in doc[
+        "problems"
+    ]
+    assert took < 20, f"{took:.1f} s"
+    assert run.peak_mb < 200, f"peak {run.peak_mb:.0f} MB"
+
+
+def log_capture(root: Path, run: str, lines: int, tail: int) -> Path:
+    """A succeeded capture whose container.log has `lines` stamped lines, then `tail` NUL bytes (sparse)."""
+    from harness.capture import Capture, RunState, RunStatus
+
+    capture = Capture(root / run)
+    capture.directory.mkdir(parents=True)
+    capture.write_status(
+        RunStatus(
+            run=run,
+            run_id=f"{run}-1",
+            state=RunState.SUCCEEDED,
+            exit_code=0,
+            started_at="2026-03-01T12:00:00Z",
+            ended_at="2026-03-01T13:00:00Z",
+            steps_expected=1,
+            steps_complete=1,
+            error=None,
+        )
+    )
+    text = "".join(f"2026-03-01T12:00:{i % 60:02d}.000000000Z line {i}\n" for i in range(lines)).encode()
+    sparse(capture.log_path, text, len(text) + tail)
+    return capture.log_path
+
+
+def test_logs_shows_the_whole_lines_before_a_nul_tail_and_says_what_it_left(tmp_path: Path) -> None:
+    log_capture(tmp_path, "torn", lines=3, tail=4096)
+    result = CliRunner().invoke(app, ["logs", "torn", "--capture-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "line 0\nline 1\nline 2\n"
+    assert "\0" not in result.output
+    assert result.stderr.strip() == "container.log line 4: torn (4,096 NUL bytes: a power loss?): skipped"
+
+
+@pytest.mark.integration
+def test_logs_of_a_3_gb_nul_tail_ends_when_its_reader_has_gone(tmp_path: Path) -> None:
+    log_capture(tmp_path, "torn", lines=50, tail=3 * GB)
+    process = subprocess.Popen(
+        [*HARNESS, "logs", "torn", "--capture-dir", str(tmp_path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    shown = [process.stdout.readline() for _ in range(40)]  # `| head -40`
+    process.stdout.close()
+    started = time.monotonic()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    assert time.monotonic() - started < 5
+    assert shown[-1] == b"line 39\n"
+    whole = measured([*HARNESS, "logs", "torn", "--capture-dir", str(tmp_path)], cwd=str(REPO), timeout_s=60)
+    assert whole.returncode == 0 and whole.stdout.count("\n") == 50, whole.stderr
+    assert whole.peak_mb < 200, f"peak {whole.peak_mb:.0f} MB"
