@@ -73,6 +73,164 @@ class Releaser:
         self.thread.join(5)
 
 
+# --------------------------------------------------------------------------- thermal zones
+
+
+def zone(root: Path, index: int, kind: str = "acpitz", temp: str = "45000", trips: Sequence[tuple] = ()) -> Path:
+    path = root / f"thermal_zone{index}"
+    path.mkdir(parents=True)
+    (path / "type").write_text(kind + "\n")
+    (path / "temp").write_text(temp + "\n")
+    for i, (trip_kind, trip_temp) in enumerate(trips):
+        (path / f"trip_point_{i}_type").write_text(trip_kind + "\n")
+        (path / f"trip_point_{i}_temp").write_text(trip_temp + "\n")
+    return path
+
+
+def fifo(path: Path) -> Path:
+    path.unlink()
+    os.mkfifo(path)
+    return path
+
+
+@pytest.fixture
+def hostile_zones(tmp_path: Path) -> tuple[Path, list[Path]]:
+    """A good zone, then zones whose type, temp and trip point files are FIFOs nobody writes."""
+    root = tmp_path / "thermal"
+    zone(root, 0, temp="45000", trips=[("critical", "104500")])
+    fifos = [
+        fifo(zone(root, 1) / "temp"),
+        fifo(zone(root, 2) / "type"),
+        fifo(zone(root, 3, trips=[("hot", "90000")]) / "trip_point_0_temp"),
+        fifo(zone(root, 4, trips=[("hot", "90000")]) / "trip_point_0_type"),
+    ]
+    return root, fifos
+
+
+def no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.guard import probe
+    from harness.guard.samples import SensorUnavailable
+
+    def none() -> object:
+        raise SensorUnavailable("NVML: no NVIDIA driver (libnvidia-ml.so.1 not found)")
+
+    monkeypatch.setattr(probe, "probe_nvml", none)
+
+
+def test_fifos_in_thermal_zones_never_block_the_probe(hostile_zones: tuple[Path, list[Path]]) -> None:
+    from harness.guard.sensors import probe_thermal_zones
+
+    root, fifos = hostile_zones
+    started = time.monotonic()
+    with Releaser(fifos):
+        zones = {z.zone: z for z in probe_thermal_zones(root)}
+    assert time.monotonic() - started < 5
+    assert zones["thermal_zone0"].temp_c == 45.0
+    assert zones["thermal_zone1"].temp_c is None and "not a regular file (it is a FIFO)" in str(
+        zones["thermal_zone1"].error
+    )
+    assert zones["thermal_zone2"].type == "?" and zones["thermal_zone2"].temp_c == 45.0
+    assert zones["thermal_zone3"].trips[0].temp_c is None
+    assert zones["thermal_zone4"].trips[0].type == "?"
+
+
+def test_guard_probe_with_fifo_zones_answers_at_once(
+    hostile_zones: tuple[Path, list[Path]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, fifos = hostile_zones
+    no_nvml(monkeypatch)
+    started = time.monotonic()
+    with Releaser(fifos):
+        shown = CliRunner().invoke(app, ["guard", "probe", "--thermal-root", str(root)], env={"COLUMNS": "250"})
+    assert time.monotonic() - started < 5
+    assert shown.exit_code == 0, shown.output
+    assert "sensor auto reads: sysfs" in shown.output
+
+
+def four_hundred_digits() -> str:
+    return "9" * 400
+
+
+def test_values_that_are_not_temperatures_are_skipped_with_one_note(tmp_path: Path) -> None:
+    from harness.guard.config import GuardConfig
+    from harness.guard.sensors import SysfsSensor, probe_thermal_zones
+
+    root = tmp_path / "thermal"
+    zone(root, 0, temp="45000", trips=[("critical", four_hundred_digits()), ("hot", "90000")])
+    zone(root, 1, temp=four_hundred_digits())
+    zone(root, 2, temp="-" + four_hundred_digits())
+    zone(root, 3, temp="1e400")
+    zones = {z.zone: z for z in probe_thermal_zones(root)}
+    assert zones["thermal_zone0"].trips[0].temp_c is None and zones["thermal_zone0"].trips[1].temp_c == 90.0
+    for name in ("thermal_zone1", "thermal_zone2", "thermal_zone3"):
+        assert zones[name].temp_c is None and "not a temperature" in str(zones[name].error), zones[name]
+    sensor = SysfsSensor(root, config=GuardConfig())
+    assert [z.zone for z in sensor.watched] == ["thermal_zone0"]
+    notes = [w for w in sensor.warnings() if "not a plausible temperature" in w]
+    assert len(notes) == 1, sensor.warnings()
+    assert "thermal_zone0 (acpitz) trip_point_0_temp" in notes[0] and "thermal_zone1 (acpitz) temp" in notes[0]
+    assert len(notes[0]) < 500  # the values cut short, not 400 digits each
+    reading = sensor.read()
+    assert reading is not None and [z.temp_c for z in reading.zones] == [45.0]
+    (root / "thermal_zone0" / "temp").write_text(four_hundred_digits() + "\n")  # later reads too
+    assert sensor.read() is None
+
+
+def test_guard_probe_with_a_400_digit_zone_is_no_internal_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_nvml(monkeypatch)
+    root = tmp_path / "thermal"
+    zone(root, 0, temp="45000", trips=[("critical", four_hundred_digits())])
+    zone(root, 1, temp=four_hundred_digits())
+    shown = CliRunner().invoke(app, ["guard", "probe", "--thermal-root", str(root)], env={"COLUMNS": "250"})
+    assert shown.exit_code == 0, shown.output
+    assert "internal error" not in shown.output
+    as_json = CliRunner().invoke(app, ["guard", "probe", "--json", "--thermal-root", str(root)])
+    assert as_json.exit_code == 0, as_json.output
+    json.loads(as_json.stdout)
+
+
+def test_a_zone_read_that_never_answers_is_given_up_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.guard import sensors
+
+    root = tmp_path / "thermal"
+    zone(root, 0, temp="45000")
+    zone(root, 1, temp="50000")
+    stuck = threading.Event()
+    read = sensors.read_attribute
+
+    def hung_driver(path: Path) -> str:  # the lowest layer: the kernel's read of one file
+        if path.parent.name == "thermal_zone1" and path.name == "temp":
+            stuck.wait(30)
+        return read(path)
+
+    monkeypatch.setattr(sensors, "read_attribute", hung_driver)
+    monkeypatch.setattr(sensors, "ZONE_PROBE_TIMEOUT_S", 1.0)
+    started = time.monotonic()
+    try:
+        zones = sensors.probe_thermal_zones(root)
+    finally:
+        stuck.set()
+    assert time.monotonic() - started < 5
+    assert [(z.zone, z.temp_c) for z in zones][0] == ("thermal_zone0", 45.0)
+    assert zones[1].temp_c is None and "no answer within 1 s" in str(zones[1].error)
+
+
+@pytest.mark.integration
+def test_run_with_a_400_digit_zone_runs_guarded_by_the_others(process_lab: Any, tmp_path: Path) -> None:
+    root = tmp_path / "thermal"
+    zone(root, 0, temp="45000", trips=[("critical", "104500")])
+    zone(root, 1, temp=four_hundred_digits(), trips=[("hot", four_hundred_digits())])
+    process_lab.env["HARNESS_THERMAL_ROOT"] = str(root)
+    run = process_lab.experiment("zones", guard={"sensor": "sysfs", "poll_s": 0.05})
+    result = process_lab.cli("run", run)
+    assert result.exit_code == 0, result.output
+    assert "internal error" not in result.output
+    guard = json.loads((process_lab.captures / run / "manifest.json").read_text())["guard"]
+    assert [z["zone"] for z in guard["zones"] if z["readable"]] == ["thermal_zone0"]
+
+
 # --------------------------------------------------------------------------- torn tails
 
 
