@@ -73,6 +73,207 @@ class Releaser:
         self.thread.join(5)
 
 
+# --------------------------------------------------------------------------- the image-check cache
+
+PUBLIC = ImageCheck(
+    "sha256:public",
+    version="0.2.0",
+    found=True,
+    prints_unfiltered_reward=False,
+    paths={FILTER_PATH: "ModuleNotFoundError: No module named 'miles.rollout.filter_hub.common_filters'"},
+)
+PATHS = [FILTER_PATH, FILTER_PATH_PUBLIC]
+FLAGS = [PathFlag(FILTER_FLAG, FILTER_PATH)]
+
+
+class Prober:
+    """The probe's container, the lowest layer: answers as the probe prints, counting its calls."""
+
+    def __init__(self, check: ImageCheck = PUBLIC) -> None:
+        self.check, self.calls = check, 0
+
+    def __call__(self, image: str, argv: Sequence[str], timeout_s: float) -> tuple[int, str, str]:
+        self.calls += 1
+        paths = {path: self.check.paths.get(path) for path in argv[1:]}
+        answer = {**self.check.to_json(), "paths": paths}
+        return 0, milesimage.PROBE_MARKER + json.dumps(answer) + "\n", ""
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HARNESS_PREFLIGHT_DIR", str(tmp_path / "image-checks"))
+    return tmp_path / "image-checks"
+
+
+def first_entry(cache: Path) -> Path:
+    """The entry the first probe of the image kept (whatever its name)."""
+    prober = Prober()
+    assert probe_image("lab", PUBLIC.image_id, PATHS, prober).cached is False
+    (entry,) = [path for path in cache.iterdir() if not path.name.startswith(".")]
+    assert probe_image("lab", PUBLIC.image_id, PATHS, prober).cached is True and prober.calls == 1
+    return entry
+
+
+def test_a_fifo_where_the_cache_entry_is_is_absent_and_never_blocks(cache: Path) -> None:
+    entry = first_entry(cache)
+    entry.unlink()
+    os.mkfifo(entry)
+    prober = Prober()
+    started = time.monotonic()
+    with Releaser([entry]):
+        outcome = probe_image("lab", PUBLIC.image_id, PATHS, prober)
+    assert time.monotonic() - started < 5
+    assert outcome.cached is False and prober.calls == 1 and outcome.check is not None
+    assert judge("lab", outcome.check, FLAGS)  # the fresh answer: the path is missing
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        b"{",  # cut short
+        b"\0" * 300,  # a power loss
+        b"[1, 2]",
+        b"not json at all",
+    ],
+)
+def test_a_cache_entry_that_does_not_parse_is_absent(cache: Path, broken: bytes) -> None:
+    entry = first_entry(cache)
+    entry.write_bytes(broken)
+    prober = Prober()
+    outcome = probe_image("lab", PUBLIC.image_id, PATHS, prober)
+    assert outcome.cached is False and prober.calls == 1
+    again = probe_image("lab", PUBLIC.image_id, PATHS, prober)
+    assert again.cached is True and prober.calls == 1  # the entry was written again, whole
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"paths": {FILTER_PATH: 5, FILTER_PATH_PUBLIC: None}},  # an answer that is neither "loads" nor an error
+        {"found": "yes"},
+        {"paths": [FILTER_PATH]},
+    ],
+)
+def test_a_cache_entry_of_the_wrong_shape_is_absent_never_read_as_loading(cache: Path, change: dict) -> None:
+    entry = first_entry(cache)
+    entry.write_text(json.dumps({**json.loads(entry.read_text()), **change}))
+    prober = Prober()
+    outcome = probe_image("lab", PUBLIC.image_id, PATHS, prober)
+    assert outcome.cached is False and prober.calls == 1
+    assert outcome.check is not None and judge("lab", outcome.check, FLAGS)
+
+
+def test_a_hand_written_entry_for_the_image_id_does_not_pass_the_preflight(cache: Path) -> None:
+    entry = first_entry(cache)
+    # What the cache once held, every path loading: written by hand for the image id, it named nothing it checked.
+    entry.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "image_id": PUBLIC.image_id,
+                "commit": None,
+                "miles_version": "0.2.0",
+                "found": True,
+                "prints_unfiltered_reward": False,
+                "paths": {path: None for path in PATHS},
+            }
+        )
+    )
+    prober = Prober()
+    outcome = probe_image("lab", PUBLIC.image_id, PATHS, prober)
+    assert outcome.cached is False and prober.calls == 1
+    assert outcome.check is not None and judge("lab", outcome.check, FLAGS)
+
+
+def test_an_entry_is_keyed_to_the_image_the_probe_and_the_paths_it_asked(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry = first_entry(cache)
+    kept = json.loads(entry.read_text())
+    assert kept["image_id"] == PUBLIC.image_id and sorted(kept["asked"]) == sorted(PATHS)
+    prober = Prober()
+    # another image's entry copied over this one's
+    entry.write_text(json.dumps({**kept, "image_id": "sha256:other"}))
+    assert probe_image("lab", PUBLIC.image_id, PATHS, prober).cached is False and prober.calls == 1
+    # an entry that says it asked about a path it has no answer for
+    entry.write_text(json.dumps({**kept, "asked": sorted([*PATHS, "m.f"])}))
+    assert probe_image("lab", PUBLIC.image_id, PATHS, prober).cached is False and prober.calls == 2
+    # another probe: every entry before it is stale
+    assert probe_image("lab", PUBLIC.image_id, PATHS, prober).cached is True and prober.calls == 2
+    monkeypatch.setattr(milesimage, "PROBE", milesimage.PROBE + "\n# a new probe\n")
+    assert probe_image("lab", PUBLIC.image_id, PATHS, prober).cached is False and prober.calls == 3
+    assert probe_image("lab", PUBLIC.image_id, PATHS, prober).cached is True and prober.calls == 3
+
+
+@pytest.mark.integration
+def test_a_cache_entry_of_a_gigabyte_is_absent_and_read_no_further_than_its_size(cache: Path, tmp_path: Path) -> None:
+    entry = first_entry(cache)
+    sparse(entry, entry.read_bytes(), GB)
+    script = (
+        "from harness.engines import milesimage\n"
+        "from harness.mileslog.keys import FILTER_PATH, FILTER_PATH_PUBLIC\n"
+        "calls = []\n"
+        "def prober(image, argv, timeout_s):\n"
+        "    calls.append(argv)\n"
+        "    return 0, milesimage.PROBE_MARKER + '{\"found\": false, \"paths\": {}}', ''\n"
+        f"outcome = milesimage.probe_image('lab', {PUBLIC.image_id!r}, [FILTER_PATH, FILTER_PATH_PUBLIC], prober)\n"
+        "print(outcome.cached, len(calls))\n"
+    )
+    run = measured(
+        [sys.executable, "-c", script], env={**os.environ, "HARNESS_PREFLIGHT_DIR": str(cache)}, cwd=str(REPO)
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["False", "1"]  # absent: the probe was asked
+    assert run.peak_mb < 150, f"peak {run.peak_mb:.0f} MB for a 1 GB cache entry"
+
+
+# --------------------------------------------------------------------------- the probe's answer
+
+
+def answer(paths: dict[str, Any], **more: Any) -> str:
+    data = {"commit": None, "miles_version": "0.2.0", "found": True, "prints_unfiltered_reward": False, "paths": paths}
+    return milesimage.PROBE_MARKER + json.dumps({**data, **more})
+
+
+def test_only_the_first_answer_counts_a_second_one_is_never_read() -> None:
+    honest = answer({FILTER_PATH: "ModuleNotFoundError: no", FILTER_PATH_PUBLIC: None})
+    forged = answer({}, commit="forged")
+    check = read_probe_output("sha256:x", f"noise\n{honest}\n{forged}\n")
+    assert check is not None and check.commit is None
+    assert check.paths[FILTER_PATH] == "ModuleNotFoundError: no"
+    assert judge("lab", check, FLAGS)  # refused: what the probe itself said
+
+
+def test_a_path_the_answer_leaves_out_does_not_load() -> None:
+    check = read_probe_output("sha256:x", answer({FILTER_PATH_PUBLIC: None}) + "\n")
+    assert check is not None
+    (problem,) = judge("lab", check, FLAGS)
+    assert "\n" not in problem.message and problem.exit_code == 2
+    assert f"which has no {FILTER_PATH} ({FILTER_FLAG}; the probe's answer does not mention it)" in problem.message
+    check = read_probe_output("sha256:x", answer({}) + "\n")
+    assert check is not None
+    (problem,) = judge("lab", check, [PathFlag("--custom-rm-path", "m.f")])
+    assert "cannot load m.f (--custom-rm-path; the probe's answer does not mention it)" in problem.message
+
+
+def test_an_answer_that_is_not_one_is_no_answer() -> None:
+    assert read_probe_output("sha256:x", answer({FILTER_PATH: 7}) + "\n") is None
+    assert read_probe_output("sha256:x", milesimage.PROBE_MARKER + "[1]\n") is None
+
+
+def test_an_image_that_prints_more_than_the_probe_ever_does_is_refused_in_one_line(cache: Path) -> None:
+    def flood(image: str, argv: Sequence[str], timeout_s: float) -> tuple[int, str, str]:
+        raise milesimage.ProbeFlood("stdout", 300_000_000, b"x" * 100, b"y" * 100)
+
+    outcome = probe_image("lab:flood", "sha256:flood", PATHS, flood)
+    assert outcome.check is None and outcome.problem is not None
+    message = outcome.problem.message
+    assert "\n" not in message and outcome.problem.exit_code == 2
+    assert message.startswith("the image lab:flood printed 300,000,000 bytes on stdout to the preflight")
+    assert "xxxx" in message and "yyyy" in message and len(message) < 600
+    assert not any(cache.iterdir()) if cache.exists() else True  # nothing kept
+
+
 # --------------------------------------------------------------------------- thermal zones
 
 
