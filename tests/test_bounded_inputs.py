@@ -569,3 +569,79 @@ def test_sigterm_while_a_trainer_runs_asks_for_the_graceful_stop(tmp_path: Path)
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.1)  # the handler runs between two bytecodes: nothing raised
     assert stop.state == "interrupted" and said[0].startswith("SIGTERM: stopping gracefully")
+
+
+# --------------------------------------------------------------------------- the rest of each class
+
+
+def test_a_fifo_as_a_captures_lock_file_never_blocks_status(tmp_path: Path) -> None:
+    from harness.capture.lock import holder, in_use, lock_path
+
+    log_capture(tmp_path, "locked", lines=1, tail=0)
+    lock = lock_path(tmp_path / "locked")
+    lock.parent.mkdir(exist_ok=True)
+    os.mkfifo(lock)
+    started = time.monotonic()
+    with Releaser([lock]):
+        assert in_use(tmp_path / "locked") is False
+        holder(tmp_path / "locked")
+        shown = CliRunner().invoke(app, ["status", "--capture-dir", str(tmp_path)])
+    assert time.monotonic() - started < 5
+    assert shown.exit_code == 0, shown.output
+
+
+def test_a_fifo_as_a_stop_request_never_blocks_the_supervisor(tmp_path: Path) -> None:
+    from harness.capture import Capture
+    from harness.run.execute import stop_request_reason
+
+    capture = Capture(tmp_path / "run")
+    capture.directory.mkdir()
+    os.mkfifo(capture.stop_request_path)
+    started = time.monotonic()
+    with Releaser([capture.stop_request_path]):
+        assert stop_request_reason(capture) == "stopped by harness stop"
+    assert time.monotonic() - started < 5
+    capture.stop_request_path.unlink()
+    capture.stop_request_path.write_text(json.dumps({"reason": "enough"}))
+    assert stop_request_reason(capture) == "enough"
+
+
+def test_fifos_among_a_process_runs_state_files_never_block_listing_it(tmp_path: Path) -> None:
+    from harness.engines.process import ProcessEngine
+
+    run = tmp_path / "processes" / "r1"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"id": "r1", "labels": {"a": "b"}, "command": ["true"]}))
+    fifos = [run / "state.json", run / "exit.json", run / "start-error.json"]
+    for path in fifos:
+        os.mkfifo(path)
+    started = time.monotonic()
+    with Releaser(fifos):
+        (found,) = ProcessEngine(tmp_path / "processes").list({"a": None})
+        found.describe()
+    assert time.monotonic() - started < 5
+
+
+def test_recover_reads_past_a_3_gb_nul_tail_without_reading_it(tmp_path: Path) -> None:
+    from harness.fs.files import cut_torn_tail
+
+    text = b"".join(b"line %d\n" % i for i in range(1000)) + b"torn line"
+    path = sparse(tmp_path / "container.log", text, 3 * GB)
+    started = time.monotonic()
+    assert cut_torn_tail(path) == 3 * GB - len(text) + len(b"torn line")
+    assert time.monotonic() - started < 5
+    assert path.read_bytes().endswith(b"line 999\n")
+
+
+def test_recover_never_waits_on_a_fifo_as_container_log(tmp_path: Path) -> None:
+    from harness.capture import Capture
+    from harness.run.settle import log_position, started_by_evidence
+
+    capture = Capture(tmp_path / "run")
+    capture.directory.mkdir()
+    os.mkfifo(capture.log_path)
+    started = time.monotonic()
+    with Releaser([capture.log_path]):
+        assert started_by_evidence(capture) is False
+        log_position(capture.log_path)
+    assert time.monotonic() - started < 5
