@@ -392,6 +392,21 @@ def test_guard_probe_with_a_400_digit_zone_is_no_internal_error(
     json.loads(as_json.stdout)
 
 
+def test_a_zone_file_of_a_gigabyte_or_a_link_is_unreadable_and_never_read(tmp_path: Path) -> None:
+    from harness.guard.sensors import probe_thermal_zones
+
+    root = tmp_path / "thermal"
+    sparse(zone(root, 0) / "temp", b"45000\n", GB)
+    (zone(root, 1) / "temp").unlink()
+    os.symlink("/dev/zero", root / "thermal_zone1" / "temp")
+    zone(root, 2, temp="45000")
+    started = time.monotonic()
+    zones = probe_thermal_zones(root)
+    assert time.monotonic() - started < 5
+    assert [z.temp_c for z in zones] == [None, None, 45.0]
+    assert "too large" in str(zones[0].error) and "symbolic link" in str(zones[1].error)
+
+
 def test_a_zone_read_that_never_answers_is_given_up_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.guard import sensors
 

@@ -57,7 +57,9 @@ THERMAL_ROOT = Path("/sys/class/thermal")
 THERMAL_ROOT_ENV = "HARNESS_THERMAL_ROOT"  # for tests, and machines that mount sysfs elsewhere
 LIMITING_TRIPS = ("hot", "critical")  # the trip points a zone's pause point is taken below
 MAX_TRIP_POINTS = 32  # a zone lists a handful; a directory with thousands is not a thermal zone
-ATTRIBUTE_BYTES = 4096  # a sysfs file is at most a page (and says it is one, whatever it holds)
+# A sysfs file says it is a page long whatever it holds (4 KiB; 64 KiB on an arm64 kernel with 64 KiB pages, as a
+# Grace machine's may be): the cap is on what a file says it holds, and is far above any page.
+ATTRIBUTE_BYTES = 1 << 20
 ZONE_PROBE_TIMEOUT_S = 5.0  # the zones' probe at opening: a driver that never answers is given up on
 SKIPPED_SHOWN = 6  # the one note names this many skipped values, then counts the rest
 _MILLIDEGREES = re.compile(r"-?[0-9]{1,9}")  # what the kernel prints: an int of millidegrees
@@ -177,7 +179,7 @@ def _zone_number(path: Path) -> int:
 
 def read_attribute(path: Path) -> str:
     """A sysfs file's text: a bounded read of a regular file that never blocks (a FIFO is Unreadable, never waited
-    on); FileNotFoundError, Unreadable."""
+    on, and so is a file that says it holds more than ATTRIBUTE_BYTES); FileNotFoundError, Unreadable."""
     return read_bounded(path, ATTRIBUTE_BYTES).decode("utf-8", "replace").strip()
 
 
