@@ -456,6 +456,36 @@ STEP_LINES = (
 )
 
 
+@pytest.mark.parametrize("size", [-1, 7, 4096, 1 << 20])
+def test_a_hole_skipped_unread_gives_what_reading_every_nul_gives(tmp_path: Path, size: int) -> None:
+    import io
+
+    from harness.capture.bounded import WholeLines
+
+    path = tmp_path / "holed.log"
+    with path.open("wb") as handle:
+        handle.write(b"a\nb\npartial")
+        handle.seek(256 << 10)  # a hole of 256 KiB inside the third line
+        handle.write(b"rest of it\nc\nd\ncut")
+    data = path.read_bytes()
+
+    def read_all(handle: Any) -> tuple[bytes, list]:
+        lines = WholeLines(handle)
+        got = b""
+        while chunk := lines.read(size):
+            got += chunk
+        return got, lines.finish()
+
+    with path.open("rb") as handle:
+        from_file = read_all(handle)
+    assert from_file == read_all(io.BytesIO(data))
+    assert from_file[0] == b"a\nb\n\nc\nd\n"
+    assert from_file[1] == [
+        (3, f"torn ({data.count(0):,} NUL bytes: a power loss?): skipped"),
+        (6, "cut short (no newline at the end: the writer stopped mid-line): skipped"),
+    ]
+
+
 def test_parse_log_never_reads_a_torn_line_and_says_which(tmp_path: Path) -> None:
     log = tmp_path / "container.log"
     torn = b"x.py:1 - perf 1: {'perf/rollout_ti" + b"\0" * 4096
@@ -571,7 +601,7 @@ def test_sigterm_ends_a_command_blocked_in_open_of_a_fifo_before_any_run(tmp_pat
                 with open(blocked, "rb"):  # noqa: PTH123 - the blocking open() itself is what is tested
                     pass
     assert time.monotonic() - started < 5
-    assert stop.requested and said == ["SIGTERM: no run has started: ending now"]
+    assert stop.requested and said == ["SIGTERM: no trainer is running: ending now"]
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # put back
 
 

@@ -394,14 +394,20 @@ class WholeLines:
         """Within a torn line, past the hole of a sparse file that follows (all NUL bytes), without reading it."""
         try:
             fd, here = self.handle.fileno(), self.handle.tell()
+            raw_at = os.lseek(fd, 0, os.SEEK_CUR)
         except (AttributeError, OSError, ValueError):
             return  # a pipe, or a stream in memory: read as it comes
         try:
-            data_at = os.lseek(fd, here, os.SEEK_DATA)
-        except OSError as err:
-            if err.errno != errno.ENXIO:
-                return  # no hole to skip here, or a file system that cannot say
-            data_at = os.fstat(fd).st_size  # a hole to the end
+            try:
+                data_at = os.lseek(fd, here, os.SEEK_DATA)
+            except OSError as err:
+                if err.errno != errno.ENXIO:
+                    return  # no hole to skip here, or a file system that cannot say
+                data_at = os.fstat(fd).st_size  # a hole to the end
+            finally:
+                os.lseek(fd, raw_at, os.SEEK_SET)  # where the handle's buffer has its file: asked, never moved
+        except OSError:
+            return
         if data_at > here:
             self.handle.seek(data_at)
             self.passed_nuls += data_at - here
