@@ -126,7 +126,7 @@ def test_sigterm_ends_a_run_whose_preflight_waits_on_a_silent_image(
     took = time.monotonic() - started
     assert took < 5, f"{took:.1f} s after SIGTERM:\n{out}"
     assert process.returncode == 130, out
-    assert "SIGTERM: no run has started: ending now" in out
+    assert "SIGTERM: no trainer is running: ending now" in out
     assert probe_containers(images["slow"]) == []  # the probe's container removed on the way out
     assert not (docker_lab.captures / run).exists()
 

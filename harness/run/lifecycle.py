@@ -216,7 +216,7 @@ def stop_on_signals(stop: StopControl, note: Callable[[str], None]) -> Iterator[
         name = signal.Signals(signum).name
         first = stop.request("interrupted", f"interrupted by {name}")
         if not stop.acting:
-            note(f"{name}: no run has started: ending now")
+            note(f"{name}: no trainer is running: ending now")
             raise KeyboardInterrupt
         if first:
             note(f"{name}: stopping gracefully and saving what there is (Ctrl-C again kills at once)")
