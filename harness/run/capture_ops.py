@@ -15,7 +15,7 @@ from typing import Callable, Iterator, Optional
 
 from harness.capture import Capture, RunState, RunStatus, this_host, utc_now, write_json_atomic
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.capture.bounded import Unreadable, last_jsonl, open_regular
+from harness.capture.bounded import Unreadable, WholeLines, last_jsonl, open_regular
 from harness.capture.lock import in_use
 from harness.capture.reader import read_pauses, run_path_of
 from harness.capture.records import PauseWindow, tally_pauses
@@ -230,15 +230,19 @@ def duration_text(status: RunStatus) -> str:
 # --------------------------------------------------------------------------- logs
 
 
-def follow_log(capture: Capture, *, follow: bool) -> Iterator[str]:
+def follow_log(
+    capture: Capture, *, follow: bool, on_skipped: Callable[[str], None] = lambda note: None
+) -> Iterator[str]:
     """container.log line by line; with `follow`, until the run's status is final or its harness is gone.
 
     Where the capture stops short (its harness died, the disk filled up, the
     engine went away) and the engine still has the trainer, the rest comes
-    from the engine, after the capture's last line.
+    from the engine, after the capture's last line. A torn line of the
+    capture (harness.capture.bounded.WholeLines) is never shown: `on_skipped`
+    is told of each, once the capture's lines are read.
     """
     position = LogPosition()
-    yield from _capture_lines(capture, follow, position)
+    yield from _capture_lines(capture, follow, position, on_skipped)
     handle = _engine_handle(capture)
     if handle is not None:
         from harness.run.settle import known_secrets_of
@@ -249,7 +253,9 @@ def follow_log(capture: Capture, *, follow: bool) -> Iterator[str]:
             yield known.mask(line)
 
 
-def _capture_lines(capture: Capture, follow: bool, position: LogPosition) -> Iterator[str]:
+def _capture_lines(
+    capture: Capture, follow: bool, position: LogPosition, on_skipped: Callable[[str], None]
+) -> Iterator[str]:
     if not capture.log_path.exists() and not follow:
         return
     while not capture.log_path.exists():
@@ -261,25 +267,26 @@ def _capture_lines(capture: Capture, follow: bool, position: LogPosition) -> Ite
     except (OSError, Unreadable) as err:
         raise HarnessError(f"run {capture.run}: {err}", ExitCode.BAD_INPUT) from None
     with opened as handle:
-        pending = b""
+        lines = WholeLines(handle, live=True)
+        last_look = False
         while True:
-            chunk = handle.read(1 << 20)
-            if chunk:
-                *lines, pending = (pending + chunk).split(b"\n")
-                for raw in lines:
+            data = lines.read()
+            for raw in data.split(b"\n")[:-1]:
+                if raw:  # every line the harness writes has its stamp: an empty one is a torn line, blanked
                     line = raw.decode("utf-8", "replace")
                     position.advance(line)
                     yield line
+            if data:
                 continue
-            if not follow or _capture_done(capture):
-                rest = handle.read()  # written between the last read and the status change
-                if rest:
-                    pending += rest
-                    continue
+            if last_look:
                 break
+            if not follow or _capture_done(capture):
+                last_look = True  # one more read: lines written between the last read and the status change
+                continue
             time.sleep(FOLLOW_POLL_S)
-        if pending:  # a torn last line: shown, but not a position to resume from
-            yield pending.decode("utf-8", "replace")
+        # The engine, where it still has the trainer, gives a line cut short here whole, after the position.
+        for number, why in lines.finish():
+            on_skipped(f"{capture.log_path.name} line {number}: {why}")
 
 
 def _capture_done(capture: Capture) -> bool:

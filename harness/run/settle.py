@@ -48,13 +48,14 @@ from harness.capture import (
     write_json_atomic,
 )
 from harness.capture.attempts import RunAttempts, all_attempts
-from harness.capture.bounded import WholeLines, iter_jsonl
+from harness.capture.bounded import Unreadable, WholeLines, iter_jsonl, open_regular
 from harness.capture.lock import CaptureLock, holder, in_use
 from harness.capture.reader import (
     RUNNING_AGAIN_SLACK_US,
     StatusRead,
     count_complete_steps,
     first_stamps_after,
+    read_head,
     read_pauses,
     read_status,
     run_path_of,
@@ -372,10 +373,9 @@ def read_status_for_recover(directory: Path) -> StatusRead:
 def started_by_evidence(capture: Capture) -> bool:
     """Whether the files show the trainer ran: a log line or a saved step (whatever its status says)."""
     try:
-        with capture.log_path.open("rb") as handle:
-            if handle.read(1 << 16).strip(b"\0\n "):
-                return True
-    except OSError:
+        if read_head(capture.log_path, 1 << 16).strip(b"\0\n "):
+            return True
+    except (FileNotFoundError, Unreadable):
         pass
     return count_complete_steps(capture.metrics_path) > 0 or any(True for _ in iter_jsonl(capture.metrics_path, []))
 
@@ -591,12 +591,12 @@ def _written(capture: Capture, status: RunStatus, result: Result) -> Result:
 def log_position(log_path: Path) -> LogPosition:
     """Where container.log ends: the position after its last lines (read from its tail)."""
     try:
-        with log_path.open("rb") as handle:
+        with open_regular(log_path) as handle:
             handle.seek(0, os.SEEK_END)
             start = max(0, handle.tell() - LOG_TAIL_BYTES)
             handle.seek(start)
-            tail = handle.read().decode("utf-8", "replace").split("\n")
-    except FileNotFoundError:
+            tail = handle.read(LOG_TAIL_BYTES).decode("utf-8", "replace").split("\n")
+    except (FileNotFoundError, Unreadable):
         return LogPosition()
     # The whole tail, not only its last stamp: Docker writes lines slightly out of timestamp order.
     return LogPosition.after(line for line in tail[1 if start else 0 :] if line)  # a first line may be cut
@@ -647,9 +647,9 @@ def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> tuple["Log
     parser = LogParser()
     records = []
     try:
-        with capture.log_path.open("rb") as handle:
+        with open_regular(capture.log_path) as handle:
             records.extend(parser.feed_stream(WholeLines(handle)))
-    except FileNotFoundError:
+    except (FileNotFoundError, Unreadable):
         pass
     if include_incomplete:
         records.extend(parser.finish())
