@@ -130,7 +130,7 @@ def logs(
     else:
         capture = live_capture(capture)
     to_person = sys.stdout.isatty()
-    for line in follow_log(capture, follow=follow):
+    for line in follow_log(capture, follow=follow, note=warn):
         text = line if timestamps else line.split(" ", 1)[-1]
         sys.stdout.write((shown(text) if to_person else text) + "\n")
         sys.stdout.flush()

@@ -234,7 +234,7 @@ def cut_torn_tail(path: PathLike) -> int:
         return 0
     try:
         size = os.fstat(fd).st_size
-        end = size
+        end = _data_end(fd, size)  # a sparse tail (a power loss's, a terabyte it may be) holds no newline
         while end > 0:
             start = max(0, end - 65536)
             chunk = os.pread(fd, end - start, start)
@@ -249,6 +249,20 @@ def cut_torn_tail(path: PathLike) -> int:
         return size - end
     finally:
         os.close(fd)
+
+
+def _data_end(fd: int, size: int) -> int:
+    """Where the data of a file ends before a hole that runs to its end (its size where the file system cannot
+    say)."""
+    end = pos = 0
+    try:
+        while pos < size:
+            pos = os.lseek(fd, os.lseek(fd, pos, os.SEEK_DATA), os.SEEK_HOLE)
+            end = pos
+    except OSError as err:
+        if err.errno != errno.ENXIO:  # ENXIO: no data after `pos`
+            return size
+    return min(end, size)
 
 
 def fsync_dir(directory: PathLike) -> None:

@@ -47,6 +47,8 @@ to the highest open step.
 from __future__ import annotations
 
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterable, Protocol, TypeGuard
@@ -713,15 +715,28 @@ def parse_file(source: str | Path | BinaryIO) -> ParsedLog:
         parser.feed_stream(source)
         return parser.result()
     from harness.errors import ExitCode, HarnessError
+    from harness.fs.reading import WithoutNuls
 
     path = Path(source)
     try:
-        with path.open("rb") as stream:
-            parser.feed_stream(stream)
+        # Never blocking on a FIFO no one writes to (it reads as empty); `<(zcat log.gz)` is still read.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as stream:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+                raise HarnessError(f"not a log file but a device or socket: {path}", ExitCode.BAD_INPUT)
+            os.set_blocking(fd, True)
+            reader = WithoutNuls(stream)  # a power loss's NUL tail (a sparse gigabyte, it may be) is no line
+            parser.feed_stream(reader)
     except FileNotFoundError:
         raise HarnessError(f"no such log file: {path}", ExitCode.BAD_INPUT) from None
     except IsADirectoryError:
         raise HarnessError(f"not a log file but a directory: {path}", ExitCode.BAD_INPUT) from None
     except OSError as err:
         raise HarnessError(f"cannot read log file {path}: {err.strerror or err}", ExitCode.BAD_INPUT) from None
-    return parser.result()
+    parsed = parser.result()
+    if reader.nuls:
+        parsed.problems.append({"line": parsed.lines, "reason": f"{reader.nuls:,} NUL bytes left out (a power loss?)"})
+    return parsed

@@ -23,6 +23,7 @@ from harness.capture.records import PauseWindow
 from harness.engines.base import RunHandle
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
+from harness.fs.reading import WithoutNuls
 from harness.times import US_PER_S, format_time_us, parse_time_us
 
 FOLLOW_POLL_S = 0.5
@@ -208,21 +209,22 @@ def _duration(status: RunStatus) -> str:
 # --------------------------------------------------------------------------- logs
 
 
-def follow_log(capture: Capture, *, follow: bool) -> Iterator[str]:
+def follow_log(capture: Capture, *, follow: bool, note: Callable[[str], None] = lambda _: None) -> Iterator[str]:
     """container.log line by line; with `follow`, until the run's status is final or its harness is gone.
 
     Where the capture stops short (its harness died, the disk filled up, the
     engine went away) and the engine still has the trainer, the rest comes
-    from the engine, after the capture's last line.
+    from the engine, after the capture's last line. The NUL bytes a power
+    loss left are left out (`note` says how many).
     """
     position = LogPosition()
-    yield from _capture_lines(capture, follow, position)
+    yield from _capture_lines(capture, follow, position, note)
     handle = _engine_handle(capture)
     if handle is not None:
         yield from handle.logs(position, follow=follow)
 
 
-def _capture_lines(capture: Capture, follow: bool, position: LogPosition) -> Iterator[str]:
+def _capture_lines(capture: Capture, follow: bool, position: LogPosition, note: Callable[[str], None]) -> Iterator[str]:
     if not capture.log_path.exists() and not follow:
         return
     while not capture.log_path.exists():
@@ -234,25 +236,32 @@ def _capture_lines(capture: Capture, follow: bool, position: LogPosition) -> Ite
     except (OSError, Unreadable) as err:
         raise HarnessError(f"run {capture.run}: {err}", ExitCode.BAD_INPUT) from None
     with opened as handle:
-        pending = b""
+        reader = WithoutNuls(handle)  # a power loss's NUL tail (a sparse gigabyte, it may be) is no line
+        pending: list[bytes] = []  # the line being read, in pieces: a long one is joined once, not at each read
         while True:
-            chunk = handle.read(1 << 20)
-            if chunk:
-                *lines, pending = (pending + chunk).split(b"\n")
-                for raw in lines:
-                    line = raw.decode("utf-8", "replace")
-                    position.advance(line)
-                    yield line
-                continue
-            if not follow or _capture_done(capture):
-                rest = handle.read()  # written between the last read and the status change
-                if rest:
-                    pending += rest
+            chunk = reader.read(1 << 20)
+            if not chunk:
+                if not follow or _capture_done(capture):
+                    chunk = reader.read()  # written between the last read and the status change
+                    if not chunk:
+                        break
+                else:
+                    time.sleep(FOLLOW_POLL_S)
                     continue
-                break
-            time.sleep(FOLLOW_POLL_S)
+            *lines, rest = chunk.split(b"\n")
+            if lines:
+                lines[0] = b"".join([*pending, lines[0]])
+                pending = []
+            for raw in lines:
+                line = raw.decode("utf-8", "replace")
+                position.advance(line)
+                yield line
+            if rest:
+                pending.append(rest)
         if pending:  # a torn last line: shown, but not a position to resume from
-            yield pending.decode("utf-8", "replace")
+            yield b"".join(pending).decode("utf-8", "replace")
+        if reader.nuls:
+            note(f"run {capture.run}: {reader.nuls:,} NUL bytes of {capture.log_path.name} left out (a power loss?)")
 
 
 def _capture_done(capture: Capture) -> bool:
