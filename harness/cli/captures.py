@@ -166,10 +166,15 @@ def history(run: RunArgument, capture_dir: CaptureDirOrSim = None, sim: SimCaptu
     """
     from rich.text import Text
 
+    from harness.capture import RunAttempts
     from harness.cli.tables import Column, print_table
     from harness.run.capture_ops import attempt_rows, find_run
 
-    rows = attempt_rows(find_run(capture_root(capture_dir, sim), run))
+    capture = find_run(capture_root(capture_dir, sim), run)
+    foreign = RunAttempts(capture.directory).foreign_line()
+    if foreign is not None:
+        warn(foreign)
+    rows = attempt_rows(capture)
     columns = [
         Column("attempt", "right"),
         Column("state", wrap=True),
@@ -277,6 +282,14 @@ def recover(
             continue
         final = result.status
         assert final is not None
+        kept = f"; the torn one kept as {result.torn_kept_as}" if result.torn_kept_as else ""
+        current = f"; {result.made_current}" if result.made_current else ""
+        if plan.action == "rebuild":
+            console.print(
+                f"{plan.label}: {final.state}, its status.json rebuilt from its files ({final.notes[-1]}){kept}{current}",
+                markup=False,
+            )
+            continue
         if plan.action == "close":
             console.print(
                 f"{plan.label}: closed {result.windows_closed} open pause window"
@@ -292,7 +305,7 @@ def recover(
         )
         console.print(
             f"{plan.label}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
-            f"{result.lines_saved} log line(s) added, {_kind(plan, final)} {result.container}{closed}",
+            f"{result.lines_saved} log line(s) added, {_kind(plan, final)} {result.container}{closed}{kept}{current}",
             markup=False,
         )
 
