@@ -172,3 +172,52 @@ def test_parse_log_reads_a_fifo_no_one_writes_to_as_empty(tmp_path: Path) -> Non
     parsed = runner.invoke(app, ["parse-log", str(tmp_path / "container.log"), "--json"])
     assert parsed.exit_code == 0, parsed.output
     assert json.loads(parsed.stdout)["steps"] == []
+
+
+# --------------------------------------------------------------------------- issue 35, item 8: the newest success
+
+
+def succeeded_attempts(root: Path, current: int, count: int = 2) -> RunAttempts:
+    """`count` attempts of plain that succeeded, `current` the one its link names and its record says was made
+    current: the others' harnesses died after their last status, before the link."""
+    attempts = RunAttempts(root / "plain")
+    attempts.directory.mkdir(parents=True)
+    for number in range(1, count + 1):
+        directory = write_run(root / "made", "plain", 1, [0.5, 0.6], name=str(number))
+        shutil.move(directory, attempts.directory / str(number))
+    shutil.rmtree(root / "made")
+    attempts.make_current(attempts.find(current), by="harness run", why="it succeeded")
+    return attempts
+
+
+def test_recover_makes_a_success_its_harness_never_made_current_current(tmp_path: Path) -> None:
+    attempts = succeeded_attempts(tmp_path, current=1)
+
+    (plan,) = plan_all(tmp_path, [], [])
+    assert plan.action == "current" and plan.attempt == 2
+    recovered = cli(tmp_path, "recover")
+
+    assert recovered.exit_code == 0, recovered.output
+    assert "plain: succeeded (it succeeded, but its harness ended before" in recovered.output
+    assert "attempt 2 is current (it succeeded)" in recovered.output
+    assert attempts.current().number == 2
+    last = json.loads(attempts.choices_path.read_text().splitlines()[-1])
+    assert last["attempt"] == 2 and last["by"] == "harness recover"
+    assert plan_all(tmp_path, [], []) == []  # once
+
+
+def test_a_restore_is_never_undone_by_recover(tmp_path: Path) -> None:
+    attempts = succeeded_attempts(tmp_path, current=2)
+    attempts.make_current(attempts.find(1), by="harness restore, by someone", why="the first one is the lab's")
+
+    assert plan_all(tmp_path, [], []) == []
+    assert cli(tmp_path, "recover").exit_code == 0
+    assert attempts.current().number == 1
+
+
+def test_an_older_success_never_replaces_a_newer_one_that_is_current(tmp_path: Path) -> None:
+    attempts = succeeded_attempts(tmp_path, current=3, count=3)
+
+    assert plan_all(tmp_path, [], []) == []
+    assert attempts.succeeded(attempts.find(2), by="harness recover") is False
+    assert attempts.current().number == 3

@@ -236,12 +236,20 @@ class RunAttempts:
             linked = None
         if linked is not None:
             used.add(linked)
-        for name in RECORD_NAMES:
+        return used | self._recorded(RECORD_NAMES)
+
+    def recorded_current(self) -> set[int]:
+        """The attempts the record (current.jsonl) says were made current at some time."""
+        return self._recorded((CHOICES_NAME,))
+
+    def _recorded(self, names: tuple[str, ...]) -> set[int]:
+        numbers: set[int] = set()
+        for name in names:
             for _, line in iter_jsonl(self.directory / name, [], max_bytes=MAX_RECORD_BYTES):
                 number = line.get("attempt")
                 if isinstance(number, int) and not isinstance(number, bool) and number > 0:
-                    used.add(number)
-        return used
+                    numbers.add(number)
+        return numbers
 
     def next_number(self) -> int:
         """The number `new` will give: one past every number used (under the run's lock, so nothing else takes it

@@ -284,6 +284,9 @@ def recover(
         assert final is not None
         kept = f"; the torn one kept as {result.torn_kept_as}" if result.torn_kept_as else ""
         current = f"; {result.made_current}" if result.made_current else ""
+        if plan.action == "current":
+            console.print(f"{plan.label}: {final.state} ({plan.reason}){current}", markup=False)
+            continue
         if plan.action == "rebuild":
             console.print(
                 f"{plan.label}: {final.state}, its status.json rebuilt from its files ({final.notes[-1]}){kept}{current}",

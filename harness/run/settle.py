@@ -31,7 +31,9 @@ no harness holds its lock, and then:
   `rebuild`); one that says running, or nothing, is settled as above;
 - an attempt recover settles as `succeeded` becomes its run's current
   attempt, as its harness would have made it (unless a newer attempt that
-  succeeded is current).
+  succeeded is current); so does one that succeeded but whose harness died
+  before it could make it current (action `current`: its record never names
+  it, so a `restore` is never undone).
 
 Everything else (another run id, a capture that is final, no capture at all)
 is left alone and said so. Deciding (`plan_recovery`) is pure; `carry_out`
@@ -84,7 +86,7 @@ from harness.times import format_time_us, parse_time_us
 if TYPE_CHECKING:
     from harness.mileslog import LogParser
 
-Action = Literal["settle", "complete", "remove", "close", "rebuild", "leave"]
+Action = Literal["settle", "complete", "remove", "close", "rebuild", "current", "leave"]
 CAPTURE_FILES = ("container.log", "metrics.jsonl", "args.json", "pauses.jsonl")  # what recover reads or appends to
 LOG_TAIL_BYTES = 4 * 1024 * 1024
 
@@ -336,6 +338,8 @@ def plan_all(
             and not window
             and not found.torn
         ):
+            if never_made_current(directory, found.status):
+                plans.append(Plan(directory, "current", NEVER_CURRENT, found.status))
             continue
         run_path = run_path_of(directory)
         holder_now = holder(run_path) if in_use(run_path) else None
@@ -345,6 +349,26 @@ def plan_all(
         if plan is not None:
             plans.append(plan)
     return plans
+
+
+NEVER_CURRENT = "it succeeded, but its harness ended before it could make it current"
+
+
+def never_made_current(directory: Path, status: Optional[RunStatus]) -> bool:
+    """An attempt that succeeded, was never current (its record never names it: its harness died between its last
+    status and the link), and is not outranked by a newer attempt that succeeded and is current."""
+    run_path = run_path_of(directory)
+    number = attempt_number(directory.name) if run_path != directory else None
+    if number is None or status is None or status.state != RunState.SUCCEEDED:
+        return False
+    attempts = RunAttempts(run_path)
+    current = attempts.current()
+    if current is None or current.number == number or number in attempts.recorded_current():
+        return False
+    if current.number > number:
+        newer = current.status_read().status
+        return newer is None or newer.state != RunState.SUCCEEDED
+    return True
 
 
 def has_open_window(directory: Path) -> bool:
@@ -449,6 +473,8 @@ def carry_out(
     """Act on a plan under the capture's lock (taken here; a harness that holds it wins)."""
     if plan.action == "leave":
         return Result(plan, plan.status, skipped=plan.reason)
+    if plan.action == "current":
+        return _make_current(plan)
     odd = odd_files(plan.capture_dir)
     if odd:
         return Result(plan, plan.status, skipped=odd)
@@ -470,6 +496,23 @@ def carry_out(
         kept_as = keep_torn_status(plan.capture_dir) if found.torn else None
         result = _act(replace(plan, status=found.status), leave_running=leave_running, keep=keep, grace_s=grace_s)
         result.torn_kept_as = kept_as
+        result.made_current = succeeded_is_current(result, by="harness recover")
+        return result
+    finally:
+        lock.release()
+
+
+def _make_current(plan: Plan) -> Result:
+    """An attempt that succeeded and was never current becomes current, under the run's lock, as its harness would
+    have made it."""
+    lock = CaptureLock(plan.run_path, {"pid": os.getpid(), "host": this_host(), "recover": True, "since": utc_now()})
+    if not lock.try_acquire():
+        return Result(plan, plan.status, skipped=f"in use by a live harness ({holder(plan.run_path)})")
+    try:
+        found = read_status(plan.capture_dir)
+        if not never_made_current(plan.capture_dir, found.status):
+            return Result(plan, found.status, skipped="its capture changed meanwhile; run recover again")
+        result = Result(plan, found.status)
         result.made_current = succeeded_is_current(result, by="harness recover")
         return result
     finally:
@@ -744,6 +787,10 @@ def settle_for_run(run_path: Path, engine: Engine, *, grace_s: float = DEFAULT_G
     for attempt in RunAttempts(run_path).all():
         found = read_status_for_recover(attempt.directory)
         if found.status is None or found.status.state != RunState.RUNNING:
+            if not found.torn and never_made_current(attempt.directory, found.status):
+                succeeded_is_current(
+                    Result(Plan(attempt.directory, "current", NEVER_CURRENT), found.status), by="harness run"
+                )
             continue
         if objects is None:
             objects = engine_objects([engine], notes)
