@@ -223,3 +223,27 @@ def test_many_newer_attempts_with_a_status_are_the_newest_two_and_a_count(tmp_pa
     assert row.state == (
         "succeeded; a newer attempt interrupted 2/2; a newer attempt failed 2/2; 4 more newer attempts (4 failed)"
     )
+
+
+def test_attempts_that_are_a_file_are_said_so_and_refuse_a_new_attempt_in_one_line(tmp_path: Path) -> None:
+    from harness.errors import HarnessError
+
+    (tmp_path / ".attempts").mkdir()
+    (tmp_path / ".attempts" / "plain").write_text("not a directory\n")
+    (tmp_path / "plain").symlink_to(".attempts/plain/1")
+
+    shown = cli(tmp_path, "status")
+    assert shown.exit_code == 0 and "its attempts (.attempts/plain) are not a directory: not read" in shown.output
+    history = cli(tmp_path, "history", "plain")
+    assert history.exit_code == 0 and ".attempts/plain is not a directory, so it holds no attempts" in history.output
+    with pytest.raises(HarnessError, match="run plain: .attempts/plain is not a directory, so no attempt can be made"):
+        RunAttempts(tmp_path / "plain").new()
+
+
+def test_restoring_an_attempt_without_a_status_says_so(tmp_path: Path) -> None:
+    attempts = RunAttempts(tmp_path / "plain")
+    start(attempts, "succeeded")
+    (attempts.directory / "2").mkdir()
+
+    restored = cli(tmp_path, "restore", "plain", "2")
+    assert restored.exit_code == 2 and "run plain attempt 2: it has no status.json; not restored" in restored.output

@@ -4,10 +4,10 @@ The commands are found in the typer app (tests/support/everycommand.py), so a co
 too. The root (tests/support/brokenroot.py) holds, in the current attempt of one run and in older and newer
 attempts of others: status.json, manifest.json, metrics.jsonl, container.log, pauses.jsonl, guard.jsonl and
 args.json as NUL bytes, cut short, a directory, a FIFO, a sparse file of 2 GiB, JSON nested 200,000 deep (and a
-status that lacks fields); attempt directories whose names are not numbers, 10- and 40-digit attempt numbers, a
-record (current.jsonl) broken each way, a current attempt deleted by hand, hundreds of empty attempts. Each
-command is called in a process of its own, each call under a timeout of its own. Exit 70 is the harness's own
-bug: a broken file is one line about its run, never that.
+status that lacks fields); attempt directories whose names are not numbers, 10- and 40-digit attempt numbers,
+each record (current.jsonl, started.jsonl) broken each way, a current attempt deleted by hand, a hundred empty
+attempts. Each command is called in a process of its own, each call under a timeout of its own. Exit 70 is the
+harness's own bug: a broken file is one line about its run, never that.
 """
 
 from __future__ import annotations
@@ -33,25 +33,18 @@ SERVER_S = 8  # TensorBoard is up well within this
 PICKED = [
     "cur-status-nul",
     "cur-status-torn",
-    "cur-status-directory",
     "cur-status-fifo",
-    "cur-status-huge",
-    "cur-status-deep",
     "cur-status-lacking",
     "new-status-fifo",
-    "cur-manifest-nul",
-    "cur-manifest-directory",
     "cur-manifest-fifo",
     "cur-manifest-huge",
-    "cur-manifest-deep",
     "foreign-names",
     "link-to-c2b2",
     "ten-digits",
     "long-number",
-    "record-nul",
-    "record-directory",
-    "record-fifo",
-    "record-huge",
+    "current-record-nul",
+    "current-record-fifo",
+    "started-record-huge",
     "current-gone",
     "many-empty",
     "attempts-a-file",

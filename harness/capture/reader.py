@@ -258,6 +258,9 @@ def link_problem(run_path: Path) -> Optional[str]:
         return f"a link to {target}, not to one of its attempts ({ATTEMPTS_DIR}/{run_path.name}/N): not read"
     if os.path.islink(run_path.parent / target):
         return f"a link to {target}, which is a link itself, not one of its attempts: not read"
+    attempts = run_path.parent / ATTEMPTS_DIR / run_path.name
+    if os.path.lexists(attempts) and not os.path.isdir(attempts):
+        return f"its attempts ({ATTEMPTS_DIR}/{run_path.name}) are not a directory: not read"
     if not os.path.isdir(run_path.parent / target):
         return (
             f"its current attempt ({target}) is missing (deleted by hand?); `harness history {run_path.name}` lists "

@@ -480,9 +480,8 @@ def restore_attempt(capture: Capture, number: int, reason: str) -> Attempt:
     try:
         found = attempt.status_read()
         if found.status is None:
-            raise HarnessError(
-                f"run {capture.run} attempt {number}: its status is broken ({found.broken}); not restored"
-            )
+            why = f"its status is broken ({found.broken})" if found.broken else "it has no status.json"
+            raise HarnessError(f"run {capture.run} attempt {number}: {why}; not restored")
         if found.status.state == RunState.RUNNING:
             raise HarnessError(f"run {capture.run} attempt {number} says running; `harness recover` settles it first")
         try:

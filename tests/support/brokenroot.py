@@ -7,9 +7,9 @@ into runs of `root` and breaks one thing in each:
 - `cur-<file>-<kind>`: one attempt, the current one, whose `<file>` is broken as `<kind>`;
 - `old-<file>-<kind>`: attempt 1 broken so, attempt 2 good and current (the broken one is an older attempt);
 - `new-<file>-<kind>`: attempt 1 good and current, attempt 2 broken so (a newer attempt that never became current);
-- runs whose attempts themselves are odd: names that are not attempt numbers, 10-digit numbers, a record
-  (current.jsonl) broken each way, a current attempt deleted by hand, hundreds of empty attempts, a link to an
-  attempt whose name is not a number.
+- runs whose attempts themselves are odd: names that are not attempt numbers, 10- and 40-digit numbers, each
+  record (current.jsonl, started.jsonl) broken each way, a current attempt deleted by hand, a hundred empty
+  attempts, a link to an attempt whose name is not a number.
 
 Kinds: NUL bytes where the rest was being written (`nul`), cut short (`torn`), a directory, a FIFO, a sparse file
 of 2 GiB and more (`huge`), JSON nested far deeper than any reader recurses (`deep`), and for status.json an
@@ -153,9 +153,10 @@ def build(root: Path, template: Path, *, empty_attempts: int = EMPTY_ATTEMPTS) -
     made["runs"].append("long-number")
 
     for kind, breaker in KINDS.items():
-        run = f"record-{kind}"
-        breaker(make_run(root, run, template, [1, 2], 2) / "current.jsonl")
-        made["runs"].append(run)
+        for record in ("current", "started"):
+            run = f"{record}-record-{kind}"
+            breaker(make_run(root, run, template, [1, 2], 2) / f"{record}.jsonl")
+            made["runs"].append(run)
 
     attempts = make_run(root, "current-gone", template, [1, 2], 2)
     shutil.rmtree(attempts / "2")

@@ -72,9 +72,13 @@ def _reading(runs: list[str], *stems: str) -> list[str]:
 
 
 def _run_recipe(path: Path_, runs: list[str], picked: list[str]) -> list[list[str]]:
-    """`run`: a real run (the simulator, process engine) under each picked run's name, and a dry run of each run."""
+    """`run`: a real run (the simulator, process engine) under each picked run's name, and a dry run of each run
+    whose broken file a run reads."""
     real = [["run", "plain", *SIM, "--force", "--name", run, "--experiments-dir", EXPERIMENTS] for run in picked]
-    dry = [["run", "plain", "--dry-run", "--name", run, "--experiments-dir", EXPERIMENTS] for run in runs]
+    dry = [
+        ["run", "plain", "--dry-run", "--name", run, "--experiments-dir", EXPERIMENTS]
+        for run in _reading(runs, "status", "manifest")
+    ]
     return [[*argv, "--capture-dir", ROOT] for argv in real + dry]
 
 
