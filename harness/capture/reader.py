@@ -33,6 +33,7 @@ Rules of the summary's read (`read_capture`):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -106,7 +107,7 @@ def read_status(directory: Path) -> StatusRead:
     try:
         data = loads_json(raw)
     except ValueError as err:
-        if raw.lstrip().startswith(b"{") and not raw.rstrip().endswith(b"}"):  # written whole, so cut by a crash
+        if cut_short(raw):  # written whole and renamed: only a crash leaves the beginning of one
             return StatusRead(directory, None, f"{STATUS_NAME} is cut short ({err}: a power loss?)", torn=True)
         return StatusRead(directory, None, f"{STATUS_NAME} is not valid JSON ({err})")
     try:
@@ -117,6 +118,39 @@ def read_status(directory: Path) -> StatusRead:
         return StatusRead(
             directory, None, f"{STATUS_NAME} {err}" + (": a power loss?" if lacking else ""), torn=lacking
         )
+
+
+def cut_short(raw: bytes) -> bool:
+    """Whether bytes that are not JSON are the beginning of a JSON object cut off by a crash: closed where they
+    stop (an open string, a dangling key or comma, the open brackets), they parse. `{not json` is not."""
+    text = raw.decode("utf-8", "ignore").strip()
+    if not text.startswith("{"):
+        return False
+    closers: list[str] = []
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            closers.append("}" if char == "{" else "]")
+        elif char in "}]" and (not closers or closers.pop() != char):
+            return False
+    if not closers:
+        return False  # whole, and wrong: someone wrote it so
+    if in_string:
+        text = (text[:-1] if escaped else text) + '"'
+    closed = "".join(reversed(closers))
+    for stem in (text, text.rstrip("0123456789.+-eEtrufalsn")):
+        stem = stem.rstrip().removesuffix(",")
+        for ending in ("", "null", ":null"):
+            try:
+                json.loads(stem + ending + closed)
+                return True
+            except (ValueError, RecursionError):
+                continue
+    return False
 
 
 # --------------------------------------------------------------------------- runs
