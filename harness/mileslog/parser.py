@@ -49,6 +49,8 @@ to the highest open step.
 from __future__ import annotations
 
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterable, Protocol, TypeGuard
@@ -732,7 +734,15 @@ def parse_file(source: str | Path | BinaryIO) -> ParsedLog:
 
     path = Path(source)
     try:
-        with path.open("rb") as stream:
+        # Never blocking on a FIFO no one writes to (it reads as empty); `<(zcat log.gz)` is still read.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as stream:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+                raise HarnessError(f"not a log file but a device or socket: {path}", ExitCode.BAD_INPUT)
+            os.set_blocking(fd, True)
             _feed_whole_lines(parser, stream)
     except FileNotFoundError:
         raise HarnessError(f"no such log file: {path}", ExitCode.BAD_INPUT) from None

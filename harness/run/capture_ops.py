@@ -97,16 +97,40 @@ def _host(capture: Capture) -> str:
 
 
 def _newer_attempts(capture: Capture) -> str:
-    """`; a newer attempt interrupted 2/12`: the attempts after the current one, which did not become current."""
-    said = []
-    for attempt in RunAttempts(run_path_of(capture.directory)).newer_than_current():
-        status = attempt.status_read().status
+    """`; a newer attempt interrupted 2/12`: the attempts after the current one, which did not become current; the
+    newest few said each, the rest counted (5,000 empty attempt directories are one clause, not 5,000)."""
+    said: list[str] = []
+    no_status: list[int] = []
+    broken: list[int] = []
+    others: dict[str, int] = {}
+    for attempt in reversed(RunAttempts(run_path_of(capture.directory)).newer_than_current()):
+        found = attempt.status_read()
+        status = found.status
         if status is None:
-            said.append(f"attempt {attempt.number} has no status")
+            (broken if found.broken else no_status).append(attempt.number)
             continue
         state = "running? (its harness is gone)" if harness_gone(capture, status) else status.state.value
-        said.append(f"a newer attempt {state} {status.steps_complete}/{status.steps_expected}")
-    return "".join(f"; {text}" for text in said)
+        if len(said) < NEWER_SAID:
+            said.append(f"a newer attempt {state} {status.steps_complete}/{status.steps_expected}")
+        else:
+            others[state] = others.get(state, 0) + 1
+    if others:
+        counted = ", ".join(f"{count:,} {state}" for state, count in sorted(others.items()))
+        more = sum(others.values())
+        said.append(f"{more:,} more newer attempt{'s' if more != 1 else ''} ({counted})")
+    said += [_counted(broken, "has a broken status", "have a broken status")]
+    said += [_counted(no_status, "has no status", "have no status")]
+    return "".join(f"; {text}" for text in said if text)
+
+
+NEWER_SAID = 2  # newer attempts said one by one in `status`; the rest are counted by state
+
+
+def _counted(numbers: list[int], one: str, many: str) -> str:
+    """`attempt 7 has no status`, or `5,000 attempts have no status`; "" for none."""
+    if not numbers:
+        return ""
+    return f"attempt {numbers[0]} {one}" if len(numbers) == 1 else f"{len(numbers):,} attempts {many}"
 
 
 def live_capture(capture: Capture) -> Capture:
@@ -390,24 +414,43 @@ def find_run(capture_root: Path, run: str) -> Capture:
     from harness.capture.reader import is_run_name
 
     run_path = Path(capture_root) / run
-    if "/" not in run and is_run_name(run) and RunAttempts(run_path).all():
-        return Capture(run_path)
+    if "/" not in run and is_run_name(run):
+        attempts = RunAttempts(run_path)
+        listing = attempts.listing()
+        if attempts.all() or listing.foreign or listing.problem:
+            return Capture(run_path)
     return find_capture(capture_root, run)  # its error lists the runs there are
 
 
 def attempt_rows(capture: Capture) -> list[AttemptRow]:
     """Every attempt of the run, oldest first: its state, steps, start, duration, and what differs from the
-    current attempt's configuration."""
+    current attempt's configuration. Attempts in a row that have no status.json (directories a start left
+    empty) are one row: `3-5002`."""
     from harness.run.decide import manifest_changes
 
     attempts = RunAttempts(run_path_of(capture.directory))
     current = attempts.current()
     current_manifest = Capture(current.directory, capture.run).read_manifest() if current is not None else None
-    rows = []
+    rows: list[AttemptRow] = []
+    empty: list[int] = []  # consecutive attempts without a status, not yet said
+
+    def say_empty() -> None:
+        if empty:
+            shown = str(empty[0]) if len(empty) == 1 else f"{empty[0]}-{empty[-1]}"
+            state = "no status.json" + (f" ({len(empty):,} attempts)" if len(empty) > 1 else "")
+            rows.append(AttemptRow(shown, False, state, "-", "-", "-", "-"))
+            empty.clear()
+
     for attempt in attempts.all():
         found = attempt.status_read()
         status = found.status
         is_current = current is not None and attempt.number == current.number
+        if found.absent and not is_current:
+            if empty and empty[-1] != attempt.number - 1:
+                say_empty()
+            empty.append(attempt.number)
+            continue
+        say_empty()
         if is_current:
             differs = "-"
         else:
@@ -442,6 +485,7 @@ def attempt_rows(capture: Capture) -> list[AttemptRow]:
                 differs=differs,
             )
         )
+    say_empty()
     return rows
 
 
@@ -465,9 +509,8 @@ def restore_attempt(capture: Capture, number: int, reason: str) -> Attempt:
     try:
         found = attempt.status_read()
         if found.status is None:
-            raise HarnessError(
-                f"run {capture.run} attempt {number}: its status is broken ({found.broken}); not restored"
-            )
+            why = f"its status is broken ({found.broken})" if found.broken else "it has no status.json"
+            raise HarnessError(f"run {capture.run} attempt {number}: {why}; not restored")
         if found.status.state == RunState.RUNNING:
             raise HarnessError(f"run {capture.run} attempt {number} says running; `harness recover` settles it first")
         try:
