@@ -168,3 +168,18 @@ def test_a_torn_last_line_is_noted_and_left_out(tmp_path: Path) -> None:
     assert record.header == header and record.interims == []
     assert record.torn is not None and record.torn.size == len(b'{"interim": 1, "seeds": {"a": [1, 2') + 40
     assert "a torn last line" in record.torn.describe(path)
+
+
+def test_the_dry_run_is_the_plan_and_starts_nothing(lab: Path, tmp_path: Path) -> None:
+    args = ["parent", "other", "filtered", "--against-first", "--sim", "--sim-engine", "process", "--dry-run"]
+    done = decide(lab, tmp_path, *args)
+    plan = decide(lab, tmp_path, *args, "--json")
+
+    assert done.exit_code == 0, done.output
+    said = " ".join(messages(done.stdout))
+    assert "at most 25 seeds each, 75 runs in all (3 experiments x 25)" in said
+    assert "next: interim 1, 15 seeds of parent, other, filtered: 15 would run, 0 reused" in said
+    document = json.loads(plan.stdout)
+    assert document["comparisons"] == ["parent vs other", "parent vs filtered"]
+    assert document["max_runs"] == 75 and len(document["next"]) == 15
+    assert not (tmp_path / "capture" / "decisions").exists()

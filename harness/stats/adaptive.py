@@ -57,6 +57,7 @@ from types import ModuleType
 from typing import Mapping, Optional, Sequence
 
 from harness.errors import HarnessError
+from harness.jsontypes import JSONObject
 
 DEFAULT_PER_INTERIM = 5
 DEFAULT_INTERIMS = 5
@@ -375,14 +376,16 @@ class AdaptivePlan:
     expected_seeds: float  # per experiment, the mean over the simulated comparisons
     standard_error: float  # of that mean
     power: float  # the share of simulated comparisons that decided the right way
+    source: str = "simulated now"  # or how the table was made and read (`planned_seeds`)
 
     @property
     def max_seeds(self) -> int:
         return self.per_interim * self.interims
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> JSONObject:
         """The plan's `--json` part."""
         return {
+            "source": self.source,
             "per_interim": self.per_interim,
             "interims": self.interims,
             "alpha": self.alpha,
@@ -446,4 +449,44 @@ def expected_seeds(
         expected_seeds=mean,
         standard_error=spread / math.sqrt(len(used)),
         power=right / repetitions,
+        source=f"{repetitions} comparisons simulated now",
+    )
+
+
+def planned_seeds(
+    effect: float,
+    sd: float,
+    per_interim: int = DEFAULT_PER_INTERIM,
+    interims: int = DEFAULT_INTERIMS,
+    alpha: float = DEFAULT_ALPHA,
+    permutations: int = DEFAULT_PERMUTATIONS,
+) -> AdaptivePlan:
+    """`expected_seeds` for the design asked: the default design's from its table (simulated once, by
+    scripts/adaptive-table.py, on a grid of effect / SD; interpolated between its points, its last point beyond
+    it), any other simulated now."""
+    from harness.stats import expected_table as table
+
+    shift = abs(effect) / sd if sd > 0.0 else math.inf
+    if (per_interim, interims, alpha, permutations) != table.DESIGN or not math.isfinite(shift):
+        return expected_seeds(
+            abs(effect), sd, per_interim=per_interim, interims=interims, alpha=alpha, permutations=permutations
+        )
+    rows = table.ROWS
+    above = next((i for i, row in enumerate(rows) if row[0] >= shift), len(rows) - 1)
+    low, high = rows[max(0, above - 1)], rows[above]
+    weight = 0.0 if high[0] == low[0] else min(1.0, max(0.0, (shift - low[0]) / (high[0] - low[0])))
+    seeds, error, power = (low[k] + weight * (high[k] - low[k]) for k in (1, 2, 3))
+    beyond = " (the table's last effect, below this one)" if shift > rows[-1][0] else ""
+    return AdaptivePlan(
+        per_interim=per_interim,
+        interims=interims,
+        alpha=alpha,
+        permutations=permutations,
+        repetitions=table.REPETITIONS,
+        random_state=table.RANDOM_STATE,
+        expected_seeds=seeds,
+        standard_error=error,
+        power=power,
+        source=f"the table of {table.REPETITIONS} simulated comparisons at each of {len(rows)} effects / SD, "
+        f"interpolated{beyond}",
     )

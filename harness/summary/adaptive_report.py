@@ -14,10 +14,19 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from harness.summary.document import DecisionSummary, SummaryDocument
-from harness.summary.figures import PlannedFigure, code_stamp, file_part, fit_to_width
+from harness.summary.figures import (
+    PlannedFigure,
+    Rendered,
+    _fingerprint_of,
+    code_stamp,
+    file_part,
+    fit_to_width,
+    save_svg,
+    use_agg,
+)
 from harness.summary.palette import BASELINE, STUDIED
 
 if TYPE_CHECKING:
@@ -110,6 +119,21 @@ def decision_fingerprint(block: DecisionSummary) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+def render_decision_figures(document: SummaryDocument, out_dir: Path, *, force: bool = False) -> Rendered:
+    """Each adaptive comparison's figure in `out_dir`, drawn only where what it shows changed (as render_figures;
+    the summary's commands call both)."""
+    rendered = Rendered()
+    for planned in planned_decision_figures(document, out_dir):
+        if not force and _fingerprint_of(planned.path) == planned.stamp.encode():
+            rendered.unchanged.append(planned.path)
+            continue
+        use_agg()
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        title, caption = planned.text()
+        rendered.drawn.append(save_svg(planned.draw, planned.path, title, caption, planned.stamp))
+    return rendered
+
+
 def planned_decision_figures(document: SummaryDocument, out_dir: Path) -> list[PlannedFigure]:
     """The figure of each adaptive comparison with an interim recorded."""
     import functools
@@ -129,11 +153,13 @@ def planned_decision_figures(document: SummaryDocument, out_dir: Path) -> list[P
 # --------------------------------------------------------------------------- the report
 
 
-def adaptive_section(document: SummaryDocument, figure_dir: Optional[Path]) -> list[str]:
-    """The report's "Adaptive comparison" section: per record, the design, each answer, each interim, the figure."""
-    from urllib.parse import quote
+def adaptive_section(
+    document: SummaryDocument, figure_dir: Optional[Path], markdown_text: Callable[[str], str]
+) -> list[str]:
+    """The report's "Adaptive comparison" section: per record, the design, each answer, each interim, the figure.
 
-    from harness.summary.report import markdown_text
+    `markdown_text`: the report's one rule for text from outside (harness.summary.report)."""
+    from urllib.parse import quote
 
     if not document.decisions:
         return []

@@ -404,8 +404,11 @@ class SummaryDocument:
     decisions: list[DecisionSummary] = field(default_factory=list)  # written only when there are some
 
     def to_dict(self) -> JSONObject:
-        """The document as the JSON holds it (plain dicts and lists)."""
-        return to_plain_object(self)
+        """The document as the JSON holds it (plain dicts and lists; `decisions` only when there are some)."""
+        plain = to_plain_object(self)
+        if not self.decisions:
+            del plain["decisions"]
+        return plain
 
     def simulated_runs(self) -> list[str]:
         """The runs made by the simulator (`RunSummary.made_by_simulator`), in the document's order."""

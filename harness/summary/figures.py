@@ -759,10 +759,6 @@ def planned_figures(document: SummaryDocument, out_dir: Path) -> list[PlannedFig
         stamp = seed_comparison_fingerprint(document, block)
         path = seed_comparison_figure_path(out_dir, block)
         planned.append(_planned(path, stamp, draw_seed_comparison, seed_comparison_text, document, block))
-    if document.decisions:  # the adaptive comparisons' figures (harness.summary.adaptive_report)
-        from harness.summary.adaptive_report import planned_decision_figures
-
-        planned += planned_decision_figures(document, out_dir)
     return planned
 
 

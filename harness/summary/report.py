@@ -219,7 +219,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
     if document.decisions:
         from harness.summary.adaptive_report import adaptive_section
 
-        out += adaptive_section(document, figure_dir)
+        out += adaptive_section(document, figure_dir, markdown_text)
 
     for comparison in document.comparisons:
         run, baseline = markdown_text(comparison.run), markdown_text(comparison.baseline)  # for lines; cells: as is
