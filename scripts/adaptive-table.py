@@ -34,11 +34,14 @@ def main() -> None:
             flush=True,
         )
     body = "\n".join(f"    {row!r}," for row in rows)
+    design = (
+        f"n {adaptive.DEFAULT_PER_INTERIM}, K {adaptive.DEFAULT_INTERIMS}, alpha {adaptive.DEFAULT_ALPHA}, "
+        f"B {adaptive.DEFAULT_PERMUTATIONS:,}"
+    )
     text = f'''"""The seeds an AdaStop design of the defaults expects, by simulation (written by scripts/adaptive-table.py).
 
 Rows: (effect / SD, mean seeds per experiment, its standard error, power), each from {REPETITIONS} simulated
-comparisons of two experiments (n {adaptive.DEFAULT_PER_INTERIM}, K {adaptive.DEFAULT_INTERIMS}, alpha
-{adaptive.DEFAULT_ALPHA}, B {adaptive.DEFAULT_PERMUTATIONS:,}), values drawn from random state {adaptive.RANDOM_STATE}.
+comparisons of two experiments ({design}), values drawn from random state {adaptive.RANDOM_STATE}.
 """
 
 REPETITIONS = {REPETITIONS}

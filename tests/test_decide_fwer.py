@@ -34,6 +34,7 @@ def wrong_decisions(first: int, count: int) -> int:
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(1_800)  # about 160 CPU s: on two idle cores under two minutes, far longer on a loaded machine
 def test_no_difference_is_decided_more_often_than_alpha_allows() -> None:
     workers = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
     share = math.ceil(REPETITIONS / workers)

@@ -252,13 +252,7 @@ def _decide_locked(
 
     notes: list[str] = []
     root = request.capture_root
-    if record.header is not None:
-        changes = design_changes(record.header, asked)
-        if changes:
-            raise HarnessError(
-                f"{_shown_path(request.record)} was made under another design ({'; '.join(changes[:3])}): give the "
-                "record's settings, or --name NAME for a new record"
-            )
+    refuse_another_design(request, record, asked)
     torn_note = cut_torn_tail(record, root) if record.torn is not None else None
     if torn_note is not None:
         ctx.reporter.warning(torn_note)
@@ -293,6 +287,18 @@ def _decide_locked(
     if made == 0 and record.interims:
         _board(request, record, ctx)
     return DecideOutcome(decision_summary(record), started, made, notes)
+
+
+def refuse_another_design(request: DecideRequest, record: Record, asked: Header) -> None:
+    """One line when the record was made under another design than the one asked (pure)."""
+    if record.header is None:
+        return
+    changes = design_changes(record.header, asked)
+    if changes:
+        raise HarnessError(
+            f"{_shown_path(request.record)} was made under another design ({'; '.join(changes[:3])}): give the "
+            "record's settings, or --name NAME for a new record"
+        )
 
 
 def replay_record(design: Design, record: Record) -> AdaptiveComparison:
@@ -582,13 +588,7 @@ def plan_decide(request: DecideRequest) -> DecidePlan:
     check_request(request, firsts)
     asked = design_header(request, firsts)
     record = read_record(request.record)
-    if record.header is not None:
-        changes = design_changes(record.header, asked)
-        if changes:
-            raise HarnessError(
-                f"{_shown_path(request.record)} was made under another design ({'; '.join(changes[:3])}): give the "
-                "record's settings, or --name NAME for a new record"
-            )
+    refuse_another_design(request, record, asked)
     comparison = replay_record(design, record)
     tried = _tried(record)
     runs: list[NextRun] = []

@@ -464,7 +464,7 @@ def planned_seeds(
     """`expected_seeds` for the design asked: the default design's from its table (simulated once, by
     scripts/adaptive-table.py, on a grid of effect / SD; interpolated between its points, its last point beyond
     it), any other simulated now."""
-    from harness.stats import expected_table as table
+    import harness.stats.expected_table as table
 
     shift = abs(effect) / sd if sd > 0.0 else math.inf
     if (per_interim, interims, alpha, permutations) != table.DESIGN or not math.isfinite(shift):
