@@ -27,7 +27,7 @@ FILTER = (
 
 
 @pytest.fixture
-def lab(exp_dir: Path) -> Path:
+def decide_lab(exp_dir: Path) -> Path:
     """Experiments `parent` (4 steps, no filter), `other` (its copy), `short` (2 steps), `filtered` (the filter)."""
     write(exp_dir, "other", "name: other\nextends: parent\n")
     write(exp_dir, "short", "name: short\nextends: parent\nsteps: 2\n")
@@ -44,10 +44,10 @@ def one_error_line(result) -> str:
     return errors[0]
 
 
-def decide(lab: Path, tmp_path: Path, *args: str):
+def decide(decide_lab: Path, tmp_path: Path, *args: str):
     return CliRunner().invoke(
         app,
-        ["decide", *args, "--experiments-dir", str(lab), "--capture-dir", str(tmp_path / "capture")],
+        ["decide", *args, "--experiments-dir", str(decide_lab), "--capture-dir", str(tmp_path / "capture")],
         env={"COLUMNS": "200", "HARNESS_PROCESS_DIR": str(tmp_path / "processes")},
     )
 
@@ -70,8 +70,10 @@ def decide(lab: Path, tmp_path: Path, *args: str):
         (["parent", "other", "--name", "../up"], "--name '../up': a record's name is letters, digits"),
     ],
 )
-def test_each_bad_input_is_one_line_before_anything_runs(lab: Path, tmp_path: Path, args: list[str], said: str) -> None:
-    line = one_error_line(decide(lab, tmp_path, *args, "--sim", "--sim-engine", "process"))
+def test_each_bad_input_is_one_line_before_anything_runs(
+    decide_lab: Path, tmp_path: Path, args: list[str], said: str
+) -> None:
+    line = one_error_line(decide(decide_lab, tmp_path, *args, "--sim", "--sim-engine", "process"))
 
     assert said in line
     assert not (tmp_path / "capture").exists() or not any(
@@ -79,7 +81,7 @@ def test_each_bad_input_is_one_line_before_anything_runs(lab: Path, tmp_path: Pa
     )
 
 
-def _record(lab: Path, tmp_path: Path, **design: object) -> Path:
+def _record(decide_lab: Path, tmp_path: Path, **design: object) -> Path:
     """A record of `parent` against `other` holding its design line only, as `decide` writes it first."""
     from harness.run.simswap import choose_target
 
@@ -90,7 +92,7 @@ def _record(lab: Path, tmp_path: Path, **design: object) -> Path:
         "reward",
         "parent-vs-other",
         root,
-        ExperimentStore(lab),
+        ExperimentStore(decide_lab),
         sim=target,
         environ=dict(os.environ),
     )
@@ -99,35 +101,35 @@ def _record(lab: Path, tmp_path: Path, **design: object) -> Path:
     return request.record
 
 
-def test_changing_the_design_of_a_record_is_refused_in_one_line(lab: Path, tmp_path: Path) -> None:
-    _record(lab, tmp_path)
+def test_changing_the_design_of_a_record_is_refused_in_one_line(decide_lab: Path, tmp_path: Path) -> None:
+    _record(decide_lab, tmp_path)
     sim = ["--sim", "--sim-engine", "process", "--time-scale", "0.01"]
 
-    line = one_error_line(decide(lab, tmp_path, "parent", "other", "--per-interim", "3", *sim))
-    metric = one_error_line(decide(lab, tmp_path, "parent", "other", "--metric", "rollout-time", *sim))
+    line = one_error_line(decide(decide_lab, tmp_path, "parent", "other", "--per-interim", "3", *sim))
+    metric = one_error_line(decide(decide_lab, tmp_path, "parent", "other", "--metric", "rollout-time", *sim))
 
     assert "decisions/parent-vs-other.jsonl was made under another design (--per-interim: 5 recorded, 3 now)" in line
     assert "--name NAME for a new record" in line
     assert "(--metric: reward recorded, rollout-time now)" in metric
 
 
-def test_a_record_edited_by_hand_is_refused_naming_the_line(lab: Path, tmp_path: Path) -> None:
-    path = _record(lab, tmp_path)
+def test_a_record_edited_by_hand_is_refused_naming_the_line(decide_lab: Path, tmp_path: Path) -> None:
+    path = _record(decide_lab, tmp_path)
     line = json.loads(path.read_text())
     line["alpha"] = 0.2  # a design changed by hand, its check left as it was
     path.write_text(json.dumps(line) + "\n")
 
-    said = one_error_line(decide(lab, tmp_path, "parent", "other", "--sim", "--sim-engine", "process"))
+    said = one_error_line(decide(decide_lab, tmp_path, "parent", "other", "--sim", "--sim-engine", "process"))
 
     assert "decisions/parent-vs-other.jsonl line 1 was changed after it was written" in said
 
 
-def test_a_second_decide_on_a_record_in_use_exits_4_with_no_wait(lab: Path, tmp_path: Path) -> None:
+def test_a_second_decide_on_a_record_in_use_exits_4_with_no_wait(decide_lab: Path, tmp_path: Path) -> None:
     root = tmp_path / "capture"
     lock = RecordLock(record_path(root, "parent-vs-other"), root, {"pid": 1234, "host": "elsewhere"})
     lock.acquire(wait=False)
     try:
-        done = decide(lab, tmp_path, "parent", "other", "--sim", "--sim-engine", "process", "--no-wait")
+        done = decide(decide_lab, tmp_path, "parent", "other", "--sim", "--sim-engine", "process", "--no-wait")
     finally:
         lock.release()
 
@@ -170,10 +172,10 @@ def test_a_torn_last_line_is_noted_and_left_out(tmp_path: Path) -> None:
     assert "a torn last line" in record.torn.describe(path)
 
 
-def test_the_dry_run_is_the_plan_and_starts_nothing(lab: Path, tmp_path: Path) -> None:
+def test_the_dry_run_is_the_plan_and_starts_nothing(decide_lab: Path, tmp_path: Path) -> None:
     args = ["parent", "other", "filtered", "--against-first", "--sim", "--sim-engine", "process", "--dry-run"]
-    done = decide(lab, tmp_path, *args)
-    plan = decide(lab, tmp_path, *args, "--json")
+    done = decide(decide_lab, tmp_path, *args)
+    plan = decide(decide_lab, tmp_path, *args, "--json")
 
     assert done.exit_code == 0, done.output
     said = " ".join(messages(done.stdout))

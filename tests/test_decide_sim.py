@@ -165,3 +165,37 @@ def test_an_interrupted_decide_resumed_ends_with_the_record_of_one_never_interru
     assert len(lines) == 3  # n = 2 can decide nothing before the last interim: both interims ran
     assert [line["decisions"]["e2b-dapo-filter vs plain"] for line in lines[1:]] == adastop_replayed(lines)
     assert "1 interim made now" in resumed.stdout.replace("\n", " ").replace("  ", " ")
+
+
+FLAKY = """
+import os, shlex, sys
+args = shlex.split(os.environ.get("MILES_ARGS", ""))
+seed = args[args.index("--seed") + 1] if "--seed" in args else "1"
+if seed in os.environ.get("FLAKY_SEEDS", "").split():
+    os.environ["FAKE_SCENARIO"] = "oom"  # the stand-in trainer's CUDA out of memory
+os.execv(sys.executable, [sys.executable, "-u", {trainer!r}])
+"""
+
+
+@pytest.mark.integration
+def test_a_seed_that_fails_is_retried_once_then_replaced_by_the_next_seed_and_the_record_says_so(
+    process_lab, tmp_path: Path
+) -> None:
+    from support.lab import TRAINER
+
+    wrapper = tmp_path / "flaky.py"
+    wrapper.write_text(FLAKY.format(trainer=str(TRAINER)))
+    process_lab.experiment("flaky", command=[sys.executable, str(wrapper)], env={"FLAKY_SEEDS": "2"})
+    process_lab.experiment("steady")
+
+    done = process_lab.cli("decide", "flaky", "steady", "--per-interim", "2", "--interims", "1", "--parallel", "4")
+
+    assert done.exit_code == 0, done.output[-3000:]
+    (interim,) = record(process_lab.captures, "flaky-vs-steady")[1:]
+    assert interim["seeds"] == {"flaky": [1, 3], "steady": [1, 2]}
+    assert [(r["experiment"], r["seed"]) for r in interim["retried"]] == [("flaky", 2)]
+    ((swap),) = interim["replaced"]
+    assert (swap["experiment"], swap["seed"], swap["by"]) == ("flaky", 2, 3)
+    assert swap["why"].startswith("failed twice (last: failed") and "OutOfMemoryError" in swap["why"]
+    assert len(process_lab.attempts("flaky-s2")) == 2  # run once, retried once, never a third time
+    assert "flaky vs steady: reward equal (no difference found at alpha 0.05 after 2 seeds each)" in done.output

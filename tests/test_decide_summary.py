@@ -74,16 +74,16 @@ def write_record(root: Path, *, simulated: bool = False, attempt: int = 1) -> Pa
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
+def copied_lab(tmp_path: Path) -> Path:
     copied = tmp_path / "capture"
     shutil.copytree(DATA, copied, ignore=shutil.ignore_patterns("summary"))
     return copied
 
 
-def test_the_block_is_the_record_as_written_and_valid_against_the_schema(root: Path) -> None:
-    write_record(root, attempt=7)  # the lab's captures are attempt 0 (from before attempts)
+def test_the_block_is_the_record_as_written_and_valid_against_the_schema(copied_lab: Path) -> None:
+    write_record(copied_lab, attempt=7)  # the lab's captures are attempt 0 (from before attempts)
 
-    summary = summarize_with_warnings(root)
+    summary = summarize_with_warnings(copied_lab)
     document = json.loads(dumps_summary(summary.document))
 
     summary_schema_validator().validate(document)
@@ -98,11 +98,11 @@ def test_the_block_is_the_record_as_written_and_valid_against_the_schema(root: P
     assert not any(s.directory == "decisions" for s in summary.document.skipped)
 
 
-def test_the_report_has_the_adaptive_comparison_and_its_figure_marked_simulated(root: Path) -> None:
+def test_the_report_has_the_adaptive_comparison_and_its_figure_marked_simulated(copied_lab: Path) -> None:
     from harness.summary.publish import report_from_summary, summarize_to_files
 
-    write_record(root, simulated=True)
-    published = summarize_to_files(root)
+    write_record(copied_lab, simulated=True)
+    published = summarize_to_files(copied_lab)
     report = report_from_summary(published.summary_path).report
     assert report is not None
     text = report.read_text()
@@ -114,17 +114,17 @@ def test_the_report_has_the_adaptive_comparison_and_its_figure_marked_simulated(
     assert "decision-values-plain-48" in figure.read_text()
 
 
-def test_a_root_without_records_summarizes_as_before(root: Path) -> None:
-    assert b'"decisions"' not in dumps_summary(summarize(root))
+def test_a_root_without_records_summarizes_as_before(copied_lab: Path) -> None:
+    assert b'"decisions"' not in dumps_summary(summarize(copied_lab))
 
 
-def test_an_edited_record_is_left_out_of_the_summary_with_a_warning(root: Path) -> None:
-    path = write_record(root)
+def test_an_edited_record_is_left_out_of_the_summary_with_a_warning(copied_lab: Path) -> None:
+    path = write_record(copied_lab)
     lines = path.read_text().splitlines()
     lines[1] = lines[1].replace('"plain vs plain-48": "continue"', '"plain vs plain-48": "larger"')
     path.write_text("\n".join(lines) + "\n")
 
-    summary = summarize_with_warnings(root)
+    summary = summarize_with_warnings(copied_lab)
 
     assert summary.document.decisions == []
     assert any("line 2 was changed after it was written" in warning for warning in summary.warnings)

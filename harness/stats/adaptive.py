@@ -33,7 +33,7 @@ copy: this module feeds it and reads its state.
   `larger` is taken, one on each pair reversed, whose `larger` is taken as
   `smaller`; what either decides in the tail it does not count is not a
   decision. The family-wise error is then at most alpha / 2 + alpha / 2
-  (0.048 in 2,000 simulated comparisons). A comparison is `equal` once
+  (0.048 and 0.0505 in two sets of 2,000 simulated comparisons). A comparison is `equal` once
   neither comparator can still decide it (at the last interim, where the
   package calls every undecided comparison equal). A comparator that still
   tracks a comparison decided by the other, while no experiment of it runs
