@@ -86,7 +86,7 @@ test: setup ## run the whole test suite, as CI does (the Docker tests run where 
 # of every test module again on every run, seconds of the budget.
 TEST_WORKERS ?= 2
 FAST_TIER = not (docker or gpu or ray or integration or browser)
-test-fast: setup ## the fast tier: the tests not marked docker, gpu, ray, integration or browser (about 20 s on 2 cores, 25 s the first time)
+test-fast: setup ## the fast tier: the tests not marked docker, gpu, ray, integration or browser (docs/development.md)
 	@SECONDS=0; env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --hypothesis-profile=fast \
 		-m "$(FAST_TIER)" && echo "make test-fast: done in $$SECONDS s"
 

@@ -2,8 +2,11 @@
 
 Two logs, each a `container.log` (Docker timestamp on every line):
 
-- **one long run**: mostly noise (SGLang access lines, tqdm bars, timers,
-  memory dumps), the metric lines of one step every few hundred lines;
+- **one long run**: mostly noise (SGLang access and decode lines, Ray,
+  vLLM and SGLang lines whose words hold "ft " (left, soft, draft: no `ft`
+  lines), tqdm bars, timers, memory dumps), and around each step's metric
+  lines the noise Miles prints at a rollout's gather: `ft event=...` lines
+  and the first and last samples (model text);
 - **a mix of whole runs**: several whole runs concatenated, as a capture
   directory's logs are when read together, so everything a run prints once
   recurs: the Ray job preamble, the launch line (`Running entrypoint for
@@ -20,11 +23,21 @@ For each it prints lines per second:
 - in process, batch: `parse_file(path)` (chunked reader that skips noise);
 - in process, live: `LogParser.feed(line)` on every line, as the runner does;
 
+whether the last two read the same (compared as objects: the order of a
+dict's keys does not count), then the CPU seconds of parse-log beside a bare
+Python loop over the file's lines (a process that only reads them, as text):
+each in turn, best of `--repeat`, so a busy machine weighs on both alike.
+`--against CHECKOUT` (repeatable) times parse-log as another checkout's code
+in the same turns, e.g. a git worktree of a release:
+
+    git worktree add --detach ../release <commit>
+    .venv/bin/python bench/parse_throughput.py --lines 475000 --repeat 5 --against ../release
+
 then `harness --help`: median wall time of 5 runs. Wall time is the figure;
 CPU seconds are printed beside it, since a busy machine stretches wall time.
 
-Goal: at least 500,000 lines/s end to end on both logs, on a 2-core machine;
-`--help` under 0.4 s.
+Goals: at least 500,000 lines/s end to end on both logs, on a 2-core machine;
+parse-log's CPU at most 2.6 times the bare loop's; `--help` under 0.4 s.
 
     .venv/bin/python bench/parse_throughput.py [--lines 2000000] [--noise-per-step 400] [--log FILE]
 """
@@ -32,7 +45,6 @@ Goal: at least 500,000 lines/s end to end on both logs, on a 2-core machine;
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import resource
@@ -44,6 +56,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.mileslog import ParsedLog
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -107,16 +123,45 @@ def train_lines(n: int, rng: random.Random) -> list[str]:
     return out
 
 
+# Words in which "ft " occurs (left, soft, draft, shift, ...): Ray, SGLang, vLLM and the model's text print them
+# in ordinary lines, which are no `ft key=value` lines.
+_FT_WORD_LINES = (
+    "{rm} [2026-10-02 09:13:{s:02d}.{ms:03d} rollout_manager] sglang_engine.py:210 - Decode batch. #running-req: {n}, "
+    "#token: {tok}, token usage: 0.{u:02d}, accept len: 2.{u:02d}, draft tokens: 4, cuda graph: True, "
+    "gen throughput (token/s): {tput:.2f}, #queue-req: 0",
+    "{rm} [2026-10-02 09:13:{s:02d}.{ms:03d} rollout_manager] scheduler.py:1402 - KV cache pool: {tok} tokens left "
+    "after the prefill of {n} requests",
+    "(raylet) [2026-10-02 09:13:{s:02d},{ms:03d} I {pid} {pid}] worker_pool.cc:512: Raising the soft limit of open "
+    "files from 1024 to 65536",
+    "(VllmWorker rank=0 pid={pid}) INFO 10-02 09:13:{s:02d} [eagle.py:88] Loading draft model weights took 0.{u:02d} GiB",
+    "{ta} [2026-10-02 09:14:{s:02d}.{ms:03d} actor_cell0_rank0] rope.py:77 - position shift of {n} tokens left "
+    "as is for the packed batch",
+    "(autoscaler +{s}s) Resized to {n} CPUs, 1 GPUs; {u} CPUs left idle after the soft reservation",
+)
+
+
 def noise_line(rng: random.Random) -> str:
     roll = rng.random()
-    if roll < 0.80:
+    if roll < 0.72:
         return f'{RM} INFO:     127.0.0.1:{rng.randint(40000, 60000)} - "POST /generate HTTP/1.1" 200 OK'
-    if roll < 0.88:
+    if roll < 0.80:
         return (
             f"{RM} [2026-10-02 09:13:{rng.randint(10, 59)}.{rng.randint(100, 999)} rollout_manager] "
             f"sglang_engine.py:210 - Decode batch. #running-req: {rng.randint(1, 384)}, #token: "
             f"{rng.randint(1000, 90000)}, token usage: 0.{rng.randint(10, 99)}, gen throughput (token/s): "
             f"{rng.uniform(500, 2500):.2f}, #queue-req: 0"
+        )
+    if roll < 0.88:
+        return rng.choice(_FT_WORD_LINES).format(
+            rm=RM,
+            ta=TA,
+            s=rng.randint(10, 59),
+            ms=rng.randint(0, 999),
+            n=rng.randint(1, 384),
+            tok=rng.randint(1000, 90000),
+            u=rng.randint(10, 99),
+            tput=rng.uniform(500, 2500),
+            pid=rng.randint(100, 9999),
         )
     if roll < 0.93:
         bars = "\r".join(f"Rollout generation: {p:3d}%|{'#' * (p // 10):10s}| {p * 48 // 100}/48" for p in (0, 50, 100))
@@ -129,6 +174,25 @@ def noise_line(rng: random.Random) -> str:
     )
 
 
+def rollout_noise(n: int, rng: random.Random) -> tuple[list[str], list[str]]:
+    """The noise Miles prints around rollout n's gather: (before the rollout perf line, after it): the `ft`
+    lines, the first and last samples (model text, whose words hold "ft " and braces)."""
+    stamp = f"[2026-10-02 09:13:{rng.randint(10, 59)}.{rng.randint(100, 999)} rollout_manager]"
+    sample = (
+        "['Q: Tom had {12} apples and gave 5 to his friend on the left. How many are left? A: 12 - 5 = 7 left "
+        "after the soft draft.'], label: 7, reward: 1"
+    )
+    before = [
+        f"{RM} {stamp} ft_utils.py:61 - ft event=gather_start rollout_id={n} rank=0",
+        f"{RM} {stamp} sglang_rollout.py:318 - First rollout sample: {sample}",
+    ]
+    after = [
+        f"{RM} {stamp} sglang_rollout.py:356 - Finish rollout: {sample}",
+        f"{RM} {stamp} ft_utils.py:64 - ft event=gather_end rollout_id={n} rank=0 groups=32 dropped={rng.randint(0, 30)}",
+    ]
+    return before, after
+
+
 def build_log(path: Path, lines: int, noise_per_step: int, seed: int = 7) -> int:
     """Write a container.log of about `lines` lines; returns the exact count."""
     rng = random.Random(seed)
@@ -137,7 +201,8 @@ def build_log(path: Path, lines: int, noise_per_step: int, seed: int = 7) -> int
     with path.open("w", encoding="utf-8", newline="\n") as out:
         while written < lines:
             block = [noise_line(rng) for _ in range(noise_per_step)]
-            block.insert(noise_per_step // 2, rollout_perf(step, rng))
+            before, after = rollout_noise(step, rng)
+            block[noise_per_step // 2 : noise_per_step // 2] = [*before, rollout_perf(step, rng), *after]
             block.extend(train_lines(step, rng))
             for text in block:
                 seconds = written // 1000
@@ -284,7 +349,10 @@ def whole_run(rng: random.Random, run: int) -> list[str]:
         perf = rollout_perf(n, rng).replace(RM, rm_prefix)
         if not filter_on:
             perf = perf.replace("dynamic_filter/drop_zero_std", "zero_std/count")
+        before, after = rollout_noise(n, rng)
+        out += [line.replace(RM, rm_prefix) for line in before]
         out.append(perf.replace("[2026-10-02 09:14:03.512 rollout_manager]", stamp("rollout_manager", second)))
+        out += [line.replace(RM, rm_prefix) for line in after]
         for line in train_lines(n, rng):
             if not megatron and "model.py:512" in line:
                 continue  # FSDP prints each step line once
@@ -330,6 +398,30 @@ def build_run_mix(path: Path, lines: int, seed: int = 11) -> int:
     return written
 
 
+def content(parsed: ParsedLog) -> dict[str, object]:
+    """What a reading found, as plain objects: the `parse-log --json` document and what it leaves out of each step
+    (its step lines, problems and line numbers), non-finite values as the document writes them."""
+    from harness.mileslog.records import strict_json_metrics
+
+    found: dict[str, object] = dict(parsed.to_json())
+    found["step_records"] = [
+        (
+            [strict_json_metrics(payload) for payload in record.train_steps],
+            [strict_json_metrics(payload) for payload in record.critic_steps],
+            record.problems,
+            record.lines,
+        )
+        for record in parsed.steps
+    ]
+    return found
+
+
+def same_content(a: ParsedLog, b: ParsedLog) -> bool:
+    """True when two readings found the same: compared as objects, so the order of a dict's keys does not count
+    (line by line, the noise kinds come in the order first seen; in batch, in the order they are counted)."""
+    return content(a) == content(b)
+
+
 def count_lines(log: Path) -> int:
     with log.open("rb") as handle:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
@@ -340,24 +432,46 @@ def harness_command() -> list[str]:
     return [sys.executable, "-m", "harness"]
 
 
-def timed(command: list[str], stdout: int = subprocess.DEVNULL) -> tuple[float, float]:
+# The yardstick: a Python process that only reads the file's lines, as text.
+BARE_LOOP = "import sys\nfor line in open(sys.argv[1], encoding='utf-8', errors='replace'):\n    pass"
+GOAL_RATIO = 2.6
+
+
+def timed(command: list[str], stdout: int = subprocess.DEVNULL, cwd: Path = REPO) -> tuple[float, float]:
     """(wall seconds, CPU seconds: user + system) of a command; CPU time says more on a busy machine."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=stdout, cwd=REPO)
+    subprocess.run(command, check=True, stdout=stdout, cwd=cwd)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def measure(log: Path, lines: int, repeat: int) -> None:
-    """Print the three throughput figures for one log."""
+def end_to_end(log: Path, repeat: int, against: list[Path]) -> dict[str, tuple[float, float]]:
+    """Best (wall, CPU) of `harness parse-log --json` here, in each other checkout and of the bare loop: each
+    command in turn, `repeat` rounds, so that all of them meet the same minutes of a busy machine."""
+    commands: dict[str, tuple[list[str], Path]] = {
+        "this checkout": (harness_command() + ["parse-log", str(log), "--json"], REPO),
+        **{str(other): (harness_command() + ["parse-log", str(log), "--json"], other) for other in against},
+        "bare loop": ([sys.executable, "-c", BARE_LOOP, str(log)], REPO),
+    }
+    best: dict[str, tuple[float, float]] = {}
+    for _ in range(repeat):
+        for name, (command, cwd) in commands.items():
+            wall, cpu = timed(command, cwd=cwd)
+            old_wall, old_cpu = best.get(name, (wall, cpu))
+            best[name] = (min(wall, old_wall), min(cpu, old_cpu))
+    return best
+
+
+def measure(log: Path, lines: int, repeat: int, against: list[Path]) -> None:
+    """Print the throughput figures for one log, and parse-log's CPU against the bare loop's."""
     from harness.mileslog import LogParser, parse_file
 
     size_mb = log.stat().st_size / 1e6
-    command = harness_command() + ["parse-log", str(log), "--json"]
-    runs = [timed(command) for _ in range(repeat)]
-    end_to_end, end_to_end_cpu = min(wall for wall, _ in runs), min(cpu for _, cpu in runs)
+    processes = end_to_end(log, repeat, against)
+    wall, cpu = processes["this checkout"]
+    bare_cpu = processes["bare loop"][1]
     batch = batch_cpu = None
     for _ in range(repeat):
         start, start_cpu = time.perf_counter(), time.process_time()
@@ -379,22 +493,26 @@ def measure(log: Path, lines: int, repeat: int) -> None:
         parser.finish()
         elapsed = time.perf_counter() - start
         live = elapsed if live is None else min(live, elapsed)
-    agree = json.dumps(parser.result().to_json()) == json.dumps(parsed.to_json())
+    agree = same_content(parser.result(), parsed)
     del text_lines
     complete = sum(1 for record in parsed.steps if record.complete)
     print(
         f"  {lines:,} lines, {size_mb:.0f} MB; steps read: {len(parsed.steps)} ({complete} complete), "
-        f"problems: {len(parsed.problems)}, line by line and batch agree: {'yes' if agree else 'NO'}"
+        f"problems: {len(parsed.problems)}, noise: {parsed.noise}, line by line and batch agree: "
+        f"{'yes' if agree else 'NO'}"
     )
     print(
-        f"  end to end  (harness parse-log --json): {lines / end_to_end:>12,.0f} lines/s  ({end_to_end:.2f} s; "
-        f"{lines / end_to_end_cpu:,.0f} lines per CPU second)"
+        f"  end to end  (harness parse-log --json): {lines / wall:>12,.0f} lines/s  ({wall:.2f} s; "
+        f"{lines / cpu:,.0f} lines per CPU second)"
     )
     print(
         f"  in process  (parse_file, batch)       : {lines / batch:>12,.0f} lines/s  ({batch:.2f} s; "
         f"{lines / batch_cpu:,.0f} lines per CPU second)"
     )
     print(f"  in process  (LogParser.feed per line) : {lines / live:>12,.0f} lines/s  ({live:.2f} s)")
+    print(f"  CPU seconds, best of {repeat}, taken in turn (goal: parse-log at most {GOAL_RATIO} x the bare loop):")
+    for name, (_, name_cpu) in processes.items():
+        print(f"    {name:<40} {name_cpu:6.2f} s  {name_cpu / bare_cpu:5.2f} x the bare loop")
 
 
 def main() -> None:
@@ -403,6 +521,14 @@ def main() -> None:
     options.add_argument("--noise-per-step", type=int, default=400, help="noise lines between two steps (long run)")
     options.add_argument("--repeat", type=int, default=3, help="runs per figure (the best is kept)")
     options.add_argument("--log", type=Path, help="measure this log instead of generating the two")
+    options.add_argument(
+        "--against",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="CHECKOUT",
+        help="also time parse-log as another checkout's code (e.g. a git worktree of a release), in turn with this one",
+    )
     args = options.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="parse-bench-"))
@@ -410,14 +536,14 @@ def main() -> None:
         print(f"cpus: {os.cpu_count()}; python {sys.version.split()[0]}")
         if args.log:
             print(f"{args.log}:")
-            measure(args.log, count_lines(args.log), args.repeat)
+            measure(args.log, count_lines(args.log), args.repeat, args.against)
         else:
             long_run, mix = tmp / "long-run.log", tmp / "run-mix.log"
             print("one long run (noise-heavy):")
-            measure(long_run, build_log(long_run, args.lines, args.noise_per_step), args.repeat)
+            measure(long_run, build_log(long_run, args.lines, args.noise_per_step), args.repeat, args.against)
             long_run.unlink()
             print("a mix of whole runs (launch lines and argument dumps recur):")
-            measure(mix, build_run_mix(mix, args.lines), args.repeat)
+            measure(mix, build_run_mix(mix, args.lines), args.repeat, args.against)
         help_times = [timed(harness_command() + ["--help"])[0] for _ in range(5)]
         print(f"harness --help median of 5: {statistics.median(help_times):.3f} s")
     finally:

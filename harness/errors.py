@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 from enum import IntEnum
+from typing import Sequence
 
 
 class ExitCode(IntEnum):
@@ -28,3 +30,14 @@ class HarnessError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+def did_you_mean(name: str, known: Sequence[str], *, listed: int = 4) -> str:
+    """What to say after an unknown `name`: `did you mean X?` for a close one, else the `known` ones where they are
+    few (`known: a, b`), else "": an error stays one line however many there are."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]}?"
+    if len(known) <= listed:
+        return f"known: {', '.join(known) or 'none'}"
+    return ""

@@ -200,3 +200,10 @@ def _fixed_width_us(texts: list[str], length: int) -> tuple[NDArray[np.int64], N
     days = era * 146_097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719_468
     micros = ((days * 24 + hour) * 60 + minute) * 60 + second
     return micros * US_PER_S + fraction, ok
+
+
+def clock_text(seconds: float) -> str:
+    """How long, as every duration the harness shows a person reads: `m:ss`, or `h:mm:ss` from an hour on."""
+    hours, rest = divmod(max(0, int(round(seconds))), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

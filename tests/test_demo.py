@@ -293,7 +293,8 @@ def test_the_demo_s_default_time_scale_is_the_one_documented():
 
 def test_the_readme_s_quick_start_is_make_demo_then_make_test():
     readme = (REPO_ROOT / "README.md").read_text()
-    quick = readme[readme.index("## Quick start") : readme.index("## Tests")]
+    start = readme.index("## Quick start")
+    quick = readme[start : readme.index("\n## ", start)]
     commands = [line.split("#")[0].strip() for line in quick.splitlines() if line.startswith("    ")]
 
     assert commands[:2] == ["make demo", "make test"]

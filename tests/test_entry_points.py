@@ -121,10 +121,12 @@ def test_a_word_after_the_seeds_that_is_no_experiment_is_one_line(tmp_path):
 
 def test_run_without_an_experiment_takes_the_same_default(tmp_path):
     done = CliRunner().invoke(
-        app, ["run", "--dry-run", "--json", "--capture-dir", str(tmp_path)], env={"HARNESS_EXPERIMENT": ""}
+        app,
+        ["run", "--dry-run", "--json", "--capture-dir", str(tmp_path)],
+        env={"HARNESS_EXPERIMENT": "", "DOCKER_HOST": "unix:///nonexistent.sock"},
     )
 
-    assert done.exit_code == 0, done.output
+    assert done.exit_code == 3, done.output  # no Docker answers here: the plan is shown, the run would not start
     assert json.loads(done.stdout)["run"] == "e2b-dapo-filter"
     assert "experiment e2b-dapo-filter, the lab's default" in done.stderr
 

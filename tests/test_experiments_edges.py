@@ -10,7 +10,7 @@ import yaml
 
 from harness.experiments.store import ExperimentStore
 from harness.experiments.yamlfile import BoundedLoader, load_mapping
-from support.experiment_files import cli, one_error_line, write
+from support.experiment_files import cli, one_error_line, planned, write
 
 BASE = ["--rollout-batch-size", "32", "--num-rollout", "12", "--seed", "1"]
 
@@ -39,8 +39,7 @@ def test_an_exponent_float_in_a_file_and_in_set(exp_dir: Path) -> None:
     store = ExperimentStore(exp_dir, base_args=BASE)
     guard = store.load("hot", overrides=["guard.pause_at_c=1e2"]).experiment.guard
     assert guard.pause_at_c == 100.0 and guard.resume_at_c == 70.0
-    done = cli(exp_dir, "run", "hot", "--dry-run", "--set", "guard.pause_at_c=1e2", "--set", "guard.resume_at_c=8E1")
-    assert done.exit_code == 0, done.output
+    planned(cli(exp_dir, "run", "hot", "--dry-run", "--set", "guard.pause_at_c=1e2", "--set", "guard.resume_at_c=8E1"))
 
 
 @pytest.mark.parametrize("target", ["/dev/zero", "DIRECTORY", "FIFO"])

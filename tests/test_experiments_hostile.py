@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.experiments.store import ExperimentStore
-from support.experiment_files import LONGEST_ERROR, PARENT, cli, one_error_line, write
+from support.experiment_files import LONGEST_ERROR, PARENT, cli, one_error_line, planned, write
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = ["--rollout-batch-size", "32", "--n-samples-per-prompt", "8", "--num-rollout", "12", "--seed", "1"]
@@ -232,7 +232,7 @@ def test_a_flag_given_twice_with_different_values_names_both_places(exp_dir: Pat
 
 def test_a_flag_given_twice_with_the_same_value_is_fine(exp_dir: Path) -> None:
     write(exp_dir, "same", "name: same\nextends: parent\nmiles:\n  args: {lr: 2e-6}\n  extra_args: --lr 2e-6\n")
-    assert cli(exp_dir, "run", "same", "--dry-run").exit_code == 0
+    planned(cli(exp_dir, "run", "same", "--dry-run"))
 
 
 # --- one capture per run ----------------------------------------------------------------------
@@ -245,7 +245,7 @@ def test_a_seed_run_and_an_experiment_of_that_name_collide(exp_dir: Path) -> Non
     assert "foo.yaml" in line and "foo-s2.yaml" in line and "foo-s2" in line
     line = one_error_line(cli(exp_dir, "run", "foo-s2", "--dry-run"))
     assert "foo.yaml" in line and "foo-s2.yaml" in line
-    assert cli(exp_dir, "run", "foo", "--dry-run").exit_code == 0  # seed 1 makes run foo: no collision
+    planned(cli(exp_dir, "run", "foo", "--dry-run"))  # seed 1 makes run foo: no collision
     with pytest.raises(Exception, match="foo-s2.yaml"):
         ExperimentStore(exp_dir, BASE).load("foo", seed=2)
 
@@ -269,10 +269,9 @@ def test_values_print_exactly_as_written_in_the_dry_run(exp_dir: Path) -> None:
         "name: marked\nextends: parent\n"
         "description: 'a [red]b[/red] :smile:'\ncontainer: {volumes: ['/d[/x]:/data:ro'], env: {MODE: '[/y]'}}\n",
     )
-    result = cli(exp_dir, "run", "marked", "--dry-run")
-    assert result.exit_code == 0, result.output
-    assert "/d[/x] -> /data" in result.stdout
-    assert "MODE=[/y]" in result.stdout
+    plan = planned(cli(exp_dir, "run", "marked", "--dry-run"))
+    assert "/d[/x] -> /data" in plan
+    assert "MODE=[/y]" in plan
     listed = cli(exp_dir, "ls")
     assert listed.exit_code == 0, listed.output
     assert "a [red]b[/red] :smile:" in listed.stdout

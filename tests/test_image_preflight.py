@@ -148,7 +148,7 @@ def test_dry_run_shows_the_images_miles_and_the_refusal_and_a_second_look_is_cac
 ) -> None:
     run = docker_lab.experiment("drymiles", image=fake_miles["public"], extra=filter_flags(FILTER_PATH))
     first = docker_lab.cli("run", run, "--dry-run")
-    assert first.exit_code == 0, first.output
+    assert first.exit_code == 2, first.output  # the filter path the image lacks: refused, as the run would be
     assert any(
         line.startswith("warning: pre-flight: ") and f"which has no {FILTER_PATH}" in line
         for line in first.stderr.splitlines()
@@ -157,7 +157,7 @@ def test_dry_run_shows_the_images_miles_and_the_refusal_and_a_second_look_is_cac
     assert "Miles version 0.2.0" in shown and "does not print rollout/raw_reward_unfiltered" in shown
     assert f"{FILTER_PATH}: ModuleNotFoundError" in shown and f"{FILTER_PATH_PUBLIC}: ok" in shown
     second = docker_lab.cli("run", run, "--dry-run", "--json")
-    assert second.exit_code == 0, second.output
+    assert second.exit_code == 2, second.output
     miles = json.loads(second.stdout)["miles"]
     assert miles["cached"] is True and miles["version"] == "0.2.0"
     assert nothing_made(docker_lab, run)

@@ -157,9 +157,9 @@ def test_dry_run_shows_extra_args_gpu_request_and_argv_and_starts_nothing() -> N
     result = CliRunner().invoke(
         app,
         ["run", "e2b-dapo-filter", "--dry-run", "--experiments-dir", str(REPO / "experiments")],
-        env={"COLUMNS": "80"},
+        env={"COLUMNS": "80", "DOCKER_HOST": "unix:///nonexistent.sock"},
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output  # no Docker here: the run would not start, and the plan is shown
     out = result.stdout
     assert f"MILES_EXTRA_ARGS={FILTER_ARGS}" in " ".join(out.split())  # fitted to 80 columns, words whole
     assert "gpu request     all GPUs (driver nvidia, capabilities gpu,utility)" in out
@@ -170,9 +170,11 @@ def test_dry_run_shows_extra_args_gpu_request_and_argv_and_starts_nothing() -> N
 
 def test_dry_run_json_is_one_document() -> None:
     result = CliRunner().invoke(
-        app, ["run", "plain-48", "--seed", "2", "--dry-run", "--json", "--experiments-dir", str(REPO / "experiments")]
+        app,
+        ["run", "plain-48", "--seed", "2", "--dry-run", "--json", "--experiments-dir", str(REPO / "experiments")],
+        env={"DOCKER_HOST": "unix:///nonexistent.sock"},
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output  # no Docker here: the run would not start, and the plan is shown
     spec = json.loads(result.stdout)
     assert spec["run"] == "plain-48-s2"
     assert spec["env"]["MILES_EXTRA_ARGS"] == "--over-sampling-batch-size 48"

@@ -78,6 +78,14 @@ NOISE = [
     "x.py:1 - perf 2: {'perf/rollout_time': 1.0, 'cut",
     "",
     "\r",
+    # Noise: `ft` lines, words that hold "ft " (no `ft` line), noise in lines that are read, ANSI codes in a marker.
+    "(RolloutManager pid=2411) ft event=gather_start rollout_id=0 rank=0",
+    "ft event=gather_end rollout_id=0 rank=0 groups=32",
+    "x.py:1 - KV cache: 1200 tokens left, draft tokens: 4, soft limit=3",
+    "(MegatronTrainRayActor pid=2590) memory_utils.py:41 - [Rank 0] Memory-Usage: {'gpu': '0'} %| ft a=b",
+    "(RolloutManager pid=2411) First rollout sample: ['x - perf 3: {1}'] ft k=1 %|",
+    "F\x1b[0minish rollout: {'a': 1}",
+    "x.py:1 - step 1: {'train/step': 1}\rft event=gather_end",
 ]
 noise_lines = st.one_of(st.sampled_from(NOISE), st.text(max_size=40))
 docker_prefix = st.sampled_from(

@@ -293,7 +293,9 @@ def test_plan_sim_reads_the_simulators_capture_root(tmp_path, monkeypatch):
     assert json.loads(result.output)["measured"]["steps"] == 4
     result = runner.invoke(app, ["plan", "--from-run", "e2b-dapo-filter", "--json"])
     assert (
-        result.exit_code != 0 and "no capture of e2b-dapo-filter under capture/gpu; did you mean --sim" in result.output
+        result.exit_code != 0
+        and "no capture of e2b-dapo-filter under capture/gpu; capture/sim has 1 simulated run: add --sim"
+        in result.output
     )
 
 

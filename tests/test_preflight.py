@@ -73,7 +73,7 @@ def test_dry_run_shows_the_same_checks_as_warnings_and_starts_nothing(docker_lab
         "allwrong", image="miles-gb10-lab/no-such-image:test", gpus="all", volumes=["${MILES_LAB_DATA:-data}:/data:ro"]
     )
     result = docker_lab.cli("run", run, "--dry-run")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == docker_lab.cli("run", run).exit_code == 3, result.output  # as the run is refused
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: pre-flight: ")]
     assert any("`make image`" in w for w in warnings) and any("`make data`" in w for w in warnings)
     assert any("asks for GPUs" in w for w in warnings) == no_gpu_runtime()
@@ -115,7 +115,7 @@ def test_a_missing_command_fails_before_any_capture(process_lab: Lab) -> None:
     assert "the command '/no/such/trainer' is not found or not executable" in result.stderr
     assert nothing_made(process_lab, run)
     dry = process_lab.cli("run", run, "--dry-run")
-    assert dry.exit_code == 0 and "warning: pre-flight: the command '/no/such/trainer'" in dry.stderr
+    assert dry.exit_code == 2 and "warning: pre-flight: the command '/no/such/trainer'" in dry.stderr
 
 
 @pytest.mark.integration

@@ -60,6 +60,7 @@ def test_the_readme_s_exit_code_table_has_every_exit_code_and_no_other() -> None
     from harness.errors import ExitCode
 
     readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Exit codes") : readme.index("## The heat guard")]
+    start = readme.index("### Exit codes")
+    section = readme[start : readme.index("\n#", start)]
     listed = {int(match) for match in re.findall(r"^\| (\d+) \|", section, flags=re.M)}
     assert listed == {int(code) for code in ExitCode}

@@ -230,4 +230,4 @@ def test_a_run_that_did_not_succeed_says_so_in_one_message_with_where_its_log_is
     assert done.exit_code == 1, done.output
     (line,) = [message for message in messages(done.output) if message.startswith("warning: run plain")]
     assert line.startswith("warning: run plain stopped with 0/1 steps complete (time limit")
-    assert line.endswith(f"`harness logs plain --capture-dir {captures}` shows its log")
+    assert line.endswith(f"`harness logs plain --attempt 1 --capture-dir {captures}` shows its log")

@@ -30,8 +30,17 @@ def test_summarize_an_empty_root_fails_naming_it_and_writes_no_json(tmp_path):
     result = runner.invoke(app, ["summarize", "--capture-dir", str(empty)])
     assert result.exit_code == 5
     line = one_line_error(result.output)
-    assert f"no captures found under {empty}" in line and "did you mean --sim (capture/sim" in line
+    assert f"no captures found under {empty}" in line and "--sim" not in line  # a directory chosen: no hint
     assert not (empty / "summary").exists()
+
+
+def test_summarize_the_empty_real_root_points_at_the_simulator_s_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARNESS_CAPTURE_DIR", raising=False)
+    (tmp_path / "capture" / "gpu").mkdir(parents=True)
+    shutil.copytree(DATA / "lab" / "plain", tmp_path / "capture" / "sim" / "plain")
+    line = one_line_error(runner.invoke(app, ["summarize"]).output)
+    assert "no captures found under capture/gpu" in line and line.endswith("capture/sim has 1 simulated run: add --sim")
 
 
 def test_summarize_sim_with_nothing_there_names_capture_sim_without_the_hint(tmp_path, monkeypatch):
@@ -91,7 +100,7 @@ def test_export_sim_reads_capture_sim(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     table = (tmp_path / "capture" / "sim" / "summary" / "steps.csv").read_text().splitlines()
     assert len(table) == 1 + 4 and table[1].startswith("plain,plain,1,False,0,")  # its manifest: a real run
-    assert "did you mean --sim" in runner.invoke(app, ["export", "--format", "csv"]).output
+    assert "capture/sim has 1 simulated run: add --sim" in runner.invoke(app, ["export", "--format", "csv"]).output
 
 
 @pytest.mark.integration

@@ -17,7 +17,7 @@ from harness.capture.bounded import read_json_file
 from harness.capture.files import NO_SPACE, prepare_directory, write_json_atomic
 from harness.capture.reader import StatusRead, find_runs, is_run_name, read_status, run_path_of, run_path_problem
 from harness.capture.records import RunStatus
-from harness.errors import ExitCode, HarnessError
+from harness.errors import ExitCode, HarnessError, did_you_mean
 from harness.fs.files import open_for_update
 from harness.times import now_rfc3339
 
@@ -155,8 +155,8 @@ def find_capture(capture_root: Path, run: str) -> Capture:
     """The capture of `run`, or a one-line error listing the runs there are."""
     capture = Capture(Path(capture_root) / run)
     if "/" in run or not is_run_name(run) or not capture.exists():
-        known = ", ".join(c.run for c in list_captures(capture_root)) or "none"
-        raise HarnessError(f"no capture for run {run!r} in {capture_root} (runs: {known})", ExitCode.NOT_FOUND)
+        hint = did_you_mean(run, [c.run for c in list_captures(capture_root)]) or "harness status lists them"
+        raise HarnessError(f"no capture for run {run!r} in {capture_root} ({hint})", ExitCode.NOT_FOUND)
     why = run_path_problem(Path(capture_root), capture.directory)
     if why is not None:
         raise HarnessError(f"{capture.directory}: {why}", ExitCode.NOT_FOUND)

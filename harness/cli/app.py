@@ -2,19 +2,64 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, List, NoReturn, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterator, List, NoReturn, Optional, Sequence, TypeVar
 
+import click
 import typer
+from typer.core import TyperGroup
 from typing_extensions import Annotated
 
 from harness.errors import ExitCode, HarnessError
 from harness.fs.files import RefusedPath
 
+
+class HarnessGroup(TyperGroup):
+    """The `harness` command group: a usage error (a bad flag, command or value) is one line through `fail`, as
+    every other error is, never click's own `Usage: ... Error: ...` block."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        with usage_errors_in_one_line():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        with usage_errors_in_one_line():
+            return super().invoke(ctx)
+
+
+# The click typer parses with: its own copy in newer typers (typer._click), the click package in older ones.
+CLICK_ERRORS = tuple(
+    {cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException"} | {click.ClickException}
+)
+
+
+@contextlib.contextmanager
+def usage_errors_in_one_line() -> Iterator[None]:
+    """click's usage errors as the harness's own: `error: no such option: --sed (possible options: --seed, --set,
+    --sim); see `harness run --help``, through `fail`."""
+    try:
+        yield
+    except CLICK_ERRORS as err:
+        kinds = {cls.__name__ for cls in type(err).__mro__}
+        if "NoArgsIsHelpError" in kinds:  # `harness` alone: its help, as click shows it
+            raise
+        said = err.format_message().strip().rstrip(".").replace(". Did you mean", " (did you mean")
+        said = said.replace("(Possible options:", "(possible options:")
+        if "(did you mean" in said and not said.endswith(")"):
+            said += ")"
+        said = said[:1].lower() + said[1:]
+        context = getattr(err, "ctx", None)
+        if context is not None and ("BadParameter" not in kinds or "MissingParameter" in kinds):
+            said += f"; see `{context.command_path} --help`"
+        fail(said, err.exit_code)
+
+
 app = typer.Typer(
+    cls=HarnessGroup,
     name="harness",
     help="Run, guard and summarize Miles RL experiments on an NVIDIA GB10.",
     no_args_is_help=True,
@@ -138,6 +183,19 @@ def sim_root_hint(capture_dir: Path, run: Optional[str] = None) -> str:
     return f"; {SIM_CAPTURE_DIR} has {len(names)} simulated run{'s' if len(names) != 1 else ''}: add --sim"
 
 
+@contextlib.contextmanager
+def sim_hint_when_not_found(capture_dir: Path, run: Optional[str] = None) -> Iterator[None]:
+    """A run or capture not found in the real root ends its line with where the simulator's captures have it (the
+    one hint every command that reads captures gives: `sim_root_hint`)."""
+    try:
+        yield
+    except HarnessError as err:
+        hint = sim_root_hint(capture_dir, run) if err.exit_code == ExitCode.NOT_FOUND else ""
+        if not hint or err.message.endswith(hint):
+            raise
+        raise HarnessError(err.message + hint, err.exit_code) from None
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -184,8 +242,11 @@ def command(*args: Any, on: Optional[typer.Typer] = None, **kwargs: Any) -> Call
 
 
 def fail(message: str, exit_code: int) -> NoReturn:
-    """Print the error on stderr (one line when it fits: harness.cli.messages) and exit."""
-    say(message, label="error", style="red")
+    """Print the error on stderr and exit: the one place every error of the harness is printed, as `error: ...`.
+
+    An error is one line; one wider than the width wraps at words as a single paragraph (harness.cli.messages),
+    never a line per clause or per item."""
+    say(message, label="error", style="red", paragraph=True)
     raise typer.Exit(int(exit_code))
 
 
@@ -199,16 +260,21 @@ def warn(message: str) -> None:
     say(message, label="warning", style="yellow")
 
 
-def say(message: str, *, label: str = "", style: str = "") -> None:
-    """One message on stderr, fitted to the width by the one renderer (harness.cli.messages)."""
+def say(message: str, *, label: str = "", style: str = "", paragraph: bool = False) -> None:
+    """One message on stderr, fitted to the width by the one renderer (harness.cli.messages; `paragraph`: wrapped at
+    words only)."""
     from rich.console import Console
     from rich.text import Text
 
     from harness.cli.messages import message_lines, output_width
+    from harness.secrets import redact_userinfo
 
     console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     prefix = f"{label}: " if label else ""
-    for number, line in enumerate(message_lines(prefix, message, output_width(console.is_terminal, console.width))):
+    message = redact_userinfo(message)  # whatever a message quotes (a value, Ray's answer), no URL password
+    for number, line in enumerate(
+        message_lines(prefix, message, output_width(console.is_terminal, console.width), paragraph=paragraph)
+    ):
         text = Text(line)
         if number == 0 and label:
             text.stylize(style, 0, len(label) + 1)
@@ -291,9 +357,10 @@ def print_message(console: "Any", text: str, *, bold: int = 0) -> None:
     print_messages(console, [(text, bold)])
 
 
-def print_messages(console: "Any", messages: Sequence[tuple[str, int]]) -> None:
+def print_messages(console: "Any", messages: Sequence[tuple[str, int]], *, paragraph: bool = False) -> None:
     """Each (text, bold) as `print_message` prints it, in one call to the console (a summary of thousands of
-    runs has thousands of verdicts, and each call to rich costs about what a line does)."""
+    runs has thousands of verdicts, and each call to rich costs about what a line does); `paragraph`: each
+    wrapped at words only (harness.cli.messages)."""
     from rich.text import Text
 
     from harness.cli.messages import message_lines
@@ -304,7 +371,7 @@ def print_messages(console: "Any", messages: Sequence[tuple[str, int]]) -> None:
     plain = getattr(console, "prints_strings_as_written", False)
     lines: list[Any] = []
     for text, bold in messages:
-        for number, line in enumerate(message_lines("", text, width)):
+        for number, line in enumerate(message_lines("", text, width, paragraph=paragraph)):
             if number == 0 and bold:
                 shown = Text(line)
                 shown.stylize("bold", 0, bold)

@@ -14,6 +14,7 @@ from harness.cli.app import (
     capture_root,
     command,
     note,
+    sim_hint_when_not_found,
     sim_root_hint,
     stdout,
     warn,
@@ -29,14 +30,27 @@ RunArgument = Annotated[str, typer.Argument(help="Run name (a directory under th
 
 
 @command("status")
-def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) -> None:
+def status(
+    run: Annotated[
+        Optional[str],
+        typer.Argument(show_default=False, help="One run's page instead: its state and why, attempts, guard, log."),
+    ] = None,
+    capture_dir: CaptureDirOrSim = None,
+    sim: SimCapturesOption = False,
+) -> None:
     """Show every capture: state, steps, pauses, exit code, start, duration, and the heat guard now.
 
     Where Ray placed runs (--ray), a last column names the host each ran on.
 
     Pauses are `N (S s)`: the windows and the wall seconds they cover (the
-    summary's rollout times are the trainer's seconds). The guard column is the
-    last temperature recorded, or `PAUSED since ...` while a pause window is open.
+    summary's rollout times are the trainer's seconds). The exit code is the
+    one `harness run` exited with (the trainer's beside it where it differs).
+    The guard column is the last temperature recorded, or `PAUSED since ...`
+    while a pause window is open.
+
+    `harness status RUN` shows one run's page: its state and the reason, its
+    notes, what the heat guard did, every attempt and what changed between
+    them, and the last lines of its log.
     """
     from rich.text import Text
 
@@ -45,6 +59,15 @@ def status(capture_dir: CaptureDirOrSim = None, sim: SimCapturesOption = False) 
     from harness.run.capture_ops import capture_rows
 
     capture_dir = capture_root(capture_dir, sim)
+    if run is not None:
+        from harness.cli.render import print_run_page
+        from harness.run.capture_ops import find_run
+        from harness.run.run_page import run_page
+
+        with sim_hint_when_not_found(capture_dir, run):
+            capture = find_run(capture_dir, run)
+        print_run_page(run_page(capture), capture_dir)
+        return
     runs, skipped = find_runs(capture_dir)
     for odd in skipped:
         if odd.reason != NOT_A_RUN:
@@ -117,20 +140,17 @@ def logs(
 
     from harness.capture import Capture, RunAttempts, find_capture
     from harness.cli.messages import shown
-    from harness.errors import HarnessError
     from harness.run.capture_ops import follow_log, live_capture
 
     root = capture_root(capture_dir, sim)
-    try:
+    with sim_hint_when_not_found(root, run):
         capture = find_capture(root, run)
-    except HarnessError as err:
-        raise HarnessError(err.message + sim_root_hint(root, run), err.exit_code) from None
     if attempt is not None:
         capture = Capture(RunAttempts(capture.directory).find(attempt).directory, capture.run)
     else:
         capture = live_capture(capture)
     to_person = sys.stdout.isatty()
-    for line in follow_log(capture, follow=follow):
+    for line in follow_log(capture, follow=follow, on_skipped=note):
         text = line if timestamps else line.split(" ", 1)[-1]
         sys.stdout.write((shown(text) if to_person else text) + "\n")
         sys.stdout.flush()
@@ -169,7 +189,9 @@ def history(run: RunArgument, capture_dir: CaptureDirOrSim = None, sim: SimCaptu
     from harness.cli.tables import Column, print_table
     from harness.run.capture_ops import attempt_rows, find_run
 
-    rows = attempt_rows(find_run(capture_root(capture_dir, sim), run))
+    root = capture_root(capture_dir, sim)
+    with sim_hint_when_not_found(root, run):
+        rows = attempt_rows(find_run(root, run))
     columns = [
         Column("attempt", "right"),
         Column("state", wrap=True),

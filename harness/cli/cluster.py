@@ -144,7 +144,7 @@ def run_on_ray(plans: Sequence["Planned"], *, address: str, options: "RunOptions
     )
     sweep = RaySweep(ray, address, ctx=ctx, board=view.board)
     try:
-        with stop_on_signals(ctx.stop, view.note), view:
+        with stop_on_signals(ctx.stop, view.note), view, ctx.stop.acted_on():  # the driver passes a stop on
             runs = sweep.run(plans)
     finally:
         disconnect()
@@ -191,10 +191,11 @@ def _print_results(console: Any, runs: Sequence[Any]) -> None:
 
 def dry_run_over_hosts(plan: Any, *, address: str, nodes: int, as_json: bool) -> None:
     """What each host would start for one run over `nodes` hosts, and the job; starts nothing."""
-    from harness.cluster.connect import alive_nodes, connect, disconnect, nodes_for, run_request
+    from harness.cluster.connect import alive_nodes, connect, disconnect, nodes_for, run_request, shown_address
     from harness.cluster.scaleout import describe_plan, metadata_for, pick_hosts, plan_scale_out
     from harness.errors import HarnessError
     from harness.run.provenance import git_facts, harness_facts
+    from harness.secrets import redact_userinfo, shown_json
 
     ray = connect(address)
     try:
@@ -202,7 +203,7 @@ def dry_run_over_hosts(plan: Any, *, address: str, nodes: int, as_json: bool) ->
     finally:
         disconnect()
     try:
-        hosts = pick_hosts(able, nodes, address)
+        hosts = pick_hosts(able, nodes, shown_address(address))
     except ValueError as err:
         raise HarnessError(f"run {plan.spec.run}: {err}") from None
     provenance = {**harness_facts(), **git_facts(Path.cwd())}
@@ -212,12 +213,12 @@ def dry_run_over_hosts(plan: Any, *, address: str, nodes: int, as_json: bool) ->
         cluster_env=redacted_cluster_env(plan.experiment),
         metadata=metadata_for(plan.spec, provenance, nodes, hosts=hosts),
     )
-    if as_json:
-        typer.echo(json.dumps(scale.to_dict(), indent=2, allow_nan=False))
+    if as_json:  # every value by the secret rule: the job's entrypoint holds the trainer's flags
+        typer.echo(json.dumps(shown_json(scale.to_dict()), indent=2, allow_nan=False))
         return
     console = stdout()
     for line in describe_plan(scale, plan.spec.secret_values()):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(redact_userinfo(line), markup=False, highlight=False, soft_wrap=True)
 
 
 def recover_on_ray(

@@ -97,6 +97,7 @@ def demo(
         capture_dir = SIM_CAPTURE_DIR if steps is None else QUICK_LOOK_CAPTURE_DIR
     check_capture_root(capture_dir, sim=True)
     target = sim_target_from_cli(True, time_scale, sim_engine)
+    note(target.describe())
     plans = plan_demo(ExperimentStore(experiments_dir), capture_dir, target, steps=steps)
     for message in dict.fromkeys(m for plan in plans for m in plan.warnings):
         warn(message)

@@ -16,6 +16,7 @@ from harness.cli.app import (
     capture_root,
     command,
     fail,
+    sim_hint_when_not_found,
     stdout,
     warn,
 )
@@ -253,6 +254,11 @@ def render_probe(found: Any) -> None:
         console.print(
             "(a zone pauses zone_margin_c below its lowest hot or critical point; without one, at pause_at_c)"
         )
+        from harness.guard.sensors import skipped_note
+
+        skipped = skipped_note(found.zones)
+        if skipped:
+            console.print(outside(skipped, "yellow"))
     else:
         console.print(f"thermal zones: none under {found.thermal_root}")
     readable = found.readable_by()
@@ -320,7 +326,8 @@ def plot_command(
         directory, name = Path(run), Path(run).resolve().name
         default_out = Path(run) / "guard.svg"
     else:
-        raise HarnessError(f"no capture of {run} under {root}, and no directory {run}", ExitCode.NOT_FOUND)
+        with sim_hint_when_not_found(root, run):
+            raise HarnessError(f"no capture of {run} under {root}, and no directory {run}", ExitCode.NOT_FOUND)
     if not has_guard_record(directory):
         raise HarnessError(
             f"{directory} has neither guard.jsonl nor pauses.jsonl: the heat guard recorded nothing there "

@@ -10,7 +10,8 @@
   (`harness.cli.app.stdout`), so a string is never markup: styling is a
   `Text` built from the harness's own words (`Text.assemble`).
 - `message_lines`: a message fitted to the width. One that fits is one line.
-  One that does not says what happened on its first line (the part before
+  An error wider than the width is one paragraph wrapped at words. Any other
+  message that does not fit says what happened on its first line (the part before
   its first `: `), then its details on indented lines, a clause (`; `) per
   line, wrapped at spaces; a long list in parentheses is one item per line.
   A single token longer than the width (a path, a command to copy) is never
@@ -90,11 +91,14 @@ def output_width(is_terminal: bool, terminal_width: int, environ: Optional[dict[
     return int(columns) if columns.isdigit() and 20 <= int(columns) <= 10_000 else PIPED_WIDTH
 
 
-def message_lines(prefix: str, text: str, width: int) -> list[str]:
-    """`prefix` + `text` as lines of at most `width` (see the module's rules); the text is `shown`."""
+def message_lines(prefix: str, text: str, width: int, *, paragraph: bool = False) -> list[str]:
+    """`prefix` + `text` as lines of at most `width` (see the module's rules); the text is `shown`. A `paragraph`
+    (an error) is wrapped at words only: no line per clause or per item."""
     text = shown(text)
     if len(prefix) + len(text) <= width:
         return [prefix + text]
+    if paragraph:
+        return _wrapped(prefix + text, width, INDENT)
     head, *tail = _split_outside_brackets(text, ": ", limit=1)
     rest = tail[0] if tail else ""
     if not rest or len(prefix) + len(head) + 1 > width:  # no first part that stands alone: one paragraph

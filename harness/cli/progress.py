@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from harness.mileslog import keys
 from harness.run.timeleft import TimeLeft, format_left
+from harness.times import clock_text
 
 if TYPE_CHECKING:  # annotations only: `harness parse-log` and `--help` need not import the launch planner
     from harness.capture import RunStatus
@@ -43,20 +44,51 @@ def _num(value: Any, fmt: str) -> str:
     return "-" if not isinstance(value, (int, float)) else format(value, fmt)
 
 
+@dataclass(frozen=True)
+class Part:
+    """One part of a step line, from its whole form to its shortest ("" : the part left out)."""
+
+    forms: tuple[str, ...]
+
+
+def step_parts(summary: dict[str, Any]) -> list[Part]:
+    """The step's own numbers: rollout time, dropped (or zero-variance) groups, reward; each with its short form."""
+    rollout = _num(summary["rollout_s"], ".1f")
+    parts = [Part((f"rollout {rollout} trainer s", f"rollout {rollout} s"))]
+    if summary["dropped"]:
+        right, wrong, total = summary["dropped_right"], summary["dropped_wrong"], summary["dropped"]
+        split = (f"dropped {total} (right {right}, wrong {wrong})", f"dropped {right} right, {wrong} wrong")
+        parts.append(Part((*split, f"dropped {total}")))
+    elif summary["zero_std_right"] is not None:
+        right, wrong = summary["zero_std_right"], summary["zero_std_wrong"]
+        total = right + wrong if isinstance(right, int) and isinstance(wrong, int) else "-"
+        split = (f"zero-variance {right} right, {wrong} wrong",) * 2
+        parts.append(Part((*split, f"zero-variance {total}")))
+    derived = " (derived)" if summary.get("reward_source") == keys.DERIVED else ""
+    parts.append(Part((f"reward {_num(summary['reward'], '.3f')}{derived}",)))
+    return parts
+
+
 def describe_step(summary: dict[str, Any]) -> str:
     """`rollout 88.7 trainer s | dropped 20 (right 18, wrong 2) | reward 0.672` (or zero-variance groups
     without the filter). Trainer s are the trainer's own clock, which runs on while the heat guard holds it;
     the guard's holds are wall s (`pauses_text`)."""
-    parts = [f"rollout {_num(summary['rollout_s'], '.1f')} trainer s"]
-    if summary["dropped"]:
-        parts.append(
-            f"dropped {summary['dropped']} (right {summary['dropped_right']}, wrong {summary['dropped_wrong']})"
-        )
-    elif summary["zero_std_right"] is not None:
-        parts.append(f"zero-variance {summary['zero_std_right']} right, {summary['zero_std_wrong']} wrong")
-    derived = " (derived)" if summary.get("reward_source") == keys.DERIVED else ""
-    parts.append(f"reward {_num(summary['reward'], '.3f')}{derived}")
-    return " | ".join(parts)
+    return " | ".join(part.forms[0] for part in step_parts(summary))
+
+
+def fit_parts(parts: Sequence[Part], giving_way: Sequence[int], width: int) -> str:
+    """The parts joined by ` | ` on one line: while it is wider than `width`, the part next in `giving_way` (an index,
+    repeated to go further) takes its next shorter form. A line that cannot fit is still one line."""
+    chosen = [0] * len(parts)
+
+    def line() -> str:
+        return " | ".join(form for part, n in zip(parts, chosen) if (form := part.forms[n]))
+
+    for index in giving_way:
+        if len(line()) <= width:
+            break
+        chosen[index] = min(chosen[index] + 1, len(parts[index].forms) - 1)
+    return line()
 
 
 def describe_guard(reading: "GuardReading", now_us: Optional[int] = None) -> str:
@@ -98,12 +130,6 @@ def guard_change(previous: Optional["GuardReading"], reading: "GuardReading") ->
 COOLING_LINE_EVERY_S = 10.0  # piped: a line per this much waiting to cool, besides its first and last
 
 
-def _elapsed(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}"
-
-
 def pauses_text(pauses: int, paused_s: float) -> str:
     """`2 pauses, 31 wall s` ("" with none)."""
     return f"{pauses} pause{'s' if pauses != 1 else ''}, {paused_s:.0f} wall s" if pauses else ""
@@ -133,14 +159,8 @@ def heat_text(reading: Optional["GuardReading"], now_us: int) -> str:
     if not reading.paused:
         return temp
     start_us = parse_time_us(reading.paused_since or "")
-    held = _clock(max(0, now_us - start_us) / 1e6) if start_us is not None else "?"
+    held = clock_text(max(0, now_us - start_us) / 1e6) if start_us is not None else "?"
     return f"paused {held}, at {temp}"
-
-
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def _now_us() -> int:
@@ -227,7 +247,9 @@ class PlainReporter:
         return view
 
     def note(self, message: str) -> None:
-        self._say(message)
+        from harness.secrets import redact_userinfo
+
+        self._say(redact_userinfo(message))  # a note quotes what it is about (a reason, a value): no URL password
 
     def warning(self, message: str) -> None:
         from harness.cli.app import warn
@@ -250,18 +272,30 @@ class PlainReporter:
         self._say(f"{spec.run}: started ({spec.engine}, run id {spec.run_id}, {spec.steps_expected} steps expected)")
 
     def step(self, run: str, record: "StepRecord", steps_complete: int) -> None:
+        """One line per step, fitted to the width: the clock, then the guard's pauses give way first (the summary
+        and `harness status RUN` have them), the step's own numbers last."""
+        from harness.cli.messages import output_width, shown
+
         view = self._record_step(run, record, steps_complete)
-        label = f"step {record.step}" + ("" if record.complete else " INCOMPLETE")
-        parts = [f"{run}: {label} ({steps_complete}/{view.expected} complete)", describe_step(view.last or {})]
-        held = paused_total_s(view.reading, _now_us())
+        label = f"{run}: step {record.step}" + ("" if record.complete else " INCOMPLETE")
+        progress = f"{steps_complete}/{view.expected}"
+        parts = [Part((f"{label} ({progress} complete)", f"{label} ({progress})")), *step_parts(view.last or {})]
         if view.reading is not None:
-            parts.append(
-                ", ".join(filter(None, [heat_text(view.reading, _now_us()), pauses_text(view.reading.pauses, held)]))
-            )
+            heat = heat_text(view.reading, _now_us())
+            pauses = pauses_text(view.reading.pauses, paused_total_s(view.reading, _now_us()))
+            parts.append(Part((", ".join(filter(None, [heat, pauses])), heat, "")))
         now = self.now()
-        elapsed = _elapsed(now - view.t0) if view.t0 is not None else "-"
-        parts.append(f"{elapsed} elapsed, {format_left(view.left_s(now))} left")
-        self._say(" | ".join(parts))
+        left = format_left(view.left_s(now))
+        elapsed = clock_text(now - view.t0) if view.t0 is not None else "-"
+        parts.append(Part((f"{elapsed} elapsed, {left} left", f"{left} left", "")))
+        last, heat_at = len(parts) - 1, len(parts) - 2 if view.reading is not None else len(parts) - 1
+        # What gives way, in turn: the elapsed time, "complete", the pauses, the time left, the groups' split in
+        # fewer words, the temperature (`status`, -v and the capture have it), "trainer", the split.
+        order = [last, 0, heat_at, last, 2, heat_at, 1, 2]
+        line = fit_parts(parts, order, self.width or output_width(False, 0))
+        with self._lock:
+            self.stream.write(shown(line) + "\n")
+            self.stream.flush()
 
     def _record_step(self, run: str, record: "StepRecord", steps_complete: int) -> RunView:
         view = self._view(run)
@@ -424,8 +458,9 @@ class RichReporter(PlainReporter):
 
     def note(self, message: str) -> None:
         from harness.cli.messages import message_lines
+        from harness.secrets import redact_userinfo
 
-        for line in message_lines("", message, self.console.width):
+        for line in message_lines("", redact_userinfo(message), self.console.width):
             self.console.print(line, markup=False, highlight=False)
 
     def start_live(self) -> None:

@@ -11,26 +11,22 @@ from harness.cli.app import DEFAULT_CAPTURE_DIR, SIM_CAPTURE_DIR, print_messages
 
 if TYPE_CHECKING:
     from harness.capture import RunStatus
+    from harness.engines.base import Problem
     from harness.engines.spec import LaunchSpec
     from harness.jsontypes import JSONObject
     from harness.run.decide import Decision
     from harness.run.lifecycle import SweepResult
     from harness.run.plan import Planned
+    from harness.run.run_page import RunPage
 
 
-def preflight_problems(spec: "LaunchSpec") -> list[str]:
-    """What would stop the run from starting, as `run` checks it (nothing is changed or started)."""
-    return preflight_report(spec)[0]
-
-
-def preflight_report(spec: "LaunchSpec") -> tuple[list[str], Optional["JSONObject"]]:
+def preflight_report(spec: "LaunchSpec") -> tuple[list["Problem"], Optional["JSONObject"]]:
     """(what would stop the run from starting, what the image preflight found in the image's Miles), as `run`
     checks them: nothing is changed, and nothing started but the preflight's own short probe container."""
     from harness.engines import engine_named
 
     engine = engine_named(spec.engine)
-    problems = [problem.message for problem in engine.preflight(spec)]
-    return problems, engine.image_facts(spec)
+    return list(engine.preflight(spec)), engine.image_facts(spec)
 
 
 def print_sweep(console: Any, results: Sequence["SweepResult"]) -> None:
@@ -140,16 +136,93 @@ def report_status(status: "RunStatus", capture_dir: Optional[Path] = None) -> No
             markup=False,
         )
     else:
-        where = (
-            ""
-            if capture_dir in (None, DEFAULT_CAPTURE_DIR)
-            else " --sim"
-            if capture_dir == SIM_CAPTURE_DIR
-            else f" --capture-dir {capture_dir}"
-        )
+        where = root_option(capture_dir)
+        attempt = f" --attempt {status.attempt}" if status.attempt else ""  # the current attempt may be another
         warn(
             f"run {status.run} {status.state} with {status.steps_complete}/{status.steps_expected} steps complete "
-            f"({status.error or f'exit code {status.exit_code}'}); `harness logs {status.run}{where}` shows its log"
+            f"({status.error or f'exit code {status.exit_code}'}); `harness logs {status.run}{attempt}{where}` "
+            "shows its log"
+        )
+
+
+def root_option(capture_dir: Optional[Path]) -> str:
+    """The option a command needs to look in `capture_dir`: "", ` --sim` or ` --capture-dir DIR`."""
+    if capture_dir is None or Path(capture_dir) == DEFAULT_CAPTURE_DIR:
+        return ""
+    return " --sim" if Path(capture_dir) == SIM_CAPTURE_DIR else f" --capture-dir {capture_dir}"
+
+
+def print_run_page(page: "RunPage", capture_dir: Path) -> None:
+    """`harness status RUN`: the run's state and reason, notes, heat guard, attempts and their changes, log tail."""
+    from rich.text import Text
+
+    from harness.cli.app import print_messages
+    from harness.cli.tables import Column, print_table
+    from harness.run.run_page import summary_line
+
+    console = stdout()
+    said: list[tuple[str, int]] = []
+    current, newest = page.current, page.newest
+    if current is not None:
+        said.append((f"{page.run}: attempt {current.number} of {page.attempts} is current", len(page.run) + 1))
+        said.append((f"  {summary_line(current)}", 0))
+    else:
+        said.append((f"{page.run}: no attempt is current ({page.attempts} attempts)", len(page.run) + 1))
+    if newest is not None:
+        said.append((f"  attempt {newest.number} (newer): {summary_line(newest)}", 0))
+    shown = current or newest
+    notes = shown.status.notes if shown is not None and shown.status is not None else []
+    if shown is not None and notes:
+        said.append((f"notes (attempt {shown.number})", 0))
+        said += [(f"  {note}", 0) for note in notes]
+    if shown is not None:
+        said.append((f"heat guard (attempt {shown.number}): {page.guard.text()}", 10))
+    print_messages(console, said, paragraph=True)
+    columns = [
+        Column("attempt", "right"),
+        Column("state", wrap=True),
+        Column("steps", "right"),
+        Column("started", drop=2),
+        Column("duration", "right", drop=1),
+        Column("differs from the current", wrap=True, drop=3),
+    ]
+    cells = [
+        tuple(
+            Text(cell)
+            for cell in (f"{r.attempt}{' *' if r.current else ''}", r.state, r.steps, r.started, r.duration, r.differs)
+        )
+        for r in page.rows
+    ]
+    print_table(console, columns, cells, title="attempts (* current)")
+    if page.changes:
+        print_messages(
+            console,
+            [("changes between attempts", 0)]
+            + [
+                (f"  attempt {after} from attempt {before}: {', '.join(changed) or 'nothing'}", 0)
+                for after, before, changed in page.changes
+            ],
+            paragraph=True,
+        )
+    if page.log_attempt is not None:
+        heading = f"log of attempt {page.log_attempt}" + (
+            f" (its last {len(page.log_tail)} lines)" if page.log_tail else ": empty, or no container.log"
+        )
+        console.print(Text(heading, style="bold"), soft_wrap=True)
+        for line in page.log_tail:  # the trainer's own lines, as `harness logs` prints them: never refitted
+            console.print(Text(f"  {line}"), soft_wrap=True)
+        numbers = [row.attempt for row in page.rows]
+        which = " or ".join(numbers) if len(numbers) <= 2 else f"{numbers[0]} to {numbers[-1]}"
+        print_messages(
+            console,
+            [
+                (
+                    f"`harness logs {page.run} --attempt N{root_option(capture_dir)}` prints the whole log of "
+                    f"attempt N (N: {which})",
+                    0,
+                )
+            ],
+            paragraph=True,
         )
 
 
@@ -171,6 +244,7 @@ def print_spec(spec: "LaunchSpec", *, as_json: bool, miles: Optional["JSONObject
             document["miles"] = miles
         typer.echo(json.dumps(document, indent=2, allow_nan=False))
         return
+    spec = spec.shown()  # every value by the secret rule: env secrets, URL passwords, a secret flag's values
     console = stdout()
 
     def out(*parts: Union[str, tuple[str, str]]) -> None:

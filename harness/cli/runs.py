@@ -75,16 +75,15 @@ def chosen_experiment(experiment: Optional[str]) -> str:
 
 
 def sim_target_from_cli(sim: bool, time_scale: Optional[float], sim_engine: str) -> Optional[SimTarget]:
-    """The simulator's engine and time scale for `--sim` (said in one line), or None for a real run."""
+    """The simulator's engine and time scale for `--sim`, or None for a real run (said once the runs are planned, so
+    a bad experiment is one line with no banner before it)."""
     from harness.errors import HarnessError
 
     if not sim:
         if time_scale is not None or sim_engine != "auto":
             raise HarnessError("--time-scale and --sim-engine are for runs on the simulator: add --sim")
         return None
-    target = choose_target(sim_engine, DEFAULT_TIME_SCALE if time_scale is None else time_scale, sys.executable)
-    note(target.describe())
-    return target
+    return choose_target(sim_engine, DEFAULT_TIME_SCALE if time_scale is None else time_scale, sys.executable)
 
 
 def check_capture_root(capture_dir: Path, *, sim: bool) -> Path:
@@ -163,6 +162,8 @@ def plan_from_cli(
     plans = plan_runs(
         store, name, seeds, overrides, capture_dir, dict(os.environ), sim=sim, variant=variant, sweep=sweep
     )
+    if sim is not None:
+        note(sim.describe())
     for message in dict.fromkeys(m for plan in plans for m in plan.warnings):  # once, not once per seed
         warn(message)
     return plans
@@ -346,11 +347,7 @@ def run(
 
         return run_command_on_ray(plan, address=ray, nodes=nodes, dry_run=dry_run, as_json=json_, options=options)
     if dry_run:
-        problems, miles = preflight_report(plan.spec)
-        for problem in problems:
-            warn(f"pre-flight: {problem}")
-        print_spec(plan.spec, as_json=json_, miles=miles)
-        return None
+        return _dry_run(plan, options.mode, as_json=json_)
     _, ctx = _context([plan], capture_dir, options, say_skips=False, verbose=verbose)
     with stop_on_signals(ctx.stop, ctx.reporter.note):
         result = run_planned(plan, ctx)
@@ -361,6 +358,30 @@ def run(
         raise HarnessError(result.decision.not_started())
     report_status(result.status, capture_dir)
     return exit_code_for([result.status.state])
+
+
+def _dry_run(plan: "Planned", mode: "Mode", *, as_json: bool) -> Optional[ExitCode]:
+    """Show what `run` would start and what its checks found; fail as `run` would refuse, so a script can use the
+    dry run as a preflight (exit 0: the run would start, or has succeeded already)."""
+    from harness.errors import HarnessError
+    from harness.run.lifecycle import decide_on_capture
+    from harness.run.plan import next_attempt_spec
+
+    spec = next_attempt_spec(plan.spec)
+    decision = decide_on_capture(plan, mode)
+    problems, miles = preflight_report(spec)
+    for problem in problems:
+        warn(f"pre-flight: {problem.message}")
+    print_spec(spec, as_json=as_json, miles=miles)
+    if decision.refused:
+        raise HarnessError(f"run {spec.run} would not start: {decision.reason}")
+    if decision.action == "skip":
+        note(f"{spec.run}: already {decision.reason}: `harness run` would start nothing")
+        return None
+    if problems:
+        count = f"{len(problems)} pre-flight problem{'s' if len(problems) != 1 else ''}"
+        raise HarnessError(f"run {spec.run} would not start: {count}, above", problems[0].exit_code)
+    return None
 
 
 @command("sweep", cls=SeedsCommand, help=SWEEP_HELP)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, NoReturn, Optional
 
 import typer
 from typer.core import TyperGroup
 from typing_extensions import Annotated
 
 from harness.cli.app import (
-    SIM_CAPTURE_DIR,
     CaptureDirOrSim,
     JsonOption,
     SimCapturesOption,
@@ -19,6 +18,7 @@ from harness.cli.app import (
     command,
     print_message,
     print_messages,
+    sim_root_hint,
     stdout,
     warn,
 )
@@ -72,7 +72,7 @@ def summarize_command(
         raise HarnessError(f"--effect must be a difference above 0, not {effect}")
     capture_dir = capture_root(capture_dir, sim)
     published = summarize_to_files(
-        capture_dir, out, figures=not no_figures, hint=_sim_hint(capture_dir, sim), effect=effect
+        capture_dir, out, figures=not no_figures, hint=sim_root_hint(capture_dir), effect=effect
     )
     document = published.document
     for warning in published.warnings:
@@ -130,13 +130,6 @@ def summarize_command(
         console.print(f"{len(published.figures_unchanged)} figures unchanged (their inputs are the same)")
 
 
-def _sim_hint(capture_dir: Path, sim: bool) -> str:
-    """Where simulated runs are, when the user looked among the real ones."""
-    if sim or Path(capture_dir) == SIM_CAPTURE_DIR:
-        return ""
-    return f"; did you mean --sim ({SIM_CAPTURE_DIR}, where simulated runs are captured)?"
-
-
 def _print_runs(document: "SummaryDocument") -> None:
     from harness.cli.tables import Column, print_table
 
@@ -176,6 +169,22 @@ def _print_runs(document: "SummaryDocument") -> None:
     print_table(stdout(), columns, rows)
 
 
+def _no_summary(capture_dir: Path, path: Path) -> NoReturn:
+    """No summary to report on: `harness summarize` makes it where there are runs to summarize; where there are
+    none, what is there to summarize instead (the simulator's runs), never a command that would find nothing."""
+    from harness.capture import find_runs
+    from harness.errors import ExitCode, HarnessError
+
+    if find_runs(capture_dir)[0]:
+        raise HarnessError(f"no summary at {path}: run `harness summarize` first", ExitCode.NOT_FOUND)
+    raise HarnessError(
+        f"nothing to report: no summary at {path}, no runs in {capture_dir}{sim_root_hint(capture_dir)}"
+        if not sim_root_hint(capture_dir)
+        else f"nothing to report: no runs in {capture_dir}{sim_root_hint(capture_dir)}",
+        ExitCode.NOT_FOUND,
+    )
+
+
 @command("report")
 def report_command(
     capture_dir: CaptureDirOrSim = None,
@@ -195,9 +204,11 @@ def report_command(
     from harness.summary.publish import default_summary_path, report_from_summary
 
     capture_dir = capture_root(capture_dir, sim)
+    if summary is None and not default_summary_path(capture_dir).is_file():
+        _no_summary(capture_dir, default_summary_path(capture_dir))
     published = report_from_summary(
         summary if summary is not None else default_summary_path(capture_dir),
-        hint=_sim_hint(capture_dir, sim),
+        hint=sim_root_hint(capture_dir),
         capture_dir=capture_dir if summary is None else None,  # a summary elsewhere: its captures may not be here
     )
     for warning in published.warnings:
@@ -252,21 +263,21 @@ def export_command(
             raise HarnessError(
                 "--format tensorboard writes <capture dir>/tensorboard from the captures: no --out or --summary"
             )
-        return export_tensorboard(capture_dir, _sim_hint(capture_dir, sim))
+        return export_tensorboard(capture_dir, sim_root_hint(capture_dir))
     if summary is not None:
         from harness.summary.serialize import load_summary
 
         document = load_summary(summary)
         where = summary.parent
     else:
-        result = summarize_captures_in(capture_dir, hint=_sim_hint(capture_dir, sim))
+        result = summarize_captures_in(capture_dir, hint=sim_root_hint(capture_dir))
         for warning in result.warnings:
             warn(warning)
         document, where = result.document, default_summary_path(capture_dir).parent
     if not document.runs:
         looked = f"in {summary}" if summary is not None else f"under {capture_dir}"
         raise HarnessError(
-            "nothing to export: " + no_runs_message(looked, document.skipped, _sim_hint(capture_dir, sim)),
+            "nothing to export: " + no_runs_message(looked, document.skipped, sim_root_hint(capture_dir)),
             ExitCode.NOT_FOUND,
         )
     path = out if out is not None else default_export_path(where, format_)
@@ -359,7 +370,7 @@ def plan_command(
         if not runs:
             raise HarnessError("--from-run needs at least one run name")
         root = capture_root(capture_dir, sim)
-        measured = planner.keep_rate_from_runs(_summarized_runs(root, runs, _sim_hint(root, sim)))
+        measured = planner.keep_rate_from_runs(_summarized_runs(root, runs, sim_root_hint(root)))
         keep_rate = measured.keep_rate
         if rollout_batch_size is None:
             if len(measured.rollout_batch_sizes) != 1:
@@ -485,7 +496,7 @@ def plan_seeds_command(
         result = planner.plan_seeds(wanted, sd, "given (--sd)", effect_from, adaptive)
     else:
         root = capture_root(capture_dir, sim)
-        summary = _captures_summary(root, _sim_hint(root, sim))
+        summary = _captures_summary(root, sim_root_hint(root))
         if not from_runs:
             plans = [
                 (label, planner.plan_seeds(wanted, value, sd_from, effect_from, adaptive))

@@ -94,8 +94,17 @@ def _fit(
     wanting = [w - n for w, n in zip(widest, narrowest)]
     if sum(wanting) <= spare:
         return widest
-    for i, want in enumerate(wanting):  # share the spare room by how much more each column wants
-        widths[i] += spare * want // sum(wanting)
+    # A column that wants little gets it all first, fewest first, while that is no more than an even share (so a
+    # temperature, `95.5 C`, is never broken for a long state's sake); the rest share what is left by how much
+    # more each wants.
+    rest = sorted(range(len(columns)), key=lambda i: wanting[i])
+    while rest and wanting[rest[0]] <= spare // len(rest):
+        first = rest.pop(0)
+        widths[first] += wanting[first]
+        spare -= wanting[first]
+    wanted = sum(wanting[i] for i in rest)
+    for i in rest:
+        widths[i] += spare * wanting[i] // wanted
     return widths
 
 

@@ -112,9 +112,18 @@ def connect(address: str) -> Any:
     except Exception as err:  # ConnectionError, ValueError, RuntimeError: Ray's reasons vary by version
         RAY_OUTPUT.restore()
         raise HarnessError(
-            f"cannot join the Ray cluster at {address!r}: {_reason(err)}", ExitCode.ENGINE_UNAVAILABLE
+            f"cannot join the Ray cluster at {shown_address(address)!r}: {shown_address(_reason(err), address)}",
+            ExitCode.ENGINE_UNAVAILABLE,
         ) from None
     return ray
+
+
+def shown_address(text: str, address: Optional[str] = None) -> str:
+    """A Ray address as it may be shown, its URL password as ***; or Ray's words about `address`, with that
+    address's password hidden wherever they repeat it (whole, alone or decoded)."""
+    from harness.secrets import redact_text, redact_userinfo, secrets_in
+
+    return redact_userinfo(redact_text(text, secrets_in(address)) if address else text)
 
 
 def _reason(err: Exception) -> str:

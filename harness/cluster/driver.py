@@ -28,7 +28,7 @@ from typing import Any, Optional, Sequence
 from harness.capture import Capture, CaptureLock, RunState, RunStatus, describe_os_error, this_host, utc_now
 from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.writer import EventSink, Forward
-from harness.cluster.connect import Node, NodeFacts, alive_nodes, nodes_for, run_request
+from harness.cluster.connect import Node, NodeFacts, alive_nodes, nodes_for, run_request, shown_address
 from harness.errors import ExitCode, HarnessError
 from harness.run.context import RunContext, StopControl
 from harness.run.decide import Decision
@@ -157,12 +157,17 @@ class RaySweep:
     @property
     def owner(self) -> dict[str, Any]:
         """Who holds the captures' locks, as `harness status` and recover name it."""
-        return {"pid": os.getpid(), "host": this_host(), "ray": self.address}
+        return {"pid": os.getpid(), "host": this_host(), "ray": shown_address(self.address)}
 
     def run(self, plans: Sequence[Planned]) -> list[RayRun]:
         from harness.cluster.node import SweepControl
 
-        check_nodes(self.ray, [plan for plan in plans if self._would_run(plan)], alive_nodes(self.ray), self.address)
+        check_nodes(
+            self.ray,
+            [plan for plan in plans if self._would_run(plan)],
+            alive_nodes(self.ray),
+            shown_address(self.address),
+        )
         self.control = self.ray.remote(SweepControl).options(num_cpus=0).remote()
         runs: list[RayRun] = []
         try:
@@ -350,7 +355,7 @@ class RaySweep:
         status.capture_complete = False
         status.notes.append(
             f"the host may still hold the trainer and the rest of its log: once it is back in the "
-            f"cluster, `harness recover --ray {self.address}` stops what is left and saves them"
+            f"cluster, `harness recover --ray {shown_address(self.address)}` stops what is left and saves them"
         )
         self._final_write(run, status)
 

@@ -38,7 +38,7 @@ from harness.engines.base import (
     Problem,
     RunGone,
 )
-from harness.engines.dockerapi import DockerApi, DockerApiError, docker_host, is_local
+from harness.engines.dockerapi import DockerApi, DockerApiError, OutputTooLarge, docker_host, is_local
 from harness.engines.logstream import LogPosition, split_bursts
 from harness.engines.spec import LaunchSpec
 from harness.errors import ExitCode, HarnessError
@@ -72,6 +72,8 @@ class ContainerState(TypedDict, total=False):
 
 class ContainerConfig(TypedDict, total=False):
     Labels: Optional[dict[str, str]]
+    Env: Optional[list[str]]
+    Cmd: Optional[list[str]]
 
 
 class ContainerInspect(TypedDict, total=False):
@@ -206,16 +208,24 @@ class DockerEngine:
         def run_probe(image: str, argv: Sequence[str], timeout_s: float) -> tuple[int, str, str]:
             try:
                 return api.run_probe(
-                    image, ["-c", milesimage.PROBE, *argv], timeout_s, labels={milesimage.PROBE_LABEL: "1"}
+                    image,
+                    ["-c", milesimage.PROBE, *argv],
+                    timeout_s,
+                    labels={milesimage.PROBE_LABEL: "1"},
+                    max_output=milesimage.MAX_PROBE_OUTPUT_BYTES,
                 )
             except DockerApiError as err:
                 raise milesimage.ProbeError(str(err)) from None
+            except OutputTooLarge as err:
+                raise milesimage.ProbeFlood(err.stream, err.total, err.head, err.tail) from None
 
         outcome = milesimage.probe_image(
             spec.image, str(info.get("Id") or spec.image), milesimage.paths_to_probe(flags), run_probe
         )
         facts = milesimage.check_facts(outcome.check, reason=outcome.reason, cached=outcome.cached)
         self._image_facts[spec.run_id] = facts
+        if outcome.problem is not None:
+            return [outcome.problem]
         return milesimage.judge(spec.image, outcome.check, flags) if outcome.check is not None else []
 
     def image_facts(self, spec: LaunchSpec) -> Optional[JSONObject]:
@@ -428,6 +438,16 @@ class DockerRun:
             started_at=_docker_time(state.get("StartedAt")),
             finished_at=_docker_time(state.get("FinishedAt")),
         )
+
+    def given_values(self) -> Optional[tuple[dict[str, str], list[str]]]:
+        """The environment and command the container was given (to know the secrets its output may repeat); None
+        once it no longer exists."""
+        data = self._inspect()
+        if data is None:
+            return None
+        config = data.get("Config") or {}
+        env = {name: value for name, _, value in (entry.partition("=") for entry in config.get("Env") or [])}
+        return env, [*(config.get("Cmd") or [])]
 
     # --- logs ---------------------------------------------------------------------------------------
 

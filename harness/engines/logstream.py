@@ -266,6 +266,8 @@ class LogPosition:
         self._newest: Optional[int] = self._floor
         self._recent: deque[tuple[int, str]] = deque()
         self._held: Optional[int] = None  # the stamp of a line the stream has begun and not ended (new_bursts)
+        # How a delivered line was stored (its known secrets masked): a reopened stream's line is compared so.
+        self.stored: Optional[Callable[[str], str]] = None
         for line in lines_at_last:
             self.advance(line)
 
@@ -348,6 +350,7 @@ class LogPosition:
         floor = self.floor_ns()
         replay: Counter[str] = Counter(self.lines_at_last)
         left = sum(replay.values())
+        stored = self.stored or (lambda line: line)
         for burst in reopened:
             if left:
                 fresh = []
@@ -356,8 +359,8 @@ class LogPosition:
                         ns = _stamp_ns_or_none(line)
                         if ns is not None and floor is not None and ns < floor:
                             continue
-                        if replay[line] > 0:
-                            replay[line] -= 1
+                        if replay[stored(line)] > 0:
+                            replay[stored(line)] -= 1
                             left -= 1
                             continue
                     fresh.append(line)

@@ -5,10 +5,17 @@ Engines execute a spec and nothing else; `--dry-run` prints one.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Mapping, Optional, Tuple
 
-from harness.secrets import shown_env_value, userinfo_in
+from harness.secrets import (
+    redact_userinfo,
+    secret_values_of,
+    shown_env_value,
+    shown_json,
+    shown_words,
+    userinfo_in,
+)
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
@@ -75,16 +82,26 @@ class LaunchSpec:
         return {name: shown_env_value(name in self.secret_env, value) for name, value in self.env.items()}
 
     def secret_values(self) -> list[str]:
-        """The secrets' values and the user:password of URLs in env values, longest first (to find them in text
-        that was written with them)."""
-        values = {self.env[name] for name in self.secret_env if self.env.get(name)}
-        values.update(info for value in self.env.values() for info in userinfo_in(value))
-        return sorted(values, key=len, reverse=True)
+        """The secrets' values and the URL passwords of every value the engine is given (env, argv, command,
+        mounts), longest first: to find them in text that was written with them (the trainer's output)."""
+        words = [*self.trainer_argv, *(self.command or ()), *(mount.source for mount in self.mounts)]
+        return secret_values_of(self.env, words, self.secret_env)
+
+    def shown(self) -> "LaunchSpec":
+        """The spec as it may be shown (printed, written), never executed: every value by the secret rule (env
+        secrets and URL passwords as ***, a secret flag's values as ***)."""
+        return replace(
+            self,
+            command=tuple(shown_words(self.command)) if self.command else None,
+            trainer_argv=tuple(shown_words(self.trainer_argv)),
+            env=self.display_env(),
+            labels=shown_json(dict(self.labels)),
+            mounts=tuple(Mount(redact_userinfo(m.source), redact_userinfo(m.target), m.read_only) for m in self.mounts),
+        )
 
     def to_dict(self) -> JSONObject:
-        """The spec as JSON-ready data, secrets as ***."""
-        data: JSONObject = asdict(self)
-        data["env"] = dict(self.display_env())
+        """The spec as JSON-ready data, as `shown` shows it (secrets as ***)."""
+        data: JSONObject = shown_json(asdict(self.shown()))
         return data
 
 

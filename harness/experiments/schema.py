@@ -18,7 +18,7 @@ from harness.experiments.naming import ExperimentName, ImageReference, RunName, 
 from harness.experiments.yamlfile import shown
 from harness.guard.config import GuardConfig
 from harness.lab import milesargv
-from harness.secrets import is_secret_env, shown_env_value
+from harness.secrets import is_secret_env, shown_env_value, shown_json
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
@@ -315,8 +315,9 @@ def env_map_at(loc: Sequence[object]) -> Optional[tuple[str, ...]]:
 
 
 def redact_env_maps(data: JSONObject, is_secret: Callable[[str], bool]) -> JSONObject:
-    """`data` (an experiment as JSON) with every env map's secrets, and URL passwords, shown as *** (a copy)."""
-    redacted = dict(data)
+    """`data` (an experiment as JSON) with every env map's secrets as ***, and every URL password in any of its
+    values (flags, `command`, volumes, env) as *** (a copy)."""
+    redacted: JSONObject = shown_json(dict(data))
     for path in ENV_MAPS:
         parents = [redacted]
         for part in path[:-1]:
@@ -336,5 +337,6 @@ def redact_env_maps(data: JSONObject, is_secret: Callable[[str], bool]) -> JSONO
 
 
 def redacted_experiment(experiment: Experiment) -> JSONObject:
-    """The resolved experiment as `to_dict` gives it, each secret's value (and URL password) in every env map as ***."""
+    """The resolved experiment as `to_dict` gives it, each secret's value in every env map, and every URL password,
+    as ***."""
     return redact_env_maps(experiment.to_dict(), experiment.is_secret)

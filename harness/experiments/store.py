@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, Tuple, 
 
 from pydantic import BaseModel, ValidationError
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, did_you_mean
 from harness.experiments.flags import (
     BASE_RUN_LABEL,
     DEPRECATED_FILTER_PATHS,
@@ -88,8 +88,8 @@ class ExperimentStore:
             raise HarnessError(f"{path}: {why}; an experiment is a regular YAML file")
         self._refuse_leaving(path, f"{path}")
         if not path.is_file():
-            known = ", ".join(self.names()) or "none"
-            raise HarnessError(f"unknown experiment {name!r} in {self.directory} (known: {one_line(known)})")
+            hint = did_you_mean(name, self.names()) or "harness ls lists them"
+            raise HarnessError(f"unknown experiment {name!r} in {self.directory} ({one_line(hint)})")
         return path
 
     def read(self, path: Path) -> RawMapping:
@@ -335,8 +335,8 @@ def _validate(
 def _reason(error: ErrorDetails, model: type[BaseModel], loc: Sequence[object], secret: bool) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
-        known = _known_keys(model, loc[:-1])
-        return "unknown key" + (f" (known: {', '.join(known)})" if known else "")
+        hint = did_you_mean(str(loc[-1]) if loc else "", _known_keys(model, loc[:-1]))
+        return "unknown key" + (f" ({hint})" if hint else " (README, Experiments, lists the keys)")
     if kind == "missing":
         return "required key is missing"
     message = str(error["msg"])

@@ -20,6 +20,7 @@ from typing import Hashable, Optional, Sequence, TypeAlias
 import yaml
 
 from harness.errors import HarnessError
+from harness.secrets import redact_userinfo, shown_json
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_DEPTH = 32
@@ -37,14 +38,15 @@ RawMapping: TypeAlias = dict[object, object]
 
 
 def shown(value: object) -> str:
-    """`repr(value)` cut to about 80 characters, computed without walking a huge value."""
-    text = _shown.repr(value)
+    """`repr(value)` cut to about 80 characters, never built whole for a huge value; every URL password in it as
+    *** (harness.secrets), hidden before the cut so that no piece of one is left."""
+    text = _shown.repr(shown_json(value))
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
 def one_line(text: str, limit: int = 2 * SHOWN_CHARS) -> str:
-    """`text` on one line and at most `limit` characters (for text quoted from a file)."""
-    flat = " ".join(str(text).split())
+    """`text` on one line and at most `limit` characters (for text quoted from a file), URL passwords as ***."""
+    flat = " ".join(redact_userinfo(str(text)).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 

@@ -66,6 +66,15 @@ def find_metric(segment: str) -> re.Match[str] | None:
     return _METRIC_HEAD.search(segment)
 
 
+_KIND_AFTER_DASH = re.compile(f" - (?:{'|'.join(KINDS)}) ".encode())
+
+
+def may_hold_metric(raw: bytes) -> bool:
+    """False when the undecoded line holds no ` - KIND `: no metric head then, whatever else it holds (the head is
+    ASCII, and decoding keeps every ASCII byte as it is)."""
+    return _KIND_AFTER_DASH.search(raw) is not None
+
+
 def read_metric(segment: str, head: re.Match[str]) -> MetricLine:
     """Read the payload that starts at the `{` of a metric head."""
     kind, ident = head.group(1), int(head.group(2))
@@ -211,26 +220,41 @@ def noise_kind(text: str) -> str | None:
     return None
 
 
-_FT_LINES = re.compile(_FT.pattern, re.MULTILINE)
-_FT_BYTES = re.compile(_FT.pattern.encode(), re.MULTILINE)
 _COUNTED = (("First rollout sample", "first_rollout_sample"), ("Finish rollout", "finish_rollout"), ("%|", "progress"))
-_COUNTED_BYTES = tuple((marker.encode(), kind) for marker, kind in _COUNTED)
+# Counting over whole buffers (every line of a log passes here), each kind by what the regex engine finds fastest,
+# a literal it can jump to: `_FT` has none (`(?:^|[ )])` makes it try every position, and "ft " occurs in ordinary
+# words all over a log: left, soft, draft), so it is matched from its `ft ` and what precedes that is looked at
+# after (a line's start, a space or a `)`; nothing at the buffer's start, as for `^`). A key holds no space, so
+# no two matches overlap and the count is `_FT`'s. Both sample markers in one scan (neither holds the other's
+# "Fi"); "%|" is too short for a substring search to skip ahead.
+_FT_FROM_LITERAL = r"ft (?<![^\n )]ft )[A-Za-z_][A-Za-z0-9_.]{0,80}="
+_FT_TEXT = re.compile(_FT_FROM_LITERAL)
+_FT_BYTES = re.compile(_FT_FROM_LITERAL.encode())
+_SAMPLES_BYTES = re.compile(rb"Fi(?:rst rollout sample|nish rollout)")
+_PROGRESS_BYTES = re.compile(rb"%\|")
 
 
 def count_noise(text: str) -> dict[str, int]:
     """The noise in lines nothing else reads, by kind: each kind's marker counted where it occurs (a tqdm line of
-    three renders joined by carriage returns is three), `ft key=` where it starts a line or follows a space."""
+    three renders joined by carriage returns is three), `ft key=` where it starts a line or follows a space or `)`."""
     found = {kind: text.count(marker) for marker, kind in _COUNTED if marker in text}
     if "ft " in text:
-        found["ft"] = len(_FT_LINES.findall(text))
+        found["ft"] = len(_FT_TEXT.findall(text))
     return {kind: n for kind, n in found.items() if n}
 
 
 def count_noise_bytes(buf: bytes, start: int, stop: int) -> dict[str, int]:
     """`count_noise` of buf[start:stop] (whole lines) without decoding it: the same counts."""
-    found = {kind: buf.count(marker, start, stop) for marker, kind in _COUNTED_BYTES}
-    if buf.find(b"ft ", start, stop) >= 0:
-        found["ft"] = sum(1 for _ in _FT_BYTES.finditer(buf, start, stop))
+    samples = _SAMPLES_BYTES.findall(buf, start, stop)
+    finish = samples.count(b"Finish rollout")
+    found = {
+        "first_rollout_sample": len(samples) - finish,
+        "finish_rollout": finish,
+        "progress": len(_PROGRESS_BYTES.findall(buf, start, stop)),
+    }
+    found["ft"] = len(_FT_BYTES.findall(buf, start, stop))
+    if start and buf[start - 1 : start] in (b" ", b")") and _FT_BYTES.match(buf, start, stop):
+        found["ft"] -= 1  # what is before `start` is outside: a `ft ` right at it follows nothing, as `_FT` reads it
     return {kind: n for kind, n in found.items() if n}
 
 

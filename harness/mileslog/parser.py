@@ -3,9 +3,11 @@
 `LogParser.feed(line)` is the hot path the runner calls on every line of a
 live log: a line that holds none of a handful of marker substrings costs a few
 substring tests, nothing more, unless the parser is inside an argument dump or
-a traceback. `feed_stream` reads a whole file (or stdin) in large chunks and
-jumps from marker to marker; it calls the same per-line code on the same
-lines, so it yields exactly what feeding every line would.
+a traceback. `feed_stream` reads a whole file (or stdin) in large chunks,
+counts their noise at once and jumps from marker to marker; it calls the same
+per-line code on every line that has anything to read (a dict that is no
+metric, such as a memory dump, it passes over undecoded), so it yields
+exactly what feeding every line would.
 
 Only the first launch line and the first argument dump are read: runs read
 together each bring theirs, and values of different runs must not mix (a
@@ -66,6 +68,7 @@ from harness.mileslog.lines import (
     find_metric,
     is_oom,
     job_failed,
+    may_hold_metric,
     missing_path,
     noise_kind,
     read_argument,
@@ -335,9 +338,17 @@ class LogParser:
             n += 1
             self._line_no = n
             line = buf[start:stop]
-            if _NOISE_BYTES[0] in line or _NOISE_BYTES[1] in line or _NOISE_BYTES[2] in line or b"ft " in line:
+            if self._idle and min(next_at[1:]) >= stop and b"\x1b" not in line and not may_hold_metric(line):
+                # A dict that is no metric (memory dumps), and no other marker: `_process` would only count its
+                # noise, which is counted already.
+                pos = stop + 1
+                continue
+            noisy = _NOISE_BYTES[0] in line or _NOISE_BYTES[1] in line or _NOISE_BYTES[2] in line or b"ft " in line
+            if noisy:
                 self._add_noise(count_noise_bytes(line, 0, len(line)), -1)
-            done = self._process(line.decode("utf-8", "replace"), n)
+            # Decoding keeps every ASCII byte, so a line without a noise marker has none once decoded, unless
+            # removing ANSI codes joins one.
+            done = self._process(line.decode("utf-8", "replace"), n, noisy or b"\x1b" in line)
             if done:
                 out.extend(done)
             pos = stop + 1
@@ -353,7 +364,8 @@ class LogParser:
         for kind, found in counts.items():
             self._noise[kind] = self._noise.get(kind, 0) + sign * found
 
-    def _process(self, line: str, n: int) -> list[StepRecord]:
+    def _process(self, line: str, n: int, may_be_noise: bool = True) -> list[StepRecord]:
+        """Read one line; `may_be_noise` False says that no noise marker is in it (no segment is a noise line)."""
         if self._idle and _unread(line):
             self._count_noise(line)  # a noise line: counted, never read (ANSI codes or not, as `_scan` counts it)
             return []
@@ -376,9 +388,9 @@ class LogParser:
             text = strip_ansi(text)
         if "\r" in text:
             for segment in text.split("\r"):
-                self._segment(segment, stamp, n, out)
+                self._segment(segment, stamp, n, out, may_be_noise)
         else:
-            self._segment(text, stamp, n, out)
+            self._segment(text, stamp, n, out, may_be_noise)
         if self._args_source is not None and n - self._args_last > STALE_LINES:
             self._args_source = None
         if self._tracebacks:
@@ -391,9 +403,10 @@ class LogParser:
         self._idle = self._args_source is None and not self._tracebacks
         return out
 
-    def _segment(self, segment: str, stamp: int | None, n: int, out: list[StepRecord]) -> None:
+    def _segment(self, segment: str, stamp: int | None, n: int, out: list[StepRecord], may_be_noise: bool) -> None:
         source, body = split_ray_prefix(segment)
-        noise = noise_kind(body) if body[:1] not in (" ", "\t") else None  # never a frame or a dump line
+        # Never a frame or a dump line.
+        noise = noise_kind(body) if may_be_noise and body[:1] not in (" ", "\t") else None
         if noise is not None:
             self._noise[noise] = self._noise.get(noise, 0) + 1
             return
@@ -706,18 +719,21 @@ def parse_lines(lines: Iterable[str]) -> ParsedLog:
 def parse_file(source: str | Path | BinaryIO) -> ParsedLog:
     """Read a plain log or a `container.log` (Docker timestamp prefixes) from a path or binary stream.
 
+    Only its whole lines are read, never a torn one (NUL bytes a power loss
+    left, or a last line cut short: harness.capture.bounded.WholeLines, the
+    one rule for torn tails); each line left out is a problem naming it.
     A path that cannot be opened or read raises `HarnessError` (BAD_INPUT).
     """
     parser = LogParser()
     if not isinstance(source, (str, Path)):
-        parser.feed_stream(source)
+        _feed_whole_lines(parser, source)
         return parser.result()
     from harness.errors import ExitCode, HarnessError
 
     path = Path(source)
     try:
         with path.open("rb") as stream:
-            parser.feed_stream(stream)
+            _feed_whole_lines(parser, stream)
     except FileNotFoundError:
         raise HarnessError(f"no such log file: {path}", ExitCode.BAD_INPUT) from None
     except IsADirectoryError:
@@ -725,3 +741,12 @@ def parse_file(source: str | Path | BinaryIO) -> ParsedLog:
     except OSError as err:
         raise HarnessError(f"cannot read log file {path}: {err.strerror or err}", ExitCode.BAD_INPUT) from None
     return parser.result()
+
+
+def _feed_whole_lines(parser: LogParser, stream: BinaryIO) -> None:
+    from harness.capture.bounded import WholeLines
+
+    whole = WholeLines(stream)
+    parser.feed_stream(whole)
+    for number, why in whole.finish():
+        parser._problem(number, why)

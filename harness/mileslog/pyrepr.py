@@ -28,7 +28,7 @@ import ast
 import json
 import math
 import re
-from typing import TypeAlias, Union
+from typing import Collection, NoReturn, TypeAlias, Union
 
 MAX_DEPTH = 64
 
@@ -123,28 +123,42 @@ def parse_dict_repr(text: str, start: int = 0) -> tuple[PyDict, int]:
 # Fastest path: most metric dicts hold only strings without quotes or escapes, numbers and
 # nested lists/dicts, which read the same as JSON once `'` becomes `"` (a length-preserving
 # swap, so the end index carries over). Text that could read differently is left to the
-# paths below: any `"` or backslash, the JSON-only words, more brackets than MAX_DEPTH.
-_JSON_DECODE = json.JSONDecoder().raw_decode
+# paths below: any `"` or backslash, more brackets than MAX_DEPTH, and the words only JSON
+# reads (`NaN`, `Infinity`: refused as the decoder meets them; `null`, `true`, `false`: the
+# only way a None or a bool comes out of it, so one in what it read sends the text on).
+class _JSONOnlyWord(ValueError):
+    pass
+
+
+def _refuse(word: str) -> NoReturn:
+    raise _JSONOnlyWord(word)
+
+
+_JSON_DECODE = json.JSONDecoder(parse_constant=_refuse).raw_decode
+_JSON_LEAVES = {int, float, str}
+_JSON_CONTAINERS = {dict, list}
 
 
 def _json_dict(text: str, start: int) -> tuple[PyDict, int] | None:
     rest = text[start:] if start else text
-    if (
-        '"' in rest
-        or "\\" in rest
-        or "null" in rest
-        or "true" in rest
-        or "false" in rest
-        or "NaN" in rest
-        or "Infinity" in rest
-        or rest.count("[") + rest.count("{") > MAX_DEPTH
-    ):
+    if '"' in rest or "\\" in rest or rest.count("[") + rest.count("{") > MAX_DEPTH:
         return None
     try:
         value, end = _JSON_DECODE(rest.replace("'", '"'))
     except (ValueError, RecursionError):
         return None
-    return (value, start + end) if isinstance(value, dict) else None
+    return (value, start + end) if isinstance(value, dict) and _no_json_words(value) else None
+
+
+def _no_json_words(value: dict[str, object] | list[object]) -> bool:
+    """True when no None or bool is in what the JSON decoder read (the types checked in C, level by level)."""
+    items: Collection[object] = value.values() if isinstance(value, dict) else value
+    types = set(map(type, items))
+    if types <= _JSON_LEAVES:
+        return True
+    if not types <= _JSON_LEAVES | _JSON_CONTAINERS:
+        return False
+    return all(_no_json_words(item) for item in items if isinstance(item, (dict, list)))
 
 
 class _Reader:

@@ -10,20 +10,19 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from harness.capture import Capture, RunState, RunStatus, this_host, utc_now, write_json_atomic
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.capture.bounded import Unreadable, last_jsonl, open_regular
+from harness.capture.bounded import Unreadable, WholeLines, last_jsonl, open_regular
 from harness.capture.lock import in_use
 from harness.capture.reader import read_pauses, run_path_of
 from harness.capture.records import PauseWindow, tally_pauses
 from harness.engines.base import RunHandle
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
-from harness.times import US_PER_S, format_time_us, parse_time_us
+from harness.times import US_PER_S, clock_text, format_time_us, parse_time_us
 
 FOLLOW_POLL_S = 0.5
 
@@ -62,18 +61,32 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
         rows.append(
             CaptureRow(
                 run=capture.run,
-                state=_state_text(capture, status) + newer,
+                state=state_text(capture, status) + newer,
                 steps=f"{status.steps_complete}/{status.steps_expected}",
                 pauses=_pauses(windows, status),
-                exit_code="-" if status.exit_code is None else str(status.exit_code),
+                exit_code=exit_code_text(status),
                 started=status.started_at[:19].replace("T", " "),
-                duration=_duration(status),
+                duration=duration_text(status),
                 guard=_guard(capture, status, windows),
                 host=_host(capture) or status.harness_host or "",
                 placed_by_ray=bool(_host(capture)),
             )
         )
     return rows
+
+
+def exit_code_text(status: RunStatus) -> str:
+    """The exit code `harness run` gave the run (what the shell saw), and the trainer's where it differs:
+    `130 (trainer 143)` for a run Ctrl-C stopped; the trainer's alone for a run without one (`not_started`)."""
+    from harness.run.decide import exit_code_for_state
+
+    harness = exit_code_for_state(status.state)
+    trainer = status.exit_code
+    if harness is None:
+        return "-" if trainer is None else str(trainer)
+    if trainer is None or trainer == harness:
+        return str(int(harness))
+    return f"{int(harness)} (trainer {trainer})"
 
 
 def _host(capture: Capture) -> str:
@@ -119,7 +132,8 @@ def same_attempt(obj_dir: Optional[Path], capture: Capture) -> bool:
     return obj_dir is not None and os.path.realpath(obj_dir) == os.path.realpath(capture.directory)
 
 
-def _state_text(capture: Capture, status: RunStatus) -> str:
+def state_text(capture: Capture, status: RunStatus) -> str:
+    """The state as `status` shows it: with why it may not be what it says (its harness gone, a capture cut short)."""
     state = status.state.value
     if harness_gone(capture, status):
         state = "running? (its harness is gone: harness recover)"
@@ -135,16 +149,20 @@ def _state_text(capture: Capture, status: RunStatus) -> str:
 def _pauses(windows: list[PauseWindow], status: RunStatus) -> str:
     """`N (S s)`: the pauses (capture.records.tally_pauses) and the length of their union (an open one ends now, or
     at the run's end); `, 1 failed` for each pause the engine could not make."""
-    from harness.summary.windows import merge_windows, union_length
-
     tally = tally_pauses(windows)
     failed = f", {tally.failed} failed" if tally.failed else ""
     if not tally.pauses:
         return "0" + failed
+    return f"{tally.pauses} ({paused_wall_s(windows, status):.0f} s){failed}"
+
+
+def paused_wall_s(windows: list[PauseWindow], status: RunStatus) -> float:
+    """Wall seconds the pauses that froze the run cover together (an open one ends now, or at the run's end)."""
+    from harness.summary.windows import merge_windows, union_length
+
     until = parse_time_us(status.ended_at or utc_now())
     spans = [(w.start_us, w.end_us or until) for w in windows if w.froze]
-    total_us = union_length(*merge_windows((s, e) for s, e in spans if e is not None))
-    return f"{tally.pauses} ({total_us / US_PER_S:.0f} s){failed}"
+    return union_length(*merge_windows((s, e) for s, e in spans if e is not None)) / US_PER_S
 
 
 def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> str:
@@ -201,31 +219,43 @@ def frozen_now(capture: Capture, status: RunStatus) -> Optional[bool]:
     return any(o.description.state == PAUSED for o in objects)
 
 
-def _duration(status: RunStatus) -> str:
+def duration_text(status: RunStatus) -> str:
+    """How long the run ran (`m:ss`, `h:mm:ss`: the harness's one clock), `... so far` while it runs."""
     end = parse_time_us(status.ended_at or utc_now())
     start = parse_time_us(status.started_at)
     seconds = (end - start) // US_PER_S if end is not None and start is not None else 0
-    return str(timedelta(seconds=max(0, seconds))) + ("" if status.ended_at else " so far")
+    return clock_text(seconds) + ("" if status.ended_at else " so far")
 
 
 # --------------------------------------------------------------------------- logs
 
 
-def follow_log(capture: Capture, *, follow: bool) -> Iterator[str]:
+def follow_log(
+    capture: Capture, *, follow: bool, on_skipped: Callable[[str], None] = lambda note: None
+) -> Iterator[str]:
     """container.log line by line; with `follow`, until the run's status is final or its harness is gone.
 
     Where the capture stops short (its harness died, the disk filled up, the
     engine went away) and the engine still has the trainer, the rest comes
-    from the engine, after the capture's last line.
+    from the engine, after the capture's last line. A torn line of the
+    capture (harness.capture.bounded.WholeLines) is never shown: `on_skipped`
+    is told of each, once the capture's lines are read.
     """
     position = LogPosition()
-    yield from _capture_lines(capture, follow, position)
+    yield from _capture_lines(capture, follow, position, on_skipped)
     handle = _engine_handle(capture)
     if handle is not None:
-        yield from handle.logs(position, follow=follow)
+        from harness.run.settle import known_secrets_of
+
+        known = known_secrets_of(handle, capture)  # masked as the log pump masks what it stores
+        position.stored = known.mask
+        for line in handle.logs(position, follow=follow):
+            yield known.mask(line)
 
 
-def _capture_lines(capture: Capture, follow: bool, position: LogPosition) -> Iterator[str]:
+def _capture_lines(
+    capture: Capture, follow: bool, position: LogPosition, on_skipped: Callable[[str], None]
+) -> Iterator[str]:
     if not capture.log_path.exists() and not follow:
         return
     while not capture.log_path.exists():
@@ -237,25 +267,26 @@ def _capture_lines(capture: Capture, follow: bool, position: LogPosition) -> Ite
     except (OSError, Unreadable) as err:
         raise HarnessError(f"run {capture.run}: {err}", ExitCode.BAD_INPUT) from None
     with opened as handle:
-        pending = b""
+        lines = WholeLines(handle, live=True)
+        last_look = False
         while True:
-            chunk = handle.read(1 << 20)
-            if chunk:
-                *lines, pending = (pending + chunk).split(b"\n")
-                for raw in lines:
+            data = lines.read()
+            for raw in data.split(b"\n")[:-1]:
+                if raw:  # every line the harness writes has its stamp: an empty one is a torn line, blanked
                     line = raw.decode("utf-8", "replace")
                     position.advance(line)
                     yield line
+            if data:
                 continue
-            if not follow or _capture_done(capture):
-                rest = handle.read()  # written between the last read and the status change
-                if rest:
-                    pending += rest
-                    continue
+            if last_look:
                 break
+            if not follow or _capture_done(capture):
+                last_look = True  # one more read: lines written between the last read and the status change
+                continue
             time.sleep(FOLLOW_POLL_S)
-        if pending:  # a torn last line: shown, but not a position to resume from
-            yield pending.decode("utf-8", "replace")
+        # The engine, where it still has the trainer, gives a line cut short here whole, after the position.
+        for number, why in lines.finish():
+            on_skipped(f"{capture.log_path.name} line {number}: {why}")
 
 
 def _capture_done(capture: Capture) -> bool:
@@ -407,7 +438,7 @@ def attempt_rows(capture: Capture) -> list[AttemptRow]:
                 state=str(state),
                 steps=f"{status.steps_complete}/{status.steps_expected}",
                 started=status.started_at[:19].replace("T", " "),
-                duration=_duration(status),
+                duration=duration_text(status),
                 differs=differs,
             )
         )

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Literal, Mapping, Optional, Sequence
 
 from harness.capture import RERUN_ON_RETRY, RunState, RunStatus
-from harness.errors import HarnessError
+from harness.errors import ExitCode, HarnessError
 
 Mode = Literal["cached", "retry", "force"]
 
@@ -157,10 +157,16 @@ def configuration_changes(
 
 
 def manifest_changes(
-    old: Optional[Mapping[str, object]], new: Optional[Mapping[str, object]], current: str = "the current attempt"
+    old: Optional[Mapping[str, object]],
+    new: Optional[Mapping[str, object]],
+    current: str = "the current attempt",
+    *,
+    form: Optional[str] = None,
 ) -> list[str]:
     """What differs between an attempt's manifest (`old`) and the current attempt's (`new`), each difference as
-    `key <its value> here, <the current's> in <current>` (pure; the same rules as a new launch)."""
+    `key <its value> here, <the current's> in <current>`, or as `form` puts the two values (`{} -> {}`: one attempt
+    to the next) (pure; the same rules as a new launch)."""
+    form = form or f"{{}} here, {{}} in {current}"
     if not new:
         return ["the current attempt's manifest.json is missing or unreadable"]
     experiment = new.get("experiment") if isinstance(new.get("experiment"), Mapping) else {}
@@ -172,7 +178,7 @@ def manifest_changes(
         [str(word) for word in argv] if isinstance(argv, list) else [],
         str(new.get("image", "")),
         float(time_scale) if isinstance(time_scale, (int, float)) and not isinstance(time_scale, bool) else 1.0,
-        lambda key, here, there: _change(key, here, there, f"{{}} here, {{}} in {current}"),
+        lambda key, here, there: _change(key, here, there, form),
     )
 
 
@@ -210,3 +216,15 @@ def refuse_before_starting(decisions: Sequence[Decision]) -> None:
     if refused:
         more = f" (and {len(refused) - 1} more: --dry-run lists them)" if len(refused) > 1 else ""
         raise HarnessError(refused[0].not_started() + more)
+
+
+def exit_code_for_state(state: str) -> Optional[ExitCode]:
+    """The exit code `harness run` gives a run that ended in `state` (None: it has not ended, or never started, and
+    its trainer never ran); `status` shows it, so the shell and the table agree."""
+    if state == RunState.SUCCEEDED:
+        return ExitCode.OK
+    if state == RunState.INTERRUPTED:
+        return ExitCode.INTERRUPTED
+    if state in (RunState.FAILED, RunState.NO_METRICS, RunState.STOPPED):
+        return ExitCode.RUN_FAILED
+    return None

@@ -26,7 +26,6 @@ Two things may fail under a running trainer, and neither loses data:
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -43,6 +42,7 @@ from harness.capture import (
     utc_now,
 )
 from harness.capture.attempts import RunAttempts
+from harness.capture.bounded import MAX_STATUS_BYTES, Unreadable, read_json_file
 from harness.capture.files import NO_SPACE
 from harness.capture.writer import CaptureWriter
 from harness.engines import Engine, EngineUnavailable, RunGone, RunHandle
@@ -53,6 +53,7 @@ from harness.fs.files import open_append, write_whole
 from harness.jsontypes import JSONObject
 from harness.run.context import Reporter, RunContext, StopControl
 from harness.run.plan import Planned, attempt_container_name, redact_manifest
+from harness.secrets import KnownSecrets, redact_userinfo, shown_json
 
 if TYPE_CHECKING:
     from harness.guard import GuardLoop
@@ -190,13 +191,21 @@ class CaptureWrites:
 
 
 class LogPump(threading.Thread):
-    """Reads every line once: to container.log whole, to the parser, and each completed step to metrics.jsonl."""
+    """Reads every line once: to container.log whole, to the parser, and each completed step to metrics.jsonl;
+    `known`: the secrets the harness passed, masked in every line before anything reads or writes it."""
 
     def __init__(
-        self, handle: RunHandle, capture: Capture, parser: LogParser, reporter: Reporter, writes: CaptureWrites
+        self,
+        handle: RunHandle,
+        capture: Capture,
+        parser: LogParser,
+        reporter: Reporter,
+        writes: CaptureWrites,
+        known: Optional[KnownSecrets] = None,
     ) -> None:
         super().__init__(name="log-pump", daemon=True)
         self.handle = handle
+        self.known = known if known else None
         self.capture = capture
         self.parser = parser
         self.reporter = reporter
@@ -231,11 +240,19 @@ class LogPump(threading.Thread):
         good = os.fstat(fd).st_size
         last_sync = time.monotonic()
         writer = self.writes.writer
+        known = self.known
         for burst in self.handle.log_bursts(follow=True):
             for piece in whole_line_pieces(burst, LOG_WRITE_CHARS):
                 if self.writes.error is not None:
                     return  # writing has stopped: the engine keeps the rest
-                data = "\n".join(piece).encode("utf-8", "replace") + b"\n"
+                text = "\n".join(piece)
+                if known is not None:
+                    # The pieces hold whole lines and no known secret holds a line break: masking the piece masks
+                    # each line, and no secret can straddle two reads of the stream.
+                    masked = known.mask(text)
+                    if masked is not text:
+                        text, piece = masked, masked.split("\n")
+                data = text.encode("utf-8", "replace") + b"\n"
                 try:
                     write_whole(fd, data)
                 except OSError as err:
@@ -443,6 +460,10 @@ def _execute_attempt(
         _record_not_started(writer, status, message)
         raise HarnessError(f"run {spec.run} did not start: {message}") from None
     failpoint("after-start")
+    if attempt.number > 1:  # the trainer starts again from its first step: nothing of an earlier attempt is resumed
+        reporter.note(
+            f"{spec.run}: attempt {attempt.number}, from step 0 (a rerun does not resume attempt {attempt.number - 1})"
+        )
     reporter.started(spec)
     loop = guard.start(
         handle,
@@ -457,13 +478,13 @@ def _execute_attempt(
     engine_error: Optional[str] = None
     gone: Optional[str] = None
     writes = CaptureWrites(capture, engine.name, reporter, writer)
-    pump = LogPump(handle, capture, parser, reporter, writes)
+    pump = LogPump(handle, capture, parser, reporter, writes, KnownSecrets(spec.secret_values()))
     try:
         status.container = handle.id
         identity = getattr(handle, "identity", lambda: None)()
         status.process = identity.to_dict() if identity is not None else None
         writes.attempt(capture.status_path.name, lambda: writer.status(status))
-        manifest["handle"] = handle.facts()
+        manifest["handle"] = shown_json(handle.facts(), KnownSecrets(spec.secret_values()))  # its command, say
         writes.attempt(capture.manifest_path.name, lambda: writer.json(capture.manifest_path, manifest))
         pump.start()
         exit_code = _supervise(handle, spec, stop, capture, grace_s, clock, reporter, loop)
@@ -569,10 +590,13 @@ def _kill_and_wait(handle: RunHandle) -> Optional[int]:
 
 
 def stop_request_reason(capture: Capture) -> str:
+    """The reason `harness stop` wrote (read bounded: a FIFO there never blocks the supervisor)."""
     try:
-        return str(json.loads(capture.stop_request_path.read_text()).get("reason") or "stopped by harness stop")
-    except (OSError, ValueError, AttributeError):
-        return "stopped by harness stop"
+        request = read_json_file(capture.stop_request_path, MAX_STATUS_BYTES)
+    except (FileNotFoundError, Unreadable):
+        request = None
+    reason = request.get("reason") if isinstance(request, dict) else None
+    return str(reason or "stopped by harness stop")
 
 
 def _never_leave_frozen(handle: RunHandle) -> None:
@@ -584,7 +608,8 @@ def _never_leave_frozen(handle: RunHandle) -> None:
 
 
 def _record_not_started(writer: CaptureWriter, status: RunStatus, reason: str) -> None:
-    status.state, status.error, status.ended_at = RunState.NOT_STARTED, reason, utc_now()
+    # The engine's reason may quote what it was given (a mount, the command): no URL password in the status.
+    status.state, status.error, status.ended_at = RunState.NOT_STARTED, redact_userinfo(reason), utc_now()
     writer.status(status)
     writer.capture.drop_reserve()
 

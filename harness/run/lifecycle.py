@@ -21,7 +21,7 @@ from harness.capture import Capture, CaptureLock, RunState, RunStatus, StatusRea
 from harness.errors import ExitCode, HarnessError
 from harness.experiments.schema import redacted_experiment
 from harness.run.context import RunContext, StopControl
-from harness.run.decide import Decision, Mode, configuration_changes, decide
+from harness.run.decide import Decision, Mode, configuration_changes, decide, exit_code_for_state
 from harness.run.execute import execute
 from harness.run.gpulock import GpuLock
 from harness.run.plan import Planned
@@ -37,7 +37,7 @@ def decide_on_capture(plan: Planned, mode: Mode, found: Optional[StatusRead] = N
         changes = configuration_changes(
             capture.read_manifest(),
             redacted_experiment(plan.experiment),
-            plan.spec.trainer_argv,
+            plan.spec.shown().trainer_argv,  # as its manifest holds it
             plan.spec.image,
             plan.time_scale,
         )
@@ -126,7 +126,10 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
                     raise HarnessError(f"run {spec.run} not started: heat guard: {start.note}", ExitCode.BUSY)
                 if start.note:
                     reporter.note(f"{spec.run}: heat guard: {start.note}")
-                status = execute(plan, ctx, engine=engine, guard=guard)
+                with stop.acted_on():  # from here the run's supervisor acts on a stop: a signal asks it to
+                    if stop.requested:
+                        raise HarnessError(f"run {spec.run}: {stop.reason}; nothing was started", ExitCode.INTERRUPTED)
+                    status = execute(plan, ctx, engine=engine, guard=guard)
             finally:
                 guard.close()
     return SweepResult(decision, status)
@@ -191,21 +194,32 @@ def _ends_the_sweep(result: SweepResult, ctx: RunContext) -> bool:
 
 
 def exit_code_for(states: Sequence[str]) -> ExitCode:
-    """0 only when every run succeeded; 130 if interrupted; 1 otherwise."""
-    if "interrupted" in states:
+    """0 only when every run succeeded; 130 if interrupted; 1 otherwise (each run's as `exit_code_for_state`)."""
+    codes = [exit_code_for_state(state) for state in states]
+    if ExitCode.INTERRUPTED in codes:
         return ExitCode.INTERRUPTED
-    if all(state == "succeeded" for state in states):
+    if all(code == ExitCode.OK for code in codes):
         return ExitCode.OK
     return ExitCode.RUN_FAILED
 
 
 @contextmanager
 def stop_on_signals(stop: StopControl, note: Callable[[str], None]) -> Iterator[None]:
-    """First Ctrl-C or SIGTERM: graceful stop, marked interrupted; a second Ctrl-C: kill at once."""
+    """First Ctrl-C or SIGTERM: graceful stop, marked interrupted; a second Ctrl-C: kill at once.
+
+    Before any run's trainer is under way (`stop.acted_on`), nothing would act
+    on the request (a preflight waiting on an image, a read that blocks): the
+    signal ends the command at once, raising KeyboardInterrupt from wherever
+    the main thread waits (an open() or a socket read is cut short by it).
+    """
 
     def handle(signum: int, frame: Optional[FrameType]) -> None:
         name = signal.Signals(signum).name
-        if stop.request("interrupted", f"interrupted by {name}"):
+        first = stop.request("interrupted", f"interrupted by {name}")
+        if not stop.acting:
+            note(f"{name}: no trainer is running: ending now")
+            raise KeyboardInterrupt
+        if first:
             note(f"{name}: stopping gracefully and saving what there is (Ctrl-C again kills at once)")
         elif signum == signal.SIGINT:
             stop.request_kill()

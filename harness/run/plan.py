@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Optional, Sequence, Tuple, Union
 
@@ -30,8 +30,9 @@ from harness.errors import HarnessError
 from harness.experiments.naming import run_name
 from harness.experiments.schema import ENV_REFERENCE, VOLUME, Experiment, redact_env_maps, redacted_experiment
 from harness.experiments.store import ExperimentStore
+from harness.jsontypes import JSONValue
 from harness.run.simswap import SimTarget, simulated
-from harness.secrets import is_secret_env, redact_text
+from harness.secrets import is_secret_env, redact_text, shown_json, shown_words
 
 # Keys of the resolved experiment that do not change what a run measures (the
 # guard decides when the run is frozen, and its pauses are taken out of the times;
@@ -46,7 +47,7 @@ def compute_run_id(experiment: Experiment, trainer_argv: Sequence[str], image: s
     container = facts.get("container")
     if isinstance(container, dict):  # which names are secret is not a fact of the run; their values are not in it
         facts["container"] = {key: value for key, value in container.items() if key != "secret_env"}
-    facts["trainer_argv"] = list(trainer_argv)
+    facts["trainer_argv"] = list[JSONValue](shown_words(trainer_argv))  # nor a URL password's
     facts["image"] = image
     canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return f"{run or experiment.run_name}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
@@ -146,7 +147,8 @@ def plan_launch(
 
 
 def redact_manifest(manifest: dict[str, object], spec: "LaunchSpec") -> dict[str, object]:
-    """A manifest with no secret in clear: the experiment's container.env, and the harness's own command line.
+    """A manifest with no secret in clear: the experiment's env maps by the name rule, the harness's own command
+    line by the values of the spec's secrets, and every string in it by the URL rule.
 
     The env and the launch spec come from `display_env` / `to_dict`; a secret
     given with `--set` would still be in the recorded command line, found by value.
@@ -164,7 +166,11 @@ def redact_manifest(manifest: dict[str, object], spec: "LaunchSpec") -> dict[str
     if isinstance(argv, list):
         values = spec.secret_values()
         redacted["harness_argv"] = [redact_text(str(word), values) for word in argv]
-    return redacted
+    words = redacted.get("trainer_argv")
+    if isinstance(words, list):
+        redacted["trainer_argv"] = shown_words([str(word) for word in words])
+    shown: dict[str, object] = shown_json(redacted)
+    return shown
 
 
 @dataclass(frozen=True)
@@ -237,3 +243,10 @@ def attempt_container_name(spec: LaunchSpec, attempt: int) -> str:
     """The container of one attempt: the spec's name (its run id and capture tag) and the attempt's number, so a
     kept container never blocks a later attempt, nor the same run in another capture root."""
     return f"{spec.container_name}-a{attempt}"
+
+
+def next_attempt_spec(spec: LaunchSpec) -> LaunchSpec:
+    """The spec as the run's next attempt would start it now (its container named for that attempt): `--dry-run`."""
+    from harness.capture.attempts import RunAttempts
+
+    return replace(spec, container_name=attempt_container_name(spec, RunAttempts(Path(spec.capture_dir)).next_number()))

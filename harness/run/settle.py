@@ -48,13 +48,14 @@ from harness.capture import (
     write_json_atomic,
 )
 from harness.capture.attempts import RunAttempts, all_attempts
-from harness.capture.bounded import WholeLines, iter_jsonl
+from harness.capture.bounded import Unreadable, WholeLines, iter_jsonl, open_regular
 from harness.capture.lock import CaptureLock, holder, in_use
 from harness.capture.reader import (
     RUNNING_AGAIN_SLACK_US,
     StatusRead,
     count_complete_steps,
     first_stamps_after,
+    read_head,
     read_pauses,
     read_status,
     run_path_of,
@@ -68,6 +69,7 @@ from harness.fs.paths import not_regular
 from harness.jsontypes import JSONObject
 from harness.run.context import DEFAULT_GRACE_S
 from harness.run.execute import LABEL_ATTEMPT, LABEL_KEEP, decide_outcome
+from harness.secrets import KnownSecrets, secret_values_of
 from harness.times import format_time_us, parse_time_us
 
 if TYPE_CHECKING:
@@ -371,10 +373,9 @@ def read_status_for_recover(directory: Path) -> StatusRead:
 def started_by_evidence(capture: Capture) -> bool:
     """Whether the files show the trainer ran: a log line or a saved step (whatever its status says)."""
     try:
-        with capture.log_path.open("rb") as handle:
-            if handle.read(1 << 16).strip(b"\0\n "):
-                return True
-    except OSError:
+        if read_head(capture.log_path, 1 << 16).strip(b"\0\n "):
+            return True
+    except (FileNotFoundError, Unreadable):
         pass
     return count_complete_steps(capture.metrics_path) > 0 or any(True for _ in iter_jsonl(capture.metrics_path, []))
 
@@ -461,10 +462,11 @@ def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Resu
         handle.resume()
     _close_windows(capture, status, result, frozen=state == PAUSED)  # once it runs again: that ends the freeze
     stopped = False
+    known = known_secrets_of(handle, capture)  # before the stop: a process's environment goes with it
     if state not in (EXITED, GONE, CREATED) and not leave_running:
         handle.stop(grace_s)
         stopped = True
-    result.lines_saved = save_remaining_logs(handle, capture)
+    result.lines_saved = save_remaining_logs(handle, capture, known)
     after = handle.describe()
     exited = after.state in (EXITED, GONE)
     parser, steps_complete = rebuild_metrics(capture, include_incomplete=exited)
@@ -589,26 +591,45 @@ def _written(capture: Capture, status: RunStatus, result: Result) -> Result:
 def log_position(log_path: Path) -> LogPosition:
     """Where container.log ends: the position after its last lines (read from its tail)."""
     try:
-        with log_path.open("rb") as handle:
+        with open_regular(log_path) as handle:
             handle.seek(0, os.SEEK_END)
             start = max(0, handle.tell() - LOG_TAIL_BYTES)
             handle.seek(start)
-            tail = handle.read().decode("utf-8", "replace").split("\n")
-    except FileNotFoundError:
+            tail = handle.read(LOG_TAIL_BYTES).decode("utf-8", "replace").split("\n")
+    except (FileNotFoundError, Unreadable):
         return LogPosition()
     # The whole tail, not only its last stamp: Docker writes lines slightly out of timestamp order.
     return LogPosition.after(line for line in tail[1 if start else 0 :] if line)  # a first line may be cut
 
 
-def save_remaining_logs(handle: RunHandle, capture: Capture) -> int:
-    """Append to container.log the lines the engine has that it lacks (a torn last line cut first)."""
+def known_secrets_of(handle: RunHandle, capture: Capture) -> KnownSecrets:
+    """The secrets the trainer of `handle` was given, as far as its engine still holds them (a Docker container's
+    environment; a live process's), with the names the capture's manifest lists as secret: masked in the lines
+    the harness saves or shows from the engine, as the log pump masked the rest."""
+    given = getattr(handle, "given_values", lambda: None)()
+    if given is None:
+        return KnownSecrets([])
+    manifest = capture.read_manifest() or {}
+    experiment = manifest.get("experiment")
+    container = experiment.get("container") if isinstance(experiment, dict) else None
+    listed = container.get("secret_env") if isinstance(container, dict) else None
+    env, words = given
+    names = [str(name) for name in listed] if isinstance(listed, list) else []
+    return KnownSecrets(secret_values_of(env, words, names))
+
+
+def save_remaining_logs(handle: RunHandle, capture: Capture, known: Optional[KnownSecrets] = None) -> int:
+    """Append to container.log the lines the engine has that it lacks (a torn last line cut first), known secrets
+    (read from the engine when not given) masked as the log pump masks them."""
     cut_torn_tail(capture.log_path)
+    known = known if known is not None else known_secrets_of(handle, capture)
     position = log_position(capture.log_path)
+    position.stored = known.mask  # its lines were stored masked
     added = 0
     fd = open_append(capture.log_path, root=capture.root)
     try:
         for line in handle.logs(position, follow=False):
-            write_whole(fd, line.encode("utf-8", "replace") + b"\n")
+            write_whole(fd, known.mask(line).encode("utf-8", "replace") + b"\n")
             added += 1
         os.fsync(fd)
     finally:
@@ -626,9 +647,9 @@ def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> tuple["Log
     parser = LogParser()
     records = []
     try:
-        with capture.log_path.open("rb") as handle:
+        with open_regular(capture.log_path) as handle:
             records.extend(parser.feed_stream(WholeLines(handle)))
-    except FileNotFoundError:
+    except (FileNotFoundError, Unreadable):
         pass
     if include_incomplete:
         records.extend(parser.finish())

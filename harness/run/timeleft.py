@@ -14,6 +14,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Optional
 
+from harness.times import clock_text
+
 
 @dataclass
 class TimeLeft:
@@ -61,7 +63,4 @@ def format_left(seconds: Optional[float]) -> str:
     """`~12:05 left` (h:mm:ss over an hour), or `-` with no estimate yet."""
     if seconds is None:
         return "-"
-    whole = int(round(seconds))
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"~{hours}:{minutes:02d}:{secs:02d}" if hours else f"~{minutes}:{secs:02d}"
+    return f"~{clock_text(seconds)}"

@@ -26,9 +26,24 @@ def write(directory: Path, name: str, text: str) -> Path:
     return path
 
 
+NO_DOCKER = "unix:///nonexistent.sock"  # no engine answers: a dry run's pre-flight finds none, on every machine
+
+
 def cli(directory: Path, *args: str, env: Optional[dict] = None) -> Any:
-    """`harness ARGS --experiments-dir DIRECTORY`, in process."""
-    return CliRunner().invoke(app, [*args, "--experiments-dir", str(directory)], env={"COLUMNS": "200", **(env or {})})
+    """`harness ARGS --experiments-dir DIRECTORY`, in process, with no Docker engine answering."""
+    return CliRunner().invoke(
+        app,
+        [*args, "--experiments-dir", str(directory)],
+        env={"COLUMNS": "200", "DOCKER_HOST": NO_DOCKER, **(env or {})},
+    )
+
+
+def planned(result: Any) -> str:
+    """A dry run of an experiment the harness accepts, with no Docker engine answering: its plan printed, and exit 3,
+    as the run would be refused there (a refused experiment is exit 2); the plan returned."""
+    assert result.exit_code == 3, (result.exit_code, result.output[-2000:])
+    assert "dry run: nothing started" in result.stdout and "does not answer" in result.stderr
+    return str(result.stdout)
 
 
 def one_error_line(result: Any) -> str:

@@ -6,7 +6,8 @@ the behaviour: steps (default), oom, no_metrics, hang (after step 0 and the
 first line of step 1), burst, ticks (FAKE_TICKS numbered lines `tick N`, one
 every FAKE_TICK_S, then the steps: the guard's tests count them across a pause).
 FAKE_GATE=PATH holds the last line until PATH exists, so a test decides when the
-run ends (never how busy the machine is).
+run ends (never how busy the machine is). FAKE_ECHO_ENV=NAME,... prints those
+variables' values with each line of the hang (a careless trainer printing its secrets).
 """
 
 import os
@@ -112,8 +113,9 @@ for n in range(STEPS):
         sys.exit(1)
     if SCENARIO == "hang" and n == 0:
         say(f"{ROLLOUT} {stamp()} metrics.py:123 - perf 1: {{'perf/rollout_time': 55.5}}")  # step 1 never ends
+        echoed = [name for name in os.environ.get("FAKE_ECHO_ENV", "").split(",") if name]
         while True:
-            say("INFO still generating")
+            say("INFO still generating" + "".join(f" {name}={os.environ.get(name, '')}" for name in echoed))
             time.sleep(0.2)
 gate = os.environ.get("FAKE_GATE")
 while gate and not os.path.exists(gate):
