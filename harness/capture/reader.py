@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 SUMMARY_DIR_NAME = "summary"
 # The board's directories in the capture root (harness.board): TensorBoard's event files, offline W&B runs.
 BOARD_DIR_NAMES = ("tensorboard", "wandb")
+DECISIONS_DIR_NAME = "decisions"  # the adaptive comparisons' records (harness decide; harness.stats.record)
 STATUS_NAME = "status.json"
 
 
@@ -229,8 +230,14 @@ class Skipped:
 
 
 def is_run_name(name: str) -> bool:
-    """Whether a name in the capture root can be a run (`summary`, the board's directories and dot-names never are)."""
-    return not name.startswith(".") and name != SUMMARY_DIR_NAME and name not in BOARD_DIR_NAMES
+    """Whether a name in the capture root can be a run (`summary`, `decisions`, the board's directories and dot-names
+    never are)."""
+    return (
+        not name.startswith(".")
+        and name != SUMMARY_DIR_NAME
+        and name != DECISIONS_DIR_NAME
+        and name not in BOARD_DIR_NAMES
+    )
 
 
 def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:

@@ -9,7 +9,7 @@ from harness.cli.app import app, main
 
 # Each module registers its commands on the app; `--help` lists them in this order.
 # isort: off
-from harness.cli import experiments, runs, captures, logs, summary, board, guard, sim, demo  # noqa: F401,E402
+from harness.cli import experiments, runs, captures, logs, summary, decide, board, guard, sim, demo  # noqa: F401,E402
 # isort: on
 
 __all__ = ["app", "main"]
