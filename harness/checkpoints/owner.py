@@ -13,12 +13,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, NoReturn, Optional
 
 from harness.capture.bounded import Unreadable, loads_json, read_bounded
 from harness.checkpoints.layout import LOCK_NAME, MARKER_NAME
 from harness.errors import ExitCode, HarnessError
-from harness.fs.filelock import EXCLUSIVE, clear_owner, open_lock_file, read_owner, try_lock, unlock, write_owner
+from harness.fs.filelock import (
+    EXCLUSIVE,
+    clear_owner,
+    is_held,
+    open_lock_file,
+    read_owner,
+    try_lock,
+    unlock,
+    write_owner,
+)
 from harness.fs.files import write_json_atomic
 
 if TYPE_CHECKING:
@@ -73,15 +82,23 @@ class CheckpointDirLock:
         fd = open_lock_file(self.path, self.path.parent)
         if not try_lock(fd, EXCLUSIVE):
             os.close(fd)
-            owner = read_owner(self.path)
-            who = f"harness pid {owner.get('pid')} on {owner.get('host')}" if owner else "another harness"
-            raise HarnessError(
-                f"run {run} not started: its checkpoint directory {self.path.parent} is in use by {who}; two "
-                "attempts never write one checkpoint directory at once",
-                ExitCode.BUSY,
-            )
+            self._busy(run)
         write_owner(fd, self.owner)
         self._fd = fd
+
+    def refuse_if_held(self, run: str) -> None:
+        """One line naming who holds it, when someone does (before the directory is moved aside)."""
+        if is_held(self.path):
+            self._busy(run)
+
+    def _busy(self, run: str) -> NoReturn:
+        owner = read_owner(self.path)
+        who = f"harness pid {owner.get('pid')} on {owner.get('host')}" if owner else "another harness"
+        raise HarnessError(
+            f"its checkpoint directory {self.path.parent} is in use by {who} (run {run}); two "
+            "attempts never write one checkpoint directory at once",
+            ExitCode.BUSY,
+        )
 
     def release(self) -> None:
         if self._fd is not None:

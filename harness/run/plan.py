@@ -21,6 +21,7 @@ from harness.checkpoints.layout import (
     checkpoint_root,
     plan_checkpoints,
 )
+from harness.checkpoints.start import CheckpointStart
 from harness.engines.spec import (
     ENV_EXTRA_ARGS,
     ENV_TRAINER_ARGS,
@@ -218,6 +219,7 @@ class Planned:
     spec: LaunchSpec
     warnings: tuple[str, ...] = ()
     sim: Optional[SimTarget] = None  # on the simulator (harness.run.simswap), at its time scale
+    checkpoints: Optional[CheckpointStart] = None  # decided once the capture is known (harness.run.resume)
 
     @property
     def time_scale(self) -> float:
@@ -263,8 +265,18 @@ def plan_runs(
             f"{env} is listed in container.pass_env but not set in this environment; the container gets none"
             for env in spec.missing_env
         )
-        plans.append(Planned(experiment, spec, loaded.warnings + missing, sim))
+        plans.append(Planned(experiment, spec, loaded.warnings + missing + _checkpoint_warnings(spec), sim))
     return plans
+
+
+def _checkpoint_warnings(spec: LaunchSpec) -> tuple[str, ...]:
+    """What a checkpointed run should know before it runs: without the data source's state, a resume is not exact."""
+    if spec.checkpoint is None or spec.checkpoint.data_state:
+        return ()
+    return (
+        f"{spec.experiment}: checkpoint without {DATA_STATE_FLAG}: Miles saves no data source state then, so a "
+        "resumed attempt takes prompts from the first again (set miles.args.rollout-global-dataset: true)",
+    )
 
 
 def refuse_sim_sizes(spec: LaunchSpec) -> None:
