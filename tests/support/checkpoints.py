@@ -82,3 +82,50 @@ def read_ledger(capture_dir: Path) -> list[dict]:
     if not os.path.exists(path):
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def make_attempt(
+    capture_root: Path,
+    run: str,
+    state: str,
+    run_id: str,
+    *,
+    steps: tuple[int, int] = (0, 12),
+    resume: Optional[dict] = None,
+    started_at: str = "2026-08-20T10:00:00Z",
+    ended_at: Optional[str] = "2026-08-20T11:00:00Z",
+) -> Path:
+    """A new attempt of `run` as a harness leaves it: its status (and resume.json), made current as a run makes it."""
+    from harness.capture import Capture, RunAttempts, RunStatus
+
+    attempts = RunAttempts(Path(capture_root) / run)
+    attempt = attempts.new()
+    status = RunStatus(
+        run=run,
+        run_id=run_id,
+        state=state,
+        exit_code=0 if state == "succeeded" else 1,
+        started_at=started_at,
+        ended_at=ended_at,
+        steps_expected=steps[1],
+        steps_complete=steps[0],
+        error=None if state == "succeeded" else "it failed",
+        attempt=attempt.number,
+    )
+    Capture(attempt.directory, run).write_status(status)
+    if resume is not None:
+        (attempt.directory / "resume.json").write_text(json.dumps(resume))
+    if resume is None or resume.get("verified"):
+        attempts.started(attempt)
+    return attempt.directory
+
+
+def resume_record(from_attempt: int, next_rollout: int, *, lineage: int = 1, verified: Optional[bool] = True) -> dict:
+    return {
+        "from_attempt": from_attempt,
+        "lineage": lineage,
+        "iteration": next_rollout,
+        "next_rollout_id": next_rollout,
+        "verified": verified,
+        "cause": None if verified else "the trainer did not resume",
+    }
