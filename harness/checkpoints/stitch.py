@@ -105,7 +105,8 @@ def _stitch(run: str, parts: list[StitchedPart], chain_notes: list[str]) -> RunC
         notes += [f"attempt {part.attempt}: {note}" for note in part.capture.notes]
         if part.redone:
             notes.append(
-                f"rollouts {_span(part.redone)} of attempt {part.attempt} redone after the resume (attempt "
+                f"rollout{'s' if len(part.redone) > 1 else ''} {_span(part.redone)} of attempt {part.attempt} redone "
+                f"after the resume (attempt "
                 f"{_next(parts, part)} continued from rollout {part.until}): not counted"
             )
     status = dict(head.status or {})
