@@ -120,7 +120,8 @@ def summarize_run(capture: RunCapture, parts: Sequence[StitchedPart] = ()) -> Ru
         attempt=capture.attempt,
         started_at=_text((capture.status or {}).get("started_at")),
     )
-    if parts:
+    if parts:  # which capture this is: the lineage's head (harness.summary.staleness compares it)
+        summary.started_at = _text((parts[-1].capture.status or {}).get("started_at"))
         argv = (capture.manifest or {}).get("trainer_argv")
         words = [str(word) for word in argv] if isinstance(argv, list) else []
         summary.lineage = run_lineage(parts, rows.table, words, notes)
