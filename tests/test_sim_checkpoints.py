@@ -20,7 +20,7 @@ from harness.sim.checkpoint import PowerCut
 from harness.sim.clock import Stopped
 from harness.sim.config import CURRENT_FILTER_PATH, SimUsageError
 from harness.sim.params import DEFAULT_PARAMS
-from harness.sim.trainer import CLOCK_METRICS, CheckpointUnreadable, StepLog, simulate
+from harness.sim.trainer import CLOCK_METRICS, CheckpointUnreadable, CheckpointUnwritable, StepLog, simulate
 from support.lines import LineReader
 from support.timing import scaled
 
@@ -570,3 +570,38 @@ def test_a_process_killed_during_rollout_7_resumes_to_the_same_metrics(tmp_path:
     expected, continued = clockless_metrics(whole.stdout), clockless_metrics(resumed.stdout)
     assert sorted(continued) == list(range(6, 12))
     assert all(continued[step] == expected[step] for step in range(6, 12))
+
+
+def test_a_save_the_file_system_refuses_kills_the_job(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(CheckpointUnwritable, match="NotADirectoryError|FileExistsError"):
+        sim([*BASE, "--num-rollout", "1", "--save", str(blocker / "ckpt")])
+
+
+@pytest.mark.integration
+def test_a_save_the_file_system_refuses_is_a_traceback_and_exit_1(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.sim",
+            *BASE,
+            "--num-rollout",
+            "2",
+            "--save",
+            str(blocker / "c"),
+            "--save-interval",
+            "1",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[-4].endswith("' failed") and "actor_model.save_model(rollout_id)" in done.stdout
+    assert done.stderr.startswith("harness sim: --save: ") and done.stderr.count("\n") == 1
+    assert "gather_start rollout_id=1 " not in done.stdout  # died at rollout 0's save

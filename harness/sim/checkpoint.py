@@ -81,6 +81,19 @@ class CheckpointUnreadable(Exception):
         self.source = source  # Miles's line that raised it
 
 
+class CheckpointUnwritable(Exception):
+    """A save the file system refused (no permission, no space): Miles's save raises and the job dies."""
+
+    def __init__(self, exception: str) -> None:
+        super().__init__(exception)
+        self.exception = exception
+
+
+# Every file of a checkpoint the simulator writes is a few hundred bytes (a partial-rollout buffer a few MB at
+# most): a larger one is not one of them, and is not read whole.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
 def iteration_dir(root: str, iteration: int) -> str:
     return os.path.join(root, f"iter_{iteration:07d}")
 
@@ -169,7 +182,28 @@ def save(
     advance: Advance,
     power_cut: PowerCutHook,
 ) -> str:
-    """Write the checkpoint of rollout `rollout_id` in Miles's order; its directory (for the `Saved` line)."""
+    """Write the checkpoint of rollout `rollout_id` in Miles's order; its directory (for the `Saved` line).
+
+    CheckpointUnwritable where the file system refuses a write.
+    """
+    try:
+        return _save(root, rollout_id, state, data, save_optim, micro_step, timestamp, params, advance, power_cut)
+    except OSError as err:
+        raise CheckpointUnwritable(f"{type(err).__name__}: {err}") from None
+
+
+def _save(
+    root: str,
+    rollout_id: int,
+    state: TrainState,
+    data: Optional[dict[str, object]],
+    save_optim: bool,
+    micro_step: int,
+    timestamp: float,
+    params: ModelParams,
+    advance: Advance,
+    power_cut: PowerCutHook,
+) -> str:
     iteration = rollout_id + 1
     directory = iteration_dir(root, iteration)
     write_s = params.checkpoint_write_s_per_gb
@@ -346,15 +380,22 @@ class _FaultLoadError(Exception):
 
 def _read_text(path: str, source: str) -> str:
     try:
-        with open(path, encoding="utf-8") as text:
-            return text.read()
-    except (OSError, UnicodeDecodeError) as err:
+        return _read_bounded(path)
+    except (OSError, ValueError) as err:
         raise CheckpointUnreadable(f"{type(err).__name__}: {err}", source) from None
 
 
+def _read_bounded(path: str) -> str:
+    """A checkpoint file's text; ValueError (UnicodeDecodeError too) for one larger than any the simulator writes."""
+    with open(path, "rb") as raw:
+        data = raw.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_FILE_BYTES} bytes, not a checkpoint file of the simulator")
+    return data.decode("utf-8")
+
+
 def _read_json(path: str) -> dict[str, object]:
-    with open(path, encoding="utf-8") as text:
-        value = json.load(text)
+    value = json.loads(_read_bounded(path))
     if not isinstance(value, dict):
         raise ValueError(f"{path}: not the simulator's checkpoint format")
     return value

@@ -151,6 +151,21 @@ def checkpoint_failure_lines(job_id: str, exception: str, source: str) -> list[s
     )
 
 
+def save_failure_lines(job_id: str, exception: str) -> list[str]:
+    """A trainer that died writing a checkpoint: the traceback, then Ray's failure lines."""
+    return failure_lines(
+        job_id,
+        exception,
+        [
+            ('  File "train.py", in train', "    actor_model.save_model(rollout_id)"),
+            (
+                '  File "miles/backends/fsdp_utils/checkpoint.py", in save',
+                "    dcp.save(state_dict, checkpoint_id=path)",
+            ),
+        ],
+    )
+
+
 def failure_lines(job_id: str, exception: str, frames: Iterable[tuple[str, str]]) -> list[str]:
     """A Python traceback through `frames` ((file line, source line)) ending in `exception`, then Ray's lines."""
     return [

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypedDict
 
 from harness.sim import checkpoint, logfmt
-from harness.sim.checkpoint import CheckpointUnreadable, PowerCut, TrainState
+from harness.sim.checkpoint import CheckpointUnreadable, CheckpointUnwritable, PowerCut, TrainState
 from harness.sim.clock import Clock, StopRequest
 from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, WRITE_UP_MILES, SimConfig
 from harness.sim.logfmt import Actor, LogWriter
@@ -58,7 +58,15 @@ if TYPE_CHECKING:
 
     from harness.sim.logfmt import TextSink
 
-__all__ = ["CLOCK_METRICS", "CheckpointUnreadable", "MissingFilter", "SimRun", "StepLog", "simulate"]
+__all__ = [
+    "CLOCK_METRICS",
+    "CheckpointUnreadable",
+    "CheckpointUnwritable",
+    "MissingFilter",
+    "SimRun",
+    "StepLog",
+    "simulate",
+]
 
 # The payload of one `step M` line (Miles's keys have slashes, so the functional form).
 OptimizerStep = TypedDict(
@@ -423,6 +431,8 @@ class SimRun:
                 os.remove(sentinel)
             except FileNotFoundError:  # whoever asked took it back
                 pass
+            except OSError as err:  # Miles's os.remove raises: the job dies
+                raise CheckpointUnwritable(f"{type(err).__name__}: {err}") from None
 
 
 def _with_noise(result: RolloutResult) -> list[tuple[float, str]]:
@@ -460,7 +470,7 @@ def simulate(
     """Run the simulator in this process on simulated time; the log goes to `stream` (default: nowhere).
 
     For tests and benchmarks: raises SimUsageError / MilesRefusal where the
-    program would exit 2 / 1, CheckpointUnreadable where a load dies, Stopped
+    program would exit 2 / 1, CheckpointUnreadable / CheckpointUnwritable where a load / a save dies, Stopped
     once `stop_requested` answers a signal, and PowerCut where the program
     would SIGKILL itself (HARNESS_SIM_CRASH_AT in `env`, which is otherwise empty).
     """
