@@ -30,6 +30,7 @@ kill the process, `say(where, message)` prints a line of the train actor.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -258,7 +259,7 @@ def _write_part(
     metadata = os.path.join(path, METADATA_FILE)
     if os.path.exists(metadata):  # an earlier save of this iteration: not finished until this one is
         os.remove(metadata)
-    text = json.dumps({"format": FORMAT, **fields}, sort_keys=True)
+    text = json.dumps({"format": FORMAT, **fields}, sort_keys=True, allow_nan=False)
     half = len(text) // 2
     with open(os.path.join(path, SHARD_FILE), "w", encoding="utf-8") as shard:
         shard.write(text[:half])
@@ -273,7 +274,7 @@ def _write_part(
 
 def _write_json(path: str, value: object) -> None:
     with open(path, "w", encoding="utf-8") as out:
-        json.dump(value, out, sort_keys=True)
+        json.dump(value, out, sort_keys=True, allow_nan=False)
 
 
 # ---- loading -----------------------------------------------------------------------------------------------------
@@ -327,7 +328,7 @@ def load(
             raise _FaultLoadError()
         fields = _read_part(model)
         shift = fields["policy"]["shift"]  # type: ignore[index]
-        if not isinstance(shift, float):
+        if not isinstance(shift, float) or not math.isfinite(shift):
             raise ValueError(f"not a policy: shift {shift!r}")
     except (OSError, ValueError, KeyError, TypeError, _FaultLoadError) as err:
         error = FAULT_LOAD_ERROR if isinstance(err, _FaultLoadError) else f"{type(err).__name__}: {err}"
