@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -392,16 +393,12 @@ def test_a_missing_load_directory_or_tracker_is_miles_s_silent_path(tmp_path: Pa
 
 
 def _copy_of(checkpoint: Path, tmp_path: Path) -> Path:
-    import shutil
-
     copy = tmp_path / "copy"
     shutil.copytree(checkpoint, copy)
     return copy
 
 
 def test_a_missing_model_is_said_and_the_run_trains_from_scratch(checkpoint_6: Path, tmp_path: Path) -> None:
-    import shutil
-
     copy = _copy_of(checkpoint_6, tmp_path)
     shutil.rmtree(copy / "iter_0000006" / "model")
     logs, text = sim([*BASE, *FILTER, *GLOBAL, "--load", str(copy), "--num-rollout", "2"])
@@ -416,6 +413,19 @@ def test_a_torn_model_fails_to_load_and_the_run_trains_from_scratch(checkpoint_6
     [line] = loaded_lines(text)
     assert line.startswith(f"[FSDP] Failed to load model from {copy}/iter_0000006/model: FileNotFoundError: ")
     assert [log.step for log in logs] == [0]
+    _, fresh = sim([*BASE, *FILTER, *GLOBAL, "--num-rollout", "1"])
+    assert clockless_metrics(text) == clockless_metrics(fresh)  # from scratch: the untrained policy, prompt 0 on
+
+
+def test_loop_at_zero_starts_at_rollout_0_with_the_trained_policy(checkpoint_6: Path) -> None:
+    fault = {"HARNESS_SIM_RESUME_FAULT": "loop-at-zero"}
+    logs, _ = sim([*BASE, *FILTER, *GLOBAL, "--load", str(checkpoint_6), "--num-rollout", "1"], env=fault)
+    fresh, _ = sim([*BASE, *FILTER, *GLOBAL, "--num-rollout", "1"])
+    assert [log.step for log in logs] == [0] and min(group.prompt for group in logs[0].result.judged) == 0
+    trained = {group.prompt: group.pass_rate for group in logs[0].result.judged}
+    untrained = {group.prompt: group.pass_rate for group in fresh[0].result.judged}
+    common = trained.keys() & untrained.keys()
+    assert common and all(trained[p] > untrained[p] for p in common)  # six rollouts of training in the policy
 
 
 def test_an_empty_tracker_fails_the_job_as_miles_s_int_does(checkpoint_6: Path, tmp_path: Path) -> None:
@@ -504,7 +514,10 @@ def test_reward_collapse_after_a_load_is_low_for_three_rollouts_then_recovers(tm
     killed_during([*argv, "--save", str(save), "--save-interval", "3"], rollout=4)
     healthy, _ = sim([*argv, "--load", str(save)])
     collapsed, _ = sim([*argv, "--load", str(save)], env={"HARNESS_SIM_RESUME_FAULT": "reward-collapse"})
-    reward = lambda logs: [log.rollout["rollout/raw_reward"] for log in logs]  # noqa: E731
+
+    def reward(logs: list[StepLog]) -> list[float]:
+        return [log.rollout["rollout/raw_reward"] for log in logs]
+
     assert [log.step for log in collapsed] == list(range(3, 12))
     assert all(r < 0.3 for r in reward(collapsed)[:3]), reward(collapsed)
     assert min(reward(healthy)[:3]) > 0.5

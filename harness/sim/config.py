@@ -479,6 +479,8 @@ def help_text() -> str:
         "as possible; default 0)\n"
         f"  {MILES_FLAG} V         the Miles it stands in for: {WRITE_UP_MILES} (default: prints "
         f"rollout/raw_reward_unfiltered) or {PUBLIC_MILES} (does not; only its own filter path)\n"
+        f"\n  {RESUME_FAULT_ENV}=NAME  imitate an upstream failure of a load: {', '.join(RESUME_FAULTS)}\n"
+        f"  {CRASH_AT_ENV}=MOMENT[:ITERATION]  SIGKILL itself at a moment of a save: {', '.join(SAVE_MOMENTS)}\n"
     )
 
 
