@@ -91,7 +91,22 @@ READ_FLAGS = (
 )
 
 
-HARNESS_FLAGS = (*OWNED_FLAGS, *READ_FLAGS)
+# Miles's checkpoint flags, which the simulator reads as Miles's FSDP backend does (harness/sim/config.py).
+SIM_CHECKPOINT_FLAGS = (
+    "--save",
+    "--save-interval",
+    "--load",
+    "--start-rollout-id",
+    "--ckpt-step",
+    "--no-save-optim",
+    "--no-load-optim",
+    "--no-load-rng",
+    "--save-trigger-sentinel",
+    "--rollout-global-dataset",
+)
+
+
+HARNESS_FLAGS = (*OWNED_FLAGS, *READ_FLAGS, *SIM_CHECKPOINT_FLAGS)
 
 
 FULL_NAME_HINT = "argparse would expand it, unseen by the harness's checks: write the full flag name"
