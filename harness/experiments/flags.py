@@ -85,9 +85,6 @@ READ_FLAGS = (
     "--eval-prompt-data",
     "--time-scale",
     "--miles",
-    "--rollout-global-dataset",  # with it, each checkpoint holds the data source's state (docs/checkpoints.md)
-    "--no-load-optim",
-    "--no-load-rng",
 )
 
 
@@ -106,7 +103,8 @@ SIM_CHECKPOINT_FLAGS = (
 )
 
 
-HARNESS_FLAGS = (*OWNED_FLAGS, *READ_FLAGS, *SIM_CHECKPOINT_FLAGS)
+# Each once: the checkpoint flags the harness owns are among those the simulator reads.
+HARNESS_FLAGS = tuple(dict.fromkeys((*OWNED_FLAGS, *READ_FLAGS, *SIM_CHECKPOINT_FLAGS)))
 
 
 FULL_NAME_HINT = "argparse would expand it, unseen by the harness's checks: write the full flag name"
