@@ -75,6 +75,7 @@ pytest_plugins = [
     "support.clones",
     "support.experiment_files",
     "support.commands",
+    "support.resume_lab",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +94,7 @@ FIXTURE_MARKERS = {
     "ticker": {"integration"},
     "clone": {"integration"},
     "ray_cluster": {"ray"},
+    "process_resume_lab": {"integration"},
 }
 
 
