@@ -28,7 +28,7 @@ from harness.capture.layout import Capture
 from harness.capture.writer import CaptureWriter
 from harness.checkpoints.choose import point_tracker
 from harness.checkpoints.keeper import LEDGER_NAME, CheckpointKeeper
-from harness.checkpoints.lineage import write_resume
+from harness.checkpoints.lineage import RESUME_NAME
 from harness.checkpoints.owner import CheckpointDirLock, write_marker
 from harness.checkpoints.start import CheckpointStart
 from harness.checkpoints.watch import ResumeTarget, ResumeWatch, Verdict
@@ -105,7 +105,7 @@ class AttemptCheckpoints:
             if resume is not None:
                 tracker = point_tracker(spec.directory, resume.choice)
                 self._resume_record = resume.record(tracker)
-                write_resume(str(self.attempt.directory), self._resume_record, root=str(self.capture.root))
+                self._write_resume(self._resume_record)  # through the writer: a Ray driver's copy gets it too
         except BaseException:
             self.lock.release()
             raise
@@ -175,7 +175,7 @@ class AttemptCheckpoints:
         self._stop()
 
     def _write_resume(self, record: JSONObject) -> None:
-        self.writer.json(self.attempt.directory / "resume.json", record)
+        self.writer.json(self.attempt.directory / RESUME_NAME, record)
 
     def _record(self, row: JSONObject) -> None:
         self.writer.jsonl(self.capture.directory / LEDGER_NAME, row)

@@ -108,7 +108,7 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
         if decision.action == "skip" or stop.requested:
             return SweepResult(decision, found.status)
         fresh = plan
-        plan = _checkpoint_start(plan, ctx, found)
+        plan = checkpoint_start(plan, ctx, found)
         spec = plan.spec
         problems = engine.preflight(spec)
         if problems:
@@ -152,9 +152,12 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
     return SweepResult(decision, status)
 
 
-def _checkpoint_start(plan: Planned, ctx: RunContext, found: StatusRead) -> Planned:
+def checkpoint_start(plan: Planned, ctx: RunContext, found: StatusRead) -> Planned:
     """`plan` with its checkpoints decided (harness.run.resume): `--resume` continues the run's lineage; a run that
-    never ran has none to continue, and starts from step 0 (said)."""
+    never ran has none to continue, and starts from step 0 (said). A plan decided already (by a Ray driver, which
+    holds the captures) is kept as it is."""
+    if plan.checkpoints is not None:
+        return plan
     resume = ctx.options.resume
     if resume and plan.spec.checkpoint is not None and found.status is None and found.broken is None:
         ctx.reporter.note(f"{plan.spec.run}: it never ran, so there is nothing to resume: it starts from step 0")
