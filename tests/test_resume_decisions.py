@@ -31,7 +31,7 @@ checkpoint:
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> dict:
+def dirs(tmp_path: Path) -> dict:
     experiments = tmp_path / "experiments"
     experiments.mkdir()
     write(experiments, "long", LONG)
@@ -39,9 +39,9 @@ def lab(tmp_path: Path) -> dict:
     return {"experiments": experiments, "captures": tmp_path / "capture", "root": tmp_path / "ckpt"}
 
 
-def planned(lab: dict, name: str = "long"):
-    store = ExperimentStore(lab["experiments"], base_args=["--train-backend", "fsdp"])
-    (plan,) = plan_runs(store, name, [], [], lab["captures"], {"HARNESS_CHECKPOINT_DIR": str(lab["root"])})
+def planned(dirs: dict, name: str = "long"):
+    store = ExperimentStore(dirs["experiments"], base_args=["--train-backend", "fsdp"])
+    (plan,) = plan_runs(store, name, [], [], dirs["captures"], {"HARNESS_CHECKPOINT_DIR": str(dirs["root"])})
     return plan
 
 
@@ -60,9 +60,9 @@ def refusal(plan, **kwargs) -> str:
     return caught.value.message
 
 
-def test_a_resume_continues_the_head_from_the_newest_complete_checkpoint_and_loads_after_the_save_flags(lab) -> None:
-    plan = planned(lab)
-    make_attempt(lab["captures"], "long", "failed", plan.spec.run_id, steps=(7, 12))
+def test_a_resume_continues_the_head_from_the_newest_complete_checkpoint_and_loads_after_the_save_flags(dirs) -> None:
+    plan = planned(dirs)
+    make_attempt(dirs["captures"], "long", "failed", plan.spec.run_id, steps=(7, 12))
     directory = directory_of(plan)
     write_checkpoint(directory, 3, data_state=True)
     write_checkpoint(directory, 6, data_state=True)
@@ -83,10 +83,10 @@ def test_a_resume_continues_the_head_from_the_newest_complete_checkpoint_and_loa
     assert "--load" not in plan.spec.trainer_argv  # planning never changes its input
 
 
-def test_a_resume_of_a_refused_resume_continues_the_attempt_before_it(lab) -> None:
-    plan = planned(lab)
-    make_attempt(lab["captures"], "long", "failed", plan.spec.run_id)
-    make_attempt(lab["captures"], "long", "failed", plan.spec.run_id, resume=resume_record(1, 6, verified=False))
+def test_a_resume_of_a_refused_resume_continues_the_attempt_before_it(dirs) -> None:
+    plan = planned(dirs)
+    make_attempt(dirs["captures"], "long", "failed", plan.spec.run_id)
+    make_attempt(dirs["captures"], "long", "failed", plan.spec.run_id, resume=resume_record(1, 6, verified=False))
     write_checkpoint(directory_of(plan), 6, data_state=True)
 
     resumed = plan_checkpoint_start(plan, resume=True, mode="retry")
@@ -95,20 +95,20 @@ def test_a_resume_of_a_refused_resume_continues_the_attempt_before_it(lab) -> No
     assert resumed.checkpoints.resume.from_attempt == 1
 
 
-def test_a_run_without_a_checkpoint_block_cannot_resume(lab) -> None:
-    assert "has no `checkpoint` block" in refusal(planned(lab, "plain"))
+def test_a_run_without_a_checkpoint_block_cannot_resume(dirs) -> None:
+    assert "has no `checkpoint` block" in refusal(planned(dirs, "plain"))
 
 
-def test_a_succeeded_run_has_nothing_to_resume(lab) -> None:
-    plan = planned(lab)
-    make_attempt(lab["captures"], "long", "succeeded", plan.spec.run_id)
+def test_a_succeeded_run_has_nothing_to_resume(dirs) -> None:
+    plan = planned(dirs)
+    make_attempt(dirs["captures"], "long", "succeeded", plan.spec.run_id)
 
     assert "succeeded" in refusal(plan) and "--force starts anew" in refusal(plan)
 
 
-def test_no_complete_checkpoint_refuses_in_one_line_naming_force(lab) -> None:
-    plan = planned(lab)
-    make_attempt(lab["captures"], "long", "failed", plan.spec.run_id)
+def test_no_complete_checkpoint_refuses_in_one_line_naming_force(dirs) -> None:
+    plan = planned(dirs)
+    make_attempt(dirs["captures"], "long", "failed", plan.spec.run_id)
     torn_model_write(directory_of(plan), 3)
 
     message = refusal(plan)
@@ -117,17 +117,17 @@ def test_no_complete_checkpoint_refuses_in_one_line_naming_force(lab) -> None:
     assert message.endswith("--force starts anew (make: FORCE=1)")
 
 
-def test_an_attempt_of_another_configuration_is_refused(lab) -> None:
-    plan = planned(lab)
-    make_attempt(lab["captures"], "long", "failed", "long-99999999")
+def test_an_attempt_of_another_configuration_is_refused(dirs) -> None:
+    plan = planned(dirs)
+    make_attempt(dirs["captures"], "long", "failed", "long-99999999")
     write_checkpoint(directory_of(plan), 6, data_state=True)
 
     assert "ran another configuration (run id long-99999999" in refusal(plan)
 
 
-def test_a_directory_of_another_run_id_is_refused(lab) -> None:
-    plan = planned(lab)
-    make_attempt(lab["captures"], "long", "failed", plan.spec.run_id)
+def test_a_directory_of_another_run_id_is_refused(dirs) -> None:
+    plan = planned(dirs)
+    make_attempt(dirs["captures"], "long", "failed", plan.spec.run_id)
     directory = directory_of(plan)
     write_checkpoint(directory, 6, data_state=True)
     (directory / ".harness-run.json").write_text(json.dumps({"run": "other", "run_id": "other-12345678"}))
@@ -137,9 +137,9 @@ def test_a_directory_of_another_run_id_is_refused(lab) -> None:
     assert "has no .harness-run.json" in refusal(plan)
 
 
-def test_a_checkpoint_directory_linked_out_of_the_root_is_refused(lab, tmp_path: Path) -> None:
-    plan = planned(lab)
-    make_attempt(lab["captures"], "long", "failed", plan.spec.run_id)
+def test_a_checkpoint_directory_linked_out_of_the_root_is_refused(dirs, tmp_path: Path) -> None:
+    plan = planned(dirs)
+    make_attempt(dirs["captures"], "long", "failed", plan.spec.run_id)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     Path(plan.spec.checkpoint.directory).parent.mkdir(parents=True)
@@ -148,9 +148,9 @@ def test_a_checkpoint_directory_linked_out_of_the_root_is_refused(lab, tmp_path:
     assert "leads out of" in refusal(plan)
 
 
-def test_a_checkpoint_whose_next_rollout_is_the_last_leaves_nothing_to_run(lab) -> None:
-    plan = planned(lab)
-    make_attempt(lab["captures"], "long", "failed", plan.spec.run_id, steps=(12, 12))
+def test_a_checkpoint_whose_next_rollout_is_the_last_leaves_nothing_to_run(dirs) -> None:
+    plan = planned(dirs)
+    make_attempt(dirs["captures"], "long", "failed", plan.spec.run_id, steps=(12, 12))
     write_checkpoint(directory_of(plan), 12, data_state=True)
 
     message = refusal(plan)
@@ -158,9 +158,9 @@ def test_a_checkpoint_whose_next_rollout_is_the_last_leaves_nothing_to_run(lab) 
     assert "nothing left to run: iter_0000012's next rollout 12 is at or past --num-rollout 12" in message
 
 
-def test_a_fresh_start_over_a_complete_checkpoint_is_refused_and_force_moves_it_aside(lab) -> None:
-    plan = planned(lab)
-    make_attempt(lab["captures"], "long", "failed", plan.spec.run_id)
+def test_a_fresh_start_over_a_complete_checkpoint_is_refused_and_force_moves_it_aside(dirs) -> None:
+    plan = planned(dirs)
+    make_attempt(dirs["captures"], "long", "failed", plan.spec.run_id)
     write_checkpoint(directory_of(plan), 6, data_state=True)
 
     message = refusal(plan, resume=False)
@@ -172,9 +172,9 @@ def test_a_fresh_start_over_a_complete_checkpoint_is_refused_and_force_moves_it_
     assert os.path.isdir(Path(plan.spec.checkpoint.directory) / "iter_0000006")  # deciding moves nothing
 
 
-def test_the_disk_rule_refuses_with_the_numbers_from_the_measured_checkpoint(lab) -> None:
-    plan = planned(lab)
-    make_attempt(lab["captures"], "long", "failed", plan.spec.run_id)
+def test_the_disk_rule_refuses_with_the_numbers_from_the_measured_checkpoint(dirs) -> None:
+    plan = planned(dirs)
+    make_attempt(dirs["captures"], "long", "failed", plan.spec.run_id)
     huge = 10**13  # a 10 TB shard, sparse: no disk here has room for three more
     write_checkpoint(directory_of(plan), 6, data_state=True, sparse_bytes=huge)
 
@@ -184,8 +184,8 @@ def test_the_disk_rule_refuses_with_the_numbers_from_the_measured_checkpoint(lab
     assert "keep: 2 needs room for 3 checkpoints of 10.0 TB" in message and "size measured" in message
 
 
-def test_a_fresh_start_sizes_a_checkpoint_from_the_model(lab) -> None:
-    plan = planned(lab)
+def test_a_fresh_start_sizes_a_checkpoint_from_the_model(dirs) -> None:
+    plan = planned(dirs)
 
     started = plan_checkpoint_start(plan, resume=False, mode="retry")
 
