@@ -292,3 +292,36 @@ def test_a_fresh_start_over_a_complete_checkpoint_is_refused_and_force_sets_it_a
     aside = [p for p in (lab.checkpoints / "long").iterdir() if ".set-aside-" in p.name]
     assert len(aside) == 1 and (aside[0] / "iter_0000006" / "meta.json").exists()
     assert not (lab.attempt_dir("long", 2) / "resume.json").exists()  # a fresh lineage: attempt 2 resumed nothing
+
+
+@pytest.mark.integration
+def test_sweep_resume_continues_each_seed_that_can_and_starts_those_that_never_ran(
+    process_resume_lab: ResumeLab,
+) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    lab = process_resume_lab
+    crashed_first_attempt(lab)  # seed 1: failed at iter_0000009's save
+
+    done = CliRunner().invoke(app, lab.args("sweep", "long", "--seeds", "1", "2", "--resume"), env=lab.env)
+
+    assert done.exit_code == 0, done.output[-3000:]
+    assert lab.resume_record("long", 2)["checkpoint"] == "iter_0000006"
+    assert lab.status("long")["state"] == "succeeded"
+    assert "long-s2: it never ran, so there is nothing to resume: it starts from step 0" in done.output
+    assert lab.status("long-s2")["state"] == "succeeded" and lab.status("long-s2")["attempt"] == 1
+
+
+@pytest.mark.integration
+def test_a_dry_run_of_a_resume_shows_the_load_and_starts_nothing(process_resume_lab: ResumeLab) -> None:
+    lab = process_resume_lab
+    crashed_first_attempt(lab)
+
+    done = lab.run("long", "--resume", "--dry-run", "--json")
+
+    assert done.exit_code == 0, done.output[-2000:]
+    assert f"--load {lab.checkpoint_dir('long')}" in done.output.replace('",\n', " ").replace('"', "")
+    assert len(list((lab.captures / ".attempts" / "long").glob("[0-9]*"))) == 1
+    assert (lab.checkpoint_dir("long") / "latest_checkpointed_iteration.txt").read_text() == "6"  # nothing written
