@@ -109,3 +109,46 @@ def test_lines_that_are_neither_cost_two_substring_tests_and_read_as_nothing() -
         f"{STAMP}{ACTOR}[FSDP] Saved checkpoint to {DIR}/iter_0000070 [repeated 2x across cluster]"
     )
     assert saved is not None and (saved.kind, saved.path) == ("saved", f"{DIR}/iter_0000070")
+
+
+@pytest.mark.parametrize(
+    ("lines", "verified", "cause"),
+    [
+        ([LOADED, gather(60)], True, None),
+        (
+            [f"{STAMP}{ACTOR}[FSDP] No tracker file at {DIR}/latest_checkpointed_iteration.txt; skipping load."],
+            False,
+            "No tracker file",
+        ),
+        (["start"], False, "ended before running any rollout"),
+    ],
+)
+def test_a_resume_whose_harness_died_undecided_is_decided_from_the_attempt_s_log(
+    tmp_path, lines: list, verified: bool, cause
+) -> None:
+    import json
+
+    from harness.capture import Capture, RunState, RunStatus
+    from harness.checkpoints.lineage import read_resume
+
+    record = {
+        "from_attempt": 1,
+        "lineage": 1,
+        "iteration": 60,
+        "next_rollout_id": 60,
+        "verified": None,
+        "trainer_checkpoint": f"{DIR}/iter_0000060",
+    }
+    (tmp_path / "resume.json").write_text(json.dumps(record))
+    (tmp_path / "container.log").write_text("".join(line + "\n" for line in lines))
+    status = RunStatus("long", "long-1", "running", None, "2026-08-20T10:00:00Z", None, 200, 60, None)
+    Capture(tmp_path, "long").write_status(status)
+
+    undecided, _ = read_resume(str(tmp_path))
+    status.state, status.ended_at, status.exit_code = RunState.INTERRUPTED, "2026-08-20T11:00:00Z", 137
+    Capture(tmp_path, "long").write_status(status)
+    decided, _ = read_resume(str(tmp_path))
+
+    assert undecided is not None and undecided.verified is None  # still running: not decided from a partial log
+    assert decided is not None and decided.verified is verified
+    assert (cause is None and decided.cause is None) or cause in decided.cause

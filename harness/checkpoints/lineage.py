@@ -15,12 +15,15 @@ the chain back from its current attempt (harness.checkpoints.stitch).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.capture.bounded import Unreadable, loads_json, read_bounded
+from harness.capture.bounded import Unreadable, iter_lines, loads_json, read_bounded
+from harness.capture.reader import LOG_NAME, read_status
 from harness.capture.records import RunState
+from harness.checkpoints.watch import ResumeTarget, ResumeWatch
 from harness.fs.files import write_json_atomic
 
 if TYPE_CHECKING:
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
 RESUME_NAME = "resume.json"
 MAX_RESUME_BYTES = 1 << 20
 MAX_CHAIN = 10_000  # attempts in one lineage: past this a record loops (hand-edited) and the chain stops
+MAX_DECIDING_LINES = 1_000_000  # a resume is decided by its first rollout: far sooner than this in any log
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class ResumeRecord:
     next_rollout_id: int
     verified: Optional[bool]  # None: not decided (the attempt's harness died first)
     cause: Optional[str] = None
+    trainer_checkpoint: Optional[str] = None  # the checkpoint as its trainer saw it (to decide it from its log)
 
     @property
     def counts(self) -> bool:
@@ -63,18 +68,40 @@ def read_resume(directory: str) -> tuple[Optional[ResumeRecord], Optional[str]]:
         return None, f"{RESUME_NAME} lacks its numbers (from_attempt, lineage, iteration, next_rollout_id)"
     verified = data.get("verified")
     cause = data.get("cause")
+    trainer = data.get("trainer_checkpoint")
     from_attempt, lineage, iteration, next_rollout = (int(str(n)) for n in numbers)
-    return (
-        ResumeRecord(
-            from_attempt,
-            lineage,
-            iteration,
-            next_rollout,
-            verified if isinstance(verified, bool) else None,
-            cause if isinstance(cause, str) else None,
-        ),
-        None,
+    record = ResumeRecord(
+        from_attempt,
+        lineage,
+        iteration,
+        next_rollout,
+        verified if isinstance(verified, bool) else None,
+        cause if isinstance(cause, str) else None,
+        trainer if isinstance(trainer, str) else None,
     )
+    return decided_from_log(directory, record), None
+
+
+def decided_from_log(directory: str, record: ResumeRecord) -> ResumeRecord:
+    """A resume its harness died before deciding, decided now from the attempt's container.log (the trainer's own
+    lines, by the same watch; read only as far as it takes), once the attempt has ended. Nothing is written."""
+    if record.verified is not None or record.trainer_checkpoint is None:
+        return record
+    status = read_status(Path(directory)).status
+    if status is None or not status.is_final:
+        return record  # still running, or torn: `harness recover` settles it first
+    watch = ResumeWatch(ResumeTarget(record.iteration, record.next_rollout_id, record.trainer_checkpoint))
+    try:
+        for number, raw, _ in iter_lines(Path(directory) / LOG_NAME):
+            if number == 0 or number > MAX_DECIDING_LINES:
+                break
+            if raw is not None and watch.feed(raw.decode("utf-8", "replace"), number) is not None:
+                break
+    except (FileNotFoundError, Unreadable):
+        pass
+    if watch.verdict is None:
+        watch.ended()
+    return replace(record, verified=watch.verdict == "verified", cause=watch.cause)
 
 
 def write_resume(directory: str, record: JSONObject, *, root: str) -> None:

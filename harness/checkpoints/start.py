@@ -22,8 +22,9 @@ class ResumeFrom:
     lineage: int
     choice: ResumeChoice
 
-    def record(self, tracker: JSONObject) -> JSONObject:
-        """resume.json as the attempt starts: what it resumes, from where, and the tracker made to name it."""
+    def record(self, tracker: JSONObject, trainer_checkpoint: str) -> JSONObject:
+        """resume.json as the attempt starts: what it resumes, from where (`trainer_checkpoint`: as the trainer sees
+        it), and the tracker made to name it."""
         check = self.choice.check
         return {
             "from_attempt": self.from_attempt,
@@ -33,6 +34,7 @@ class ResumeFrom:
             "rollout_id": check.rollout_id,
             "next_rollout_id": self.choice.next_rollout_id,
             "directory": check.directory,
+            "trainer_checkpoint": trainer_checkpoint,
             "bytes": check.bytes,
             "passed_over": [{"checkpoint": c.name, "why": c.why} for c in self.choice.passed_over],
             "tracker": tracker,

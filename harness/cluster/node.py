@@ -113,7 +113,9 @@ def run_task(plan: Any, options: Any, provenance: dict[str, Any], control: Any) 
     def work() -> None:
         try:
             ctx = RunContext(
-                options=replace(options, mode="force"),  # the driver decided, under the capture's lock
+                # The driver decided, under the capture's lock; an automatic resume is the driver's to make (each
+                # attempt is one the driver records), never the node's.
+                options=replace(options, mode="force", auto_resume=0),
                 reporter=_ForwardReporter(events.put),
                 stop=stop,
                 provenance=node_provenance,

@@ -104,7 +104,7 @@ class AttemptCheckpoints:
             resume = self.start.resume
             if resume is not None:
                 tracker = point_tracker(spec.directory, resume.choice)
-                self._resume_record = resume.record(tracker)
+                self._resume_record = resume.record(tracker, self.spec.trainer_path(resume.choice.check.directory))
                 self._write_resume(self._resume_record)  # through the writer: a Ray driver's copy gets it too
         except BaseException:
             self.lock.release()
