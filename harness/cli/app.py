@@ -8,11 +8,10 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, MutableMapping, NoReturn, Optional, Sequence, TypeVar
+from typing import Annotated, Any, Callable, Iterator, List, MutableMapping, NoReturn, Optional, Sequence, TypeVar
 
 import typer
 from typer.core import TyperGroup
-from typing_extensions import Annotated
 
 from harness.errors import ExitCode, HarnessError
 
