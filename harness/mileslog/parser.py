@@ -279,17 +279,24 @@ class LogParser:
         if self._finished:
             raise RuntimeError("LogParser.feed_stream after finish()")
         out: list[StepRecord] = []
-        carry = b""
+        carry = b""  # the start of a line that goes on in the next chunk
         while True:
             chunk = stream.read(chunk_bytes)
             if not chunk:
                 break
+            start = 0
             if carry:
-                chunk = carry + chunk
+                # Only the line that spans the two chunks is joined: joining whole chunks costs a copy of each.
+                start = chunk.find(b"\n") + 1
+                if not start:
+                    carry += chunk
+                    continue
+                line = carry + chunk[:start]
+                self._scan(line, 0, len(line), out)
             end = chunk.rfind(b"\n") + 1
-            if end:
-                self._scan(chunk, end, out)
-            carry = chunk[end:]
+            if end > start:
+                self._scan(chunk, start, end, out)
+            carry = chunk[max(start, end) :]
         if carry:
             out.extend(self.feed(carry.decode("utf-8", "replace")))
         return out
@@ -316,17 +323,17 @@ class LogParser:
 
     # ---- the per-line work --------------------------------------------------------------
 
-    def _scan(self, buf: bytes, end: int, out: list[StepRecord]) -> None:
-        """Process the complete lines of buf[:end] (end is just past a newline)."""
+    def _scan(self, buf: bytes, begin: int, end: int, out: list[StepRecord]) -> None:
+        """Process the complete lines of buf[begin:end] (begin is where a line starts, end is just past a newline)."""
         find, count, rfind = buf.find, buf.count, buf.rfind
         # Every line's noise is counted here at once, as if nothing read it; a line `_process` sees has its own
         # taken back first, and `_process` counts it as `feed` would.
-        self._add_noise(count_noise_bytes(buf, 0, end), 1)
+        self._add_noise(count_noise_bytes(buf, begin, end), 1)
         # The next `: {` (a dict) and the next of the other markers, each searched for once per buffer (`end`: none;
         # below pos: look again).
         other_at = [-1] * len(_OTHER_MARKERS)
         other = dict_at = -1
-        pos = 0
+        pos = begin
         n = self._line_no
         while pos < end:
             if self._idle:
