@@ -14,6 +14,7 @@ from harness.mileslog.lines import (
     find_metric,
     is_oom,
     job_failed,
+    may_end_metric_head,
     read_argument,
     read_launch,
     read_metric,
@@ -272,3 +273,51 @@ def test_the_longest_ray_prefix_the_pattern_takes_and_one_longer() -> None:
     assert split_ray_prefix(f"({inner}) x") == (inner, "x")
     assert split_ray_prefix(f"({inner}b) x") == ("", f"({inner}b) x")
     assert split_ray_prefix(f"(raylet{'c' * 120}) x") == (f"raylet{'c' * 120}", "x")
+
+
+head_pieces = st.sampled_from(
+    [
+        " - ",
+        "perf",
+        "step",
+        "critic-step",
+        "multi_turn",
+        " ",
+        "1",
+        "7" * 17,
+        "-",
+        ": {",
+        "{",
+        ":",
+        "x",
+        "\u0661",
+        "\u00e9",
+    ]
+)
+
+
+@given(st.lists(head_pieces, max_size=16).map("".join))
+def test_a_line_none_of_whose_braces_may_end_a_head_holds_none(text: str) -> None:
+    # The batch reader passes over a dict whose `{` ends no head without looking for its line.
+    raw = text.encode()
+    braces = [at for at in range(len(raw)) if raw[at] == ord("{")]
+
+    if not any(may_end_metric_head(raw, at) for at in braces):
+        assert find_metric(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "ends"),
+    [
+        ("x - perf 3: {", True),
+        ("x - critic-step -" + "1" * 18 + ": {", True),
+        ("x - critic-step -" + "1" * 19 + ": {", False),
+        ("x - perf \u0663: {", True),  # a digit of another script: find_metric reads it
+        ("[Rank 0] Memory-Usage before train: {", False),
+        ("x - perf: {", False),
+    ],
+)
+def test_a_brace_that_may_end_a_metric_head(text: str, ends: bool) -> None:
+    raw = text.encode()
+
+    assert may_end_metric_head(raw, len(raw) - 1) is ends

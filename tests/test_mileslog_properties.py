@@ -92,6 +92,10 @@ NOISE = [
     "\x1b[36m(A pid=1)\x1b[0m x: {'a': 1} Trace\x1b[1mback (most recent call last):",
     "\x1b[36m(A pid=1)\x1b[0m x: {'a': 1} Job 'r' \x1b[1mfailed",
     "\x1b[36m(A pid=1)\x1b[0m x: {'a': 1} \x1b[%|1 ft\x1b[0m k=v",
+    # A head whose id is in another script's digits (Python reads them), and dicts no head leads to.
+    "(A pid=1) x.py:1 - perf \u0663: {'perf/step_time': 3.0}",
+    "(A pid=1) x.py:1 - perf 3 : {'perf/step_time': 3.0} - step 4: {'train/step': 4}",
+    "(A pid=1) memory_utils.py:41 - before: {'a': {'b': 1}} - perf x: {}",
 ]
 noise_lines = st.one_of(st.sampled_from(NOISE), st.text(max_size=40))
 docker_prefix = st.sampled_from(

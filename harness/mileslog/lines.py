@@ -90,6 +90,20 @@ def find_metric(segment: str) -> re.Match[str] | None:
 _KIND_AFTER_DASH = re.compile(f" - (?:{'|'.join(KINDS)}) ".encode())
 
 
+_METRIC_HEAD_BYTES = re.compile(_METRIC_HEAD.pattern.encode())
+_METRIC_HEAD_LONGEST = len(" - critic-step -: {") + 18
+
+
+def may_end_metric_head(raw: bytes, brace: int) -> bool:
+    """False when the `{` at `brace` of undecoded text without ANSI codes ends no ` - KIND ID: {` head: read as
+    ASCII, as `find_metric` reads it once decoded (bytes beyond ASCII before it: perhaps digits of another script,
+    which `find_metric` takes; True)."""
+    start = max(brace - _METRIC_HEAD_LONGEST + 1, 0)
+    if not raw[start:brace].isascii():
+        return True
+    return _METRIC_HEAD_BYTES.search(raw, start, brace + 1) is not None
+
+
 def may_hold_metric(raw: bytes) -> bool:
     """False when the undecoded line holds no ` - KIND `: no metric head then, whatever else it holds (the head is
     ASCII, and decoding keeps every ASCII byte as it is)."""

@@ -68,6 +68,7 @@ from harness.mileslog.lines import (
     find_metric,
     is_oom,
     job_failed,
+    may_end_metric_head,
     may_hold_metric,
     missing_path,
     noise_kind,
@@ -333,6 +334,7 @@ class LogParser:
         # below pos: look again).
         other_at = [-1] * len(_OTHER_MARKERS)
         other = dict_at = -1
+        heads_only = find(b"\x1b", begin, end) < 0  # no ANSI code that removed could join a head
         pos = begin
         n = self._line_no
         while pos < end:
@@ -340,7 +342,7 @@ class LogParser:
                 if other < pos:
                     other = _next_others(buf, pos, end, other_at)
                 if dict_at < pos:
-                    dict_at = _next_dict(buf, pos, end)
+                    dict_at = _next_dict(buf, pos, end, heads_only)
                 best = dict_at if dict_at < other else other
                 if best >= end:
                     n += count(b"\n", pos, end)
@@ -675,11 +677,13 @@ def _only_noise(line: bytes) -> bool:
     )
 
 
-def _next_dict(buf: bytes, pos: int, end: int) -> int:
-    """Where the next `: {` is at or after pos, at its `{` (`end`: none): one byte, found faster than three."""
+def _next_dict(buf: bytes, pos: int, end: int, heads_only: bool) -> int:
+    """Where the next `: {` is at or after pos, at its `{` (`end`: none): one byte, found faster than three. With
+    `heads_only` (text without ANSI codes), only one that may end a metric head: a dict no head leads to (memory
+    dumps) is passed over without its line being looked for."""
     find = buf.find
     at = find(b"{", pos, end)
-    while at >= 0 and buf[at - 2 : at] != b": ":
+    while at >= 0 and (buf[at - 2 : at] != b": " or heads_only and not may_end_metric_head(buf, at)):
         at = find(b"{", at + 1, end)
     return end if at < 0 else at
 
