@@ -35,7 +35,10 @@ class HarnessGroup(TyperGroup):
     def resolve_command(self, ctx: Any, args: List[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)
         if command is not None:
-            read_as_given(command.get_params(ctx))  # its --help option too, which typer makes as it parses
+            # Its --help option too, which click makes as it parses, with the names this context gives it (unless the
+            # command names its own: made here, it would keep these).
+            own_help = "help_option_names" in (command.context_settings or {})
+            read_as_given(command.params if own_help else command.get_params(ctx))
         return name, command, rest
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
