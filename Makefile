@@ -44,7 +44,7 @@ export MILES_LAB_DATA ?= data
 MODEL_REPO ?= Qwen/Qwen3-0.6B
 DATASET_REPO ?= zhuzilin/gsm8k
 
-.PHONY: help setup demo test test-fast lint offline-images sim-image sim-ready image data run sweep status smoke summarize report
+.PHONY: help setup demo test test-fast lint offline-images sim-image sim-ready image data run sweep decide status smoke summarize report
 
 # Targets are grouped by `##@` lines, in the order a newcomer meets them;
 # a target's `## text` is its line in `make help`.
@@ -127,6 +127,14 @@ run: setup $(if $(sim_on),sim-ready) ## run one experiment on the GPU: make run 
 
 sweep: setup $(if $(sim_on),sim-ready) ## run an experiment over seeds: make sweep EXP=plain-48 SEEDS="1 2 3" (SIM=1, FORCE=1, NAME=, PARALLEL=, ARGS=...)
 	$(HARNESS) sweep $(EXP) --seeds $(SEEDS) $(if $(PARALLEL),--parallel $(PARALLEL)) $(RUN_FLAGS)
+
+# EXPS="A B [C ...]": the experiments `make decide` compares (harness decide). On the simulator each interim's
+# runs go at once: 5 seeds (the default n) of each experiment; DECIDE_PARALLEL=N says otherwise.
+EXPS ?=
+DECIDE_PARALLEL ?= $(if $(sim_on),$(words $(EXPS) $(EXPS) $(EXPS) $(EXPS) $(EXPS)))
+decide: setup $(if $(sim_on),sim-ready) ## run seeds until AdaStop decides: make decide EXPS="e2b-dapo-filter plain-48" (SIM=1, ARGS=...)
+	@$(if $(strip $(EXPS)),:,echo 'make decide: name two experiments or more, e.g. make decide EXPS="e2b-dapo-filter plain-48"' >&2; exit 2)
+	$(HARNESS) decide $(EXPS) $(SIM_FLAGS) $(if $(DECIDE_PARALLEL),--parallel $(DECIDE_PARALLEL)) $(ARGS)
 
 status: setup ## every capture: state, steps, pauses, exit code (SIM=1: the simulator's)
 	$(HARNESS) status $(if $(sim_on),--sim)

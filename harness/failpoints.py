@@ -8,7 +8,8 @@ import.
 
 Points, in the order a run passes them: before-capture, before-container,
 after-create (inside the engine: created, not started), after-start,
-mid-stream:N, at-exit, before-remove.
+mid-stream:N, at-exit, before-remove; and `decide-interim:N`, once
+`harness decide` has recorded its interim N.
 """
 
 from __future__ import annotations

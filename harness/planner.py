@@ -53,6 +53,7 @@ from harness.seedstats import SeedsNeeded
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
+    from harness.stats.adaptive import AdaptivePlan
 
 DEFAULT_TARGET = 0.9
 MAX_OVER_SAMPLING_FACTOR = 64  # search O up to this many times B before giving up
@@ -516,6 +517,7 @@ class SeedsPlan:
     alpha: float
     power: float
     effect_from: str = EFFECT_GIVEN  # EFFECT_GIVEN, or EFFECT_DEFAULT
+    adaptive: Optional[AdaptivePlan] = None  # an AdaStop design's expected seeds (harness.stats.adaptive)
 
     def to_dict(self) -> JSONObject:
         """The `--json` document."""
@@ -529,12 +531,21 @@ class SeedsPlan:
             "seeds_needed": self.needed.seeds,
             "why": self.needed.why,
             "table": [{"seeds": n, "power": p} for n, p in self.table],
+            "adaptive": dict(self.adaptive.to_dict()) if self.adaptive is not None else None,
         }
 
 
-def plan_seeds(effect: float, sd: float, sd_from: str, effect_from: str = EFFECT_GIVEN) -> SeedsPlan:
-    """Seeds per condition for 80% power at alpha 0.05 (two-sided) to detect `effect`, and power by seeds."""
+def plan_seeds(
+    effect: float,
+    sd: float,
+    sd_from: str,
+    effect_from: str = EFFECT_GIVEN,
+    adaptive: Optional[tuple[int, int]] = None,
+) -> SeedsPlan:
+    """Seeds per condition for 80% power at alpha 0.05 (two-sided) to detect `effect`, and power by seeds; with
+    `adaptive` (n, K), also the seeds an AdaStop design with them is expected to use (by simulation)."""
     from harness import seedstats
+    from harness.stats.adaptive import planned_seeds
 
     if not (math.isfinite(effect) and effect > 0.0):
         raise HarnessError(f"--effect must be a difference above 0, not {effect}")
@@ -545,4 +556,5 @@ def plan_seeds(effect: float, sd: float, sd_from: str, effect_from: str = EFFECT
     if needed.seeds is not None and needed.seeds not in rows:
         rows = sorted([*rows, needed.seeds])
     table = [(n, seedstats.power(n, effect, sd)) for n in rows] if sd > 0.0 else []
-    return SeedsPlan(effect, sd, sd_from, needed, table, seedstats.ALPHA, seedstats.POWER, effect_from)
+    expected = planned_seeds(effect, sd, *adaptive) if adaptive is not None and sd > 0.0 else None
+    return SeedsPlan(effect, sd, sd_from, needed, table, seedstats.ALPHA, seedstats.POWER, effect_from, expected)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -154,3 +155,30 @@ def test_the_demos_quick_look_has_its_own_capture_root(tmp_path: Path) -> None:
     assert (tmp_path / "capture" / "sim-quick" / "plain").is_symlink()
     assert not (tmp_path / "capture" / "sim").exists()  # the demo's own root is untouched: `make demo` is unaffected
     assert "capture/sim-quick" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("settled_by", ["recover", "run"])
+def test_a_succeeded_rerun_killed_at_its_exit_becomes_current_once_settled(lab: Lab, settled_by: str) -> None:
+    """Issue 35, item 8: the newest attempt that succeeded is current after recover (or the next run) too."""
+    from support.lab import killed
+
+    run = lab.experiment("atexit", steps=2)
+    assert lab.cli("run", run).exit_code == 0
+    killed(lab.spawn("run", run, "--force", failpoint="at-exit"))
+    assert os.readlink(lab.captures / run) == f".attempts/{run}/1"  # its harness died before it could say so
+    lab.wait_for(lambda: all(not handle.describe().alive for handle in lab.objects()), what="the trainer's end")
+
+    if settled_by == "recover":
+        settled = lab.capture_cli("recover")
+        assert settled.exit_code == 0, settled.output
+        assert f"{run}: succeeded, 2/2 steps saved" in settled.output
+        assert "attempt 2 is current (it succeeded)" in settled.output
+    else:
+        again = lab.cli("run", run)  # settles what the dead harness left, then finds the run succeeded
+        assert again.exit_code == 0, again.output
+
+    assert lab.attempts(run) == [(1, "succeeded"), (2, "succeeded")]
+    assert os.readlink(lab.captures / run) == f".attempts/{run}/2"
+    choice = json.loads((lab.captures / ".attempts" / run / "current.jsonl").read_text().splitlines()[-1])
+    assert choice["attempt"] == 2 and choice["by"] == f"harness {settled_by}"
+    assert lab.status(run)["attempt"] == 2

@@ -94,7 +94,7 @@ def test_a_double_ctrl_c_says_so_as_plain_text():
     reporter = PlainReporter()
     reporter.stream = stream
     stop = StopControl()
-    with stop_on_signals(stop, reporter.note):
+    with stop_on_signals(stop, reporter.note), stop.acted_on():  # a run's trainer under way
         signal.raise_signal(signal.SIGINT)
         signal.raise_signal(signal.SIGINT)
     said = stream.getvalue()

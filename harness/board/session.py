@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from harness.board.live import LiveBoard, Sink, SinkFactory, TensorBoardSink
 from harness.board.names import TENSORBOARD_DIR_NAME
+from harness.capture.reader import attempt_number
 
 if TYPE_CHECKING:
     from harness.capture.writer import Forward
@@ -95,8 +96,8 @@ def _show_current_attempt(run: str, capture_root: Path, written: Optional[int], 
         target = os.readlink(run_path)
     except OSError:
         return  # not a link to an attempt: nothing else is current
-    current = Path(target).name
-    if not current.isdigit() or written is None or int(current) == written:
+    current = attempt_number(Path(target).name)
+    if current is None or written is None or current == written:
         return
     try:
         rebuild_run(run, run_path, tensorboard_sinks(capture_root), Rebuilt())

@@ -205,7 +205,7 @@ def iter_jsonl(
                 continue
             nuls = raw.count(NUL)
             if nuls:  # what a power loss leaves where a line was being written: never parsed
-                notes.append(f"{path.name} line {number}: torn ({nuls:,} NUL bytes: a power loss?): skipped")
+                notes.append(f"{path.name} line {number}: {torn_reason(nuls)}")
                 continue
             if not raw.strip():
                 continue
@@ -277,26 +277,137 @@ def read_jsonl(path: Path) -> Iterator[JSONObject]:
 # --------------------------------------------------------------------------- status
 
 
-class WholeLines:
-    """A binary file read up to its last whole line before any torn tail (NUL bytes a power loss left, or a last
-    line with no newline): what a reader after the fact may parse. `read(n)` as a file's."""
+def torn_reason(nuls: int) -> str:
+    """Why a line that holds NUL bytes is never parsed (iter_jsonl and WholeLines say it alike)."""
+    return f"torn ({nuls:,} NUL bytes: a power loss?): skipped"
 
-    def __init__(self, handle: BinaryIO) -> None:
+
+class WholeLines:
+    """A binary file's whole lines, every torn one blanked: what a reader after the fact may parse.
+
+    The one rule for torn tails, as `iter_jsonl` reads metrics.jsonl: a line
+    that holds a NUL byte is what a power loss leaves where a line was being
+    written (blocks allocated, never written), and is never parsed; a last line
+    without its newline was cut short (the writer stopped mid-line) and is never
+    given out. A torn line is given as an empty line (so the lines after it keep
+    their numbers) and is never held: its NUL bytes are counted, and a run of
+    them in a hole of a sparse file is skipped, not read, so a tail of
+    gigabytes costs nothing. A line that grows past `max_line` before its
+    newline comes is passed over as well. `problems` lists each line not given
+    out, by number; `read(n)` as a file's.
+
+    `live`: the file may still grow (a follower's): its end gives b"" without
+    ending it, so `read` may be called again for lines written since; `finish`
+    says what was left once the caller knows the writer is done.
+    """
+
+    PROBLEMS_KEPT = 20  # a file of a million torn lines is noted in a few lines, then a count
+
+    def __init__(self, handle: BinaryIO, *, max_line: int = MAX_LINE_BYTES, live: bool = False) -> None:
         self.handle = handle
-        self.held = b""  # read, but not yet known to end a whole line
+        self.max_line = max_line
+        self.live = live
+        self.held = b""  # the start of a line whose newline has not come yet
+        self.passing: Optional[str] = None  # "torn" or "long": within a line passed over up to its newline
+        self.passed_nuls = 0
         self.ended = False
+        self.lines = 0  # lines ended so far, given out or blanked
+        self.problems: list[tuple[int, str]] = []  # (line number, why) of the lines not given out
+        self.more_problems = 0
 
     def read(self, size: int = -1) -> bytes:
         while not self.ended:
             chunk = self.handle.read(READ_CHUNK if size < 0 else max(size, 1))
-            torn_at = chunk.find(NUL)
-            if torn_at >= 0:
-                chunk, self.ended = chunk[:torn_at], True
-            elif not chunk:
+            if not chunk:
+                if self.live:
+                    return b""
                 self.ended = True
-            data = self.held + chunk
-            end = data.rfind(b"\n") + 1
-            self.held = data[end:]
-            if end:
-                return data[:end]
-        return b""  # what is held is a torn last line: never given out
+                break
+            given = self._take(chunk)
+            if self.passing == "torn" and chunk.endswith(NUL):
+                self._skip_hole()
+            if given:
+                return given
+        return b""  # what is held is a last line cut short: never given out
+
+    def finish(self) -> list[tuple[int, str]]:
+        """Every line not given out (the last one too, once the writer is done), by number; then the count of the
+        ones not listed, if any."""
+        if self.passing is not None:
+            self._end_passed()
+        elif self.held:
+            self._problem(self.lines + 1, "cut short (no newline at the end: the writer stopped mid-line): skipped")
+            self.held = b""
+        self.ended = True
+        more = [(self.lines, f"and {self.more_problems:,} more lines skipped")] if self.more_problems else []
+        return [*self.problems, *more]
+
+    def _take(self, chunk: bytes) -> bytes:
+        """The lines `chunk` ends (torn ones blanked); the rest held, or passed over."""
+        given = b""
+        if self.passing is not None:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                self.passed_nuls += chunk.count(NUL)
+                return b""
+            self.passed_nuls += chunk.count(NUL, 0, newline)
+            self._end_passed()
+            given, chunk = b"\n", chunk[newline + 1 :]
+        data = self.held + chunk if self.held else chunk
+        end = data.rfind(b"\n") + 1
+        whole, rest = data[:end], data[end:]
+        if NUL in whole:
+            whole = self._blank_torn(whole)
+        self.lines += whole.count(b"\n")
+        self.held = b""
+        if NUL in rest:
+            self.passing, self.passed_nuls = "torn", rest.count(NUL)
+        elif len(rest) > self.max_line:
+            self.passing = "long"
+        else:
+            self.held = rest
+        return given + whole if given else whole
+
+    def _blank_torn(self, whole: bytes) -> bytes:
+        lines = whole.split(b"\n")[:-1]
+        for index, line in enumerate(lines):
+            if NUL in line:
+                self._problem(self.lines + index + 1, torn_reason(line.count(NUL)))
+                lines[index] = b""
+        return b"\n".join(lines) + b"\n"
+
+    def _end_passed(self) -> None:
+        why = (
+            torn_reason(self.passed_nuls) if self.passing == "torn" else f"longer than {self.max_line:,} bytes: skipped"
+        )
+        self.lines += 1
+        self._problem(self.lines, why)
+        self.passing, self.passed_nuls = None, 0
+
+    def _problem(self, number: int, why: str) -> None:
+        if len(self.problems) < self.PROBLEMS_KEPT:
+            self.problems.append((number, why))
+        else:
+            self.more_problems += 1
+
+    def _skip_hole(self) -> None:
+        """Within a torn line, past the hole of a sparse file that follows (all NUL bytes), without reading it."""
+        try:
+            fd, here = self.handle.fileno(), self.handle.tell()
+            raw_at = os.lseek(fd, 0, os.SEEK_CUR)
+        except (AttributeError, OSError, ValueError):
+            return  # a pipe, or a stream in memory: read as it comes
+        try:
+            try:
+                data_at = os.lseek(fd, here, os.SEEK_DATA)
+            except OSError as err:
+                if err.errno != errno.ENXIO:
+                    return  # no hole to skip here, or a file system that cannot say
+                data_at = os.fstat(fd).st_size  # a hole to the end
+            finally:
+                os.lseek(fd, raw_at, os.SEEK_SET)  # where the handle's buffer has its file: asked, never moved
+        except OSError:
+            return
+        if data_at > here:
+            self.handle.seek(data_at)
+            self.passed_nuls += data_at - here

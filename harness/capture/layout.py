@@ -13,7 +13,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from harness.capture.bounded import read_json_file
+from harness.capture.bounded import Unreadable, read_json_file
 from harness.capture.files import NO_SPACE, prepare_directory, write_json_atomic
 from harness.capture.reader import StatusRead, find_runs, is_run_name, read_status, run_path_of, run_path_problem
 from harness.capture.records import RunStatus
@@ -87,10 +87,10 @@ class Capture:
                     raise
 
     def read_manifest(self) -> Optional[JSONObject]:
-        """manifest.json, or None when it is absent or unreadable."""
+        """manifest.json, or None when it is absent or unreadable (torn, not a regular file, too large or deep)."""
         try:
             manifest = read_json_file(self.manifest_path)
-        except (FileNotFoundError, OSError, ValueError):
+        except (OSError, ValueError, Unreadable):
             return None
         return manifest if isinstance(manifest, dict) else None
 

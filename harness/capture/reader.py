@@ -33,6 +33,7 @@ Rules of the summary's read (`read_capture`):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -51,7 +52,7 @@ from harness.capture.bounded import (
     loads_json,
     read_bounded,
 )
-from harness.capture.records import PauseWindow, RunStatus, StepRow
+from harness.capture.records import CONTRACT_KEYS, PauseWindow, RunStatus, StepRow
 from harness.fs.files import PathLike
 from harness.fs.paths import outside_root
 
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
 SUMMARY_DIR_NAME = "summary"
 # The board's directories in the capture root (harness.board): TensorBoard's event files, offline W&B runs.
 BOARD_DIR_NAMES = ("tensorboard", "wandb")
+DECISIONS_DIR_NAME = "decisions"  # the adaptive comparisons' records (harness decide; harness.stats.record)
 STATUS_NAME = "status.json"
 
 
@@ -69,10 +71,11 @@ STATUS_NAME = "status.json"
 class StatusRead:
     """A capture's status as found: typed, or broken with the reason, or absent (both None).
 
-    `torn`: its bytes are what a power loss leaves (empty, or NUL bytes where
-    the file's blocks were allocated but never written: it is written whole
-    and renamed, so nothing else is), not a status someone wrote wrong:
-    `recover` rebuilds it from the evidence on disk.
+    `torn`: its bytes are what a power loss leaves (empty, NUL bytes where
+    the file's blocks were allocated but never written, an object cut short
+    or lacking fields: it is written whole and renamed, so nothing else is),
+    not a status someone wrote wrong: `recover` rebuilds what it lacks from
+    the evidence on disk.
     """
 
     directory: Path
@@ -105,16 +108,65 @@ def read_status(directory: Path) -> StatusRead:
     try:
         data = loads_json(raw)
     except ValueError as err:
+        if cut_short(raw):  # written whole and renamed: only a crash leaves the beginning of one
+            return StatusRead(directory, None, f"{STATUS_NAME} is cut short ({err}: a power loss?)", torn=True)
         return StatusRead(directory, None, f"{STATUS_NAME} is not valid JSON ({err})")
     try:
         return StatusRead(directory, RunStatus.from_dict(data), None)
     except ValueError as err:
-        return StatusRead(directory, None, f"{STATUS_NAME} {err}")
+        # Fields missing (not wrong) are what a power loss leaves of a file written whole: recover rebuilds them.
+        lacking = isinstance(data, dict) and any(key not in data for key in CONTRACT_KEYS)
+        return StatusRead(
+            directory, None, f"{STATUS_NAME} {err}" + (": a power loss?" if lacking else ""), torn=lacking
+        )
+
+
+def cut_short(raw: bytes) -> bool:
+    """Whether bytes that are not JSON are the beginning of a JSON object cut off by a crash: closed where they
+    stop (an open string, a dangling key or comma, the open brackets), they parse. `{not json` is not."""
+    text = raw.decode("utf-8", "ignore").strip()
+    if not text.startswith("{"):
+        return False
+    closers: list[str] = []
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            closers.append("}" if char == "{" else "]")
+        elif char in "}]" and (not closers or closers.pop() != char):
+            return False
+    if not closers:
+        return False  # whole, and wrong: someone wrote it so
+    if in_string:
+        text = (text[:-1] if escaped else text) + '"'
+    closed = "".join(reversed(closers))
+    for stem in (text, text.rstrip("0123456789.+-eEtrufalsn")):
+        stem = stem.rstrip().removesuffix(",")
+        for ending in ("", "null", ":null"):
+            try:
+                json.loads(stem + ending + closed)
+                return True
+            except (ValueError, RecursionError):
+                continue
+    return False
 
 
 # --------------------------------------------------------------------------- runs
 
 ATTEMPTS_DIR = ".attempts"  # <root>/.attempts/<run>/<n>/: each attempt of a run (harness.capture.attempts)
+_ATTEMPT_NUMBER = re.compile(r"[1-9][0-9]*")  # ASCII digits only: str.isdigit also takes "²" and "٣"
+NAME_MAX = 255  # the longest name a directory may have: a longer "number" names no attempt
+
+
+def attempt_number(name: str) -> Optional[int]:
+    """The number an attempt directory's name says (`1`, `1000000000`: any size, no leading zero), None when the
+    name is not one (`01`, `abc`, `²`): such a directory is not an attempt of the harness's."""
+    if len(name) > NAME_MAX or not _ATTEMPT_NUMBER.fullmatch(name):
+        return None
+    return int(name)
 
 
 def run_path_of(directory: Path) -> Path:
@@ -178,8 +230,14 @@ class Skipped:
 
 
 def is_run_name(name: str) -> bool:
-    """Whether a name in the capture root can be a run (`summary`, the board's directories and dot-names never are)."""
-    return not name.startswith(".") and name != SUMMARY_DIR_NAME and name not in BOARD_DIR_NAMES
+    """Whether a name in the capture root can be a run (`summary`, `decisions`, the board's directories and dot-names
+    never are)."""
+    return (
+        not name.startswith(".")
+        and name != SUMMARY_DIR_NAME
+        and name != DECISIONS_DIR_NAME
+        and name not in BOARD_DIR_NAMES
+    )
 
 
 def find_runs(capture_dir: Path) -> tuple[list[Path], list[Skipped]]:
@@ -238,9 +296,14 @@ def link_problem(run_path: Path) -> Optional[str]:
     """Why a run's link is not followed (None: it leads to one of its own attempts, which exists)."""
     target = os.readlink(run_path)
     parts = Path(target).parts
-    if len(parts) != 3 or parts[:2] != (ATTEMPTS_DIR, run_path.name) or not parts[2].isdigit():
+    if len(parts) != 3 or parts[:2] != (ATTEMPTS_DIR, run_path.name) or attempt_number(parts[2]) is None:
         return f"a link to {target}, not to one of its attempts ({ATTEMPTS_DIR}/{run_path.name}/N): not read"
-    if not (run_path.parent / target).is_dir():
+    if os.path.islink(run_path.parent / target):
+        return f"a link to {target}, which is a link itself, not one of its attempts: not read"
+    attempts = run_path.parent / ATTEMPTS_DIR / run_path.name
+    if os.path.lexists(attempts) and not os.path.isdir(attempts):
+        return f"its attempts ({ATTEMPTS_DIR}/{run_path.name}) are not a directory: not read"
+    if not os.path.isdir(run_path.parent / target):
         return (
             f"its current attempt ({target}) is missing (deleted by hand?); `harness history {run_path.name}` lists "
             f"the others and `harness restore {run_path.name} N` makes one current"

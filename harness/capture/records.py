@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, TypeGuard
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, TypeGuard
 
 from harness.times import parse_time_us
 
@@ -147,6 +147,15 @@ class RunStatus:
             values[spec.name] = value
         values["state"] = RunState(values["state"])
         return cls(**values)
+
+    @classmethod
+    def rebuilt(cls, data: object, evidence: Mapping[str, object]) -> tuple["RunStatus", list[str]]:
+        """A status from what torn JSON still holds (each field whose value passes its check) and, for the fields it
+        lacks, from `evidence` (the caller's values, from the files); and the names of the fields taken from it."""
+        kept = {s.name: data[s.name] for s in fields(cls) if isinstance(data, dict) and s.name in data}
+        kept = {name: value for name, value in kept.items() if not _CHECKS[name](value)}
+        values: dict[str, Any] = {**evidence, **kept}  # Any: the evidence is the caller's, the rest checked above
+        return cls(**values), [name for name in evidence if name not in kept]
 
 
 def _is_int(value: object) -> TypeGuard[int]:

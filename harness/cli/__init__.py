@@ -27,6 +27,7 @@ COMMANDS = {
     "summarize": "summary",
     "report": "summary",
     "export": "summary",
+    "decide": "decide",
     "board": "board",
     "sim": "sim",
     "demo": "demo",

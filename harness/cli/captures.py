@@ -150,7 +150,7 @@ def logs(
     else:
         capture = live_capture(capture)
     to_person = sys.stdout.isatty()
-    for line in follow_log(capture, follow=follow):
+    for line in follow_log(capture, follow=follow, on_skipped=note):
         text = line if timestamps else line.split(" ", 1)[-1]
         sys.stdout.write((shown(text) if to_person else text) + "\n")
         sys.stdout.flush()
@@ -186,12 +186,17 @@ def history(run: RunArgument, capture_dir: CaptureDirOrSim = None, sim: SimCaptu
     """
     from rich.text import Text
 
+    from harness.capture import RunAttempts
     from harness.cli.tables import Column, print_table
     from harness.run.capture_ops import attempt_rows, find_run
 
     root = capture_root(capture_dir, sim)
     with sim_hint_when_not_found(root, run):
-        rows = attempt_rows(find_run(root, run))
+        capture = find_run(root, run)
+    foreign = RunAttempts(capture.directory).foreign_line()
+    if foreign is not None:
+        warn(foreign)
+    rows = attempt_rows(capture)
     columns = [
         Column("attempt", "right"),
         Column("state", wrap=True),
@@ -299,6 +304,17 @@ def recover(
             continue
         final = result.status
         assert final is not None
+        kept = f"; the torn one kept as {result.torn_kept_as}" if result.torn_kept_as else ""
+        current = f"; {result.made_current}" if result.made_current else ""
+        if plan.action == "current":
+            console.print(f"{plan.label}: {final.state} ({plan.reason}){current}", markup=False)
+            continue
+        if plan.action == "rebuild":
+            console.print(
+                f"{plan.label}: {final.state}, its status.json rebuilt from its files ({final.notes[-1]}){kept}{current}",
+                markup=False,
+            )
+            continue
         if plan.action == "close":
             console.print(
                 f"{plan.label}: closed {result.windows_closed} open pause window"
@@ -314,7 +330,7 @@ def recover(
         )
         console.print(
             f"{plan.label}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
-            f"{result.lines_saved} log line(s) added, {_kind(plan, final)} {result.container}{closed}",
+            f"{result.lines_saved} log line(s) added, {_kind(plan, final)} {result.container}{closed}{kept}{current}",
             markup=False,
         )
 

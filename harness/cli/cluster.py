@@ -144,7 +144,7 @@ def run_on_ray(plans: Sequence["Planned"], *, address: str, options: "RunOptions
     )
     sweep = RaySweep(ray, address, ctx=ctx, board=view.board)
     try:
-        with stop_on_signals(ctx.stop, view.note), view:
+        with stop_on_signals(ctx.stop, view.note), view, ctx.stop.acted_on():  # the driver passes a stop on
             runs = sweep.run(plans)
     finally:
         disconnect()

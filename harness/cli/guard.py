@@ -254,6 +254,11 @@ def render_probe(found: Any) -> None:
         console.print(
             "(a zone pauses zone_margin_c below its lowest hot or critical point; without one, at pause_at_c)"
         )
+        from harness.guard.sensors import skipped_note
+
+        skipped = skipped_note(found.zones)
+        if skipped:
+            console.print(outside(skipped, "yellow"))
     else:
         console.print(f"thermal zones: none under {found.thermal_root}")
     readable = found.readable_by()

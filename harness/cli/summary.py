@@ -450,6 +450,13 @@ def plan_seeds_command(
     capture_dir: CaptureDirOrSim = None,
     sim: SimCapturesOption = False,
     json_: JsonOption = False,
+    per_interim: Annotated[
+        int,
+        typer.Option("--per-interim", metavar="N", help="The AdaStop design's seeds per interim (harness decide's n)."),
+    ] = 5,
+    interims: Annotated[
+        int, typer.Option("--interims", metavar="K", help="The AdaStop design's most interims (harness decide's K).")
+    ] = 5,
 ) -> None:
     """How many seeds per condition a difference in mean reward needs: 80% power at alpha 0.05, two-sided.
 
@@ -463,7 +470,9 @@ def plan_seeds_command(
     --from-runs A B the pooled SD of the two conditions' per-seed mean rewards
     over the steps every seed of both completed, the report's own; with
     --from-runs A the SD of A's seeds alone; with neither, each comparison's
-    pooled SD, as the report has it. A table of seeds against power follows.
+    pooled SD, as the report has it. A table of seeds against power follows,
+    then the seeds an AdaStop design (harness decide, --per-interim N
+    --interims K) is expected to use, by simulation with a fixed random state.
     """
     from harness import planner
     from harness.errors import HarnessError
@@ -477,16 +486,20 @@ def plan_seeds_command(
         raise HarnessError(
             f"--from-runs takes one condition or two, not {len(names)}: one for its own SD, two for their pooled SD"
         )
+    from harness.stats.adaptive import Design, check_design
+
+    check_design(Design(("a", "b"), per_interim=per_interim, interims=interims))
+    adaptive = (per_interim, interims)
     effect_from = planner.EFFECT_GIVEN if effect is not None else planner.EFFECT_DEFAULT
     wanted = effect if effect is not None else DEFAULT_EFFECT
     if sd is not None:
-        result = planner.plan_seeds(wanted, sd, "given (--sd)", effect_from)
+        result = planner.plan_seeds(wanted, sd, "given (--sd)", effect_from, adaptive)
     else:
         root = capture_root(capture_dir, sim)
         summary = _captures_summary(root, sim_root_hint(root))
         if not from_runs:
             plans = [
-                (label, planner.plan_seeds(wanted, value, sd_from, effect_from))
+                (label, planner.plan_seeds(wanted, value, sd_from, effect_from, adaptive))
                 for label, value, sd_from in _comparison_sds(summary, root)
             ]
             if json_:
@@ -507,7 +520,7 @@ def plan_seeds_command(
                 _print_seeds_plan(plan)
             return
         value, sd_from = _condition_sd(summary, root, names)
-        result = planner.plan_seeds(wanted, value, sd_from, effect_from)
+        result = planner.plan_seeds(wanted, value, sd_from, effect_from, adaptive)
     if json_:
         import json
 
@@ -628,6 +641,15 @@ def _print_seeds_plan(result: "SeedsPlan") -> None:
         console.print(table)
     if result.needed.seeds is not None:
         print_message(console, f"needed: {result.needed.seeds} seeds per condition (SD {result.sd:.4g})")
+    found = result.adaptive
+    if found is not None:
+        print_message(
+            console,
+            f"AdaStop (harness decide, {found.per_interim} seeds per interim, at most {found.interims} interims, "
+            f"alpha {found.alpha:g}): about {found.expected_seeds:.1f} seeds per condition expected (at most "
+            f"{found.max_seeds}), deciding the right way in {found.power:.0%} of comparisons; by simulation with a "
+            f"fixed random state ({found.random_state}): {found.source}, standard error {found.standard_error:.1f}",
+        )
 
 
 def _print_plan(result: "Plan") -> None:

@@ -38,7 +38,7 @@ from harness.engines.base import (
     Problem,
     RunGone,
 )
-from harness.engines.dockerapi import DockerApi, DockerApiError, docker_host, is_local
+from harness.engines.dockerapi import DockerApi, DockerApiError, OutputTooLarge, docker_host, is_local
 from harness.engines.logstream import LogPosition, split_bursts
 from harness.engines.spec import LaunchSpec
 from harness.errors import ExitCode, HarnessError
@@ -208,16 +208,24 @@ class DockerEngine:
         def run_probe(image: str, argv: Sequence[str], timeout_s: float) -> tuple[int, str, str]:
             try:
                 return api.run_probe(
-                    image, ["-c", milesimage.PROBE, *argv], timeout_s, labels={milesimage.PROBE_LABEL: "1"}
+                    image,
+                    ["-c", milesimage.PROBE, *argv],
+                    timeout_s,
+                    labels={milesimage.PROBE_LABEL: "1"},
+                    max_output=milesimage.MAX_PROBE_OUTPUT_BYTES,
                 )
             except DockerApiError as err:
                 raise milesimage.ProbeError(str(err)) from None
+            except OutputTooLarge as err:
+                raise milesimage.ProbeFlood(err.stream, err.total, err.head, err.tail) from None
 
         outcome = milesimage.probe_image(
             spec.image, str(info.get("Id") or spec.image), milesimage.paths_to_probe(flags), run_probe
         )
         facts = milesimage.check_facts(outcome.check, reason=outcome.reason, cached=outcome.cached)
         self._image_facts[spec.run_id] = facts
+        if outcome.problem is not None:
+            return [outcome.problem]
         return milesimage.judge(spec.image, outcome.check, flags) if outcome.check is not None else []
 
     def image_facts(self, spec: LaunchSpec) -> Optional[JSONObject]:

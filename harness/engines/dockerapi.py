@@ -4,7 +4,9 @@
 stay fast and light: the SDK pulls in requests and friends. A few requests
 over the engine's socket are all the checks need: GETs, and the image
 preflight's one short container (`run_probe`: create, start, wait, logs,
-remove), which only ever removes the container it made.
+remove), which only ever removes the container it made. Every answer is read
+bounded: the engine's own up to MAX_ANSWER_BYTES, what the container printed
+as its head and tail (`Kept`), whatever it printed.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ import http.client
 import json
 import os
 import socket
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 from urllib.parse import quote, urlsplit
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONValue
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
+MAX_ANSWER_BYTES = 64 << 20  # an answer of the engine's own (an image's inspect, /info) is kilobytes
+READ_BYTES = 64 << 10
+TAIL_BYTES = 4 << 10  # what is kept of the end of a container's output that was too long
 
 
 def docker_host() -> str:
@@ -52,6 +57,68 @@ class DockerApiError(Exception):
     """The engine could not be asked (unreachable, or a host form this client does not speak)."""
 
 
+class OutputTooLarge(Exception):
+    """A container printed more on `stream` than the caller reads: only its head and tail were kept."""
+
+    def __init__(self, stream: str, total: int, head: bytes, tail: bytes) -> None:
+        super().__init__(f"{total:,} bytes on {stream}")
+        self.stream, self.total, self.head, self.tail = stream, total, head, tail
+
+
+class Kept:
+    """What is kept of one stream a container printed: its first `limit` bytes and its last TAIL_BYTES, and how
+    long it was, whatever it printed."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = b""  # of what came after the head
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail = (self.tail + data)[-TAIL_BYTES:]
+
+    def whole(self, stream: str) -> str:
+        """All of it, as text; OutputTooLarge when it was longer than `limit`."""
+        if self.total > self.limit:
+            raise OutputTooLarge(stream, self.total, bytes(self.head), self.tail)
+        return self.head.decode("utf-8", "replace")
+
+
+class Frames:
+    """A log stream without a TTY, read as it comes: frames of [stream, 0, 0, 0, size (4 bytes, big-endian)] and
+    their payload, each payload given to `stdout` or `stderr` (1 and 2) without holding a frame whole."""
+
+    def __init__(self, stdout: Kept, stderr: Kept) -> None:
+        self.stdout, self.stderr = stdout, stderr
+        self.header = b""
+        self.stream = 1
+        self.left = 0  # payload bytes of the current frame still to come
+
+    def feed(self, data: bytes) -> None:
+        at = 0
+        while at < len(data):
+            if self.left == 0:
+                need = 8 - len(self.header)
+                self.header += data[at : at + need]
+                at += need
+                if len(self.header) < 8:
+                    return
+                self.stream, self.left = self.header[0], int.from_bytes(self.header[4:8], "big")
+                self.header = b""
+                continue
+            piece = data[at : at + self.left]
+            at += len(piece)
+            self.left -= len(piece)
+            (self.stderr if self.stream == 2 else self.stdout).add(piece)
+
+
 class DockerApi:
     """GET requests to the Docker engine API, answered as (HTTP status, parsed JSON or None)."""
 
@@ -68,9 +135,15 @@ class DockerApi:
         raise DockerApiError(f"cannot check {self.host} without the docker SDK")
 
     def request(
-        self, method: str, path: str, body: Optional[JSONValue] = None, timeout_s: Optional[float] = None
+        self,
+        method: str,
+        path: str,
+        body: Optional[JSONValue] = None,
+        timeout_s: Optional[float] = None,
+        sink: Optional[Callable[[bytes], None]] = None,
     ) -> tuple[int, bytes]:
-        """One request: (HTTP status, the raw body)."""
+        """One request: (HTTP status, the raw body, at most MAX_ANSWER_BYTES); with `sink`, the body is given to it
+        piece by piece as it comes instead (and b"" returned)."""
         connection = self._connection()
         if timeout_s is not None:
             connection.timeout = timeout_s
@@ -82,12 +155,25 @@ class DockerApi:
                 headers["Content-Type"] = "application/json"
             connection.request(method, path, body=data, headers=headers)
             response = connection.getresponse()
-            raw = response.read()
+            raw = bytearray()
+            while True:
+                piece = response.read(READ_BYTES)
+                if not piece:
+                    break
+                if sink is not None:
+                    sink(piece)
+                    continue
+                raw += piece
+                if len(raw) > MAX_ANSWER_BYTES:
+                    raise DockerApiError(
+                        f"the Docker engine at {self.host} answered {method} {path.split('?')[0]} with more than "
+                        f"{MAX_ANSWER_BYTES:,} bytes"
+                    )
         except (OSError, http.client.HTTPException) as err:
             raise DockerApiError(f"the Docker engine at {self.host} does not answer: {err}") from None
         finally:
             connection.close()
-        return response.status, raw
+        return response.status, bytes(raw)
 
     def get(self, path: str) -> tuple[int, JSONValue]:
         status, body = self.request("GET", path)
@@ -106,10 +192,17 @@ class DockerApi:
         return info
 
     def run_probe(
-        self, image: str, argv: Sequence[str], timeout_s: float, labels: Optional[dict[str, str]] = None
+        self,
+        image: str,
+        argv: Sequence[str],
+        timeout_s: float,
+        labels: Optional[dict[str, str]] = None,
+        max_output: int = MAX_ANSWER_BYTES,
     ) -> tuple[int, str, str]:
         """(exit code, stdout, stderr) of `python3 ARGV...` in a fresh container of `image` without network;
-        the container is removed whatever happens. DockerApiError when it cannot run or outlasts `timeout_s`."""
+        the container is removed whatever happens. DockerApiError when it cannot run or outlasts `timeout_s`;
+        OutputTooLarge when it printed more than `max_output` bytes on either stream (only the head and the tail
+        of what it printed are ever held)."""
         config: JSONValue = {
             "Image": image,
             "Entrypoint": ["python3"],
@@ -132,9 +225,13 @@ class DockerApi:
             except DockerApiError:
                 raise DockerApiError(f"python3 in {image} gave no answer within {timeout_s:g} s") from None
             code = int(json.loads(body).get("StatusCode", -1)) if status == 200 else -1
-            status, raw = self.request("GET", f"/containers/{ident}/logs?stdout=1&stderr=1")
-            stdout, stderr = _demultiplex(raw) if status == 200 else (b"", b"")
-            return code, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
+            stdout, stderr = Kept(max_output), Kept(max_output)
+            status, _ = self.request(
+                "GET", f"/containers/{ident}/logs?stdout=1&stderr=1", sink=Frames(stdout, stderr).feed
+            )
+            if status != 200:
+                return code, "", ""
+            return code, stdout.whole("stdout"), stderr.whole("stderr")
         finally:
             try:
                 self.request("DELETE", f"/containers/{ident}?force=1&v=1")
@@ -162,15 +259,3 @@ def answer_message(body: bytes) -> str:
     except ValueError:
         return body.decode("utf-8", "replace").strip()[:300]
     return str(data.get("message", data))[:300] if isinstance(data, dict) else str(data)[:300]
-
-
-def _demultiplex(raw: bytes) -> tuple[bytes, bytes]:
-    """(stdout, stderr) of a log stream without a TTY: frames of [stream, 0, 0, 0, size (4 bytes, big-endian)]."""
-    out, err = bytearray(), bytearray()
-    at = 0
-    while at + 8 <= len(raw):
-        stream, size = raw[at], int.from_bytes(raw[at + 4 : at + 8], "big")
-        chunk = raw[at + 8 : at + 8 + size]
-        (err if stream == 2 else out).extend(chunk)
-        at += 8 + size
-    return bytes(out), bytes(err)

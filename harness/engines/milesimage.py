@@ -20,21 +20,27 @@ runs `python3 -c PROBE PATH...` (no network, no GPU, a second or two):
 
 The answer is cached per image id under the harness's state directory
 (`HARNESS_PREFLIGHT_DIR`, else `$XDG_STATE_HOME/miles-gb10-lab/image-checks`),
-so a second run of the same image asks nothing. Deciding what the answer
-means (`judge`) is pure; asking (`probe_image`) is the only side effect.
+so a second run of the same image asks nothing. An entry names what it
+checked (the image id, the probe's version, the paths asked) and is used only
+for that; one that cannot be read (not a regular file, too large, torn, of
+another shape) is absent. Only the probe's first answer is read, only the
+head and tail of what the container prints are kept, and a path the answer
+leaves out does not load. Deciding what the answer means (`judge`) is pure;
+asking (`probe_image`) is the only side effect.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import hashlib
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
+from harness.capture.bounded import Unreadable, loads_json, read_json_file
 from harness.engines.base import Problem
+from harness.fs.files import RefusedPath, write_json_atomic
 from harness.fs.paths import state_dir
 from harness.mileslog import keys
 
@@ -46,7 +52,10 @@ SIM_LABEL = "org.miles-gb10-lab.sim"
 PROBE_LABEL = "org.miles-gb10-lab.preflight"
 PROBE_TIMEOUT_S = 25.0
 PROBE_MARKER = "MILES-PREFLIGHT "
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: an entry names the probe's version and the paths it asked
+MAX_CACHE_BYTES = 1 << 20  # an entry is a few kB
+MAX_PROBE_OUTPUT_BYTES = 1 << 20  # the probe prints one line of a few kB: an image that prints more is refused
+UNANSWERED = "the probe's answer does not mention it"
 
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,100}(?:\.[A-Za-z_][A-Za-z0-9_]{0,100}){1,30}")
 # A value like `model.pt` is a file, not a Python path.
@@ -192,9 +201,12 @@ class ImageCheck:
         return "a Miles with no commit recorded and no version"
 
     def to_json(self) -> JSONObject:
+        """The cache's entry: what was found, keyed to what was checked (the image, the probe, the paths asked)."""
         return {
             "version": CACHE_VERSION,
+            "probe": probe_version(),
             "image_id": self.image_id,
+            "asked": [*sorted(self.paths)],
             "commit": self.commit,
             "miles_version": self.version,
             "found": self.found,
@@ -204,38 +216,50 @@ class ImageCheck:
 
     @classmethod
     def from_json(cls, data: object) -> Optional["ImageCheck"]:
-        """The cached check, or None when it is not one (another version, a torn file)."""
-        if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
+        """The check `data` holds (the probe's answer, or a cache entry), or None when it is not one: any value of
+        another type than the probe prints makes it none, never a path read as loading."""
+        if not isinstance(data, dict):
             return None
-        image_id, paths = data.get("image_id"), data.get("paths")
-        if not isinstance(image_id, str) or not isinstance(paths, dict):
-            return None
+        image_id, paths, found = data.get("image_id"), data.get("paths"), data.get("found")
         commit, version, unfiltered = (
             data.get("commit"),
             data.get("miles_version"),
             data.get("prints_unfiltered_reward"),
         )
+        if not (
+            isinstance(image_id, str)
+            and isinstance(found, bool)
+            and isinstance(paths, dict)
+            and all(isinstance(error, str) or error is None for error in paths.values())
+            and all(isinstance(value, str) or value is None for value in (commit, version))
+            and (isinstance(unfiltered, bool) or unfiltered is None)
+        ):
+            return None
         return cls(
             image_id=image_id,
-            commit=commit if isinstance(commit, str) else None,
-            version=version if isinstance(version, str) else None,
-            found=data.get("found") is True,
-            prints_unfiltered_reward=unfiltered if isinstance(unfiltered, bool) else None,
-            paths={str(k): (v if isinstance(v, str) else None) for k, v in paths.items()},
+            commit=commit,
+            version=version,
+            found=found,
+            prints_unfiltered_reward=unfiltered,
+            paths={str(path): error for path, error in paths.items()},
         )
 
 
+def probe_version() -> str:
+    """The probe's version: a digest of its source, so an entry a changed probe did not write is never read."""
+    return hashlib.sha256(PROBE.encode()).hexdigest()[:16]
+
+
 def read_probe_output(image_id: str, stdout: str) -> Optional[ImageCheck]:
-    """The probe's answer line, read; None when there is none."""
-    for line in reversed(stdout.splitlines()):
+    """The probe's answer: the first line that starts with PROBE_MARKER, read (None when there is none, or it is
+    not an answer). A second answer is never read: the probe prints one, last; what else prints one is not it."""
+    for line in stdout.split("\n"):
         if line.startswith(PROBE_MARKER):
             try:
-                data = json.loads(line[len(PROBE_MARKER) :])
+                data = loads_json(line[len(PROBE_MARKER) :].encode())
             except ValueError:
                 return None
-            if not isinstance(data, dict):
-                return None
-            return ImageCheck.from_json({**data, "version": CACHE_VERSION, "image_id": image_id})
+            return ImageCheck.from_json({**data, "image_id": image_id}) if isinstance(data, dict) else None
     return None
 
 
@@ -249,7 +273,7 @@ def judge(image: str, check: ImageCheck, flags: Sequence[PathFlag]) -> list[Prob
     problems = []
     name = check.miles_name()
     for flag in flags:
-        error = check.paths.get(flag.path)
+        error = check.paths[flag.path] if flag.path in check.paths else UNANSWERED
         if error is None:
             continue
         if flag.flag == keys.FILTER_FLAG and flag.path in keys.ZERO_STD_FILTER_PATHS:
@@ -295,26 +319,32 @@ def cache_dir() -> Path:
     return state_dir("HARNESS_PREFLIGHT_DIR", "image-checks")
 
 
-def _cache_path(image_id: str) -> Path:
+def cache_path(image_id: str) -> Path:
+    """The file that keeps `image_id`'s check."""
     return cache_dir() / (re.sub(r"[^A-Za-z0-9_.-]", "_", image_id) + ".json")
 
 
 def cached_check(image_id: str) -> Optional[ImageCheck]:
+    """The check this probe kept for `image_id`: None when there is none, or what is there is not one (not a
+    regular file, too large, torn or of another shape, of another image or probe, an answer missing)."""
     try:
-        return ImageCheck.from_json(json.loads(_cache_path(image_id).read_text()))
-    except (OSError, ValueError):
+        data = read_json_file(cache_path(image_id), MAX_CACHE_BYTES)
+    except (FileNotFoundError, Unreadable):
         return None
+    if not isinstance(data, dict) or (data.get("version"), data.get("probe")) != (CACHE_VERSION, probe_version()):
+        return None
+    check = ImageCheck.from_json(data)
+    asked = data.get("asked")
+    if check is None or check.image_id != image_id or not isinstance(asked, list) or sorted(check.paths) != asked:
+        return None
+    return check
 
 
 def save_check(check: ImageCheck) -> None:
     """Keep the check for the next run of this image (a cache: failing to write it changes nothing)."""
-    path = _cache_path(check.image_id)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(check.to_json(), allow_nan=False))
-        os.replace(tmp, path)
-    except OSError:
+        write_json_atomic(cache_path(check.image_id), check.to_json())
+    except (OSError, RefusedPath):
         pass
 
 
@@ -326,6 +356,27 @@ class ProbeError(Exception):
     """The probe could not run in the image (no python3, the engine refused, too slow)."""
 
 
+class ProbeFlood(Exception):
+    """The probe's container printed more on `stream` than any answer takes: only its head and tail were kept."""
+
+    def __init__(self, stream: str, total: int, head: bytes, tail: bytes) -> None:
+        super().__init__(f"{total:,} bytes on {stream}")
+        self.stream, self.total, self.head, self.tail = stream, total, head, tail
+
+
+def flood_refusal(image: str, flood: ProbeFlood) -> str:
+    """One line: the image printed too much to the preflight, how much, and how it began and ended."""
+
+    def shown(data: bytes) -> str:
+        return repr(data.decode("utf-8", "replace"))
+
+    return (
+        f"the image {image} printed {flood.total:,} bytes on {flood.stream} to the preflight (python3 -c PROBE, "
+        f"whose answer is one line; at most {MAX_PROBE_OUTPUT_BYTES:,} bytes are read), beginning "
+        f"{shown(flood.head[:60])} and ending {shown(flood.tail[-60:])}: check what python3 runs in the image"
+    )
+
+
 @dataclass
 class Outcome:
     """One preflight of one image: the check (None when it could not be made), why not, whether it was cached."""
@@ -334,6 +385,7 @@ class Outcome:
     reason: Optional[str] = None
     cached: bool = False
     seconds: float = 0.0
+    problem: Optional[Problem] = None  # the image is refused without a check (it printed too much)
 
 
 def probe_image(image: str, image_id: str, paths: Sequence[str], run_probe: ProbeRunner) -> Outcome:
@@ -345,11 +397,17 @@ def probe_image(image: str, image_id: str, paths: Sequence[str], run_probe: Prob
     wanted = sorted(set(paths) | (set(known.paths) if known else set()))
     try:
         code, stdout, stderr = run_probe(image, [COMMIT_FILE, *wanted], PROBE_TIMEOUT_S)
+    except ProbeFlood as flood:
+        return Outcome(
+            None, reason=f"not checked: the image printed {flood}", problem=Problem(flood_refusal(image, flood))
+        )
     except ProbeError as err:
         return Outcome(None, reason=f"not checked: {err}")
     check = read_probe_output(image_id, stdout)
     if check is None:
         tail = (stderr.strip().splitlines() or [f"exit code {code}"])[-1][:200]
         return Outcome(None, reason=f"not checked: python3 in the image gave no answer ({tail})")
-    save_check(check)
+    check.paths = {path: check.paths[path] for path in wanted if path in check.paths}  # only what was asked
+    if len(check.paths) == len(wanted):  # an answer that left a path out is not kept: the next run asks again
+        save_check(check)
     return Outcome(check, seconds=time.monotonic() - started)

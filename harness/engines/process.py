@@ -17,7 +17,6 @@ container.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
@@ -29,6 +28,7 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional, Sequence, Union
 
+from harness.capture.bounded import Unreadable, WholeLines, open_regular, read_bounded, read_json_file
 from harness.capture.records import ProcessIdentity
 from harness.engines.base import CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem, RunGone
 from harness.engines.logstream import LogPosition, stamp_now
@@ -150,6 +150,9 @@ class ProcessEngine:
         return {"engine": "process", "host": socket.gethostname(), "process_root": str(self.root)}
 
 
+MAX_STATE_BYTES = 1 << 20  # run.json, state.json, exit.json, shim.err: a few hundred bytes each
+
+
 def _inherited_env() -> dict[str, str]:
     """The harness's environment for the trainer, less its own fault-injection switch."""
     return {name: value for name, value in os.environ.items() if name != FAILPOINT_ENV}
@@ -161,16 +164,19 @@ def _matches(have: Mapping[str, str], wanted: Mapping[str, Optional[str]]) -> bo
 
 def _tail(path: Path, limit: int = 300) -> str:
     try:
-        text = path.read_text(errors="replace").strip()
-    except OSError:
+        text = read_bounded(path, MAX_STATE_BYTES).decode("utf-8", "replace").strip()
+    except FileNotFoundError:
         return "(no output)"
+    except Unreadable as err:
+        return f"({err})"
     return text[-limit:] or "(no output)"
 
 
 def _read_json(path: Path) -> Optional[JSONObject]:
+    """A state file of the run directory; None when absent, or not what the supervisor writes."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = read_json_file(path, MAX_STATE_BYTES)
+    except (FileNotFoundError, Unreadable):
         return None
     return data if isinstance(data, dict) else None
 
@@ -342,26 +348,28 @@ class SupervisedRun(_ProcessGroup):
             if not follow or self._finished():
                 return
             time.sleep(POLL_S)
-        with open(self.output_path, "rb") as handle:
-            pending = b""
+        try:
+            handle = open_regular(self.output_path)
+        except (OSError, Unreadable):
+            return
+        with handle:
+            # The shim writes each line whole and stamped: an empty line is a torn one (blanked), and a last line
+            # without its newline was cut short; neither is given (harness.capture.bounded.WholeLines).
+            lines = WholeLines(handle, live=True)
+            last_look = False
             while True:
-                chunk = handle.read(1 << 20)
-                if chunk:
-                    *lines, pending = (pending + chunk).split(b"\n")
-                    if lines:
-                        yield [raw.decode("utf-8", "replace") for raw in lines]
+                data = lines.read()
+                burst = [raw.decode("utf-8", "replace") for raw in data.split(b"\n")[:-1] if raw]
+                if burst:
+                    yield burst
+                if data:
                     continue
-                if not follow:
+                if last_look or not follow:
                     break
                 if self._finished():
-                    rest = handle.read()  # written between the last read and the end
-                    if rest:
-                        pending += rest
-                        continue
-                    break
+                    last_look = True  # one more read: lines written between the last read and the end
+                    continue
                 time.sleep(POLL_S)
-            if pending:
-                yield [pending.decode("utf-8", "replace")]
 
     @staticmethod
     def _supervisor_alive(started: JSONObject) -> bool:

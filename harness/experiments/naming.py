@@ -17,6 +17,7 @@ RESERVED_NAMES = {
     "summary": "the summary's directory in the capture tree",
     "tensorboard": "the TensorBoard event files' directory in the capture tree",
     "wandb": "the offline W&B runs' directory in the capture tree",
+    "decisions": "the adaptive comparisons' records' directory in the capture tree (harness decide)",
 }
 
 

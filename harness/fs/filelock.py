@@ -9,9 +9,11 @@ report.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import stat
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
@@ -87,22 +89,34 @@ def unlock(fd: int) -> None:
         os.close(fd)
 
 
+MAX_OWNER_BYTES = 64 << 10  # who holds a lock: a line of JSON
+
+
 def read_owner(path: Path) -> JSONObject:
-    """Who holds a lock, as the holder wrote it ({} when unknown)."""
+    """Who holds a lock, as the holder wrote it ({} when unknown); read bounded, never blocking on a FIFO."""
+    from harness.capture.bounded import Unreadable, read_bounded
+
     try:
-        owner = json.loads(path.read_text() or "{}")
-    except (OSError, ValueError):
+        owner = json.loads(read_bounded(path, MAX_OWNER_BYTES) or b"{}")
+    except (OSError, Unreadable, ValueError):
         return {}
     return owner if isinstance(owner, dict) else {}
 
 
 def is_held(path: Path) -> bool:
-    """True when some process holds the lock at `path` (probed with a shared lock, released at once)."""
+    """True when some process holds the lock at `path` (probed with a shared lock, released at once); a path that
+    is no regular file is no lock anyone holds (and is never waited on: a FIFO would block its open)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
     except FileNotFoundError:
         return False
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # a link: never a lock file the harness made
+            return False
+        raise
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
         if try_lock(fd, SHARED):
             fcntl.flock(fd, fcntl.LOCK_UN)
             return False

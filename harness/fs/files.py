@@ -234,7 +234,7 @@ def cut_torn_tail(path: PathLike) -> int:
         return 0
     try:
         size = os.fstat(fd).st_size
-        end = size
+        end = data_end(fd, size)  # a hole at the end (a power loss's NUL tail) is never read: it holds no newline
         while end > 0:
             start = max(0, end - 65536)
             chunk = os.pread(fd, end - start, start)
@@ -249,6 +249,20 @@ def cut_torn_tail(path: PathLike) -> int:
         return size - end
     finally:
         os.close(fd)
+
+
+def data_end(fd: int, size: int) -> int:
+    """Where the last data of a file of `size` bytes ends: after it is a hole (blocks never written, read as NUL
+    bytes), which need not be read. `size` where the file system cannot say."""
+    end = at = 0
+    try:
+        while at < size:
+            at = os.lseek(fd, os.lseek(fd, at, os.SEEK_DATA), os.SEEK_HOLE)
+            end = at
+    except OSError as err:
+        if err.errno != errno.ENXIO:  # ENXIO: no data after `at`
+            return size
+    return min(end, size)
 
 
 def fsync_dir(directory: PathLike) -> None:

@@ -3,6 +3,9 @@
 - `nvml`: the GPU through nvidia-ml-py (harness.guard.nvml);
 - `sysfs`: every readable kernel thermal zone, each judged against its own
   trip points (GB10 exposes several ACPI zones, the CPU side among them);
+  every file of a zone is read as the capture reader reads (a regular file,
+  never blocking, at most a page), the zones' probe within a time limit, and
+  a value that is not a plausible temperature is skipped, with one note;
 - `file:PATH`: a number in a file (degrees C, optionally followed by a
   clock-event reasons mask), for drills, tests and anything external;
 - `sim`: a thermal model for the simulator (the GPU and a CPU side), told by
@@ -23,11 +26,13 @@ import math
 import os
 import re
 import stat
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from harness.capture.bounded import Unreadable, read_bounded
 from harness.errors import HarnessError
 from harness.guard.config import GuardConfig, SimSensorConfig, SimZoneConfig
 from harness.guard.samples import (
@@ -52,6 +57,12 @@ THERMAL_ROOT = Path("/sys/class/thermal")
 THERMAL_ROOT_ENV = "HARNESS_THERMAL_ROOT"  # for tests, and machines that mount sysfs elsewhere
 LIMITING_TRIPS = ("hot", "critical")  # the trip points a zone's pause point is taken below
 MAX_TRIP_POINTS = 32  # a zone lists a handful; a directory with thousands is not a thermal zone
+# A sysfs file says it is a page long whatever it holds (4 KiB; 64 KiB on an arm64 kernel with 64 KiB pages, as a
+# Grace machine's may be): the cap is on what a file says it holds, and is far above any page.
+ATTRIBUTE_BYTES = 1 << 20
+ZONE_PROBE_TIMEOUT_S = 5.0  # the zones' probe at opening: a driver that never answers is given up on
+SKIPPED_SHOWN = 6  # the one note names this many skipped values, then counts the rest
+_MILLIDEGREES = re.compile(r"-?[0-9]{1,9}")  # what the kernel prints: an int of millidegrees
 
 
 def default_thermal_root() -> Path:
@@ -148,6 +159,7 @@ class ThermalZone:
     temp_c: Optional[float]
     error: Optional[str] = None
     trips: tuple[TripPoint, ...] = ()
+    skipped: tuple[str, ...] = ()  # `temp '99999…' (400 characters)`: values that are not plausible temperatures
 
     @property
     def label(self) -> str:
@@ -165,49 +177,110 @@ def _zone_number(path: Path) -> int:
     return int(digits) if digits else -1
 
 
-def _read_trips(path: Path) -> tuple[TripPoint, ...]:
-    """A zone's trip points, by number; a value outside PLAUSIBLE_C (drivers write 0, or 127 C placeholders)
-    is kept as unreadable, so it never sets a limit."""
+def read_attribute(path: Path) -> str:
+    """A sysfs file's text: a bounded read of a regular file that never blocks (a FIFO is Unreadable, never waited
+    on, and so is a file that says it holds more than ATTRIBUTE_BYTES); FileNotFoundError, Unreadable."""
+    return read_bounded(path, ATTRIBUTE_BYTES).decode("utf-8", "replace").strip()
+
+
+def _degrees(text: str) -> float:
+    """Degrees C from millidegrees as the kernel prints them; ValueError for anything else (400 digits too)."""
+    if not _MILLIDEGREES.fullmatch(text):
+        raise ValueError(f"{_shown(text)}: not a temperature")
+    return int(text) / 1000.0
+
+
+def _plausible(text: str) -> float:
+    """`_degrees`, and a temperature a zone could reach (PLAUSIBLE_C); ValueError saying why not."""
+    degrees = _degrees(text)
+    low, high = PLAUSIBLE_C
+    if not low <= degrees <= high:
+        raise ValueError(f"{degrees:g} C: not a plausible temperature (believed between {low:g} and {high:g} C)")
+    return degrees
+
+
+def _shown(text: str) -> str:
+    """A value as a note shows it: quoted, and cut short with its length when long."""
+    return repr(text) if len(text) <= 12 else f"{text[:8]!r}... ({len(text):,} characters)"
+
+
+def _read_trips(path: Path, skipped: list[str]) -> tuple[TripPoint, ...]:
+    """A zone's trip points, by number; a value that is not a plausible temperature (drivers write 0, or 127 C
+    placeholders, or worse) is kept as unreadable, so it never sets a limit, and said in `skipped`."""
     trips = []
     for index in range(MAX_TRIP_POINTS):
         temp_file = path / f"trip_point_{index}_temp"
         if not temp_file.exists():
             break
         try:
-            kind = (path / f"trip_point_{index}_type").read_text().strip()
-        except OSError:
+            kind = read_attribute(path / f"trip_point_{index}_type")
+        except (OSError, Unreadable):
             kind = "?"
+        temp: Optional[float] = None
         try:
-            temp: Optional[float] = _millidegrees(temp_file)
-        except (OSError, ValueError):
-            temp = None
-        low, high = PLAUSIBLE_C
-        if temp is not None and not low <= temp <= high:
-            temp = None
-        trips.append(TripPoint(index, kind, temp))
+            temp = _plausible(read_attribute(temp_file))
+        except (OSError, Unreadable):
+            pass
+        except ValueError as err:
+            skipped.append(f"{temp_file.name} {err}")
+        trips.append(TripPoint(index, kind or "?", temp))
     return tuple(trips)
+
+
+def _probe_zone(path: Path) -> ThermalZone:
+    try:
+        kind = read_attribute(path / "type") or "?"
+    except (OSError, Unreadable):
+        kind = "?"
+    skipped: list[str] = []
+    trips = _read_trips(path, skipped)
+    try:
+        temp = _plausible(read_attribute(path / "temp"))
+    except (OSError, Unreadable) as err:
+        why = str(err) if isinstance(err, Unreadable) else (err.strerror or str(err))
+        return ThermalZone(path.name, kind, None, why, trips, tuple(skipped))
+    except ValueError as err:
+        return ThermalZone(path.name, kind, None, f"reads {err}", trips, (f"temp {err}", *skipped))
+    return ThermalZone(path.name, kind, temp, trips=trips, skipped=tuple(skipped))
 
 
 def probe_thermal_zones(root: Optional[Path] = None) -> list[ThermalZone]:
     """Every thermal_zone* under `root` (default: HARNESS_THERMAL_ROOT, else /sys/class/thermal), with its type,
-    its current temperature (or why it cannot be read) and its trip points."""
-    zones = []
+    its current temperature (or why it cannot be read) and its trip points.
+
+    Read in a thread of its own for at most ZONE_PROBE_TIMEOUT_S: a zone whose
+    driver does not answer is unreadable, and so are the zones after it.
+    """
     root = default_thermal_root() if root is None else Path(root)
-    for path in sorted(root.glob("thermal_zone*"), key=_zone_number):
-        try:
-            kind = (path / "type").read_text().strip()
-        except OSError:
-            kind = "?"
-        trips = _read_trips(path)
-        try:
-            zones.append(ThermalZone(path.name, kind, _millidegrees(path / "temp"), trips=trips))
-        except (OSError, ValueError) as err:
-            zones.append(ThermalZone(path.name, kind, None, getattr(err, "strerror", None) or str(err), trips))
+    paths = sorted(root.glob("thermal_zone*"), key=_zone_number)
+    found: list[ThermalZone] = []
+
+    def probe_all() -> None:
+        for path in paths:
+            found.append(_probe_zone(path))
+
+    worker = threading.Thread(target=probe_all, name="thermal-zones", daemon=True)
+    worker.start()
+    worker.join(ZONE_PROBE_TIMEOUT_S)
+    zones = found[: len(paths)]
+    if len(zones) < len(paths):
+        stuck, *rest = paths[len(zones) :]
+        zones.append(ThermalZone(stuck.name, "?", None, f"no answer within {ZONE_PROBE_TIMEOUT_S:g} s"))
+        zones += [ThermalZone(path.name, "?", None, "not read: an earlier zone did not answer") for path in rest]
     return zones
 
 
+def skipped_note(zones: list[ThermalZone]) -> Optional[str]:
+    """One line naming the values of `zones` that are not plausible temperatures (None: there are none)."""
+    skipped = [f"{zone.label} {what}" for zone in zones for what in zone.skipped]
+    if not skipped:
+        return None
+    more = f"; and {len(skipped) - SKIPPED_SHOWN} more" if len(skipped) > SKIPPED_SHOWN else ""
+    return "thermal zones: skipped, as not a plausible temperature: " + "; ".join(skipped[:SKIPPED_SHOWN]) + more
+
+
 def _millidegrees(path: Path) -> Optional[float]:
-    return finite(int(path.read_text().strip()) / 1000.0)
+    return _degrees(read_attribute(path))
 
 
 def zone_limit(zone: ThermalZone, config: GuardConfig) -> Limit:
@@ -257,9 +330,9 @@ class SysfsSensor:
     def read(self) -> Optional[Sample]:
         readings = []
         for zone in self.watched:
-            try:
+            try:  # in the guard loop's reading thread, which gives up on a read that does not return
                 temp = _millidegrees(self.root / zone.zone / "temp")
-            except (OSError, ValueError):
+            except (OSError, Unreadable, ValueError):
                 temp = None
             readings.append(ZoneTemp(zone.zone, zone.label, temp, self._limits[zone.zone]))
         if all(reading.temp_c is None for reading in readings):
@@ -279,14 +352,16 @@ class SysfsSensor:
         return facts
 
     def warnings(self) -> list[str]:
-        """A zone already at or above its pause point: the run would be paused at once, and stay so."""
+        """A zone already at or above its pause point: the run would be paused at once, and stay so; and the one
+        note of values skipped as not plausible temperatures."""
+        skipped = skipped_note(self.zones)
         return [
             f"{zone.label} reads {zone.temp_c:.1f} C, at or above its pause point {limit.pause_at_c:g} C "
             f"({limit.basis}): the run will be paused as soon as it starts"
             for zone in self.watched
             for limit in (self._limits[zone.zone],)
             if zone.temp_c is not None and zone.temp_c >= limit.pause_at_c
-        ]
+        ] + ([skipped] if skipped else [])
 
     def close(self) -> None:
         pass

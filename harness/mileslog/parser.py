@@ -49,6 +49,8 @@ to the highest open step.
 from __future__ import annotations
 
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterable, Protocol, TypeGuard
@@ -747,18 +749,29 @@ def parse_lines(lines: Iterable[str]) -> ParsedLog:
 def parse_file(source: str | Path | BinaryIO) -> ParsedLog:
     """Read a plain log or a `container.log` (Docker timestamp prefixes) from a path or binary stream.
 
+    Only its whole lines are read, never a torn one (NUL bytes a power loss
+    left, or a last line cut short: harness.capture.bounded.WholeLines, the
+    one rule for torn tails); each line left out is a problem naming it.
     A path that cannot be opened or read raises `HarnessError` (BAD_INPUT).
     """
     parser = LogParser()
     if not isinstance(source, (str, Path)):
-        parser.feed_stream(source)
+        _feed_whole_lines(parser, source)
         return parser.result()
     from harness.errors import ExitCode, HarnessError
 
     path = Path(source)
     try:
-        with path.open("rb") as stream:
-            parser.feed_stream(stream)
+        # Never blocking on a FIFO no one writes to (it reads as empty); `<(zcat log.gz)` is still read.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as stream:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+                raise HarnessError(f"not a log file but a device or socket: {path}", ExitCode.BAD_INPUT)
+            os.set_blocking(fd, True)
+            _feed_whole_lines(parser, stream)
     except FileNotFoundError:
         raise HarnessError(f"no such log file: {path}", ExitCode.BAD_INPUT) from None
     except IsADirectoryError:
@@ -766,3 +779,12 @@ def parse_file(source: str | Path | BinaryIO) -> ParsedLog:
     except OSError as err:
         raise HarnessError(f"cannot read log file {path}: {err.strerror or err}", ExitCode.BAD_INPUT) from None
     return parser.result()
+
+
+def _feed_whole_lines(parser: LogParser, stream: BinaryIO) -> None:
+    from harness.capture.bounded import WholeLines
+
+    whole = WholeLines(stream)
+    parser.feed_stream(whole)
+    for number, why in whole.finish():
+        parser._problem(number, why)

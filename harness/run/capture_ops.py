@@ -15,7 +15,7 @@ from typing import Callable, Iterator, Optional
 
 from harness.capture import Capture, RunState, RunStatus, this_host, utc_now, write_json_atomic
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.capture.bounded import Unreadable, last_jsonl, open_regular
+from harness.capture.bounded import Unreadable, WholeLines, last_jsonl, open_regular
 from harness.capture.lock import in_use
 from harness.capture.reader import read_pauses, run_path_of
 from harness.capture.records import PauseWindow, tally_pauses
@@ -97,16 +97,40 @@ def _host(capture: Capture) -> str:
 
 
 def _newer_attempts(capture: Capture) -> str:
-    """`; a newer attempt interrupted 2/12`: the attempts after the current one, which did not become current."""
-    said = []
-    for attempt in RunAttempts(run_path_of(capture.directory)).newer_than_current():
-        status = attempt.status_read().status
+    """`; a newer attempt interrupted 2/12`: the attempts after the current one, which did not become current; the
+    newest few said each, the rest counted (5,000 empty attempt directories are one clause, not 5,000)."""
+    said: list[str] = []
+    no_status: list[int] = []
+    broken: list[int] = []
+    others: dict[str, int] = {}
+    for attempt in reversed(RunAttempts(run_path_of(capture.directory)).newer_than_current()):
+        found = attempt.status_read()
+        status = found.status
         if status is None:
-            said.append(f"attempt {attempt.number} has no status")
+            (broken if found.broken else no_status).append(attempt.number)
             continue
         state = "running? (its harness is gone)" if harness_gone(capture, status) else status.state.value
-        said.append(f"a newer attempt {state} {status.steps_complete}/{status.steps_expected}")
-    return "".join(f"; {text}" for text in said)
+        if len(said) < NEWER_SAID:
+            said.append(f"a newer attempt {state} {status.steps_complete}/{status.steps_expected}")
+        else:
+            others[state] = others.get(state, 0) + 1
+    if others:
+        counted = ", ".join(f"{count:,} {state}" for state, count in sorted(others.items()))
+        more = sum(others.values())
+        said.append(f"{more:,} more newer attempt{'s' if more != 1 else ''} ({counted})")
+    said += [_counted(broken, "has a broken status", "have a broken status")]
+    said += [_counted(no_status, "has no status", "have no status")]
+    return "".join(f"; {text}" for text in said if text)
+
+
+NEWER_SAID = 2  # newer attempts said one by one in `status`; the rest are counted by state
+
+
+def _counted(numbers: list[int], one: str, many: str) -> str:
+    """`attempt 7 has no status`, or `5,000 attempts have no status`; "" for none."""
+    if not numbers:
+        return ""
+    return f"attempt {numbers[0]} {one}" if len(numbers) == 1 else f"{len(numbers):,} attempts {many}"
 
 
 def live_capture(capture: Capture) -> Capture:
@@ -230,15 +254,19 @@ def duration_text(status: RunStatus) -> str:
 # --------------------------------------------------------------------------- logs
 
 
-def follow_log(capture: Capture, *, follow: bool) -> Iterator[str]:
+def follow_log(
+    capture: Capture, *, follow: bool, on_skipped: Callable[[str], None] = lambda note: None
+) -> Iterator[str]:
     """container.log line by line; with `follow`, until the run's status is final or its harness is gone.
 
     Where the capture stops short (its harness died, the disk filled up, the
     engine went away) and the engine still has the trainer, the rest comes
-    from the engine, after the capture's last line.
+    from the engine, after the capture's last line. A torn line of the
+    capture (harness.capture.bounded.WholeLines) is never shown: `on_skipped`
+    is told of each, once the capture's lines are read.
     """
     position = LogPosition()
-    yield from _capture_lines(capture, follow, position)
+    yield from _capture_lines(capture, follow, position, on_skipped)
     handle = _engine_handle(capture)
     if handle is not None:
         from harness.run.settle import known_secrets_of
@@ -249,7 +277,9 @@ def follow_log(capture: Capture, *, follow: bool) -> Iterator[str]:
             yield known.mask(line)
 
 
-def _capture_lines(capture: Capture, follow: bool, position: LogPosition) -> Iterator[str]:
+def _capture_lines(
+    capture: Capture, follow: bool, position: LogPosition, on_skipped: Callable[[str], None]
+) -> Iterator[str]:
     if not capture.log_path.exists() and not follow:
         return
     while not capture.log_path.exists():
@@ -261,25 +291,26 @@ def _capture_lines(capture: Capture, follow: bool, position: LogPosition) -> Ite
     except (OSError, Unreadable) as err:
         raise HarnessError(f"run {capture.run}: {err}", ExitCode.BAD_INPUT) from None
     with opened as handle:
-        pending = b""
+        lines = WholeLines(handle, live=True)
+        last_look = False
         while True:
-            chunk = handle.read(1 << 20)
-            if chunk:
-                *lines, pending = (pending + chunk).split(b"\n")
-                for raw in lines:
+            data = lines.read()
+            for raw in data.split(b"\n")[:-1]:
+                if raw:  # every line the harness writes has its stamp: an empty one is a torn line, blanked
                     line = raw.decode("utf-8", "replace")
                     position.advance(line)
                     yield line
+            if data:
                 continue
-            if not follow or _capture_done(capture):
-                rest = handle.read()  # written between the last read and the status change
-                if rest:
-                    pending += rest
-                    continue
+            if last_look:
                 break
+            if not follow or _capture_done(capture):
+                last_look = True  # one more read: lines written between the last read and the status change
+                continue
             time.sleep(FOLLOW_POLL_S)
-        if pending:  # a torn last line: shown, but not a position to resume from
-            yield pending.decode("utf-8", "replace")
+        # The engine, where it still has the trainer, gives a line cut short here whole, after the position.
+        for number, why in lines.finish():
+            on_skipped(f"{capture.log_path.name} line {number}: {why}")
 
 
 def _capture_done(capture: Capture) -> bool:
@@ -383,24 +414,43 @@ def find_run(capture_root: Path, run: str) -> Capture:
     from harness.capture.reader import is_run_name
 
     run_path = Path(capture_root) / run
-    if "/" not in run and is_run_name(run) and RunAttempts(run_path).all():
-        return Capture(run_path)
+    if "/" not in run and is_run_name(run):
+        attempts = RunAttempts(run_path)
+        listing = attempts.listing()
+        if attempts.all() or listing.foreign or listing.problem:
+            return Capture(run_path)
     return find_capture(capture_root, run)  # its error lists the runs there are
 
 
 def attempt_rows(capture: Capture) -> list[AttemptRow]:
     """Every attempt of the run, oldest first: its state, steps, start, duration, and what differs from the
-    current attempt's configuration."""
+    current attempt's configuration. Attempts in a row that have no status.json (directories a start left
+    empty) are one row: `3-5002`."""
     from harness.run.decide import manifest_changes
 
     attempts = RunAttempts(run_path_of(capture.directory))
     current = attempts.current()
     current_manifest = Capture(current.directory, capture.run).read_manifest() if current is not None else None
-    rows = []
+    rows: list[AttemptRow] = []
+    empty: list[int] = []  # consecutive attempts without a status, not yet said
+
+    def say_empty() -> None:
+        if empty:
+            shown = str(empty[0]) if len(empty) == 1 else f"{empty[0]}-{empty[-1]}"
+            state = "no status.json" + (f" ({len(empty):,} attempts)" if len(empty) > 1 else "")
+            rows.append(AttemptRow(shown, False, state, "-", "-", "-", "-"))
+            empty.clear()
+
     for attempt in attempts.all():
         found = attempt.status_read()
         status = found.status
         is_current = current is not None and attempt.number == current.number
+        if found.absent and not is_current:
+            if empty and empty[-1] != attempt.number - 1:
+                say_empty()
+            empty.append(attempt.number)
+            continue
+        say_empty()
         if is_current:
             differs = "-"
         else:
@@ -435,6 +485,7 @@ def attempt_rows(capture: Capture) -> list[AttemptRow]:
                 differs=differs,
             )
         )
+    say_empty()
     return rows
 
 
@@ -458,9 +509,8 @@ def restore_attempt(capture: Capture, number: int, reason: str) -> Attempt:
     try:
         found = attempt.status_read()
         if found.status is None:
-            raise HarnessError(
-                f"run {capture.run} attempt {number}: its status is broken ({found.broken}); not restored"
-            )
+            why = f"its status is broken ({found.broken})" if found.broken else "it has no status.json"
+            raise HarnessError(f"run {capture.run} attempt {number}: {why}; not restored")
         if found.status.state == RunState.RUNNING:
             raise HarnessError(f"run {capture.run} attempt {number} says running; `harness recover` settles it first")
         try:

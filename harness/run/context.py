@@ -11,9 +11,10 @@ tests' `RecordingReporter` all implement it.
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING, Iterator, Optional, Protocol
 
 from harness.jsontypes import JSONObject
 from harness.run.decide import Mode
@@ -54,10 +55,29 @@ class StopControl:
     """Requests to end runs early: Ctrl-C/SIGTERM, the time limit, `harness stop`. The first one wins."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a signal handler asks in the main thread, perhaps while it asks itself
         self.state: Optional[str] = None  # "interrupted" or "stopped"
         self.reason: Optional[str] = None
         self.kill_requested = False
+        self._acting = 0  # loops under way that act on a request (a run's supervisor, the Ray driver's)
+        self._acting_lock = threading.Lock()  # never taken by a signal handler, which only reads `acting`
+
+    @contextmanager
+    def acted_on(self) -> Iterator[None]:
+        """While this holds, a loop acts on requests within a moment: a signal asks it to stop gracefully. Outside
+        every such loop nothing would look at a request, so the signal ends the command at once (lifecycle)."""
+        with self._acting_lock:
+            self._acting += 1
+        try:
+            yield
+        finally:
+            with self._acting_lock:
+                self._acting -= 1
+
+    @property
+    def acting(self) -> bool:
+        """True while some loop acts on requests (`acted_on`)."""
+        return self._acting > 0
 
     def request(self, state: str, reason: str) -> bool:
         """Ask for a graceful stop; False if one was already asked for."""

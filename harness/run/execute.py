@@ -26,7 +26,6 @@ Two things may fail under a running trainer, and neither loses data:
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -43,6 +42,7 @@ from harness.capture import (
     utc_now,
 )
 from harness.capture.attempts import RunAttempts
+from harness.capture.bounded import MAX_STATUS_BYTES, Unreadable, read_json_file
 from harness.capture.files import NO_SPACE
 from harness.capture.writer import CaptureWriter
 from harness.engines import Engine, EngineUnavailable, RunGone, RunHandle
@@ -590,10 +590,13 @@ def _kill_and_wait(handle: RunHandle) -> Optional[int]:
 
 
 def stop_request_reason(capture: Capture) -> str:
+    """The reason `harness stop` wrote (read bounded: a FIFO there never blocks the supervisor)."""
     try:
-        return str(json.loads(capture.stop_request_path.read_text()).get("reason") or "stopped by harness stop")
-    except (OSError, ValueError, AttributeError):
-        return "stopped by harness stop"
+        request = read_json_file(capture.stop_request_path, MAX_STATUS_BYTES)
+    except (FileNotFoundError, Unreadable):
+        request = None
+    reason = request.get("reason") if isinstance(request, dict) else None
+    return str(reason or "stopped by harness stop")
 
 
 def _never_leave_frozen(handle: RunHandle) -> None:

@@ -126,7 +126,10 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
                     raise HarnessError(f"run {spec.run} not started: heat guard: {start.note}", ExitCode.BUSY)
                 if start.note:
                     reporter.note(f"{spec.run}: heat guard: {start.note}")
-                status = execute(plan, ctx, engine=engine, guard=guard)
+                with stop.acted_on():  # from here the run's supervisor acts on a stop: a signal asks it to
+                    if stop.requested:
+                        raise HarnessError(f"run {spec.run}: {stop.reason}; nothing was started", ExitCode.INTERRUPTED)
+                    status = execute(plan, ctx, engine=engine, guard=guard)
             finally:
                 guard.close()
     return SweepResult(decision, status)
@@ -202,11 +205,21 @@ def exit_code_for(states: Sequence[str]) -> ExitCode:
 
 @contextmanager
 def stop_on_signals(stop: StopControl, note: Callable[[str], None]) -> Iterator[None]:
-    """First Ctrl-C or SIGTERM: graceful stop, marked interrupted; a second Ctrl-C: kill at once."""
+    """First Ctrl-C or SIGTERM: graceful stop, marked interrupted; a second Ctrl-C: kill at once.
+
+    Before any run's trainer is under way (`stop.acted_on`), nothing would act
+    on the request (a preflight waiting on an image, a read that blocks): the
+    signal ends the command at once, raising KeyboardInterrupt from wherever
+    the main thread waits (an open() or a socket read is cut short by it).
+    """
 
     def handle(signum: int, frame: Optional[FrameType]) -> None:
         name = signal.Signals(signum).name
-        if stop.request("interrupted", f"interrupted by {name}"):
+        first = stop.request("interrupted", f"interrupted by {name}")
+        if not stop.acting:
+            note(f"{name}: no trainer is running: ending now")
+            raise KeyboardInterrupt
+        if first:
             note(f"{name}: stopping gracefully and saving what there is (Ctrl-C again kills at once)")
         elif signum == signal.SIGINT:
             stop.request_kill()

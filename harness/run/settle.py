@@ -23,7 +23,17 @@ no harness holds its lock, and then:
   the run's end. A final capture with such a window gets only that line
   (action `close`); its status is not rewritten;
 - final: never rewritten. An exited container its harness did not get to
-  remove is removed (unless kept with `--keep`).
+  remove is removed (unless kept with `--keep`);
+- a status.json a power loss tore (NUL bytes, empty, cut short, or lacking
+  fields): rebuilt from the fields it still has and the evidence on disk (the
+  manifest, the log, the saved steps), the original kept beside it
+  (`status.json.torn`). One that still says a final state keeps it (action
+  `rebuild`); one that says running, or nothing, is settled as above;
+- an attempt recover settles as `succeeded` becomes its run's current
+  attempt, as its harness would have made it (unless a newer attempt that
+  succeeded is current); so does one that succeeded but whose harness died
+  before it could make it current (action `current`: its record never names
+  it, so a `restore` is never undone).
 
 Everything else (another run id, a capture that is final, no capture at all)
 is left alone and said so. Deciding (`plan_recovery`) is pure; `carry_out`
@@ -38,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional, Sequence
 
 from harness.capture import (
+    STATES,
     Capture,
     RunState,
     RunStatus,
@@ -47,14 +58,25 @@ from harness.capture import (
     utc_now,
     write_json_atomic,
 )
-from harness.capture.attempts import RunAttempts, all_attempts
-from harness.capture.bounded import WholeLines, iter_jsonl
+from harness.capture.attempts import Attempt, RunAttempts, all_attempts
+from harness.capture.bounded import (
+    MAX_STATUS_BYTES,
+    Unreadable,
+    WholeLines,
+    iter_jsonl,
+    loads_json,
+    open_regular,
+    read_bounded,
+)
 from harness.capture.lock import CaptureLock, holder, in_use
 from harness.capture.reader import (
     RUNNING_AGAIN_SLACK_US,
+    STATUS_NAME,
     StatusRead,
+    attempt_number,
     count_complete_steps,
     first_stamps_after,
+    read_head,
     read_pauses,
     read_status,
     run_path_of,
@@ -65,7 +87,7 @@ from harness.engines.spec import LABEL_CAPTURE_DIR, LABEL_RUN, LABEL_RUN_ID
 from harness.errors import ExitCode, HarnessError
 from harness.fs.files import open_append, write_whole
 from harness.fs.paths import not_regular
-from harness.jsontypes import JSONObject
+from harness.jsontypes import JSONObject, JSONValue
 from harness.run.context import DEFAULT_GRACE_S
 from harness.run.execute import LABEL_ATTEMPT, LABEL_KEEP, decide_outcome
 from harness.secrets import KnownSecrets, secret_values_of
@@ -74,7 +96,7 @@ from harness.times import format_time_us, parse_time_us
 if TYPE_CHECKING:
     from harness.mileslog import LogParser
 
-Action = Literal["settle", "complete", "remove", "close", "leave"]
+Action = Literal["settle", "complete", "remove", "close", "rebuild", "current", "leave"]
 CAPTURE_FILES = ("container.log", "metrics.jsonl", "args.json", "pauses.jsonl")  # what recover reads or appends to
 LOG_TAIL_BYTES = 4 * 1024 * 1024
 
@@ -113,10 +135,10 @@ class EngineObject:
     def attempt_dir(self) -> Optional[Path]:
         """The directory of the attempt it belongs to (the run's own directory for a run from before attempts)."""
         run_path = self.capture_dir
-        attempt = self.labels.get(LABEL_ATTEMPT, "")
-        if run_path is None or not attempt.isdigit():
+        attempt = attempt_number(self.labels.get(LABEL_ATTEMPT, ""))
+        if run_path is None or attempt is None:
             return run_path
-        return RunAttempts(run_path).directory / attempt
+        return RunAttempts(run_path).directory / str(attempt)
 
     @property
     def kept(self) -> bool:
@@ -156,7 +178,7 @@ class Plan:
     @property
     def attempt(self) -> Optional[int]:
         """The attempt's number (None for a run's own directory, from before attempts)."""
-        return int(self.capture_dir.name) if self.run_path != self.capture_dir else None
+        return attempt_number(self.capture_dir.name) if self.run_path != self.capture_dir else None
 
     @property
     def label(self) -> str:
@@ -230,6 +252,13 @@ def plan_recovery(
         )
     owned, strangers = _owned(status, objects)
     plan = Plan(directory, "leave", "", status, owned, strangers)
+    if found.torn and status.is_final:
+        return replace(
+            plan,
+            action="rebuild",
+            reason=f"its status.json is torn ({found.broken}) but still says {status.state}: recover rebuilds the "
+            "rest from its files",
+        )
     if status.state == RunState.RUNNING:
         if status.harness_host not in (None, here) and not other_hosts:
             return replace(
@@ -317,7 +346,10 @@ def plan_all(
             and found.status.state.is_final
             and found.status.capture_complete
             and not window
+            and not found.torn
         ):
+            if never_made_current(directory, found.status):
+                plans.append(Plan(directory, "current", NEVER_CURRENT, found.status))
             continue
         run_path = run_path_of(directory)
         holder_now = holder(run_path) if in_use(run_path) else None
@@ -329,18 +361,40 @@ def plan_all(
     return plans
 
 
+NEVER_CURRENT = "it succeeded, but its harness ended before it could make it current"
+
+
+def never_made_current(directory: Path, status: Optional[RunStatus]) -> bool:
+    """An attempt that succeeded, was never current (its record never names it: its harness died between its last
+    status and the link), and is not outranked by a newer attempt that succeeded and is current."""
+    run_path = run_path_of(directory)
+    number = attempt_number(directory.name) if run_path != directory else None
+    if number is None or status is None or status.state != RunState.SUCCEEDED:
+        return False
+    attempts = RunAttempts(run_path)
+    current = attempts.current()
+    if current is None or current.number == number or number in attempts.recorded_current():
+        return False
+    if current.number > number:
+        newer = current.status_read().status
+        return newer is None or newer.state != RunState.SUCCEEDED
+    return True
+
+
 def has_open_window(directory: Path) -> bool:
     """Whether the capture's pauses.jsonl has a window whose last line is still open."""
     return any(window.end_us is None for window in read_pauses(Path(directory) / "pauses.jsonl", []))
 
 
 def read_status_for_recover(directory: Path) -> StatusRead:
-    """The capture's status as recover sees it: a status.json torn by a power loss is rebuilt from the evidence on
-    disk (the manifest, the log, the saved steps) as a run whose harness and engine went away."""
+    """The capture's status as recover sees it: a status.json torn by a power loss is rebuilt from the fields it still
+    has and, for the fields it lacks, from the evidence on disk (the manifest, the log, the saved steps). Without a
+    state of its own it is a run whose harness and engine went away (`running`: recover settles it)."""
     found = read_status(directory)
     if not found.torn:
         return found
     capture = Capture(directory, found.run)
+    data = _json_left(directory)
     manifest = capture.read_manifest() or {}
     spec = manifest.get("launch_spec")
     spec = spec if isinstance(spec, dict) else {}
@@ -351,31 +405,53 @@ def read_status_for_recover(directory: Path) -> StatusRead:
     run_id = manifest.get("run_id")
     expected = spec.get("steps_expected", experiment.get("steps"))
     created = manifest.get("created_at")
-    attempt = run_path_of(directory) != directory and directory.name.isdigit()
-    status = RunStatus(
-        run=found.run,
-        run_id=run_id if isinstance(run_id, str) else f"{found.run}-unknown",
-        state=RunState.RUNNING,
-        exit_code=None,
-        started_at=created if isinstance(created, str) and parse_time_us(created) is not None else utc_now(),
-        ended_at=None,
-        steps_expected=expected if isinstance(expected, int) and not isinstance(expected, bool) else 0,
-        steps_complete=count_complete_steps(capture.metrics_path),
-        error=None,
-        engine=engine_name if isinstance(engine_name, str) else None,
-        attempt=int(directory.name) if attempt else None,
-        notes=[f"harness recover rebuilt this status from the manifest and the files: {found.broken}"],
+    said_state = data.get("state") if isinstance(data, dict) else None
+    final = said_state in STATES and RunState(said_state).is_final
+    status, lacked = RunStatus.rebuilt(
+        data,
+        {
+            "run": found.run,
+            "run_id": run_id if isinstance(run_id, str) else f"{found.run}-unknown",
+            "state": RunState.RUNNING,
+            "exit_code": None,
+            "started_at": created if isinstance(created, str) and parse_time_us(created) is not None else utc_now(),
+            # A final state was written as the run ended: the torn file's time is that end.
+            "ended_at": _modified_at(directory / STATUS_NAME) if final else None,
+            "steps_expected": expected if isinstance(expected, int) and not isinstance(expected, bool) else 0,
+            "steps_complete": count_complete_steps(capture.metrics_path),
+            "error": None,
+            "engine": engine_name if isinstance(engine_name, str) else None,
+            "attempt": attempt_number(directory.name) if run_path_of(directory) != directory else None,
+        },
     )
+    status.run = found.run  # the directory's run, whatever the torn file says
+    said = f"{', '.join(lacked)} from the manifest and the files" if lacked else "nothing from the files"
+    status.notes.append(f"harness recover rebuilt this status ({said}): {found.broken}")
     return StatusRead(directory, status, None, torn=True)
+
+
+def _json_left(directory: Path) -> JSONValue:
+    """What a torn status.json still holds as JSON (None when it holds none)."""
+    try:
+        return loads_json(read_bounded(directory / STATUS_NAME, MAX_STATUS_BYTES))
+    except (FileNotFoundError, Unreadable, ValueError):
+        return None
+
+
+def _modified_at(path: Path) -> str:
+    """When a file was last written, as RFC 3339 UTC (now, when it cannot be asked)."""
+    try:
+        return format_time_us(int(os.stat(path).st_mtime_ns // 1000))
+    except OSError:
+        return utc_now()
 
 
 def started_by_evidence(capture: Capture) -> bool:
     """Whether the files show the trainer ran: a log line or a saved step (whatever its status says)."""
     try:
-        with capture.log_path.open("rb") as handle:
-            if handle.read(1 << 16).strip(b"\0\n "):
-                return True
-    except OSError:
+        if read_head(capture.log_path, 1 << 16).strip(b"\0\n "):
+            return True
+    except (FileNotFoundError, Unreadable):
         pass
     return count_complete_steps(capture.metrics_path) > 0 or any(True for _ in iter_jsonl(capture.metrics_path, []))
 
@@ -396,6 +472,8 @@ class Result:
     closed_when: str = ""  # what that time is
     skipped: Optional[str] = None  # why nothing was done after all (its harness came back)
     notes: list[str] = field(default_factory=list)
+    torn_kept_as: Optional[str] = None  # where a torn status.json was kept, beside the rebuilt one
+    made_current: Optional[str] = None  # an attempt it settled as succeeded became current: why, or why not
 
 
 def carry_out(
@@ -404,9 +482,11 @@ def carry_out(
     """Act on a plan under the capture's lock (taken here; a harness that holds it wins)."""
     if plan.action == "leave":
         return Result(plan, plan.status, skipped=plan.reason)
-    odd = [why for why in (not_regular(plan.capture_dir / name) for name in CAPTURE_FILES) if why]
+    if plan.action == "current":
+        return _make_current(plan)
+    odd = odd_files(plan.capture_dir)
     if odd:
-        return Result(plan, plan.status, skipped=f"{'; '.join(odd)}: nothing is changed")
+        return Result(plan, plan.status, skipped=odd)
     lock = CaptureLock(plan.run_path, {"pid": os.getpid(), "host": this_host(), "recover": True, "since": utc_now()})
     if not lock.try_acquire():
         return Result(plan, plan.status, skipped=f"in use by a live harness ({holder(plan.run_path)})")
@@ -422,12 +502,48 @@ def carry_out(
         )
         if fresh is None or fresh.action != plan.action:
             return Result(plan, found.status, skipped="its capture changed meanwhile; run recover again")
-        if found.torn:  # nothing is lost: the torn bytes are kept beside the rebuilt status
-            status_path = plan.capture_dir / "status.json"
-            os.replace(status_path, status_path.with_name("status.json.torn"))
-        return _act(replace(plan, status=found.status), leave_running=leave_running, keep=keep, grace_s=grace_s)
+        kept_as = keep_torn_status(plan.capture_dir) if found.torn else None
+        result = _act(replace(plan, status=found.status), leave_running=leave_running, keep=keep, grace_s=grace_s)
+        result.torn_kept_as = kept_as
+        result.made_current = succeeded_is_current(result, by="harness recover")
+        return result
     finally:
         lock.release()
+
+
+def _make_current(plan: Plan) -> Result:
+    """An attempt that succeeded and was never current becomes current, under the run's lock, as its harness would
+    have made it."""
+    lock = CaptureLock(plan.run_path, {"pid": os.getpid(), "host": this_host(), "recover": True, "since": utc_now()})
+    if not lock.try_acquire():
+        return Result(plan, plan.status, skipped=f"in use by a live harness ({holder(plan.run_path)})")
+    try:
+        found = read_status(plan.capture_dir)
+        if not never_made_current(plan.capture_dir, found.status):
+            return Result(plan, found.status, skipped="its capture changed meanwhile; run recover again")
+        result = Result(plan, found.status)
+        result.made_current = succeeded_is_current(result, by="harness recover")
+        return result
+    finally:
+        lock.release()
+
+
+def odd_files(directory: Path) -> Optional[str]:
+    """Why recover must not touch a capture: a file it reads or appends to is not a regular file (None: none)."""
+    odd = [why for why in (not_regular(directory / name) for name in CAPTURE_FILES) if why]
+    return f"{'; '.join(odd)}: nothing is changed" if odd else None
+
+
+def keep_torn_status(directory: Path) -> str:
+    """Move a torn status.json aside (status.json.torn, or .torn.2, ... when one is there already); its new name.
+    Nothing is lost: the bytes a power loss left stay beside the status rebuilt from the files."""
+    status_path = directory / STATUS_NAME
+    for number in range(1, 1000):
+        name = f"{STATUS_NAME}.torn" + (f".{number}" if number > 1 else "")
+        if not os.path.lexists(directory / name):
+            os.rename(status_path, directory / name)
+            return name
+    raise HarnessError(f"{directory}: a thousand torn status files are kept there already; move them aside")
 
 
 def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Result:
@@ -445,6 +561,8 @@ def _act(plan: Plan, *, leave_running: bool, keep: bool, grace_s: float) -> Resu
         assert obj is not None
         result.container = _remove(obj.handle, keep)
         return result
+    if plan.action == "rebuild":  # a torn status that still says how the run ended: only the rest is rebuilt
+        return _written(capture, status, result)
     if obj is None:  # settle a running capture whose thing is not there (never started, or removed)
         _settle_without_object(capture, status)
         _close_windows(capture, status, result, frozen=False)
@@ -585,18 +703,42 @@ def _written(capture: Capture, status: RunStatus, result: Result) -> Result:
     return result
 
 
+def succeeded_is_current(result: Result, *, by: str) -> Optional[str]:
+    """An attempt settled as succeeded becomes current, as its harness would have made it (the newest that
+    succeeded is current); what was done, or why not (None: nothing to do: it did not succeed, is current already,
+    or is no attempt)."""
+    if result.status is None or result.status.state != RunState.SUCCEEDED or result.skipped is not None:
+        return None
+    directory = result.plan.capture_dir
+    run_path = run_path_of(directory)
+    number = attempt_number(directory.name) if run_path != directory else None
+    if number is None:
+        return None
+    attempts = RunAttempts(run_path)
+    current = attempts.current()
+    if current is not None and current.number == number:
+        return None
+    try:
+        made = attempts.succeeded(
+            Attempt(attempts.run, number, directory), by=by, why=f"it succeeded (its harness was gone; settled by {by})"
+        )
+    except (HarnessError, OSError) as err:
+        return f"attempt {number} succeeded, but is not made current: {getattr(err, 'message', None) or err}"
+    return f"attempt {number} is current (it succeeded)" if made else None
+
+
 # --------------------------------------------------------------------------- the capture's files
 
 
 def log_position(log_path: Path) -> LogPosition:
     """Where container.log ends: the position after its last lines (read from its tail)."""
     try:
-        with log_path.open("rb") as handle:
+        with open_regular(log_path) as handle:
             handle.seek(0, os.SEEK_END)
             start = max(0, handle.tell() - LOG_TAIL_BYTES)
             handle.seek(start)
-            tail = handle.read().decode("utf-8", "replace").split("\n")
-    except FileNotFoundError:
+            tail = handle.read(LOG_TAIL_BYTES).decode("utf-8", "replace").split("\n")
+    except (FileNotFoundError, Unreadable):
         return LogPosition()
     # The whole tail, not only its last stamp: Docker writes lines slightly out of timestamp order.
     return LogPosition.after(line for line in tail[1 if start else 0 :] if line)  # a first line may be cut
@@ -647,9 +789,9 @@ def rebuild_metrics(capture: Capture, *, include_incomplete: bool) -> tuple["Log
     parser = LogParser()
     records = []
     try:
-        with capture.log_path.open("rb") as handle:
+        with open_regular(capture.log_path) as handle:
             records.extend(parser.feed_stream(WholeLines(handle)))
-    except FileNotFoundError:
+    except (FileNotFoundError, Unreadable):
         pass
     if include_incomplete:
         records.extend(parser.finish())
@@ -674,6 +816,10 @@ def settle_for_run(run_path: Path, engine: Engine, *, grace_s: float = DEFAULT_G
     for attempt in RunAttempts(run_path).all():
         found = read_status_for_recover(attempt.directory)
         if found.status is None or found.status.state != RunState.RUNNING:
+            if not found.torn and never_made_current(attempt.directory, found.status):
+                succeeded_is_current(
+                    Result(Plan(attempt.directory, "current", NEVER_CURRENT), found.status), by="harness run"
+                )
             continue
         if objects is None:
             objects = engine_objects([engine], notes)
@@ -684,6 +830,9 @@ def settle_for_run(run_path: Path, engine: Engine, *, grace_s: float = DEFAULT_G
             if plan is not None:
                 return plan.reason
             continue
+        odd = odd_files(attempt.directory)
+        if odd is not None:
+            return f"attempt {attempt.number}: {odd}"
         if plan.owned is not None and plan.owned.description.alive:
             return (
                 f"its capture says running, its harness is gone, and its {plan.owned.name} is still "
@@ -692,5 +841,8 @@ def settle_for_run(run_path: Path, engine: Engine, *, grace_s: float = DEFAULT_G
             )
         if notes:
             return f"its capture says running and its engine cannot be asked ({'; '.join(notes)})"
-        _act(plan, leave_running=False, keep=False, grace_s=grace_s)
+        if found.torn:
+            keep_torn_status(attempt.directory)
+        result = _act(plan, leave_running=False, keep=False, grace_s=grace_s)
+        succeeded_is_current(result, by="harness run")
     return None

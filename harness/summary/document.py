@@ -332,6 +332,64 @@ class Comparison:
 
 
 @dataclass
+class DecisionOutcome:
+    """`decisions[].comparisons[]`: one comparison of an adaptive comparison, at the interim it was decided (or the
+    last one recorded)."""
+
+    comparison: str  # `A vs B`
+    first: str
+    second: str
+    decision: (
+        str  # larger (the first's values are larger), smaller, equal (none found after the last interim), continue
+    )
+    decided_at: Optional[int]  # the interim
+    seeds: int  # of the first experiment, counted in the decision
+    second_seeds: int
+    mean: Optional[float]  # of the first's values counted
+    second_mean: Optional[float]
+    fixed_design_seeds: Optional[int]  # per experiment, for the difference seen: 80% power at alpha, two-sided t-test
+    answer: str  # the line `harness decide` ends with
+
+
+@dataclass
+class DecisionInterim:
+    """`decisions[].interims[]`: one interim as its record holds it."""
+
+    interim: int
+    seeds: dict[str, list[int]]  # per experiment run at this interim
+    runs: dict[str, list[str]]
+    values: dict[str, list[float]]
+    decisions: dict[str, str]  # comparison -> decision after this interim
+    statistics: dict[str, Optional[float]]  # the statistic of each comparison open at this interim
+    boundary: Optional[float]  # of the comparator that decides `larger` (null: it could not reject then)
+    alpha_spent: float
+    replaced: list[str]  # a seed that failed twice (or gave no value) and the seed that took its place
+    boundary_smaller: Optional[float] = None  # of the comparator that decides `smaller`
+
+
+@dataclass
+class DecisionSummary:
+    """`decisions[]`: one adaptive comparison (`harness decide`), as its record holds it: recorded values are
+    never recomputed from the captures."""
+
+    name: str
+    record: str  # the record's path under the capture root
+    metric: str
+    experiments: list[str]
+    per_interim: int
+    max_interims: int
+    alpha: float
+    permutations: int
+    random_state: int
+    simulated: bool
+    steps: int
+    finished: bool
+    comparisons: list[DecisionOutcome]
+    interims: list[DecisionInterim]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class SummaryDocument:
     """The whole `miles-gb10-lab/1` document."""
 
@@ -343,10 +401,14 @@ class SummaryDocument:
     skipped: list[Skipped] = field(default_factory=list)
     simulated: Optional[bool] = None  # true when any run is simulated (None: none is, but some do not say)
     conditions: dict[str, ConditionSummary] = field(default_factory=dict)
+    decisions: list[DecisionSummary] = field(default_factory=list)  # written only when there are some
 
     def to_dict(self) -> JSONObject:
-        """The document as the JSON holds it (plain dicts and lists)."""
-        return to_plain_object(self)
+        """The document as the JSON holds it (plain dicts and lists; `decisions` only when there are some)."""
+        plain = to_plain_object(self)
+        if not self.decisions:
+            del plain["decisions"]
+        return plain
 
     def simulated_runs(self) -> list[str]:
         """The runs made by the simulator (`RunSummary.made_by_simulator`), in the document's order."""

@@ -106,8 +106,20 @@ def summarize_to_files(
 
         rendered = writing(path.parent, lambda: render_figures(summary.document, path.parent))
         published.figures, published.figures_unchanged = rendered.drawn, rendered.unchanged
+        _decision_figures(published, path.parent)
         _guard_figures(published, capture_dir, path.parent)
     return published
+
+
+def _decision_figures(published: Published, out_dir: Path) -> None:
+    """Each adaptive comparison's figure (harness decide), from the document's `decisions` block."""
+    if not published.document.decisions:
+        return
+    from harness.summary.adaptive_report import render_decision_figures
+
+    rendered = writing(out_dir, lambda: render_decision_figures(published.document, out_dir))
+    published.figures += rendered.drawn
+    published.figures_unchanged += rendered.unchanged
 
 
 def _guard_figures(published: Published, capture_dir: Path, out_dir: Path) -> None:
@@ -153,6 +165,7 @@ def report_from_summary(summary_path: Path, hint: str = "", capture_dir: Optiona
     else:
         rendered = writing(summary_path.parent, lambda: render_figures(document, summary_path.parent))
         published = Published(document, summary_path, rendered.drawn, rendered.unchanged)
+        _decision_figures(published, summary_path.parent)
         if captures is not None:
             _guard_figures(published, captures, summary_path.parent)
     fresh = published.document

@@ -216,6 +216,10 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         out.append("")
 
     out += across_seeds_section(document, unit, figure_dir)
+    if document.decisions:
+        from harness.summary.adaptive_report import adaptive_section
+
+        out += adaptive_section(document, figure_dir, markdown_text)
 
     for comparison in document.comparisons:
         run, baseline = markdown_text(comparison.run), markdown_text(comparison.baseline)  # for lines; cells: as is

@@ -46,7 +46,8 @@ def dumps_summary(document: SummaryDocument, encoded_runs: Optional[Mapping[str,
     were computed, in parallel), by run name; the others are encoded here.
     """
     out: list[bytes] = [b"{\n"]  # a few pieces a run, joined once at the end
-    names = _field_names(type(document))
+    # `decisions` only where a capture root has one: a document without is byte for byte what it was before them
+    names = tuple(name for name in _field_names(type(document)) if name != "decisions" or document.decisions)
     for i, name in enumerate(names):
         out.append(_INDENT + orjson.dumps(name) + b": ")
         value = getattr(document, name)

@@ -233,7 +233,18 @@ def _summarize_directories(
             outcomes = list(pending)
     else:
         outcomes = [summarize_directory(d, encode) for d in run_dirs]
-    return _document(outcomes, skipped, generated_at, effect)
+    summary = _document(outcomes, skipped, generated_at, effect)
+    _add_decisions(summary, capture_dir)
+    return summary
+
+
+def _add_decisions(summary: Summary, capture_dir: Path) -> None:
+    """The adaptive comparisons' blocks, as their records under the capture root hold them (`harness decide`)."""
+    from harness.summary.decisions import read_decisions
+
+    blocks, warnings = read_decisions(capture_dir, summary.document.runs)
+    summary.document.decisions = blocks
+    summary.warnings.extend(warnings)
 
 
 def _warm_statistics() -> None:
