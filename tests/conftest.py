@@ -76,6 +76,7 @@ pytest_plugins = [
     "support.clones",
     "support.experiment_files",
     "support.commands",
+    "support.order",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
