@@ -271,7 +271,9 @@ def test_a_node_whose_docker_lacks_the_image_is_refused_in_one_line_naming_node_
 def test_recover_with_ray_settles_the_runs_of_a_killed_driver_through_the_nodes(
     ray_lab: RayLab, ray_cluster: RayNodes
 ) -> None:
-    ray_lab.sim(time_scale=0.06)  # about 7 s a run: the driver is killed in the middle
+    # About 17 s a run, 4 s a step: the driver is killed in the middle of both, even where the second starts late
+    # on a busy machine (at 0.06, 7 s a run, one could end before the other's first step)
+    ray_lab.sim(time_scale=0.15)
     driver = subprocess.Popen(
         [
             sys.executable,
