@@ -75,19 +75,25 @@ VENV_HINT := harness is installed in $(VENV): run $(BIN)/harness, or 'source $(V
 setup: $(BIN)/harness ## create .venv and install the harness with its test and lint tools, Ray (--ray), TensorBoard and W&B
 	@$(if $(filter setup test,$(MAKECMDGOALS)),echo "$(VENV_HINT)",:)
 
-test: setup ## run the whole test suite, as CI does (the Docker tests run where an engine answers)
-	$(BIN)/pytest -q
-
-# The fast tier: every test not marked docker, gpu, ray, integration or browser, on TEST_WORKERS workers
-# (pytest-xdist), each property test searching a tenth of its examples (tests/support/properties.py).
-# Each test module runs whole on one worker (--dist loadfile): a module's fixtures are made once, not once
-# a worker (measured on 2 loaded cores: 66 and 73 s against 80 and 84 s test by test).
-# Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: without it pytest rewrites the asserts
-# of every test module again on every run, seconds of the budget.
+# Both run on workers (pytest-xdist), each test module whole on one worker (--dist loadfile): a module's
+# fixtures are made once, not once a worker (the fast tier, measured on 2 loaded cores: 66 and 73 s against 80
+# and 84 s test by test). The longest modules start first (tests/support/order.py); xdist's own reordering, by
+# the number of tests, is off. The whole suite mostly waits (on runs, containers, clusters), so it takes two
+# workers a core (SUITE_WORKERS; measured on 2 cores loaded by others: 435 s on 4 workers, 624 s on 2); the fast
+# tier computes, and takes one a core (TEST_WORKERS). Bytecode is cached even where PYTHONDONTWRITEBYTECODE is
+# set: without it pytest rewrites the asserts of every test module again on every run, seconds of the budget.
 TEST_WORKERS ?= 2
+SUITE_WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
+ON_WORKERS = --dist loadfile --no-loadscope-reorder
+test: setup ## the whole suite, as CI runs it (Docker tests where an engine answers): about 5 min on 2 idle cores, 10 to 12 beside a second suite
+	@SECONDS=0; env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(SUITE_WORKERS) $(ON_WORKERS); code=$$?; \
+		echo "make test: $$([ $$code = 0 ] && echo done || echo failed) in $$SECONDS s"; exit $$code
+
+# The fast tier: every test not marked docker, gpu, ray, integration or browser, each property test searching a
+# tenth of its examples (tests/support/properties.py).
 FAST_TIER = not (docker or gpu or ray or integration or browser)
 test-fast: setup ## the fast tier: the tests not marked docker, gpu, ray, integration or browser (docs/development.md)
-	@SECONDS=0; env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --hypothesis-profile=fast \
+	@SECONDS=0; env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(TEST_WORKERS) $(ON_WORKERS) --hypothesis-profile=fast \
 		-m "$(FAST_TIER)" && echo "make test-fast: done in $$SECONDS s"
 
 # mypy checks the packages [tool.mypy] lists in pyproject.toml; its cache (.mypy_cache) makes a rerun fast.

@@ -28,6 +28,7 @@ import atexit
 import gc
 import os
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Iterator
 
 import pytest
@@ -76,6 +77,7 @@ pytest_plugins = [
     "support.experiment_files",
     "support.commands",
     "support.resume_lab",
+    "support.order",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -161,7 +163,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if not tests:
         return
     if ran:
-        stats[RAN_WITH_DOCKER] = ran
+        # Not the reports themselves: --durations lists every report under any key, each Docker test's twice then.
+        stats[RAN_WITH_DOCKER] = [SimpleNamespace(nodeid=r.nodeid) for r in ran]
         line = f"docker: {len(ran)} of {len(tests)} docker tests ran on {os.environ.get('DOCKER_HOST') or 'the default engine'}"
     else:
         line = f"docker: none of {len(tests)} docker tests ran: {docker_unavailable() or 'all were skipped'}"

@@ -247,3 +247,23 @@ def test_restoring_an_attempt_without_a_status_says_so(tmp_path: Path) -> None:
 
     restored = cli(tmp_path, "restore", "plain", "2")
     assert restored.exit_code == 2 and "run plain attempt 2: it has no status.json; not restored" in restored.output
+
+
+def test_a_forty_digit_current_attempt_is_summarized_and_reported_with_its_number(tmp_path: Path) -> None:
+    """The summary records the attempt it read (for `report`'s staleness check): a number past 64 bits included."""
+    from support.seedcaptures import write_run
+
+    big = int("9" * 40)
+    made = write_run(tmp_path / "made", "plain", 1, [0.5, 0.6])
+    attempts = RunAttempts(tmp_path / "plain")
+    attempts.directory.mkdir(parents=True)
+    shutil.move(made, attempts.directory / str(big))
+    (tmp_path / "plain").symlink_to(f".attempts/plain/{big}")
+
+    summarized = cli(tmp_path, "summarize")
+    assert summarized.exit_code == 0, summarized.output
+    document = json.loads((tmp_path / "summary" / "miles-gb10-lab.json").read_text())
+    assert document["runs"]["plain"]["attempt"] == big
+    reported = cli(tmp_path, "report")
+    assert reported.exit_code == 0, reported.output
+    assert "summarizing again" not in reported.output  # the recorded attempt reads back as the current one

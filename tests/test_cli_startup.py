@@ -71,3 +71,78 @@ def test_the_commands_end_with_what_they_hold_frozen(entry: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "FROZEN True" in done.stdout, done.stdout[-400:]
+
+
+# --- each command loads its own module, and parse-log nothing it does not need ------------------------------------
+
+LOADED = """
+import sys
+from harness.cli import app
+
+try:
+    app({args!r}, standalone_mode=False)
+except SystemExit:
+    pass
+print("LOADED:" + ",".join(sorted(m for m in sys.modules if m.startswith("harness.cli."))))
+print("TOP:" + ",".join(sorted({{m.split(".")[0] for m in sys.modules}})))
+"""
+
+
+def loaded(args: list[str]) -> tuple[set[str], set[str]]:
+    """(the harness.cli modules, the top-level packages) a process that runs `harness ARGS` has imported."""
+    out = subprocess.run(
+        [sys.executable, "-c", LOADED.format(args=args)], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.split(":", 1) for line in out.stdout.splitlines() if line.startswith(("LOADED:", "TOP:")))
+    return set(filter(None, lines["LOADED"].split(","))), set(lines["TOP"].split(","))
+
+
+def command_modules_imported_by(module: str) -> set[str]:
+    """The command modules `module` imports at its top (demo reuses run's helpers): loaded along with it."""
+    import ast
+
+    from harness.cli import COMMANDS
+
+    tree = ast.parse((REPO / "harness" / "cli" / f"{module}.py").read_text())
+    names = {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
+    return {name for name in names if name.removeprefix("harness.cli.") in set(COMMANDS.values())}
+
+
+def test_parse_log_json_loads_only_its_module_and_no_validation_or_rendering_library(tmp_path: Path) -> None:
+    log = tmp_path / "container.log"
+    log.write_text("2026-11-29T07:00:00.000000000Z (A pid=1) [t] x.py:1 - perf 1: {'perf/step_time': 1.0}\n")
+
+    modules, packages = loaded(["parse-log", str(log), "--json"])
+
+    assert {m for m in modules if m.count(".") == 2} == {"harness.cli.app", "harness.cli.logs"}
+    # typer builds a pydantic validator for a str argument; YAML and rich have nothing to do for --json
+    assert not {"pydantic", "pydantic_core", "yaml", "rich", "numpy"} & packages
+
+
+def test_parse_log_as_a_table_loads_no_validation_library(tmp_path: Path) -> None:
+    log = tmp_path / "container.log"
+    log.write_text("2026-11-29T07:00:00.000000000Z (A pid=1) [t] x.py:1 - perf 1: {'perf/step_time': 1.0}\n")
+
+    modules, packages = loaded(["parse-log", str(log)])
+
+    assert "harness.cli.runs" not in modules and "harness.cli.summary" not in modules
+    assert not {"pydantic", "pydantic_core", "yaml", "numpy"} & packages
+
+
+def command_names() -> list[str]:
+    from harness.cli import COMMANDS
+
+    return list(COMMANDS)
+
+
+@pytest.mark.parametrize("name", command_names())
+def test_a_command_loads_its_own_module_only(name: str) -> None:
+    from harness.cli import COMMANDS
+
+    modules, _ = loaded([name, "--help"])
+
+    own = f"harness.cli.{COMMANDS[name]}"
+    commands = {f"harness.cli.{module}" for module in COMMANDS.values()}
+    assert own in modules
+    assert modules & commands == {own} | command_modules_imported_by(COMMANDS[name])

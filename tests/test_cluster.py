@@ -126,13 +126,14 @@ class RayLab:
         name: str = "sim",
         *,
         time_scale: float = 0.02,
+        steps: int = 3,
         guard: Optional[dict] = None,
         command: Optional[list] = None,
         extra: Optional[dict] = None,
     ) -> str:
         data = {
             "name": name,
-            "steps": 3,
+            "steps": steps,
             "engine": "process",
             "command": command
             or [
@@ -140,7 +141,7 @@ class RayLab:
                 "-m",
                 "harness.sim",
                 "--num-rollout",
-                "3",
+                str(steps),
                 "--rollout-batch-size",
                 "8",
                 "--n-samples-per-prompt",
@@ -271,7 +272,9 @@ def test_a_node_whose_docker_lacks_the_image_is_refused_in_one_line_naming_node_
 def test_recover_with_ray_settles_the_runs_of_a_killed_driver_through_the_nodes(
     ray_lab: RayLab, ray_cluster: RayNodes
 ) -> None:
-    ray_lab.sim(time_scale=0.06)  # about 7 s a run: the driver is killed in the middle
+    # Runs of minutes (100 steps of about a second): the driver is killed in the middle of both, however late the
+    # second starts on a busy machine (with 3 steps, one had ended before the other's first step)
+    ray_lab.sim(time_scale=0.06, steps=100)
     driver = subprocess.Popen(
         [
             sys.executable,
@@ -293,7 +296,7 @@ def test_recover_with_ray_settles_the_runs_of_a_killed_driver_through_the_nodes(
         text=True,
     )
     try:
-        deadline = time.monotonic() + scaled(60)
+        deadline = time.monotonic() + scaled(120)
         while not all(_steps(ray_lab, run) >= 1 for run in ("sim", "sim-s2")):
             assert time.monotonic() < deadline and driver.poll() is None, driver.communicate()[0]
             time.sleep(0.1)
@@ -322,8 +325,9 @@ def test_recover_with_ray_settles_the_runs_of_a_killed_driver_through_the_nodes(
 
 
 def test_harness_stop_and_ctrl_c_reach_the_runs_on_their_nodes(ray_lab: RayLab, ray_cluster: RayNodes) -> None:
-    # Steps of about 9 s: `sim` still runs when Ctrl-C comes, however long the stop of sim-s2 takes on a busy machine.
-    ray_lab.sim(time_scale=0.15)
+    # Runs of minutes (100 steps of about a second): `sim` still runs when Ctrl-C comes, however long the stop of
+    # sim-s2 takes on a busy machine (with 3 steps of 9 s, it had succeeded by then under two suites at once).
+    ray_lab.sim(time_scale=0.06, steps=100)
     driver = subprocess.Popen(
         [
             sys.executable,
@@ -347,7 +351,7 @@ def test_harness_stop_and_ctrl_c_reach_the_runs_on_their_nodes(ray_lab: RayLab, 
         text=True,
     )
     try:
-        deadline = time.monotonic() + scaled(60)
+        deadline = time.monotonic() + scaled(120)
         while not all(_steps(ray_lab, run) >= 1 for run in ("sim", "sim-s2")):
             assert time.monotonic() < deadline and driver.poll() is None, driver.communicate()[0]
             time.sleep(0.05)

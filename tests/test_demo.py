@@ -18,7 +18,7 @@ from harness.run.plan import plan_runs
 from harness.run.simswap import DEFAULT_TIME_SCALE, MIN_POLL_S, SimTarget
 from harness.summary.document import SummaryDocument
 from harness.summary.summarize import summarize
-from support.clones import fresh_clone, make
+from support.clones import make
 from support.lab import leftover_of_another_root
 from support.messages import messages
 
@@ -271,8 +271,7 @@ def test_the_demo_s_help_speaks_of_the_demo_not_of_an_option_it_does_not_have():
 
 
 @pytest.mark.integration
-def test_make_demo_from_a_fresh_clone_without_docker(tmp_path):
-    clone = fresh_clone(tmp_path / "clone")
+def test_make_demo_from_a_fresh_clone_without_docker(clone):
     # --steps alone would be a quick look, under capture/sim-quick: the demo's own root is asked for here.
     flags = "DEMO_FLAGS=--steps 2 --capture-dir capture/sim"
     done = make(clone, "demo", flags, "SIM_TIME_SCALE=0.002", docker_host="unix:///nonexistent.sock")

@@ -1,4 +1,5 @@
-"""guard.jsonl after a power-off: cut at every byte offset and padded with NUL bytes.
+"""guard.jsonl after a power-off: cut and padded with NUL bytes, at every byte offset for the readers, at every
+line's edges and a sample of the rest for `harness recover`.
 
 A GB10 under sustained load has been seen to power off hard, leaving a file's
 last blocks allocated but never written. Each guard sample is one whole line,
@@ -12,10 +13,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Optional
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness.capture import Capture, RunState, RunStatus, this_host
 from harness.capture.guardlog import read_guard_log
@@ -25,7 +29,9 @@ from harness.guard.samples import Limit, Sample, ZoneTemp
 from harness.run.capture_ops import capture_rows
 from harness.run.settle import carry_out, plan_all
 from harness.summary.guard_figure import read_guard_trace, render_guard_figure
+from support.cuts import edge_cuts, inner_cuts
 from support.fakes import FakeClock
+from support.properties import examples
 
 pytestmark = pytest.mark.integration  # thousands of cuts: seconds
 SOC = Limit(94.5, 87.5, "94.5 C, 10 C below its critical point 104.5 C", 104.5, "critical")
@@ -98,6 +104,12 @@ def dead_pid() -> int:
     return process.pid
 
 
+@pytest.fixture(scope="module")
+def gone() -> int:
+    """One harness that is gone for every cut: a process per cut would take most of the time."""
+    return dead_pid()
+
+
 def capture(root: Path, state: RunState, harness_pid: Optional[int] = None) -> Capture:
     """A capture of run `hot` in `state` whose harness is gone (`harness_pid`: a process that has exited)."""
     found = Capture(root / "hot")
@@ -143,27 +155,41 @@ def test_the_reader_the_figure_and_status_keep_every_complete_sample_at_every_cu
         assert row.guard == (f"{last['temp_c']:.1f} C" if last else "-"), keep
 
 
-def test_recover_keeps_every_complete_sample_and_the_figure_draws_them(
-    record: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def recovered(record: bytes, root: Path, keep: int, gone: int) -> Capture:
+    """A running capture whose harness is gone, its guard.jsonl cut at `keep`, after `harness recover` settled it."""
     from harness.engines.process import ProcessEngine
 
+    run = capture(root, RunState.RUNNING, gone)
+    cut(run.guard_path, record, keep)
+    (plan,) = plan_all(root, [ProcessEngine()], [])
+    carry_out(plan)
+    assert run.status_read().status.state != RunState.RUNNING
+    assert [s.gpu_c for s in read_guard_log(run.guard_path, []).samples] == complete_samples(record[:keep]), keep
+    return run
+
+
+def test_recover_keeps_every_complete_sample_at_each_line_s_edges_and_the_figure_draws_them(
+    record: bytes, gone: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HARNESS_PROCESS_DIR", str(tmp_path / "processes"))
     ends = [i + 1 for i, byte in enumerate(record) if byte == ord("\n")]
-    gone = dead_pid()  # one harness that is gone for every cut: a process per cut would take most of the time
-    for keep in range(len(record) + 1):
+    drawn = (ends[1] + 1, ends[len(ends) // 2] - 1, len(record))  # a line begun, a line short of its newline, all
+    assert set(drawn) <= set(edge_cuts(record))
+    for keep in edge_cuts(record):
         root = tmp_path / str(keep)
-        run = capture(root, RunState.RUNNING, gone)  # its harness is gone: recover settles it
-        cut(run.guard_path, record, keep)
-        expected = complete_samples(record[:keep])
-
-        (plan,) = plan_all(root, [ProcessEngine()], [])
-        carry_out(plan)
-
-        assert run.status_read().status.state != RunState.RUNNING
-        assert [s.gpu_c for s in read_guard_log(run.guard_path, []).samples] == expected, keep
-        if keep in (ends[1] + 3, ends[len(ends) // 2] - 1, len(record)):  # drawn at a few cuts: 1 s each
+        run = recovered(record, root, keep, gone)
+        if keep in drawn:  # drawn at a few cuts: 1 s each
             figure = root / "guard-hot.svg"
             assert render_guard_figure(run.directory, "hot", figure)
-            count = len(expected)
+            count = len(complete_samples(record[:keep]))
             assert f"guard.jsonl ({count} sample{'' if count == 1 else 's'}: " in figure.read_text(), keep
+
+
+@settings(max_examples=examples(100), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_recover_keeps_every_complete_sample_at_any_cut(
+    record: bytes, gone: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: st.DataObject
+) -> None:
+    monkeypatch.setenv("HARNESS_PROCESS_DIR", str(tmp_path / "processes"))
+    keep = data.draw(inner_cuts(record), label="keep")
+    recovered(record, Path(tempfile.mkdtemp(dir=tmp_path)), keep, gone)

@@ -50,35 +50,37 @@ def now_us() -> int:
 
 
 class EngineWatch:
-    """Samples the engine's view of a run (paused or not) every few ms, with wall-clock times."""
+    """Samples the engine's view of a run (paused or not) every few ms, with the wall-clock times around each ask."""
 
     def __init__(self, handle: Any) -> None:
         self.handle = handle
-        self.samples: list[tuple[int, bool]] = []
+        self.samples: list[tuple[int, int, bool]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            asked = now_us()
             try:
                 state = self.handle.describe().state
             except Exception:
                 return
-            self.samples.append((now_us(), state == PAUSED))
+            self.samples.append((asked, now_us(), state == PAUSED))
             time.sleep(0.005)
 
     def stop(self) -> list[tuple[int, int]]:
-        """The paused intervals the engine showed: (first paused sample, last paused sample)."""
+        """The paused intervals the engine showed, as far as its answers prove: from the answer to the first ask that
+        said paused to the ask of the last (an answer can come long after the state it gives on a busy engine)."""
         self._stop.set()
         self._thread.join(10)
         intervals: list[list[int]] = []
         previous = False
-        for t, paused in self.samples:
+        for asked, answered, paused in self.samples:
             if paused and not previous:
-                intervals.append([t, t])
+                intervals.append([answered, asked])
             elif paused:
-                intervals[-1][1] = t
+                intervals[-1][1] = asked
             previous = paused
         return [(a, b) for a, b in intervals]
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from harness.mileslog.keys import FILTER_PATH, FILTER_PATH_PUBLIC
-from support.images import FAKE_TRAINER_IMAGE
+from support.images import FAKE_TRAINER_IMAGE, content_tagged
 from support.lab import Lab
 
 WRITE_UP_IMAGE = "miles-gb10-lab/miles-08752a12:test"
@@ -65,7 +65,7 @@ def build_fake_miles(root: Path, docker_build: Any, tag: str, tree: dict[str, st
         lines.append("COPY miles-commit /opt/miles-gb10-lab/miles-commit")
     lines.append("WORKDIR /root/miles")
     (context / "Dockerfile").write_text("\n".join(lines) + "\n")
-    return docker_build(context, tag)
+    return docker_build(context, content_tagged(tag, context))
 
 
 @pytest.fixture(scope="module")

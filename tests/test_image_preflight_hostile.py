@@ -20,7 +20,7 @@ import pytest
 
 from harness.engines import milesimage
 from harness.mileslog.keys import FILTER_PATH, FILTER_PATH_PUBLIC
-from support.images import content_tag
+from support.images import content_tagged
 from support.lab import IMAGE, Lab
 from support.memory import measured
 
@@ -53,7 +53,7 @@ def build(root: Path, docker_build: Any, busybox: str, kind: str) -> str:
     (context / "python3").write_text(PYTHON3[kind])
     (context / "python3").chmod(0o755)
     (context / "Dockerfile").write_text(f"FROM {busybox}\nCOPY python3 /usr/bin/python3\n")
-    return docker_build(context, f"miles-gb10-lab/preflight-{kind}:test-{content_tag(context)}")
+    return docker_build(context, content_tagged(f"miles-gb10-lab/preflight-{kind}:test", context))
 
 
 @pytest.fixture(scope="module")

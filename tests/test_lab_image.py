@@ -17,14 +17,14 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from harness.lab import milesargv
-from support.images import STANDIN_IMAGE
+from support.images import STANDIN_IMAGE, content_tagged, lab_image_tag
 from support.timing import scaled
 
 pytestmark = pytest.mark.docker
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STANDIN_TAG = STANDIN_IMAGE
-LAB_TAG = "miles-gb10-lab/lab:test"
+LAB_TAG = lab_image_tag("miles-gb10-lab/lab:test", STANDIN_TAG)
 FILTER_ARGS = (
     "--dynamic-sampling-filter-path "
     "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter "
@@ -258,8 +258,10 @@ def test_the_image_records_the_commit_of_a_base_whose_miles_is_a_checkout(lab_im
     (context / "Dockerfile").write_text(
         f"FROM {STANDIN_TAG}\nCOPY git /usr/local/bin/git\nRUN chmod 0755 /usr/local/bin/git && mkdir /root/miles/.git\n"
     )
-    base = docker_build(context, "miles-gb10-lab/miles-standin-checkout:test")
-    image = docker_build(REPO_ROOT, "miles-gb10-lab/lab:test-checkout", {"MILES_BASE": base, "MILES_COMMIT": ""})
+    base = docker_build(context, content_tagged("miles-gb10-lab/miles-standin-checkout:test", context))
+    image = docker_build(
+        REPO_ROOT, lab_image_tag("miles-gb10-lab/lab:test-checkout", base), {"MILES_BASE": base, "MILES_COMMIT": ""}
+    )
 
     recorded = docker("run", "--rm", "--network=none", "--entrypoint", "cat", image, COMMIT_FILE)
     assert recorded.returncode == 0, recorded.stderr

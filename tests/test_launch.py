@@ -191,7 +191,7 @@ def test_volume_host_paths_expand_environment_variables_with_defaults() -> None:
     assert [(m.source, m.target, m.read_only) for m in spec.mounts] == [("/srv/lab-data", "/data", True)]
 
 
-def test_two_capture_roots_running_one_experiment_ask_docker_for_two_container_names() -> None:
+def test_two_capture_roots_running_one_experiment_ask_docker_for_two_container_names(tmp_path: Path) -> None:
     store = ExperimentStore(REPO / "experiments")
     experiment = store.load("plain").experiment
 
@@ -200,6 +200,25 @@ def test_two_capture_roots_running_one_experiment_ask_docker_for_two_container_n
             experiment, base_args=store.base_args, capture_root=root, project_root="/lab", environ={}
         ).container_name
 
-    assert name_under("capture/gpu") == name_under("capture/gpu")  # --dry-run shows what run asks for
+    def dry_run_name(root: Path) -> str:
+        argv = [
+            "run",
+            "plain",
+            "--dry-run",
+            "--json",
+            "--capture-dir",
+            str(root),
+            "--experiments-dir",
+            str(REPO / "experiments"),
+        ]
+        shown = CliRunner().invoke(app, argv)
+        # 0, or 3 where this machine's engine would refuse the run (no image, no GPU runtime): the plan is shown
+        assert shown.exit_code in (0, 3), shown.output
+        return json.loads(shown.stdout)["container_name"]
+
+    # --dry-run shows the name run asks for: the one planned for the capture root it was given (its first attempt's),
+    # and only that root's
+    first = f"{name_under(str(tmp_path / 'a'))}-a1"
+    assert dry_run_name(tmp_path / "a") == first != f"{name_under(str(tmp_path / 'b'))}-a1"
     assert name_under("capture/gpu") != name_under("/elsewhere/capture/gpu")
     assert name_under("capture/gpu").startswith("mgl-plain-")

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.mileslog.lines import (
+    _RAY_PREFIX,
     argument_marker,
     argument_value,
     exception_line,
     find_metric,
     is_oom,
     job_failed,
+    may_end_metric_head,
     read_argument,
     read_launch,
     read_metric,
@@ -77,6 +81,19 @@ def test_ansi_codes_are_removed() -> None:
 )
 def test_ray_prefix(line: str, source: str, rest: str) -> None:
     assert split_ray_prefix(line) == (source, rest)
+
+
+ray_prefix_pieces = st.sampled_from(
+    ["(", ")", " ", "pid=", "7" * 9, "raylet", "gcs_server", "Actor", ", ip=10.0.0.1", "\n", "x" * 90, "\u00e9", "  "]
+)
+
+
+@given(st.lists(ray_prefix_pieces, max_size=14).map(lambda pieces: "(" + "".join(pieces)))
+def test_a_ray_prefix_is_split_where_the_pattern_ends(line: str) -> None:
+    # The split reads each prefix once (they repeat); what it splits off is what the pattern matches.
+    found = _RAY_PREFIX.match(line)
+
+    assert split_ray_prefix(line) == (("", line) if found is None else (found.group(1), line[found.end() :]))
 
 
 @pytest.mark.parametrize(
@@ -249,3 +266,58 @@ def test_out_of_memory_and_job_failed() -> None:
     assert not is_oom("RuntimeError: NCCL error")
     assert job_failed("Job 'raysubmit_QwE' failed") == "Job 'raysubmit_QwE' failed"
     assert job_failed("Job 'raysubmit_QwE' succeeded") is None
+
+
+def test_the_longest_ray_prefix_the_pattern_takes_and_one_longer() -> None:
+    inner = "a" * 200 + "pid=" + "1" * 10 + "b" * 120
+    assert split_ray_prefix(f"({inner}) x") == (inner, "x")
+    assert split_ray_prefix(f"({inner}b) x") == ("", f"({inner}b) x")
+    assert split_ray_prefix(f"(raylet{'c' * 120}) x") == (f"raylet{'c' * 120}", "x")
+
+
+head_pieces = st.sampled_from(
+    [
+        " - ",
+        "perf",
+        "step",
+        "critic-step",
+        "multi_turn",
+        " ",
+        "1",
+        "7" * 17,
+        "-",
+        ": {",
+        "{",
+        ":",
+        "x",
+        "\u0661",
+        "\u00e9",
+    ]
+)
+
+
+@given(st.lists(head_pieces, max_size=16).map("".join))
+def test_a_line_none_of_whose_braces_may_end_a_head_holds_none(text: str) -> None:
+    # The batch reader passes over a dict whose `{` ends no head without looking for its line.
+    raw = text.encode()
+    braces = [at for at in range(len(raw)) if raw[at] == ord("{")]
+
+    if not any(may_end_metric_head(raw, at) for at in braces):
+        assert find_metric(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "ends"),
+    [
+        ("x - perf 3: {", True),
+        ("x - critic-step -" + "1" * 18 + ": {", True),
+        ("x - critic-step -" + "1" * 19 + ": {", False),
+        ("x - perf \u0663: {", True),  # a digit of another script: find_metric reads it
+        ("[Rank 0] Memory-Usage before train: {", False),
+        ("x - perf: {", False),
+    ],
+)
+def test_a_brace_that_may_end_a_metric_head(text: str, ends: bool) -> None:
+    raw = text.encode()
+
+    assert may_end_metric_head(raw, len(raw) - 1) is ends

@@ -86,6 +86,16 @@ NOISE = [
     "(RolloutManager pid=2411) First rollout sample: ['x - perf 3: {1}'] ft k=1 %|",
     "F\x1b[0minish rollout: {'a': 1}",
     "x.py:1 - step 1: {'train/step': 1}\rft event=gather_end",
+    # Dicts in coloured lines: a memory dump, and ANSI codes that part a metric head, a marker or a noise marker.
+    "\x1b[36m(MegatronTrainRayActor pid=2590)\x1b[0m memory_utils.py:41 - [Rank 0] Memory-Usage: {'gpu': '0'}",
+    "\x1b[36m(MegatronTrainRayActor pid=2590)\x1b[0m x.py:1 - pe\x1b[0mrf 2: {'perf/step_time': 2.0}",
+    "\x1b[36m(A pid=1)\x1b[0m x: {'a': 1} Trace\x1b[1mback (most recent call last):",
+    "\x1b[36m(A pid=1)\x1b[0m x: {'a': 1} Job 'r' \x1b[1mfailed",
+    "\x1b[36m(A pid=1)\x1b[0m x: {'a': 1} \x1b[%|1 ft\x1b[0m k=v",
+    # A head whose id is in another script's digits (Python reads them), and dicts no head leads to.
+    "(A pid=1) x.py:1 - perf \u0663: {'perf/step_time': 3.0}",
+    "(A pid=1) x.py:1 - perf 3 : {'perf/step_time': 3.0} - step 4: {'train/step': 4}",
+    "(A pid=1) memory_utils.py:41 - before: {'a': {'b': 1}} - perf x: {}",
 ]
 noise_lines = st.one_of(st.sampled_from(NOISE), st.text(max_size=40))
 docker_prefix = st.sampled_from(

@@ -196,6 +196,11 @@ pieces = st.sampled_from(
         "np.float64(1.0)",
         "'null'",
         "\t",
+        "9223372036854775808",
+        "-18446744073709551617",
+        "123456789012345678901234567890",
+        "1e400",
+        "9.3e18",
     ]
 )
 
@@ -221,3 +226,23 @@ def test_json_like_payloads_that_python_reads_otherwise() -> None:
     nested = "{'a': " + "[" * 70 + "]" * 70 + "}"
     with pytest.raises(ReprError, match="nested too deep"):
         parse_dict_repr(nested)
+
+
+@pytest.mark.parametrize(
+    "number", ["9223372036854775807", "9223372036854775808", "18446744073709551616", "-9223372036854775809", "7" * 40]
+)
+def test_integers_beyond_64_bits_read_as_the_integers_they_are(number: str) -> None:
+    # The JSON shortcut's fastest decoder reads such an integer as a float: the text goes to one that does not.
+    payload = f"{{'a': {number}, 'b': [0.5, {number}], 'c': 'x', 'd': 2.5}}"
+
+    value, end = parse_dict_repr(payload)
+
+    assert value == {"a": int(number), "b": [0.5, int(number)], "c": "x", "d": 2.5} and end == len(payload)
+    assert type(value["a"]) is int and type(value["b"][1]) is int  # type: ignore[index]
+
+
+def test_a_payload_with_text_after_it_ends_where_its_dict_ends() -> None:
+    payload = "{'a': 1.5, 'b': [2]}"
+
+    for after in ("", "  ", " \t", " [repeated 2x across cluster]", " {'c': 3}"):
+        assert parse_dict_repr("x: " + payload + after, 3) == ({"a": 1.5, "b": [2]}, 3 + len(payload))

@@ -338,3 +338,29 @@ def test_golden_parse_of_a_container_log() -> None:
         GOLDEN.write_text(text)
         pytest.fail(f"rewrote {GOLDEN.name}: check the diff and run again without REGEN_GOLDEN")
     assert text == GOLDEN.read_text()
+
+
+@pytest.mark.parametrize(
+    ("metrics", "non_finite"),
+    [
+        ({"a": 1, "b": 2.5}, {}),
+        ({"a": 1e308, "b": 1e308}, {}),  # finite, though their sum is not
+        ({"a": 10**400, "b": 0.5}, {}),  # an integer no float holds
+        ({"a": 10**400, "b": float("inf")}, {"b": "inf"}),
+        ({"a": float("inf"), "b": float("-inf"), "c": 1}, {"a": "inf", "b": "-inf"}),
+        ({"a": float("nan"), "b": "x"}, {"a": "nan"}),
+        ({"a": [1.0, float("nan")], "b": True}, {"a": "contains nan/inf"}),
+    ],
+)
+def test_strict_json_metrics_nulls_what_is_not_finite_and_keeps_the_rest(metrics, non_finite) -> None:  # noqa: ANN001
+    from harness.mileslog.records import strict_json_metrics
+
+    clean, found = strict_json_metrics(metrics)
+
+    assert found == non_finite
+    assert list(clean) == list(metrics)
+    assert all(clean[key] is None for key in non_finite if non_finite[key] != "contains nan/inf")
+    assert {key: value for key, value in clean.items() if key not in non_finite} == {
+        key: value for key, value in metrics.items() if key not in non_finite
+    }
+    assert clean is not metrics

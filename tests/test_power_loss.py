@@ -17,11 +17,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness.capture import Capture, find_runs, read_capture, read_status
 from harness.capture.bounded import iter_jsonl
 from harness.run.capture_ops import capture_rows
 from harness.run.settle import carry_out, plan_all
+from support.cuts import edge_cuts, inner_cuts
+from support.properties import examples
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.integration
@@ -83,20 +87,38 @@ def complete_lines(data: bytes) -> int:
     return data.count(b"\n")
 
 
-def test_every_cut_of_metrics_keeps_every_complete_step_and_never_parses_the_torn_tail(
+def keeps_every_complete_step(run: Path, original: bytes, keep: int) -> None:
+    """metrics.jsonl cut at `keep` and padded: every complete line read, the torn tail never parsed, only noted."""
+    (run / "metrics.jsonl").write_bytes(original)  # each cut of the whole file: none sees another's
+    cut_and_pad(run / "metrics.jsonl", keep, 4096)
+    notes: list[str] = []
+    rows = list(iter_jsonl(run / "metrics.jsonl", notes))
+    assert len(rows) == complete_lines(original[:keep]), keep
+    assert all("torn" in note and "NUL bytes: a power loss?" in note for note in notes), (keep, notes)
+    summary_read = read_capture(run)
+    assert len(summary_read.records) == complete_lines(original[:keep]), keep
+
+
+def test_metrics_cut_at_each_line_s_edges_keeps_every_complete_step_and_never_parses_the_torn_tail(
     real_capture: Path, tmp_path: Path
 ) -> None:
     original = (real_capture / "metrics.jsonl").read_bytes()
     assert complete_lines(original) == 4
-    for keep in range(0, len(original) + 1, max(1, len(original) // 40)):
-        run = copy_of(real_capture, tmp_path / str(keep))
-        cut_and_pad(run / "metrics.jsonl", keep, 4096)
-        notes: list[str] = []
-        rows = list(iter_jsonl(run / "metrics.jsonl", notes))
-        assert len(rows) == complete_lines(original[:keep])
-        assert all("torn" in note and "NUL bytes: a power loss?" in note for note in notes), notes
-        summary_read = read_capture(run)
-        assert len(summary_read.records) == complete_lines(original[:keep])
+    run = copy_of(real_capture, tmp_path)
+    for keep in edge_cuts(original):
+        keeps_every_complete_step(run, original, keep)
+
+
+@settings(max_examples=examples(50), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_metrics_cut_anywhere_keeps_every_complete_step_and_never_parses_the_torn_tail(
+    real_capture: Path, tmp_path: Path, data: st.DataObject
+) -> None:
+    original = (real_capture / "metrics.jsonl").read_bytes()
+    run = tmp_path / "capture" / "plain"
+    if not run.exists():  # one copy for every example: each writes metrics.jsonl whole before its cut
+        copy_of(real_capture, tmp_path)
+    keeps_every_complete_step(run, original, data.draw(inner_cuts(original), label="keep"))
 
 
 def test_a_status_of_nul_bytes_is_torn_and_status_says_so(real_capture: Path, tmp_path: Path) -> None:

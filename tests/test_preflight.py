@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from support.images import content_tagged
 from support.lab import IMAGE, Lab
 
 
@@ -88,7 +89,7 @@ def test_a_container_that_cannot_start_is_not_started_and_runs_again_without_ret
     context = docker_lab.root / "no-entry"
     context.mkdir()
     (context / "Dockerfile").write_text(f'FROM {IMAGE}\nENTRYPOINT ["/no/such/trainer"]\n')
-    broken = docker_build(context, "miles-gb10-lab/no-entry:test")
+    broken = docker_build(context, content_tagged("miles-gb10-lab/no-entry:test", context))
     run = docker_lab.experiment("entry", image=broken, steps=1, init=False)  # no init that starts and then fails
     result = docker_lab.cli("run", run)
     assert result.exit_code == 3

@@ -73,7 +73,9 @@ def test_bare_harness_and_python_come_only_after_the_readme_says_to_activate_the
 def test_make_setup_says_how_to_use_the_venv():
     if not (REPO_ROOT / ".venv" / "bin" / "harness").exists():
         pytest.skip("no .venv here: `make setup` creates it")
-    done = subprocess.run(["make", "-s", "setup"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    # -o: the venv taken as up to date, so no pip install runs in the checkout under the other tests' feet
+    setup = ["make", "-s", "-o", ".venv/bin/harness", "setup"]
+    done = subprocess.run(setup, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
 
     assert done.returncode == 0, done.stderr
     assert ACTIVATE in done.stdout and ".venv/bin/harness" in done.stdout
@@ -265,7 +267,7 @@ def test_every_time_the_readme_states_was_measured() -> None:
         assert stated, "no time stated: the quick start says how long make demo and make test take"
         unmeasured = [s for s in stated if "measured" not in s]
         assert unmeasured == []
-    assert "make test` took 14 minutes as measured by CI" in README
+    assert re.search(r"`make test` took \d+ minutes \(\d+ s, measured\)", README)  # the suite's own figure
     assert "MEASURED_" not in README + DEVELOPMENT.read_text()  # every placeholder filled in
 
 

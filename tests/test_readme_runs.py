@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support.clones import fresh_clone
+from support.clones import pyproject_older_than_venv
 
 REPO = Path(__file__).resolve().parent.parent
 MARK = "<!-- runnable on the simulator -->"
@@ -33,13 +33,12 @@ def test_the_readme_marks_blocks_and_each_names_real_commands() -> None:
 
 
 @pytest.mark.integration
-def test_the_readme_blocks_run_as_printed_on_a_fresh_clone(tmp_path: Path) -> None:
+def test_the_readme_blocks_run_as_printed_on_a_fresh_clone(clone: Path, tmp_path: Path) -> None:
     venv = Path(sys.prefix)
     if not (venv / "bin" / "harness").exists():
         pytest.skip(f"the tests do not run from a venv with harness installed ({sys.prefix}): `make setup`")
-    clone = fresh_clone(tmp_path / "clone")
     (clone / ".venv").symlink_to(venv)  # the README's .venv, as `make setup` would make it
-    os.utime(clone / "pyproject.toml", (0, 0))  # older than the venv: no make reinstalls it from the clone
+    pyproject_older_than_venv(clone)
     env = {
         name: value
         for name, value in os.environ.items()

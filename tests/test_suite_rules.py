@@ -132,3 +132,20 @@ def test_a_command_built_from_a_typer_app_is_reused_until_the_app_gains_a_comman
     other = typer.Typer()
     other.command("one")(lambda: None)
     assert command(other) is not first and len(builds) == 3
+
+
+def fixed_image_tags(path: Path) -> list[str]:
+    """Each `docker_build(context, TAG)` whose TAG is written out: a tag a suite of another checkout builds too."""
+    return [
+        f"{path.name}:{node.lineno}"
+        for node in nodes_of(path)
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func) == "docker_build"
+        and len(node.args) >= 2
+        and isinstance(node.args[1], (ast.Constant, ast.JoinedStr))
+    ]
+
+
+def test_every_image_a_test_builds_is_tagged_with_what_the_build_holds() -> None:
+    # Two suites at once on one engine (two checkouts): one `lab:test` each, and each ran the other's image.
+    assert [where for path in SOURCES for where in fixed_image_tags(path)] == []

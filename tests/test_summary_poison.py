@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -615,11 +616,19 @@ def test_a_rollout_time_of_0_gives_no_adjusted_time(poisoned):
 
 
 def test_no_adjusted_time_written_is_zero_or_below(poisoned):
+    medians = 0
     for name, run in poisoned["document"]["runs"].items():
         adjusted = [v for v in column(run, "rollout_time_adjusted_s") if v is not None]
         assert all(v > 0 for v in adjusted), name
+        complete = [row["rollout_time_adjusted_s"] for row in run["steps"] if row["complete"]]
+        given = [v for v in complete if v is not None]
         median = run["aggregates"]["rollout_time_adjusted_median_s"]
-        assert median is None or median > 0, name
+        if given and len(given) * 2 >= len(complete):  # null only where fewer than half the steps have a value
+            assert median == statistics.median(given) and median > 0, name
+            medians += 1
+        else:
+            assert median is None, name
+    assert medians >= len(poisoned["document"]["runs"]) // 2  # most runs keep their median: the check above ran
 
 
 # ---------------------------------------------------------------- the time scale of simulated runs

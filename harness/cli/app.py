@@ -4,23 +4,42 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, NoReturn, Optional, Sequence, TypeVar
+from typing import Annotated, Any, Callable, Iterator, List, MutableMapping, NoReturn, Optional, Sequence, TypeVar
 
-import click
 import typer
 from typer.core import TyperGroup
-from typing_extensions import Annotated
 
 from harness.errors import ExitCode, HarnessError
-from harness.fs.files import RefusedPath
 
 
 class HarnessGroup(TyperGroup):
-    """The `harness` command group: a usage error (a bad flag, command or value) is one line through `fail`, as
-    every other error is, never click's own `Usage: ... Error: ...` block."""
+    """The `harness` command group: its commands load when looked up (`LazyCommands`), and a usage error (a bad
+    flag, command or value) is one line through `fail`, as every other error is, never click's own `Usage: ...
+    Error: ...` block."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = LazyCommands(self.commands)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # the names only: listing loads nothing
+
+    def parse_args(self, ctx: Any, args: List[str]) -> List[str]:
+        read_as_given(self.get_params(ctx))
+        return super().parse_args(ctx, args)
+
+    def resolve_command(self, ctx: Any, args: List[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None:
+            # Its --help option too, which click makes as it parses, with the names this context gives it (unless the
+            # command names its own: made here, it would keep these).
+            own_help = "help_option_names" in (command.context_settings or {})
+            read_as_given(command.params if own_help else command.get_params(ctx))
+        return name, command, rest
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         with usage_errors_in_one_line():
@@ -31,10 +50,9 @@ class HarnessGroup(TyperGroup):
             return super().invoke(ctx)
 
 
-# The click typer parses with: its own copy in newer typers (typer._click), the click package in older ones.
-CLICK_ERRORS = tuple(
-    {cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException"} | {click.ClickException}
-)
+# The click typer parses with: its own copy in newer typers (typer._click), the click package in older ones (whose
+# BadParameter is click's own): never the click package beside typer's copy, so it is not imported for this.
+CLICK_ERRORS = tuple(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
 
 
 @contextlib.contextmanager
@@ -56,6 +74,90 @@ def usage_errors_in_one_line() -> Iterator[None]:
         if context is not None and ("BadParameter" not in kinds or "MissingParameter" in kinds):
             said += f"; see `{context.command_path} --help`"
         fail(said, err.exit_code)
+
+
+class LazyCommands(MutableMapping[str, Any]):
+    """The commands of `harness` by name, in the order of `harness.cli.COMMANDS`: a command's module is imported,
+    and its click command built as typer builds it, the first time the command is looked up, so a command starts
+    without the imports of the others. Names and iteration load nothing (the suggestions for a mistyped command
+    read the names only)."""
+
+    def __init__(self, built: MutableMapping[str, Any]) -> None:
+        self._built = dict(built)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            self._load(name)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._built or name in _registry()
+
+    def __iter__(self) -> Iterator[str]:
+        registry = _registry()
+        yield from registry
+        yield from (name for name in self._built if name not in registry)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def _load(self, name: str) -> None:
+        module = _registry().get(name)
+        if module is None:
+            raise KeyError(name)
+        importlib.import_module(f"harness.cli.{module}")
+        # typer builds the group of every command registered so far: the new module's are taken from it.
+        built = typer.main.get_group(app).commands
+        assert isinstance(built, LazyCommands)
+        for other, command in built._built.items():
+            self._built.setdefault(other, command)
+        if name not in self._built:
+            raise KeyError(name)  # a registry entry whose module defines no such command: a bug the tests catch
+
+
+def _registry() -> dict[str, str]:
+    from harness.cli import COMMANDS
+
+    return COMMANDS
+
+
+class _AsGiven:
+    """Typer's coercion of a plain `str` or `bool` parameter, minus the pydantic validator newer typers build for
+    it (whose import costs a command such as `parse-log FILE` about a tenth of a second, more than the rest of its
+    start): a value click gives as None or as that type already is the value typer would give; anything else is
+    left to typer's own coercion."""
+
+    def __init__(self, kind: type) -> None:
+        self.kind = kind
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None or type(value) is self.kind:
+            return value
+        param._runtime_param = None
+        return param.get_runtime_param().coerce(value, param=param, ctx=ctx)
+
+
+def read_as_given(params: Sequence[Any]) -> None:
+    """Each plain `str` or `bool` parameter of a command read by `_AsGiven`; a typer that builds no validators (no
+    `_runtime_param`) is left as it is."""
+    for param in params:
+        described = getattr(param, "type_descriptor", None)
+        if (
+            getattr(param, "_runtime_param", False) is None
+            and described is not None
+            and described.annotation in (str, bool)
+            and described.file_annotation is None
+            and getattr(described.parameter_info, "parser", None) is None
+            and param.nargs == 1
+            and not param.multiple
+        ):
+            param._runtime_param = _AsGiven(described.annotation)
 
 
 app = typer.Typer(
@@ -213,8 +315,6 @@ def command(*args: Any, on: Optional[typer.Typer] = None, **kwargs: Any) -> Call
                 code = function(*a, **kw)
             except HarnessError as err:
                 fail(err.message, err.exit_code)
-            except RefusedPath as err:  # a write the one writer refused: not a bug, one line
-                fail(err.message, ExitCode.BAD_INPUT)
             except KeyboardInterrupt:
                 fail("interrupted", ExitCode.INTERRUPTED)
             except (typer.Exit, typer.Abort, SystemExit):
@@ -226,6 +326,10 @@ def command(*args: Any, on: Optional[typer.Typer] = None, **kwargs: Any) -> Call
                 discard_stdout()
                 raise typer.Exit(0) from None
             except Exception as err:  # a bug: still one line, unless asked for more
+                from harness.fs.files import RefusedPath
+
+                if isinstance(err, RefusedPath):  # a write the one writer refused: not a bug, one line
+                    fail(err.message, ExitCode.BAD_INPUT)
                 if os.environ.get("HARNESS_DEBUG"):
                     raise
                 fail(

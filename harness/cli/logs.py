@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
-from typing_extensions import Annotated
 
 from harness.cli.app import JsonOption, command, stdout
 

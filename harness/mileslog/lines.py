@@ -13,6 +13,7 @@ linear time.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -45,6 +46,14 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
 
 
+_ANSI_BYTES = re.compile(_ANSI.pattern.encode())
+
+
+def strip_ansi_bytes(raw: bytes) -> bytes:
+    """`strip_ansi` of undecoded text: the codes are ASCII, and so is every byte they may hold."""
+    return _ANSI_BYTES.sub(b"", raw) if b"\x1b" in raw else raw
+
+
 def split_ray_prefix(text: str) -> tuple[str, str]:
     """(source, rest): `(MegatronTrainRayActor pid=7, ip=...) x` -> ('MegatronTrainRayActor pid=7, ip=...', 'x').
 
@@ -53,10 +62,22 @@ def split_ray_prefix(text: str) -> tuple[str, str]:
     """
     if not text.startswith("("):
         return "", text
-    m = _RAY_PREFIX.match(text)
-    if m is None:
+    # The prefix holds no bracket, so it can only end at the first `)`: the few a log has are read once each.
+    close = text.find(")", 0, _RAY_PREFIX_LONGEST)
+    source = None if close < 0 else _ray_source(text[: close + 1])
+    if source is None:
         return "", text
-    return m.group(1), text[m.end() :]
+    return source, text[close + 2 if text.startswith(" ", close + 1) else close + 1 :]
+
+
+_RAY_PREFIX_LONGEST = 1 + 200 + len("pid=") + 10 + 120 + 1  # what `_RAY_PREFIX` matches up to its `)`, at most
+
+
+@functools.lru_cache(maxsize=256)
+def _ray_source(head: str) -> str | None:
+    """The source of a Ray prefix `head` that ends at its `)`, or None where it is no prefix."""
+    m = _RAY_PREFIX.fullmatch(head)
+    return None if m is None else m.group(1)
 
 
 def find_metric(segment: str) -> re.Match[str] | None:
@@ -67,6 +88,20 @@ def find_metric(segment: str) -> re.Match[str] | None:
 
 
 _KIND_AFTER_DASH = re.compile(f" - (?:{'|'.join(KINDS)}) ".encode())
+
+
+_METRIC_HEAD_BYTES = re.compile(_METRIC_HEAD.pattern.encode())
+_METRIC_HEAD_LONGEST = len(" - critic-step -: {") + 18
+
+
+def may_end_metric_head(raw: bytes, brace: int) -> bool:
+    """False when the `{` at `brace` of undecoded text without ANSI codes ends no ` - KIND ID: {` head: read as
+    ASCII, as `find_metric` reads it once decoded (bytes beyond ASCII before it: perhaps digits of another script,
+    which `find_metric` takes; True)."""
+    start = max(brace - _METRIC_HEAD_LONGEST + 1, 0)
+    if not raw[start:brace].isascii():
+        return True
+    return _METRIC_HEAD_BYTES.search(raw, start, brace + 1) is not None
 
 
 def may_hold_metric(raw: bytes) -> bool:
@@ -238,9 +273,12 @@ def count_noise(text: str) -> dict[str, int]:
     """The noise in lines nothing else reads, by kind: each kind's marker counted where it occurs (a tqdm line of
     three renders joined by carriage returns is three), `ft key=` where it starts a line or follows a space or `)`."""
     found = {kind: text.count(marker) for marker, kind in _COUNTED if marker in text}
-    if "ft " in text:
-        found["ft"] = len(_FT_TEXT.findall(text))
-    return {kind: n for kind, n in found.items() if n}
+    # "ft " in words (left, soft, draft) is common: the pattern runs only where a `ft ` may start one
+    if text.startswith("ft ") or " ft " in text or ")ft " in text or "\nft " in text:
+        ft = len(_FT_TEXT.findall(text))
+        if ft:
+            found["ft"] = ft
+    return found
 
 
 def count_noise_bytes(buf: bytes, start: int, stop: int) -> dict[str, int]:

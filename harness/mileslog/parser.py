@@ -70,6 +70,7 @@ from harness.mileslog.lines import (
     find_metric,
     is_oom,
     job_failed,
+    may_end_metric_head,
     may_hold_metric,
     missing_path,
     noise_kind,
@@ -79,6 +80,7 @@ from harness.mileslog.lines import (
     read_metric,
     split_ray_prefix,
     strip_ansi,
+    strip_ansi_bytes,
 )
 from harness.mileslog.pyrepr import PyDict, PyValue
 from harness.mileslog.records import EvalRecord, Failure, Metrics, ParsedLog, Problem, StepRecord
@@ -101,6 +103,7 @@ FINISHED_TRACEBACK_LINES = 50
 
 CHUNK_BYTES = 1 << 23
 _NOISE_BYTES = tuple(marker.encode() for marker in NOISE_MARKERS)
+_READ_BYTES = _OTHER_MARKERS + _NOISE_BYTES
 
 
 def _unread(line: str) -> bool:
@@ -279,17 +282,24 @@ class LogParser:
         if self._finished:
             raise RuntimeError("LogParser.feed_stream after finish()")
         out: list[StepRecord] = []
-        carry = b""
+        carry = b""  # the start of a line that goes on in the next chunk
         while True:
             chunk = stream.read(chunk_bytes)
             if not chunk:
                 break
+            start = 0
             if carry:
-                chunk = carry + chunk
+                # Only the line that spans the two chunks is joined: joining whole chunks costs a copy of each.
+                start = chunk.find(b"\n") + 1
+                if not start:
+                    carry += chunk
+                    continue
+                line = carry + chunk[:start]
+                self._scan(line, 0, len(line), out)
             end = chunk.rfind(b"\n") + 1
-            if end:
-                self._scan(chunk, end, out)
-            carry = chunk[end:]
+            if end > start:
+                self._scan(chunk, start, end, out)
+            carry = chunk[max(start, end) :]
         if carry:
             out.extend(self.feed(carry.decode("utf-8", "replace")))
         return out
@@ -316,19 +326,26 @@ class LogParser:
 
     # ---- the per-line work --------------------------------------------------------------
 
-    def _scan(self, buf: bytes, end: int, out: list[StepRecord]) -> None:
-        """Process the complete lines of buf[:end] (end is just past a newline)."""
+    def _scan(self, buf: bytes, begin: int, end: int, out: list[StepRecord]) -> None:
+        """Process the complete lines of buf[begin:end] (begin is where a line starts, end is just past a newline)."""
         find, count, rfind = buf.find, buf.count, buf.rfind
         # Every line's noise is counted here at once, as if nothing read it; a line `_process` sees has its own
         # taken back first, and `_process` counts it as `feed` would.
-        self._add_noise(count_noise_bytes(buf, 0, end), 1)
-        # Next occurrence of `: {` and of each other marker; -1 means "look again".
-        next_at = [-1] * (1 + len(_OTHER_MARKERS))
-        pos = 0
+        self._add_noise(count_noise_bytes(buf, begin, end), 1)
+        # The next `: {` (a dict) and the next of the other markers, each searched for once per buffer (`end`: none;
+        # below pos: look again).
+        other_at = [-1] * len(_OTHER_MARKERS)
+        other = dict_at = -1
+        heads_only = find(b"\x1b", begin, end) < 0  # no ANSI code that removed could join a head
+        pos = begin
         n = self._line_no
         while pos < end:
             if self._idle:
-                best = _next_marker(buf, pos, end, next_at)
+                if other < pos:
+                    other = _next_others(buf, pos, end, other_at)
+                if dict_at < pos:
+                    dict_at = _next_dict(buf, pos, end, heads_only)
+                best = dict_at if dict_at < other else other
                 if best >= end:
                     n += count(b"\n", pos, end)
                     break
@@ -340,9 +357,7 @@ class LogParser:
             n += 1
             self._line_no = n
             line = buf[start:stop]
-            if self._idle and min(next_at[1:]) >= stop and b"\x1b" not in line and not may_hold_metric(line):
-                # A dict that is no metric (memory dumps), and no other marker: `_process` would only count its
-                # noise, which is counted already.
+            if self._idle and other >= stop and _only_noise(line):
                 pos = stop + 1
                 continue
             noisy = _NOISE_BYTES[0] in line or _NOISE_BYTES[1] in line or _NOISE_BYTES[2] in line or b"ft " in line
@@ -358,7 +373,7 @@ class LogParser:
 
     def _count_noise(self, line: str) -> None:
         """Count the noise in a line nothing reads: each noise marker's occurrences (`lines.count_noise`)."""
-        if any(marker in line for marker in NOISE_MARKERS):
+        if any(map(line.__contains__, NOISE_MARKERS)):
             for kind, found in count_noise(line).items():
                 self._noise[kind] = self._noise.get(kind, 0) + found
 
@@ -651,25 +666,38 @@ class LogParser:
         self._problems.append(problem)
 
 
-def _next_marker(buf: bytes, pos: int, end: int, next_at: list[int]) -> int:
-    """Where the next marker is at or after pos (`end`: none); `next_at` remembers each one found,
-    so a buffer is searched once per marker."""
+def _only_noise(line: bytes) -> bool:
+    """True for an undecoded line with no marker but `: {`, read while idle, in which `_process` would find nothing
+    to read and count the noise as `count_noise_bytes` counted it: a dict that is no metric (memory dumps). ANSI
+    codes are taken out first, as `_process` takes them out (one may part a metric head or another marker); a line
+    with them and a noise marker is left to `_process`, which then counts the noise segment by segment."""
+    if b"\x1b" not in line:
+        return not may_hold_metric(line)
+    bare = strip_ansi_bytes(line)
+    return not (
+        may_hold_metric(bare) or any(map(line.__contains__, _READ_BYTES)) or any(map(bare.__contains__, _READ_BYTES))
+    )
+
+
+def _next_dict(buf: bytes, pos: int, end: int, heads_only: bool) -> int:
+    """Where the next `: {` is at or after pos, at its `{` (`end`: none): one byte, found faster than three. With
+    `heads_only` (text without ANSI codes), only one that may end a metric head: a dict no head leads to (memory
+    dumps) is passed over without its line being looked for."""
     find = buf.find
-    at = next_at[0]
-    if at < pos:
-        at = find(b"{", pos, end)
-        while at >= 0 and buf[at - 2 : at] != b": ":
-            at = find(b"{", at + 1, end)
-        next_at[0] = at = end if at < 0 else at
-    best = at
-    for i, marker in enumerate(_OTHER_MARKERS, 1):
-        at = next_at[i]
+    at = find(b"{", pos, end)
+    while at >= 0 and (buf[at - 2 : at] != b": " or heads_only and not may_end_metric_head(buf, at)):
+        at = find(b"{", at + 1, end)
+    return end if at < 0 else at
+
+
+def _next_others(buf: bytes, pos: int, end: int, other_at: list[int]) -> int:
+    """Where the next of the other markers is at or after pos (`end`: none); `other_at` keeps where each one is
+    next, so a buffer is searched once per marker."""
+    for i, at in enumerate(other_at):
         if at < pos:
-            at = find(marker, pos, end)
-            next_at[i] = at = end if at < 0 else at
-        if at < best:
-            best = at
-    return best
+            at = buf.find(_OTHER_MARKERS[i], pos, end)
+            other_at[i] = end if at < 0 else at
+    return min(other_at)
 
 
 def _short(value: PyValue, limit: int = 80) -> str:

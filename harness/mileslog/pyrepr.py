@@ -13,7 +13,8 @@ the literals a metrics dict can hold and nothing else:
 
 Two shortcuts read the common payloads faster and exactly as the reader does
 (tests pin both): a dict that reads the same as JSON once its quotes are
-swapped goes through the C JSON decoder, and a flat dict of scalars through
+swapped goes through a C JSON decoder (orjson where the payload ends its text, else
+the json module), and a flat dict of scalars through
 one regular expression.
 
 Anything else raises `ReprError` with the column where reading stopped, so a
@@ -29,6 +30,8 @@ import json
 import math
 import re
 from typing import Collection, NoReturn, TypeAlias, Union
+
+import orjson
 
 MAX_DEPTH = 64
 
@@ -137,28 +140,51 @@ def _refuse(word: str) -> NoReturn:
 _JSON_DECODE = json.JSONDecoder(parse_constant=_refuse).raw_decode
 _JSON_LEAVES = {int, float, str}
 _JSON_CONTAINERS = {dict, list}
+_NUMBERS = {int, float}
+# orjson reads a payload that runs to the end of its text (as a metric line's does) several times faster than the
+# json module, and the same values, but for an integer beyond 64 bits, which it reads as a float: one at least this
+# large sends the text to the json module, which reads such integers as integers.
+_WIDEST_EXACT = 2.0**63
+_JSON_BLANKS = " \t\n\r"
 
 
 def _json_dict(text: str, start: int) -> tuple[PyDict, int] | None:
     rest = text[start:] if start else text
     if '"' in rest or "\\" in rest or rest.count("[") + rest.count("{") > MAX_DEPTH:
         return None
+    swapped = rest.replace("'", '"')
+    whole = swapped.rstrip(_JSON_BLANKS)
+    if whole.endswith("}"):
+        try:
+            value = orjson.loads(whole)
+        except ValueError:  # text after the payload, or no JSON: the json module says which
+            pass
+        else:
+            if isinstance(value, dict) and _no_json_words(value, orjson_read=True):
+                return value, start + len(whole)
     try:
-        value, end = _JSON_DECODE(rest.replace("'", '"'))
+        value, end = _JSON_DECODE(swapped)
     except (ValueError, RecursionError):
         return None
     return (value, start + end) if isinstance(value, dict) and _no_json_words(value) else None
 
 
-def _no_json_words(value: dict[str, object] | list[object]) -> bool:
-    """True when no None or bool is in what the JSON decoder read (the types checked in C, level by level)."""
+def _no_json_words(value: dict[str, object] | list[object], orjson_read: bool = False) -> bool:
+    """True when no None or bool is in what the JSON decoder read (the types checked in C, level by level), nor, in
+    what orjson read, a float as large as an integer beyond 64 bits."""
     items: Collection[object] = value.values() if isinstance(value, dict) else value
     types = set(map(type, items))
+    if orjson_read and float in types:
+        if types <= _NUMBERS:
+            if max(map(abs, items)) >= _WIDEST_EXACT:  # type: ignore[arg-type]  # numbers only
+                return False
+        elif not all(abs(item) < _WIDEST_EXACT for item in items if isinstance(item, float)):
+            return False
     if types <= _JSON_LEAVES:
         return True
     if not types <= _JSON_LEAVES | _JSON_CONTAINERS:
         return False
-    return all(_no_json_words(item) for item in items if isinstance(item, (dict, list)))
+    return all(_no_json_words(item, orjson_read) for item in items if isinstance(item, (dict, list)))
 
 
 class _Reader:

@@ -140,6 +140,13 @@ class StepRecord:
 
 def strict_json_metrics(metrics: Metrics) -> tuple[Metrics, dict[str, str]]:
     """(metrics with non-finite floats as None, {key: 'nan'|'inf'|'-inf'|'contains nan/inf'})."""
+    values = metrics.values()
+    if set(map(type, values)) <= _NUMBERS:
+        try:
+            if math.isfinite(sum(values)):  # type: ignore[arg-type]  # numbers only
+                return dict(metrics), {}  # every value finite: a sum of them is (a nan or an inf in it is not)
+        except OverflowError:  # an integer too large for a float: looked at one by one
+            pass
     clean: Metrics = {}
     non_finite: dict[str, str] = {}
     for key, value in metrics.items():
@@ -151,6 +158,9 @@ def strict_json_metrics(metrics: Metrics) -> tuple[Metrics, dict[str, str]]:
             non_finite[key] = "contains nan/inf"
         clean[key] = finite
     return clean, non_finite
+
+
+_NUMBERS = {int, float}
 
 
 def _finite_or_none(value: PyValue) -> PyValue:

@@ -16,6 +16,7 @@ a large capture root cost about what their bytes cost.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import fields, is_dataclass
 from pathlib import Path
@@ -108,7 +109,10 @@ def _indented(value: object, level: int) -> bytes:
     A raw newline only ever stands between tokens (a string's own newlines
     are escaped), so shifting every one shifts the layout and nothing else.
     """
-    encoded = orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    try:
+        encoded = orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    except TypeError:  # an integer beyond 64 bits (an attempt number may be any size): the standard encoder's layout
+        encoded = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False).encode()
     return encoded.replace(b"\n", b"\n" + _INDENT * level) if level else encoded
 
 
@@ -261,17 +265,25 @@ def write_summary(document: SummaryDocument, out: Path, encoded_runs: Optional[M
     return out
 
 
+def _not_json(word: str) -> None:
+    raise ValueError(f"{word} is not JSON")
+
+
 def load_summary(path: Path) -> SummaryDocument:
     """Read a summary back, typed; HarnessError (one line) when it is missing, unreadable or not this schema."""
-    from harness.capture.bounded import Unreadable, read_bounded
+    from harness.capture.bounded import Unreadable, orjson_reads_as_json, read_bounded
     from harness.errors import ExitCode, HarnessError
 
     path = Path(path)
     try:
-        data = orjson.loads(read_bounded(path, MAX_SUMMARY_BYTES))
+        raw = read_bounded(path, MAX_SUMMARY_BYTES)
+        # Strict both ways (no NaN or Infinity); an integer past 64 bits (an attempt number) read as one.
+        data = orjson.loads(raw) if orjson_reads_as_json(raw) else json.loads(raw, parse_constant=_not_json)
     except FileNotFoundError:
         raise HarnessError(f"no summary at {path}: run `harness summarize` first", ExitCode.NOT_FOUND) from None
-    except (Unreadable, orjson.JSONDecodeError) as err:
+    except RecursionError:
+        raise HarnessError(f"cannot read the summary {path}: nested too deeply") from None
+    except (Unreadable, ValueError) as err:
         raise HarnessError(f"cannot read the summary {path}: {err}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
         raise HarnessError(f"{path} is not a {SCHEMA_ID} summary")

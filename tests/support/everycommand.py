@@ -95,6 +95,12 @@ RECIPES: dict[Path_, Callable[[Path_, list[str], list[str]], list[list[str]]]] =
         + ["--experiments-dir", EXPERIMENTS, "--capture-dir", ROOT]
     ],
     ("sim",): lambda path, runs, picked: [["sim", "--num-rollout", "1", "--time-scale", "0"]],
+    # Its plan reads the root's captures for seeds it may reuse; a real decision runs seeds, as `run` does above.
+    ("decide",): lambda path, runs, picked: [
+        ["decide", "plain", "e2b-dapo-filter", "--sim", "--dry-run", *more]
+        + ["--experiments-dir", EXPERIMENTS, "--capture-dir", ROOT]
+        for more in ([], ["--json"])
+    ],
     ("show",): lambda path, runs, picked: [["show", "plain", "--experiments-dir", EXPERIMENTS]],
     ("ls",): lambda path, runs, picked: [["ls", "--experiments-dir", EXPERIMENTS]],
     ("parse-log",): lambda path, runs, picked: [

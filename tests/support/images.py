@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional, Sequence
 
 import pytest
 
@@ -24,17 +24,45 @@ FAKE_TRAINER_DIR = REPO_ROOT / "tests" / "images" / "fake-trainer"
 STANDIN_DIR = REPO_ROOT / "tests" / "images" / "miles-standin"
 
 
-def content_tag(directory: Path) -> str:
-    """12 hex of what a build context holds: another checkout's suite on the same Docker engine, whose context
-    differs, builds and runs its own tag, never this one's."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+def content_tag(directory: Path, only: Sequence[str] = (), build_args: Optional[Mapping[str, str]] = None) -> str:
+    """12 hex of what a build context holds (`only`: those of its files and directories) and the build's arguments:
+    another checkout's suite on the same Docker engine, whose build differs, builds and runs its own tag, never this
+    one's, while a suite beside it with the same build shares the tag."""
+    digest = hashlib.sha256(repr(sorted((build_args or {}).items())).encode())
+    roots = [directory / name for name in only] if only else [directory]
+    found = (path for root in roots for path in ([root] if root.is_file() else root.rglob("*")))
+    files = {path for path in found if path.is_file() and "__pycache__" not in path.parts}  # bytecode: not built in
+    for path in sorted(files):
         digest.update(path.relative_to(directory).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
 
-FAKE_TRAINER_IMAGE = f"miles-gb10-lab/fake-trainer:test-{content_tag(FAKE_TRAINER_DIR)}"
-STANDIN_IMAGE = f"miles-gb10-lab/miles-standin:test-{content_tag(STANDIN_DIR)}"
+def content_tagged(
+    image: str, directory: Path, only: Sequence[str] = (), build_args: Optional[Mapping[str, str]] = None
+) -> str:
+    """`image` (a name and tag, such as miles-gb10-lab/lab:test) with the build's `content_tag` after its tag."""
+    return f"{image}-{content_tag(directory, only, build_args)}"
+
+
+def dockerfile_sources(dockerfile: Path) -> list[str]:
+    """The Dockerfile and what its COPY and ADD lines take from the context: all of the context the image holds."""
+    sources = [dockerfile.name]
+    for line in dockerfile.read_text().splitlines():
+        words = line.split()
+        if words and words[0].upper() in ("COPY", "ADD"):
+            sources += [word for word in words[1:-1] if not word.startswith("--")]
+    return sources
+
+
+FAKE_TRAINER_IMAGE = content_tagged("miles-gb10-lab/fake-trainer:test", FAKE_TRAINER_DIR)
+STANDIN_IMAGE = content_tagged("miles-gb10-lab/miles-standin:test", STANDIN_DIR)
+
+
+def lab_image_tag(image: str, miles_base: str) -> str:
+    """A tag for the lab image (the checkout's Dockerfile) built on `miles_base` with the base's Miles kept."""
+    return content_tagged(
+        image, REPO_ROOT, dockerfile_sources(REPO_ROOT / "Dockerfile"), {"MILES_BASE": miles_base, "MILES_COMMIT": ""}
+    )
 
 
 def offline_image(kind: str) -> str:
