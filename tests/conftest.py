@@ -76,6 +76,7 @@ pytest_plugins = [
     "support.clones",
     "support.experiment_files",
     "support.commands",
+    "support.resume_lab",
     "support.order",
 ]
 
@@ -95,6 +96,7 @@ FIXTURE_MARKERS = {
     "ticker": {"integration"},
     "clone": {"integration"},
     "ray_cluster": {"ray"},
+    "process_resume_lab": {"integration"},
 }
 
 

@@ -235,7 +235,7 @@ def url_lab(tmp_path: Path) -> Path:
         "engine": "process",
         "command": ["python3", "entry.py", "--mirror", f"http://u:{URL_SECRETS['command']}/x@mirror:3128"],
         "miles": {
-            "args": {"load": f"https://u:{URL_SECRETS['load']}@h/ckpt"},
+            "args": {"ref-load": f"https://u:{URL_SECRETS['load']}@h/ckpt"},  # (--load is the harness's own)
             "extra_args": f"--wandb-host https://u:{URL_SECRETS['extra']}@h",
         },
         "container": {
@@ -293,7 +293,7 @@ def test_the_dry_run_and_show_hide_every_url_password(url_lab: Path, json_: bool
 
 
 def test_the_dry_run_of_the_finding_hides_the_password_of_a_trainer_flag(url_lab: Path) -> None:
-    load = "--set=miles.args.load=https://u:pwSETAAA26@h/x"
+    load = "--set=miles.args.ref-load=https://u:pwSETAAA26@h/x"
     extra = "--set=miles.extra_args=--wandb-host https://u:xyzSECRET1@h"
     for done in (
         cli(url_lab, "run", "urls", "--dry-run", load, extra, "--capture-dir", "capture"),

@@ -6,7 +6,6 @@ import ast
 import io
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from harness.lab.milesargv import read_base_args
 from harness.mileslog import parse_lines
 from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, parse_argv
 from harness.sim.trainer import StepLog, simulate
-from support.timing import scaled
+from support.lines import LineReader
 
 REPO = Path(__file__).resolve().parent.parent
 FILTER_EXTRA = ["--dynamic-sampling-filter-path", CURRENT_FILTER_PATH, "--over-sampling-batch-size", "48"]
@@ -273,40 +272,6 @@ def test_sim_imports_only_the_standard_library() -> None:
         [sys.executable, "-S", "-E", "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert done.stdout.strip() == "0 []", done.stderr
-
-
-class LineReader:
-    """Reads a process's stdout from its file descriptor, so a test can wait for a line and act at once."""
-
-    def __init__(self, proc: subprocess.Popen) -> None:
-        self.fd = proc.stdout.fileno()
-        self.seen: list[str] = []
-        self._buffer = b""
-
-    def _read(self, timeout: float) -> bool:
-        ready, _, _ = select.select([self.fd], [], [], timeout)
-        chunk = os.read(self.fd, 65536) if ready else b""
-        *lines, self._buffer = (self._buffer + chunk).split(b"\n")
-        self.seen.extend(line.decode() + "\n" for line in lines)
-        return bool(chunk)
-
-    def until(self, marker: str, timeout: float) -> None:
-        """Wait for the first line containing marker."""
-        deadline = time.monotonic() + scaled(timeout)
-        checked = 0
-        while True:
-            if any(marker in line for line in self.seen[checked:]):
-                return
-            checked = len(self.seen)
-            left = deadline - time.monotonic()
-            if left <= 0 or not self._read(left):
-                raise AssertionError(f"no line with {marker!r} within {timeout} s; got {self.seen[-3:]}")
-
-    def rest(self) -> list[str]:
-        """Every line to the end of the stream (call after the process ended)."""
-        while self._read(10):
-            pass
-        return self.seen
 
 
 def start_sim(*args: str) -> subprocess.Popen:

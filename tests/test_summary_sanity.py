@@ -177,10 +177,10 @@ def test_a_run_that_cannot_be_summarized_is_skipped_and_the_others_stay(tmp_path
     write_run(tmp_path, "bad")
     real = summarize_module.summarize_run
 
-    def broken(capture):  # noqa: ANN001, ANN202 - a bug in the code, for one run only
+    def broken(capture, *parts):  # noqa: ANN001, ANN002, ANN202 - a bug in the code, for one run only
         if capture.name == "bad":
             raise ZeroDivisionError("a bug")
-        return real(capture)
+        return real(capture, *parts)
 
     monkeypatch.setattr(summarize_module, "summarize_run", broken)
     result = summarize_module.summarize_with_warnings(tmp_path, workers=1)

@@ -14,6 +14,12 @@ events, in the order they were written:
 The translator does not depend on how the three files interleave (see
 harness.board.translate), so a rebuilt run carries the same records as the
 run written live.
+
+A run resumed from a checkpoint is replayed as one run (docs/checkpoints.md,
+"A stitched run"): each attempt of its lineage's files in turn, its steps
+only those it gives the run, and at each resume a marker: `run/resumed` (the
+attempt's number, at the rollout it continued from) and a `run/resumes` text
+saying from which checkpoint, after how long down.
 """
 
 from __future__ import annotations
@@ -21,12 +27,16 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional, Sequence
 
 from harness.board.live import SinkFactory, tensorboard_sinks
-from harness.board.names import board_run_name
-from harness.board.records import Record
-from harness.board.translate import RunBoard
+from harness.board.names import RUN_PREFIX, board_run_name
+from harness.board.records import Record, Scalar, Text
+from harness.board.translate import RunBoard, wall_seconds
+from harness.capture.attempts import RunAttempts
+from harness.capture.reader import current_attempt
+from harness.checkpoints.layout import iteration_name
+from harness.checkpoints.lineage import read_resume, resume_chain
 from harness.times import parse_time_us
 
 if TYPE_CHECKING:
@@ -34,26 +44,86 @@ if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
 
 _LINE_FILES = ("metrics.jsonl", "pauses.jsonl", "guard.jsonl")
+RESUMED_TAG = RUN_PREFIX + "resumed"
+RESUMES_TAG = RUN_PREFIX + "resumes"
+Part = tuple[Path, int, Optional[int]]  # an attempt's directory, the first rollout it gives, the one it ends before
 
 
-def capture_events(run_dir: Path, notes: list[str]) -> Iterator[Event]:
-    """The events that wrote the capture in `run_dir`, in order (see the module doc); odd lines become notes."""
+def capture_events(run_dir: Path, notes: list[str], parts: Sequence[Part] = ()) -> Iterator[Event]:
+    """The events that wrote the capture in `run_dir`, in order (see the module doc); odd lines become notes.
+
+    `parts`: a resumed run's attempts (directory, first rollout, rollout it ends before), oldest first."""
     run_dir = Path(run_dir)
     status = _json_object(run_dir / "status.json", notes)
+    first = _json_object(parts[0][0] / "status.json", notes) if parts else None
     if status is not None:
         started: JSONObject = {**status, "state": "running", "ended_at": None, "exit_code": None, "error": None}
+        if first is not None and "started_at" in first:
+            started["started_at"] = first["started_at"]
         yield ("status", "status.json", started)
     manifest = _json_object(run_dir / "manifest.json", notes)
     if manifest is not None:
         yield ("json", "manifest.json", manifest)
-    streams = [_timed_lines(run_dir / name, rank, notes) for rank, name in enumerate(_LINE_FILES)]
-    for _, _, _, name, row in heapq.merge(*streams):
-        yield ("jsonl", name, row)
+    for directory, low, high in parts or [(run_dir, 0, None)]:
+        streams = [_timed_lines(directory / name, rank, notes) for rank, name in enumerate(_LINE_FILES)]
+        for _, _, _, name, row in heapq.merge(*streams):
+            if name == "metrics.jsonl" and not _in_part(row, low, high):
+                continue  # a step this attempt ran past the next one's checkpoint: not the run's
+            yield ("jsonl", name, row)
     args = _json_object(run_dir / "args.json", notes)
     if args is not None:
         yield ("json", "args.json", args)
     if status is not None and status.get("state") != "running":
         yield ("status", "status.json", status)
+
+
+def _in_part(row: JSONObject, low: int, high: Optional[int]) -> bool:
+    step = row.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return True  # the translator skips it itself
+    return step >= low and (high is None or step < high)
+
+
+def lineage_parts(run_dir: Path) -> list[Part]:
+    """A resumed run's attempts as (directory, first rollout, rollout it ends before), oldest first; [] when the
+    run never resumed."""
+    run_dir = Path(run_dir)
+    directory, number = current_attempt(str(run_dir), run_dir.name)
+    record, _ = read_resume(directory) if number else (None, None)
+    if record is None or not record.counts:
+        return []
+    attempts = RunAttempts(run_dir)
+    head = next((a for a in attempts.all() if a.number == number), None)
+    if head is None:
+        return []
+    links, _ = resume_chain(attempts, head)
+    return [
+        (link.attempt.directory, link.record.next_rollout_id if link.record is not None else 0, link.until)
+        for link in links
+    ]
+
+
+def resume_markers(parts: Sequence[Part], notes: list[str]) -> list[Record]:
+    """At each resume: `run/resumed` (the attempt's number at the rollout it continued from) and a text."""
+    records: list[Record] = []
+    previous_end: Optional[float] = None
+    for directory, low, _ in parts:
+        status = _json_object(directory / "status.json", notes) or {}
+        start = wall_seconds(status.get("started_at"))
+        attempt = status.get("attempt")
+        if low > 0 and start is not None and isinstance(attempt, int):
+            down = f" after {start - previous_end:.0f} s down" if previous_end is not None else ""
+            records.append(Scalar(RESUMED_TAG, low, start, float(attempt)))
+            records.append(
+                Text(
+                    RESUMES_TAG,
+                    low,
+                    start,
+                    f"attempt {attempt} resumed at rollout {low} from {iteration_name(low)}{down}",
+                )
+            )
+        previous_end = wall_seconds(status.get("ended_at")) or previous_end
+    return records
 
 
 def _timed_lines(path: Path, rank: int, notes: list[str]) -> Iterator[tuple[int, int, int, str, JSONObject]]:
@@ -94,13 +164,15 @@ def _json_object(path: Path, notes: list[str]) -> Optional[JSONObject]:
 
 
 def replay_records(run: str, run_dir: Path, notes: Optional[list[str]] = None) -> tuple[RunBoard, list[Record]]:
-    """The translator after the whole capture, and every record of the run."""
+    """The translator after the whole capture (a resumed run's lineage stitched), and every record of the run."""
     board = RunBoard(run)
+    notes = notes if notes is not None else []
+    parts = lineage_parts(run_dir)
     records: list[Record] = []
-    for event in capture_events(run_dir, notes if notes is not None else []):
+    for event in capture_events(run_dir, notes, parts):
         records += board.feed(event)
     records += board.finish()
-    return board, records
+    return board, records + resume_markers(parts, notes)
 
 
 @dataclass

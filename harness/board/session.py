@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from harness.board.live import LiveBoard, Sink, SinkFactory, TensorBoardSink
 from harness.board.names import TENSORBOARD_DIR_NAME
+from harness.board.replay import lineage_parts
 from harness.capture.reader import attempt_number
 
 if TYPE_CHECKING:
@@ -97,8 +98,8 @@ def _show_current_attempt(run: str, capture_root: Path, written: Optional[int], 
     except OSError:
         return  # not a link to an attempt: nothing else is current
     current = attempt_number(Path(target).name)
-    if current is None or written is None or current == written:
-        return
+    if current is None or written is None or (current == written and not lineage_parts(run_path)):
+        return  # (a resumed attempt, current, is shown with the attempts it continues: rebuilt)
     try:
         rebuild_run(run, run_path, tensorboard_sinks(capture_root), Rebuilt())
     except OSError as err:

@@ -367,15 +367,15 @@ class RunAttempts:
             self.choices_path, {"attempt": attempt.number, "at": now_rfc3339(), "by": by, "why": why}, root=self.root
         )
 
-    def started(self, attempt: Attempt) -> None:
+    def started(self, attempt: Attempt, why: str = "no attempt of the run had succeeded") -> None:
         """A new attempt shows as the run's capture from its start, unless an attempt that succeeded is current:
-        that one stays current until this one has succeeded too."""
+        that one stays current until this one has succeeded too. (A resumed attempt, once its resume is verified.)"""
         current = self.current()
         if current is not None and current.number != attempt.number:
             found = current.status_read().status
             if found is not None and found.state == RunState.SUCCEEDED:
                 return
-        self.make_current(attempt, by="harness run", why="no attempt of the run had succeeded")
+        self.make_current(attempt, by="harness run", why=why)
 
     def succeeded(self, attempt: Attempt, *, by: str = "harness run", why: str = "it succeeded") -> bool:
         """An attempt that succeeded becomes the run's capture, unless a newer attempt that succeeded is current

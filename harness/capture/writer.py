@@ -33,8 +33,8 @@ from harness.fs.files import write_whole
 Event = tuple[str, str, object]
 Forward = Callable[[Event], None]
 
-JSON_FILES = frozenset({"manifest.json", "args.json"})
-JSONL_FILES = frozenset({"metrics.jsonl", "pauses.jsonl", "guard.jsonl"})
+JSON_FILES = frozenset({"manifest.json", "args.json", "resume.json"})  # resume.json: docs/checkpoints.md
+JSONL_FILES = frozenset({"metrics.jsonl", "pauses.jsonl", "guard.jsonl", "checkpoints.jsonl"})
 
 
 class CaptureWriter:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from typing_extensions import Annotated
@@ -165,14 +166,26 @@ def stop(
     timeout_s: Annotated[float, typer.Option("--timeout-s", help="How long to wait for the run to end.")] = 180.0,
     capture_dir: CaptureDirOrSim = None,
     sim: SimCapturesOption = False,
+    checkpoint: Annotated[
+        bool,
+        typer.Option(
+            "--checkpoint",
+            help="First ask the trainer for a checkpoint (at its next rollout's end), wait until it is verified, "
+            "then stop: `harness run --resume` continues from it (docs/checkpoints.md).",
+        ),
+    ] = False,
 ) -> None:
     """Stop a running run gracefully; its harness records it as stopped with the reason."""
     from harness.capture import find_capture
     from harness.run.capture_ops import request_stop
+    from harness.run.checkpoint_ops import request_checkpoint_then_stop
 
-    final = request_stop(
-        find_capture(capture_root(capture_dir, sim), run), reason, timeout_s=timeout_s, note=note, warn=warn
-    )
+    found = find_capture(capture_root(capture_dir, sim), run)
+    if checkpoint:
+        saved, final = request_checkpoint_then_stop(found, reason, timeout_s=timeout_s, note=note, warn=warn)
+        stdout().print(f"{stop_line(run, final)}; resume from {saved} with `harness run --resume`", markup=False)
+        return
+    final = request_stop(found, reason, timeout_s=timeout_s, note=note, warn=warn)
     stdout().print(stop_line(run, final), markup=False)
 
 
@@ -331,6 +344,19 @@ def recover(
         console.print(
             f"{plan.label}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
             f"{result.lines_saved} log line(s) added, {_kind(plan, final)} {result.container}{closed}{kept}{current}",
+            markup=False,
+        )
+    _say_resumable(console, capture_root(capture_dir, sim))
+
+
+def _say_resumable(console: Any, root: Path) -> None:
+    """The runs that can continue from a checkpoint, each with the command that does it."""
+    from harness.run.checkpoint_ops import resumable_runs
+
+    for found in resumable_runs(root, lambda simulated: capture_root(None, simulated)):
+        check = found.choice.check
+        console.print(
+            f"{found.run}: can resume from {check.name} (rollout {check.rollout_id + 1} onward): {found.command}",
             markup=False,
         )
 

@@ -240,6 +240,25 @@ WandbOption = Annotated[
         "nothing is sent: `wandb sync` uploads it (docs/tensorboard.md).",
     ),
 ]
+ResumeOption = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Continue the run from its newest complete checkpoint, as a new attempt of the same run, verified from "
+        "the trainer's own lines (docs/checkpoints.md; make: ARGS=--resume).",
+    ),
+]
+AutoResumeOption = Annotated[
+    Optional[int],
+    typer.Option(
+        "--auto-resume",
+        min=0,
+        max=100,
+        metavar="N",
+        help="Resume by itself up to N times when an attempt fails with a checkpoint behind it (over the "
+        "experiment's resume.auto).",
+    ),
+]
 ExperimentArgument = Annotated[
     Optional[str],
     typer.Argument(
@@ -326,11 +345,15 @@ def run(
     wandb: WandbOption = False,
     ray: RayOption = None,
     nodes: NodesOption = 1,
+    resume: ResumeOption = False,
+    auto_resume: AutoResumeOption = None,
 ) -> Optional[ExitCode]:
     from harness.errors import HarnessError
     from harness.run.context import RunOptions
     from harness.run.lifecycle import exit_code_for, run_planned, stop_on_signals
 
+    if resume and force:
+        raise HarnessError("--resume and --force are exclusive (--resume continues the run, --force starts it anew)")
     experiment = chosen_experiment(experiment)
     capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
@@ -341,13 +364,20 @@ def run(
     if len(plans) != 1:
         raise HarnessError(f"{experiment} is a sweep file: run it with `harness sweep {experiment}`")
     (plan,) = plans
-    options = RunOptions(mode="force" if force else "retry", wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s)
+    options = RunOptions(
+        mode="force" if force else "retry",
+        wait_for_gpu=not no_wait,
+        keep=keep,
+        grace_s=grace_s,
+        resume=resume,
+        auto_resume=auto_resume,
+    )
     if ray or nodes > 1:
         from harness.cli.cluster import run_command_on_ray
 
         return run_command_on_ray(plan, address=ray, nodes=nodes, dry_run=dry_run, as_json=json_, options=options)
     if dry_run:
-        return _dry_run(plan, options.mode, as_json=json_)
+        return _dry_run(plan, options, as_json=json_)
     _, ctx = _context([plan], capture_dir, options, say_skips=False, verbose=verbose)
     with stop_on_signals(ctx.stop, ctx.reporter.note):
         result = run_planned(plan, ctx)
@@ -360,15 +390,20 @@ def run(
     return exit_code_for([result.status.state])
 
 
-def _dry_run(plan: "Planned", mode: "Mode", *, as_json: bool) -> Optional[ExitCode]:
+def _dry_run(plan: "Planned", options: "RunOptions", *, as_json: bool) -> Optional[ExitCode]:
     """Show what `run` would start and what its checks found; fail as `run` would refuse, so a script can use the
     dry run as a preflight (exit 0: the run would start, or has succeeded already)."""
+    from harness.capture import Capture
     from harness.errors import HarnessError
     from harness.run.lifecycle import decide_on_capture
     from harness.run.plan import next_attempt_spec
+    from harness.run.resume import plan_checkpoint_start
 
+    decision = decide_on_capture(plan, options.mode)
+    if decision.action == "run":  # what the run would decide about its checkpoints (reading only)
+        never_ran = Capture(Path(plan.spec.capture_dir)).status_read().absent
+        plan = plan_checkpoint_start(plan, resume=options.resume and not never_ran, mode=options.mode)
     spec = next_attempt_spec(plan.spec)
-    decision = decide_on_capture(plan, mode)
     problems, miles = preflight_report(spec)
     for problem in problems:
         warn(f"pre-flight: {problem.message}")
@@ -435,6 +470,8 @@ def sweep(
     verbose: VerboseOption = False,
     wandb: WandbOption = False,
     ray: RayOption = None,
+    resume: ResumeOption = False,
+    auto_resume: AutoResumeOption = None,
 ) -> Optional[ExitCode]:
     from harness.errors import HarnessError
     from harness.run.context import RunOptions
@@ -443,6 +480,8 @@ def sweep(
 
     if retry and force:
         raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
+    if resume and force:
+        raise HarnessError("--resume and --force are exclusive (--resume continues each run, --force starts anew)")
     if json_ and not dry_run:
         raise HarnessError("--json prints the plan of --dry-run; a sweep that runs prints its progress")
     experiment = chosen_experiment(experiment)
@@ -450,14 +489,21 @@ def sweep(
     target = sim_target_from_cli(sim, time_scale, sim_engine)
     overrides = [*(set_ or ()), *_wandb(wandb)]
     plans = plan_from_cli(experiment, experiments_dir, capture_dir, list(seeds or ()), overrides, target, variant=name)
-    mode: Mode = "force" if force else "retry" if retry else "cached"
+    mode: Mode = "force" if force else "retry" if retry or resume else "cached"
     decisions = [decide_on_capture(plan, mode) for plan in plans]
     if dry_run:
         print_sweep_plan(plans, decisions, mode, as_json=json_)
         return None
     refuse_before_starting(decisions)
     options = RunOptions(
-        mode=mode, fail_fast=fail_fast, wait_for_gpu=not no_wait, keep=keep, grace_s=grace_s, parallel=parallel
+        mode=mode,
+        fail_fast=fail_fast,
+        wait_for_gpu=not no_wait,
+        keep=keep,
+        grace_s=grace_s,
+        parallel=parallel,
+        resume=resume,
+        auto_resume=auto_resume,
     )
     if parallel > 1 and not all(takes_no_gpu(plan) for plan in plans):
         note(f"--parallel {parallel}: these runs take a GPU, so they go one per GPU, as its lock has them")

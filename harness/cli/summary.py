@@ -404,8 +404,8 @@ def plan_command(
 
 
 def _summarized_runs(capture_dir: Path, names: List[str], hint: str = "") -> dict[str, Any]:
+    from harness.checkpoints.stitch import read_run
     from harness.errors import ExitCode, HarnessError
-    from harness.summary.captures import read_capture
     from harness.summary.summarize import summarize_run
 
     out: dict[str, Any] = {}
@@ -413,7 +413,8 @@ def _summarized_runs(capture_dir: Path, names: List[str], hint: str = "") -> dic
         path = Path(capture_dir) / name
         if not (path / "status.json").is_file():
             raise HarnessError(f"no capture of {name} under {capture_dir}{hint}", ExitCode.NOT_FOUND)
-        out[name] = summarize_run(read_capture(path)).to_dict()
+        stitched = read_run(path)  # a resumed run: its lineage as one run
+        out[name] = summarize_run(stitched.capture, stitched.parts).to_dict()
     return out
 
 

@@ -28,12 +28,14 @@ from typing import Any, Optional, Sequence
 from harness.capture import Capture, CaptureLock, RunState, RunStatus, describe_os_error, this_host, utc_now
 from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.writer import EventSink, Forward
+from harness.checkpoints.lineage import RESUME_NAME
 from harness.cluster.connect import Node, NodeFacts, alive_nodes, nodes_for, run_request, shown_address
+from harness.cluster.rootcheck import root_tokens
 from harness.errors import ExitCode, HarnessError
 from harness.run.context import RunContext, StopControl
 from harness.run.decide import Decision
 from harness.run.execute import LABEL_ATTEMPT, stop_request_reason  # `harness stop`'s reason
-from harness.run.lifecycle import decide_on_capture
+from harness.run.lifecycle import checkpoint_start, decide_on_capture
 from harness.run.plan import Planned
 
 WATCH_S = 0.2
@@ -88,17 +90,30 @@ class RayRun:
 
 def check_nodes(ray: Any, plans: Sequence[Planned], nodes: Sequence[Node], address: str) -> None:
     """Before anything starts: a task on every node that could take the runs checks its engine (the image is there,
-    the mounts, the GPU runtime); a refusal is one line naming the node and what it lacks."""
+    the mounts, the GPU runtime, the checkpoint root); a refusal is one line naming the node and what it lacks."""
+    specs = {}
+    for plan in plans:  # one check per distinct image or command, resource request and checkpoint root
+        request = run_request(plan.experiment.cluster)
+        root = plan.spec.checkpoint.root if plan.spec.checkpoint is not None else None
+        specs.setdefault(
+            (plan.spec.engine, plan.spec.image, plan.spec.command, tuple(sorted(request.items())), root),
+            (plan, request),
+        )
+    with root_tokens([plan.spec for plan, _ in specs.values()]) as tokens:
+        _check_each_node(ray, specs, nodes, address, tokens)
+
+
+def _check_each_node(
+    ray: Any,
+    specs: dict[Any, tuple[Planned, dict[str, float]]],
+    nodes: Sequence[Node],
+    address: str,
+    tokens: dict[str, str],
+) -> None:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from harness.cluster.node import check_task
 
-    specs = {}
-    for plan in plans:  # one check per distinct image or command and resource request
-        request = run_request(plan.experiment.cluster)
-        specs.setdefault(
-            (plan.spec.engine, plan.spec.image, plan.spec.command, tuple(sorted(request.items()))), (plan, request)
-        )
     pending = []
     for plan, request in specs.values():
         able = nodes_for(list(nodes), request)
@@ -112,9 +127,9 @@ def check_nodes(ray: Any, plans: Sequence[Planned], nodes: Sequence[Node], addre
         task = ray.remote(check_task)
         for node in able:
             strategy = NodeAffinitySchedulingStrategy(node.facts.node_id, soft=False)
-            pending.append(
-                (node, plan, task.options(num_cpus=0, scheduling_strategy=strategy, max_retries=0).remote(plan.spec))
-            )
+            token = tokens.get(plan.spec.checkpoint.root) if plan.spec.checkpoint is not None else None
+            options = task.options(num_cpus=0, scheduling_strategy=strategy, max_retries=0)
+            pending.append((node, plan, options.remote(plan.spec, token)))
     refusals = []
     for node, _plan, ref in pending:
         try:
@@ -210,6 +225,12 @@ class RaySweep:
             return self._skipped(run)
         found = capture.status_read()
         decision = decide_on_capture(plan, self.ctx.options.mode, found)  # as a run here decides: one code path
+        if decision.action == "run":
+            try:  # the resume, decided here where the captures are (the node runs what was decided)
+                plan = checkpoint_start(plan, self.ctx, found)
+            except HarnessError as err:
+                decision = Decision(spec.run, "skip", err.message, refused=True)
+        spec = plan.spec
         run = RayRun(plan, decision, status=found.status, lock=lock)
         self.ctx.reporter.decided(decision)
         if decision.action == "skip":  # said by on_decision, as a local sweep says it; the board shows runs placed
@@ -308,10 +329,14 @@ class RaySweep:
                 run.capture.make_reserve()
                 run.sink = EventSink(run.capture, on_status=lambda status: self._as_harness(run, status))
                 run.sink.apply(event)
-                attempts.started(run.attempt)
+                if run.plan.checkpoints is None or run.plan.checkpoints.resume is None:
+                    attempts.started(run.attempt)  # a resumed attempt: once its resume is verified (below)
                 self._open_board(run)
             else:
                 run.sink.apply(event)
+                if event[1] == RESUME_NAME and isinstance(event[2], dict) and event[2].get("verified") is True:
+                    assert run.attempt is not None
+                    RunAttempts(Path(run.plan.spec.capture_dir)).started(run.attempt, why="its resume was verified")
             if run.board_put is not None:
                 run.board_put(event)
         except OSError as err:

@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
+from harness.cluster.rootcheck import checkpoint_root_problems
 from harness.errors import HarnessError
 from harness.run.context import NullReporter
 
@@ -112,7 +113,9 @@ def run_task(plan: Any, options: Any, provenance: dict[str, Any], control: Any) 
     def work() -> None:
         try:
             ctx = RunContext(
-                options=replace(options, mode="force"),  # the driver decided, under the capture's lock
+                # The driver decided, under the capture's lock; an automatic resume is the driver's to make (each
+                # attempt is one the driver records), never the node's.
+                options=replace(options, mode="force", auto_resume=0),
                 reporter=_ForwardReporter(events.put),
                 stop=stop,
                 provenance=node_provenance,
@@ -189,14 +192,17 @@ def _watch_control(control: Any, run: str, stop: Any, worker: threading.Thread) 
         time.sleep(CONTROL_POLL_S)
 
 
-def check_task(spec: Any) -> tuple[dict[str, str], list[str]]:
-    """This node's facts and what would stop `spec` from starting here (its engine's pre-flight)."""
+def check_task(spec: Any, root_token: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
+    """This node's facts and what would stop `spec` from starting here (its engine's pre-flight; for a run with
+    checkpoints, whether this node sees the checkpoint root the driver does: the token file it wrote there)."""
     from harness.engines import engine_for
 
     try:
         problems = [problem.message for problem in engine_for(spec).preflight(spec)]
     except HarnessError as err:
         problems = [err.message]
+    if spec.checkpoint is not None and root_token is not None:
+        problems += checkpoint_root_problems(spec.checkpoint.root, root_token)
     return node_facts(), problems
 
 

@@ -366,6 +366,8 @@ def mount_problems(spec: LaunchSpec) -> list[Problem]:
     for mount in spec.mounts:
         if Path(mount.source).exists():
             continue
+        if spec.checkpoint is not None and mount.source == spec.checkpoint.root:
+            continue  # the checkpoint root: the harness makes it before the start (docs/checkpoints.md)
         if mount.target == DATA_TARGET:
             problems.append(
                 Problem(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Mapping, Optional, Tuple
 
+from harness.checkpoints.layout import CheckpointSpec
 from harness.secrets import (
     redact_userinfo,
     secret_values_of,
@@ -76,6 +77,7 @@ class LaunchSpec:
     max_minutes: Optional[float]
     missing_env: Tuple[str, ...] = field(default_factory=tuple)
     secret_env: Tuple[str, ...] = field(default_factory=tuple)  # names in `env` whose values are never shown
+    checkpoint: Optional[CheckpointSpec] = None  # where and how often it saves (docs/checkpoints.md); None: never
 
     def display_env(self) -> dict[str, str]:
         """The environment with every secret's value, and every password in a URL, shown as ***."""
@@ -102,6 +104,8 @@ class LaunchSpec:
     def to_dict(self) -> JSONObject:
         """The spec as JSON-ready data, as `shown` shows it (secrets as ***)."""
         data: JSONObject = shown_json(asdict(self.shown()))
+        if self.checkpoint is None:
+            del data["checkpoint"]  # a run without checkpoints is shown as it was before they existed
         return data
 
 

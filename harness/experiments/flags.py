@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from pydantic import AfterValidator
 from typing_extensions import Annotated
 
+from harness.checkpoints.layout import CHECKPOINT_FLAGS
 from harness.errors import HarnessError
 from harness.experiments.yamlfile import one_line, shown
 from harness.lab import milesargv
@@ -27,8 +28,16 @@ BASE_RUN_LABEL = "harness/lab/base-run.args"
 
 
 # Flags the harness sets from `steps` and `seed`; setting them elsewhere would
-# make the run name, the seed sweep and the expected step count lie.
-OWNED_FLAGS = {"--num-rollout": "steps", "--seed": "seed", "--rollout-seed": "seed"}
+# make the run name, the seed sweep and the expected step count lie. The checkpoint flags it sets from the
+# `checkpoint` block (and `run --resume`): set elsewhere, a checkpoint would go where the harness does not verify
+# it, or a resume load what the harness did not choose.
+OWNED_FLAGS = {
+    "--num-rollout": "steps",
+    "--seed": "seed",
+    "--rollout-seed": "seed",
+    **{flag: "checkpoint" for flag in CHECKPOINT_FLAGS},
+}
+OWNER_HINTS = {"checkpoint": "use the experiment's `checkpoint` block (and `harness run --resume` to load)"}
 
 
 FLAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -79,7 +88,23 @@ READ_FLAGS = (
 )
 
 
-HARNESS_FLAGS = (*OWNED_FLAGS, *READ_FLAGS)
+# Miles's checkpoint flags, which the simulator reads as Miles's FSDP backend does (harness/sim/config.py).
+SIM_CHECKPOINT_FLAGS = (
+    "--save",
+    "--save-interval",
+    "--load",
+    "--start-rollout-id",
+    "--ckpt-step",
+    "--no-save-optim",
+    "--no-load-optim",
+    "--no-load-rng",
+    "--save-trigger-sentinel",
+    "--rollout-global-dataset",
+)
+
+
+# Each once: the checkpoint flags the harness owns are among those the simulator reads.
+HARNESS_FLAGS = tuple(dict.fromkeys((*OWNED_FLAGS, *READ_FLAGS, *SIM_CHECKPOINT_FLAGS)))
 
 
 FULL_NAME_HINT = "argparse would expand it, unseen by the harness's checks: write the full flag name"
@@ -88,10 +113,11 @@ FULL_NAME_HINT = "argparse would expand it, unseen by the harness's checks: writ
 def owned_flag(flag: str) -> Optional[str]:
     """Why `flag` may not be given by hand (it, or an abbreviation argparse would expand to it, is owned)."""
     for owned, key in OWNED_FLAGS.items():
+        hint = OWNER_HINTS.get(key, f"use the experiment's `{key}` key")
         if flag == owned:
-            return f"use the experiment's `{key}` key"
+            return hint
         if len(flag) > 2 and owned.startswith(flag):
-            return f"it abbreviates {owned}, which argparse would set; use the experiment's `{key}` key"
+            return f"it abbreviates {owned}, which argparse would set; {hint}"
     return None
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Literal, Optional, Seque
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from typing_extensions import Annotated
 
+from harness.checkpoints.config import CheckpointConfig, ResumeConfig
 from harness.experiments.flags import FILTER_FLAG, HARNESS_ENV, FlagName, FlagValue, refuse_flags
 from harness.experiments.naming import ExperimentName, ImageReference, RunName, Seed, run_name
 from harness.experiments.yamlfile import shown
@@ -222,6 +223,8 @@ class Experiment(_Strict):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     export: ExportConfig = Field(default_factory=ExportConfig)
+    checkpoint: Optional[CheckpointConfig] = None  # docs/checkpoints.md
+    resume: ResumeConfig = Field(default_factory=ResumeConfig)
 
     @field_validator("command")
     @classmethod
@@ -237,6 +240,8 @@ class Experiment(_Strict):
             raise ValueError("engine: process needs a `command` (the trainer entry to run, e.g. [python3, entry.py])")
         if self.engine == "docker" and self.command is not None:
             raise ValueError("`command` is for engine: process; a Docker run always uses the image's own entrypoint")
+        if self.resume.auto and self.checkpoint is None:
+            raise ValueError("resume.auto needs a `checkpoint` block: an attempt resumes from a checkpoint")
         return self
 
     @property

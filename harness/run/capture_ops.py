@@ -19,6 +19,8 @@ from harness.capture.bounded import Unreadable, WholeLines, last_jsonl, open_reg
 from harness.capture.lock import in_use
 from harness.capture.reader import read_pauses, run_path_of
 from harness.capture.records import PauseWindow, tally_pauses
+from harness.checkpoints.layout import iteration_name
+from harness.checkpoints.lineage import read_resume
 from harness.engines.base import RunHandle
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
@@ -61,7 +63,7 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
         rows.append(
             CaptureRow(
                 run=capture.run,
-                state=state_text(capture, status) + newer,
+                state=state_text(capture, status) + lineage_clause(capture.directory) + newer,
                 steps=f"{status.steps_complete}/{status.steps_expected}",
                 pauses=_pauses(windows, status),
                 exit_code=exit_code_text(status),
@@ -73,6 +75,22 @@ def capture_rows(captures: list[Capture]) -> list[CaptureRow]:
             )
         )
     return rows
+
+
+def lineage_clause(directory: Path) -> str:
+    """`; resumed attempt 1 from iter_0000006 at rollout 6`, or its resume's verdict when it was not verified; ""
+    for an attempt that resumed nothing (docs/checkpoints.md)."""
+    record, why = read_resume(str(directory))
+    if why is not None:
+        return f"; {why}"
+    if record is None:
+        return ""
+    where = f"attempt {record.from_attempt} from {iteration_name(record.iteration)} at rollout {record.next_rollout_id}"
+    if record.verified is True:
+        return f"; resumed {where}"
+    if record.verified is False:
+        return f"; its resume of {where} was refused ({record.cause or 'no cause recorded'})"
+    return f"; resuming {where}, not verified yet"
 
 
 def exit_code_text(status: RunStatus) -> str:
@@ -474,6 +492,7 @@ def attempt_rows(capture: Capture) -> list[AttemptRow]:
             )
             continue
         state = "running? (its harness is gone: harness recover)" if harness_gone(capture, status) else status.state
+        state = f"{state}{lineage_clause(attempt.directory)}"
         rows.append(
             AttemptRow(
                 attempt=str(attempt.number),

@@ -49,6 +49,8 @@ class RunOptions:
     grace_s: float = DEFAULT_GRACE_S
     fail_fast: bool = False
     parallel: int = 1  # runs of a sweep that take no GPU at a time (simulated, or gpus: none)
+    resume: bool = False  # continue each run's lineage from its newest complete checkpoint (docs/checkpoints.md)
+    auto_resume: Optional[int] = None  # `--auto-resume N`: over the experiment's resume.auto
 
 
 class StopControl:

@@ -41,7 +41,7 @@ from harness.capture import (
     this_host,
     utc_now,
 )
-from harness.capture.attempts import RunAttempts
+from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.bounded import MAX_STATUS_BYTES, Unreadable, read_json_file
 from harness.capture.files import NO_SPACE
 from harness.capture.writer import CaptureWriter
@@ -51,6 +51,7 @@ from harness.errors import HarnessError
 from harness.failpoints import failpoint
 from harness.fs.files import open_append, write_whole
 from harness.jsontypes import JSONObject
+from harness.run.attempt_checkpoints import AttemptCheckpoints
 from harness.run.context import Reporter, RunContext, StopControl
 from harness.run.plan import Planned, attempt_container_name, redact_manifest
 from harness.secrets import KnownSecrets, redact_userinfo, shown_json
@@ -202,8 +203,10 @@ class LogPump(threading.Thread):
         reporter: Reporter,
         writes: CaptureWrites,
         known: Optional[KnownSecrets] = None,
+        watch: Optional[AttemptCheckpoints] = None,
     ) -> None:
         super().__init__(name="log-pump", daemon=True)
+        self.watch = watch  # a checkpointed run's: its save lines, a resume's proof (harness.run.attempt_checkpoints)
         self.handle = handle
         self.known = known if known else None
         self.capture = capture
@@ -241,6 +244,7 @@ class LogPump(threading.Thread):
         last_sync = time.monotonic()
         writer = self.writes.writer
         known = self.known
+        watch = self.watch
         for burst in self.handle.log_bursts(follow=True):
             for piece in whole_line_pieces(burst, LOG_WRITE_CHARS):
                 if self.writes.error is not None:
@@ -263,6 +267,8 @@ class LogPump(threading.Thread):
                 writer.log_lines(piece)
                 for line in piece:
                     self.lines += 1
+                    if watch is not None:
+                        watch.line(line, self.lines)
                     for record in self.parser.feed(line, self.lines):
                         if not self._save(record):
                             return
@@ -282,6 +288,8 @@ class LogPump(threading.Thread):
             self.error = self.error or f"{type(err).__name__}: {err}"
 
     def _save(self, record: "StepRecord") -> bool:
+        if self.watch is not None and not self.watch.admit(record.step):
+            return True  # a resume refused (or undecided at the end): none of its steps is the run's
         row = record.to_json(include_derived=False)
         if not self.writes.attempt(
             self.capture.metrics_path.name, lambda: self.writes.writer.jsonl(self.capture.metrics_path, row)
@@ -430,7 +438,9 @@ def _execute_attempt(
     )
     writer = CaptureWriter(capture, ctx.forward)
     writer.status(status)
-    attempts.started(attempt)
+    checkpoints = _attempt_checkpoints(plan, capture, attempt, writer, reporter)
+    if plan.checkpoints is None or plan.checkpoints.resume is None:
+        attempts.started(attempt)  # a resumed attempt becomes current once its resume is verified
 
     labels = {
         LABEL_HARNESS_PID: str(os.getpid()),
@@ -449,18 +459,28 @@ def _execute_attempt(
             guard_facts=guard.facts(),
             miles_facts=engine.image_facts(spec),
         )
+        if checkpoints is not None:
+            manifest["checkpoint"] = checkpoints.before()
         writer.json(capture.manifest_path, manifest)
         failpoint("before-container")
         handle = engine.start(spec, labels)
     except HarnessError as err:
-        _record_not_started(writer, status, err.message)
+        _record_not_started(writer, status, err.message, checkpoints)
         raise HarnessError(f"run {spec.run} did not start: {err.message}", err.exit_code) from None
     except OSError as err:
         message = describe_os_error(err, capture.manifest_path.name)
-        _record_not_started(writer, status, message)
+        _record_not_started(writer, status, message, checkpoints)
         raise HarnessError(f"run {spec.run} did not start: {message}") from None
     failpoint("after-start")
-    if attempt.number > 1:  # the trainer starts again from its first step: nothing of an earlier attempt is resumed
+    if checkpoints is not None:
+        checkpoints.started(handle)
+    resume = plan.checkpoints.resume if plan.checkpoints is not None else None
+    if resume is not None:
+        reporter.note(
+            f"{spec.run}: attempt {attempt.number} resumes attempt {resume.from_attempt} from "
+            f"{resume.choice.check.name} (rollout {resume.choice.next_rollout_id} onward)"
+        )
+    elif attempt.number > 1:  # the trainer starts again from its first step: nothing of an earlier attempt is resumed
         reporter.note(
             f"{spec.run}: attempt {attempt.number}, from step 0 (a rerun does not resume attempt {attempt.number - 1})"
         )
@@ -478,7 +498,9 @@ def _execute_attempt(
     engine_error: Optional[str] = None
     gone: Optional[str] = None
     writes = CaptureWrites(capture, engine.name, reporter, writer)
-    pump = LogPump(handle, capture, parser, reporter, writes, KnownSecrets(spec.secret_values()))
+    pump = LogPump(handle, capture, parser, reporter, writes, KnownSecrets(spec.secret_values()), checkpoints)
+    if resume is not None:  # the lineage's steps before the checkpoint: what it proves was trained (stitched later)
+        pump.steps_complete = status.steps_complete = resume.choice.next_rollout_id
     try:
         status.container = handle.id
         identity = getattr(handle, "identity", lambda: None)()
@@ -503,6 +525,8 @@ def _execute_attempt(
             pump.join(PUMP_DRAIN_TIMEOUT_S if engine_error is None else 5)
         if pump.is_alive() and engine_error is None:
             pump.error = pump.error or f"the log stream did not end within {PUMP_DRAIN_TIMEOUT_S:g} s of the exit"
+        if checkpoints is not None:
+            checkpoints.ended(stopped=stop.state is not None)
         if writes.error is None and not pump.is_alive():
             pump.finish()
         failpoint("at-exit")
@@ -607,11 +631,25 @@ def _never_leave_frozen(handle: RunHandle) -> None:
         pass  # the container may be gone already; nothing left to thaw
 
 
-def _record_not_started(writer: CaptureWriter, status: RunStatus, reason: str) -> None:
+def _record_not_started(
+    writer: CaptureWriter, status: RunStatus, reason: str, checkpoints: Optional[AttemptCheckpoints] = None
+) -> None:
     # The engine's reason may quote what it was given (a mount, the command): no URL password in the status.
     status.state, status.error, status.ended_at = RunState.NOT_STARTED, redact_userinfo(reason), utc_now()
     writer.status(status)
     writer.capture.drop_reserve()
+    if checkpoints is not None:
+        checkpoints.lock.release()
+
+
+def _attempt_checkpoints(
+    plan: Planned, capture: Capture, attempt: Attempt, writer: CaptureWriter, reporter: Reporter
+) -> Optional[AttemptCheckpoints]:
+    """The attempt's checkpoints and resume (harness.run.attempt_checkpoints), for a run with a checkpoint block."""
+    if plan.checkpoints is None:
+        return None
+    owner: JSONObject = {"run": plan.spec.run, "run_id": plan.spec.run_id, "pid": os.getpid(), "host": this_host()}
+    return AttemptCheckpoints(plan.checkpoints, capture, attempt, writer, reporter, owner)
 
 
 def _record_end(
@@ -641,6 +679,9 @@ def _record_end(
         outages=outages,
         gone=gone,
     )
+    refusal = pump.watch.refusal() if pump.watch is not None else None
+    if refusal is not None and outcome.capture_complete:  # the trainer did not resume: nothing it did is the run's
+        outcome = Outcome(RunState.FAILED, refusal, False)
     status.state, status.error, status.steps_usable = outcome.state, outcome.error, outcome.steps_usable
     status.capture_complete = outcome.capture_complete
     status.exit_code = exit_code

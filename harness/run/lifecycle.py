@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence
 
 from harness.capture import Capture, CaptureLock, RunState, RunStatus, StatusRead, this_host, utc_now
+from harness.capture.lock import holder
 from harness.errors import ExitCode, HarnessError
 from harness.experiments.schema import redacted_experiment
 from harness.run.context import RunContext, StopControl
@@ -25,6 +26,11 @@ from harness.run.decide import Decision, Mode, configuration_changes, decide, ex
 from harness.run.execute import execute
 from harness.run.gpulock import GpuLock
 from harness.run.plan import Planned
+
+if TYPE_CHECKING:
+    from harness.engines import Engine
+    from harness.guard.session import GuardSession
+from harness.run.resume import auto_resume_problem, plan_checkpoint_start
 
 
 def decide_on_capture(plan: Planned, mode: Mode, found: Optional[StatusRead] = None) -> Decision:
@@ -84,7 +90,14 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
     capture = Capture(Path(spec.capture_dir))
     owner = {"run": spec.run, "run_id": spec.run_id, "pid": os.getpid(), "host": this_host(), "since": utc_now()}
     with CaptureLock(capture.directory, owner) as capture_lock:
-        capture_lock.acquire(wait=options.wait_for_gpu, on_wait=reporter.warning, cancelled=lambda: stop.requested)
+        if options.resume and not capture_lock.try_acquire():  # never waits: both would continue one checkpoint
+            raise HarnessError(
+                f"run {spec.run} not resumed: another harness is running it ({holder(capture.directory)}); two "
+                "resumes of one run never run at once",
+                ExitCode.BUSY,
+            )
+        if not capture_lock.held:
+            capture_lock.acquire(wait=options.wait_for_gpu, on_wait=reporter.warning, cancelled=lambda: stop.requested)
         refusal = settle_for_run(capture.directory, engine, grace_s=options.grace_s)
         found = capture.status_read()
         if refusal is not None:
@@ -94,6 +107,9 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
         reporter.decided(decision)
         if decision.action == "skip" or stop.requested:
             return SweepResult(decision, found.status)
+        fresh = plan
+        plan = checkpoint_start(plan, ctx, found)
+        spec = plan.spec
         problems = engine.preflight(spec)
         if problems:
             # Without a GPU, image or data here, the same run still runs on the simulator: say how.
@@ -130,9 +146,53 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
                     if stop.requested:
                         raise HarnessError(f"run {spec.run}: {stop.reason}; nothing was started", ExitCode.INTERRUPTED)
                     status = execute(plan, ctx, engine=engine, guard=guard)
+                    status = _auto_resume(fresh, status, ctx, engine, guard)
             finally:
                 guard.close()
     return SweepResult(decision, status)
+
+
+def checkpoint_start(plan: Planned, ctx: RunContext, found: StatusRead) -> Planned:
+    """`plan` with its checkpoints decided (harness.run.resume): `--resume` continues the run's lineage; a run that
+    never ran has none to continue, and starts from step 0 (said). A plan decided already (by a Ray driver, which
+    holds the captures) is kept as it is."""
+    if plan.checkpoints is not None:
+        return plan
+    resume = ctx.options.resume
+    if resume and plan.spec.checkpoint is not None and found.status is None and found.broken is None:
+        ctx.reporter.note(f"{plan.spec.run}: it never ran, so there is nothing to resume: it starts from step 0")
+        resume = False
+    return plan_checkpoint_start(plan, resume=resume, mode=ctx.options.mode)
+
+
+def _auto_resume(
+    fresh: Planned, status: RunStatus, ctx: RunContext, engine: "Engine", guard: "GuardSession"
+) -> RunStatus:
+    """`resume.auto` (or `--auto-resume N`): an attempt that failed or was interrupted with a complete checkpoint
+    behind it is resumed by itself, after the cooled start, up to N times. Never after a stop the person asked for,
+    nor after a resume the trainer did not make (it would fail the same way)."""
+    limit = ctx.options.auto_resume if ctx.options.auto_resume is not None else fresh.experiment.resume.auto
+    spec = fresh.spec
+    for done in range(limit):
+        why_not = auto_resume_problem(status, spec, ctx.stop.requested)
+        if why_not is not None:
+            if status.state != RunState.SUCCEEDED:
+                ctx.reporter.note(f"{spec.run}: no automatic resume: {why_not}")
+            return status
+        try:
+            plan = plan_checkpoint_start(fresh, resume=True, mode="retry")
+        except HarnessError as err:
+            ctx.reporter.note(f"{spec.run}: no automatic resume: {err.message}")
+            return status
+        ctx.reporter.note(f"{spec.run}: {status.state} ({status.error}); automatic resume {done + 1} of {limit}")
+        start = guard.wait_to_start(
+            on_progress=lambda reading: ctx.reporter.cooling(spec.run, reading), cancelled=lambda: ctx.stop.requested
+        )
+        if not start.started or ctx.stop.requested:
+            ctx.reporter.note(f"{spec.run}: no automatic resume: {start.note or ctx.stop.reason or start.outcome}")
+            return status
+        status = execute(plan, ctx, engine=engine, guard=guard)
+    return status
 
 
 def run_sweep(plans: Sequence[Planned], ctx: RunContext) -> list[SweepResult]:

@@ -14,6 +14,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Optional, Sequence, Tuple, Union
 
+from harness.checkpoints.layout import (
+    CONTAINER_ROOT,
+    DATA_STATE_FLAG,
+    CheckpointSpec,
+    checkpoint_root,
+    plan_checkpoints,
+)
+from harness.checkpoints.start import CheckpointStart
 from harness.engines.spec import (
     ENV_EXTRA_ARGS,
     ENV_TRAINER_ARGS,
@@ -36,8 +44,9 @@ from harness.secrets import is_secret_env, redact_text, shown_json, shown_words
 
 # Keys of the resolved experiment that do not change what a run measures (the
 # guard decides when the run is frozen, and its pauses are taken out of the times;
-# `cluster` only says where Ray places the run; `export`, where its records are shown besides the capture).
-_NOT_IN_RUN_ID = ("description", "compare", "limits", "extends", "guard", "cluster", "export")
+# `cluster` only says where Ray places the run; `export`, where its records are shown besides the capture;
+# `checkpoint` and `resume`, when it saves and whether it continues: a resumed run measures what one run would).
+_NOT_IN_RUN_ID = ("description", "compare", "limits", "extends", "guard", "cluster", "export", "checkpoint", "resume")
 
 
 def compute_run_id(experiment: Experiment, trainer_argv: Sequence[str], image: str, run: Optional[str] = None) -> str:
@@ -97,8 +106,15 @@ def plan_launch(
     trainer_args = experiment.trainer_args(base_args)
     trainer_argv = (*TRAINER_COMMAND, *trainer_args, *experiment.extra_words())
     run = run_name or experiment.run_name
-    run_id = compute_run_id(experiment, trainer_argv, experiment.image, run)
+    run_id = compute_run_id(experiment, trainer_argv, experiment.image, run)  # the checkpoint flags are not in it
     capture_dir = str(PurePosixPath(project_root) / capture_root / run)  # an absolute capture_root wins
+    checkpoints = _checkpoints(experiment, run, run_id, project_root, environ, base_args)
+    if checkpoints is not None:
+        trainer_args = [*trainer_args, *checkpoints.save_flags()]
+        trainer_argv = (*TRAINER_COMMAND, *trainer_args, *experiment.extra_words())
+    mounts = tuple(_mount(v, project_root, environ) for v in experiment.container.volumes)
+    if checkpoints is not None and experiment.engine == "docker":
+        mounts = (*mounts, Mount(source=checkpoints.root, target=CONTAINER_ROOT))
 
     env = {
         ENV_TRAINER_ARGS: shlex.join(trainer_args),
@@ -132,7 +148,7 @@ def plan_launch(
             LABEL_EXPERIMENT: experiment.name,
             LABEL_CAPTURE_DIR: capture_dir,
         },
-        mounts=tuple(_mount(v, project_root, environ) for v in experiment.container.volumes),
+        mounts=mounts,
         device_requests=_device_requests(experiment.container.gpus) if experiment.engine == "docker" else (),
         shm_size=experiment.container.shm_size,
         ipc_mode=experiment.container.ipc,
@@ -143,6 +159,28 @@ def plan_launch(
         max_minutes=experiment.limits.max_minutes,
         missing_env=tuple(missing),
         secret_env=tuple(name for name in env if experiment.container.is_secret(name)),
+        checkpoint=checkpoints,
+    )
+
+
+def _checkpoints(
+    experiment: Experiment,
+    run: str,
+    run_id: str,
+    project_root: str,
+    environ: Mapping[str, str],
+    base_args: Sequence[str],
+) -> Optional[CheckpointSpec]:
+    """The run's checkpoint spec, when its experiment has a `checkpoint` block (pure)."""
+    if experiment.checkpoint is None:
+        return None
+    return plan_checkpoints(
+        experiment.checkpoint,
+        run=run,
+        run_id=run_id,
+        in_container=experiment.engine == "docker",
+        root=checkpoint_root(project_root, environ),
+        data_state=DATA_STATE_FLAG in experiment.effective_flags(base_args),
     )
 
 
@@ -181,6 +219,7 @@ class Planned:
     spec: LaunchSpec
     warnings: tuple[str, ...] = ()
     sim: Optional[SimTarget] = None  # on the simulator (harness.run.simswap), at its time scale
+    checkpoints: Optional[CheckpointStart] = None  # decided once the capture is known (harness.run.resume)
 
     @property
     def time_scale(self) -> float:
@@ -226,8 +265,18 @@ def plan_runs(
             f"{env} is listed in container.pass_env but not set in this environment; the container gets none"
             for env in spec.missing_env
         )
-        plans.append(Planned(experiment, spec, loaded.warnings + missing, sim))
+        plans.append(Planned(experiment, spec, loaded.warnings + missing + _checkpoint_warnings(spec), sim))
     return plans
+
+
+def _checkpoint_warnings(spec: LaunchSpec) -> tuple[str, ...]:
+    """What a checkpointed run should know before it runs: without the data source's state, a resume is not exact."""
+    if spec.checkpoint is None or spec.checkpoint.data_state:
+        return ()
+    return (
+        f"{spec.experiment}: checkpoint without {DATA_STATE_FLAG}: Miles saves no data source state then, so a "
+        "resumed attempt takes prompts from the first again (set miles.args.rollout-global-dataset: true)",
+    )
 
 
 def refuse_sim_sizes(spec: LaunchSpec) -> None:

@@ -11,6 +11,7 @@ runs unchanged. Standard library only: it runs in a bare Python container.
 - model: prompts, pass rates, answers; engine: the throughput-bound engine;
 - rollout: Miles's rollout loop and its metrics (pure);
 - trainer: the run on a clock, printed by logfmt; clock: simulated or scaled;
+- checkpoint: Miles's FSDP checkpoints (save, load, their fallbacks), holding the run's state;
 - cli: the program (exit codes, signals); timescale: the time scales it runs at.
 
 The names below load on first use, so the harness's CLI can read

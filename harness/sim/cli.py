@@ -6,10 +6,13 @@ traceback followed by Ray's `Job '...' failed`), when the Miles stood in for
 (`--miles`) has no module for the filter path (its ModuleNotFoundError at the
 first rollout, the same way), when no batch could ever
 fill (one answer per prompt with the filter: a ValueError, the same way),
-and when the filter could not fill a batch from a data set of prompts (a
-RuntimeError, the same way), each with one line on stderr; 2 for a command line the
+when the filter could not fill a batch from a data set of prompts (a
+RuntimeError, the same way), and when `--load` finds a checkpoint file Miles's
+loader dies on (an empty tracker: its ValueError, the same way) or `--save`
+cannot write one (its OSError, the same way), each with one line on stderr; 2 for a command line the
 simulator cannot run (one line on stderr); 128 + N when signal N (SIGTERM,
-SIGINT) stopped it, after Ray's `Job '...' was stopped` lines.
+SIGINT) stopped it, after Ray's `Job '...' was stopped` lines; killed by
+SIGKILL where HARNESS_SIM_CRASH_AT names a moment of a save (a power cut).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from harness.sim.clock import Stopped, make_clock
 from harness.sim.config import MilesRefusal, SimUsageError, help_text, parse_argv, split_miles, split_time_scale
 from harness.sim.params import DEFAULT_PARAMS, ModelParams
 from harness.sim.rollout import RolloutStarved
-from harness.sim.trainer import MissingFilter, SimRun, job_id_for
+from harness.sim.trainer import CheckpointUnreadable, CheckpointUnwritable, MissingFilter, SimRun, job_id_for
 
 PROG = "harness sim"
 EXIT_OK = 0
@@ -107,6 +110,14 @@ def main(
     except RolloutStarved as starved:
         writer.lines(logfmt.rollout_failure_lines(run.job_id, f"RuntimeError: {starved}"))
         err.write(f"{PROG}: {starved}\n")
+        return EXIT_FAILED
+    except CheckpointUnreadable as broken:
+        writer.lines(logfmt.checkpoint_failure_lines(run.job_id, broken.exception, broken.source))
+        err.write(f"{PROG}: --load: {broken.exception}\n")
+        return EXIT_FAILED
+    except CheckpointUnwritable as refused:
+        writer.lines(logfmt.save_failure_lines(run.job_id, refused.exception))
+        err.write(f"{PROG}: --save: {refused.exception}\n")
         return EXIT_FAILED
     except MissingFilter as missing:
         writer.lines(logfmt.missing_module_lines(run.job_id, missing.module, run.rollout_actor.pid))

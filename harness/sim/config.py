@@ -17,6 +17,11 @@ Miles it stands in for. `08752a12` (the default, the write-up's main) prints
 (the public snapshots up to August 2026) prints no unfiltered reward and has
 only `PUBLIC_FILTER_PATH`: the other path fails at the first rollout, as
 Miles fails to import it there.
+
+Checkpoints (`--save`, `--load`, ... as Miles's FSDP backend takes them) are
+read into `CheckpointFlags`, with the two settings of the tests read from the
+environment: HARNESS_SIM_RESUME_FAULT (which upstream fallback of a load to
+imitate) and HARNESS_SIM_CRASH_AT (the moment of a save to cut the power at).
 """
 
 from __future__ import annotations
@@ -42,6 +47,22 @@ MILES_ENV = "HARNESS_SIM_MILES"
 WRITE_UP_MILES = "08752a12"
 PUBLIC_MILES = "public-2026-08"
 MILES_VERSIONS = (WRITE_UP_MILES, PUBLIC_MILES)
+RESUME_FAULT_ENV = "HARNESS_SIM_RESUME_FAULT"
+CRASH_AT_ENV = "HARNESS_SIM_CRASH_AT"
+# The upstream failures of a resume the simulator imitates (docs/simulator.md, "Checkpoints").
+RESUME_FAULTS = (
+    "silent-no-load",  # the argument check drops --load: no line, start at 0
+    "no-dir",  # the loader's "Checkpoint directory ... not found; skipping load."
+    "no-tracker",  # "No tracker file at ...; skipping load."
+    "no-model",  # "Model checkpoint ... not found; skipping load."
+    "load-fails",  # "Failed to load model from ...: RuntimeError: ..."
+    "no-data-state",  # the data source's "Checkpoint ... does not exist."
+    "loop-at-zero",  # THUDM/slime#1558: loaded, but the rollout loop starts at 0
+    "zero-rollouts",  # modal-projects/training-gym#492: needs no setting (a --num-rollout at or below the load)
+    "reward-collapse",  # THUDM/slime#1695: very low reward for a few rollouts after a load
+)
+# The moments of a save at which HARNESS_SIM_CRASH_AT cuts the power, in the order a save passes them.
+SAVE_MOMENTS = ("model-write", "after-meta", "tracker-write", "after-tracker")
 
 # Flags the lab always sets: where Miles has no default (or a useless one, like one answer
 # per prompt), the simulator takes the lab's base run, so `harness sim` alone runs it.
@@ -87,6 +108,34 @@ class UnfillableBatch(MilesRefusal):
 
 
 @dataclass(frozen=True)
+class CrashAt:
+    """HARNESS_SIM_CRASH_AT: cut the power at `moment` of the save of `iteration` (None: of the first save)."""
+
+    moment: str
+    iteration: int | None = None
+
+    def hits(self, moment: str, iteration: int) -> bool:
+        return moment == self.moment and self.iteration in (None, iteration)
+
+
+@dataclass(frozen=True)
+class CheckpointFlags:
+    """Miles's checkpoint flags (FSDP backend), and the tests' settings for a load's fault and a save's crash."""
+
+    save: str | None = None
+    save_interval: int | None = None
+    load: str | None = None
+    start_rollout_id: int | None = None
+    save_optim: bool = True
+    load_optim: bool = True
+    load_rng: bool = True
+    save_trigger_sentinel: str | None = None
+    rollout_global_dataset: bool = False
+    resume_fault: str | None = None  # RESUME_FAULTS
+    crash_at: CrashAt | None = None
+
+
+@dataclass(frozen=True)
 class SimConfig:
     """What one simulated training run does, read from Miles's flags (fields named as Miles names them)."""
 
@@ -108,6 +157,7 @@ class SimConfig:
     miles: str = WRITE_UP_MILES  # which Miles it stands in for (MILES_VERSIONS)
     eval_interval: int | None = None
     eval_prompt_data: str | None = None
+    checkpoint: CheckpointFlags = CheckpointFlags()
 
     @property
     def uses_filter(self) -> bool:
@@ -141,6 +191,13 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _rollout_id(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
     return value
 
 
@@ -179,6 +236,18 @@ def _flag_parser() -> _Parser:
     add("--train-backend", default=MILES_TRAIN_BACKEND)
     add("--eval-interval", type=_positive_int, default=None)
     add("--eval-prompt-data", nargs="+", default=None)
+    # Checkpoints, as Miles's FSDP backend takes them (`--ckpt-step` is read and ignored: FSDP loads what the
+    # tracker names).
+    add("--save", default=None)
+    add("--save-interval", type=_positive_int, default=None)
+    add("--load", default=None)
+    add("--start-rollout-id", type=_rollout_id, default=None)
+    add("--no-save-optim", action="store_true", default=False)
+    add("--no-load-optim", action="store_true", default=False)
+    add("--no-load-rng", action="store_true", default=False)
+    add("--save-trigger-sentinel", default=None)
+    add("--ckpt-step", type=int, default=None)
+    add("--rollout-global-dataset", action="store_true", default=False)
     return parser
 
 
@@ -307,6 +376,13 @@ def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimCon
         "lr": known.lr,
         "train_backend": known.train_backend,
     }
+    checkpoint = checkpoint_flags(known, env or {})
+    if (checkpoint.save or checkpoint.load or checkpoint.save_trigger_sentinel) and known.train_backend != "fsdp":
+        raise SimUsageError(
+            "--save, --load and --save-trigger-sentinel: the simulator models the checkpoints of Miles's FSDP "
+            f"backend only, not {known.train_backend}'s; give --train-backend fsdp (the lab's base run has it)"
+        )
+    # Not in `resolved`: the argument dump shows them only as given, as it did before the simulator read them.
     return SimConfig(
         **resolved,
         time_scale=time_scale,
@@ -315,7 +391,43 @@ def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimCon
         miles=miles,
         eval_interval=known.eval_interval,
         eval_prompt_data=" ".join(known.eval_prompt_data) if known.eval_prompt_data else None,
+        checkpoint=checkpoint,
     )
+
+
+def checkpoint_flags(known: argparse.Namespace, env: dict[str, str]) -> CheckpointFlags:
+    """The checkpoint flags argparse read, with the fault and crash settings of the environment."""
+    for flag in ("save", "load", "save_trigger_sentinel"):
+        if getattr(known, flag) == "":
+            raise SimUsageError(f"argument --{flag.replace('_', '-')}: needs a path, not an empty word")
+    fault = env.get(RESUME_FAULT_ENV, "").strip() or None
+    if fault is not None and fault not in RESUME_FAULTS:
+        raise SimUsageError(f"{RESUME_FAULT_ENV} must be one of {', '.join(RESUME_FAULTS)}, not {fault!r}")
+    crash = env.get(CRASH_AT_ENV, "").strip()
+    return CheckpointFlags(
+        save=known.save,
+        save_interval=known.save_interval,
+        load=known.load,
+        start_rollout_id=known.start_rollout_id,
+        save_optim=not known.no_save_optim,
+        load_optim=not known.no_load_optim,
+        load_rng=not known.no_load_rng,
+        save_trigger_sentinel=known.save_trigger_sentinel,
+        rollout_global_dataset=known.rollout_global_dataset,
+        resume_fault=fault,
+        crash_at=parse_crash_at(crash) if crash else None,
+    )
+
+
+def parse_crash_at(text: str) -> CrashAt:
+    """`MOMENT` or `MOMENT:ITERATION` (HARNESS_SIM_CRASH_AT) -> CrashAt; SimUsageError naming the variable."""
+    moment, colon, iteration = text.partition(":")
+    if moment not in SAVE_MOMENTS or (colon and not (iteration.isdigit() and int(iteration) >= 1)):
+        raise SimUsageError(
+            f"{CRASH_AT_ENV} must be MOMENT or MOMENT:ITERATION, MOMENT one of {', '.join(SAVE_MOMENTS)} and "
+            f"ITERATION a checkpoint's iteration (1 or more), not {text!r}"
+        )
+    return CrashAt(moment, int(iteration) if colon else None)
 
 
 def size_problem(
@@ -367,6 +479,8 @@ def help_text() -> str:
         "as possible; default 0)\n"
         f"  {MILES_FLAG} V         the Miles it stands in for: {WRITE_UP_MILES} (default: prints "
         f"rollout/raw_reward_unfiltered) or {PUBLIC_MILES} (does not; only its own filter path)\n"
+        f"\n  {RESUME_FAULT_ENV}=NAME  imitate an upstream failure of a load: {', '.join(RESUME_FAULTS)}\n"
+        f"  {CRASH_AT_ENV}=MOMENT[:ITERATION]  SIGKILL itself at a moment of a save: {', '.join(SAVE_MOMENTS)}\n"
     )
 
 

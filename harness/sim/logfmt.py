@@ -57,8 +57,12 @@ class LogWriter:
         for text in texts:
             self.line(text)
 
+    def moment(self) -> datetime:
+        """The local time now on the run's clock: the start plus the clock's seconds."""
+        return self._start + timedelta(seconds=self._now())
+
     def stamp(self, proc: str) -> str:
-        moment = self._start + timedelta(seconds=self._now())
+        moment = self.moment()
         return f"[{moment.strftime('%Y-%m-%d %H:%M:%S')}.{moment.microsecond // 1000:03d} {proc}]"
 
     def log(self, actor: Actor | None, where: str, message: str) -> None:
@@ -130,6 +134,33 @@ def rollout_failure_lines(job_id: str, exception: str) -> list[str]:
             (
                 '  File "miles/rollout/sglang_rollout.py", in generate_rollout_async',
                 "    while len(data) < target_data_size:",
+            ),
+        ],
+    )
+
+
+def checkpoint_failure_lines(job_id: str, exception: str, source: str) -> list[str]:
+    """A trainer that died loading a checkpoint (a file its loader does not catch): the traceback, Ray's lines."""
+    return failure_lines(
+        job_id,
+        exception,
+        [
+            ('  File "train.py", in train', "    start_rollout_id = ray.get(actor_model.async_init(args))"),
+            ('  File "miles/backends/fsdp_utils/checkpoint.py", in load', f"    {source}"),
+        ],
+    )
+
+
+def save_failure_lines(job_id: str, exception: str) -> list[str]:
+    """A trainer that died writing a checkpoint: the traceback, then Ray's failure lines."""
+    return failure_lines(
+        job_id,
+        exception,
+        [
+            ('  File "train.py", in train', "    actor_model.save_model(rollout_id)"),
+            (
+                '  File "miles/backends/fsdp_utils/checkpoint.py", in save',
+                "    dcp.save(state_dict, checkpoint_id=path)",
             ),
         ],
     )

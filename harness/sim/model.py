@@ -89,17 +89,27 @@ def sigmoid(x: float) -> float:
 
 @dataclass
 class Policy:
-    """What training has done so far: a shift of every prompt's pass rate on the logit scale."""
+    """What training has done so far: a shift of every prompt's pass rate on the logit scale.
+
+    `collapse_logit` and `collapse_rollouts` imitate a broken resume (THUDM/slime#1695): while
+    rollouts are left, every logit is that much lower; training goes on underneath.
+    """
 
     shift: float = 0.0
+    collapse_logit: float = 0.0
+    collapse_rollouts: int = 0
 
     def pass_rate(self, base: float, decisiveness: float = 1.0) -> float:
         """The pass rate now of a prompt whose pass rate before training was `base`, in a rollout this decided."""
+        if self.collapse_rollouts > 0:
+            return sigmoid(decisiveness * (logit(base) + self.shift - self.collapse_logit))
         return sigmoid(decisiveness * (logit(base) + self.shift))
 
     def learn(self, params: ModelParams) -> None:
         """One rollout's training: every pass rate moves up by the same step on the logit scale."""
         self.shift += params.learning_logit_per_step
+        if self.collapse_rollouts > 0:
+            self.collapse_rollouts -= 1
 
 
 @dataclass

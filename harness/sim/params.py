@@ -125,5 +125,23 @@ class ModelParams:
     # Every train-side time varies by this fraction (uniform +-), seeded per step.
     train_jitter: float = 0.05
 
+    # ---- checkpoints (--save / --load) --------------------------------------------------
+    # The simulator's checkpoint files are a few kilobytes; these nominal sizes only set how long
+    # a save or a load takes on the clock. Qwen3-0.6B: 0.6e9 parameters in fp32 (FSDP's master
+    # weights, 4 bytes each) and Adam's two fp32 moments (8 bytes each): 12 bytes a parameter,
+    # the low end of MILES-LOGS's 12 to 16. Not calibrated (no lab log has a save): a few
+    # seconds a GB, as a local NVMe disk under torch.distributed.checkpoint.
+    checkpoint_model_gb: float = 2.4
+    checkpoint_optimizer_gb: float = 4.8
+    checkpoint_write_s_per_gb: float = 2.0
+    checkpoint_read_s_per_gb: float = 1.0
+    # HARNESS_SIM_RESUME_FAULT=reward-collapse (THUDM/slime#1695): for this many rollouts after a
+    # load every prompt's logit is this much lower, then training goes on as if it had not been.
+    # 6 on the logit scale brings a plain run's mean reward of about 0.6 down to 0.2-0.3 (seed 1,
+    # loaded at rollout 3); with the filter the kept groups' reward reads 0.3-0.5 and the
+    # unfiltered one 0.2-0.3, as the filter keeps only groups with a right answer.
+    resume_collapse_logit: float = 6.0
+    resume_collapse_rollouts: int = 3
+
 
 DEFAULT_PARAMS = ModelParams()

@@ -27,16 +27,26 @@ Per rollout id N, as Miles (colocated, one GPU) prints them:
 
 The argument dump comes only with the Megatron backend (its argument check
 prints it); the FSDP backend, the lab's, prints none.
+
+With `--load` the train actor loads the checkpoint the tracker names after
+start-up (harness.sim.checkpoint) and the loop starts at its next rollout;
+with `--save` a checkpoint is written at each save point, after the rollout's
+train-side `perf N` line. A run loaded from a checkpoint prints, from its
+first rollout on, the metrics the run that saved it printed, but for the
+clock's (CLOCK_METRICS).
 """
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence, TypedDict
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypedDict
 
-from harness.sim import logfmt
-from harness.sim.clock import Clock
+from harness.sim import checkpoint, logfmt
+from harness.sim.checkpoint import CheckpointUnreadable, CheckpointUnwritable, PowerCut, TrainState
+from harness.sim.clock import Clock, StopRequest
 from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, WRITE_UP_MILES, SimConfig
 from harness.sim.logfmt import Actor, LogWriter
 from harness.sim.model import Policy, PromptSource
@@ -47,6 +57,16 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from harness.sim.logfmt import TextSink
+
+__all__ = [
+    "CLOCK_METRICS",
+    "CheckpointUnreadable",
+    "CheckpointUnwritable",
+    "MissingFilter",
+    "SimRun",
+    "StepLog",
+    "simulate",
+]
 
 # The payload of one `step M` line (Miles's keys have slashes, so the functional form).
 OptimizerStep = TypedDict(
@@ -62,6 +82,27 @@ OptimizerStep = TypedDict(
         "train/lr-pg_0": float,
         "train/step": int,
     },
+)
+
+# The metrics that are the clock's: durations and what is divided by them. A resumed run prints every other
+# metric of its rollouts exactly as the uninterrupted run does; these follow its own clock.
+CLOCK_METRICS = frozenset(
+    {
+        "perf/rollout_time",
+        "perf/tokens_per_gpu_per_sec",
+        "perf/longest_sample_tokens_per_sec",
+        "perf/train_wait_time",
+        "perf/sleep_time",
+        "perf/log_probs_time",
+        "perf/actor_train_time",
+        "perf/actor_train_tflops",
+        "perf/actor_train_tok_per_s",
+        "perf/update_weights_time",
+        "perf/wake_up_time",
+        "perf/train_time",
+        "perf/step_time",
+        "perf/wait_time_ratio",
+    }
 )
 
 TRAIN_ACTORS = {"fsdp": "FSDPTrainRayActor", "megatron": "MegatronTrainRayActor"}
@@ -94,9 +135,15 @@ class TrainPlan:
     optimizer_steps: list[OptimizerStep]
 
 
-def plan_training(config: SimConfig, params: ModelParams, result: RolloutResult) -> TrainPlan:
-    """How long the train side of this step takes and what its `step M` lines say (seeded per step)."""
-    rng = random.Random(f"sim-train/{config.seed}/{result.step}")
+def plan_training(
+    config: SimConfig, params: ModelParams, result: RolloutResult, train_seed: Optional[int] = None
+) -> TrainPlan:
+    """How long the train side of this step takes and what its `step M` lines say (seeded per step).
+
+    `train_seed` is the seed of the train side's streams: --seed, or a loaded checkpoint's rng.pt.
+    """
+    seed = config.seed if train_seed is None else train_seed
+    rng = random.Random(f"sim-train/{seed}/{result.step}")
 
     def jitter(seconds: float) -> float:
         return seconds * (1.0 + params.train_jitter * (2.0 * rng.random() - 1.0))
@@ -154,10 +201,25 @@ def job_id_for(miles_argv: Sequence[str]) -> str:
     return "raysubmit_" + "".join(rng.choice(alphabet) for _ in range(16))
 
 
-class SimRun:
-    """One simulated `train.py` run: prints its log on `writer` as `clock` lets time pass."""
+def _sigkill_self(_moment: str, _iteration: int) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
 
-    def __init__(self, config: SimConfig, params: ModelParams, clock: Clock, writer: LogWriter) -> None:
+
+class SimRun:
+    """One simulated `train.py` run: prints its log on `writer` as `clock` lets time pass.
+
+    `power_cut(moment, iteration)` is called where HARNESS_SIM_CRASH_AT names a moment of a save: by
+    default it SIGKILLs this process, as a power cut ends it.
+    """
+
+    def __init__(
+        self,
+        config: SimConfig,
+        params: ModelParams,
+        clock: Clock,
+        writer: LogWriter,
+        power_cut: Callable[[str, int], None] = _sigkill_self,
+    ) -> None:
         self.config = config
         self.params = params
         self.clock = clock
@@ -174,8 +236,11 @@ class SimRun:
             params, config.seed, config.rollout_seed, config.n_samples_per_prompt, config.rollout_max_response_len
         )
         self.policy = Policy()
+        self.train_seed = config.seed
+        self.first_rollout = config.checkpoint.start_rollout_id or 0
         self.steps: list[StepLog] = []
         self.current_step: int | None = None
+        self._power_cut = power_cut
 
     def start(self) -> None:
         """The job's first lines: Ray's submission, the launch line, the argument dump, start-up."""
@@ -189,13 +254,44 @@ class SimRun:
                 f"WARNING: {DEPRECATED_FILTER_PATH} is deprecated; use {CURRENT_FILTER_PATH}",
             )
         self.clock.advance(self.params.startup_s)
+        if self.config.checkpoint.load is not None:
+            self.load(self.config.checkpoint.load)
+
+    def load(self, load_dir: str) -> None:
+        """`--load`: the train actor loads what the tracker names, then the rollout manager's data source."""
+        flags = self.config.checkpoint
+        loaded = checkpoint.load(
+            load_dir,
+            fault=flags.resume_fault,
+            load_optim=flags.load_optim,
+            load_rng=flags.load_rng,
+            seed=self.config.seed,
+            lr=self.config.lr,
+            params=self.params,
+            advance=self.clock.advance,
+            say=lambda where, message: self.out.log(self.train_actor, where, message),
+        )
+        if loaded.state is not None:
+            self.policy = loaded.state.policy
+            self.train_seed = loaded.state.train_seed
+        if flags.start_rollout_id is None:
+            self.first_rollout = loaded.next_rollout_id
+        if flags.rollout_global_dataset and loaded.load_dir is not None and self.first_rollout >= 1:
+            checkpoint.load_data_state(
+                loaded.load_dir,
+                self.first_rollout - 1,
+                self.source,
+                flags.resume_fault,
+                lambda where, message: self.out.log(self.rollout_actor, where, message),
+            )
 
     def run(self) -> list[StepLog]:
-        """The whole job: start, every rollout and its training, Ray's success lines."""
+        """The whole job: start (and load), every rollout, its training and its save, Ray's success lines."""
         self.start()
-        for step in range(self.config.num_rollout):
+        for step in range(self.first_rollout, self.config.num_rollout):
             self.current_step = step
             self.run_step(step)
+            self.save_point(step)
         self.current_step = None
         self.out.lines(logfmt.job_end_lines(self.job_id, "succeeded"))
         return self.steps
@@ -250,7 +346,7 @@ class SimRun:
         }
         out.metric(rollout_actor, "metrics.py:88", "perf", step, log.rollout_perf)
 
-        plan = plan_training(self.config, self.params, result)
+        plan = plan_training(self.config, self.params, result, self.train_seed)
         self.policy.learn(self.params)
         clock.advance(plan.wait_extra_s)
         train_start = clock.now()
@@ -300,6 +396,44 @@ class SimRun:
                 )
         return log
 
+    def save_point(self, step: int) -> None:
+        """After rollout `step`: a checkpoint when one is due (--save-interval, the last rollout, the sentinel)."""
+        flags = self.config.checkpoint
+        if flags.save is None:
+            return
+        sentinel = flags.save_trigger_sentinel
+        asked = sentinel is not None and os.path.exists(sentinel)
+        if not checkpoint.save_due(step, self.config.num_rollout, flags.save_interval, asked):
+            return
+        iteration = step + 1
+        crash = flags.crash_at
+
+        def power_cut(moment: str) -> None:
+            if crash is not None and crash.hits(moment, iteration):
+                self._power_cut(moment, iteration)
+
+        global_step = iteration * self.config.optimizer_steps_per_rollout
+        directory = checkpoint.save(
+            flags.save,
+            step,
+            TrainState(self.policy, global_step, self.config.lr, self.train_seed),
+            checkpoint.data_state(self.source) if flags.rollout_global_dataset else None,
+            save_optim=flags.save_optim,
+            micro_step=global_step * self.config.global_batch_size,  # Miles's --micro-batch-size 1
+            timestamp=self.out.moment().timestamp(),
+            params=self.params,
+            advance=self.clock.advance,
+            power_cut=power_cut,
+        )
+        self.out.log(self.train_actor, checkpoint.SAVED_AT, f"[FSDP] Saved checkpoint to {directory}")
+        if asked and sentinel is not None:
+            try:
+                os.remove(sentinel)
+            except FileNotFoundError:  # whoever asked took it back
+                pass
+            except OSError as err:  # Miles's os.remove raises: the job dies
+                raise CheckpointUnwritable(f"{type(err).__name__}: {err}") from None
+
 
 def _with_noise(result: RolloutResult) -> list[tuple[float, str]]:
     """The rollout's events with the noise Miles prints among them: the first sample (when the first group is
@@ -330,11 +464,15 @@ def simulate(
     params: ModelParams | None = None,
     stream: TextSink | None = None,
     start: datetime | None = None,
+    env: dict[str, str] | None = None,
+    stop_requested: StopRequest | None = None,
 ) -> list[StepLog]:
     """Run the simulator in this process on simulated time; the log goes to `stream` (default: nowhere).
 
     For tests and benchmarks: raises SimUsageError / MilesRefusal where the
-    program would exit 2 / 1.
+    program would exit 2 / 1, CheckpointUnreadable / CheckpointUnwritable where a load / a save dies, Stopped
+    once `stop_requested` answers a signal, and PowerCut where the program
+    would SIGKILL itself (HARNESS_SIM_CRASH_AT in `env`, which is otherwise empty).
     """
     from datetime import datetime
 
@@ -342,7 +480,11 @@ def simulate(
     from harness.sim.config import parse_argv
     from harness.sim.params import DEFAULT_PARAMS
 
-    config = parse_argv(argv, {})
-    clock = SimulatedClock()
+    config = parse_argv(argv, env or {})
+    clock = SimulatedClock() if stop_requested is None else SimulatedClock(stop_requested)
     writer = LogWriter(stream if stream is not None else _NullStream(), clock.now, start or datetime(2026, 1, 1))
-    return SimRun(config, params or DEFAULT_PARAMS, clock, writer).run()
+
+    def power_cut(moment: str, iteration: int) -> None:
+        raise PowerCut(moment, iteration)
+
+    return SimRun(config, params or DEFAULT_PARAMS, clock, writer, power_cut).run()

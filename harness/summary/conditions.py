@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import orjson
 
+from harness.checkpoints.layout import CHECKPOINT_FLAGS
+
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject, JSONValue
 
@@ -39,7 +41,9 @@ SIM_TIME_SCALE_ENV = (
 )
 SIM_IMAGE_PREFIX = "miles-gb10-lab/sim"
 # harness.run.plan's _NOT_IN_RUN_ID, and the seed: what the condition leaves out of the experiment.
-NOT_IN_CONDITION = ("description", "compare", "limits", "extends", "guard", "cluster", "seed")
+NOT_IN_CONDITION = ("description", "compare", "limits", "extends", "guard", "cluster", "seed", "checkpoint", "resume")
+# Flags without a value (the rest of CHECKPOINT_FLAGS take one: a directory, a path, a number).
+_BARE_CHECKPOINT_FLAGS = ("--no-save-optim",)
 SEED_FLAGS = ("--seed", "--rollout-seed")  # harness.experiments.flags.OWNED_FLAGS' seed flags
 
 
@@ -85,7 +89,7 @@ def condition_config(
     if isinstance(container, dict):
         config["container"] = {key: value for key, value in container.items() if key != "secret_env"}
     argv = manifest.get("trainer_argv")
-    config["trainer_argv"] = without_seed_flags(argv) if isinstance(argv, list) else None
+    config["trainer_argv"] = without_seed_flags(without_checkpoint_flags(argv)) if isinstance(argv, list) else None
     config["image"] = manifest.get("image")
     config["time_scale"] = time_scale
     config["simulated"] = simulated
@@ -107,6 +111,23 @@ def without_seed_flags(argv: Sequence[JSONValue]) -> list[JSONValue]:
             out.append(word.split("=", 1)[0] + "=<seed>")
         else:
             out.append(word)
+    return out
+
+
+def without_checkpoint_flags(argv: Sequence[JSONValue]) -> list[JSONValue]:
+    """The argv without the checkpoint flags the harness passes (where a run saves, and whether it loads, is not
+    what it measures: each seed saves in a directory of its own)."""
+    out: list[JSONValue] = []
+    skip_next = False
+    for word in argv:
+        if skip_next:
+            skip_next = False
+            continue
+        name = word.split("=", 1)[0] if isinstance(word, str) else None
+        if name in CHECKPOINT_FLAGS:
+            skip_next = "=" not in str(word) and name not in _BARE_CHECKPOINT_FLAGS
+            continue
+        out.append(word)
     return out
 
 

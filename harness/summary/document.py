@@ -176,6 +176,49 @@ class Aggregates:
 
 
 @dataclass
+class LineageAttempt:
+    """One attempt of a resumed run's lineage (docs/checkpoints.md, "A stitched run"); times in wall seconds."""
+
+    attempt: int
+    state: str
+    started_at: Optional[str]
+    ended_at: Optional[str]
+    first_rollout: int  # the first rollout it gives the run (its resume point; 0 for the lineage's first)
+    until_rollout: Optional[int]  # one past the last it gives the run (None: to its end)
+    steps: int  # complete steps it gives the run
+    redone: list[int]  # rollouts it ran past the checkpoint the next attempt resumed from: not the run's
+    wall_s: Optional[float]
+    paused_s: float  # frozen by the heat guard
+    down_before_s: Optional[float]  # from the previous attempt's end to its start (None: the first, or unknown)
+    resumed_from: Optional[str]  # the checkpoint it loaded (None: the lineage's first)
+
+
+@dataclass
+class ResumeShock:
+    """The mean reward of the 3 steps after a resume against the 3 before (docs/checkpoints.md, "Resume shock")."""
+
+    attempt: int
+    rollout: int  # the first rollout after the resume
+    before_mean: Optional[float]
+    after_mean: Optional[float]
+    drop: Optional[float]  # before - after
+    threshold: Optional[float]  # twice the run's median step-to-step change of reward
+    shock: bool
+
+
+@dataclass
+class Lineage:
+    """A resumed run's attempts, their summed wall and paused time, the down time between them (never in a step or
+    a rollout time), and each resume's shock check."""
+
+    attempts: list[LineageAttempt]
+    wall_s: Optional[float]
+    paused_s: float
+    down_s: Optional[float]
+    shocks: list[ResumeShock] = field(default_factory=list)
+
+
+@dataclass
 class RunSummary:
     """`runs.<run>`: the run's facts, its step rows, aggregates and notes."""
 
@@ -209,6 +252,7 @@ class RunSummary:
     start_below_c: Optional[float] = None  # the cooled start it waited for (manifest guard.start.below_c); None: none
     attempt: Optional[int] = None  # the attempt of the run read (0: a capture from before attempts); None: unknown
     started_at: Optional[str] = None  # that attempt's status.json started_at: with `attempt`, which capture this is
+    lineage: Optional[Lineage] = None  # a resumed run's attempts, stitched (written only for such a run)
 
 
 @dataclass
@@ -443,8 +487,11 @@ def to_plain(value: object) -> JSONValue:
 
 
 def to_plain_object(value: DataclassInstance) -> JSONObject:
-    """A dataclass of the document as the JSON object that holds it."""
-    return {f.name: to_plain(getattr(value, f.name)) for f in fields(value)}
+    """A dataclass of the document as the JSON object that holds it (a run's `lineage` only when it resumed)."""
+    plain = {f.name: to_plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, RunSummary) and value.lineage is None:
+        del plain["lineage"]
+    return plain
 
 
 _HINTS: dict[type, dict[str, object]] = {}

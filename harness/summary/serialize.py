@@ -88,6 +88,8 @@ def encode_run(run: RunSummary, name: str) -> bytes:
     """One run's object as `dumps_summary` writes it under `runs`: its facts indented by orjson, its rows one per
     line where `steps` stands; ValueError (naming where) for a number that is not finite."""
     names = _field_names(RunSummary)
+    if run.lineage is None:  # a run that never resumed is written as it was before lineages
+        names = tuple(name for name in names if name != "lineage")
     try:  # `steps` is a marker the rows replace: the run's only key at its own top level called so
         plain = {field_name: _plain(getattr(run, field_name)) if field_name != "steps" else [] for field_name in names}
     except _NotFinite:

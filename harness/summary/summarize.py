@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
-from harness.capture.reader import RunCapture, Skipped, find_runs, read_capture
+from harness.capture.reader import RunCapture, Skipped, find_runs
+from harness.checkpoints.stitch import StitchedPart, read_run
 from harness.mileslog import keys
 from harness.seedstats import DEFAULT_EFFECT
 from harness.summary import SCHEMA_ID
@@ -36,6 +37,7 @@ from harness.summary.comparisons import CompareBlock, compare_run, seeds_by_expe
 from harness.summary.conditions import RunConditions, condition_notes
 from harness.summary.document import Comparison, RunSummary, StepTable, SummaryDocument, to_plain_object
 from harness.summary.frames import read_frame
+from harness.summary.lineage import run_lineage
 from harness.summary.rows import build_rows
 from harness.summary.seeds import SeedComparisons, summarize_conditions
 from harness.summary.serialize import dumps_summary, encode_run, load_summary, write_summary
@@ -69,7 +71,7 @@ class RunResult:
     conditions: Optional[RunConditions] = None  # what the JSON does not carry either: said in comparison notes
 
     def to_dict(self) -> JSONObject:
-        """`runs.<run>` as the JSON holds it."""
+        """`runs.<run>` as the JSON holds it (`lineage` only for a resumed run)."""
         return to_plain_object(self.summary)
 
 
@@ -83,8 +85,9 @@ class Summary:
     seed_comparisons: Optional[SeedComparisons] = None  # the conditions compared, for comparisons made on demand
 
 
-def summarize_run(capture: RunCapture) -> RunResult:
-    """One run's part of the document, from its capture alone."""
+def summarize_run(capture: RunCapture, parts: Sequence[StitchedPart] = ()) -> RunResult:
+    """One run's part of the document, from its capture alone (`parts`: a resumed run's attempts, stitched into
+    `capture` by harness.checkpoints.stitch)."""
     frame = read_frame(capture)
     notes = frame.notes
     rows = build_rows(frame, notes)
@@ -117,6 +120,11 @@ def summarize_run(capture: RunCapture) -> RunResult:
         attempt=capture.attempt,
         started_at=_text((capture.status or {}).get("started_at")),
     )
+    if parts:  # which capture this is: the lineage's head (harness.summary.staleness compares it)
+        summary.started_at = _text((parts[-1].capture.status or {}).get("started_at"))
+        argv = (capture.manifest or {}).get("trainer_argv")
+        words = [str(word) for word in argv] if isinstance(argv, list) else []
+        summary.lineage = run_lineage(parts, rows.table, words, notes)
     compare = CompareBlock(frame.baseline, frame.baselines) if frame.baseline is not None else None
     return RunResult(capture.name, summary, compare, flagged=notes.flags > 0, conditions=frame.conditions)
 
@@ -283,10 +291,11 @@ def summarize_directory(run_dir: Path, encode: bool = False) -> Union[RunResult,
 
     `encode`: with the run encoded for the JSON (`RunResult.run_json`): nothing after this changes a run's summary.
     """
-    capture = read_capture(run_dir)
+    stitched = read_run(run_dir)  # a resumed run: its lineage's attempts as one run
+    capture = stitched.capture
     if (capture.status or {}).get("state") == "not_started":  # no run happened: nothing to summarize
         return Skipped(capture.name, f"not_started: {(capture.status or {}).get('error')}")
-    result = _summarize_or_skip(capture)
+    result = _summarize_or_skip(capture, stitched.parts)
     if encode and isinstance(result, RunResult):  # here, so that runs summarized in parallel are encoded in parallel
         try:
             result.run_json = encode_run(result.summary, result.name)
@@ -295,9 +304,9 @@ def summarize_directory(run_dir: Path, encode: bool = False) -> Union[RunResult,
     return result
 
 
-def _summarize_or_skip(capture: RunCapture) -> Union[RunResult, Skipped]:
+def _summarize_or_skip(capture: RunCapture, parts: Sequence[StitchedPart] = ()) -> Union[RunResult, Skipped]:
     try:
-        return summarize_run(capture)
+        return summarize_run(capture, parts)
     except Exception as err:  # a bug must not cost the other runs their summary: say it, go on
         return Skipped(capture.name, f"could not be summarized ({type(err).__name__}: {err})")
 
