@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_broken_roots import RUNNING, call_over_a_broken_root, template  # noqa: F401 (the module's fixture)
 
+from support.brokencalls import RUNNING, call_over_a_broken_root
 from support.everycommand import command_paths
 
 pytestmark = pytest.mark.integration
@@ -22,7 +22,7 @@ def test_the_running_commands_are_commands_of_the_app() -> None:
 @pytest.mark.parametrize("path", sorted(RUNNING), ids=lambda path: "-".join(path))
 def test_no_running_command_exits_70_or_hangs_over_a_root_of_broken_files(
     path: tuple[str, ...],
-    template: Path,  # noqa: F811 (the fixture imported above)
+    broken_root_template: Path,
     tmp_path: Path,
 ) -> None:
-    call_over_a_broken_root(path, template, tmp_path)
+    call_over_a_broken_root(path, broken_root_template, tmp_path)
