@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Mapping, Optional
 from harness.board.hparams import hparams_of, session_state
 from harness.board.names import GUARD_PREFIX, HARNESS_PREFIX, RUN_PREFIX, TagMapper, clean_tag
 from harness.board.records import Record, Scalar, SessionEnd, Text
+from harness.lab.milesnames import RAW_REWARD, RAW_REWARD_UNFILTERED
 from harness.times import parse_time_us
 
 if TYPE_CHECKING:
@@ -65,8 +66,8 @@ DERIVED_FIELDS = (
     "step_time_s",
 )
 _REWARD_SOURCES = {
-    "rollout/raw_reward_unfiltered": "before the filter: every group the rollout judged",
-    "rollout/raw_reward": "as Miles logged it (without the filter, every group counts)",
+    RAW_REWARD_UNFILTERED: "before the filter: every group the rollout judged",
+    RAW_REWARD: "as Miles logged it (without the filter, every group counts)",
 }
 
 

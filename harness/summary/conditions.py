@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import orjson
 
+from harness.lab.milesnames import ROLLOUT_SEED_FLAG, SEED_FLAG
+
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject, JSONValue
 
@@ -40,7 +42,7 @@ SIM_TIME_SCALE_ENV = (
 SIM_IMAGE_PREFIX = "miles-gb10-lab/sim"
 # harness.run.plan's _NOT_IN_RUN_ID, and the seed: what the condition leaves out of the experiment.
 NOT_IN_CONDITION = ("description", "compare", "limits", "extends", "guard", "cluster", "seed")
-SEED_FLAGS = ("--seed", "--rollout-seed")  # harness.experiments.flags.OWNED_FLAGS' seed flags
+SEED_FLAGS = (SEED_FLAG, ROLLOUT_SEED_FLAG)  # harness.experiments.flags.OWNED_FLAGS' seed flags
 
 
 @dataclass(frozen=True)

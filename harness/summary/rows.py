@@ -29,8 +29,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence, cast
 
 from harness.capture.columns import MetricsColumns
+from harness.lab.milesnames import (
+    DROP_PREFIX,
+    RAW_REWARD,
+    RAW_REWARD_UNFILTERED,
+    ROLLOUT_TIME,
+    STEP_TIME,
+    STEP_TIME_OLD,
+    TRUNCATED_RATIO,
+    WRITE_UP_MILES,
+)
 from harness.mileslog import keys
-from harness.mileslog.derive import derive_step_values, whole_number
+from harness.mileslog.derive import derive_step_values
+from harness.mileslog.keys import whole_number
 from harness.summary.document import StepTable
 from harness.summary.frames import RunFrame
 from harness.summary.notes import Rank, RunNotes, StepNotes
@@ -46,10 +57,10 @@ METRICS = "metrics.jsonl"
 _ABSENT = object()
 _INF = math.inf
 _VALUE_KEYS = (
-    keys.ROLLOUT_TIME,
-    keys.RAW_REWARD,
-    keys.RAW_REWARD_UNFILTERED,
-    keys.TRUNCATED_RATIO,
+    ROLLOUT_TIME,
+    RAW_REWARD,
+    RAW_REWARD_UNFILTERED,
+    TRUNCATED_RATIO,
     *keys.STEP_TIME_KEYS,
 )
 
@@ -98,16 +109,16 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     found = _Found(columns.step)
     values, group_keys, groups, flagged = _read_columns(columns, found)
 
-    rollout = _rollout_times(values[keys.ROLLOUT_TIME], complete, flagged, found)
+    rollout = _rollout_times(values[ROLLOUT_TIME], complete, flagged, found)
     overlaps = _pause_overlaps(frame, rollout, found)
 
     rollout_side = [keys.rollout_side_logged(m) for m in columns.metrics]
     counts = _group_counts(config, group_keys, groups, rollout_side, found)
 
-    raw_reward = finite_column(values[keys.RAW_REWARD])
-    raw_unfiltered = finite_column(values[keys.RAW_REWARD_UNFILTERED])
+    raw_reward = finite_column(values[RAW_REWARD])
+    raw_unfiltered = finite_column(values[RAW_REWARD_UNFILTERED])
     reward_key = keys.reward_key(config.filter)
-    reward = list(raw_unfiltered if reward_key == keys.RAW_REWARD_UNFILTERED else raw_reward)
+    reward = list(raw_unfiltered if reward_key == RAW_REWARD_UNFILTERED else raw_reward)
     reward_flagged = flagged.get(reward_key, set()) | _rewards_out_of_range(reward, reward_key, config, found)
     reward_source: list[Optional[str]] = [keys.PRINTED if value is not None else None for value in reward]
     not_derived = _derive_rewards(config, columns.metrics, reward, reward_source, reward_flagged, rollout_side, found)
@@ -138,13 +149,13 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
         where = "every step with a reward" if not printed else f"{derived} step{'' if derived == 1 else 's'}"
         notes.append(
             f"reward derived in {where} (reward_source: derived): this Miles does not print "
-            f"{keys.RAW_REWARD_UNFILTERED} (only the write-up's, {keys.WRITE_UP_MILES}, does), so the reward before "
-            f"the filter is {keys.RAW_REWARD} x B plus each dropped group's reward, over B plus the dropped groups"
+            f"{RAW_REWARD_UNFILTERED} (only the write-up's, {WRITE_UP_MILES}, does), so the reward before "
+            f"the filter is {RAW_REWARD} x B plus each dropped group's reward, over B plus the dropped groups"
         )
     if config.filter and not any_reward and len(columns) and not not_derived:
         notes.append(
-            f"filter run without {keys.RAW_REWARD_UNFILTERED}: the Miles in the image does not print it, so reward "
-            f"is null ({keys.RAW_REWARD} counts only the kept groups and is not comparable)"
+            f"filter run without {RAW_REWARD_UNFILTERED}: the Miles in the image does not print it, so reward "
+            f"is null ({RAW_REWARD} counts only the kept groups and is not comparable)"
         )
         found.notes.discard(no_reward)  # said once for the whole run
     if config.filter and (config.rollout_batch_size is None or not config.over_sampling_batch_size):
@@ -168,7 +179,7 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
         reward=reward,
         raw_reward=raw_reward,
         raw_reward_unfiltered=raw_unfiltered,
-        truncated_ratio=finite_column(values[keys.TRUNCATED_RATIO]),
+        truncated_ratio=finite_column(values[TRUNCATED_RATIO]),
         step_time_s=step_time,
         reward_source=reward_source,
         **counts,
@@ -191,9 +202,9 @@ def _derive_rewards(
         return set()
     why_not: dict[str, list[int]] = {}
     for i, step_metrics in enumerate(metrics):
-        if reward[i] is not None or i in flagged or keys.RAW_REWARD_UNFILTERED in step_metrics:
+        if reward[i] is not None or i in flagged or RAW_REWARD_UNFILTERED in step_metrics:
             continue
-        if not rollout_side[i] and keys.RAW_REWARD not in step_metrics:
+        if not rollout_side[i] and RAW_REWARD not in step_metrics:
             continue  # nothing of the step's rollout was logged: the missing reward is said as missing
         reading = keys.reward_reading(step_metrics, True, config.rollout_batch_size)
         if reading.value is None or not math.isfinite(reading.value):
@@ -259,16 +270,16 @@ def _rollout_times(
 ) -> list[Optional[float]]:
     """The rollout times in seconds: finite and not negative, else None (with a note)."""
     rollout = finite_column(raw)
-    rollout_flagged = flagged.get(keys.ROLLOUT_TIME, set())
+    rollout_flagged = flagged.get(ROLLOUT_TIME, set())
     not_number = [i for i, (v, s) in enumerate(zip(raw, rollout)) if s is None and v is not None]
     negative = [i for i, s in enumerate(rollout) if s is not None and s < 0]
     missing = [i for i, (v, done) in enumerate(zip(raw, complete)) if v is None and done and i not in rollout_flagged]
     for i in negative:
         rollout[i] = None
     for problem, positions in (
-        (f"{keys.ROLLOUT_TIME} is not a finite number in {{steps}}: no rollout time there", not_number),
-        (f"{keys.ROLLOUT_TIME} is negative ({{values}}) in {{steps}}: no rollout time there", negative),
-        (f"{keys.ROLLOUT_TIME} missing in complete {{steps}}: no rollout time there", missing),
+        (f"{ROLLOUT_TIME} is not a finite number in {{steps}}: no rollout time there", not_number),
+        (f"{ROLLOUT_TIME} is negative ({{values}}) in {{steps}}: no rollout time there", negative),
+        (f"{ROLLOUT_TIME} missing in complete {{steps}}: no rollout time there", missing),
     ):
         found.add(problem, positions, [raw[i] for i in positions], rank=_ROLLOUT, flag=positions is negative)
     return rollout
@@ -312,7 +323,7 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
         early = [k for k, start in enumerate(lo) if not start >= first_allowed] if min(lo) < first_allowed else []
         if early:
             found.add(
-                f"{keys.ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
+                f"{ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
                 f"({format_time_us(span.start_us)}) in {{steps}}: pause overlap unknown, not counted clean",
                 [known[k] for k in early],
                 [seconds[k] for k in early],
@@ -351,7 +362,7 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
         flag=True,
     )
     found.add(
-        f"{keys.ROLLOUT_TIME} is 0 in {{steps}}: rollout_time_adjusted_s null",
+        f"{ROLLOUT_TIME} is 0 in {{steps}}: rollout_time_adjusted_s null",
         [known[k] for k in zero],
         rank=_ROLLOUT_END,
         flag=True,
@@ -509,7 +520,7 @@ def _group_counts(
         for name in ("zero_std_all_right", "zero_std_all_wrong", "zero_std_other"):
             columns[name][i] = values[name]
     for key, found_at in not_counts.items():
-        unknown = [*_fields_of(key), *(["batches"] if key.startswith(keys.DROP_PREFIX) else [])]
+        unknown = [*_fields_of(key), *(["batches"] if key.startswith(DROP_PREFIX) else [])]
         found.add(
             f"{METRICS}: {key} is not a count ({{values}}) in {{steps}}: {', '.join(unknown)} unknown there",
             [i for i, _ in found_at],
@@ -624,7 +635,7 @@ def _counted(group_keys: Sequence[str], values: Sequence[object]) -> _Counted:
         tuple(not_counts),
         tuple(past_exact),
         tuple(derived["unreadable_keys"]),
-        any(key.startswith(keys.DROP_PREFIX) for key, _ in not_counts),
+        any(key.startswith(DROP_PREFIX) for key, _ in not_counts),
     )
 
 
@@ -684,7 +695,7 @@ def _step_times(
 ) -> list[Optional[float]]:
     """The step times by the Miles rule (`keys.step_time`), not negative; notes for the older name and the gaps."""
     flagged_steps = set().union(*(flagged.get(key, ()) for key in keys.STEP_TIME_KEYS))
-    newer = finite_column([m.get(keys.STEP_TIME) for m in metrics])
+    newer = finite_column([m.get(STEP_TIME) for m in metrics])
     if not flagged_steps and all(seconds is not None and seconds >= 0 for seconds in newer):
         return newer  # every step has perf/step_time: the rule takes it
     times: list[Optional[float]] = []
@@ -698,18 +709,18 @@ def _step_times(
         if seconds is not None and key is not None and seconds < 0:  # a time always comes with its key
             negative.setdefault(key, []).append((i, seconds))
             seconds = None
-        elif key == keys.STEP_TIME_OLD:
+        elif key == STEP_TIME_OLD:
             old_name.append(i)
         elif seconds is None and complete[i] and i not in flagged_steps:
             missing.append(i)
         times.append(seconds)
     found.add(
-        keys.STEP_TIME + " not logged in {steps}: " + keys.STEP_TIME_OLD + " (older name) used",
+        STEP_TIME + " not logged in {steps}: " + STEP_TIME_OLD + " (older name) used",
         old_name,
         phase=1,
         rank=_STEP_TIME,
     )
-    found.add(keys.STEP_TIME + " missing in complete {steps}", missing, phase=1, rank=_STEP_TIME)
+    found.add(STEP_TIME + " missing in complete {steps}", missing, phase=1, rank=_STEP_TIME)
     for key in keys.STEP_TIME_KEYS:
         found.add(
             f"{key} is negative ({{values}}) in {{steps}}: no step time there",
