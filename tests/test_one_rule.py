@@ -1,5 +1,5 @@
-"""One rule, one place: every Miles name is written in one module, and the step rows and the flag readers say each
-thing once."""
+"""One rule, one place: no two modules import each other, every Miles name is written in one module, and the step
+rows and the flag readers say each thing once (docs/architecture.md, "The packages")."""
 
 from __future__ import annotations
 
@@ -14,6 +14,94 @@ import pytest
 
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
 NAMES_MODULE = HARNESS / "lab" / "milesnames.py"
+
+
+# --- no import circle ------------------------------------------------------------------------------------------
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, root: Path, modules: set[str]) -> set[str]:
+    """The modules under `root` that `path` imports anywhere: at the top, inside functions, for the type checker.
+
+    A package's `__init__` that imports its own modules is their front, not
+    a dependency: importing any module of a package runs its `__init__` first.
+    """
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if not target or target == name:
+                continue
+            if path.name == "__init__.py" and target.startswith(name + "."):
+                continue
+            found.add(target)
+    return found
+
+
+def import_circles(root: Path) -> list[list[str]]:
+    """Each set of modules under `root` that import one another, directly or around a longer circle."""
+    paths = {module_name(path, root): path for path in root.rglob("*.py")}
+    graph = {name: imports_of(path, root, set(paths)) for name, path in paths.items()}
+    circles, order, low, stack, on_stack = [], {}, {}, [], set()
+
+    def visit(name: str) -> None:  # Tarjan's strongly connected components
+        order[name] = low[name] = len(order)
+        stack.append(name)
+        on_stack.add(name)
+        for other in sorted(graph[name]):
+            if other not in order:
+                visit(other)
+                low[name] = min(low[name], low[other])
+            elif other in on_stack:
+                low[name] = min(low[name], order[other])
+        if low[name] == order[name]:
+            members = []
+            while not members or members[-1] != name:
+                members.append(stack.pop())
+                on_stack.discard(members[-1])
+            if len(members) > 1:
+                circles.append(sorted(members))
+
+    for name in sorted(graph):
+        if name not in order:
+            visit(name)
+    return circles
+
+
+def test_no_two_harness_modules_import_each_other_even_inside_a_function() -> None:
+    assert import_circles(HARNESS) == []
+
+
+def test_a_circle_hidden_in_a_function_or_around_three_modules_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("from pkg.a import A\n")
+    (package / "a.py").write_text("A = 1\ndef f():\n    from pkg.b import B\n")
+    (package / "b.py").write_text("from . import a\nB = 2\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "c.py").write_text("from ..sub import d\n")
+    (package / "sub" / "d.py").write_text("import pkg.sub.e\n")
+    (package / "sub" / "e.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub import c\n"
+    )
+
+    assert import_circles(package) == [["pkg.a", "pkg.b"], ["pkg.sub.c", "pkg.sub.d", "pkg.sub.e"]]
 
 
 # --- every Miles name in one module ----------------------------------------------------------------------------
