@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence, cast
 
 from harness.capture.columns import MetricsColumns
@@ -369,7 +369,7 @@ def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Fou
     )
     pause_total_s = windows.total / time_scale / US_PER_S
     if every:
-        return _Overlaps(overlap_k, adjusted_k, list[Optional[bool]](clean_k), pause_total_s)
+        return _Overlaps(overlap_k, adjusted_k, cast("list[Optional[bool]]", clean_k), pause_total_s)
     overlap: list[Optional[float]] = [None] * count
     adjusted: list[Optional[float]] = [None] * count
     clean: list[Optional[bool]] = [None] * count
@@ -497,8 +497,8 @@ def _group_counts(
     unreadable: dict[str, list[int]] = {}
     no_rollout_side: list[int] = []
     drops_without_filter: list[int] = []
+    filtering = config.filter
     for i, step in enumerate(counted):
-        values = step.values
         if step.problems:
             for key, value in step.not_counts:
                 not_counts.setdefault(key, []).append((i, value))
@@ -506,19 +506,20 @@ def _group_counts(
                 past_exact.setdefault(name, []).append((i, total))
             for key in step.unreadable:
                 unreadable.setdefault(key, []).append(i)
-        if config.filter and rollout_side[i]:  # keys.drops_known, with rollout_side computed once per step
+        if filtering and rollout_side[i]:  # keys.drops_known, with rollout_side computed once per step
+            values = step.values
             drops = values["dropped_groups"]
             dropped[i], dropped_right[i] = drops, values["dropped_all_right"]
             dropped_wrong[i], dropped_other[i] = values["dropped_all_wrong"], values["dropped_other"]
             if batch is not None and over and drops is not None:
                 needed = -(-(batch + drops) // over)
                 batches[i] = needed if needed <= MAX_EXACT_INT else None  # B and O of 2^53 and 1: not a count
-        elif config.filter:
+        elif filtering:
             no_rollout_side.append(i)
-        elif values["dropped_groups"] or step.drop_keys_unknown:
+        elif step.values["dropped_groups"] or step.drop_keys_unknown:
             drops_without_filter.append(i)
-        for name in ("zero_std_all_right", "zero_std_all_wrong", "zero_std_other"):
-            columns[name][i] = values[name]
+    for name in _ZERO_STD_FIELDS:
+        columns[name] = [step.values[name] for step in counted]
     for key, found_at in not_counts.items():
         unknown = [*_fields_of(key), *(["batches"] if key.startswith(DROP_PREFIX) else [])]
         found.add(
@@ -579,9 +580,10 @@ class _Counted:
     unreadable: tuple[str, ...] = ()  # keys the rules cannot read whatever their value (a count with an odd suffix)
     drop_keys_unknown: bool = False  # a drop key whose value is not a count
 
-    @property
-    def problems(self) -> bool:
-        return bool(self.not_counts or self.past_exact or self.unreadable)
+    problems: bool = field(init=False)  # any of the three above: read once a step
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "problems", bool(self.not_counts or self.past_exact or self.unreadable))
 
 
 @functools.lru_cache(maxsize=4096)
