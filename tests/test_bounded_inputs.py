@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.engines import milesimage
 from harness.engines.milesimage import ImageCheck, PathFlag, judge, probe_image, read_probe_output
-from harness.mileslog.keys import FILTER_FLAG, FILTER_PATH, FILTER_PATH_PUBLIC
+from harness.lab.milesnames import FILTER_FLAG, FILTER_PATH, FILTER_PATH_PUBLIC
 from support.memory import measured
 
 REPO = Path(__file__).resolve().parent.parent
@@ -211,7 +211,7 @@ def test_a_cache_entry_of_a_gigabyte_is_absent_and_read_no_further_than_its_size
     sparse(entry, entry.read_bytes(), GB)
     script = (
         "from harness.engines import milesimage\n"
-        "from harness.mileslog.keys import FILTER_PATH, FILTER_PATH_PUBLIC\n"
+        "from harness.lab.milesnames import FILTER_PATH, FILTER_PATH_PUBLIC\n"
         "calls = []\n"
         "def prober(image, argv, timeout_s):\n"
         "    calls.append(argv)\n"

@@ -19,16 +19,16 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.lab import milesargv
+from harness.lab.milesnames import FILTER_PATH
 from harness.mileslog import parse_lines
 from harness.run.simswap import OTHER_SIMULATOR, SIM_IMAGE, choose_target
-from harness.sim.config import CURRENT_FILTER_PATH
 from harness.sim.entry import main as entry_main
 from harness.sim.image import SIM_DIGEST_LABEL, copied_files, copied_sources, sim_digest, sim_image_tag
 from support.clones import own_file
 from support.timing import scaled
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FILTER_ARGS = f"--dynamic-sampling-filter-path {CURRENT_FILTER_PATH} --over-sampling-batch-size 48"
+FILTER_ARGS = f"--dynamic-sampling-filter-path {FILTER_PATH} --over-sampling-batch-size 48"
 BASE_WORDS = milesargv.read_base_args()
 
 
@@ -56,7 +56,7 @@ def test_without_miles_args_the_simulator_runs_the_base_run_then_the_extra_words
     assert [step.step for step in parsed.steps if step.complete] == list(range(12))
     assert parsed.args is None  # the base run's FSDP backend prints no argument dump, as Miles's does
     assert parsed.filter_setting() == (True, "launch line") and parsed.launch is not None
-    assert parsed.launch[parsed.launch.index("--dynamic-sampling-filter-path") + 1] == CURRENT_FILTER_PATH
+    assert parsed.launch[parsed.launch.index("--dynamic-sampling-filter-path") + 1] == FILTER_PATH
 
 
 def test_miles_args_replace_the_base_run_and_entry_arguments_come_last():
