@@ -55,12 +55,12 @@ def files_holding(root: Path, secrets: dict) -> list[str]:
 
 # --- the finding: a URL password in a trainer flag, on the simulator with W&B ---------------------------
 
-FLAG_SECRETS = {"extra_args": "xyzSECRET1", "load": "pwLOADAAA41"}
+FLAG_SECRETS = {"extra_args": "xyzSECRET1", "rm_url": "pwRMURLAAA41"}
 FLAG_SETS = [
     "--set",
     "miles.extra_args=--wandb-host https://u:xyzSECRET1@h",
     "--set",
-    "miles.args.load=https://u:pwLOADAAA41@h/x",
+    "miles.args.rm_url=https://u:pwRMURLAAA41@h/x",
     "--set",
     "steps=2",
 ]
