@@ -682,6 +682,12 @@ def _record_end(
     refusal = pump.watch.refusal() if pump.watch is not None else None
     if refusal is not None and outcome.capture_complete:  # the trainer did not resume: nothing it did is the run's
         outcome = Outcome(RunState.FAILED, refusal, False)
+    unfinished = pump.watch.unfinished_save() if pump.watch is not None else None
+    if unfinished is not None:  # it died in a save (a disk that filled): the cause says what is left to resume
+        if outcome.state == RunState.FAILED and refusal is None:
+            outcome = replace(outcome, error=f"{outcome.error}; {unfinished}" if outcome.error else unfinished)
+        else:
+            status.notes.append(unfinished)
     status.state, status.error, status.steps_usable = outcome.state, outcome.error, outcome.steps_usable
     status.capture_complete = outcome.capture_complete
     status.exit_code = exit_code
