@@ -400,7 +400,10 @@ class RaySweep:
 
         stack = ExitStack()
         root = Path(run.plan.spec.capture_dir).parent
-        board = stack.enter_context(board_session(run.run, root, run.plan.experiment.export, self.ctx.reporter.warning))
+        resume = run.plan.checkpoints.resume if run.plan.checkpoints is not None else None
+        resumes = (resume.from_attempt, resume.choice.next_rollout_id) if resume is not None else None
+        export, warn = run.plan.experiment.export, self.ctx.reporter.warning
+        board = stack.enter_context(board_session(run.run, root, export, warn, resumes))
         run.board, run.board_put = stack, board.forwarding(None)
 
     def _release(self, run: RayRun) -> None:

@@ -393,7 +393,10 @@ def execute(
     from harness.board.session import board_session
 
     root = Path(plan.spec.capture_dir).parent
-    with board_session(plan.spec.run, root, plan.experiment.export, ctx.reporter.warning) as board:
+    # A Ray node's copy (its capture forwarded) numbers its attempts its own way: the driver's board shows the lineage.
+    resume = plan.checkpoints.resume if plan.checkpoints is not None and ctx.forward is None else None
+    resumes = (resume.from_attempt, resume.choice.next_rollout_id) if resume is not None else None
+    with board_session(plan.spec.run, root, plan.experiment.export, ctx.reporter.warning, resumes) as board:
         shown = replace(ctx, forward=board.forwarding(ctx.forward))
         return _execute_attempt(plan, shown, engine=engine, guard=guard, clock=clock)
 
