@@ -51,7 +51,7 @@ def main() -> int:
 
     from harness.engines.docker import DockerEngine
     from harness.experiments.store import ExperimentStore
-    from harness.mileslog.keys import FILTER_PATH
+    from harness.lab.milesnames import FILTER_PATH
     from harness.run.plan import plan_launch
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,12 +26,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.lab.milesargv import read_base_args  # noqa: E402
+from harness.lab.milesnames import FILTER_PATH  # noqa: E402
 from harness.mileslog import parse_lines  # noqa: E402
-from harness.sim.config import CURRENT_FILTER_PATH  # noqa: E402
 from harness.sim.rollout import RolloutResult  # noqa: E402
 from harness.sim.trainer import simulate  # noqa: E402
 
-FILTER = ["--dynamic-sampling-filter-path", CURRENT_FILTER_PATH, "--over-sampling-batch-size", "48"]
+FILTER = ["--dynamic-sampling-filter-path", FILTER_PATH, "--over-sampling-batch-size", "48"]
 PLAIN_48 = ["--over-sampling-batch-size", "48"]
 
 # The write-up's figures (plain: 12 steps, seed 1; filter: 12 steps, seed 1; five baselines).

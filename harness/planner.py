@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence, TypedDict
 
 from harness.errors import HarnessError
+from harness.lab.milesnames import OVER_SAMPLING_BATCH_SIZE_FLAG
 from harness.seedstats import SeedsNeeded
 
 if TYPE_CHECKING:
@@ -356,7 +357,7 @@ def _plan(batch: int, keep_rates: Sequence[float], target: float, keep_rate: flo
     if best < target:
         raise HarnessError(
             f"no over-sampling batch size up to {limit} ({MAX_OVER_SAMPLING_FACTOR} x {batch}) reaches "
-            f"P(one batch) >= {target} {how}: the best is --over-sampling-batch-size "
+            f"P(one batch) >= {target} {how}: the best is {OVER_SAMPLING_BATCH_SIZE_FLAG} "
             f"{limit}, with P(one batch) {best:.3g}; lower the target or the drop rate"
         )
     drops = {rate: Drops(batch, rate) for rate in weights if rate > 0.0}

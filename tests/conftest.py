@@ -77,6 +77,7 @@ pytest_plugins = [
     "support.experiment_files",
     "support.commands",
     "support.resume_lab",
+    "support.brokencalls",
     "support.order",
 ]
 
@@ -97,6 +98,7 @@ FIXTURE_MARKERS = {
     "clone": {"integration"},
     "ray_cluster": {"ray"},
     "process_resume_lab": {"integration"},
+    "broken_root_template": {"integration"},
 }
 
 

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.engines import milesimage
 from harness.engines.milesimage import ImageCheck, PathFlag, judge, probe_image, read_probe_output
-from harness.mileslog.keys import FILTER_FLAG, FILTER_PATH, FILTER_PATH_PUBLIC
+from harness.lab.milesnames import FILTER_FLAG, FILTER_PATH, FILTER_PATH_PUBLIC
 from support.memory import measured
 
 REPO = Path(__file__).resolve().parent.parent
@@ -211,7 +211,7 @@ def test_a_cache_entry_of_a_gigabyte_is_absent_and_read_no_further_than_its_size
     sparse(entry, entry.read_bytes(), GB)
     script = (
         "from harness.engines import milesimage\n"
-        "from harness.mileslog.keys import FILTER_PATH, FILTER_PATH_PUBLIC\n"
+        "from harness.lab.milesnames import FILTER_PATH, FILTER_PATH_PUBLIC\n"
         "calls = []\n"
         "def prober(image, argv, timeout_s):\n"
         "    calls.append(argv)\n"
@@ -690,3 +690,56 @@ def test_recover_never_waits_on_a_fifo_as_container_log(tmp_path: Path) -> None:
         assert started_by_evidence(capture) is False
         log_position(capture.log_path)
     assert time.monotonic() - started < 5
+
+
+# --------------------------------------------------------------------------- JSONL lines past a sparse hole
+
+
+def _written(path: Path, parts: Sequence[tuple[str, Any]], *, holes: bool) -> Path:
+    """`parts` ("data", bytes) or ("nuls", n) as one file: the NUL runs as holes (never written) or written out."""
+    with path.open("wb") as out:
+        for kind, value in parts:
+            if kind == "data":
+                out.write(value)
+            elif holes:
+                out.seek(value, os.SEEK_CUR)
+            else:
+                out.write(b"\0" * value)
+        out.truncate(out.tell())
+    return path
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [("data", b'{"a": 1}\n{"b": 2}\n{"c'), ("nuls", 1 << 20), ("data", b'x\n{"d": 3}\n')],
+        [("data", b'{"a": 1}\n'), ("nuls", 8192)],
+        [("data", b'{"a": 1}\n{"b'), ("nuls", 40 << 20), ("data", b'\n{"e": 5}\n')],
+        [("nuls", 3 << 20), ("data", b'{"a": 1}\n')],
+    ],
+    ids=["hole-mid-line", "hole-at-the-end", "hole-longer-than-a-line", "hole-first"],
+)
+def test_a_jsonl_file_reads_alike_with_its_nuls_as_holes_or_written_out(tmp_path: Path, parts: Any) -> None:
+    from harness.capture.bounded import iter_jsonl, iter_lines
+
+    def read(path: Path) -> tuple[list[Any], list[Any], list[str]]:
+        notes: list[str] = []
+        lines = [(n, None if raw is None else (len(raw), raw.count(b"\0")), torn) for n, raw, torn in iter_lines(path)]
+        return lines, list(iter_jsonl(path, notes)), [note.split(": ", 1)[1] for note in notes]
+
+    assert read(_written(tmp_path / "sparse", parts, holes=True)) == read(
+        _written(tmp_path / "dense", parts, holes=False)
+    )
+
+
+def test_a_terabyte_hole_in_metrics_jsonl_is_passed_not_read(tmp_path: Path) -> None:
+    """The summary's reader of JSONL (metrics, pauses, guard) skips a power loss's sparse tail as `logs` does."""
+    from harness.capture.bounded import iter_jsonl
+
+    path = sparse(tmp_path / "metrics.jsonl", b'{"step": 0}\n{"step": 1', 1 << 40)
+    before = int(Path("/proc/self/io").read_text().split("rchar: ")[1].split()[0])
+    notes: list[str] = []
+    assert [obj for _, obj in iter_jsonl(path, notes)] == [{"step": 0}]
+    read_bytes = int(Path("/proc/self/io").read_text().split("rchar: ")[1].split()[0]) - before
+    assert read_bytes < 16 << 20, f"{read_bytes:,} bytes read"
+    assert notes == ["metrics.jsonl: over 1,073,741,824 bytes: the rest is not read"]

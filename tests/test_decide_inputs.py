@@ -185,3 +185,37 @@ def test_the_dry_run_is_the_plan_and_starts_nothing(decide_lab: Path, tmp_path: 
     assert document["comparisons"] == ["parent vs other", "parent vs filtered"]
     assert document["max_runs"] == 75 and len(document["next"]) == 15
     assert not (tmp_path / "capture" / "decisions").exists()
+
+
+def test_a_dry_run_whose_next_seeds_would_be_refused_exits_as_decide_would(decide_lab: Path, tmp_path: Path) -> None:
+    # Was: exit 0, the refused seed counted as reused; `decide` itself refuses it with exit 2 before anything starts.
+    from harness.capture import Capture, RunStatus
+
+    args = ["parent", "other", "--sim", "--sim-engine", "process"]
+    first = json.loads(decide(decide_lab, tmp_path, *args, "--dry-run", "--json").stdout)["next"][0]
+    Capture(tmp_path / "capture" / first["run"]).write_status(
+        RunStatus(
+            run=first["run"],
+            run_id=f"{first['run']}-00000000",  # succeeded, with another configuration
+            state="succeeded",
+            exit_code=0,
+            started_at="2026-01-01T00:00:00Z",
+            ended_at="2026-01-01T01:00:00Z",
+            steps_expected=4,
+            steps_complete=4,
+            error=None,
+        )
+    )
+
+    shown = decide(decide_lab, tmp_path, *args, "--dry-run")
+    as_json = decide(decide_lab, tmp_path, *args, "--dry-run", "--json")
+    assert not (tmp_path / "capture" / "decisions").exists()  # a dry run writes no record
+    real = decide(decide_lab, tmp_path, *args)
+
+    assert shown.exit_code == as_json.exit_code == real.exit_code == 2, shown.output
+    said = " ".join(messages(shown.stdout))
+    assert f"{first['run']} (seed {first['seed']}): refuse: its capture succeeded" in said
+    assert "9 would run, 0 reused, 1 refused" in said
+    assert json.loads(as_json.stdout)["next"][0]["action"] == "refuse"
+    for result in (shown, as_json):
+        assert messages(result.stderr)[-1].startswith(f"error: run {first['run']} would not start: its capture")

@@ -91,3 +91,60 @@ def test_the_container_name_counts_the_attempts_there_are(tmp_path: Path) -> Non
     )
 
     assert json.loads(result.stdout)["container_name"].endswith("-a2")
+
+
+# --- sweep --dry-run: the worst of its rows, by the run's rule --------------------------------------------------
+
+
+def sweep(*args: str, dry_run: bool = True) -> object:
+    return CliRunner().invoke(app, ["sweep", *args, *(["--dry-run"] if dry_run else [])], env=NO_DOCKER)
+
+
+def test_a_sweep_dry_run_with_rows_that_would_be_refused_exits_as_the_sweep_would(tmp_path: Path) -> None:
+    # Was: exit 0 with `refuse` in two of its rows, where the sweep itself refuses with exit 2.
+    for run in ("plain", "plain-s2"):
+        shutil.copytree(LAB / "plain", tmp_path / run)  # succeeded, with another configuration than today's
+    where = ["--experiments-dir", str(EXPERIMENTS), "--capture-dir", str(tmp_path)]
+
+    shown = sweep("plain", "--seeds", "1", "2", "3", *where)
+    as_json = sweep("plain", "--seeds", "1", "2", "3", "--json", *where)
+    real = sweep("plain", "--seeds", "1", "2", "3", *where, dry_run=False)
+
+    assert shown.exit_code == as_json.exit_code == real.exit_code == 2, shown.output
+    assert "dry run: nothing started" in shown.stdout  # the plan is shown all the same
+    actions = {row["run"]: row["action"] for row in json.loads(as_json.stdout)["runs"]}
+    assert actions == {"plain": "refuse", "plain-s2": "refuse", "plain-s3": "run"}
+    for result in (shown, as_json):
+        last = messages(result.stderr)[-1]
+        assert last.startswith("error: run plain would not start: its capture succeeded"), result.stderr
+        assert last.endswith("(and 1 more, listed above)")
+        assert len([line for line in messages(result.stderr) if line.startswith("error: ")]) == 1
+    assert not (tmp_path / "plain-s3").exists()
+
+
+def test_a_sweep_dry_run_whose_rows_would_all_start_or_are_there_already_exits_0(tmp_path: Path) -> None:
+    shown = sweep("plain", "--seeds", "1", "2", "--experiments-dir", str(EXPERIMENTS), "--capture-dir", str(tmp_path))
+
+    assert shown.exit_code == 0, shown.output
+    assert "error" not in shown.stderr
+
+
+def test_a_dry_run_ends_by_one_rule_for_a_run_and_for_each_row_of_a_sweep() -> None:
+    from harness.engines.base import Problem
+    from harness.errors import ExitCode
+    from harness.run.decide import Decision, dry_run_refusal
+
+    start = Decision("a", "run", "no capture yet")
+    there = Decision("b", "skip", "succeeded at noon; --force reruns it")
+    refused = Decision("c", "skip", "its capture succeeded with another configuration", refused=True)
+    no_engine = Problem("the Docker engine does not answer", ExitCode.ENGINE_UNAVAILABLE)
+    no_image = Problem("image x is not on the Docker engine", ExitCode.ENGINE_UNAVAILABLE)
+
+    assert dry_run_refusal([(start, ()), (there, ())]) is None
+    assert dry_run_refusal([(there, [no_engine])]) is None  # there already: `run` starts nothing, checks nothing
+    problems = dry_run_refusal([(there, ()), (start, [no_engine, no_image])])
+    assert problems is not None and problems.exit_code == ExitCode.ENGINE_UNAVAILABLE
+    assert problems.message == "run a would not start: 2 pre-flight problems, above"
+    first = dry_run_refusal([(start, [no_engine]), (refused, ())])  # a refusal comes first, as the sweep refuses
+    assert first is not None and first.exit_code == ExitCode.BAD_INPUT
+    assert first.message == "run c would not start: its capture succeeded with another configuration"

@@ -17,6 +17,7 @@ from harness.cli import app
 from harness.cli.app import DEFAULT_CAPTURE_DIR, SIM_CAPTURE_DIR, capture_root
 from harness.cli.runs import DEFAULT_EXPERIMENT, spread_seeds
 from harness.run.simswap import DEFAULT_TIME_SCALE
+from harness.sim.image import sim_digest, sim_image_tag
 from support.clones import DEAD_DOCKER, make
 from support.machine import docker_host
 
@@ -191,8 +192,9 @@ def test_make_smoke_sim_from_a_fresh_clone(clone, engine, request):
         assert "simulated runs use the process engine instead" in done.stdout
         assert "simulator: the process engine" in done.stderr
     else:
-        assert "sim-image: miles-gb10-lab/sim:latest is built" in done.stdout
-        assert "simulator: the sim image miles-gb10-lab/sim:latest on Docker" in done.stderr
+        image = sim_image_tag(sim_digest(clone))  # the clone's simulator is this checkout's: one image
+        assert f"sim-image: {image} is built (also tagged miles-gb10-lab/sim:latest)" in done.stdout
+        assert f"simulator: the sim image {image} on Docker" in done.stderr
 
 
 @pytest.mark.integration

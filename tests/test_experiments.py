@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import HarnessError
-from harness.experiments.flags import CURRENT_FILTER_PATH
 from harness.experiments.overrides import deep_merge
 from harness.experiments.store import ExperimentStore
+from harness.lab.milesnames import FILTER_PATH
 
 REPO_EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 BASE = ["--rollout-batch-size", "32", "--n-samples-per-prompt", "8", "--num-rollout", "12", "--seed", "1"]
@@ -71,7 +71,7 @@ def test_filter_run_carries_the_write_up_flags_exactly() -> None:
         "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter "
         "--over-sampling-batch-size 48"
     )
-    assert exp.filter_path(store.base_args) == CURRENT_FILTER_PATH
+    assert exp.filter_path(store.base_args) == FILTER_PATH
     flags = exp.effective_flags(store.base_args)
     assert flags["--over-sampling-batch-size"] == ["48"]
     assert flags["--rollout-batch-size"] == ["32"]
@@ -138,11 +138,11 @@ def test_deprecated_filter_path_is_accepted_with_a_warning(parent_dir: Path) -> 
     )
     loaded = ExperimentStore(parent_dir, BASE).load("old")
     assert len(loaded.warnings) == 1
-    assert "deprecated" in loaded.warnings[0] and CURRENT_FILTER_PATH in loaded.warnings[0]
+    assert "deprecated" in loaded.warnings[0] and FILTER_PATH in loaded.warnings[0]
     assert "old.yaml" in loaded.warnings[0]
     result = CliRunner().invoke(app, ["show", "old", "--experiments-dir", str(parent_dir)])
     assert result.exit_code == 0
-    assert "deprecated" in result.stderr and CURRENT_FILTER_PATH in result.stderr
+    assert "deprecated" in result.stderr and FILTER_PATH in result.stderr
 
 
 # --- rejections: one line, file, key, reason, exit 2 -------------------------------------------

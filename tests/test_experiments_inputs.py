@@ -119,6 +119,7 @@ def _flag_literals(path: Path) -> set[str]:
 
 # The modules that read or set the trainer's flags, and the words in them that are not Miles flags.
 TRAINER_FLAG_READERS = {
+    "lab/milesnames.py": set(),
     "experiments/flags.py": set(),
     "experiments/store.py": {"--name", "--set"},
     "summary/run_config.py": set(),

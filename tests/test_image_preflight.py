@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.mileslog.keys import FILTER_PATH, FILTER_PATH_PUBLIC
+from harness.lab.milesnames import FILTER_PATH, FILTER_PATH_PUBLIC
 from support.images import FAKE_TRAINER_IMAGE, content_tagged
 from support.lab import Lab
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness.engines import milesimage
-from harness.mileslog.keys import FILTER_PATH, FILTER_PATH_PUBLIC
+from harness.lab.milesnames import FILTER_PATH, FILTER_PATH_PUBLIC
 from support.images import content_tagged
 from support.lab import IMAGE, Lab
 from support.memory import measured

@@ -90,6 +90,39 @@ def test_a_broken_capture_is_never_a_success() -> None:
     assert broken.state == "failed" and "No space left" in broken.error
 
 
+REMOVED = "its container was removed while it ran"
+
+
+@pytest.mark.parametrize(
+    "exit_code,state_after,removed",
+    [
+        (None, None, True),  # the wait broke on the removal, then the container was not there
+        (137, None, True),  # `docker rm -f`'s kill answered first, then the container was not there
+        (137, {"Status": "removing", "Running": False, "ExitCode": 137}, True),  # answered mid-removal
+        (None, {"Status": "removing", "Running": False, "ExitCode": 137}, True),
+        (137, {"Status": "exited", "Running": False, "ExitCode": 137}, False),  # `docker kill`: it is still there
+        (None, {"Status": "running", "Running": True}, False),  # a dropped connection, the container runs on
+        (0, None, False),  # it ended on its own, and was removed after: an exit, not a removal while it ran
+        (143, None, False),
+    ],
+)
+def test_a_removal_is_read_from_the_engines_answers_whichever_came_first(exit_code, state_after, removed) -> None:
+    from harness.engines.docker import ended_by_removal
+
+    assert ended_by_removal(exit_code, state_after) is removed
+
+
+@pytest.mark.parametrize("exit_code", [None, 137], ids=["removal first", "exit first"])
+def test_a_container_removed_from_outside_is_a_removal_whichever_answer_came_first(exit_code) -> None:
+    removed = outcome(exit_code=exit_code, steps_complete=3, gone=REMOVED)
+
+    assert removed.state == "failed" and not removed.steps_usable
+    assert removed.error.startswith(f"{REMOVED}; the lines it printed after the capture's last one are gone")
+    assert "SIGKILL" not in removed.error
+    killed = outcome(exit_code=137, steps_complete=3)  # the engine said it is still there: a kill
+    assert killed.state == "failed" and "SIGKILL" in killed.error
+
+
 # --- rerun modes --------------------------------------------------------------------------
 
 

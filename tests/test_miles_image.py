@@ -13,7 +13,7 @@ import pytest
 from harness.engines import milesimage
 from harness.engines.milesimage import ImageCheck, PathFlag, judge, path_flags, paths_to_probe, probe_image
 from harness.lab.milesargv import read_base_args
-from harness.mileslog.keys import FILTER_FLAG, FILTER_PATH, FILTER_PATH_PUBLIC
+from harness.lab.milesnames import FILTER_FLAG, FILTER_PATH, FILTER_PATH_PUBLIC
 
 PUBLIC = ImageCheck(
     "sha256:public",

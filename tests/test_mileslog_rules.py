@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.cli.progress import PlainReporter, RichReporter
 from harness.engines.spec import LaunchSpec
+from harness.lab.milesnames import RAW_REWARD, RAW_REWARD_UNFILTERED, STEP_TIME, STEP_TIME_OLD
 from harness.mileslog import LogParser, keys, parse_file
 from support.summaries import summary_rewards
 
@@ -71,7 +72,7 @@ def parse_log_rewards(log: Path) -> tuple[dict[int, float | None], dict]:
     return {step["step"]: step["reward"] for step in doc["steps"]}, doc
 
 
-@pytest.mark.parametrize(("log", "key"), [(FILTER_LOG, keys.RAW_REWARD_UNFILTERED), (PLAIN_LOG, keys.RAW_REWARD)])
+@pytest.mark.parametrize(("log", "key"), [(FILTER_LOG, RAW_REWARD_UNFILTERED), (PLAIN_LOG, RAW_REWARD)])
 def test_progress_parse_log_and_the_summary_report_the_same_reward_for_each_step(log, key, tmp_path) -> None:
     summary, document = summary_rewards(log, tmp_path)
     parse_log, doc = parse_log_rewards(log)
@@ -100,9 +101,9 @@ def test_the_filter_run_without_the_unfiltered_key_has_no_reward() -> None:
 
 
 def test_step_time_falls_back_to_the_older_name_and_says_so() -> None:
-    assert keys.step_time({"perf/step_time": 90.0, "perf/total_train_time": 1.0}) == (90.0, keys.STEP_TIME)
-    assert keys.step_time({"perf/total_train_time": 91.0}) == (91.0, keys.STEP_TIME_OLD)
-    assert keys.step_time({"perf/step_time": math.nan, "perf/total_train_time": 91.0}) == (91.0, keys.STEP_TIME_OLD)
+    assert keys.step_time({"perf/step_time": 90.0, "perf/total_train_time": 1.0}) == (90.0, STEP_TIME)
+    assert keys.step_time({"perf/total_train_time": 91.0}) == (91.0, STEP_TIME_OLD)
+    assert keys.step_time({"perf/step_time": math.nan, "perf/total_train_time": 91.0}) == (91.0, STEP_TIME_OLD)
     assert keys.step_time({"perf/step_time": "fast"}) == (None, None)
     assert keys.step_time({}) == (None, None)
 
@@ -136,10 +137,10 @@ def test_the_filter_setting_comes_from_the_dump_then_the_launch_line(args, argv,
 
 
 def test_the_reward_rule() -> None:
-    both = {keys.RAW_REWARD: 0.5, keys.RAW_REWARD_UNFILTERED: 0.7}
-    assert keys.reward_key(True) == keys.RAW_REWARD_UNFILTERED and keys.reward_key(False) == keys.RAW_REWARD
+    both = {RAW_REWARD: 0.5, RAW_REWARD_UNFILTERED: 0.7}
+    assert keys.reward_key(True) == RAW_REWARD_UNFILTERED and keys.reward_key(False) == RAW_REWARD
     assert keys.step_reward(both, filter_on=True) == 0.7
     assert keys.step_reward(both, filter_on=False) == 0.5
-    assert keys.step_reward({keys.RAW_REWARD: 0.5}, filter_on=True) is None  # counts only the kept groups
-    assert keys.step_reward({keys.RAW_REWARD: math.inf}, filter_on=False) is None
-    assert keys.step_reward({keys.RAW_REWARD: True}, filter_on=False) is None
+    assert keys.step_reward({RAW_REWARD: 0.5}, filter_on=True) is None  # counts only the kept groups
+    assert keys.step_reward({RAW_REWARD: math.inf}, filter_on=False) is None
+    assert keys.step_reward({RAW_REWARD: True}, filter_on=False) is None

@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
+from harness.lab.milesnames import FILTER_PATH, FILTER_PATH_PUBLIC
 from harness.mileslog import parse_lines
-from harness.mileslog.keys import FILTER_PATH, FILTER_PATH_PUBLIC
 
 APRIL = ("[%(asctime)s] %(filename)s:%(lineno)d - %(message)s", "%Y-%m-%d %H:%M:%S")
 AUGUST = ("[%(asctime)s.%(msecs)03d %(procname)s] %(filename)s:%(lineno)d - %(message)s", "%Y-%m-%d %H:%M:%S")

@@ -102,8 +102,8 @@ def test_a_cached_sweep_refuses_a_changed_succeeded_run_like_run_and_starts_noth
     (line,) = error_lines(changed.output)
     assert line.startswith("error: run plain-48 not started: its capture succeeded at ") and "steps 1 -> 2" in line
     assert not (captures / "plain-48-s2").exists()  # refused before anything started
-    for flag in ("--retry", "--dry-run"):
-        assert sim_run(
+    for flag in ("--retry", "--dry-run"):  # the dry run exits as the sweep would
+        again = sim_run(
             env,
             captures,
             "--seeds",
@@ -115,7 +115,8 @@ def test_a_cached_sweep_refuses_a_changed_succeeded_run_like_run_and_starts_noth
             flag,
             command="sweep",
             experiment="plain-48",
-        ).exit_code == (2 if flag == "--retry" else 0)
+        )
+        assert again.exit_code == 2, (flag, again.output)
     forced = sim_run(
         env,
         captures,

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.lab.milesnames import FILTER_PATH
 from harness.sim.config import (
-    CURRENT_FILTER_PATH,
     MAX_ROLLOUT_ANSWERS,
     MAX_SAMPLES_PER_PROMPT,
     SimUsageError,
@@ -117,7 +117,7 @@ def test_a_large_allowed_step_ends_at_once_on_sigterm():
             "--n-samples-per-prompt",
             "1024",
             "--dynamic-sampling-filter-path",
-            CURRENT_FILTER_PATH,
+            FILTER_PATH,
             "--time-scale",
             "0",
         ],

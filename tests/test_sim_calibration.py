@@ -15,12 +15,12 @@ import statistics
 import pytest
 
 from harness.lab.milesargv import read_base_args
-from harness.sim.config import CURRENT_FILTER_PATH
+from harness.lab.milesnames import FILTER_PATH
 from harness.sim.model import Policy, PromptSource
 from harness.sim.params import DEFAULT_PARAMS, ModelParams
 from harness.sim.trainer import StepLog, simulate
 
-FILTER_48 = ["--dynamic-sampling-filter-path", CURRENT_FILTER_PATH, "--over-sampling-batch-size", "48"]
+FILTER_48 = ["--dynamic-sampling-filter-path", FILTER_PATH, "--over-sampling-batch-size", "48"]
 ONE_BATCH_MAX_ZERO_STD = 16  # B = 32 kept of O = 48: 16 drops fit in one batch
 STEPS = 12
 

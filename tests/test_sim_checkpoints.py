@@ -16,10 +16,11 @@ from typing import Optional
 import pytest
 
 from harness.lab.milesargv import read_base_args
+from harness.lab.milesnames import FILTER_PATH
 from harness.mileslog import parse_lines
 from harness.sim.checkpoint import PowerCut
 from harness.sim.clock import Stopped
-from harness.sim.config import CURRENT_FILTER_PATH, SimUsageError
+from harness.sim.config import SimUsageError
 from harness.sim.params import DEFAULT_PARAMS
 from harness.sim.trainer import CLOCK_METRICS, CheckpointUnreadable, CheckpointUnwritable, StepLog, simulate
 from support.lines import LineReader
@@ -27,7 +28,7 @@ from support.timing import scaled
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = read_base_args()  # the lab's run: --train-backend fsdp, 12 rollouts
-FILTER = ["--dynamic-sampling-filter-path", CURRENT_FILTER_PATH, "--over-sampling-batch-size", "48"]
+FILTER = ["--dynamic-sampling-filter-path", FILTER_PATH, "--over-sampling-batch-size", "48"]
 GLOBAL = ["--rollout-global-dataset"]
 STAMP = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [a-z_0-9]+\]")
 TRAIN_LINE = re.compile(

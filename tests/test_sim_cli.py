@@ -17,13 +17,14 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.lab.milesargv import read_base_args
+from harness.lab.milesnames import FILTER_PATH, FILTER_PATH_PUBLIC
 from harness.mileslog import parse_lines
-from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, parse_argv
+from harness.sim.config import parse_argv
 from harness.sim.trainer import StepLog, simulate
 from support.lines import LineReader
 
 REPO = Path(__file__).resolve().parent.parent
-FILTER_EXTRA = ["--dynamic-sampling-filter-path", CURRENT_FILTER_PATH, "--over-sampling-batch-size", "48"]
+FILTER_EXTRA = ["--dynamic-sampling-filter-path", FILTER_PATH, "--over-sampling-batch-size", "48"]
 MILES_STAMP = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [a-z_0-9]+\]")
 
 
@@ -76,7 +77,7 @@ def test_megatron_prints_the_argument_dump_the_parser_reads_back() -> None:
     assert parsed.problems == [] and parsed.failure is None
     assert parsed.args == dict(config.dump)
     assert parsed.args["rollout_batch_size"] == 32 and parsed.args["over_sampling_batch_size"] == 48
-    assert parsed.args["dynamic_sampling_filter_path"] == CURRENT_FILTER_PATH
+    assert parsed.args["dynamic_sampling_filter_path"] == FILTER_PATH
     assert parsed.args["colocate"] is True and parsed.args["hf_checkpoint"] == "/data/models/Qwen3-0.6B"
     assert "(MegatronTrainRayActor pid=" in stream.getvalue()
 
@@ -128,7 +129,7 @@ def test_the_deprecated_filter_path_prints_the_same_metrics_and_a_warning() -> N
         "--over-sampling-batch-size",
         "48",
         "--dynamic-sampling-filter-path",
-        DEPRECATED_FILTER_PATH,
+        FILTER_PATH_PUBLIC,
     )
     metrics = [parse_lines(done.stdout.splitlines()).steps for done in (current, deprecated)]
     assert [s.metrics for s in metrics[0]] == [s.metrics for s in metrics[1]]
@@ -246,9 +247,9 @@ def test_the_time_scale_comes_from_the_flag_else_the_environment() -> None:
 @pytest.mark.integration
 def test_sim_imports_only_the_standard_library() -> None:
     """Statically (every import in harness/sim, also inside functions, and in harness/lab, whose entry protocol
-    the sim image's entry shares) and at run time (python -S)."""
+    and Miles's names the sim image carries) and at run time (python -S): the standard library and those two."""
     stdlib = set(sys.stdlib_module_names)
-    ours = ("harness.sim", "harness.lab", "milesargv")  # milesargv: the lab entry's sibling, run as a script
+    ours = ("harness.sim", "harness.lab", "milesargv", "milesnames")  # the lab entry's siblings, run as a script
     for path in sorted([*(REPO / "harness" / "sim").glob("*.py"), *(REPO / "harness" / "lab").glob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text())):
             names = (
@@ -265,7 +266,7 @@ def test_sim_imports_only_the_standard_library() -> None:
         "import io, sys\nfrom harness.sim.cli import main\n"
         "rc = main(['--num-rollout', '1'], {}, io.StringIO(), io.StringIO())\n"
         "outside = sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names "
-        "and m not in ('harness', '__main__') and not m.startswith('harness.sim'))\n"
+        "and m not in ('harness', '__main__') and not m.startswith(('harness.sim', 'harness.lab')))\n"
         "print(rc, outside)"
     )
     done = subprocess.run(
@@ -370,7 +371,7 @@ def test_the_derived_reward_matches_the_printed_one_on_every_step(seed: int) -> 
     """The default (08752a12) prints both the kept reward and the one before the filter: deriving the second
     from the first and the drop counts gives it back, step by step (integer rewards, zero variance the only
     drop reason)."""
-    from harness.mileslog.derive import derive_unfiltered_reward
+    from harness.mileslog.keys import derive_unfiltered_reward
 
     argv = [*read_base_args(), *FILTER_EXTRA, "--seed", str(seed)]
     stream = io.StringIO()
@@ -383,7 +384,7 @@ def test_the_derived_reward_matches_the_printed_one_on_every_step(seed: int) -> 
 
 
 def test_public_miles_prints_no_unfiltered_reward_and_the_harness_derives_the_same_one() -> None:
-    public = ["--dynamic-sampling-filter-path", DEPRECATED_FILTER_PATH, "--over-sampling-batch-size", "48"]
+    public = ["--dynamic-sampling-filter-path", FILTER_PATH_PUBLIC, "--over-sampling-batch-size", "48"]
     logs = {}
     for miles in ("08752a12", "public-2026-08"):
         stream = io.StringIO()
@@ -410,7 +411,7 @@ def test_public_miles_fails_the_write_up_filter_path_at_the_first_rollout_with_i
     assert not any(" - perf 0: " in line for line in lines)
     parsed = parse_lines(lines)
     assert parsed.failure is not None and parsed.failure["kind"] == "missing_filter"
-    assert parsed.failure["reason"] == f"the image's Miles has no {CURRENT_FILTER_PATH}"
+    assert parsed.failure["reason"] == f"the image's Miles has no {FILTER_PATH}"
     assert done.stderr.count("\n") == 1 and "ModuleNotFoundError" in done.stderr
 
 

@@ -7,15 +7,16 @@ from dataclasses import replace
 
 import pytest
 
+from harness.lab.milesnames import FILTER_PATH, FILTER_PATH_PUBLIC
 from harness.sim.clock import SimulatedClock, Stopped
-from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, MilesRefusal, UnfillableBatch, parse_argv
+from harness.sim.config import MilesRefusal, UnfillableBatch, parse_argv
 from harness.sim.engine import GenerationEngine
 from harness.sim.model import Policy, PromptSource
 from harness.sim.params import DEFAULT_PARAMS
 from harness.sim.rollout import RolloutStarved, run_rollout
 from harness.sim.trainer import StepLog, simulate
 
-FILTER = ["--dynamic-sampling-filter-path", CURRENT_FILTER_PATH]
+FILTER = ["--dynamic-sampling-filter-path", FILTER_PATH]
 SEEDS = range(1, 13)
 # (batch, over-sampling, samples): the lab's shapes, a tiny one, and an over-sampling that is no multiple of B.
 SHAPES = [(32, 48, 8), (32, 32, 8), (4, 6, 4), (16, 40, 8)]
@@ -145,7 +146,7 @@ def test_the_deprecated_filter_path_behaves_as_the_current_one(
 ) -> None:
     for seed in (1, 2, 3):
         current = filter_runs[(32, 48, 8), seed]
-        deprecated = run(seed, 32, 48, 8, "--dynamic-sampling-filter-path", DEPRECATED_FILTER_PATH)
+        deprecated = run(seed, 32, 48, 8, "--dynamic-sampling-filter-path", FILTER_PATH_PUBLIC)
         assert [payloads(log) for log in current] == [payloads(log) for log in deprecated]
 
 
@@ -257,7 +258,7 @@ def payloads(log: StepLog) -> tuple:
 # --- a filter that cannot fill a batch, and a stop inside a rollout -----------------------------------------
 
 
-@pytest.mark.parametrize("path", [CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH])
+@pytest.mark.parametrize("path", [FILTER_PATH, FILTER_PATH_PUBLIC])
 def test_one_answer_per_prompt_with_the_filter_is_refused_as_no_group_could_ever_be_kept(path: str) -> None:
     with pytest.raises(UnfillableBatch, match=r"--n-samples-per-prompt 1 with the zero-variance filter: .*every group"):
         parse_argv(["--n-samples-per-prompt", "1", "--dynamic-sampling-filter-path", path])

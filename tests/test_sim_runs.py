@@ -19,6 +19,7 @@ from harness.run.plan import plan_launch, plan_runs
 from harness.run.simswap import (
     DEFAULT_TIME_SCALE,
     MIN_POLL_S,
+    OTHER_SIMULATOR,
     SIM_IMAGE,
     SIM_START_BELOW_C,
     SimTarget,
@@ -26,6 +27,7 @@ from harness.run.simswap import (
     choose_target,
     simulated,
 )
+from harness.sim.image import SIM_DIGEST_LABEL, sim_digest, sim_image_tag
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS = REPO_ROOT / "experiments"
@@ -36,18 +38,27 @@ def target(engine: str = "docker", time_scale: float = 0.01) -> SimTarget:
     return SimTarget(engine, time_scale, "/opt/py/bin/python3", "a test")  # type: ignore[arg-type]
 
 
+THIS_DIGEST = sim_digest()  # of this checkout's simulator
+THIS_IMAGE = sim_image_tag(THIS_DIGEST)
+OTHER_DIGEST = "0123456789ab"  # an older checkout's, or another one's on the same engine
+
+
 class FakeApi:
-    """DockerApi's two questions, answered from a set of images (or not at all)."""
+    """DockerApi's question about an image, answered from the images an engine holds (tag -> the simulator digest
+    its label says, None for no label), or not at all."""
 
     host = "unix:///fake.sock"
 
-    def __init__(self, images: set[str], answers: bool = True) -> None:
+    def __init__(self, images: dict[str, str | None], answers: bool = True) -> None:
         self.images, self.answers = images, answers
 
-    def image_exists(self, image: str) -> bool:
+    def image_inspect(self, image: str) -> dict | None:
         if not self.answers:
             raise DockerApiError("the Docker engine at unix:///fake.sock does not answer: refused")
-        return image in self.images
+        if image not in self.images:
+            return None
+        digest = self.images[image]
+        return {"Id": "sha256:" + image, "Config": {"Labels": {} if digest is None else {SIM_DIGEST_LABEL: digest}}}
 
 
 # --- the swap (pure) ---------------------------------------------------------------------------
@@ -151,14 +162,37 @@ def test_plans_on_the_simulator_carry_its_time_scale():
 # --- which engine -------------------------------------------------------------------------------
 
 
-def test_auto_takes_docker_where_the_sim_image_is_there():
-    chosen = choose_target("auto", 0.01, "/py", FakeApi({SIM_IMAGE}))
+def test_auto_takes_the_sim_image_built_from_this_checkout_by_its_digest():
+    chosen = choose_target("auto", 0.01, "/py", FakeApi({THIS_IMAGE: THIS_DIGEST, SIM_IMAGE: OTHER_DIGEST}))
 
     assert chosen.engine == "docker" and "unix:///fake.sock" in chosen.reason
+    assert chosen.image == THIS_IMAGE == f"miles-gb10-lab/sim:{THIS_DIGEST}"  # what runs, and what the manifest says
+    assert f"the sim image {THIS_IMAGE} on Docker" in chosen.describe()
+
+
+@pytest.mark.parametrize(
+    "images",
+    [
+        {SIM_IMAGE: OTHER_DIGEST},  # latest, built from an older simulator (before a `git pull`)
+        {SIM_IMAGE: None},  # latest, from before images said what they hold
+        {THIS_IMAGE: OTHER_DIGEST},  # this digest's tag put on another image by hand
+    ],
+    ids=["older", "unlabelled", "mistagged"],
+)
+def test_auto_never_runs_a_sim_image_of_another_simulator_and_says_why(images):
+    # Was: any miles-gb10-lab/sim:latest was run, so runs silently ran another simulator than the checkout's.
+    chosen = choose_target("auto", 0.01, "/py", FakeApi(images))
+
+    assert chosen.engine == "process" and chosen.image == SIM_IMAGE
+    assert chosen.reason == OTHER_SIMULATOR
+    assert OTHER_SIMULATOR == (
+        "the sim image on the engine holds another simulator than this checkout's; `make sim-image` builds this one"
+    )
+    assert f"({OTHER_SIMULATOR})" in chosen.describe()
 
 
 def test_auto_takes_the_process_engine_without_the_image_and_says_how_to_build_it():
-    chosen = choose_target("auto", 0.01, "/py", FakeApi(set()))
+    chosen = choose_target("auto", 0.01, "/py", FakeApi({}))
 
     assert chosen.engine == "process"
     assert "make sim-image" in chosen.reason and SIM_IMAGE in chosen.reason
@@ -166,16 +200,43 @@ def test_auto_takes_the_process_engine_without_the_image_and_says_how_to_build_i
 
 
 def test_auto_takes_the_process_engine_where_no_docker_answers():
-    chosen = choose_target("auto", 0.01, "/py", FakeApi(set(), answers=False))
+    chosen = choose_target("auto", 0.01, "/py", FakeApi({}, answers=False))
 
     assert chosen.engine == "process" and "does not answer" in chosen.reason
 
 
-@pytest.mark.parametrize("engine", ["docker", "process"], ids=["image", "process"])
-def test_an_engine_asked_for_is_taken_without_asking_docker(engine):
-    chosen = choose_target(engine, 0.01, "/py", FakeApi(set(), answers=False))
+@pytest.mark.parametrize(
+    "images,said",
+    [
+        ({SIM_IMAGE: OTHER_DIGEST}, f"--sim-engine docker: {OTHER_SIMULATOR}"),
+        ({}, f"--sim-engine docker: {SIM_IMAGE} is not on the Docker engine at unix:///fake.sock; "),
+    ],
+    ids=["another simulator", "none"],
+)
+def test_the_docker_engine_asked_for_refuses_an_image_of_another_simulator_in_one_line(images, said):
+    with pytest.raises(HarnessError) as refused:
+        choose_target("docker", 0.01, "/py", FakeApi(images))
 
-    assert chosen.engine == engine
+    assert refused.value.message.startswith(said) and "make sim-image" in refused.value.message
+    assert "\n" not in refused.value.message and refused.value.exit_code == 3
+
+
+def test_the_docker_engine_asked_for_runs_this_checkout_s_image():
+    chosen = choose_target("docker", 0.01, "/py", FakeApi({THIS_IMAGE: THIS_DIGEST}))
+
+    assert chosen.engine == "docker" and chosen.image == THIS_IMAGE
+
+
+def test_the_docker_engine_asked_for_where_none_answers_is_left_to_the_preflight():
+    chosen = choose_target("docker", 0.01, "/py", FakeApi({}, answers=False))
+
+    assert chosen.engine == "docker" and chosen.image == THIS_IMAGE  # the run's preflight says the engine is not there
+
+
+def test_the_process_engine_asked_for_is_taken_without_asking_docker():
+    chosen = choose_target("process", 0.01, "/py", FakeApi({}, answers=False))
+
+    assert chosen.engine == "process"
 
 
 # --- the CLI -------------------------------------------------------------------------------------
@@ -213,7 +274,7 @@ def test_run_sim_dry_run_json_is_the_simulated_spec(tmp_path):
 
     assert done.exit_code == 3, done.stderr  # the Docker engine it asks for does not answer: the run would not start
     spec = json.loads(done.stdout)
-    assert spec["image"] == SIM_IMAGE and spec["engine"] == "docker"
+    assert spec["image"] == THIS_IMAGE and spec["engine"] == "docker"
     assert spec["device_requests"] == [] and spec["mounts"] == [] and spec["ulimits"] == {}
     assert spec["env"]["HARNESS_SIM_TIME_SCALE"] == "0.5"
     assert spec["capture_dir"].endswith("capture/sim/plain")

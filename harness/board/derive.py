@@ -21,6 +21,25 @@ if TYPE_CHECKING:
     from harness.summary.run_config import RunConfig
 
 
+# The summary's step values put on the board (docs/summary.md, "The rules"), in this order.
+DERIVED_FIELDS = (
+    "rollout_time_s",
+    "pause_overlap_s",
+    "rollout_time_adjusted_s",
+    "clean",
+    "reward",
+    "dropped_groups",
+    "dropped_all_right",
+    "dropped_all_wrong",
+    "dropped_other",
+    "batches",
+    "zero_std_all_right",
+    "zero_std_all_wrong",
+    "zero_std_other",
+    "step_time_s",
+)
+
+
 class HeldStep(Protocol):
     row: JSONObject
     previous: Optional[JSONObject]
@@ -47,7 +66,6 @@ def step_values(
 
     `config`: the run's configuration, resolved once per run by the caller (`run_config`); else here.
     """
-    from harness.board.translate import DERIVED_FIELDS
     from harness.summary.frames import read_frame
     from harness.summary.notes import RunNotes
     from harness.summary.rows import build_rows

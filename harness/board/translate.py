@@ -31,9 +31,11 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Optional
 
+from harness.board.derive import run_config, step_values
 from harness.board.hparams import hparams_of, session_state
 from harness.board.names import GUARD_PREFIX, HARNESS_PREFIX, RUN_PREFIX, TagMapper, clean_tag
 from harness.board.records import Record, Scalar, SessionEnd, Text
+from harness.lab.milesnames import RAW_REWARD, RAW_REWARD_UNFILTERED
 from harness.times import parse_time_us
 
 if TYPE_CHECKING:
@@ -47,26 +49,9 @@ PAUSES_TAG = GUARD_PREFIX + "pauses"
 PAUSED_TAG = GUARD_PREFIX + "paused"
 REWARD_SOURCE_TAG = HARNESS_PREFIX + "reward_source"
 
-# The summary's step values put on the board (docs/summary.md, "The rules"), in this order.
-DERIVED_FIELDS = (
-    "rollout_time_s",
-    "pause_overlap_s",
-    "rollout_time_adjusted_s",
-    "clean",
-    "reward",
-    "dropped_groups",
-    "dropped_all_right",
-    "dropped_all_wrong",
-    "dropped_other",
-    "batches",
-    "zero_std_all_right",
-    "zero_std_all_wrong",
-    "zero_std_other",
-    "step_time_s",
-)
 _REWARD_SOURCES = {
-    "rollout/raw_reward_unfiltered": "before the filter: every group the rollout judged",
-    "rollout/raw_reward": "as Miles logged it (without the filter, every group counts)",
+    RAW_REWARD_UNFILTERED: "before the filter: every group the rollout judged",
+    RAW_REWARD: "as Miles logged it (without the filter, every group counts)",
 }
 
 
@@ -247,8 +232,6 @@ class RunBoard:
         return all(w.end_us is not None for w in self._windows.values() if w.start_us < rollout_end_us)
 
     def _derived(self, held: _Held) -> list[Record]:
-        from harness.board.derive import run_config, step_values
-
         if self._config is None or self._config[0] is not self.manifest:  # resolved once per manifest, not per step
             self._config = (self.manifest, run_config(self.run, self.manifest))
         values, reward_key = step_values(

@@ -174,12 +174,40 @@ def iter_lines(
                 pending, too_long = b"", True
             else:
                 pending += rest
+            hole = _hole_after(fd) if chunk.endswith(NUL) else 0  # a power loss's NUL tail: a sparse gigabyte, maybe
+            if hole:  # passed, not read: NUL bytes and no newline, as if read
+                total += hole
+                if total > max_bytes:
+                    yield 0, None, False
+                    return
+                if too_long or len(pending) + hole > max_line:
+                    pending, too_long = b"", True
+                else:
+                    pending += NUL * hole
         if pending or too_long:
             yield number + 1, None if too_long else pending, True
     except OSError as err:
         raise Unreadable(f"{path.name} unreadable: {err.strerror or err}") from None
     finally:
         os.close(fd)
+
+
+def _hole_after(fd: int) -> int:
+    """The length of the hole of a sparse file at `fd`'s position (moved past it); 0 where none, or where the file
+    system cannot say."""
+    try:
+        here = os.lseek(fd, 0, os.SEEK_CUR)
+        try:
+            data_at = os.lseek(fd, here, os.SEEK_DATA)
+        except OSError as err:
+            if err.errno != errno.ENXIO:
+                os.lseek(fd, here, os.SEEK_SET)
+                return 0
+            data_at = os.fstat(fd).st_size  # a hole to the end
+        os.lseek(fd, data_at, os.SEEK_SET)
+        return max(0, data_at - here)
+    except OSError:
+        return 0
 
 
 def iter_jsonl(

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Mapping, Optional
 
+from harness.lab.milesnames import LOAD_FLAG, SAVE_FLAG, SAVE_INTERVAL_FLAG, SAVE_TRIGGER_SENTINEL_FLAG
+
 if TYPE_CHECKING:  # the layout stays standard library: the summary reads its names
     from harness.checkpoints.config import CheckpointConfig
 
@@ -43,24 +45,6 @@ LOCK_NAME = ".harness-lock"
 SENTINEL_NAME = ".harness-save-now"
 ITERATION_DIGITS = 7
 _ITERATION = re.compile(r"iter_([0-9]{7,12})")
-
-SAVE_FLAG = "--save"
-LOAD_FLAG = "--load"
-SAVE_INTERVAL_FLAG = "--save-interval"
-SENTINEL_FLAG = "--save-trigger-sentinel"
-DATA_STATE_FLAG = "--rollout-global-dataset"
-# The flags the harness owns for checkpoints: given by hand they would save where the harness does not look, or
-# load what it did not choose and cannot verify. Kept apart from the trainer's other owned flags in
-# harness.experiments.flags, which names the block to use instead.
-CHECKPOINT_FLAGS = (
-    SAVE_FLAG,
-    LOAD_FLAG,
-    SAVE_INTERVAL_FLAG,
-    "--start-rollout-id",
-    "--ckpt-step",
-    "--no-save-optim",
-    SENTINEL_FLAG,
-)
 
 
 def iteration_name(iteration: int) -> str:
@@ -132,7 +116,7 @@ class CheckpointSpec:
             self.trainer_directory,
             SAVE_INTERVAL_FLAG,
             str(self.every),
-            SENTINEL_FLAG,
+            SAVE_TRIGGER_SENTINEL_FLAG,
             self.trainer_path(self.sentinel),
         ]
 

@@ -33,6 +33,7 @@ from harness.checkpoints.layout import (
     iteration_of,
 )
 from harness.fs.paths import file_kind, outside_root
+from harness.lab.milesnames import ROLLOUT_GLOBAL_DATASET_FLAG
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
@@ -185,7 +186,7 @@ def _data_state_problem(directory: str, iteration: int) -> Optional[str]:
     name = data_state_name(iteration - 1)
     size = _file_size(os.path.join(directory, DATA_STATE_DIR, name))
     if size is None:
-        return f"{DATA_STATE_DIR}/{name} (the data source's state, --rollout-global-dataset) is missing"
+        return f"{DATA_STATE_DIR}/{name} (the data source's state, {ROLLOUT_GLOBAL_DATASET_FLAG}) is missing"
     return None
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal, Optional
 
 from harness.checkpoints.layout import MODEL_PART, iteration_name
+from harness.lab.milesnames import LOAD_FLAG
 from harness.mileslog.checkpoint_lines import read_checkpoint_line, rollout_started
 
 Verdict = Literal["verified", "refused"]
@@ -87,7 +88,7 @@ class ResumeWatch:
         self.first_rollout = rollout_id
         if self.load_line is None:
             return self._refuse(
-                f"it printed no load line and its first rollout is {rollout_id} (a --load Miles threw away trains "
+                f"it printed no load line and its first rollout is {rollout_id} (a {LOAD_FLAG} Miles threw away trains "
                 "from scratch without a word)"
             )
         if rollout_id != self.target.next_rollout_id:

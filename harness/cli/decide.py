@@ -143,7 +143,13 @@ def decide_command(
         environ=dict(os.environ),
     )
     if dry_run:
-        _print_plan(plan_decide(request), as_json=json_)
+        from harness.run.decide import dry_run_refusal
+
+        plan = plan_decide(request)
+        _print_plan(plan, as_json=json_)
+        refusal = dry_run_refusal([(run.decision, ()) for run in plan.next_runs])
+        if refusal is not None:
+            raise refusal
         return
     options = RunOptions(mode="retry", wait_for_gpu=not no_wait, parallel=parallel)
     console = stdout()
@@ -252,12 +258,13 @@ def _print_plan(plan: "DecidePlan", *, as_json: bool) -> None:
         + ("; " + ", ".join(f"{c} {d}" for c, d in plan.decisions.items()) if plan.interims_recorded else ""),
     ]
     if plan.next_runs:
-        start = sum(run.action == "run" for run in plan.next_runs)
+        start, refused = (sum(run.action == action for run in plan.next_runs) for action in ("run", "refuse"))
         lines.append(
             f"next: interim {plan.interims_recorded + 1}, {len(plan.next_runs)} seeds of {', '.join(plan.open)}: "
-            f"{start} would run, {len(plan.next_runs) - start} reused"
+            f"{start} would run, {len(plan.next_runs) - start - refused} reused"
+            + (f", {refused} refused" if refused else "")
         )
-        lines += [f"  {run.run} (seed {run.seed}): {run.action}: {run.reason}" for run in plan.next_runs]
+        lines += [f"  {run.run} (seed {run.seed}): {run.action}: {run.decision.reason}" for run in plan.next_runs]
     else:
         lines.append("every comparison is decided: nothing would run")
     print_messages(stdout(), [(line, 0) for line in lines])

@@ -14,6 +14,7 @@ from harness.cli.app import (
     stdout,
     warn,
 )
+from harness.lab.milesnames import OVER_SAMPLING_BATCH_SIZE_FLAG, ROLLOUT_BATCH_SIZE_FLAG
 
 
 @command("ls")
@@ -59,8 +60,8 @@ def _row(store, name: str, warnings: list[str]) -> tuple:  # noqa: ANN001
     warnings.extend(loaded.warnings)
     exp = loaded.experiment
     flags = exp.effective_flags(store.base_args)
-    batch = (flags.get("--rollout-batch-size") or ["?"])[0]
-    over = (flags.get("--over-sampling-batch-size") or [batch])[0]
+    batch = (flags.get(ROLLOUT_BATCH_SIZE_FLAG) or ["?"])[0]
+    over = (flags.get(OVER_SAMPLING_BATCH_SIZE_FLAG) or [batch])[0]
     return (
         name,
         exp.extends or "",

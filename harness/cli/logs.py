@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from harness.cli.app import JsonOption, command, stdout
+from harness.lab.milesnames import RAW_REWARD, RAW_REWARD_UNFILTERED, ROLLOUT_TIME
 
 
 @command("parse-log")
@@ -66,7 +67,7 @@ def render_parsed_log(parsed: Any) -> None:
         table.add_row(
             str(record.step),
             Text("yes") if record.complete else Text("no", style="yellow"),
-            _number(metrics.get(keys.ROLLOUT_TIME), "{:.1f}"),
+            _number(metrics.get(ROLLOUT_TIME), "{:.1f}"),
             _number(derived["dropped_all_right"] if drops else None, "{}"),
             _number(derived["dropped_all_wrong"] if drops else None, "{}"),
             _number(derived["zero_std_all_right"], "{}"),
@@ -91,8 +92,8 @@ def render_parsed_log(parsed: Any) -> None:
     if derived_steps:
         say(
             "",
-            f"reward derived in {derived_steps} step(s): this Miles does not print {keys.RAW_REWARD_UNFILTERED}, "
-            f"so it is {keys.RAW_REWARD} x B plus each dropped group's reward, over B plus the dropped groups",
+            f"reward derived in {derived_steps} step(s): this Miles does not print {RAW_REWARD_UNFILTERED}, "
+            f"so it is {RAW_REWARD} x B plus each dropped group's reward, over B plus the dropped groups",
         )
     if parsed.noise:
         say("noise lines: ", ", ".join(f"{kind} {count}" for kind, count in sorted(parsed.noise.items())))

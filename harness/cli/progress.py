@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
+from harness.lab.milesnames import ROLLOUT_TIME
 from harness.mileslog import keys
 from harness.run.timeleft import TimeLeft, format_left
 from harness.times import clock_text
@@ -29,7 +30,7 @@ def step_summary(record: Any, filter_on: Optional[bool] = False, batch: Optional
     return {
         "step": record.step,
         "complete": record.complete,
-        "rollout_s": keys.finite_number(metrics.get(keys.ROLLOUT_TIME)),
+        "rollout_s": keys.finite_number(metrics.get(ROLLOUT_TIME)),
         "dropped": derived.get("dropped_groups") or 0,
         "dropped_right": derived.get("dropped_all_right") or 0,
         "dropped_wrong": derived.get("dropped_all_wrong") or 0,

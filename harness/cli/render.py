@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 import typer
 
 from harness.cli.app import DEFAULT_CAPTURE_DIR, SIM_CAPTURE_DIR, print_messages, stdout, warn
+from harness.lab.milesnames import RAW_REWARD_UNFILTERED
 
 if TYPE_CHECKING:
     from harness.capture import RunStatus
@@ -307,7 +308,7 @@ def miles_text(miles: "JSONObject") -> str:
     paths = miles.get("paths")
     loads = "; ".join(f"{path}: {state}" for path, state in paths.items()) if isinstance(paths, dict) and paths else ""
     cached = " (cached)" if miles.get("cached") else ""
-    return f"Miles {name}{cached}, {unfiltered} rollout/raw_reward_unfiltered" + (f": {loads}" if loads else "")
+    return f"Miles {name}{cached}, {unfiltered} {RAW_REWARD_UNFILTERED}" + (f": {loads}" if loads else "")
 
 
 def shell_lines(groups: Sequence[Sequence[str]], width: int, *, first: str, more: str) -> list[str]:

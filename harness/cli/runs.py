@@ -394,7 +394,7 @@ def _dry_run(plan: "Planned", options: "RunOptions", *, as_json: bool) -> Option
     """Show what `run` would start and what its checks found; fail as `run` would refuse, so a script can use the
     dry run as a preflight (exit 0: the run would start, or has succeeded already)."""
     from harness.capture import Capture
-    from harness.errors import HarnessError
+    from harness.run.decide import dry_run_refusal
     from harness.run.lifecycle import decide_on_capture
     from harness.run.plan import next_attempt_spec
     from harness.run.resume import plan_checkpoint_start
@@ -408,14 +408,11 @@ def _dry_run(plan: "Planned", options: "RunOptions", *, as_json: bool) -> Option
     for problem in problems:
         warn(f"pre-flight: {problem.message}")
     print_spec(spec, as_json=as_json, miles=miles)
-    if decision.refused:
-        raise HarnessError(f"run {spec.run} would not start: {decision.reason}")
+    refusal = dry_run_refusal([(decision, problems)])
+    if refusal is not None:
+        raise refusal
     if decision.action == "skip":
         note(f"{spec.run}: already {decision.reason}: `harness run` would start nothing")
-        return None
-    if problems:
-        count = f"{len(problems)} pre-flight problem{'s' if len(problems) != 1 else ''}"
-        raise HarnessError(f"run {spec.run} would not start: {count}, above", problems[0].exit_code)
     return None
 
 
@@ -475,7 +472,7 @@ def sweep(
 ) -> Optional[ExitCode]:
     from harness.errors import HarnessError
     from harness.run.context import RunOptions
-    from harness.run.decide import refuse_before_starting
+    from harness.run.decide import dry_run_refusal, refuse_before_starting
     from harness.run.lifecycle import decide_on_capture, exit_code_for, run_sweep, stop_on_signals, takes_no_gpu
 
     if retry and force:
@@ -491,8 +488,11 @@ def sweep(
     plans = plan_from_cli(experiment, experiments_dir, capture_dir, list(seeds or ()), overrides, target, variant=name)
     mode: Mode = "force" if force else "retry" if retry or resume else "cached"
     decisions = [decide_on_capture(plan, mode) for plan in plans]
-    if dry_run:
+    if dry_run:  # its rows list the plan: the pre-flight is `run --dry-run`'s, one run at a time
         print_sweep_plan(plans, decisions, mode, as_json=json_)
+        refusal = dry_run_refusal([(decision, ()) for decision in decisions])
+        if refusal is not None:
+            raise refusal
         return None
     refuse_before_starting(decisions)
     options = RunOptions(

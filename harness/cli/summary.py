@@ -22,6 +22,7 @@ from harness.cli.app import (
     stdout,
     warn,
 )
+from harness.lab.milesnames import OVER_SAMPLING_BATCH_SIZE_FLAG, ROLLOUT_BATCH_SIZE_FLAG
 from harness.seedstats import DEFAULT_EFFECT
 
 if TYPE_CHECKING:
@@ -323,7 +324,7 @@ def plan_command(
     rollout_batch_size: Annotated[
         Optional[int],
         typer.Option(
-            "--rollout-batch-size", min=1, help="B, groups kept per step [default with --from-run: the runs' B]."
+            ROLLOUT_BATCH_SIZE_FLAG, min=1, help="B, groups kept per step [default with --from-run: the runs' B]."
         ),
     ] = None,
     target: Annotated[
@@ -374,12 +375,14 @@ def plan_command(
         keep_rate = measured.keep_rate
         if rollout_batch_size is None:
             if len(measured.rollout_batch_sizes) != 1:
-                raise HarnessError(f"the runs differ in B ({measured.rollout_batch_sizes}): give --rollout-batch-size")
+                raise HarnessError(
+                    f"the runs differ in B ({measured.rollout_batch_sizes}): give {ROLLOUT_BATCH_SIZE_FLAG}"
+                )
             rollout_batch_size = measured.rollout_batch_sizes[0]
     else:
         keep_rate = 1.0 - float(drop_rate)
         if rollout_batch_size is None:
-            raise HarnessError("--rollout-batch-size is needed with --drop-rate")
+            raise HarnessError(f"{ROLLOUT_BATCH_SIZE_FLAG} is needed with --drop-rate")
     if measured is not None:
         result = planner.plan_from_steps(rollout_batch_size, measured, target)
     else:
@@ -695,7 +698,7 @@ def _print_plan(result: "Plan") -> None:
     console.print(table)
     best = candidates[-1]
     console.print(
-        f"recommended: --over-sampling-batch-size {result.recommended} "
+        f"recommended: {OVER_SAMPLING_BATCH_SIZE_FLAG} {result.recommended} "
         f"(P(one batch) {best.p_one_batch:.4f}, E[batches] {best.expected_batches:.3f}, "
         f"{best.expected_prompts / b:.2f}x the prompts of one batch of B)"
     )

@@ -11,6 +11,8 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
+from harness.lab.milesnames import ROLLOUT_TIME
+
 CLEARABLE = ("paused_since", "rollout_s", "reward")  # None is news for these: no open window, a step without the key
 
 
@@ -97,7 +99,7 @@ class Board:
                 run,
                 "step",
                 steps_complete=line.steps_complete + 1,
-                rollout_s=keys.finite_number(metrics.get(keys.ROLLOUT_TIME)),
+                rollout_s=keys.finite_number(metrics.get(ROLLOUT_TIME)),
                 reward=keys.step_reward(metrics, line.filter_on, line.batch),
             )
         elif kind == "jsonl" and name == "pauses.jsonl":

@@ -29,6 +29,12 @@ from harness.cluster.connect import NodeFacts
 from harness.engines.spec import LaunchSpec
 from harness.lab import entry as lab_entry
 from harness.lab.milesargv import apply_overrides, flag_values
+from harness.lab.milesnames import (
+    ACTOR_NUM_GPUS_PER_NODE_FLAG,
+    ACTOR_NUM_NODES_FLAG,
+    COLOCATE_FLAG,
+    ROLLOUT_NUM_GPUS_FLAG,
+)
 from harness.secrets import redact_text
 
 GCS_PORT = 6380
@@ -160,9 +166,9 @@ def _trainer_words(spec: LaunchSpec, nodes: int) -> list[str]:
     """The run's trainer flags with the actor and the rollout spread over every host (one GPU each)."""
     words = list(spec.trainer_argv[2:])  # after `python3 train.py`
     values = flag_values(words)
-    overrides: dict[str, Any] = {"actor-num-nodes": nodes, "actor-num-gpus-per-node": 1}
-    if "--colocate" in values or "--rollout-num-gpus" in values:
-        overrides["rollout-num-gpus"] = nodes  # colocated: the engines share the actor's GPUs on every host
+    overrides: dict[str, Any] = {ACTOR_NUM_NODES_FLAG: nodes, ACTOR_NUM_GPUS_PER_NODE_FLAG: 1}
+    if COLOCATE_FLAG in values or ROLLOUT_NUM_GPUS_FLAG in values:
+        overrides[ROLLOUT_NUM_GPUS_FLAG] = nodes  # colocated: the engines share the actor's GPUs on every host
     return apply_overrides(words, overrides)
 
 

@@ -127,6 +127,23 @@ def is_connection_error(err: BaseException) -> bool:
 # What a run's container that was removed from outside (`docker rm -f`) is recorded as.
 _REMOVED = "its container was removed while it ran"
 _MARKED_FOR_REMOVAL = "marked for removal"
+# The exit of a SIGKILL (128 + 9): `docker kill`, the kernel's OOM killer, or the kill that starts `docker rm -f`.
+_SIGKILL_EXIT = 137
+# docker inspect's State.Status of a container being removed ("dead": its removal began and failed).
+_BEING_REMOVED = ("removing", "dead")
+
+
+def ended_by_removal(exit_code: Optional[int], state_after: Optional[ContainerState]) -> bool:
+    """Whether a container's end was its removal from outside, from the engine's two answers whichever came first
+    (pure): the wait's (`exit_code`, None when it broke) and, asked after it, the container's state (None: not there).
+
+    `docker rm -f` marks the container for removal, kills it, then removes it, so the wait may answer the kill's 137
+    before the container is gone: a 137 whose container is gone or being removed is a removal, as is a broken wait
+    whose container is; a 137 whose container is still there is a kill, and any other exit is the trainer's own.
+    """
+    if exit_code is not None and exit_code != _SIGKILL_EXIT:
+        return False
+    return state_after is None or state_after.get("Status") in _BEING_REMOVED
 
 
 def _short(err: BaseException) -> str:
@@ -523,27 +540,39 @@ class DockerRun:
     def _wait_forever(self) -> None:
         outage = _Outage(self, "waiting for the container")
         while True:
+            exit_code: Optional[int] = None
             try:
-                self._exit_code = int(self.container.wait()["StatusCode"])
+                exit_code = int(self.container.wait()["StatusCode"])
+            except Exception:  # a dropped connection, or the container gone: it may well still run
+                pass
+            if exit_code is not None and exit_code != _SIGKILL_EXIT:
+                self._exit_code = exit_code
                 return
-            except Exception:  # a dropped connection: the container may well still run
+            # A broken wait, or a SIGKILL's exit (which `docker rm -f` also sends before it removes): whether the
+            # container is still there decides between a removal, a kill and a run that goes on.
+            try:
+                state = self._state()
+            except EngineUnavailable as lost:
+                if exit_code is not None:  # the engine answered the exit: it stands
+                    self._exit_code = exit_code
+                    return
                 try:
-                    state = self._state()
-                except EngineUnavailable as lost:
-                    try:
-                        outage.wait(lost)
-                    except EngineUnavailable as gone:
-                        self._wait_error = gone
-                        return
-                    continue
-                if state is None:
-                    self._wait_error = RunGone(_REMOVED)
+                    outage.wait(lost)
+                except EngineUnavailable as gone:
+                    self._wait_error = gone
                     return
-                outage.over()
-                if not (state.get("Running") or state.get("Paused") or state.get("Restarting")):
-                    self._exit_code = int(state.get("ExitCode", -1))
-                    return
-                time.sleep(0.5)
+                continue
+            if state is None or ended_by_removal(exit_code, state):
+                self._wait_error = RunGone(_REMOVED)
+                return
+            outage.over()
+            if exit_code is not None:
+                self._exit_code = exit_code
+                return
+            if not (state.get("Running") or state.get("Paused") or state.get("Restarting")):
+                self._exit_code = int(state.get("ExitCode", -1))
+                return
+            time.sleep(0.5)
 
     def pause(self) -> None:
         """`docker pause`; a refusal (the runtime could not freeze it, it is not running) is a HarnessError in the

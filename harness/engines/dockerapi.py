@@ -238,12 +238,6 @@ class DockerApi:
             except DockerApiError:
                 pass
 
-    def image_exists(self, image: str) -> bool:
-        status, _ = self.get(f"/images/{quote(image, safe='/:@')}/json")
-        if status not in (200, 404):
-            raise DockerApiError(f"the Docker engine answered {status} about image {image}")
-        return status == 200
-
     def runtimes(self) -> list[str]:
         status, info = self.get("/info")
         if status != 200 or not isinstance(info, dict):

@@ -42,7 +42,7 @@ from harness.capture.bounded import Unreadable, loads_json, read_json_file
 from harness.engines.base import Problem
 from harness.fs.files import RefusedPath, write_json_atomic
 from harness.fs.paths import state_dir
-from harness.mileslog import keys
+from harness.lab.milesnames import FILTER_FLAG, WRITE_UP_MILES, ZERO_STD_FILTER_PATHS
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
@@ -176,8 +176,8 @@ def paths_to_probe(flags: Sequence[PathFlag]) -> list[str]:
     """The paths to ask about: the run's, and both zero-variance filter paths when the run sets a filter
     (so a refusal can name the one the image has)."""
     paths = [flag.path for flag in flags]
-    if any(flag.flag == keys.FILTER_FLAG for flag in flags):
-        paths += [path for path in keys.ZERO_STD_FILTER_PATHS if path not in paths]
+    if any(flag.flag == FILTER_FLAG for flag in flags):
+        paths += [path for path in ZERO_STD_FILTER_PATHS if path not in paths]
     return paths
 
 
@@ -276,15 +276,15 @@ def judge(image: str, check: ImageCheck, flags: Sequence[PathFlag]) -> list[Prob
         error = check.paths[flag.path] if flag.path in check.paths else UNANSWERED
         if error is None:
             continue
-        if flag.flag == keys.FILTER_FLAG and flag.path in keys.ZERO_STD_FILTER_PATHS:
-            other = next(p for p in keys.ZERO_STD_FILTER_PATHS if p != flag.path)
+        if flag.flag == FILTER_FLAG and flag.path in ZERO_STD_FILTER_PATHS:
+            other = next(p for p in ZERO_STD_FILTER_PATHS if p != flag.path)
             has_other = other in check.paths and check.paths[other] is None
             there = f"the path it has is {other}" if has_other else f"it has no {other} either"
             problems.append(
                 Problem(
                     f"the image {image} holds {name}, which has no {flag.path} ({flag.flag}; {error}); {there}: "
                     f"set {flag.flag} {other} in the experiment, or build the image from Miles "
-                    f"{keys.WRITE_UP_MILES} (`make image MILES_COMMIT={keys.WRITE_UP_MILES}`)"
+                    f"{WRITE_UP_MILES} (`make image MILES_COMMIT={WRITE_UP_MILES}`)"
                 )
             )
         else:

@@ -107,9 +107,15 @@ class ProcessEngine:
             ) from None
         run = SupervisedRun(directory)
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not run.state_path.exists():
+        while True:
+            # The launcher's end is read before the files: it exits 0 only once state.json or start-error.json is
+            # written, so only a launcher that had ended before this look, and left neither, ended without a word.
+            # (Read after, a launcher that ended between the two looks made a started run "ended at once".)
+            launcher_ended = shim.poll() is not None
+            if run.state_path.exists():
+                return run
             problem = run.start_error()
-            if problem is None and shim.poll() is not None:
+            if problem is None and launcher_ended:
                 problem = "the process supervisor ended at once: " + _tail(directory / "shim.err")
             if problem is None and time.monotonic() > deadline:
                 problem = f"the process supervisor did not start it within {START_TIMEOUT_S:g} s"
@@ -117,7 +123,6 @@ class ProcessEngine:
                 shutil.rmtree(directory, ignore_errors=True)
                 raise NotStarted(f"run {spec.run}: {problem}", ExitCode.ENGINE_UNAVAILABLE)
             time.sleep(POLL_S / 5)
-        return run
 
     def attach(self, id: str) -> "SupervisedRun | ForeignProcess":
         """A run by its id, or by its trainer's pid; any other live pid as a bare process group."""

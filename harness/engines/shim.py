@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Iterable, Optional, TypedDict
 
@@ -132,6 +133,9 @@ def detach(run_dir: Path) -> int:
         code = 1
         try:
             code = main(run_dir)
+        except BaseException:  # os._exit below would drop the traceback: shim.err is where the engine says why
+            traceback.print_exc()
+            sys.stderr.flush()
         finally:
             os._exit(code)
     while not ((run_dir / "state.json").exists() or (run_dir / "start-error.json").exists()):

@@ -1,4 +1,4 @@
-"""Rules on trainer flags that the experiment schema and the loader share: owned flags, filter paths, conflicts."""
+"""Rules on trainer flags that the experiment schema and the loader share: owned flags, abbreviations, conflicts."""
 
 from __future__ import annotations
 
@@ -10,19 +10,10 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from pydantic import AfterValidator
 from typing_extensions import Annotated
 
-from harness.checkpoints.layout import CHECKPOINT_FLAGS
 from harness.errors import HarnessError
 from harness.experiments.yamlfile import one_line, shown
 from harness.lab import milesargv
-
-CURRENT_FILTER_PATH = "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
-DEPRECATED_FILTER_PATHS = {
-    "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std": CURRENT_FILTER_PATH,
-}
-
-
-FILTER_FLAG = "--dynamic-sampling-filter-path"
-
+from harness.lab.milesnames import CHECKPOINT_FLAGS, FLAGS, NUM_ROLLOUT_FLAG, ROLLOUT_SEED_FLAG, SEED_FLAG
 
 BASE_RUN_LABEL = "harness/lab/base-run.args"
 
@@ -32,9 +23,9 @@ BASE_RUN_LABEL = "harness/lab/base-run.args"
 # `checkpoint` block (and `run --resume`): set elsewhere, a checkpoint would go where the harness does not verify
 # it, or a resume load what the harness did not choose.
 OWNED_FLAGS = {
-    "--num-rollout": "steps",
-    "--seed": "seed",
-    "--rollout-seed": "seed",
+    NUM_ROLLOUT_FLAG: "steps",
+    SEED_FLAG: "seed",
+    ROLLOUT_SEED_FLAG: "seed",
     **{flag: "checkpoint" for flag in CHECKPOINT_FLAGS},
 }
 OWNER_HINTS = {"checkpoint": "use the experiment's `checkpoint` block (and `harness run --resume` to load)"}
@@ -61,50 +52,12 @@ def _flag_name(name: str) -> str:
     return name
 
 
-# Every trainer flag the harness reads or sets besides the owned ones: the loader's checks and `harness ls` (batch
-# sizes, the filter), the summary's run facts (B, O, n, the filter, the reward type), the image's entry (model,
-# data set, GPUs), the cluster's placement (actor and rollout GPUs) and the simulator's stand-in for Miles.
-READ_FLAGS = (
-    "--rollout-batch-size",
-    "--over-sampling-batch-size",
-    "--n-samples-per-prompt",
-    FILTER_FLAG,
-    "--rm-type",
-    "--hf-checkpoint",
-    "--prompt-data",
-    "--actor-num-nodes",
-    "--actor-num-gpus-per-node",
-    "--colocate",
-    "--rollout-num-gpus",
-    "--rollout-max-response-len",
-    "--partial-rollout",
-    "--global-batch-size",
-    "--lr",
-    "--train-backend",
-    "--eval-interval",
-    "--eval-prompt-data",
-    "--time-scale",
-    "--miles",
-)
+# Every trainer flag the harness reads or sets besides the owned ones (harness.lab.milesnames names each and says
+# who reads it): set by hand, an abbreviation of one would pass the loader's checks and reach Miles as that flag.
+READ_FLAGS = tuple(flag for flag in FLAGS if flag not in OWNED_FLAGS)
 
 
-# Miles's checkpoint flags, which the simulator reads as Miles's FSDP backend does (harness/sim/config.py).
-SIM_CHECKPOINT_FLAGS = (
-    "--save",
-    "--save-interval",
-    "--load",
-    "--start-rollout-id",
-    "--ckpt-step",
-    "--no-save-optim",
-    "--no-load-optim",
-    "--no-load-rng",
-    "--save-trigger-sentinel",
-    "--rollout-global-dataset",
-)
-
-
-# Each once: the checkpoint flags the harness owns are among those the simulator reads.
-HARNESS_FLAGS = tuple(dict.fromkeys((*OWNED_FLAGS, *READ_FLAGS, *SIM_CHECKPOINT_FLAGS)))
+HARNESS_FLAGS = (*OWNED_FLAGS, *READ_FLAGS)
 
 
 FULL_NAME_HINT = "argparse would expand it, unseen by the harness's checks: write the full flag name"

@@ -14,11 +14,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from typing_extensions import Annotated
 
 from harness.checkpoints.config import CheckpointConfig, ResumeConfig
-from harness.experiments.flags import FILTER_FLAG, HARNESS_ENV, FlagName, FlagValue, refuse_flags
+from harness.experiments.flags import HARNESS_ENV, FlagName, FlagValue, refuse_flags
 from harness.experiments.naming import ExperimentName, ImageReference, RunName, Seed, run_name
 from harness.experiments.yamlfile import shown
 from harness.guard.config import GuardConfig
 from harness.lab import milesargv
+from harness.lab.milesnames import FILTER_FLAG
 from harness.secrets import is_secret_env, shown_env_value, shown_json
 
 if TYPE_CHECKING:

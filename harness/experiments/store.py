@@ -14,20 +14,19 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, Tuple, 
 from pydantic import BaseModel, ValidationError
 
 from harness.errors import HarnessError, did_you_mean
-from harness.experiments.flags import (
-    BASE_RUN_LABEL,
-    DEPRECATED_FILTER_PATHS,
-    FILTER_FLAG,
-    OWNED_FLAGS,
-    refuse_conflicts,
-    split_or_none,
-)
+from harness.experiments.flags import BASE_RUN_LABEL, OWNED_FLAGS, refuse_conflicts, split_or_none
 from harness.experiments.naming import check_experiment_name, check_safe_name, makers_of
 from harness.experiments.overrides import apply_set, deep_merge, parse_set
 from harness.experiments.schema import Experiment, Sweep, env_map_at
 from harness.experiments.yamlfile import RawMapping, key_text, load_mapping, one_line, shown
 from harness.fs.paths import not_regular, outside_root
 from harness.lab import milesargv
+from harness.lab.milesnames import (
+    DEPRECATED_FILTER_PATHS,
+    FILTER_FLAG,
+    OVER_SAMPLING_BATCH_SIZE_FLAG,
+    ROLLOUT_BATCH_SIZE_FLAG,
+)
 from harness.secrets import REDACTED, SECRET_FLAG_HINT, is_secret_env, is_secret_flag, secret_flags
 
 if TYPE_CHECKING:
@@ -288,12 +287,12 @@ def _check_trainer_flags(experiment: Experiment, base_args: Sequence[str], place
         except ValueError:
             raise HarnessError(f"{where[flag]}: {flag} must be an integer, got {shown(values[0])}") from None
 
-    batch = integer("--rollout-batch-size")
-    over = integer("--over-sampling-batch-size")
+    batch = integer(ROLLOUT_BATCH_SIZE_FLAG)
+    over = integer(OVER_SAMPLING_BATCH_SIZE_FLAG)
     if batch is not None and over is not None and over < batch:
         raise HarnessError(
-            f"{where['--over-sampling-batch-size']}: --over-sampling-batch-size {over} is below "
-            f"--rollout-batch-size {batch}; Miles refuses it (it must be at least the batch size)"
+            f"{where[OVER_SAMPLING_BATCH_SIZE_FLAG]}: {OVER_SAMPLING_BATCH_SIZE_FLAG} {over} is below "
+            f"{ROLLOUT_BATCH_SIZE_FLAG} {batch}; Miles refuses it (it must be at least the batch size)"
         )
     filter_values = flags.get(FILTER_FLAG)
     path = filter_values[0] if filter_values else None

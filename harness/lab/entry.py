@@ -1,7 +1,7 @@
 """The lab image's entry: check the data, start Ray, submit Miles's train.py to it.
 
 Standard library only: the image runs this file as `python3 entry.py` next to
-`milesargv.py` and `base-run.args`. The trainer's argv is
+`milesargv.py`, `milesnames.py` and `base-run.args`. The trainer's argv is
 
     python3 train.py <MILES_ARGS, or the base run> <MILES_EXTRA_ARGS> <entry arguments>
 
@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:
-    from harness.lab import milesargv
+    from harness.lab import milesargv, milesnames
 else:
     try:
-        from . import milesargv  # imported as harness.lab.entry
+        from . import milesargv, milesnames  # imported as harness.lab.entry
     except ImportError:
         import milesargv  # run as a script in the image, next to this file
+        import milesnames
 
 PROG = "miles-gb10-lab"
 EXIT_USAGE = 2
@@ -41,7 +42,7 @@ JOB_ENV_DEFAULTS = {
     "RAY_DEDUP_LOGS": "0",
     "RAY_memory_monitor_refresh_ms": "0",  # Ray misreads GB10's unified memory
 }
-DATA_FLAGS = (("--hf-checkpoint", "model"), ("--prompt-data", "data set"))
+DATA_FLAGS = ((milesnames.HF_CHECKPOINT_FLAG, "model"), (milesnames.PROMPT_DATA_FLAG, "data set"))
 # Ray's own submission id alphabet (ray.dashboard.modules.job.job_manager).
 _ID_CHARS = sorted(set(string.ascii_letters + string.digits) - set("IloO0"))
 
@@ -91,7 +92,7 @@ def check_data(words: Sequence[str], exists: Callable[[str], bool] = os.path.exi
 
 def ray_start_argv(words: Sequence[str]) -> list[str]:
     """A one-node Ray head with as many GPUs as the actor asks for (default 1)."""
-    gpus = (milesargv.flag_values(words).get("--actor-num-gpus-per-node") or ["1"])[0]
+    gpus = (milesargv.flag_values(words).get(milesnames.ACTOR_NUM_GPUS_PER_NODE_FLAG) or ["1"])[0]
     return ["ray", "start", "--head", "--node-ip-address", "127.0.0.1", "--num-gpus", gpus, "--disable-usage-stats"]
 
 

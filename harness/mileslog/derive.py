@@ -6,40 +6,18 @@ reward as Python prints `round(reward, 1)`: `drop_zero_std_1`, `_1.0`,
 is the top reward (1), "all wrong" the bottom one (0, or -1 with -1/1
 rewards); a common reward strictly between them (partial credit) is neither
 and is counted under `zero_std_other`. The raw keys are never changed.
-
-`derive_unfiltered_reward` gives the reward before the filter where Miles
-does not print it (every public Miles up to August 2026): the kept answers'
-mean (`rollout/raw_reward`, B groups) and each dropped group's common reward
-(its drop key's suffix) together,
-
-    (raw_reward x B + sum over r of r x drop_zero_std_r) / (B + sum of drop_zero_std_r)
-
-(every group has n answers, so n cancels). It is exact when the rewards are
-integers (the suffix is then the reward, not a rounding of it) and zero
-variance is the only reason a group was dropped; anything else has no
-derived value, and the reason says why.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from typing import TYPE_CHECKING, Mapping, Optional, TypedDict
+from typing import TYPE_CHECKING, Mapping, TypedDict
 
 if TYPE_CHECKING:
     from _typeshed import SupportsItems
 
-from harness.mileslog.keys import (
-    DROP_PREFIX,
-    GROUP_KEY_PREFIXES,
-    RAW_REWARD,
-    ZERO_STD_COUNT_PREFIX,
-    ZERO_STD_DROP_PREFIX,
-    finite_number,
-    rollout_side_logged,
-)
-
-_INTEGER_SUFFIX = re.compile(r"-?\d{1,18}")
+from harness.lab.milesnames import DROP_PREFIX, ZERO_STD_COUNT_PREFIX, ZERO_STD_DROP_PREFIX
+from harness.mileslog.keys import GROUP_KEY_PREFIXES, whole_number
 
 
 class DerivedValues(TypedDict):
@@ -63,17 +41,6 @@ def _reward_suffix(suffix: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
-
-
-def whole_number(value: object) -> int | None:
-    """A whole number as an int (5 or 5.0); None for bools, fractions, non-finite values and the rest."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value) and value == int(value):
-        return int(value)
-    return None
 
 
 def _split_by_reward(counts: Mapping[float, int]) -> tuple[int, int, int]:
@@ -138,35 +105,3 @@ def derive_step_values(metrics: SupportsItems[object, object]) -> DerivedValues:
         "zero_std_other": zero_partial if saw_zero_std else None,
         "unreadable_keys": sorted(unreadable),
     }
-
-
-def derive_unfiltered_reward(metrics: Mapping[str, object], batch: Optional[int]) -> tuple[Optional[float], str]:
-    """(the reward before the filter, "") from `rollout/raw_reward`, B and the zero-variance drops; else (None, why).
-
-    See the module doc for the formula and when it is exact; `batch` is B.
-    """
-    raw = finite_number(metrics.get(RAW_REWARD))
-    if raw is None:
-        return None, f"no finite {RAW_REWARD}"
-    if batch is None or batch < 1:
-        return None, "the rollout batch size (the groups kept) is unknown"
-    if not rollout_side_logged(metrics):
-        return None, "the rollout's perf line is missing, so the dropped groups are unknown"
-    dropped = 0
-    reward_sum = 0
-    for key, value in metrics.items():
-        if not key.startswith(DROP_PREFIX):
-            continue
-        count = whole_number(value)
-        if count is None or count < 0:
-            return None, f"{key} is not a count ({value!r})"
-        if count == 0:
-            continue
-        if not key.startswith(ZERO_STD_DROP_PREFIX):
-            return None, f"groups dropped for another reason than zero variance ({key[len(DROP_PREFIX) :]}: {count})"
-        suffix = key[len(ZERO_STD_DROP_PREFIX) :]
-        if not _INTEGER_SUFFIX.fullmatch(suffix):
-            return None, f"rewards that are not integers ({key}: the key rounds the group's reward to 0.1)"
-        dropped += count
-        reward_sum += int(suffix) * count
-    return (raw * batch + reward_sum) / (batch + dropped), ""

@@ -1,8 +1,9 @@
-"""The Miles rules, once: metric names, which reward is the reward, the step-time fallback, the filter.
+"""The Miles rules, once: which reward is the reward, the step-time fallback, the filter, what a count is.
 
 The parser, live progress, `harness parse-log` and the summary all read their
 numbers through this module, so a rule changes in one place (docs/summary.md
-states each rule once):
+states each rule once). Miles's names (its flags, filter paths and metric
+keys) are in `harness.lab.milesnames`.
 
 - **Filter.** The dynamic filter is on when `dynamic_sampling_filter_path`
   is set (not absent, None, False or empty). Miles's argument dump is the
@@ -16,11 +17,8 @@ states each rule once):
   value that is missing or not a finite number is no reward (None). Only
   the write-up's Miles (main 08752a12) prints the unfiltered reward; where
   a step lacks the key it is derived from what every Miles prints
-  (`derive.derive_unfiltered_reward`), and the reading says which source it
+  (`derive_unfiltered_reward`, below), and the reading says which source it
   used: `printed` or `derived`.
-- **Filter paths.** `FILTER_PATH` is the zero-variance filter at 08752a12;
-  `FILTER_PATH_PUBLIC` the only one the public snapshots up to August 2026
-  have (08752a12 keeps it as a deprecated alias).
 - **Step time.** `perf/step_time`; older slime's `perf/total_train_time`
   where that is not a finite number.
 - **Train side.** A `perf N` line with a step-end key is the trainer's:
@@ -34,25 +32,30 @@ states each rule once):
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Mapping, NamedTuple, Optional, Sequence
+
+from harness.lab.milesargv import flag_values
+from harness.lab.milesnames import (
+    DROP_PREFIX,
+    DYNAMIC_FILTER_PREFIX,
+    FILTER_FLAG,
+    RAW_REWARD,
+    RAW_REWARD_UNFILTERED,
+    ROLLOUT_BATCH_SIZE_FLAG,
+    ROLLOUT_PREFIX,
+    ROLLOUT_TIME,
+    STEP_TIME,
+    STEP_TIME_OLD,
+    TRAIN_TIME,
+    ZERO_STD_DROP_PREFIX,
+    ZERO_STD_PREFIX,
+    arg_name,
+)
 
 if TYPE_CHECKING:
     from harness.mileslog.pyrepr import PyDict
 
-ROLLOUT_TIME = "perf/rollout_time"
-STEP_TIME = "perf/step_time"
-STEP_TIME_OLD = "perf/total_train_time"  # older slime's name for the same timer
-TRAIN_TIME = "perf/train_time"
-RAW_REWARD = "rollout/raw_reward"
-RAW_REWARD_UNFILTERED = "rollout/raw_reward_unfiltered"
-TRUNCATED_RATIO = "rollout/truncated_ratio"
-
-ROLLOUT_PREFIX = "rollout/"
-DYNAMIC_FILTER_PREFIX = "rollout/dynamic_filter/"
-ZERO_STD_PREFIX = "rollout/zero_std/"
-DROP_PREFIX = DYNAMIC_FILTER_PREFIX + "drop_"
-ZERO_STD_DROP_PREFIX = DROP_PREFIX + "zero_std_"
-ZERO_STD_COUNT_PREFIX = ZERO_STD_PREFIX + "count_"
 # Every key `derive.derive_step_values` may read: the drop reasons and the zero-std counts.
 GROUP_KEY_PREFIXES = (DYNAMIC_FILTER_PREFIX, ZERO_STD_PREFIX)
 
@@ -60,20 +63,11 @@ ROLLOUT_SIDE_KEYS = (ROLLOUT_TIME,)
 STEP_END_KEYS = (STEP_TIME, TRAIN_TIME, STEP_TIME_OLD)
 STEP_TIME_KEYS = (STEP_TIME, STEP_TIME_OLD)
 
-FILTER_ARG = "dynamic_sampling_filter_path"
-FILTER_FLAG = "--dynamic-sampling-filter-path"
-BATCH_ARG = "rollout_batch_size"
-BATCH_FLAG = "--rollout-batch-size"
-
-# The zero-variance filter: its path at the write-up's Miles, and the only one public Miles had up to August 2026.
-WRITE_UP_MILES = "08752a12"
-FILTER_PATH = "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
-FILTER_PATH_PUBLIC = "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"
-ZERO_STD_FILTER_PATHS = (FILTER_PATH, FILTER_PATH_PUBLIC)
-
 # Where a step's reward came from.
 PRINTED = "printed"
 DERIVED = "derived"
+
+_INTEGER_SUFFIX = re.compile(r"-?\d{1,18}")
 
 
 def finite_number(value: object) -> Optional[float]:
@@ -87,6 +81,17 @@ def finite_number(value: object) -> Optional[float]:
     except OverflowError:  # an integer beyond float range
         return None
     return value if math.isfinite(value) else None
+
+
+def whole_number(value: object) -> int | None:
+    """A whole number as an int (5 or 5.0); None for bools, fractions, non-finite values and the rest."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return int(value)
+    return None
 
 
 # ---- the filter ------------------------------------------------------------
@@ -103,43 +108,21 @@ def filter_is_on(path: object) -> bool:
 
 def filter_setting(args: Optional[Mapping[str, object]], argv: Optional[Sequence[str]]) -> tuple[Optional[bool], str]:
     """(filter on, where that was read): the argument dump, else the launch argv, else (None, "none")."""
-    if args is not None and FILTER_ARG in args:
-        return filter_is_on(args[FILTER_ARG]), "argument dump"
-    if argv is not None:
-        from harness.lab.milesargv import flag_values
-
-        values = flag_values(list(argv)).get(FILTER_FLAG)
-        if values is None:
-            return False, "launch line"
-        return filter_is_on(values[-1] if values else True), "launch line"
-    return None, "none"
+    given, value, source = _given(args, argv, FILTER_FLAG)
+    if source == "none":
+        return None, source
+    return (filter_is_on(value) if given else False), source
 
 
 def filter_path(args: Optional[Mapping[str, object]], argv: Optional[Sequence[str]]) -> Optional[str]:
     """The run's filter path as text (the dump, else the launch argv's last flag), or None when no filter is set."""
-    value: object = None
-    if args is not None and FILTER_ARG in args:
-        value = args[FILTER_ARG]
-    elif argv is not None:
-        from harness.lab.milesargv import flag_values
-
-        values = flag_values(list(argv)).get(FILTER_FLAG)
-        value = values[-1] if values else None
+    _, value, _ = _given(args, argv, FILTER_FLAG)
     return value.strip() if isinstance(value, str) and filter_is_on(value) else None
 
 
 def rollout_batch_size(args: Optional[Mapping[str, object]], argv: Optional[Sequence[str]]) -> Optional[int]:
     """B, the groups a step keeps: the dump, else the launch argv's last `--rollout-batch-size`; None if unknown."""
-    from harness.mileslog.derive import whole_number
-
-    value: object = None
-    if args is not None and BATCH_ARG in args:
-        value = args[BATCH_ARG]
-    elif argv is not None:
-        from harness.lab.milesargv import flag_values
-
-        values = flag_values(list(argv)).get(BATCH_FLAG)
-        value = values[-1] if values else None
+    _, value, _ = _given(args, argv, ROLLOUT_BATCH_SIZE_FLAG)
     if isinstance(value, str):
         try:
             value = int(value.strip())
@@ -147,6 +130,19 @@ def rollout_batch_size(args: Optional[Mapping[str, object]], argv: Optional[Sequ
             return None
     number = whole_number(value)
     return number if number is not None and number >= 1 else None
+
+
+def _given(args: Optional[Mapping[str, object]], argv: Optional[Sequence[str]], flag: str) -> tuple[bool, object, str]:
+    """(given, its value, where it was read) for one of Miles's flags: the argument dump's value where the dump has
+    it, else the launch argv's last (True for a bare flag; not given: None), else (False, None, "none")."""
+    if args is not None and arg_name(flag) in args:
+        return True, args[arg_name(flag)], "argument dump"
+    if argv is not None:
+        values = flag_values(list(argv)).get(flag)
+        if values is None:
+            return False, None, "launch line"
+        return True, (values[-1] if values else True), "launch line"
+    return False, None, "none"
 
 
 # ---- per-step values -------------------------------------------------------
@@ -180,8 +176,6 @@ def reward_reading(
         return RewardReading(None, None, f"{key} is not a finite number")
     if not filter_on:
         return RewardReading(None, None, f"{key} missing")
-    from harness.mileslog.derive import derive_unfiltered_reward
-
     derived, why = derive_unfiltered_reward(metrics, batch)
     if derived is None:
         return RewardReading(None, None, f"{key} not printed and not derivable: {why}")
@@ -227,3 +221,44 @@ def drops_known(filter_on: Optional[bool], metrics: Mapping[str, object]) -> boo
     Otherwise they are null, never 0: not applicable without the filter, unknown without the rollout's line.
     """
     return bool(filter_on) and rollout_side_logged(metrics)
+
+
+def derive_unfiltered_reward(metrics: Mapping[str, object], batch: Optional[int]) -> tuple[Optional[float], str]:
+    """(the reward before the filter, "") from `rollout/raw_reward`, B and the zero-variance drops; else (None, why).
+
+    Where Miles does not print it (every public Miles up to August 2026): the
+    kept answers' mean (`rollout/raw_reward`, B groups) and each dropped
+    group's common reward (its drop key's suffix) together,
+
+        (raw_reward x B + sum over r of r x drop_zero_std_r) / (B + sum of drop_zero_std_r)
+
+    (every group has n answers, so n cancels). It is exact when the rewards
+    are integers (the suffix is then the reward, not a rounding of it) and
+    zero variance is the only reason a group was dropped; anything else has
+    no derived value, and the reason says why. `batch` is B.
+    """
+    raw = finite_number(metrics.get(RAW_REWARD))
+    if raw is None:
+        return None, f"no finite {RAW_REWARD}"
+    if batch is None or batch < 1:
+        return None, "the rollout batch size (the groups kept) is unknown"
+    if not rollout_side_logged(metrics):
+        return None, "the rollout's perf line is missing, so the dropped groups are unknown"
+    dropped = 0
+    reward_sum = 0
+    for key, value in metrics.items():
+        if not key.startswith(DROP_PREFIX):
+            continue
+        count = whole_number(value)
+        if count is None or count < 0:
+            return None, f"{key} is not a count ({value!r})"
+        if count == 0:
+            continue
+        if not key.startswith(ZERO_STD_DROP_PREFIX):
+            return None, f"groups dropped for another reason than zero variance ({key[len(DROP_PREFIX) :]}: {count})"
+        suffix = key[len(ZERO_STD_DROP_PREFIX) :]
+        if not _INTEGER_SUFFIX.fullmatch(suffix):
+            return None, f"rewards that are not integers ({key}: the key rounds the group's reward to 0.1)"
+        dropped += count
+        reward_sum += int(suffix) * count
+    return (raw * batch + reward_sum) / (batch + dropped), ""

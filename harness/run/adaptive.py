@@ -39,6 +39,7 @@ from harness.summary.decisions import METRICS, decision_summary
 if TYPE_CHECKING:
     from harness.experiments.store import ExperimentStore
     from harness.run.context import RunContext
+    from harness.run.decide import Decision
     from harness.run.lifecycle import SweepResult
     from harness.run.plan import Planned
     from harness.run.simswap import SimTarget
@@ -524,13 +525,29 @@ def _board(request: DecideRequest, record: Record, ctx: RunContext) -> None:
 
 @dataclass(frozen=True)
 class NextRun:
-    """A seed the next interim would take: its run, and whether it would run or its capture be reused."""
+    """A seed the next interim would take: its run, and whether it would run, its capture be reused, or be refused."""
 
     experiment: str
     seed: int
-    run: str
-    action: str  # run or skip (a succeeded capture reused, or refused)
-    reason: str
+    decision: "Decision"
+
+    @property
+    def run(self) -> str:
+        return self.decision.run
+
+    @property
+    def action(self) -> str:
+        """run, skip (a succeeded capture reused) or refuse (`decide` would refuse to start), as a sweep's plan."""
+        return "refuse" if self.decision.refused else self.decision.action
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "experiment": self.experiment,
+            "seed": self.seed,
+            "run": self.run,
+            "action": self.action,
+            "reason": self.decision.reason,
+        }
 
 
 @dataclass(frozen=True)
@@ -573,7 +590,7 @@ class DecidePlan:
             "interims_recorded": self.interims_recorded,
             "decisions": dict(self.decisions),
             "open": list(self.open),
-            "next": [run.__dict__ for run in self.next_runs],
+            "next": [run.to_dict() for run in self.next_runs],
         }
 
 
@@ -596,8 +613,7 @@ def plan_decide(request: DecideRequest) -> DecidePlan:
         for name in comparison.open_experiments():
             for seed in next_seeds(tried.get(name, []), design.per_interim):
                 plan = plan_seed(request, name, seed)
-                decision = decide_on_capture(plan, "retry")
-                runs.append(NextRun(name, seed, plan.spec.run, decision.action, decision.reason))
+                runs.append(NextRun(name, seed, decide_on_capture(plan, "retry")))
     return DecidePlan(
         header=record.header or asked,
         record=request.record,

@@ -8,10 +8,13 @@ between deciding and acting.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Literal, Mapping, Optional, Sequence
 
 from harness.capture import RERUN_ON_RETRY, RunState, RunStatus
 from harness.errors import ExitCode, HarnessError
+
+if TYPE_CHECKING:
+    from harness.engines.base import Problem
 
 Mode = Literal["cached", "retry", "force"]
 
@@ -216,6 +219,22 @@ def refuse_before_starting(decisions: Sequence[Decision]) -> None:
     if refused:
         more = f" (and {len(refused) - 1} more: --dry-run lists them)" if len(refused) > 1 else ""
         raise HarnessError(refused[0].not_started() + more)
+
+
+def dry_run_refusal(rows: Sequence[tuple[Decision, Sequence["Problem"]]]) -> Optional[HarnessError]:
+    """How a dry run of these runs (each with its pre-flight problems) ends, as the command would (pure): None when
+    it would start them or has them already; else the first refused run (exit 2: `run`, `sweep` and `decide` refuse
+    before they start anything), else the first run that would start with pre-flight problems, with their exit code.
+    """
+    refused = [decision for decision, _ in rows if decision.refused]
+    if refused:
+        more = f" (and {len(refused) - 1} more, listed above)" if len(refused) > 1 else ""
+        return HarnessError(f"run {refused[0].run} would not start: {refused[0].reason}{more}")
+    for decision, problems in rows:
+        if decision.action == "run" and problems:
+            count = f"{len(problems)} pre-flight problem{'s' if len(problems) != 1 else ''}"
+            return HarnessError(f"run {decision.run} would not start: {count}, above", problems[0].exit_code)
+    return None
 
 
 def exit_code_for_state(state: str) -> Optional[ExitCode]:

@@ -51,6 +51,7 @@ from harness.errors import HarnessError
 from harness.failpoints import failpoint
 from harness.fs.files import open_append, write_whole
 from harness.jsontypes import JSONObject
+from harness.lab.milesnames import ROLLOUT_SUBMISSION_GRANULARITY_FLAG
 from harness.run.attempt_checkpoints import AttemptCheckpoints
 from harness.run.context import Reporter, RunContext, StopControl
 from harness.run.plan import Planned, attempt_container_name, redact_manifest
@@ -353,7 +354,6 @@ def build_manifest(
     )
 
 
-SUBMISSION_FLAG = "--rollout-submission-granularity"
 LEGACY_ROLLOUT_ENV = "MILES_USE_LEGACY_ROLLOUT_V1"
 
 
@@ -363,7 +363,7 @@ def rollout_submission(spec: LaunchSpec) -> JSONObject:
     from harness.lab.milesargv import flag_values
 
     facts: JSONObject = {}
-    values = flag_values(list(spec.trainer_argv)).get(SUBMISSION_FLAG)
+    values = flag_values(list(spec.trainer_argv)).get(ROLLOUT_SUBMISSION_GRANULARITY_FLAG)
     if values is not None:
         facts["rollout_submission_granularity"] = values[-1] if values else True
     if spec.env.get(LEGACY_ROLLOUT_ENV):

@@ -16,7 +16,6 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 
 from harness.checkpoints.layout import (
     CONTAINER_ROOT,
-    DATA_STATE_FLAG,
     CheckpointSpec,
     checkpoint_root,
     plan_checkpoints,
@@ -39,6 +38,7 @@ from harness.experiments.naming import run_name
 from harness.experiments.schema import ENV_REFERENCE, VOLUME, Experiment, redact_env_maps, redacted_experiment
 from harness.experiments.store import ExperimentStore
 from harness.jsontypes import JSONValue
+from harness.lab.milesnames import ROLLOUT_GLOBAL_DATASET_FLAG
 from harness.run.simswap import SimTarget, simulated
 from harness.secrets import is_secret_env, redact_text, shown_json, shown_words
 
@@ -180,7 +180,7 @@ def _checkpoints(
         run_id=run_id,
         in_container=experiment.engine == "docker",
         root=checkpoint_root(project_root, environ),
-        data_state=DATA_STATE_FLAG in experiment.effective_flags(base_args),
+        data_state=ROLLOUT_GLOBAL_DATASET_FLAG in experiment.effective_flags(base_args),
     )
 
 
@@ -274,7 +274,7 @@ def _checkpoint_warnings(spec: LaunchSpec) -> tuple[str, ...]:
     if spec.checkpoint is None or spec.checkpoint.data_state:
         return ()
     return (
-        f"{spec.experiment}: checkpoint without {DATA_STATE_FLAG}: Miles saves no data source state then, so a "
+        f"{spec.experiment}: checkpoint without {ROLLOUT_GLOBAL_DATASET_FLAG}: Miles saves no data source state then, so a "
         "resumed attempt takes prompts from the first again (set miles.args.rollout-global-dataset: true)",
     )
 

@@ -37,12 +37,13 @@ from harness.engines.spec import ENV_TRAINER_ARGS, LaunchSpec
 from harness.errors import ExitCode, HarnessError
 from harness.fs.paths import outside_root
 from harness.lab.milesargv import flag_values
+from harness.lab.milesnames import HF_CHECKPOINT_FLAG, NUM_ROLLOUT_FLAG
 from harness.run.decide import Mode
 from harness.run.plan import Planned
 from harness.times import now_rfc3339
 
 FORCE_HINT = "--force starts anew (make: FORCE=1)"
-MODEL_FLAG = "--hf-checkpoint"
+MODEL_FLAG = HF_CHECKPOINT_FLAG
 
 
 def plan_checkpoint_start(plan: Planned, *, resume: bool, mode: Mode) -> Planned:
@@ -112,7 +113,7 @@ def _resume_start(plan: Planned, ckpt: CheckpointSpec) -> CheckpointStart:
     if choice.next_rollout_id >= spec.steps_expected:
         raise HarnessError(
             f"run {spec.run}: nothing left to run: {choice.check.name}'s next rollout {choice.next_rollout_id} is at "
-            f"or past --num-rollout {spec.steps_expected} (the steps key), so the trainer would run no rollout"
+            f"or past {NUM_ROLLOUT_FLAG} {spec.steps_expected} (the steps key), so the trainer would run no rollout"
         )
     notes = [
         f"{spec.run}: resuming attempt {head.number} ({status.state}, {status.steps_complete}/{status.steps_expected} "

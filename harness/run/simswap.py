@@ -3,10 +3,11 @@
 `run --sim` and `sweep --sim` load, validate and plan an experiment exactly
 as a real run does, then swap what only a GB10 has:
 
-- the trainer: the sim image (Dockerfile.sim, the lab entry's protocol with
-  the simulator in place of Ray and Miles), or, where no Docker engine
-  answers or the image is not built, the same entry as a supervised process
-  (`python3 -m harness.sim.entry`, reading the same MILES_ARGS and
+- the trainer: the sim image built from this checkout (Dockerfile.sim, the
+  lab entry's protocol with the simulator in place of Ray and Miles; found by
+  the digest of what it holds, harness.sim.image), or, where no Docker
+  engine answers or that image is not built, the same entry as a supervised
+  process (`python3 -m harness.sim.entry`, reading the same MILES_ARGS and
   MILES_EXTRA_ARGS);
 - no GPU request (so no GPU lock either), no bind mounts (the simulator reads
   no model and no data set) and no raised ulimits (it pins no memory);
@@ -29,14 +30,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Optional
 
-from harness.errors import HarnessError
+from harness.errors import ExitCode, HarnessError
+from harness.sim.image import SIM_LATEST
 
 if TYPE_CHECKING:  # imported where used: the CLI reads this module's constants at startup
+    from pathlib import Path
+
     from harness.engines.dockerapi import DockerApi
     from harness.experiments.schema import Experiment
     from harness.guard.config import GuardConfig
 
-SIM_IMAGE = "miles-gb10-lab/sim:latest"
+# The sim image's documented name, and what a process-engine run records as its image; a run on Docker takes the
+# tag of this checkout's simulator digest (harness.sim.image), never `latest`, which is whichever checkout built last.
+SIM_IMAGE = SIM_LATEST
+OTHER_SIMULATOR = (
+    "the sim image on the engine holds another simulator than this checkout's; `make sim-image` builds this one"
+)
 SIM_ENTRY_MODULE = "harness.sim.entry"
 # Wall seconds per simulated second, for `run --sim`, `sweep --sim` and the demo alike (so a demo's capture is
 # the capture `run --sim` would make, and each reuses the other's). With the heat guard pausing every run, each
@@ -55,6 +64,8 @@ SIM_START_BELOW_C = 55.0
 
 SimEngine = Literal["docker", "process"]
 SIM_ENGINE_CHOICES = ("auto", "docker", "process")
+# What the engine holds of sim images: this checkout's (by its digest), only another simulator's, or none.
+SimImageFound = Literal["this", "another", "none"]
 
 
 @dataclass(frozen=True)
@@ -95,25 +106,69 @@ def check_time_scale(time_scale: float) -> float:
     return time_scale
 
 
-def choose_target(requested: str, time_scale: float, python: str, api: Optional["DockerApi"] = None) -> SimTarget:
-    """The engine for simulated runs: `docker`, `process`, or `auto` (Docker where the sim image is there)."""
+def choose_target(
+    requested: str,
+    time_scale: float,
+    python: str,
+    api: Optional["DockerApi"] = None,
+    root: Optional["Path"] = None,
+) -> SimTarget:
+    """The engine for simulated runs: `docker`, `process`, or `auto` (Docker where the sim image of this checkout's
+    simulator is there); `root`: the checkout whose simulator runs (default: this harness's)."""
     from harness.engines.dockerapi import DockerApi, DockerApiError
+    from harness.sim.image import sim_digest, sim_image_tag
 
     check_time_scale(time_scale)
-    if requested == "docker":
-        return SimTarget("docker", time_scale, python, f"--sim-engine {requested}")
+    if requested not in SIM_ENGINE_CHOICES:
+        raise HarnessError(f"--sim-engine {requested!r}: choose one of {', '.join(SIM_ENGINE_CHOICES)}")
     if requested == "process":
         return SimTarget("process", time_scale, python, f"--sim-engine {requested}")
-    if requested != "auto":
-        raise HarnessError(f"--sim-engine {requested!r}: choose one of {', '.join(SIM_ENGINE_CHOICES)}")
+    try:
+        digest = sim_digest(root)
+    except OSError as err:
+        cannot = f"this harness's simulator cannot be matched to a sim image ({err.strerror or err}: {err.filename})"
+        if requested == "docker":
+            raise HarnessError(f"--sim-engine docker: {cannot}", ExitCode.ENGINE_UNAVAILABLE) from None
+        return SimTarget("process", time_scale, python, cannot)
+    image = sim_image_tag(digest)
     api = api or DockerApi()
     try:
-        if api.image_exists(SIM_IMAGE):
-            return SimTarget("docker", time_scale, python, f"the Docker engine at {api.host}")
-        reason = f"{SIM_IMAGE} is not on the Docker engine at {api.host}; `make sim-image` builds it"
+        found = find_sim_image(api, image, digest)
     except DockerApiError as err:
-        reason = str(err)
-    return SimTarget("process", time_scale, python, reason)
+        if requested == "docker":  # the run's preflight says the engine does not answer, with its exit code
+            return SimTarget("docker", time_scale, python, f"--sim-engine {requested}", image)
+        return SimTarget("process", time_scale, python, str(err))
+    engine, reason = sim_engine_for(requested, found, api.host)
+    return SimTarget(engine, time_scale, python, reason, image if engine == "docker" else SIM_IMAGE)
+
+
+def find_sim_image(api: "DockerApi", image: str, digest: str) -> SimImageFound:
+    """Whether the engine holds `image` labelled with `digest` (this checkout's simulator), else any sim image."""
+    from harness.sim.image import SIM_DIGEST_LABEL
+
+    info = api.image_inspect(image)
+    if info is not None:
+        config = info.get("Config")
+        labels = config.get("Labels") if isinstance(config, dict) else None
+        if isinstance(labels, dict) and labels.get(SIM_DIGEST_LABEL) == digest:
+            return "this"
+        return "another"  # the tag was put on another image
+    return "none" if api.image_inspect(SIM_IMAGE) is None else "another"
+
+
+def sim_engine_for(requested: str, found: SimImageFound, host: str) -> tuple[SimEngine, str]:
+    """The engine for `--sim-engine auto|docker` given the sim images the engine at `host` holds, and why (pure);
+    HarnessError where Docker was asked for and this checkout's image is not there."""
+    if found == "this":
+        return "docker", (f"the Docker engine at {host}" if requested == "auto" else f"--sim-engine {requested}")
+    why = (
+        OTHER_SIMULATOR
+        if found == "another"
+        else f"{SIM_IMAGE} is not on the Docker engine at {host}; `make sim-image` builds it"
+    )
+    if requested == "docker":
+        raise HarnessError(f"--sim-engine docker: {why}", ExitCode.ENGINE_UNAVAILABLE)
+    return "process", why
 
 
 def simulated(experiment: "Experiment", target: SimTarget) -> "Experiment":

@@ -24,6 +24,7 @@ from datetime import datetime
 from types import FrameType
 from typing import Callable, Mapping, Optional, Sequence, TextIO, Union
 
+from harness.lab.milesnames import LOAD_FLAG, SAVE_FLAG
 from harness.sim import logfmt
 from harness.sim.clock import Stopped, make_clock
 from harness.sim.config import MilesRefusal, SimUsageError, help_text, parse_argv, split_miles, split_time_scale
@@ -113,11 +114,11 @@ def main(
         return EXIT_FAILED
     except CheckpointUnreadable as broken:
         writer.lines(logfmt.checkpoint_failure_lines(run.job_id, broken.exception, broken.source))
-        err.write(f"{PROG}: --load: {broken.exception}\n")
+        err.write(f"{PROG}: {LOAD_FLAG}: {broken.exception}\n")
         return EXIT_FAILED
     except CheckpointUnwritable as refused:
         writer.lines(logfmt.save_failure_lines(run.job_id, refused.exception))
-        err.write(f"{PROG}: --save: {refused.exception}\n")
+        err.write(f"{PROG}: {SAVE_FLAG}: {refused.exception}\n")
         return EXIT_FAILED
     except MissingFilter as missing:
         writer.lines(logfmt.missing_module_lines(run.job_id, missing.module, run.rollout_actor.pid))

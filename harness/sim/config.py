@@ -15,7 +15,7 @@ filter path is an alias of the current one.
 Miles it stands in for. `08752a12` (the default, the write-up's main) prints
 `rollout/raw_reward_unfiltered` and has both filter paths; `public-2026-08`
 (the public snapshots up to August 2026) prints no unfiltered reward and has
-only `PUBLIC_FILTER_PATH`: the other path fails at the first rollout, as
+only `FILTER_PATH_PUBLIC`: the other path fails at the first rollout, as
 Miles fails to import it there.
 
 Checkpoints (`--save`, `--load`, ... as Miles's FSDP backend takes them) are
@@ -32,19 +32,44 @@ import re
 from dataclasses import dataclass
 from typing import NoReturn, Sequence, Union
 
+from harness.lab.milesnames import (
+    CKPT_STEP_FLAG,
+    EVAL_INTERVAL_FLAG,
+    EVAL_PROMPT_DATA_FLAG,
+    FILTER_FLAG,
+    FILTER_PATH,
+    FILTER_PATH_PUBLIC,
+    GLOBAL_BATCH_SIZE_FLAG,
+    LOAD_FLAG,
+    LR_FLAG,
+    N_SAMPLES_PER_PROMPT_FLAG,
+    NO_LOAD_OPTIM_FLAG,
+    NO_LOAD_RNG_FLAG,
+    NO_SAVE_OPTIM_FLAG,
+    NUM_ROLLOUT_FLAG,
+    OVER_SAMPLING_BATCH_SIZE_FLAG,
+    PARTIAL_ROLLOUT_FLAG,
+    RAW_REWARD_UNFILTERED,
+    ROLLOUT_BATCH_SIZE_FLAG,
+    ROLLOUT_GLOBAL_DATASET_FLAG,
+    ROLLOUT_MAX_RESPONSE_LEN_FLAG,
+    ROLLOUT_SEED_FLAG,
+    SAVE_FLAG,
+    SAVE_INTERVAL_FLAG,
+    SAVE_TRIGGER_SENTINEL_FLAG,
+    SEED_FLAG,
+    SIM_MILES_FLAG,
+    START_ROLLOUT_ID_FLAG,
+    TIME_SCALE_FLAG,
+    TRAIN_BACKEND_FLAG,
+    WRITE_UP_MILES,
+    ZERO_STD_FILTER_PATHS,
+    arg_name,
+)
 from harness.sim.timescale import TIME_SCALE_RANGE, time_scale_problem
 
-CURRENT_FILTER_PATH = "miles.rollout.filter_hub.common_filters.apply_reward_nonzero_std_filter"
-DEPRECATED_FILTER_PATH = "miles.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"
-ZERO_STD_FILTER_PATHS = (CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH)
-
-PUBLIC_FILTER_PATH = DEPRECATED_FILTER_PATH  # the only one public Miles has, up to August 2026
-
-TIME_SCALE_FLAG = "--time-scale"
 TIME_SCALE_ENV = "HARNESS_SIM_TIME_SCALE"
-MILES_FLAG = "--miles"
 MILES_ENV = "HARNESS_SIM_MILES"
-WRITE_UP_MILES = "08752a12"
 PUBLIC_MILES = "public-2026-08"
 MILES_VERSIONS = (WRITE_UP_MILES, PUBLIC_MILES)
 RESUME_FAULT_ENV = "HARNESS_SIM_RESUME_FAULT"
@@ -104,7 +129,7 @@ class UnfillableBatch(MilesRefusal):
     """A command line no batch can fill: refused where Miles would generate forever (the simulator's own check)."""
 
     kind = "ValueError"
-    source = 'raise ValueError(f"--n-samples-per-prompt 1 with the zero-variance filter: ...")'
+    source = f'raise ValueError(f"{N_SAMPLES_PER_PROMPT_FLAG} 1 with the zero-variance filter: ...")'
 
 
 @dataclass(frozen=True)
@@ -172,7 +197,7 @@ class SimConfig:
     def missing_filter_module(self) -> str | None:
         """The module Miles fails to import at the first rollout: the filter path's, where this Miles lacks it."""
         path = self.dynamic_sampling_filter_path
-        if path is None or self.miles != PUBLIC_MILES or path == PUBLIC_FILTER_PATH:
+        if path is None or self.miles != PUBLIC_MILES or path == FILTER_PATH_PUBLIC:
             return None
         return path.rpartition(".")[0]
 
@@ -222,32 +247,32 @@ def _flag_parser() -> _Parser:
         add_help=False,
     )
     add = parser.add_argument
-    add("--rollout-batch-size", type=_positive_int, default=LAB_DEFAULTS["rollout_batch_size"])
-    add("--n-samples-per-prompt", type=_positive_int, default=LAB_DEFAULTS["n_samples_per_prompt"])
-    add("--over-sampling-batch-size", type=_positive_int, default=None)
-    add("--dynamic-sampling-filter-path", default=None)
-    add("--num-rollout", type=int, default=LAB_DEFAULTS["num_rollout"])
-    add("--seed", type=int, default=MILES_SEED)
-    add("--rollout-seed", type=int, default=MILES_ROLLOUT_SEED)
-    add("--rollout-max-response-len", type=_positive_int, default=LAB_DEFAULTS["rollout_max_response_len"])
-    add("--partial-rollout", action="store_true", default=False)
-    add("--global-batch-size", type=_positive_int, default=None)
-    add("--lr", type=float, default=MILES_LR)
-    add("--train-backend", default=MILES_TRAIN_BACKEND)
-    add("--eval-interval", type=_positive_int, default=None)
-    add("--eval-prompt-data", nargs="+", default=None)
+    add(ROLLOUT_BATCH_SIZE_FLAG, type=_positive_int, default=LAB_DEFAULTS["rollout_batch_size"])
+    add(N_SAMPLES_PER_PROMPT_FLAG, type=_positive_int, default=LAB_DEFAULTS["n_samples_per_prompt"])
+    add(OVER_SAMPLING_BATCH_SIZE_FLAG, type=_positive_int, default=None)
+    add(FILTER_FLAG, default=None)
+    add(NUM_ROLLOUT_FLAG, type=int, default=LAB_DEFAULTS["num_rollout"])
+    add(SEED_FLAG, type=int, default=MILES_SEED)
+    add(ROLLOUT_SEED_FLAG, type=int, default=MILES_ROLLOUT_SEED)
+    add(ROLLOUT_MAX_RESPONSE_LEN_FLAG, type=_positive_int, default=LAB_DEFAULTS["rollout_max_response_len"])
+    add(PARTIAL_ROLLOUT_FLAG, action="store_true", default=False)
+    add(GLOBAL_BATCH_SIZE_FLAG, type=_positive_int, default=None)
+    add(LR_FLAG, type=float, default=MILES_LR)
+    add(TRAIN_BACKEND_FLAG, default=MILES_TRAIN_BACKEND)
+    add(EVAL_INTERVAL_FLAG, type=_positive_int, default=None)
+    add(EVAL_PROMPT_DATA_FLAG, nargs="+", default=None)
     # Checkpoints, as Miles's FSDP backend takes them (`--ckpt-step` is read and ignored: FSDP loads what the
     # tracker names).
-    add("--save", default=None)
-    add("--save-interval", type=_positive_int, default=None)
-    add("--load", default=None)
-    add("--start-rollout-id", type=_rollout_id, default=None)
-    add("--no-save-optim", action="store_true", default=False)
-    add("--no-load-optim", action="store_true", default=False)
-    add("--no-load-rng", action="store_true", default=False)
-    add("--save-trigger-sentinel", default=None)
-    add("--ckpt-step", type=int, default=None)
-    add("--rollout-global-dataset", action="store_true", default=False)
+    add(SAVE_FLAG, default=None)
+    add(SAVE_INTERVAL_FLAG, type=_positive_int, default=None)
+    add(LOAD_FLAG, default=None)
+    add(START_ROLLOUT_ID_FLAG, type=_rollout_id, default=None)
+    add(NO_SAVE_OPTIM_FLAG, action="store_true", default=False)
+    add(NO_LOAD_OPTIM_FLAG, action="store_true", default=False)
+    add(NO_LOAD_RNG_FLAG, action="store_true", default=False)
+    add(SAVE_TRIGGER_SENTINEL_FLAG, default=None)
+    add(CKPT_STEP_FLAG, type=int, default=None)
+    add(ROLLOUT_GLOBAL_DATASET_FLAG, action="store_true", default=False)
     return parser
 
 
@@ -256,26 +281,9 @@ def split_time_scale(argv: Sequence[str], env: dict[str, str] | None = None) -> 
 
     Without the flag, the environment's HARNESS_SIM_TIME_SCALE, else 0.
     """
-    words = list(argv)
-    miles: list[str] = []
-    given: str | None = None
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word == TIME_SCALE_FLAG:
-            if i + 1 >= len(words):
-                raise SimUsageError(f"{TIME_SCALE_FLAG} needs a value (seconds of wall time per simulated second)")
-            given = words[i + 1]
-            i += 2
-            continue
-        if word.startswith(TIME_SCALE_FLAG + "="):
-            given = word.split("=", 1)[1]
-        else:
-            miles.append(word)
-        i += 1
-    source = TIME_SCALE_FLAG
-    if given is None and env and env.get(TIME_SCALE_ENV, "").strip():
-        given, source = env[TIME_SCALE_ENV].strip(), TIME_SCALE_ENV
+    given, source, miles = _take_own_flag(
+        argv, TIME_SCALE_FLAG, TIME_SCALE_ENV, env, " (seconds of wall time per simulated second)"
+    )
     if given is None:
         return 0.0, miles
     try:
@@ -293,31 +301,42 @@ def split_miles(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple
 
     Without the flag, the environment's HARNESS_SIM_MILES, else the write-up's 08752a12.
     """
+    given, source, rest = _take_own_flag(argv, SIM_MILES_FLAG, MILES_ENV, env, f": one of {', '.join(MILES_VERSIONS)}")
+    if given is None:
+        return WRITE_UP_MILES, rest
+    if given not in MILES_VERSIONS:
+        raise SimUsageError(f"{source} must be one of {', '.join(MILES_VERSIONS)}, not {given!r}")
+    return given, rest
+
+
+def _take_own_flag(
+    argv: Sequence[str], flag: str, env_name: str, env: dict[str, str] | None, what: str
+) -> tuple[str | None, str, list[str]]:
+    """(the value, where it came from, the rest of the argv): one of the simulator's own flags, `flag X` or
+    `flag=X`, taken out of Miles's argv (the last one wins); without it, the environment's `env_name`; else None.
+
+    `what` ends the error for a flag without its value.
+    """
     words = list(argv)
     rest: list[str] = []
     given: str | None = None
     i = 0
     while i < len(words):
         word = words[i]
-        if word == MILES_FLAG:
+        if word == flag:
             if i + 1 >= len(words):
-                raise SimUsageError(f"{MILES_FLAG} needs a value: one of {', '.join(MILES_VERSIONS)}")
+                raise SimUsageError(f"{flag} needs a value{what}")
             given = words[i + 1]
             i += 2
             continue
-        if word.startswith(MILES_FLAG + "="):
+        if word.startswith(flag + "="):
             given = word.split("=", 1)[1]
         else:
             rest.append(word)
         i += 1
-    source = MILES_FLAG
-    if given is None and env and env.get(MILES_ENV, "").strip():
-        given, source = env[MILES_ENV].strip(), MILES_ENV
-    if given is None:
-        return WRITE_UP_MILES, rest
-    if given not in MILES_VERSIONS:
-        raise SimUsageError(f"{source} must be one of {', '.join(MILES_VERSIONS)}, not {given!r}")
-    return given, rest
+    if given is None and env and env.get(env_name, "").strip():
+        return env[env_name].strip(), env_name, rest
+    return given, flag, rest
 
 
 def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimConfig:
@@ -333,31 +352,28 @@ def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimCon
     except _ArgparseError as err:
         raise SimUsageError(err.message) from None
 
-    batch = known.rollout_batch_size
-    over_sampling = known.over_sampling_batch_size if known.over_sampling_batch_size is not None else batch
+    batch, over_sampling, global_batch = _sizes(known)
     if over_sampling < batch:
         # Miles's own words (miles/utils/arguments.py), raised as an AssertionError.
         raise MilesRefusal(
             f"over_sampling_batch_size {over_sampling} should be greater than or equal to rollout_batch_size {batch}"
         )
     if known.num_rollout < 0:
-        raise SimUsageError(f"argument --num-rollout: must be at least 0, not {known.num_rollout}")
+        raise SimUsageError(f"argument {NUM_ROLLOUT_FLAG}: must be at least 0, not {known.num_rollout}")
     filter_path = known.dynamic_sampling_filter_path
     if filter_path in ("", "None"):
         filter_path = None
     if filter_path is not None and filter_path not in ZERO_STD_FILTER_PATHS:
         raise SimUsageError(
-            f"argument --dynamic-sampling-filter-path: the simulator models only the zero-variance filter "
-            f"({CURRENT_FILTER_PATH} or its deprecated alias {DEPRECATED_FILTER_PATH}), not {filter_path}"
+            f"argument {FILTER_FLAG}: the simulator models only the zero-variance filter "
+            f"({FILTER_PATH} or its deprecated alias {FILTER_PATH_PUBLIC}), not {filter_path}"
         )
     if filter_path is not None and known.n_samples_per_prompt == 1:
         # Miles would generate forever: its data source starts the data set again when it runs out.
         raise UnfillableBatch(
-            "--n-samples-per-prompt 1 with the zero-variance filter: a group of one answer has no variance, so "
+            f"{N_SAMPLES_PER_PROMPT_FLAG} 1 with the zero-variance filter: a group of one answer has no variance, so "
             "the filter drops every group and no batch can fill; give 2 or more answers per prompt, or no filter"
         )
-    answers = batch * known.n_samples_per_prompt
-    global_batch = known.global_batch_size if known.global_batch_size is not None else answers
     problem = size_problem(batch, over_sampling, known.n_samples_per_prompt, global_batch, known.num_rollout)
     if problem is not None:
         raise SimUsageError(problem)
@@ -379,8 +395,9 @@ def parse_argv(argv: Sequence[str], env: dict[str, str] | None = None) -> SimCon
     checkpoint = checkpoint_flags(known, env or {})
     if (checkpoint.save or checkpoint.load or checkpoint.save_trigger_sentinel) and known.train_backend != "fsdp":
         raise SimUsageError(
-            "--save, --load and --save-trigger-sentinel: the simulator models the checkpoints of Miles's FSDP "
-            f"backend only, not {known.train_backend}'s; give --train-backend fsdp (the lab's base run has it)"
+            f"{SAVE_FLAG}, {LOAD_FLAG} and {SAVE_TRIGGER_SENTINEL_FLAG}: the simulator models the checkpoints of "
+            f"Miles's FSDP backend only, not {known.train_backend}'s; give {TRAIN_BACKEND_FLAG} fsdp (the lab's base "
+            "run has it)"
         )
     # Not in `resolved`: the argument dump shows them only as given, as it did before the simulator read them.
     return SimConfig(
@@ -440,22 +457,22 @@ def size_problem(
     """Why these sizes are more than any GB10 run could have (None when they are not); each names its limit."""
     if n_samples_per_prompt > MAX_SAMPLES_PER_PROMPT:
         return (
-            f"--n-samples-per-prompt {n_samples_per_prompt} is more than any GB10 run could have "
+            f"{N_SAMPLES_PER_PROMPT_FLAG} {n_samples_per_prompt} is more than any GB10 run could have "
             f"(at most {MAX_SAMPLES_PER_PROMPT} answers per prompt)"
         )
     if over_sampling_batch_size * n_samples_per_prompt > MAX_ROLLOUT_ANSWERS:
         return (
-            f"--over-sampling-batch-size {over_sampling_batch_size} (or --rollout-batch-size {rollout_batch_size}) x "
-            f"--n-samples-per-prompt {n_samples_per_prompt} answers in one rollout is more than any GB10 run could "
+            f"{OVER_SAMPLING_BATCH_SIZE_FLAG} {over_sampling_batch_size} (or {ROLLOUT_BATCH_SIZE_FLAG} {rollout_batch_size}) x "
+            f"{N_SAMPLES_PER_PROMPT_FLAG} {n_samples_per_prompt} answers in one rollout is more than any GB10 run could "
             f"have (at most {MAX_ROLLOUT_ANSWERS:,})"
         )
     if rollout_batch_size * n_samples_per_prompt // global_batch_size > MAX_OPTIMIZER_STEPS:
         return (
-            f"--global-batch-size {global_batch_size} gives {rollout_batch_size * n_samples_per_prompt // global_batch_size:,} "
+            f"{GLOBAL_BATCH_SIZE_FLAG} {global_batch_size} gives {rollout_batch_size * n_samples_per_prompt // global_batch_size:,} "
             f"optimizer steps a rollout, more than any GB10 run could have (at most {MAX_OPTIMIZER_STEPS:,})"
         )
     if num_rollout > MAX_NUM_ROLLOUT:
-        return f"--num-rollout {num_rollout} is more than any GB10 run could have (at most {MAX_NUM_ROLLOUT:,})"
+        return f"{NUM_ROLLOUT_FLAG} {num_rollout} is more than any GB10 run could have (at most {MAX_NUM_ROLLOUT:,})"
     return None
 
 
@@ -465,10 +482,16 @@ def sizes_problem(miles_argv: Sequence[str]) -> str | None:
         known, _rest = _flag_parser().parse_known_args(list(miles_argv))
     except _ArgparseError:
         return None  # the simulator says what is wrong with it when it runs
-    batch, samples = known.rollout_batch_size, known.n_samples_per_prompt
-    over_sampling = known.over_sampling_batch_size if known.over_sampling_batch_size is not None else batch
-    global_batch = known.global_batch_size if known.global_batch_size is not None else batch * samples
-    return size_problem(batch, max(batch, over_sampling), samples, global_batch, known.num_rollout)
+    batch, over_sampling, global_batch = _sizes(known)
+    return size_problem(batch, max(batch, over_sampling), known.n_samples_per_prompt, global_batch, known.num_rollout)
+
+
+def _sizes(known: argparse.Namespace) -> tuple[int, int, int]:
+    """(B, O, the global batch size) as Miles reads them: O is B where not given, the global batch every answer."""
+    batch: int = known.rollout_batch_size
+    over_sampling: int = known.over_sampling_batch_size if known.over_sampling_batch_size is not None else batch
+    given: int | None = known.global_batch_size
+    return batch, over_sampling, given if given is not None else batch * known.n_samples_per_prompt
 
 
 def help_text() -> str:
@@ -477,8 +500,8 @@ def help_text() -> str:
     return text + (
         f"\n  {TIME_SCALE_FLAG} X    wall seconds per simulated second, {TIME_SCALE_RANGE} (0: as fast "
         "as possible; default 0)\n"
-        f"  {MILES_FLAG} V         the Miles it stands in for: {WRITE_UP_MILES} (default: prints "
-        f"rollout/raw_reward_unfiltered) or {PUBLIC_MILES} (does not; only its own filter path)\n"
+        f"  {SIM_MILES_FLAG} V         the Miles it stands in for: {WRITE_UP_MILES} (default: prints "
+        f"{RAW_REWARD_UNFILTERED}) or {PUBLIC_MILES} (does not; only its own filter path)\n"
         f"\n  {RESUME_FAULT_ENV}=NAME  imitate an upstream failure of a load: {', '.join(RESUME_FAULTS)}\n"
         f"  {CRASH_AT_ENV}=MOMENT[:ITERATION]  SIGKILL itself at a moment of a save: {', '.join(SAVE_MOMENTS)}\n"
     )
@@ -511,7 +534,7 @@ def argument_dump(miles_argv: Sequence[str], resolved: dict[str, object]) -> dic
     def close() -> None:
         if flag is not None:
             typed = [_typed(value) for value in values]
-            dump[flag[2:].replace("-", "_")] = True if not typed else typed[0] if len(typed) == 1 else typed
+            dump[arg_name(flag)] = True if not typed else typed[0] if len(typed) == 1 else typed
 
     for word in miles_argv:
         if _is_flag(word):

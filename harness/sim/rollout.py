@@ -32,6 +32,13 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable
 
+from harness.lab.milesnames import (
+    DROP_PREFIX,
+    RAW_REWARD,
+    RAW_REWARD_UNFILTERED,
+    TRUNCATED_RATIO,
+    ZERO_STD_COUNT_PREFIX,
+)
 from harness.sim.config import SimConfig
 from harness.sim.engine import GenerationEngine
 from harness.sim.model import Group, Policy, PromptSource
@@ -203,24 +210,24 @@ def rollout_side_metrics(result: RolloutResult, n_samples: int = 8, unfiltered: 
     """
     metrics: dict[str, float] = {}
     for reason, count in result.dropped.items():
-        metrics[f"rollout/dynamic_filter/drop_{reason}"] = count
+        metrics[f"{DROP_PREFIX}{reason}"] = count
     zero_std: dict[str, int] = {}
     for group in result.kept:
         if group.zero_std:
-            key = f"rollout/zero_std/count_{round(group.answers[0].reward, 1)}"
+            key = f"{ZERO_STD_COUNT_PREFIX}{round(group.answers[0].reward, 1)}"
             zero_std[key] = zero_std.get(key, 0) + 1
     metrics.update(sorted(zero_std.items()))
     metrics["rollout/zero_std/all_zero_percentage"] = 0.0
     metrics["rollout/zero_std/all_one_percentage"] = 0.0
     if unfiltered:
-        metrics["rollout/raw_reward_unfiltered"] = _mean([float(r) for g in result.judged for r in g.rewards])
+        metrics[RAW_REWARD_UNFILTERED] = _mean([float(r) for g in result.judged for r in g.rewards])
     lengths = [answer.tokens for group in result.kept for answer in group.answers]
     metrics["rollout/response_len/mean"] = _mean([float(n) for n in lengths])
     metrics["rollout/response_len/median"] = float(statistics.median(lengths))
     metrics["rollout/response_len/max"] = max(lengths)
     metrics["rollout/response_len/min"] = min(lengths)
     metrics["rollout/repetition_frac"] = 0.0
-    metrics["rollout/truncated_ratio"] = _mean(
+    metrics[TRUNCATED_RATIO] = _mean(
         [1.0 if answer.truncated else 0.0 for group in result.kept for answer in group.answers]
     )
     k = 1
@@ -248,7 +255,7 @@ def train_side_rollout_metrics(result: RolloutResult) -> dict[str, float]:
     answers = [answer for group in result.kept for answer in group.answers]
     truncated = _mean([1.0 if answer.truncated else 0.0 for answer in answers])
     return {
-        "rollout/raw_reward": _mean([float(answer.reward) for answer in answers]),
+        RAW_REWARD: _mean([float(answer.reward) for answer in answers]),
         "rollout/rewards": 0.0,
         "rollout/response_lengths": _mean([float(answer.tokens) for answer in answers]),
         "rollout/truncated": truncated,

@@ -44,10 +44,20 @@ import signal
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypedDict
 
+from harness.lab.milesnames import (
+    EVAL_PROMPT_DATA_FLAG,
+    FILTER_PATH,
+    FILTER_PATH_PUBLIC,
+    RAW_REWARD,
+    ROLLOUT_TIME,
+    STEP_TIME,
+    TRAIN_TIME,
+    WRITE_UP_MILES,
+)
 from harness.sim import checkpoint, logfmt
 from harness.sim.checkpoint import CheckpointUnreadable, CheckpointUnwritable, PowerCut, TrainState
 from harness.sim.clock import Clock, StopRequest
-from harness.sim.config import CURRENT_FILTER_PATH, DEPRECATED_FILTER_PATH, WRITE_UP_MILES, SimConfig
+from harness.sim.config import SimConfig
 from harness.sim.logfmt import Actor, LogWriter
 from harness.sim.model import Policy, PromptSource
 from harness.sim.params import ModelParams
@@ -88,7 +98,7 @@ OptimizerStep = TypedDict(
 # metric of its rollouts exactly as the uninterrupted run does; these follow its own clock.
 CLOCK_METRICS = frozenset(
     {
-        "perf/rollout_time",
+        ROLLOUT_TIME,
         "perf/tokens_per_gpu_per_sec",
         "perf/longest_sample_tokens_per_sec",
         "perf/train_wait_time",
@@ -99,8 +109,8 @@ CLOCK_METRICS = frozenset(
         "perf/actor_train_tok_per_s",
         "perf/update_weights_time",
         "perf/wake_up_time",
-        "perf/train_time",
-        "perf/step_time",
+        TRAIN_TIME,
+        STEP_TIME,
         "perf/wait_time_ratio",
     }
 )
@@ -247,11 +257,11 @@ class SimRun:
         self.out.lines(logfmt.launch_lines(self.job_id, self.config.miles_argv))
         if self.config.prints_argument_dump:
             self.out.lines(logfmt.argument_dump_lines(self.config.dump))
-        if self.config.dynamic_sampling_filter_path == DEPRECATED_FILTER_PATH and self.config.miles == WRITE_UP_MILES:
+        if self.config.dynamic_sampling_filter_path == FILTER_PATH_PUBLIC and self.config.miles == WRITE_UP_MILES:
             self.out.log(
                 self.rollout_actor,
                 "dynamic_sampling_filters.py:12",
-                f"WARNING: {DEPRECATED_FILTER_PATH} is deprecated; use {CURRENT_FILTER_PATH}",
+                f"WARNING: {FILTER_PATH_PUBLIC} is deprecated; use {FILTER_PATH}",
             )
         self.clock.advance(self.params.startup_s)
         if self.config.checkpoint.load is not None:
@@ -339,7 +349,7 @@ class SimRun:
         rollout_time = clock.now() - step_start
         longest = max(answer.tokens for group in result.kept for answer in group.answers)
         log.rollout_perf = {
-            "perf/rollout_time": rollout_time,
+            ROLLOUT_TIME: rollout_time,
             "perf/tokens_per_gpu_per_sec": result.tokens / rollout_time if rollout_time > 0 else 0.0,
             "perf/longest_sample_tokens_per_sec": longest / rollout_time if rollout_time > 0 else 0.0,
             **rollout_side_metrics(result, config.n_samples_per_prompt, config.prints_unfiltered_reward),
@@ -381,19 +391,17 @@ class SimRun:
             "perf/actor_train_tok_per_s": tokens_per_s,
             "perf/update_weights_time": after_update - after_train,
             "perf/wake_up_time": step_end - after_update,
-            "perf/train_time": train_time,
-            "perf/step_time": train_wait + train_time,
+            TRAIN_TIME: train_time,
+            STEP_TIME: train_wait + train_time,
             "perf/wait_time_ratio": train_wait / (train_wait + train_time) if train_wait + train_time > 0 else 0.0,
         }
         out.metric(train_actor, "train_metric_utils.py:120", "perf", step, log.train_perf)
         if config.eval_interval is not None and (step + 1) % config.eval_interval == 0:
             if config.eval_prompt_data is None:
-                out.log(None, "train.py:88", f"eval {step} skipped: no --eval-prompt-data given")
+                out.log(None, "train.py:88", f"eval {step} skipped: no {EVAL_PROMPT_DATA_FLAG} given")
             else:
                 name = config.eval_prompt_data.split()[0]
-                out.metric(
-                    rollout_actor, "metrics.py:120", "eval", step, {f"eval/{name}": log.rollout["rollout/raw_reward"]}
-                )
+                out.metric(rollout_actor, "metrics.py:120", "eval", step, {f"eval/{name}": log.rollout[RAW_REWARD]})
         return log
 
     def save_point(self, step: int) -> None:

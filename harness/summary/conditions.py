@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import orjson
 
-from harness.checkpoints.layout import CHECKPOINT_FLAGS
+from harness.lab.milesnames import CHECKPOINT_FLAGS, NO_SAVE_OPTIM_FLAG, ROLLOUT_SEED_FLAG, SEED_FLAG
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject, JSONValue
@@ -43,8 +43,8 @@ SIM_IMAGE_PREFIX = "miles-gb10-lab/sim"
 # harness.run.plan's _NOT_IN_RUN_ID, and the seed: what the condition leaves out of the experiment.
 NOT_IN_CONDITION = ("description", "compare", "limits", "extends", "guard", "cluster", "seed", "checkpoint", "resume")
 # Flags without a value (the rest of CHECKPOINT_FLAGS take one: a directory, a path, a number).
-_BARE_CHECKPOINT_FLAGS = ("--no-save-optim",)
-SEED_FLAGS = ("--seed", "--rollout-seed")  # harness.experiments.flags.OWNED_FLAGS' seed flags
+_BARE_CHECKPOINT_FLAGS = (NO_SAVE_OPTIM_FLAG,)
+SEED_FLAGS = (SEED_FLAG, ROLLOUT_SEED_FLAG)  # harness.experiments.flags.OWNED_FLAGS' seed flags
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 from harness import seedstats
+from harness.lab.milesnames import RAW_REWARD_UNFILTERED
 from harness.summary.document import DecisionInterim, DecisionOutcome, DecisionSummary, RunSummary
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 # --metric: what one seed's value is.
 METRICS: dict[str, str] = {
     "reward": "the mean reward over its steps (the across-seed value: before the filter for a filter run)",
-    "reward-unfiltered": "the mean over its steps of Miles's rollout/raw_reward_unfiltered as printed (every "
+    "reward-unfiltered": f"the mean over its steps of Miles's {RAW_REWARD_UNFILTERED} as printed (every "
     "finished answer; never derived)",
     "rollout-time": "the median of its steps' rollout times with the heat guard's pause time taken out (trainer s)",
     "dropped-groups": "the groups the filter dropped over its steps (filter runs only)",
@@ -58,7 +59,7 @@ def metric_value(name: str, run: RunSummary, metric: str) -> tuple[Optional[floa
             for step, done, value in zip(table.step, table.complete, table.raw_reward_unfiltered)
             if done and value is not None and step in steps
         ]
-        return seedstats.mean(values), "Miles did not print rollout/raw_reward_unfiltered in its steps"
+        return seedstats.mean(values), f"Miles did not print {RAW_REWARD_UNFILTERED} in its steps"
     figures = seed_figures(name, run, steps, steps)
     if metric == "rollout-time":
         return figures.rollout_time_adjusted_median_s, "no pause-adjusted rollout time in half of its steps or more"

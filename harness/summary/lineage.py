@@ -25,18 +25,19 @@ import math
 from typing import Optional, Sequence
 
 from harness.checkpoints.stitch import StitchedPart
+from harness.lab.milesnames import NO_LOAD_OPTIM_FLAG, NO_LOAD_RNG_FLAG
 from harness.summary.aggregates import median
 from harness.summary.document import Lineage, LineageAttempt, ResumeShock, StepTable
 from harness.summary.notes import RunNotes
-from harness.summary.windows import merged_lists
+from harness.summary.windows import merge_windows, union_length
 from harness.times import US_PER_S
 
 SHOCK_STEPS = 3
 SHOCK_FACTOR = 2.0
 MIN_CHANGES = 5
 LIKELY_CAUSES = {
-    "--no-load-optim": "the optimizer was not loaded (--no-load-optim): Adam restarts its moments",
-    "--no-load-rng": "the random state was not loaded (--no-load-rng)",
+    NO_LOAD_OPTIM_FLAG: f"the optimizer was not loaded ({NO_LOAD_OPTIM_FLAG}): Adam restarts its moments",
+    NO_LOAD_RNG_FLAG: f"the random state was not loaded ({NO_LOAD_RNG_FLAG})",
 }
 UPSTREAM_CAUSE = (
     "a state the checkpoint does not restore (slime#1695: very low reward and large log-prob differences for a few "
@@ -141,8 +142,7 @@ def _mean(values: Sequence[Optional[float]]) -> Optional[float]:
 
 def _paused_s(part: StitchedPart) -> float:
     windows = [(w.start_us, w.end_us) for w in part.capture.pauses if w.end_us is not None and w.froze]
-    starts, ends = merged_lists(windows)
-    return sum(e - s for s, e in zip(starts, ends)) / US_PER_S
+    return union_length(*merge_windows(windows)) / US_PER_S
 
 
 def _last_time(part: StitchedPart) -> Optional[int]:

@@ -25,33 +25,42 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence, cast
 
 from harness.capture.columns import MetricsColumns
+from harness.lab.milesnames import (
+    DROP_PREFIX,
+    RAW_REWARD,
+    RAW_REWARD_UNFILTERED,
+    ROLLOUT_TIME,
+    STEP_TIME,
+    STEP_TIME_OLD,
+    TRUNCATED_RATIO,
+    WRITE_UP_MILES,
+)
 from harness.mileslog import keys
-from harness.mileslog.derive import derive_step_values, whole_number
+from harness.mileslog.derive import derive_step_values
+from harness.mileslog.keys import whole_number
 from harness.summary.document import StepTable
 from harness.summary.frames import RunFrame
 from harness.summary.notes import Rank, RunNotes, StepNotes
 from harness.summary.run_config import RunConfig
 from harness.summary.sanity import MAX_EXACT_INT, SPAN_SLACK_US, reward_range
+from harness.summary.windows import Coverage
 from harness.times import US_PER_S, format_time_us
 
 if TYPE_CHECKING:
-    import numpy as np
-    from numpy.typing import NDArray
-
     from harness.jsontypes import JSONObject, JSONValue
 
 METRICS = "metrics.jsonl"
 _ABSENT = object()
 _INF = math.inf
 _VALUE_KEYS = (
-    keys.ROLLOUT_TIME,
-    keys.RAW_REWARD,
-    keys.RAW_REWARD_UNFILTERED,
-    keys.TRUNCATED_RATIO,
+    ROLLOUT_TIME,
+    RAW_REWARD,
+    RAW_REWARD_UNFILTERED,
+    TRUNCATED_RATIO,
     *keys.STEP_TIME_KEYS,
 )
 
@@ -100,16 +109,16 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
     found = _Found(columns.step)
     values, group_keys, groups, flagged = _read_columns(columns, found)
 
-    rollout = _rollout_times(values[keys.ROLLOUT_TIME], complete, flagged, found)
+    rollout = _rollout_times(values[ROLLOUT_TIME], complete, flagged, found)
     overlaps = _pause_overlaps(frame, rollout, found)
 
     rollout_side = [keys.rollout_side_logged(m) for m in columns.metrics]
     counts = _group_counts(config, group_keys, groups, rollout_side, found)
 
-    raw_reward = finite_column(values[keys.RAW_REWARD])
-    raw_unfiltered = finite_column(values[keys.RAW_REWARD_UNFILTERED])
+    raw_reward = finite_column(values[RAW_REWARD])
+    raw_unfiltered = finite_column(values[RAW_REWARD_UNFILTERED])
     reward_key = keys.reward_key(config.filter)
-    reward = list(raw_unfiltered if reward_key == keys.RAW_REWARD_UNFILTERED else raw_reward)
+    reward = list(raw_unfiltered if reward_key == RAW_REWARD_UNFILTERED else raw_reward)
     reward_flagged = flagged.get(reward_key, set()) | _rewards_out_of_range(reward, reward_key, config, found)
     reward_source: list[Optional[str]] = [keys.PRINTED if value is not None else None for value in reward]
     not_derived = _derive_rewards(config, columns.metrics, reward, reward_source, reward_flagged, rollout_side, found)
@@ -140,13 +149,13 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
         where = "every step with a reward" if not printed else f"{derived} step{'' if derived == 1 else 's'}"
         notes.append(
             f"reward derived in {where} (reward_source: derived): this Miles does not print "
-            f"{keys.RAW_REWARD_UNFILTERED} (only the write-up's, {keys.WRITE_UP_MILES}, does), so the reward before "
-            f"the filter is {keys.RAW_REWARD} x B plus each dropped group's reward, over B plus the dropped groups"
+            f"{RAW_REWARD_UNFILTERED} (only the write-up's, {WRITE_UP_MILES}, does), so the reward before "
+            f"the filter is {RAW_REWARD} x B plus each dropped group's reward, over B plus the dropped groups"
         )
     if config.filter and not any_reward and len(columns) and not not_derived:
         notes.append(
-            f"filter run without {keys.RAW_REWARD_UNFILTERED}: the Miles in the image does not print it, so reward "
-            f"is null ({keys.RAW_REWARD} counts only the kept groups and is not comparable)"
+            f"filter run without {RAW_REWARD_UNFILTERED}: the Miles in the image does not print it, so reward "
+            f"is null ({RAW_REWARD} counts only the kept groups and is not comparable)"
         )
         found.notes.discard(no_reward)  # said once for the whole run
     if config.filter and (config.rollout_batch_size is None or not config.over_sampling_batch_size):
@@ -170,7 +179,7 @@ def build_rows(frame: RunFrame, notes: RunNotes) -> Rows:
         reward=reward,
         raw_reward=raw_reward,
         raw_reward_unfiltered=raw_unfiltered,
-        truncated_ratio=finite_column(values[keys.TRUNCATED_RATIO]),
+        truncated_ratio=finite_column(values[TRUNCATED_RATIO]),
         step_time_s=step_time,
         reward_source=reward_source,
         **counts,
@@ -193,9 +202,9 @@ def _derive_rewards(
         return set()
     why_not: dict[str, list[int]] = {}
     for i, step_metrics in enumerate(metrics):
-        if reward[i] is not None or i in flagged or keys.RAW_REWARD_UNFILTERED in step_metrics:
+        if reward[i] is not None or i in flagged or RAW_REWARD_UNFILTERED in step_metrics:
             continue
-        if not rollout_side[i] and keys.RAW_REWARD not in step_metrics:
+        if not rollout_side[i] and RAW_REWARD not in step_metrics:
             continue  # nothing of the step's rollout was logged: the missing reward is said as missing
         reading = keys.reward_reading(step_metrics, True, config.rollout_batch_size)
         if reading.value is None or not math.isfinite(reading.value):
@@ -261,16 +270,16 @@ def _rollout_times(
 ) -> list[Optional[float]]:
     """The rollout times in seconds: finite and not negative, else None (with a note)."""
     rollout = finite_column(raw)
-    rollout_flagged = flagged.get(keys.ROLLOUT_TIME, set())
+    rollout_flagged = flagged.get(ROLLOUT_TIME, set())
     not_number = [i for i, (v, s) in enumerate(zip(raw, rollout)) if s is None and v is not None]
     negative = [i for i, s in enumerate(rollout) if s is not None and s < 0]
     missing = [i for i, (v, done) in enumerate(zip(raw, complete)) if v is None and done and i not in rollout_flagged]
     for i in negative:
         rollout[i] = None
     for problem, positions in (
-        (f"{keys.ROLLOUT_TIME} is not a finite number in {{steps}}: no rollout time there", not_number),
-        (f"{keys.ROLLOUT_TIME} is negative ({{values}}) in {{steps}}: no rollout time there", negative),
-        (f"{keys.ROLLOUT_TIME} missing in complete {{steps}}: no rollout time there", missing),
+        (f"{ROLLOUT_TIME} is not a finite number in {{steps}}: no rollout time there", not_number),
+        (f"{ROLLOUT_TIME} is negative ({{values}}) in {{steps}}: no rollout time there", negative),
+        (f"{ROLLOUT_TIME} missing in complete {{steps}}: no rollout time there", missing),
     ):
         found.add(problem, positions, [raw[i] for i in positions], rank=_ROLLOUT, flag=positions is negative)
     return rollout
@@ -284,301 +293,151 @@ class _Overlaps:
     pause_total_s: float
 
 
-SMALL_RUN = 16  # steps up to which a run's overlaps are computed step by step: numpy's set-up costs more there
-
-
 def _pause_overlaps(frame: RunFrame, rollout: list[Optional[float]], found: _Found) -> _Overlaps:
-    """Each rollout's pause overlap, adjusted time and clean flag (None where unknown), and the pause total."""
-    if len(rollout) <= SMALL_RUN:
-        return _pause_overlaps_by_step(frame, rollout, found)
-    return _pause_overlaps_by_column(frame, rollout, found)
+    """Each rollout's pause overlap, adjusted time and clean flag (None where unknown), and the pause total.
 
-
-def _pause_overlaps_by_column(frame: RunFrame, rollout: list[Optional[float]], found: _Found) -> _Overlaps:
-    """`_pause_overlaps` for a long run: a column at a time (numpy)."""
-    import numpy as np
-
-    from harness.summary.windows import merge_windows, overlap_lengths, union_length
-
+    A column at a time in plain floats: the windows each rollout meets are
+    found by bisection (`windows.Coverage`), and only the rollouts a window
+    cuts are computed one by one, so a run of one step sets nothing up and a
+    run of thousands costs a few passes over its columns.
+    """
     span = frame.span
     time_scale = frame.time_scale if frame.time_scale is not None else 1  # unknown: see below
-    ends = frame.steps.t_rollout_end_us
-    starts, stops = merge_windows(frame.windows)
     origin = frame.first_time_us if frame.first_time_us is not None else 0
-    # Times as floats: exact, as integers of microseconds below 2^53 (until the year 2255).
-    rollout_s = np.array(rollout, dtype=np.float64)
-    end_us = np.array(ends, dtype=np.float64)
-    has_rollout = ~np.isnan(rollout_s)
-    no_end = has_rollout & np.isnan(end_us)
-    low = -np.inf if span.start_us is None else span.start_us - SPAN_SLACK_US
-    high = np.inf if span.end_us is None else span.end_us + SPAN_SLACK_US
-    with np.errstate(invalid="ignore"):
-        outside = (end_us < low) | (end_us > high)
-    found.add(
-        "t_rollout_end missing in {steps}: pause overlap unknown there",
-        np.flatnonzero(no_end).tolist(),
-        rank=_ROLLOUT_END,
-    )
-    positions = np.flatnonzero(has_rollout & outside).tolist()
-    found.add(
-        f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
-        "pause overlap unknown, not counted clean",
-        positions,
-        [_time_text(ends[i]) for i in positions],
-        rank=_ROLLOUT_END,
-        flag=True,
-    )
-    known = has_rollout & ~no_end & ~outside
-    known &= ~_back_in_time(ends, end_us, outside, bool(starts.size), found)
-    if frame.time_scale is None and starts.size:  # where the rollouts lie against the windows is unknown (a note)
-        known[:] = False
-    with np.errstate(over="ignore", invalid="ignore"):  # a rollout time of 1e303 s: said below, not warned
-        wall_us = rollout_s * (float(time_scale) * US_PER_S)
-        hi = np.where(known, end_us - origin, 0.0)
-        lo = hi - np.where(known, wall_us, 0.0)
-    if span.start_us is not None and frame.time_scale is not None:
-        early = known & ~(lo >= low - origin)
-        positions = np.flatnonzero(early).tolist()
-        found.add(
-            f"{keys.ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
-            f"({format_time_us(span.start_us)}) in {{steps}}: pause overlap unknown, not counted clean",
-            positions,
-            [rollout[i] for i in positions],
-            rank=_ROLLOUT_END,
-            flag=True,
-        )
-        known &= ~early
-        hi = np.where(known, hi, 0.0)
-        lo = np.where(known, lo, 0.0)
-    overlap_wall_us = overlap_lengths(starts - origin, stops - origin, lo, hi)
-    overlap_trainer_us = overlap_wall_us / time_scale if time_scale != 1 else overlap_wall_us
-    touched = overlap_wall_us != 0.0
-    with np.errstate(over="ignore", invalid="ignore"):
-        overlap = np.where(touched, overlap_trainer_us / US_PER_S, 0.0)
-        adjusted = np.where(touched, (rollout_s * US_PER_S - overlap_trainer_us) / US_PER_S, rollout_s)
-        # Times are whole microseconds: less than one left of the rollout is nothing left (0, -0.0, 3e-14).
-        nothing_left = known & ((touched & (wall_us - overlap_wall_us < 1.0)) | (rollout_s == 0.0))
-    for rank, (name, column) in enumerate((("pause_overlap_s", overlap), ("rollout_time_adjusted_s", adjusted))):
-        bad = known & ~np.isfinite(column)  # strict JSON: an overflow is null, with a note per value
-        for i in np.flatnonzero(bad).tolist():
-            found.add(
-                f"{name} is not a finite number ({float(column[i])!r}) in {{steps}}: null",
-                [i],
-                rank=(_NON_FINITE, rank),
-                flag=True,
-            )
-        column[~(known & ~bad)] = np.nan
-    covered = nothing_left & touched
-    found.add(
-        "the pause windows cover the whole rollout in {steps}: rollout_time_adjusted_s null (nothing of it "
-        "is left once the pauses are taken out)",
-        np.flatnonzero(covered).tolist(),
-        rank=_ROLLOUT_END,
-        flag=True,
-    )
-    positions = np.flatnonzero(nothing_left & ~touched).tolist()
-    found.add(
-        f"{keys.ROLLOUT_TIME} is 0 in {{steps}}: rollout_time_adjusted_s null", positions, rank=_ROLLOUT_END, flag=True
-    )
-    adjusted[nothing_left] = np.nan
-    return _Overlaps(
-        overlap=_floats_or_none(overlap),
-        adjusted=_floats_or_none(adjusted),
-        clean=[None if not k else not t for k, t in zip(known.tolist(), touched.tolist())],
-        pause_total_s=union_length(starts, stops) / time_scale / US_PER_S,
-    )
-
-
-def _pause_overlaps_by_step(frame: RunFrame, rollout: list[Optional[float]], found: _Found) -> _Overlaps:
-    """`_pause_overlaps` for a short run: step by step in floats, the same arithmetic and notes as by column.
-
-    Each line does what the matching numpy line of `_pause_overlaps_by_column`
-    does to one element (NaN for unknown; a comparison with NaN is false), in
-    the same order, so the two give the same numbers and notes
-    (tests/test_summary_windows.py checks it on random runs).
-    """
-    from harness.summary.windows import merged_lists
-
-    nan = math.nan
-    span = frame.span
-    time_scale = frame.time_scale if frame.time_scale is not None else 1
-    ends = frame.steps.t_rollout_end_us
-    starts, stops = merged_lists(frame.windows)
-    origin = frame.first_time_us if frame.first_time_us is not None else 0
+    windows = Coverage(frame.windows, origin)
     count = len(rollout)
-    rollout_s = [nan if r is None else float(r) for r in rollout]
-    end_us = [nan if e is None else float(e) for e in ends]
-    has_rollout = [r == r for r in rollout_s]
-    no_end = [has and e != e for has, e in zip(has_rollout, end_us)]
-    low = -_INF if span.start_us is None else span.start_us - SPAN_SLACK_US
-    high = _INF if span.end_us is None else span.end_us + SPAN_SLACK_US
-    outside = [e < low or e > high for e in end_us]
-    # A note's text is made only where it has steps (the common run has none).
-    positions = [i for i in range(count) if no_end[i]]
-    if positions:
-        found.add("t_rollout_end missing in {steps}: pause overlap unknown there", positions, rank=_ROLLOUT_END)
-    positions = [i for i in range(count) if has_rollout[i] and outside[i]]
-    if positions:
-        found.add(
-            f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
-            "pause overlap unknown, not counted clean",
-            positions,
-            [_time_text(ends[i]) for i in positions],
-            rank=_ROLLOUT_END,
-            flag=True,
-        )
-    known = [has_rollout[i] and not no_end[i] and not outside[i] for i in range(count)]
-    back = _back_in_time_by_step(ends, end_us, outside, bool(starts), found)
-    known = [k and not b for k, b in zip(known, back)]
-    if frame.time_scale is None and starts:  # where the rollouts lie against the windows is unknown (a note)
-        known = [False] * count
-    scale_us = float(time_scale) * US_PER_S
-    wall_us = [r * scale_us for r in rollout_s]  # a rollout time of 1e303 s overflows to inf: said below
-    hi = [end_us[i] - origin if known[i] else 0.0 for i in range(count)]
-    lo = [hi[i] - (wall_us[i] if known[i] else 0.0) for i in range(count)]
-    if span.start_us is not None and frame.time_scale is not None:
-        first_allowed = low - origin
-        early = [known[i] and not (lo[i] >= first_allowed) for i in range(count)]
-        positions = [i for i in range(count) if early[i]]
-        if positions:
+    ends = frame.steps.t_rollout_end_us
+    # Times as floats: exact, as integers of microseconds below 2^53 (until the year 2255).
+    end_us = _floats(ends)
+    known = _placed(frame, rollout, end_us, bool(windows), found)
+    if frame.time_scale is None and windows:  # where the rollouts lie against the windows is unknown (a note)
+        known = []
+    every = len(known) == count  # the common run: its columns are taken as they are
+    seconds = cast("list[float]", rollout if every else [rollout[i] for i in known])
+    float_origin = float(origin)  # as a float subtracts it: a float minus a float is faster, and the same
+    hi = [end - float_origin for end in cast("list[float]", end_us if every else [end_us[i] for i in known])]
+    wall_per_s = float(time_scale) * US_PER_S  # a rollout time of 1e303 s is infinite in wall time: said below
+    lo = [end - s * wall_per_s for end, s in zip(hi, seconds)]
+    if span.start_us is not None and frame.time_scale is not None and lo:
+        first_allowed = span.start_us - SPAN_SLACK_US - origin
+        early = [k for k, start in enumerate(lo) if not start >= first_allowed] if min(lo) < first_allowed else []
+        if early:
             found.add(
-                f"{keys.ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
+                f"{ROLLOUT_TIME} ({{values}}) would start the rollout before the run did "
                 f"({format_time_us(span.start_us)}) in {{steps}}: pause overlap unknown, not counted clean",
-                positions,
-                [rollout[i] for i in positions],
+                [known[k] for k in early],
+                [seconds[k] for k in early],
                 rank=_ROLLOUT_END,
                 flag=True,
             )
-        known = [k and not e for k, e in zip(known, early)]
-        hi = [h if k else 0.0 for h, k in zip(hi, known)]
-        lo = [v if k else 0.0 for v, k in zip(lo, known)]
-    relative = [(start - origin, stop - origin) for start, stop in zip(starts, stops)]
-    overlap_wall_us = [_covered(relative, lo[i], hi[i]) for i in range(count)]
-    overlap_trainer_us = [v / time_scale for v in overlap_wall_us] if time_scale != 1 else overlap_wall_us
-    touched = [v != 0.0 for v in overlap_wall_us]
-    overlap = [_divide(overlap_trainer_us[i], US_PER_S) if touched[i] else 0.0 for i in range(count)]
-    adjusted = [
-        _divide(rollout_s[i] * US_PER_S - overlap_trainer_us[i], US_PER_S) if touched[i] else rollout_s[i]
-        for i in range(count)
-    ]
-    # Times are whole microseconds: less than one left of the rollout is nothing left (0, -0.0, 3e-14).
-    nothing_left = [
-        known[i] and ((touched[i] and wall_us[i] - overlap_wall_us[i] < 1.0) or rollout_s[i] == 0.0)
-        for i in range(count)
-    ]
-    for rank, (name, column) in enumerate((("pause_overlap_s", overlap), ("rollout_time_adjusted_s", adjusted))):
-        bad = [known[i] and not math.isfinite(column[i]) for i in range(count)]
-        for i in range(count):
-            if bad[i]:
-                found.add(
-                    f"{name} is not a finite number ({float(column[i])!r}) in {{steps}}: null",
-                    [i],
-                    rank=(_NON_FINITE, rank),
-                    flag=True,
-                )
-        for i in range(count):
-            if not (known[i] and not bad[i]):
-                column[i] = nan
-    positions = [i for i in range(count) if nothing_left[i] and touched[i]]
-    if positions:
-        found.add(
-            "the pause windows cover the whole rollout in {steps}: rollout_time_adjusted_s null (nothing of it "
-            "is left once the pauses are taken out)",
-            positions,
-            rank=_ROLLOUT_END,
-            flag=True,
-        )
-    positions = [i for i in range(count) if nothing_left[i] and not touched[i]]
-    if positions:
-        found.add(
-            f"{keys.ROLLOUT_TIME} is 0 in {{steps}}: rollout_time_adjusted_s null",
-            positions,
-            rank=_ROLLOUT_END,
-            flag=True,
-        )
-    for i in range(count):
-        if nothing_left[i]:
-            adjusted[i] = nan
-    return _Overlaps(
-        overlap=[None if v != v else v for v in overlap],
-        adjusted=[None if v != v else v for v in adjusted],
-        clean=[None if not k else not t for k, t in zip(known, touched)],
-        pause_total_s=sum(stop - start for start, stop in zip(starts, stops)) / time_scale / US_PER_S,
+            keep = sorted(set(range(len(known))) - set(early))
+            known, seconds = [known[k] for k in keep], [seconds[k] for k in keep]
+            hi, lo = [hi[k] for k in keep], [lo[k] for k in keep]
+            every = False
+    overlap_k: list[Optional[float]] = [0.0] * len(known)
+    adjusted_k: list[Optional[float]] = list(seconds)
+    clean_k = [True] * len(known)
+    covered_whole: list[int] = []
+    for k, covered_us in windows.cover(lo, hi):  # the rollouts a window cuts
+        trainer_us = covered_us / time_scale if time_scale != 1 else covered_us
+        step_overlap = trainer_us / US_PER_S
+        step_adjusted = (seconds[k] * US_PER_S - trainer_us) / US_PER_S
+        if -_INF < step_overlap + step_adjusted < _INF:  # both finite (or a sum past the float range: looked at)
+            overlap_k[k], adjusted_k[k] = step_overlap, step_adjusted
+        else:  # strict JSON: an overflow is null, with a note per value
+            overlap_k[k], adjusted_k[k] = _finite_or_noted(known[k], step_overlap, step_adjusted, found)
+        clean_k[k] = False
+        # Times are whole microseconds: less than one left of the rollout is nothing left (0, -0.0, 3e-14).
+        if seconds[k] * wall_per_s - covered_us < 1.0 or seconds[k] == 0.0:
+            covered_whole.append(known[k])
+            adjusted_k[k] = None
+    zero = [k for k, s in enumerate(seconds) if s == 0.0 and clean_k[k]] if 0.0 in seconds else []
+    for k in zero:
+        adjusted_k[k] = None
+    found.add(
+        "the pause windows cover the whole rollout in {steps}: rollout_time_adjusted_s null (nothing of it "
+        "is left once the pauses are taken out)",
+        sorted(covered_whole),
+        rank=_ROLLOUT_END,
+        flag=True,
     )
+    found.add(
+        f"{ROLLOUT_TIME} is 0 in {{steps}}: rollout_time_adjusted_s null",
+        [known[k] for k in zero],
+        rank=_ROLLOUT_END,
+        flag=True,
+    )
+    pause_total_s = windows.total / time_scale / US_PER_S
+    if every:
+        return _Overlaps(overlap_k, adjusted_k, cast("list[Optional[bool]]", clean_k), pause_total_s)
+    overlap: list[Optional[float]] = [None] * count
+    adjusted: list[Optional[float]] = [None] * count
+    clean: list[Optional[bool]] = [None] * count
+    for k, i in enumerate(known):
+        overlap[i], adjusted[i], clean[i] = overlap_k[k], adjusted_k[k], clean_k[k]
+    return _Overlaps(overlap, adjusted, clean, pause_total_s)
 
 
-def _divide(value: float, by: float) -> float:
-    """`value / by` as numpy divides floats: an overflow is infinity, not an error."""
-    try:
-        return value / by
-    except OverflowError:  # pragma: no cover - a float divided by a float above 1 cannot overflow
-        return math.copysign(_INF, value)
-
-
-def _covered(windows: Sequence[tuple[int, int]], lo: float, hi: float) -> float:
-    """How much of [lo, hi] the merged windows cover: `windows.overlap_lengths` for one interval."""
-    if not windows:
-        return 0.0
-    first = sum(1 for _, stop in windows if float(stop) <= lo)  # searchsorted(ends, lo, side="right")
-    stop_at = sum(1 for start, _ in windows if float(start) < hi)  # searchsorted(starts, hi, side="left")
-    if not stop_at > first:
-        return 0.0
-    whole = float(sum(stop - start for start, stop in windows[first:stop_at]))
-    first_c, last_c = min(first, len(windows) - 1), max(stop_at - 1, 0)
-    cut_front = _maximum(0.0, lo - float(windows[first_c][0]))
-    cut_back = _maximum(0.0, float(windows[last_c][1]) - hi)
-    return whole - cut_front - cut_back
-
-
-def _maximum(a: float, b: float) -> float:
-    """numpy's maximum: NaN if either is."""
-    if a != a or b != b:
-        return math.nan
-    return a if a >= b else b
-
-
-def _back_in_time_by_step(
-    ends: Sequence[Optional[int]], end_us: Sequence[float], outside: Sequence[bool], has_windows: bool, found: _Found
-) -> list[bool]:
-    """`_back_in_time`, step by step."""
-    timed = [i for i, (e, out) in enumerate(zip(end_us, outside)) if e == e and not out]
-    suspect = [False] * len(end_us)
-    for k in range(len(timed) - 1):
-        before, after = timed[k], timed[k + 1]
-        if not end_us[after] < end_us[before]:
-            continue
-        unknown = ": pause overlap unknown in both, not counted clean" if has_windows else ""
-        found.add(
-            f"t_rollout_end goes back in time from step {found.steps[before]} "
-            f"({_time_text(ends[before])}) to step {found.steps[after]} ({_time_text(ends[after])})" + unknown,
-            [before, after],
-            rank=_ROLLOUT_END,
-            flag=True,
-        )
-        suspect[before] = suspect[after] = has_windows
-    return suspect
+def _placed(
+    frame: RunFrame,
+    rollout: Sequence[Optional[float]],
+    end_us: Sequence[Optional[float]],
+    has_windows: bool,
+    found: _Found,
+) -> list[int]:
+    """The steps whose rollout can be placed against the pause windows: a rollout time, and an end that is there,
+    inside the run, and not back in time (in a run with windows); each of the others is noted."""
+    span = frame.span
+    ends = frame.steps.t_rollout_end_us
+    low = -_INF if span.start_us is None else span.start_us - SPAN_SLACK_US
+    high = _INF if span.end_us is None else span.end_us + SPAN_SLACK_US
+    present = cast("list[float]", end_us)  # when None is not in it
+    if None not in end_us and (not present or low <= min(present) and max(present) <= high):
+        timed = list(range(len(end_us)))  # every end is there, inside the run
+    else:
+        timed = [i for i, end in enumerate(end_us) if end is not None and low <= end <= high]
+        # A note's text is made only where it has steps (the common run has none).
+        positions = [i for i, (r, end) in enumerate(zip(rollout, end_us)) if r is not None and end is None]
+        found.add("t_rollout_end missing in {steps}: pause overlap unknown there", positions, rank=_ROLLOUT_END)
+        positions = [
+            i
+            for i, (r, end) in enumerate(zip(rollout, end_us))
+            if r is not None and end is not None and not low <= end <= high
+        ]
+        if positions:
+            found.add(
+                f"t_rollout_end ({{values}}) is outside the run ({span.text()}) in {{steps}}: "
+                "pause overlap unknown, not counted clean",
+                positions,
+                [_time_text(ends[i]) for i in positions],
+                rank=_ROLLOUT_END,
+                flag=True,
+            )
+    suspect = _back_in_time(ends, end_us, timed, has_windows, found)
+    if len(timed) == len(rollout) and not suspect and None not in rollout:
+        return timed
+    return [i for i in timed if rollout[i] is not None and i not in suspect]
 
 
 def _back_in_time(
-    ends: Sequence[Optional[int]],
-    end_us: NDArray[np.float64],
-    outside: NDArray[np.bool_],
-    has_windows: bool,
-    found: _Found,
-) -> NDArray[np.bool_]:
+    ends: Sequence[Optional[int]], end_us: Sequence[Optional[float]], timed: list[int], has_windows: bool, found: _Found
+) -> set[int]:
     """The steps whose t_rollout_end goes back in time from the step before (both of each pair), noted.
 
     Rollouts end in the order of their steps, so one of the two times is
     wrong, and which one cannot be told: where the run has pause windows,
     neither step's pause overlap is known. Without windows nothing depends on
-    the times (no pause can overlap), so the note is all.
+    the times (no pause can overlap), so the note is all. `timed`: the steps
+    whose end is there and inside the run.
     """
-    import numpy as np
-
-    timed = np.flatnonzero(~np.isnan(end_us) & ~outside)
-    suspect = np.zeros(end_us.shape, dtype=bool)
-    for k in np.flatnonzero(end_us[timed][1:] < end_us[timed][:-1]).tolist():
-        before, after = int(timed[k]), int(timed[k + 1])
+    times = cast("list[float]", end_us if len(timed) == len(end_us) else [end_us[i] for i in timed])
+    if times == sorted(times):
+        return set()
+    suspect: set[int] = set()
+    for k in range(len(times) - 1):
+        if not times[k + 1] < times[k]:
+            continue
+        before, after = timed[k], timed[k + 1]
         unknown = ": pause overlap unknown in both, not counted clean" if has_windows else ""
         found.add(
             f"t_rollout_end goes back in time from step {found.steps[before]} "
@@ -587,8 +446,35 @@ def _back_in_time(
             rank=_ROLLOUT_END,
             flag=True,
         )
-        suspect[[before, after]] = has_windows
+        if has_windows:
+            suspect.update((before, after))
     return suspect
+
+
+def _floats(values: Sequence[Optional[int]]) -> list[Optional[float]]:
+    """Each value as a float, None kept."""
+    if None in values:
+        return [None if value is None else float(value) for value in values]
+    return list(map(float, cast("Sequence[int]", values)))
+
+
+def _finite_or_noted(
+    position: int, overlap: float, adjusted: float, found: _Found
+) -> tuple[Optional[float], Optional[float]]:
+    """A step's overlap and adjusted time, each None (with a note naming its value) where it is not finite."""
+    kept: list[Optional[float]] = []
+    for rank, (name, value) in enumerate((("pause_overlap_s", overlap), ("rollout_time_adjusted_s", adjusted))):
+        if -_INF < value < _INF:
+            kept.append(value)
+            continue
+        found.add(
+            f"{name} is not a finite number ({value!r}) in {{steps}}: null",
+            [position],
+            rank=(_NON_FINITE, rank),
+            flag=True,
+        )
+        kept.append(None)
+    return kept[0], kept[1]
 
 
 def _group_counts(
@@ -611,8 +497,8 @@ def _group_counts(
     unreadable: dict[str, list[int]] = {}
     no_rollout_side: list[int] = []
     drops_without_filter: list[int] = []
+    filtering = config.filter
     for i, step in enumerate(counted):
-        values = step.values
         if step.problems:
             for key, value in step.not_counts:
                 not_counts.setdefault(key, []).append((i, value))
@@ -620,21 +506,22 @@ def _group_counts(
                 past_exact.setdefault(name, []).append((i, total))
             for key in step.unreadable:
                 unreadable.setdefault(key, []).append(i)
-        if config.filter and rollout_side[i]:  # keys.drops_known, with rollout_side computed once per step
+        if filtering and rollout_side[i]:  # keys.drops_known, with rollout_side computed once per step
+            values = step.values
             drops = values["dropped_groups"]
             dropped[i], dropped_right[i] = drops, values["dropped_all_right"]
             dropped_wrong[i], dropped_other[i] = values["dropped_all_wrong"], values["dropped_other"]
             if batch is not None and over and drops is not None:
                 needed = -(-(batch + drops) // over)
                 batches[i] = needed if needed <= MAX_EXACT_INT else None  # B and O of 2^53 and 1: not a count
-        elif config.filter:
+        elif filtering:
             no_rollout_side.append(i)
-        elif values["dropped_groups"] or step.drop_keys_unknown:
+        elif step.values["dropped_groups"] or step.drop_keys_unknown:
             drops_without_filter.append(i)
-        for name in ("zero_std_all_right", "zero_std_all_wrong", "zero_std_other"):
-            columns[name][i] = values[name]
+    for name in _ZERO_STD_FIELDS:
+        columns[name] = [step.values[name] for step in counted]
     for key, found_at in not_counts.items():
-        unknown = [*_fields_of(key), *(["batches"] if key.startswith(keys.DROP_PREFIX) else [])]
+        unknown = [*_fields_of(key), *(["batches"] if key.startswith(DROP_PREFIX) else [])]
         found.add(
             f"{METRICS}: {key} is not a count ({{values}}) in {{steps}}: {', '.join(unknown)} unknown there",
             [i for i, _ in found_at],
@@ -693,9 +580,10 @@ class _Counted:
     unreadable: tuple[str, ...] = ()  # keys the rules cannot read whatever their value (a count with an odd suffix)
     drop_keys_unknown: bool = False  # a drop key whose value is not a count
 
-    @property
-    def problems(self) -> bool:
-        return bool(self.not_counts or self.past_exact or self.unreadable)
+    problems: bool = field(init=False)  # any of the three above: read once a step
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "problems", bool(self.not_counts or self.past_exact or self.unreadable))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -749,7 +637,7 @@ def _counted(group_keys: Sequence[str], values: Sequence[object]) -> _Counted:
         tuple(not_counts),
         tuple(past_exact),
         tuple(derived["unreadable_keys"]),
-        any(key.startswith(keys.DROP_PREFIX) for key, _ in not_counts),
+        any(key.startswith(DROP_PREFIX) for key, _ in not_counts),
     )
 
 
@@ -804,17 +692,12 @@ def _time_text(micros: Optional[int]) -> str:
     return "?" if micros is None else format_time_us(micros)
 
 
-def _floats_or_none(values: NDArray[np.float64]) -> list[Optional[float]]:
-    """A float array as a list, NaN (unknown) as None."""
-    return [None if v != v else v for v in values.tolist()]
-
-
 def _step_times(
     metrics: Sequence[JSONObject], complete: Sequence[bool], flagged: dict[str, set[int]], found: _Found
 ) -> list[Optional[float]]:
     """The step times by the Miles rule (`keys.step_time`), not negative; notes for the older name and the gaps."""
     flagged_steps = set().union(*(flagged.get(key, ()) for key in keys.STEP_TIME_KEYS))
-    newer = finite_column([m.get(keys.STEP_TIME) for m in metrics])
+    newer = finite_column([m.get(STEP_TIME) for m in metrics])
     if not flagged_steps and all(seconds is not None and seconds >= 0 for seconds in newer):
         return newer  # every step has perf/step_time: the rule takes it
     times: list[Optional[float]] = []
@@ -828,18 +711,18 @@ def _step_times(
         if seconds is not None and key is not None and seconds < 0:  # a time always comes with its key
             negative.setdefault(key, []).append((i, seconds))
             seconds = None
-        elif key == keys.STEP_TIME_OLD:
+        elif key == STEP_TIME_OLD:
             old_name.append(i)
         elif seconds is None and complete[i] and i not in flagged_steps:
             missing.append(i)
         times.append(seconds)
     found.add(
-        keys.STEP_TIME + " not logged in {steps}: " + keys.STEP_TIME_OLD + " (older name) used",
+        STEP_TIME + " not logged in {steps}: " + STEP_TIME_OLD + " (older name) used",
         old_name,
         phase=1,
         rank=_STEP_TIME,
     )
-    found.add(keys.STEP_TIME + " missing in complete {steps}", missing, phase=1, rank=_STEP_TIME)
+    found.add(STEP_TIME + " missing in complete {steps}", missing, phase=1, rank=_STEP_TIME)
     for key in keys.STEP_TIME_KEYS:
         found.add(
             f"{key} is negative ({{values}}) in {{steps}}: no step time there",

@@ -21,8 +21,17 @@ from typing import TYPE_CHECKING, Mapping, Optional, TypeGuard
 
 from harness.capture.reader import RunCapture
 from harness.lab.milesargv import apply_overrides, flag_values, read_base_args
+from harness.lab.milesnames import (
+    FILTER_FLAG,
+    N_SAMPLES_PER_PROMPT_FLAG,
+    OVER_SAMPLING_BATCH_SIZE_FLAG,
+    RM_TYPE_FLAG,
+    ROLLOUT_BATCH_SIZE_FLAG,
+    TRAIN_BACKEND_FLAG,
+    arg_name,
+)
 from harness.mileslog import keys
-from harness.mileslog.derive import whole_number
+from harness.mileslog.keys import whole_number
 from harness.summary.notes import RunNotes, shown
 from harness.summary.sanity import out_of_range_int
 
@@ -42,11 +51,15 @@ class RunConfig:
     rm_type: Optional[str] = None  # Miles's --rm-type, from the same sources; None when nothing says
 
 
+# Each fact, and its name in Miles's argument dump and on the launch line.
 _CONFIG_KEYS = {
-    "filter": (keys.FILTER_ARG, keys.FILTER_FLAG),
-    "rollout_batch_size": ("rollout_batch_size", "--rollout-batch-size"),
-    "over_sampling_batch_size": ("over_sampling_batch_size", "--over-sampling-batch-size"),
-    "n_samples_per_prompt": ("n_samples_per_prompt", "--n-samples-per-prompt"),
+    fact: (arg_name(flag), flag)
+    for fact, flag in (
+        ("filter", FILTER_FLAG),
+        ("rollout_batch_size", ROLLOUT_BATCH_SIZE_FLAG),
+        ("over_sampling_batch_size", OVER_SAMPLING_BATCH_SIZE_FLAG),
+        ("n_samples_per_prompt", N_SAMPLES_PER_PROMPT_FLAG),
+    )
 }
 _ABSENT = object()
 _SOURCE_FILES = {"args.json": "args.json", "trainer_argv": "manifest.json trainer_argv", "experiment": "the experiment"}
@@ -185,18 +198,18 @@ def resolve_config(capture: RunCapture, notes: RunNotes) -> RunConfig:
 def _rm_type(capture: RunCapture, argv_flags: Optional[Mapping[str, list[str]]]) -> Optional[str]:
     """The run's `--rm-type` by the same order of sources (args.json, trainer_argv, the experiment)."""
     value: object = None
-    if capture.args is not None and "rm_type" in capture.args:
-        value = python_value(capture.args["rm_type"])
+    if capture.args is not None and arg_name(RM_TYPE_FLAG) in capture.args:
+        value = python_value(capture.args[arg_name(RM_TYPE_FLAG)])
     else:
         flags = argv_flags if argv_flags is not None else _experiment_flags(capture.experiment)
-        given = flags.get("--rm-type")
+        given = flags.get(RM_TYPE_FLAG)
         value = given[-1] if given else None
     return value if isinstance(value, str) and value else None
 
 
 def _backend(argv_flags: Optional[Mapping[str, list[str]]]) -> Optional[str]:
     """The run's `--train-backend` from the trainer_argv (the last one given); None without one."""
-    values = argv_flags.get("--train-backend") if argv_flags else None
+    values = argv_flags.get(TRAIN_BACKEND_FLAG) if argv_flags else None
     return values[-1] if values else None
 
 

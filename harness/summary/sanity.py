@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, TypeGuard
 
+from harness.lab.milesnames import RM_TYPE_FLAG
 from harness.summary.notes import shown
 from harness.times import format_time_us
 
@@ -89,9 +90,13 @@ def number_text(value: float, digits: int) -> str:
 def reward_range(rm_type: Optional[str]) -> tuple[float, float, str]:
     """(low, high, what gives it) for the rewards a run with this `--rm-type` can log (see the module doc)."""
     if rm_type == "math":
-        return (*MATH_REWARD_RANGE, "the range of --rm-type math")
+        return (*MATH_REWARD_RANGE, f"the range of {RM_TYPE_FLAG} math")
     low, high = PLAUSIBLE_REWARD_RANGE
-    return low, high, f"the plausible range for --rm-type {rm_type}" if rm_type else "the plausible range of a reward"
+    return (
+        low,
+        high,
+        f"the plausible range for {RM_TYPE_FLAG} {rm_type}" if rm_type else "the plausible range of a reward",
+    )
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Optional, Sequence
 
 from harness import seedstats
-from harness.mileslog.keys import RAW_REWARD_UNFILTERED
+from harness.lab.milesnames import RAW_REWARD_UNFILTERED
 from harness.summary.aggregates import FIRST_STEPS, median
 from harness.summary.conditions import config_differences
 from harness.summary.document import (

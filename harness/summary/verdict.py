@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
-from harness.mileslog.keys import RAW_REWARD as FILTERED_KEY
-from harness.mileslog.keys import RAW_REWARD_UNFILTERED as UNFILTERED_KEY
+from harness.lab.milesnames import RAW_REWARD as FILTERED_KEY
+from harness.lab.milesnames import RAW_REWARD_UNFILTERED as UNFILTERED_KEY
 from harness.seedstats import ALPHA, CONFIDENCE, POWER, SeedComparisonStats
 from harness.summary.sanity import number_text
 

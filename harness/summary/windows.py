@@ -3,9 +3,10 @@
 Pure functions over integer microseconds. Windows can touch or overlap (the
 guard may log a new window starting the instant the last one ended, and a
 restarted guard may log one that overlaps): they are merged first, so no
-second is ever counted twice. The overlap of many rollouts with the merged
-windows is computed at once with numpy: prefix sums of whole-window lengths
-(exact int64) plus the two partly covered ends.
+second is ever counted twice. The overlap of a rollout with the merged
+windows is found by bisection: prefix sums of whole-window lengths (exact
+integers) plus the two partly covered ends, so a run of many steps costs
+little more per step than a run of one.
 
 Intervals are half-open in effect: a window that only touches a rollout
 (ends the instant it starts, or starts the instant it ends) overlaps it by 0.
@@ -13,27 +14,19 @@ Intervals are half-open in effect: a window that only touches a rollout
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Tuple
+import math
+from bisect import bisect_left, bisect_right
+from itertools import accumulate, compress, count, repeat
+from operator import gt
+from typing import Iterable, Sequence, Tuple
 
-if TYPE_CHECKING:  # numpy is imported where it is used: a short run's overlaps (`merged_lists`) never need it
-    import numpy as np
-    from numpy.typing import ArrayLike, NDArray
 
-
-def merge_windows(windows: Iterable[Tuple[int, int]]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+def merge_windows(windows: Iterable[Tuple[int, int]]) -> tuple[list[int], list[int]]:
     """Sorted, disjoint (starts, ends) covering exactly the union of the windows.
 
     Touching and overlapping windows become one; empty or reversed windows
     cover nothing and are dropped (callers note them).
     """
-    import numpy as np
-
-    starts, ends = merged_lists(windows)
-    return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
-
-
-def merged_lists(windows: Iterable[Tuple[int, int]]) -> tuple[list[int], list[int]]:
-    """`merge_windows` as two lists of ints."""
     starts: list[int] = []
     ends: list[int] = []
     for start, end in sorted((int(s), int(e)) for s, e in windows if e > s):
@@ -46,36 +39,43 @@ def merged_lists(windows: Iterable[Tuple[int, int]]) -> tuple[list[int], list[in
     return starts, ends
 
 
-def union_length(starts: NDArray[np.int64], ends: NDArray[np.int64]) -> int:
+def union_length(starts: Sequence[int], ends: Sequence[int]) -> int:
     """Total length of merged windows (same unit as the inputs)."""
-    return int((ends - starts).sum()) if starts.size else 0
+    return sum(end - start for start, end in zip(starts, ends))
 
 
-def overlap_lengths(
-    starts: NDArray[np.int64], ends: NDArray[np.int64], lo: ArrayLike, hi: ArrayLike
-) -> NDArray[np.float64]:
-    """For each interval [lo[i], hi[i]], the length covered by the merged windows.
+class Coverage:
+    """Merged windows, as times from `origin`, that say how much of any interval they cover.
 
-    `starts`/`ends` must come from `merge_windows`. `lo`/`hi` may be floats
-    (a rollout starts `rollout_time` before its logged end). Keep magnitudes
-    small (times relative to the run's first timestamp) so float64 holds them
-    to well under a microsecond.
+    Keep the times small (relative to the run's first timestamp) so floats
+    hold an interval's ends to well under a microsecond.
     """
-    import numpy as np
 
-    lo = np.asarray(lo, dtype=np.float64)
-    hi = np.asarray(hi, dtype=np.float64)
-    if starts.size == 0 or lo.size == 0:
-        return np.zeros(lo.shape, dtype=np.float64)
-    covered_before = np.concatenate(([0], np.cumsum(ends - starts)))  # int64, exact
-    fstarts = starts.astype(np.float64)
-    fends = ends.astype(np.float64)
-    first = np.searchsorted(fends, lo, side="right")  # first window ending after lo
-    stop = np.searchsorted(fstarts, hi, side="left")  # windows [first, stop) start before hi
-    hit = stop > first
-    first_c = np.minimum(first, starts.size - 1)
-    last_c = np.maximum(stop - 1, 0)
-    whole = (covered_before[stop] - covered_before[first]).astype(np.float64)
-    cut_front = np.maximum(0.0, lo - fstarts[first_c])
-    cut_back = np.maximum(0.0, fends[last_c] - hi)
-    return np.where(hit, whole - cut_front - cut_back, 0.0)
+    def __init__(self, windows: Iterable[Tuple[int, int]], origin: int = 0) -> None:
+        starts, ends = merge_windows(windows)
+        self._starts = [float(start - origin) for start in starts]
+        self._ends = [float(end - origin) for end in ends]
+        self._before = [0, *accumulate(end - start for start, end in zip(starts, ends))]  # exact integers
+        self._last_end = [-math.inf, *self._ends]  # [k]: the end of the last of the first k windows
+        self.total = self._before[-1]  # the union's length
+
+    def __bool__(self) -> bool:
+        return bool(self._starts)
+
+    def cover(self, lo: Sequence[float], hi: Sequence[float]) -> list[tuple[int, float]]:
+        """(k, length covered) for each interval [lo[k], hi[k]] the windows cover some of, in order of k."""
+        if not self._starts:
+            return []
+        # The windows before bisect_left(starts, hi) start before hi; as they are disjoint and sorted, one of them
+        # ends after lo (the interval meets a window) exactly when the last of them does (`_last_end`).
+        last_ends = map(self._last_end.__getitem__, map(bisect_left, repeat(self._starts), hi))
+        met = compress(count(), map(gt, last_ends, lo))
+        covered = [(k, self._covered(lo[k], hi[k])) for k in met]
+        return [(k, length) for k, length in covered if length != 0.0]
+
+    def _covered(self, lo: float, hi: float) -> float:
+        """What the windows cover of [lo, hi]: the whole windows between, less the outer ones' parts outside it."""
+        first = bisect_right(self._ends, lo)  # the first window ending after lo
+        stop = bisect_left(self._starts, hi)  # windows [first, stop) start before hi
+        whole = float(self._before[stop] - self._before[first])
+        return whole - max(0.0, lo - self._starts[first]) - max(0.0, self._ends[stop - 1] - hi)

@@ -28,8 +28,8 @@ ROOT, EXPERIMENTS, RUN, SLEEPER = "{root}", "{experiments}", "{run}", "{sleeper}
 SIM = ["--sim", "--sim-engine", "process", "--time-scale", "0.002", "--set", "steps=1"]
 SERVER_PATHS = {("board",)}  # serve until stopped: a timeout after its address line is how it should end
 # The seconds one call may take, where it runs trainers (the demo runs ten on the simulator, then summarizes) or
-# summarizes the root's hundred-odd runs and draws their figures.
-SLOW_PATHS = {("demo",): 300.0, ("run",): 60.0, ("sweep",): 120.0, ("summarize",): 120.0, ("report",): 120.0}
+# summarizes the root's hundred-odd runs and draws their figures (a guard figure a run: about 40 s on 2 busy cores).
+SLOW_PATHS = {("demo",): 300.0, ("run",): 60.0, ("sweep",): 120.0, ("summarize",): 300.0, ("report",): 300.0}
 
 
 def command_paths() -> list[Path_]:

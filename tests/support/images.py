@@ -14,7 +14,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import pytest
 
-from harness.run.simswap import SIM_IMAGE
+from harness.sim.image import copied_sources, sim_digest, sim_image_tag
 from support.timing import scaled
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -46,12 +46,7 @@ def content_tagged(
 
 def dockerfile_sources(dockerfile: Path) -> list[str]:
     """The Dockerfile and what its COPY and ADD lines take from the context: all of the context the image holds."""
-    sources = [dockerfile.name]
-    for line in dockerfile.read_text().splitlines():
-        words = line.split()
-        if words and words[0].upper() in ("COPY", "ADD"):
-            sources += [word for word in words[1:-1] if not word.startswith("--")]
-    return sources
+    return [dockerfile.name, *copied_sources(dockerfile.read_text())]
 
 
 FAKE_TRAINER_IMAGE = content_tagged("miles-gb10-lab/fake-trainer:test", FAKE_TRAINER_DIR)
@@ -115,10 +110,11 @@ def fake_trainer(python_image: str, docker_build: DockerBuild) -> str:
 
 @pytest.fixture(scope="session")
 def sim_image(python_image: str) -> str:
-    """miles-gb10-lab/sim:latest, from this checkout (scripts/sim-image.sh; cached layers are fine)."""
+    """miles-gb10-lab/sim:<this checkout's simulator digest>, the image `run --sim` takes (scripts/sim-image.sh,
+    which tags :latest too; cached layers are fine). Not :latest: another checkout's suite may have built it since."""
     built = subprocess.run(
         ["bash", "scripts/sim-image.sh"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=scaled(900)
     )
     if built.returncode != 0:
         pytest.fail(f"scripts/sim-image.sh failed:\n{built.stdout[-2000:]}{built.stderr[-2000:]}", pytrace=False)
-    return SIM_IMAGE
+    return sim_image_tag(sim_digest(REPO_ROOT))
