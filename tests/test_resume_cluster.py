@@ -40,7 +40,7 @@ SHARED = "shared-root"  # the resource of the nodes that see the checkpoint root
 
 
 @pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[raynodes.RayNodes]:
+def resume_ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[raynodes.RayNodes]:
     yield from raynodes.started_nodes(
         tmp_path_factory,
         lambda root: raynodes.RayNodes(root, resources={name: {f"node-{name}": 1, SHARED: 1} for name in ("a", "b")}),
@@ -125,15 +125,15 @@ class RayResumeLab:
 
 
 @pytest.fixture
-def ray_lab(tmp_path: Path, ray_cluster: raynodes.RayNodes) -> Iterator[RayResumeLab]:
-    yield RayResumeLab(tmp_path, ray_cluster)
-    ray_cluster.kill_leftovers()
+def ray_resume_lab(tmp_path: Path, resume_ray_cluster: raynodes.RayNodes) -> Iterator[RayResumeLab]:
+    yield RayResumeLab(tmp_path, resume_ray_cluster)
+    resume_ray_cluster.kill_leftovers()
 
 
 def test_a_run_killed_after_a_checkpoint_resumes_with_ray_on_another_node_verified_and_whole(
-    ray_lab: RayResumeLab, ray_cluster: raynodes.RayNodes
+    ray_resume_lab: RayResumeLab, resume_ray_cluster: raynodes.RayNodes
 ) -> None:
-    lab = ray_lab
+    lab = ray_resume_lab
     lab.experiment({"node-a": 1})
     driver = lab.spawn("run", "long")
     try:
@@ -148,10 +148,10 @@ def test_a_run_killed_after_a_checkpoint_resumes_with_ray_on_another_node_verifi
     finally:
         os.killpg(driver.pid, signal.SIGKILL)  # the driver: its Ray job's workers go with it
         driver.communicate()
-    (trainer,) = ray_cluster.process_runs(["a"])
+    (trainer,) = resume_ray_cluster.process_runs(["a"])
     trainer.kill()  # the power goes: the trainer (and its supervisor) with it, in the middle of its run
 
-    recovered = lab.command("recover", "--ray", ray_cluster.address, "--grace-s", "5")
+    recovered = lab.command("recover", "--ray", resume_ray_cluster.address, "--grace-s", "5")
     assert recovered.exit_code == 0, recovered.output
     first = lab.read("long", 1, "status.json")
     assert first["state"] in ("failed", "interrupted"), first
@@ -163,7 +163,7 @@ def test_a_run_killed_after_a_checkpoint_resumes_with_ray_on_another_node_verifi
     said = [line for line in recovered.output.splitlines() if line.startswith("long: can resume from")]
     assert said == [
         f"long: can resume from iter_{newest:07d} (rollout {newest} onward): harness run long --resume --sim "
-        f"--time-scale {TIME_SCALE} --capture-dir {lab.captures} --ray {ray_cluster.address}"
+        f"--time-scale {TIME_SCALE} --capture-dir {lab.captures} --ray {resume_ray_cluster.address}"
     ], recovered.output
 
     lab.experiment({"node-b": 1})  # where it runs is not part of the run id: the same run, on the other node
@@ -172,7 +172,7 @@ def test_a_run_killed_after_a_checkpoint_resumes_with_ray_on_another_node_verifi
     assert resumed.exit_code == 0, resumed.output[-3000:]
     assert "long: succeeded, 12/12 steps complete" in resumed.output
     manifest = lab.read("long", 2, "manifest.json")
-    assert manifest["ray"]["node_id"] == ray_cluster.nodes["b"].node_id
+    assert manifest["ray"]["node_id"] == resume_ray_cluster.nodes["b"].node_id
     record = lab.read("long", 2, "resume.json")
     assert (record["from_attempt"], record["checkpoint"], record["verified"]) == (1, f"iter_{newest:07d}", True)
     assert record["first_rollout"] == record["next_rollout_id"] == newest
@@ -192,7 +192,7 @@ def test_a_run_killed_after_a_checkpoint_resumes_with_ray_on_another_node_verifi
             f"of attempt 1 redone after the resume (attempt 2 continued from rollout {newest})" in note
             for note in run.notes
         ), run.notes
-    assert not ray_cluster.process_runs()
+    assert not resume_ray_cluster.process_runs()
 
 
 @contextmanager
@@ -249,9 +249,9 @@ def node_that_cannot_see(hidden: Path, nodes: raynodes.RayNodes) -> Iterator[sub
 
 
 def test_a_node_that_cannot_see_the_checkpoint_root_is_refused_in_one_line_and_nothing_is_resumed(
-    ray_lab: RayResumeLab, ray_cluster: raynodes.RayNodes
+    ray_resume_lab: RayResumeLab, resume_ray_cluster: raynodes.RayNodes
 ) -> None:
-    lab = ray_lab
+    lab = ray_resume_lab
     lab.experiment({"node-a": 1})
     crashed = lab.cli("run", "long", time_scale=FAST, env={"HARNESS_SIM_CRASH_AT": "after-meta:9"})
     assert crashed.exit_code == 1, crashed.output[-2000:]
@@ -259,14 +259,14 @@ def test_a_node_that_cannot_see_the_checkpoint_root_is_refused_in_one_line_and_n
     tracker = (directory / "latest_checkpointed_iteration.txt").read_text()
     lab.experiment({})  # any node with a GPU may take it: a, b, or the one that cannot see the root
 
-    with node_that_cannot_see(lab.checkpoints, ray_cluster):
+    with node_that_cannot_see(lab.checkpoints, resume_ray_cluster):
         refused = lab.cli("run", "long", "--resume", time_scale=FAST)
 
     assert refused.exit_code == 3, refused.output
     (line,) = [line for line in refused.output.splitlines() if line.startswith("error:")]
     assert line.startswith("error: not started: node ") and line.count("it cannot see the checkpoint root") == 1
     assert f"it cannot see the checkpoint root {lab.checkpoints} " in line and "own copy" not in line, line
-    assert not any(node.node_id[:12] in line for node in ray_cluster.nodes.values())  # the one that cannot
+    assert not any(node.node_id[:12] in line for node in resume_ray_cluster.nodes.values())  # the one that cannot
     assert not lab.attempt_dir("long", 2).exists()  # nothing started, nothing decided on the checkpoint directory
     assert (directory / "latest_checkpointed_iteration.txt").read_text() == tracker
     assert not [name for name in os.listdir(lab.checkpoints) if name.startswith(".harness-ray-check-")]
@@ -278,9 +278,9 @@ def test_a_node_that_cannot_see_the_checkpoint_root_is_refused_in_one_line_and_n
 
 
 def test_two_resumes_of_one_run_under_ray_at_once_the_second_is_refused_with_exit_4(
-    ray_lab: RayResumeLab, ray_cluster: raynodes.RayNodes
+    ray_resume_lab: RayResumeLab, resume_ray_cluster: raynodes.RayNodes
 ) -> None:
-    lab = ray_lab
+    lab = ray_resume_lab
     lab.experiment({"node-a": 1})
     crashed = lab.cli("run", "long", time_scale=FAST, env={"HARNESS_SIM_CRASH_AT": "after-meta:6"})
     assert crashed.exit_code == 1, crashed.output[-2000:]

@@ -26,12 +26,24 @@ from harness.board.records import Record
 from harness.board.translate import RunBoard
 
 if TYPE_CHECKING:
-    from harness.board.replay import LeadIn
     from harness.capture.writer import Event, Forward
     from harness.jsontypes import JSONObject
 
 CLOSE_TIMEOUT_S = 30.0
 _SKIPPED_KINDS = frozenset({"log"})  # the bulk of the events, and nothing the board shows
+
+
+class LeadIn(Protocol):
+    """What a resumed attempt's board shows before its own steps (`harness.board.replay.LeadIn`); a protocol so the
+    live board need not import the replay, which builds on it."""
+
+    def first_status(self, status: JSONObject) -> JSONObject:
+        """The attempt's first status as the one run's."""
+        ...
+
+    def records(self, board: RunBoard, status: JSONObject) -> list[Record]:
+        """The lineage's records fed to `board`, then the markers up to the attempt's own resume."""
+        ...
 
 
 class Sink(Protocol):
@@ -105,7 +117,7 @@ class LiveBoard(threading.Thread):
         run: str,
         sinks: SinkFactory,
         warn: Callable[[str], None],
-        lead_in: Optional["LeadIn"] = None,
+        lead_in: Optional[LeadIn] = None,
     ) -> None:
         super().__init__(name=f"board-{run}", daemon=True)
         self.run_name = run
