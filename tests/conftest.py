@@ -97,6 +97,7 @@ FIXTURE_MARKERS = {
     "ticker": {"integration"},
     "clone": {"integration"},
     "ray_cluster": {"ray"},
+    "resume_ray_cluster": {"ray"},
     "process_resume_lab": {"integration"},
     "broken_root_template": {"integration"},
 }

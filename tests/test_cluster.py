@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -25,6 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from support import raynodes
 from support.timing import scaled
 
 pytestmark = pytest.mark.ray
@@ -34,80 +33,24 @@ SIM_LINES = 86  # what the simulated trainer prints below (3 steps, 8 prompts x 
 ONLY_ON_A = "mgl-node-a-trainer"
 
 
-class RayNodes:
-    """The module's cluster: its address, its nodes, and each node's own directories."""
-
-    def __init__(self, root: Path) -> None:
-        from ray.cluster_utils import Cluster
-
-        self.root = root
-        self.cluster = Cluster(
-            initialize_head=True,
-            connect=False,
-            head_node_args={
-                "num_cpus": 1,
-                "num_gpus": 0,
-                "object_store_memory": 80 * 1024 * 1024,
-                "include_dashboard": False,
-            },
-        )
-        self.nodes: dict[str, Any] = {}
-        for name in ("a", "b"):
-            self.nodes[name] = self.cluster.add_node(
-                num_cpus=1, num_gpus=1, object_store_memory=80 * 1024 * 1024, env_vars=self.node_env(name)
-            )
-        self.cluster.wait_for_nodes()
-        self.address = self.cluster.address
+class RayNodes(raynodes.RayNodes):
+    """The module's cluster: nodes a and b; host a alone has the command ONLY_ON_A."""
 
     def node_env(self, name: str) -> dict[str, str]:
-        home = self.root / f"node-{name}"
-        bin_dir = home / "bin"
-        bin_dir.mkdir(parents=True)
-        path = os.environ["PATH"]
+        env = super().node_env(name)
         if name == "a":  # a command only host a has
+            bin_dir = self.home(name) / "bin"
+            bin_dir.mkdir(parents=True)
             script = bin_dir / ONLY_ON_A
             script.write_text("#!/bin/sh\nexec true\n")
             script.chmod(0o755)
-            path = f"{bin_dir}{os.pathsep}{path}"
-        return {
-            "HARNESS_PROCESS_DIR": str(home / "processes"),
-            "HARNESS_NODE_CAPTURE_DIR": str(home / "captures"),
-            "HARNESS_LOCK_DIR": str(home / "locks"),
-            "PATH": path,
-        }
-
-    def node_name_of(self, node_id: str) -> str:
-        return next(name for name, node in self.nodes.items() if node.node_id == node_id)
-
-    def node_copy(self, node_id: str, run: str) -> Path:
-        return self.root / f"node-{self.node_name_of(node_id)}" / "captures" / run
-
-    def process_runs(self) -> list[Any]:
-        from harness.engines.process import ProcessEngine
-
-        return [run for name in self.nodes for run in ProcessEngine(self.root / f"node-{name}" / "processes").list({})]
-
-    def kill_leftovers(self) -> None:
-        for run in self.process_runs():
-            run.kill()
-            run.wait(10)
-            run.remove()
+            env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+        return env
 
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    # Here, not at import: collecting the module (as the fast tier does, to deselect it) costs no Ray import.
-    pytest.importorskip("ray", reason="Ray is not installed: pip install '.[cluster]' runs the cluster tests")
-    # Ray's sessions in a directory of this cluster's own, not /tmp/ray, which every cluster on the machine shares
-    # (short: Ray's socket paths must fit in 107 bytes).
-    ray_tmp = tempfile.mkdtemp(prefix="mgl-ray-")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RAY_TMPDIR", ray_tmp)
-        test_cluster = RayNodes(tmp_path_factory.mktemp("cluster"))
-        yield test_cluster
-        test_cluster.kill_leftovers()
-        test_cluster.cluster.shutdown()
-    shutil.rmtree(ray_tmp, ignore_errors=True)
+    yield from raynodes.started_nodes(tmp_path_factory, RayNodes)
 
 
 class RayLab:

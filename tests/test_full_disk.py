@@ -10,39 +10,19 @@ filesystem is grown, recover saves every remaining line and step once.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Iterator
 
 import pytest
 
 from support.lab import Lab
-
-
-class SmallDisk:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def resize(self, size: str) -> None:
-        subprocess.run(["mount", "-o", f"remount,size={size}", str(self.path)], check=True)
+from support.smalldisk import SmallDisk, small_disk_at
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Any:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small filesystem needs root: run the suite as root (CI does)")
-    path = tmp_path / "capture"
-    path.mkdir(exist_ok=True)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)], capture_output=True, text=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield SmallDisk(path)
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    with small_disk_at(tmp_path / "capture", "1m") as disk:
+        yield disk
 
 
 def test_a_full_disk_mid_run_loses_nothing(lab: Lab, small_disk: SmallDisk) -> None:

@@ -34,8 +34,8 @@ def test_a_node_that_sees_the_driver_s_root_passes_and_one_that_does_not_is_refu
 
     with root_tokens([seen]) as tokens:
         (token,) = tokens.values()
-        _, sees = check_task(seen, token)
-        _, blind = check_task(unseen, token)
+        _, _, sees = check_task(seen, token)
+        _, _, blind = check_task(unseen, token)
 
     assert sees == []
     assert len(blind) == 1 and blind[0].startswith(f"it cannot see the checkpoint root {elsewhere}")
@@ -50,4 +50,4 @@ def test_a_run_without_checkpoints_is_not_asked_about_a_root(tmp_path: Path) -> 
 
     with root_tokens([plan.spec]) as tokens:
         assert tokens == {}
-        assert check_task(plan.spec, None)[1] == []
+        assert check_task(plan.spec, None)[2] == []

@@ -27,9 +27,23 @@ from harness.board.translate import RunBoard
 
 if TYPE_CHECKING:
     from harness.capture.writer import Event, Forward
+    from harness.jsontypes import JSONObject
 
 CLOSE_TIMEOUT_S = 30.0
 _SKIPPED_KINDS = frozenset({"log"})  # the bulk of the events, and nothing the board shows
+
+
+class LeadIn(Protocol):
+    """What a resumed attempt's board shows before its own steps (`harness.board.replay.LeadIn`); a protocol so the
+    live board need not import the replay, which builds on it."""
+
+    def first_status(self, status: JSONObject) -> JSONObject:
+        """The attempt's first status as the one run's."""
+        ...
+
+    def records(self, board: RunBoard, status: JSONObject) -> list[Record]:
+        """The lineage's records fed to `board`, then the markers up to the attempt's own resume."""
+        ...
 
 
 class Sink(Protocol):
@@ -98,10 +112,18 @@ def tensorboard_sinks(capture_root: Path) -> SinkFactory:
 class LiveBoard(threading.Thread):
     """One run's board, fed by `put` from any thread, written by its own thread."""
 
-    def __init__(self, run: str, sinks: SinkFactory, warn: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        run: str,
+        sinks: SinkFactory,
+        warn: Callable[[str], None],
+        lead_in: Optional[LeadIn] = None,
+    ) -> None:
         super().__init__(name=f"board-{run}", daemon=True)
         self.run_name = run
         self.board = RunBoard(run)
+        self._lead_in = lead_in  # a resumed attempt's: the lineage it continues
+        self._first_status: Optional[JSONObject] = None
         self._make_sinks = sinks
         self._warn = warn
         self._queue: queue.SimpleQueue[Optional[Event]] = queue.SimpleQueue()
@@ -156,7 +178,7 @@ class LiveBoard(threading.Thread):
                 records: list[Record] = []
                 for event in events:
                     if event is not None:
-                        records += self.board.feed(event)
+                        records += self._translate(event)
                 if closing:
                     records += self.board.finish()
                 self._write(records)
@@ -165,6 +187,22 @@ class LiveBoard(threading.Thread):
         self._close_sinks()
         if self.board.skipped and self.failed is None:
             self._warn(f"{self.run_name}: tensorboard: {self.board.skipped_text()}")
+
+    def _translate(self, event: Event) -> list[Record]:
+        """The records of one event; a resumed attempt's board takes the lineage it continues first: started when
+        the lineage started, the earlier steps right after the run's manifest, as the stitched run's rebuild."""
+        if self._lead_in is None:
+            return self.board.feed(event)
+        lead_in = self._lead_in
+        kind, name, payload = event
+        if kind == "status" and self._first_status is None and isinstance(payload, dict):
+            self._first_status = payload
+            event = (kind, name, lead_in.first_status(payload))
+        records = self.board.feed(event)
+        if self.board.manifest is not None:
+            self._lead_in = None
+            records += lead_in.records(self.board, self._first_status or {})
+        return records
 
     def _write(self, records: list[Record]) -> None:
         if self._stopped or not records:

@@ -19,7 +19,9 @@ A run resumed from a checkpoint is replayed as one run (docs/checkpoints.md,
 "A stitched run"): each attempt of its lineage's files in turn, its steps
 only those it gives the run, and at each resume a marker: `run/resumed` (the
 attempt's number, at the rollout it continued from) and a `run/resumes` text
-saying from which checkpoint, after how long down.
+saying from which checkpoint, after how long down. A resumed attempt's live
+board starts the same way (`LeadIn`): the lineage it continues, replayed
+into its translator right after the run's manifest, then its own events.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from harness.board.live import SinkFactory, tensorboard_sinks
 from harness.board.names import RUN_PREFIX, board_run_name
 from harness.board.records import Record, Scalar, Text
 from harness.board.translate import RunBoard, wall_seconds
-from harness.capture.attempts import RunAttempts
+from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.reader import current_attempt
 from harness.checkpoints.layout import iteration_name
 from harness.checkpoints.lineage import read_resume, resume_chain
@@ -64,17 +66,23 @@ def capture_events(run_dir: Path, notes: list[str], parts: Sequence[Part] = ()) 
     manifest = _json_object(run_dir / "manifest.json", notes)
     if manifest is not None:
         yield ("json", "manifest.json", manifest)
-    for directory, low, high in parts or [(run_dir, 0, None)]:
-        streams = [_timed_lines(directory / name, rank, notes) for rank, name in enumerate(_LINE_FILES)]
-        for _, _, _, name, row in heapq.merge(*streams):
-            if name == "metrics.jsonl" and not _in_part(row, low, high):
-                continue  # a step this attempt ran past the next one's checkpoint: not the run's
-            yield ("jsonl", name, row)
+    yield from _part_lines(parts or [(run_dir, 0, None)], notes)
     args = _json_object(run_dir / "args.json", notes)
     if args is not None:
         yield ("json", "args.json", args)
     if status is not None and status.get("state") != "running":
         yield ("status", "status.json", status)
+
+
+def _part_lines(parts: Sequence[Part], notes: list[str]) -> Iterator[Event]:
+    """The lines of each part's metrics.jsonl, pauses.jsonl and guard.jsonl, merged by their times, part by part:
+    only the steps a part gives the run."""
+    for directory, low, high in parts:
+        streams = [_timed_lines(directory / name, rank, notes) for rank, name in enumerate(_LINE_FILES)]
+        for _, _, _, name, row in heapq.merge(*streams):
+            if name == "metrics.jsonl" and not _in_part(row, low, high):
+                continue  # a step this attempt ran past the next one's checkpoint: not the run's
+            yield ("jsonl", name, row)
 
 
 def _in_part(row: JSONObject, low: int, high: Optional[int]) -> bool:
@@ -96,6 +104,11 @@ def lineage_parts(run_dir: Path) -> list[Part]:
     head = next((a for a in attempts.all() if a.number == number), None)
     if head is None:
         return []
+    return _chain_parts(attempts, head)
+
+
+def _chain_parts(attempts: RunAttempts, head: Attempt) -> list[Part]:
+    """The parts of the chain of attempts `head` continues (itself last), oldest first."""
     links, _ = resume_chain(attempts, head)
     return [
         (link.attempt.directory, link.record.next_rollout_id if link.record is not None else 0, link.until)
@@ -105,10 +118,14 @@ def lineage_parts(run_dir: Path) -> list[Part]:
 
 def resume_markers(parts: Sequence[Part], notes: list[str]) -> list[Record]:
     """At each resume: `run/resumed` (the attempt's number at the rollout it continued from) and a text."""
+    return _markers([(_json_object(directory / "status.json", notes) or {}, low) for directory, low, _ in parts])
+
+
+def _markers(attempts: Sequence[tuple[JSONObject, int]]) -> list[Record]:
+    """The markers of a lineage given each attempt's status and the first rollout it gives the run."""
     records: list[Record] = []
     previous_end: Optional[float] = None
-    for directory, low, _ in parts:
-        status = _json_object(directory / "status.json", notes) or {}
+    for status, low in attempts:
         start = wall_seconds(status.get("started_at"))
         attempt = status.get("attempt")
         if low > 0 and start is not None and isinstance(attempt, int):
@@ -124,6 +141,45 @@ def resume_markers(parts: Sequence[Part], notes: list[str]) -> list[Record]:
             )
         previous_end = wall_seconds(status.get("ended_at")) or previous_end
     return records
+
+
+@dataclass(frozen=True)
+class LeadIn:
+    """What the live board of a resumed attempt shows before the attempt's own steps, as the rebuild of the stitched
+    run shows it: the lineage it continues (`parts`, each up to where the next continued), from the lineage's start,
+    and a marker at each resume, its own included."""
+
+    parts: tuple[Part, ...]
+    resumed_at: int  # the rollout the attempt continues from
+
+    def first_status(self, status: JSONObject) -> JSONObject:
+        """The attempt's first status as the one run's: started when the lineage started."""
+        first = _json_object(self.parts[0][0] / "status.json", []) if self.parts else None
+        started = first.get("started_at") if first is not None else None
+        return {**status, "started_at": started} if isinstance(started, str) else status
+
+    def records(self, board: RunBoard, status: JSONObject) -> list[Record]:
+        """The lineage's steps, pauses and guard samples fed to `board` (once it has the run's manifest), then the
+        markers up to the attempt's own resume (`status`: its first, as it was written)."""
+        notes: list[str] = []  # a torn line of an earlier attempt: that attempt's own reading says it
+        records: list[Record] = []
+        for event in _part_lines(self.parts, notes):
+            records += board.feed(event)
+        earlier = [(_json_object(directory / "status.json", notes) or {}, low) for directory, low, _ in self.parts]
+        return records + _markers([*earlier, (status, self.resumed_at)])
+
+
+def lead_in(run_dir: Path, from_attempt: int, resumed_at: int) -> Optional[LeadIn]:
+    """The lead-in of an attempt of the run in `run_dir` that resumes attempt `from_attempt` at rollout `resumed_at`
+    (None: that attempt is not there)."""
+    attempts = RunAttempts(run_dir)
+    head = next((attempt for attempt in attempts.all() if attempt.number == from_attempt), None)
+    if head is None:
+        return None
+    parts = _chain_parts(attempts, head)
+    directory, low, until = parts[-1]
+    parts[-1] = (directory, low, resumed_at if until is None else min(until, resumed_at))
+    return LeadIn(tuple(parts), resumed_at)
 
 
 def _timed_lines(path: Path, rank: int, notes: list[str]) -> Iterator[tuple[int, int, int, str, JSONObject]]:

@@ -2,10 +2,12 @@
 
 `execute` wraps each attempt in `board_session`: the capture's forward fans
 out to the live board (harness.board.live), whose thread writes the events;
-at the end the board is drained, and if the run's current capture is not the
-attempt just written (a `--force` rerun that failed leaves the succeeded one
-current), the run's events are rebuilt from the current capture, so the board
-shows what the summary reads.
+a resumed attempt's board starts with the lineage it continues (the run's one
+curve while it runs). At the end the board is drained, and if the run's
+current capture is not the attempt just written (a `--force` rerun that
+failed leaves the succeeded one current; a resume refused leaves the one it
+would have continued), or is a resume, the run's events are rebuilt from the
+current capture, so the board shows what the summary reads.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from harness.board.live import LiveBoard, Sink, SinkFactory, TensorBoardSink
 from harness.board.names import TENSORBOARD_DIR_NAME
-from harness.board.replay import lineage_parts
+from harness.board.replay import lead_in, lineage_parts
 from harness.capture.reader import attempt_number
 
 if TYPE_CHECKING:
@@ -69,14 +71,21 @@ def sinks_for(capture_root: Path, export: "ExportConfig", warn: Callable[[str], 
 
 @contextmanager
 def board_session(
-    run: str, capture_root: Path, export: "ExportConfig", warn: Callable[[str], None]
+    run: str,
+    capture_root: Path,
+    export: "ExportConfig",
+    warn: Callable[[str], None],
+    resumes: Optional[tuple[int, int]] = None,
 ) -> Iterator["LiveBoard | NoBoard"]:
-    """The live board of one attempt of `run` (see the module doc); never raises for the board's own faults."""
+    """The live board of one attempt of `run` (see the module doc); never raises for the board's own faults.
+
+    `resumes`: (the attempt it continues, the rollout it continues from) when it is a resume: its board starts with
+    the lineage it continues, a marker at the resume, as the run's one curve."""
     sinks = sinks_for(capture_root, export, warn)
     if sinks is None:
         yield NoBoard()
         return
-    board = LiveBoard(run, sinks, warn)
+    board = LiveBoard(run, sinks, warn, lead_in(capture_root / run, *resumes) if resumes is not None else None)
     board.start()
     try:
         yield board

@@ -11,6 +11,10 @@ checkpoints.jsonl, one line per event, appended and fsynced:
      "complete": true, "why": null, "next_rollout_id": 10, "line": 412, "at": "...", "verify_ms": 0.4}
     {"event": "deleted", "iteration": 10, "rollout_id": 9, "directory": ".../iter_0000010", "bytes": 123,
      "why": "older than the 2 newest complete (iter_0000030, iter_0000020); keep: 2", "at": "..."}
+
+At the attempt's end, a checkpoint it wrote without the trainer saying so (the
+trainer died in the save: a disk that filled, a kill) is verified too, its line
+with `"line": null, "reported": false`: a torn one says it is not complete, and why.
 """
 
 from __future__ import annotations
@@ -22,7 +26,14 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from harness.checkpoints.layout import CheckpointSpec, iteration_name, iteration_of
 from harness.checkpoints.retention import delete_checkpoint, to_delete
-from harness.checkpoints.verify import CheckpointCheck, iterations_on_disk, timed_verify, verify_checkpoint
+from harness.checkpoints.verify import (
+    CheckpointCheck,
+    Fingerprint,
+    fingerprint,
+    iterations_on_disk,
+    timed_verify,
+    verify_checkpoint,
+)
 from harness.times import now_rfc3339
 
 if TYPE_CHECKING:
@@ -49,6 +60,39 @@ class CheckpointKeeper(threading.Thread):
         self.verified: list[CheckpointCheck] = []
         self._queue: queue.Queue[Optional[tuple[str, int]]] = queue.Queue()
         self._lock = threading.Lock()
+        self._before: dict[int, Fingerprint] = {}
+
+    def remember_disk(self) -> None:
+        """Before the trainer starts: what the directory's checkpoints are on disk, to tell at the end which of them
+        this attempt wrote."""
+        directory = self.spec.directory
+        self._before = {iteration: fingerprint(directory, iteration) for iteration in iterations_on_disk(directory)}
+
+    def unreported(self, after: int) -> list[CheckpointCheck]:
+        """Once closed: each checkpoint newer than iteration `after` that this attempt wrote (new since
+        `remember_disk`, or changed) but the trainer never said it saved (it died in the save: a disk that filled,
+        a kill), verified now and recorded (`"reported": false`); newest first."""
+        directory = self.spec.directory
+        with self._lock:
+            reported = {check.iteration for check in self.verified}
+        found = []
+        for iteration in iterations_on_disk(directory):
+            if iteration <= after or iteration in reported:
+                continue
+            if self._before.get(iteration) == fingerprint(directory, iteration):
+                continue  # an earlier attempt's, untouched by this one
+            check, took_ms = timed_verify(directory, iteration, data_state=self.spec.data_state)
+            self.record(
+                {
+                    **check.to_record(),
+                    "line": None,
+                    "reported": False,
+                    "at": now_rfc3339(),
+                    "verify_ms": round(took_ms, 3),
+                }
+            )
+            found.append(check)
+        return found
 
     def saved(self, trainer_path: str, line: int) -> None:
         """The trainer printed that it saved `trainer_path` at container.log line `line` (from the pump: returns at

@@ -218,6 +218,40 @@ def _size(path: str) -> tuple[int, Optional[str]]:
     return total, None
 
 
+Fingerprint = frozenset[tuple[str, int, int, int]]
+
+
+def fingerprint(directory: str, iteration: int) -> Fingerprint:
+    """What checkpoint `iteration` of the run's checkpoint `directory` is on disk, by stat alone (each entry's path,
+    inode, mtime and size, and its data-source state's): two differ when anything was written there between."""
+    path = os.path.join(directory, iteration_name(iteration))
+    state = os.path.join(directory, DATA_STATE_DIR, data_state_name(iteration - 1))
+    found: set[tuple[str, int, int, int]] = set()
+    pending = [path]
+    while pending and len(found) <= MAX_WALK_ENTRIES:
+        current = pending.pop()
+        try:
+            entries = list(os.scandir(current))
+            top = os.lstat(current)
+        except OSError:
+            continue
+        found.add((current, top.st_ino, top.st_mtime_ns, top.st_size))
+        for entry in entries:
+            try:
+                seen = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            found.add((entry.path, seen.st_ino, seen.st_mtime_ns, seen.st_size))
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+    try:
+        seen = os.lstat(state)
+        found.add((state, seen.st_ino, seen.st_mtime_ns, seen.st_size))
+    except OSError:
+        pass
+    return frozenset(found)
+
+
 def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."

@@ -346,14 +346,18 @@ def recover(
             f"{result.lines_saved} log line(s) added, {_kind(plan, final)} {result.container}{closed}{kept}{current}",
             markup=False,
         )
-    _say_resumable(console, capture_root(capture_dir, sim))
+    _say_resumable(console, capture_root(capture_dir, sim), ray)
 
 
-def _say_resumable(console: Any, root: Path) -> None:
+def _say_resumable(console: Any, root: Path, ray: Optional[str]) -> None:
     """The runs that can continue from a checkpoint, each with the command that does it."""
     from harness.run.checkpoint_ops import resumable_runs
 
-    for found in resumable_runs(root, lambda simulated: capture_root(None, simulated)):
+    if ray:
+        from harness.cluster.connect import shown_address
+
+        ray = shown_address(ray)  # its URL password hidden
+    for found in resumable_runs(root, lambda simulated: capture_root(None, simulated), ray):
         check = found.choice.check
         console.print(
             f"{found.run}: can resume from {check.name} (rollout {check.rollout_id + 1} onward): {found.command}",

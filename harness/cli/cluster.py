@@ -150,6 +150,8 @@ def run_on_ray(plans: Sequence["Planned"], *, address: str, options: "RunOptions
         disconnect()
     if single:
         (run,) = runs
+        if run.lock_refusal is not None:  # said, with its exit code, as a run here says it
+            raise run.lock_refusal
         if run.decision.action == "skip":
             raise HarnessError(run.decision.not_started())
         if run.error and (run.status is None or run.status.state == "running" or run.sink is None):

@@ -35,7 +35,7 @@ from harness.errors import ExitCode, HarnessError
 from harness.run.context import RunContext, StopControl
 from harness.run.decide import Decision
 from harness.run.execute import LABEL_ATTEMPT, stop_request_reason  # `harness stop`'s reason
-from harness.run.lifecycle import checkpoint_start, decide_on_capture
+from harness.run.lifecycle import checkpoint_start, decide_on_capture, resume_busy
 from harness.run.plan import Planned
 
 WATCH_S = 0.2
@@ -52,6 +52,7 @@ class RayRun:
     node: Optional[NodeFacts] = None
     error: Optional[str] = None  # why the node could not run it (said in one line)
     error_code: int = int(ExitCode.RUN_FAILED)
+    lock_refusal: Optional[HarnessError] = None  # its capture's lock was not had (busy, or Ctrl-C while waiting)
     lost: bool = False  # its node (or its Ray worker) was lost mid-run
     cancelled: bool = False  # never placed: the sweep stopped first
     lines: int = 0  # log lines written to the driver's capture
@@ -130,19 +131,18 @@ def _check_each_node(
             token = tokens.get(plan.spec.checkpoint.root) if plan.spec.checkpoint is not None else None
             options = task.options(num_cpus=0, scheduling_strategy=strategy, max_retries=0)
             pending.append((node, plan, options.remote(plan.spec, token)))
-    refusals = []
+    refusals, copies = [], False
     for node, _plan, ref in pending:
         try:
-            _, problems = ray.get(ref, timeout=CHECK_TIMEOUT_S)
+            _, problems, unseen = ray.get(ref, timeout=CHECK_TIMEOUT_S)
         except Exception as err:  # the node died or hangs: it cannot be trusted with a run either
-            problems = [f"its check did not answer ({type(err).__name__})"]
-        refusals += [f"node {node.facts.name}: {problem}" for problem in problems]
+            problems, unseen = [f"its check did not answer ({type(err).__name__})"], []
+        copies = copies or bool(problems)
+        refusals += [f"node {node.facts.name}: {problem}" for problem in (*problems, *unseen)]
     if refusals:
-        raise HarnessError(
-            "not started: " + "; ".join(dict.fromkeys(refusals)) + " (each host needs its own copy: "
-            "README, Several GPU hosts)",
-            ExitCode.ENGINE_UNAVAILABLE,
-        )
+        # The image and the command are each host's own copy; the checkpoint root is one, shared (its line says so)
+        hint = " (each host needs its own copy: README, Several GPU hosts)" if copies else ""
+        raise HarnessError("not started: " + "; ".join(dict.fromkeys(refusals)) + hint, ExitCode.ENGINE_UNAVAILABLE)
 
 
 def _resources(resources: Any) -> str:
@@ -214,13 +214,16 @@ class RaySweep:
             run = RayRun(plan, Decision(spec.run, "skip", self._why_not_started()))
             return self._skipped(run)
         try:
-            lock.acquire(
-                wait=self.ctx.options.wait_for_gpu,
-                on_wait=self.ctx.reporter.warning,
-                cancelled=lambda: self.ctx.stop.requested,
-            )
-        except HarnessError as err:  # busy with --no-wait, or Ctrl-C while waiting: this run only
-            run = RayRun(plan, Decision(spec.run, "skip", err.message))
+            if self.ctx.options.resume and not lock.try_acquire():  # as a resume here: never waited for
+                raise resume_busy(spec.run, capture.directory)
+            if not lock.held:
+                lock.acquire(
+                    wait=self.ctx.options.wait_for_gpu,
+                    on_wait=self.ctx.reporter.warning,
+                    cancelled=lambda: self.ctx.stop.requested,
+                )
+        except HarnessError as err:  # busy with --no-wait or --resume, or Ctrl-C while waiting: this run only
+            run = RayRun(plan, Decision(spec.run, "skip", err.message), lock_refusal=err)
             self.ctx.reporter.decided(run.decision)
             return self._skipped(run)
         found = capture.status_read()
@@ -397,7 +400,10 @@ class RaySweep:
 
         stack = ExitStack()
         root = Path(run.plan.spec.capture_dir).parent
-        board = stack.enter_context(board_session(run.run, root, run.plan.experiment.export, self.ctx.reporter.warning))
+        resume = run.plan.checkpoints.resume if run.plan.checkpoints is not None else None
+        resumes = (resume.from_attempt, resume.choice.next_rollout_id) if resume is not None else None
+        export, warn = run.plan.experiment.export, self.ctx.reporter.warning
+        board = stack.enter_context(board_session(run.run, root, export, warn, resumes))
         run.board, run.board_put = stack, board.forwarding(None)
 
     def _release(self, run: RayRun) -> None:

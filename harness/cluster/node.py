@@ -192,18 +192,20 @@ def _watch_control(control: Any, run: str, stop: Any, worker: threading.Thread) 
         time.sleep(CONTROL_POLL_S)
 
 
-def check_task(spec: Any, root_token: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
-    """This node's facts and what would stop `spec` from starting here (its engine's pre-flight; for a run with
-    checkpoints, whether this node sees the checkpoint root the driver does: the token file it wrote there)."""
+def check_task(spec: Any, root_token: Optional[str] = None) -> tuple[dict[str, str], list[str], list[str]]:
+    """This node's facts and what would stop `spec` from starting here: what its engine's pre-flight lacks (each
+    host's own copy: the image, the command, the mounts) and, for a run with checkpoints, whether it sees the
+    checkpoint root the driver does (the one root they all share: the token file the driver wrote there)."""
     from harness.engines import engine_for
 
     try:
         problems = [problem.message for problem in engine_for(spec).preflight(spec)]
     except HarnessError as err:
         problems = [err.message]
+    unseen = []
     if spec.checkpoint is not None and root_token is not None:
-        problems += checkpoint_root_problems(spec.checkpoint.root, root_token)
-    return node_facts(), problems
+        unseen = checkpoint_root_problems(spec.checkpoint.root, root_token)
+    return node_facts(), problems, unseen
 
 
 def inventory_task(engine_names: list[str], labels: dict[str, Optional[str]]) -> tuple[dict[str, str], dict]:

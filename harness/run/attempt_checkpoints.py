@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Callable, Optional
 from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.layout import Capture
 from harness.capture.writer import CaptureWriter
-from harness.checkpoints.choose import point_tracker
+from harness.checkpoints.choose import ResumeChoice, choose_checkpoint, point_tracker
 from harness.checkpoints.keeper import LEDGER_NAME, CheckpointKeeper
 from harness.checkpoints.lineage import RESUME_NAME
 from harness.checkpoints.owner import CheckpointDirLock, write_marker
 from harness.checkpoints.start import CheckpointStart
+from harness.checkpoints.verify import CheckpointCheck
 from harness.checkpoints.watch import ResumeTarget, ResumeWatch, Verdict
 from harness.errors import HarnessError
 from harness.fs.files import prepare_directory
@@ -77,6 +78,7 @@ class AttemptCheckpoints:
                 ResumeTarget(check.iteration, resume.choice.next_rollout_id, self.spec.trainer_path(check.directory))
             )
         self._stop: Callable[[], None] = lambda: None
+        self._unfinished: list[CheckpointCheck] = []
 
     @property
     def ledger_path(self) -> str:
@@ -94,6 +96,7 @@ class AttemptCheckpoints:
         prepare_directory(spec.directory, spec.root)
         self.lock.acquire(self.capture.run)
         try:
+            self.keeper.remember_disk()
             run, run_id = self.capture.run, self.run_id
             write_marker(
                 spec.directory,
@@ -146,6 +149,20 @@ class AttemptCheckpoints:
             self._decided(watch.rollout(step))
         return watch.verdict == "verified"
 
+    def unfinished_save(self) -> Optional[str]:
+        """Once ended: the newest checkpoint this attempt began and left incomplete (the trainer died in its save),
+        and where a resume continues (None: it left none)."""
+        if not self._unfinished:
+            return None
+        torn = self._unfinished[0]
+        choice = choose_checkpoint(self.spec.directory, data_state=self.spec.data_state, root=self.spec.root)
+        after = (
+            f"{choice.check.name} (complete) is where --resume continues"
+            if isinstance(choice, ResumeChoice)
+            else f"there is no complete checkpoint to resume from ({choice.why})"
+        )
+        return f"checkpoint {torn.name} is not complete: {torn.why}; {after}"
+
     def refusal(self) -> Optional[str]:
         """Why the resume was refused (the attempt ends `failed` with it), None otherwise."""
         return self.watch.cause if self.watch is not None and self.watch.verdict == "refused" else None
@@ -190,6 +207,12 @@ class AttemptCheckpoints:
             if watch is not None and not watch.decided and not stopped:
                 self._decided(watch.ended())
             self.keeper.close()
+            resume = self.start.resume
+            self._unfinished = [
+                check
+                for check in self.keeper.unreported(resume.choice.iteration if resume is not None else 0)
+                if not check.complete
+            ]
             if os.path.lexists(self.spec.sentinel):
                 os.unlink(self.spec.sentinel)
         finally:

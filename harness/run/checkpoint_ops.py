@@ -18,7 +18,7 @@ import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Optional
 
 from harness.capture import Capture, RunAttempts, RunState, RunStatus
 from harness.capture.bounded import iter_jsonl
@@ -95,8 +95,11 @@ class Resumable:
     command: str
 
 
-def resumable_runs(capture_root: Path, default_root: Callable[[bool], Path]) -> list[Resumable]:
-    """Each run under `capture_root` whose lineage ended without succeeding with a complete checkpoint behind it."""
+def resumable_runs(
+    capture_root: Path, default_root: Callable[[bool], Path], ray_address: Optional[str] = None
+) -> list[Resumable]:
+    """Each run under `capture_root` whose lineage ended without succeeding with a complete checkpoint behind it
+    (`ray_address`: the cluster the commands of runs Ray placed name)."""
     found: list[Resumable] = []
     runs, _ = find_runs(capture_root)
     for run_path in runs:
@@ -113,16 +116,22 @@ def resumable_runs(capture_root: Path, default_root: Callable[[bool], Path]) -> 
         )
         if isinstance(choice, NoCheckpoint):
             continue
-        command = resume_command(run_path.name, manifest, capture_root, default_root)
+        command = resume_command(run_path.name, manifest, capture_root, default_root, ray_address)
         found.append(Resumable(run_path.name, choice, command))
     return found
 
 
 def resume_command(
-    run: str, manifest: Mapping[str, object], capture_root: Path, default_root: Callable[[bool], Path]
+    run: str,
+    manifest: Mapping[str, object],
+    capture_root: Path,
+    default_root: Callable[[bool], Path],
+    ray_address: Optional[str] = None,
 ) -> str:
     """`harness run EXP --resume`, with the seed, run name, simulator and capture root the run was made with
-    (`default_root(simulated)`: the root the command takes without --capture-dir)."""
+    (`default_root(simulated)`: the root the command takes without --capture-dir), and `--ray` for a run Ray placed
+    (the automatic resume is a local harness's: under Ray the driver resumes; `ray_address` as it may be shown, else
+    `auto`)."""
     experiment = manifest.get("experiment")
     facts = experiment if isinstance(experiment, dict) else {}
     name, seed = str(facts.get("name") or run), facts.get("seed")
@@ -138,4 +147,6 @@ def resume_command(
         words += ["--sim", "--time-scale", f"{time_scale:g}"]
     if Path(capture_root).resolve() != default_root(simulated).resolve():
         words += ["--capture-dir", str(capture_root)]
+    if isinstance(manifest.get("ray"), dict):
+        words += ["--ray", ray_address or "auto"]
     return shlex.join(words)

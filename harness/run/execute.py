@@ -393,7 +393,10 @@ def execute(
     from harness.board.session import board_session
 
     root = Path(plan.spec.capture_dir).parent
-    with board_session(plan.spec.run, root, plan.experiment.export, ctx.reporter.warning) as board:
+    # A Ray node's copy (its capture forwarded) numbers its attempts its own way: the driver's board shows the lineage.
+    resume = plan.checkpoints.resume if plan.checkpoints is not None and ctx.forward is None else None
+    resumes = (resume.from_attempt, resume.choice.next_rollout_id) if resume is not None else None
+    with board_session(plan.spec.run, root, plan.experiment.export, ctx.reporter.warning, resumes) as board:
         shown = replace(ctx, forward=board.forwarding(ctx.forward))
         return _execute_attempt(plan, shown, engine=engine, guard=guard, clock=clock)
 
@@ -682,6 +685,12 @@ def _record_end(
     refusal = pump.watch.refusal() if pump.watch is not None else None
     if refusal is not None and outcome.capture_complete:  # the trainer did not resume: nothing it did is the run's
         outcome = Outcome(RunState.FAILED, refusal, False)
+    unfinished = pump.watch.unfinished_save() if pump.watch is not None else None
+    if unfinished is not None:  # it died in a save (a disk that filled): the cause says what is left to resume
+        if outcome.state == RunState.FAILED and refusal is None:
+            outcome = replace(outcome, error=f"{outcome.error}; {unfinished}" if outcome.error else unfinished)
+        else:
+            status.notes.append(unfinished)
     status.state, status.error, status.steps_usable = outcome.state, outcome.error, outcome.steps_usable
     status.capture_complete = outcome.capture_complete
     status.exit_code = exit_code

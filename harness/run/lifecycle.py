@@ -91,11 +91,7 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
     owner = {"run": spec.run, "run_id": spec.run_id, "pid": os.getpid(), "host": this_host(), "since": utc_now()}
     with CaptureLock(capture.directory, owner) as capture_lock:
         if options.resume and not capture_lock.try_acquire():  # never waits: both would continue one checkpoint
-            raise HarnessError(
-                f"run {spec.run} not resumed: another harness is running it ({holder(capture.directory)}); two "
-                "resumes of one run never run at once",
-                ExitCode.BUSY,
-            )
+            raise resume_busy(spec.run, capture.directory)
         if not capture_lock.held:
             capture_lock.acquire(wait=options.wait_for_gpu, on_wait=reporter.warning, cancelled=lambda: stop.requested)
         refusal = settle_for_run(capture.directory, engine, grace_s=options.grace_s)
@@ -150,6 +146,16 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
             finally:
                 guard.close()
     return SweepResult(decision, status)
+
+
+def resume_busy(run: str, directory: Path) -> HarnessError:
+    """A resume of a run whose capture's lock another harness holds: refused, never waited for (both would continue
+    one checkpoint)."""
+    return HarnessError(
+        f"run {run} not resumed: another harness is running it ({holder(directory)}); two resumes of one run never "
+        "run at once",
+        ExitCode.BUSY,
+    )
 
 
 def checkpoint_start(plan: Planned, ctx: RunContext, found: StatusRead) -> Planned:
