@@ -3,7 +3,8 @@
 A module's time is what its tests took the last time the whole suite ran (pytest's cache, written by the process
 that reports the tests: the controller under pytest-xdist). A module never timed here (a fresh clone) is
 estimated from its tests: seconds for each that starts processes (marked docker, integration, ray or browser), a
-twentieth of one for any other. Under xdist every worker must collect the same order, so the controller reads
+twentieth of one for any other, and a minute more for a module that starts a Ray cluster.
+Under xdist every worker must collect the same order, so the controller reads
 the times once and hands them to each worker. `make test` passes --no-loadscope-reorder: xdist would otherwise
 start the modules with the most tests first, whatever they take (the README's examples, one test, went last).
 
@@ -20,6 +21,7 @@ CACHE_KEY = "miles-gb10-lab/module-seconds"
 SLOW_MARKS = frozenset({"docker", "integration", "ray", "browser"})
 SLOW_TEST_S = 3.0  # a guess for a test that starts processes, until the module has been timed
 QUICK_TEST_S = 0.05
+RAY_MODULE_S = 60.0  # a guess for a module that starts a Ray cluster (its nodes start once, in tens of seconds)
 TIMES = pytest.StashKey[dict[str, float]]()
 
 
@@ -81,7 +83,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         slow = SLOW_MARKS & {mark.name for mark in item.iter_markers()}
         module = module_of(item.nodeid)
-        guessed[module] = guessed.get(module, 0.0) + (SLOW_TEST_S if slow else QUICK_TEST_S)
+        start = RAY_MODULE_S if "ray" in slow and module not in guessed else 0.0
+        guessed[module] = guessed.get(module, 0.0) + start + (SLOW_TEST_S if slow else QUICK_TEST_S)
     longest_first = sorted(guessed, key=lambda module: -timed.get(module, guessed[module]))
     rank = {module: place for place, module in enumerate(longest_first)}
     items.sort(key=lambda item: rank[module_of(item.nodeid)])  # stable: a module's own tests keep their order
