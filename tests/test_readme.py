@@ -13,6 +13,7 @@ import pytest
 
 from harness.cli import app
 from support.messages import messages
+from support.prose import prose_paragraphs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 README = (REPO_ROOT / "README.md").read_text()
@@ -201,21 +202,6 @@ STATED_TIME = re.compile(
 
 def headings(text: str) -> list[str]:
     return [line for line in text.splitlines() if re.match(r"#{2} ", line)]
-
-
-def prose_paragraphs(text: str) -> list[list[str]]:
-    """Runs of prose lines (not code, tables or headings), a list item starting a new one."""
-    paragraphs: list[list[str]] = []
-    current: list[str] = []
-    for line in text.splitlines():
-        prose = line.strip() and not line.startswith(("    ", "|", "#", "<!--"))
-        if not prose or line.startswith("- "):
-            if current:
-                paragraphs.append(current)
-            current = [line] if prose else []
-            continue
-        current.append(line)
-    return paragraphs + ([current] if current else [])
 
 
 def sentences_with_times(text: str) -> list[str]:
