@@ -42,7 +42,7 @@ from harness.engines.dockerapi import DockerApi, DockerApiError, OutputTooLarge,
 from harness.engines.logstream import LogPosition, split_bursts
 from harness.engines.spec import LaunchSpec
 from harness.errors import ExitCode, HarnessError
-from harness.failpoints import failpoint
+from harness.fs.failpoints import failpoint
 
 if TYPE_CHECKING:  # the docker SDK is imported when an engine is made, never at `harness --help`
     from docker import DockerClient

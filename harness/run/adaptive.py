@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 from harness.errors import ExitCode, HarnessError
-from harness.failpoints import failpoint
+from harness.fs.failpoints import failpoint
 from harness.stats.adaptive import AdaptiveComparison, Design, InterimOutcome, check_design, replay
 from harness.stats.record import Header, Interim, Record, Retry, Swap, check_record_name, record_path
 from harness.summary.decisions import METRICS, decision_summary
