@@ -25,7 +25,7 @@ from typing import (
     TypeVar,
 )
 
-from harness.engines import dockerlogs
+from harness.engines import dockerlogs, milesimage
 from harness.engines.base import (
     CREATED,
     EXITED,
@@ -213,8 +213,6 @@ class DockerEngine:
     def _check_image(self, api: DockerApi, spec: LaunchSpec, info: dict[str, JSONValue]) -> list[Problem]:
         """The image preflight: which Miles the image holds and whether the run's paths load (cached per image id);
         its facts are kept for `image_facts`."""
-        from harness.engines import milesimage
-
         config = info.get("Config")
         labels = config.get("Labels") if isinstance(config, dict) else None
         if isinstance(labels, dict) and labels.get(milesimage.SIM_LABEL) == "1":

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 from harness.errors import ExitCode, HarnessError
+from harness.fs.files import open_for_update, prepare_directory
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
@@ -30,8 +31,6 @@ SHARED = fcntl.LOCK_SH
 def open_lock_file(path: Path, root: Optional[Path] = None) -> int:
     """An fd on the lock file (created 0666 less the umask, like every file the harness writes): a regular file,
     never a link (a shared lock directory must not let anyone point a lock at another file), inside `root`."""
-    from harness.fs.files import open_for_update, prepare_directory
-
     prepare_directory(path.parent, root)
     return open_for_update(path, root=root)
 
@@ -94,29 +93,51 @@ MAX_OWNER_BYTES = 64 << 10  # who holds a lock: a line of JSON
 
 def read_owner(path: Path) -> JSONObject:
     """Who holds a lock, as the holder wrote it ({} when unknown); read bounded, never blocking on a FIFO."""
-    from harness.capture.bounded import Unreadable, read_bounded
-
     try:
-        owner = json.loads(read_bounded(path, MAX_OWNER_BYTES) or b"{}")
-    except (OSError, Unreadable, ValueError):
+        fd = _open_lock_to_read(path)
+    except OSError:
         return {}
+    if fd is None:
+        return {}
+    try:
+        data = os.read(fd, MAX_OWNER_BYTES + 1)
+        owner = json.loads(data or b"{}") if len(data) <= MAX_OWNER_BYTES else {}
+    except (OSError, ValueError):
+        return {}
+    finally:
+        os.close(fd)
     return owner if isinstance(owner, dict) else {}
+
+
+def _open_lock_to_read(path: Path) -> Optional[int]:
+    """A read-only fd on the lock file at `path`, or None where there is none: absent, a link (never a lock file the
+    harness made), or no regular file (never opened blocking: a FIFO would block its open)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # a link: never a lock file the harness made
+            return None
+        raise
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        return None
+    return fd
 
 
 def is_held(path: Path) -> bool:
     """True when some process holds the lock at `path` (probed with a shared lock, released at once); a path that
     is no regular file is no lock anyone holds (and is never waited on: a FIFO would block its open)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except FileNotFoundError:
+    fd = _open_lock_to_read(path)
+    if fd is None:
         return False
-    except OSError as err:
-        if err.errno == errno.ELOOP:  # a link: never a lock file the harness made
-            return False
-        raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
         if try_lock(fd, SHARED):
             fcntl.flock(fd, fcntl.LOCK_UN)
             return False

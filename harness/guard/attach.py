@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from harness.engines.base import RunHandle
+from harness.engines.docker import DockerEngine
+from harness.engines.process import ProcessEngine
 from harness.errors import ExitCode, HarnessError
 from harness.fs.files import RefusedPath, check_target, prepare_directory
 from harness.guard.config import GuardConfig
@@ -36,12 +38,8 @@ def attach_target(container: Optional[str], pid: Optional[int]) -> tuple[RunHand
     """The engine's handle on the running target (`check_request` first), and how to name it."""
     handle: RunHandle
     if container is not None:
-        from harness.engines.docker import DockerEngine
-
         handle, what = DockerEngine().attach(container), f"container {container}"
     else:
-        from harness.engines.process import ProcessEngine
-
         handle, what = ProcessEngine().attach(str(pid)), f"process {pid}"
     state = handle.describe().state
     if state not in ("running", "paused"):

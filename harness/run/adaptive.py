@@ -30,11 +30,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
+from harness.board.decisions import write_decision_text
+from harness.capture import this_host, utc_now
+from harness.capture.reader import read_capture
 from harness.errors import ExitCode, HarnessError
+from harness.experiments.schema import redacted_experiment
 from harness.fs.failpoints import failpoint
-from harness.stats.adaptive import AdaptiveComparison, Design, InterimOutcome, check_design, replay
-from harness.stats.record import Header, Interim, Record, Retry, Swap, check_record_name, record_path
-from harness.summary.decisions import METRICS, decision_summary
+from harness.fs.files import describe_os_error
+from harness.mileslog import keys
+from harness.run.decide import refuse_before_starting
+from harness.run.lifecycle import decide_on_capture
+from harness.run.plan import plan_runs
+from harness.stats.adaptive import AdaptiveComparison, Design, InterimOutcome, _adastop, check_design, replay
+from harness.stats.record import (
+    Header,
+    Interim,
+    Record,
+    RecordError,
+    RecordLock,
+    Retry,
+    Swap,
+    append_entry,
+    check_record_name,
+    cut_torn_tail,
+    read_record,
+    record_path,
+)
+from harness.summary.conditions import NOT_IN_CONDITION, config_hash, without_seed_flags
+from harness.summary.decisions import METRICS, decision_summary, metric_value
+from harness.summary.seeds import complete_steps
+from harness.summary.summarize import summarize_run
+from harness.times import now_rfc3339
 
 if TYPE_CHECKING:
     from harness.experiments.store import ExperimentStore
@@ -132,9 +158,6 @@ def _shown(value: object) -> str:
 
 def plan_condition(plan: Planned) -> str:
     """A hash of what a planned run measures, without its seed (the summary's condition, from the plan)."""
-    from harness.experiments.schema import redacted_experiment
-    from harness.summary.conditions import NOT_IN_CONDITION, config_hash, without_seed_flags
-
     experiment = {k: v for k, v in redacted_experiment(plan.experiment).items() if k not in NOT_IN_CONDITION}
     container = experiment.get("container")
     if isinstance(container, dict):
@@ -164,8 +187,6 @@ class _Slot:
 
 def plan_seed(request: DecideRequest, experiment: str, seed: int) -> Planned:
     """One seed of one experiment, planned as `sweep` plans it."""
-    from harness.run.plan import plan_runs
-
     (plan,) = plan_runs(
         request.store,
         experiment,
@@ -180,9 +201,6 @@ def plan_seed(request: DecideRequest, experiment: str, seed: int) -> Planned:
 
 def design_header(request: DecideRequest, firsts: Mapping[str, Planned]) -> Header:
     """The design line this call would write: the request, and what the experiments' first seeds say."""
-    from harness.stats.adaptive import _adastop
-    from harness.times import now_rfc3339
-
     design = request.design
     steps = {plan.experiment.steps for plan in firsts.values()}
     return Header(
@@ -207,8 +225,6 @@ def design_header(request: DecideRequest, firsts: Mapping[str, Planned]) -> Head
 def check_request(request: DecideRequest, firsts: Mapping[str, Planned]) -> None:
     """One line for what makes the comparison impossible before any run: the design, the metric, unequal step
     counts, a metric these experiments cannot have."""
-    from harness.mileslog import keys
-
     check_design(request.design)
     if request.metric not in METRICS:
         raise HarnessError(f"--metric {request.metric}: not one of {', '.join(METRICS)}")
@@ -232,9 +248,6 @@ def check_request(request: DecideRequest, firsts: Mapping[str, Planned]) -> None
 
 def decide(request: DecideRequest, ctx: RunContext, runner: Runner) -> DecideOutcome:
     """Run interims until every comparison is decided (or K interims), appending each to the record."""
-    from harness.capture import this_host, utc_now
-    from harness.stats.record import RecordLock, read_record
-
     design = request.design
     check_design(request.design)
     firsts = {name: plan_seed(request, name, 1) for name in design.experiments}
@@ -249,8 +262,6 @@ def decide(request: DecideRequest, ctx: RunContext, runner: Runner) -> DecideOut
 def _decide_locked(
     request: DecideRequest, ctx: RunContext, runner: Runner, asked: Header, record: Record
 ) -> DecideOutcome:
-    from harness.stats.record import append_entry, cut_torn_tail, read_record
-
     notes: list[str] = []
     root = request.capture_root
     refuse_another_design(request, record, asked)
@@ -305,8 +316,6 @@ def refuse_another_design(request: DecideRequest, record: Record, asked: Header)
 def replay_record(design: Design, record: Record) -> AdaptiveComparison:
     """The comparator rebuilt from the record's interims; RecordError when a recorded decision is not what the
     recorded values give (the record was made by another comparator, or changed)."""
-    from harness.stats.record import RecordError
-
     try:
         comparison = replay(design, [interim.values for interim in record.interims])
     except ValueError as err:
@@ -350,9 +359,6 @@ def run_interim(
 ) -> tuple[list[_Slot], list[Retry], list[Swap], int]:
     """Run (or reuse) the next n seeds of each open experiment until each has a value: (the slots in order, the
     retries, the replacements, the runs started)."""
-    from harness.run.decide import refuse_before_starting
-    from harness.run.lifecycle import decide_on_capture
-
     n = request.design.per_interim
     tried = _tried(record)
     slots: list[_Slot] = []
@@ -444,11 +450,6 @@ def _failure(result: SweepResult) -> str:
 
 def _value(request: DecideRequest, header: Header, plan: Planned) -> tuple[Optional[float], str, Optional[int]]:
     """The seed's value by the summary's rules, or None and why (its steps, its kind of run); the attempt read."""
-    from harness.capture.reader import read_capture
-    from harness.summary.decisions import metric_value
-    from harness.summary.seeds import complete_steps
-    from harness.summary.summarize import summarize_run
-
     run = plan.spec.run
     summary: RunSummary = summarize_run(read_capture(request.capture_root / run)).summary
     if summary.simulated is not None and summary.simulated != header.simulated:
@@ -481,8 +482,6 @@ def _interim_entry(
     replaced: list[Swap],
     notes: list[str],
 ) -> Interim:
-    from harness.times import now_rfc3339
-
     names = comparison.design.comparison_names
     by: dict[str, list[_Slot]] = {}
     for slot in slots:
@@ -511,9 +510,6 @@ def _interim_entry(
 
 def _board(request: DecideRequest, record: Record, ctx: RunContext) -> None:
     """The decision as text on TensorBoard (the lesser record: a failure there is a warning, never the end)."""
-    from harness.board.decisions import write_decision_text
-    from harness.fs.files import describe_os_error
-
     try:
         write_decision_text(request.capture_root, record)
     except OSError as err:
@@ -596,9 +592,6 @@ class DecidePlan:
 
 def plan_decide(request: DecideRequest) -> DecidePlan:
     """The plan of `decide` without running or writing anything (the same refusals first)."""
-    from harness.run.lifecycle import decide_on_capture
-    from harness.stats.record import read_record
-
     design = request.design
     check_design(design)
     firsts = {name: plan_seed(request, name, 1) for name in design.experiments}

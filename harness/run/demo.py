@@ -28,6 +28,7 @@ from harness.run.decide import Decision
 from harness.run.lifecycle import SweepResult, run_in_parallel
 from harness.run.plan import Planned, plan_runs
 from harness.run.simswap import SIM_START_BELOW_C, SimTarget
+from harness.summary.seeds import across_seeds_lines
 
 if TYPE_CHECKING:
     from harness.summary.document import Comparison, SummaryDocument
@@ -259,7 +260,5 @@ def _across_seeds(comparison: Optional["Comparison"]) -> str:
 
 def verdict_lines(document: "SummaryDocument") -> list[str]:
     """What the demo says after the table: each run's verdict, then each comparison across seeds once."""
-    from harness.summary.seeds import across_seeds_lines
-
     lines = [f"{c.run} against {c.baseline}: {c.reward.verdict}" for c in document.comparisons]
     return lines + across_seeds_lines(document.comparisons)

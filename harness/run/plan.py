@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Optional, Sequence, Tuple, Union
 
+from harness.capture.attempts import RunAttempts
 from harness.checkpoints.layout import (
     CONTAINER_ROOT,
     CheckpointSpec,
@@ -41,6 +42,7 @@ from harness.jsontypes import JSONValue
 from harness.lab.milesnames import ROLLOUT_GLOBAL_DATASET_FLAG
 from harness.run.simswap import SimTarget, simulated
 from harness.secrets import is_secret_env, redact_text, shown_json, shown_words
+from harness.sim.config import sizes_problem
 
 # Keys of the resolved experiment that do not change what a run measures (the
 # guard decides when the run is frozen, and its pauses are taken out of the times;
@@ -281,8 +283,6 @@ def _checkpoint_warnings(spec: LaunchSpec) -> tuple[str, ...]:
 
 def refuse_sim_sizes(spec: LaunchSpec) -> None:
     """A run on the simulator with sizes no GB10 run could have is refused before anything starts (one line)."""
-    from harness.sim.config import sizes_problem
-
     problem = sizes_problem(spec.trainer_argv)
     if problem is not None:
         raise HarnessError(f"run {spec.run} on the simulator: {problem}")
@@ -296,6 +296,4 @@ def attempt_container_name(spec: LaunchSpec, attempt: int) -> str:
 
 def next_attempt_spec(spec: LaunchSpec) -> LaunchSpec:
     """The spec as the run's next attempt would start it now (its container named for that attempt): `--dry-run`."""
-    from harness.capture.attempts import RunAttempts
-
     return replace(spec, container_name=attempt_container_name(spec, RunAttempts(Path(spec.capture_dir)).next_number()))
