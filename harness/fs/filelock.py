@@ -15,6 +15,7 @@ import json
 import os
 import stat
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
@@ -44,15 +45,23 @@ def try_lock(fd: int, mode: int) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class LockWords:
+    """What a waiter says about one lock: who holds it (read when needed), and its busy, waiting and cancelled
+    lines (`busy` and `waiting` take the holder)."""
+
+    holder: Callable[[], str]
+    busy: Callable[[str], str]
+    waiting: Callable[[str], str]
+    cancelled_message: str
+
+
 def lock_or_wait(
     fd: int,
     mode: int,
+    words: LockWords,
     *,
     wait: bool,
-    holder: Callable[[], str],
-    busy: Callable[[str], str],
-    waiting: Callable[[str], str],
-    cancelled_message: str,
     on_wait: Callable[[str], None],
     cancelled: Callable[[], bool],
     poll_s: float,
@@ -61,12 +70,12 @@ def lock_or_wait(
     told = False
     while not try_lock(fd, mode):
         if not wait:
-            raise HarnessError(busy(holder()), ExitCode.BUSY)
+            raise HarnessError(words.busy(words.holder()), ExitCode.BUSY)
         if not told:
-            on_wait(waiting(holder()))
+            on_wait(words.waiting(words.holder()))
             told = True
         if cancelled():
-            raise HarnessError(cancelled_message, ExitCode.INTERRUPTED)
+            raise HarnessError(words.cancelled_message, ExitCode.INTERRUPTED)
         time.sleep(poll_s)
 
 

@@ -220,12 +220,25 @@ class GuardReading:
     temps: tuple[tuple[str, float], ...] = ()  # (label, C) of each temperature read at the last poll
 
 
+@dataclass(frozen=True)
+class GuardHooks:
+    """What the loop calls from its thread, none of which may block: `on_note` gets each problem once, `on_stop`
+    the reason of a max-pause stop, `on_reading` the reading after every poll (live progress), and `append`
+    writes a record (default: the capture's append_jsonl; a run on a Ray node also streams it to the driver)."""
+
+    on_note: Optional[Callable[[str], None]] = None
+    on_stop: Optional[Callable[[str], None]] = None
+    on_reading: Optional[Callable[[GuardReading], None]] = None
+    append: Optional[Callable[[Path, object], None]] = None
+
+
+NO_HOOKS = GuardHooks()
+
+
 class GuardLoop:
     """Guards one handle with one sensor; `start()` runs it in a thread, `stop()` ends it and thaws the run.
 
-    Callbacks run in the guard's thread and must not block: `on_note` gets
-    each problem once, `on_stop` the reason of a max-pause stop, `on_reading`
-    the reading after every poll (live progress).
+    Its `hooks` run in the guard's thread and must not block (GuardHooks).
     """
 
     def __init__(
@@ -238,10 +251,7 @@ class GuardLoop:
         samples_path: Path,
         clock: Clock = time.monotonic,
         wall_us: WallClock = wall_clock_us,
-        on_note: Optional[Callable[[str], None]] = None,
-        on_stop: Optional[Callable[[str], None]] = None,
-        on_reading: Optional[Callable[[GuardReading], None]] = None,
-        append: Optional[Callable[[Path, object], None]] = None,
+        hooks: GuardHooks = NO_HOOKS,
     ) -> None:
         self.handle = handle
         self.sensor = sensor
@@ -251,11 +261,10 @@ class GuardLoop:
         self.notes: list[str] = []
         self._clock = clock
         self._wall_us = wall_us
-        self._on_note = on_note
-        self._on_stop = on_stop
-        self._on_reading = on_reading
-        # The capture's writer (default: append_jsonl): a run on a Ray node also streams it to the driver.
-        self._append_record = append if append is not None else append_jsonl
+        self._on_note = hooks.on_note
+        self._on_stop = hooks.on_stop
+        self._on_reading = hooks.on_reading
+        self._append_record = hooks.append if hooks.append is not None else append_jsonl
         self._reader = BoundedReader(sensor)
         self._noted: set[str] = set()
         self._notes_lock = (

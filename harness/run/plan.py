@@ -229,6 +229,16 @@ class Planned:
         return self.sim.time_scale if self.sim is not None else 1.0
 
 
+@dataclass(frozen=True)
+class PlanScope:
+    """Where an experiment's runs stand besides its own file: under a variant's run name (`variant`: `<variant>`,
+    `<variant>-s<k>`, so a configuration changed with `--set` has a capture of its own beside the experiment's),
+    and in the sweep file named `sweep` (its `guard` block over the experiment's)."""
+
+    variant: Optional[str] = None
+    sweep: Optional[str] = None
+
+
 def plan_runs(
     store: ExperimentStore,
     name: str,
@@ -237,15 +247,11 @@ def plan_runs(
     capture_root: Path,
     environ: dict[str, str],
     sim: Optional[SimTarget] = None,
-    variant: Optional[str] = None,
-    sweep: Optional[str] = None,
+    scope: PlanScope = PlanScope(),
 ) -> list[Planned]:
     """Every run of experiment `name` over `seeds` (the file's own seed when none); on the simulator with `sim`;
-    with the `guard` block of the sweep file named `sweep` over the experiment's.
-
-    `variant`: the runs go under that run name (`<variant>`, `<variant>-s<k>`) instead of the experiment's, so a
-    configuration changed with `--set` has a capture of its own beside the experiment's.
-    """
+    under a variant's name or a sweep's guard block as `scope` says."""
+    variant, sweep = scope.variant, scope.sweep
     if variant is not None:
         store.check_variant_name(variant)
     plans = []
