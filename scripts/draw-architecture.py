@@ -35,13 +35,16 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, float, str], ...]], ...] = (
     ("reading captures", (("summary", 5, "numbers, figures"), ("stats", 6, "AdaStop, seeds"))),
     (
         "the capture",
-        (("mileslog", 3, "what Miles prints"), ("capture", 4, "format, write, read"), ("fs", 5, "paths, locks")),
+        (
+            ("mileslog", 3, "what Miles prints"),
+            ("capture", 4, "format, write, read"),
+            ("fs", 5, "paths, locks, faults"),
+        ),
     ),
     (
         "shared by all",
         (
-            ("lab", 1, "image, Miles names"),
-            ("failpoints", 2, "kill points"),
+            ("lab", 2, "image, Miles names"),
             ("errors.py", 3, "error, exit codes"),
             ("jsontypes.py", 4, "JSON types"),
             ("secrets.py", 5, "the secret rule"),

@@ -226,8 +226,8 @@ echo last
 
 @pytest.mark.docker
 def test_the_engine_s_log_read_by_the_harness_gives_each_stream_s_lines_whole_and_in_order(busybox_image: str) -> None:
-    from harness.engines.docker import DockerRun
     from harness.engines.dockerapi import docker_host
+    from harness.engines.dockerrun import DockerRun
     from support.lab import docker_client
 
     client = docker_client()
@@ -272,8 +272,8 @@ def test_a_stream_that_breaks_while_a_long_line_is_unfinished_resumes_early_enou
     # Docker sends stderr's first 16 KiB at once and the rest with the newline 3 s later; stdout's lines between
     # move the position past its 2 s window. The break comes then: the reopen must start no later than the
     # unfinished line, or its first piece is never sent again.
-    from harness.engines import docker as docker_engine
-    from harness.engines.docker import DockerRun
+    from harness.engines import dockerrun as docker_engine
+    from harness.engines.dockerrun import DockerRun
     from support.lab import docker_client
 
     original = docker_engine.DockerRun._open_logs
@@ -313,7 +313,7 @@ def test_a_stream_that_breaks_while_a_long_line_is_unfinished_resumes_early_enou
 
 @pytest.mark.docker
 def test_a_container_with_a_tty_is_read_as_the_sdk_reads_it(busybox_image: str) -> None:
-    from harness.engines.docker import DockerRun
+    from harness.engines.dockerrun import DockerRun
     from support.lab import docker_client
 
     client = docker_client()

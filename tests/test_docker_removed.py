@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from harness.engines import RunGone
-from harness.engines.docker import DockerEngine, DockerRun
+from harness.engines.docker import DockerEngine
+from harness.engines.dockerrun import DockerRun
 from support.timing import scaled
 
 pytestmark = pytest.mark.docker

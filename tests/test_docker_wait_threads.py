@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from harness.engines.docker import DockerRun
+from harness.engines.dockerrun import DockerRun
 
 
 class SlowExit:

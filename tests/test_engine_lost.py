@@ -55,7 +55,7 @@ def cut_after_first_step(lab: Lab, run: str, proxy: UnixProxy, then: Any = None)
 def test_an_engine_that_stays_away_ends_the_run_failed_and_recover_keeps_the_reason(
     proxied: Any, monkeypatch: Any
 ) -> None:
-    from harness.engines import docker as docker_engine
+    from harness.engines import dockerrun as docker_engine
 
     lab, proxy = proxied
     monkeypatch.setattr(docker_engine, "ENGINE_PATIENCE_S", 3.0)
@@ -84,7 +84,7 @@ def test_an_engine_that_stays_away_ends_the_run_failed_and_recover_keeps_the_rea
 def test_a_restarted_engine_that_killed_the_container_is_failed_with_both_reasons(
     proxied: Any, monkeypatch: Any
 ) -> None:
-    from harness.engines import docker as docker_engine
+    from harness.engines import dockerrun as docker_engine
 
     lab, proxy = proxied
     monkeypatch.setattr(docker_engine, "ENGINE_PATIENCE_S", 30.0)
@@ -112,7 +112,7 @@ def test_an_engine_lost_while_the_guard_holds_the_run_frozen_leaves_the_window_f
     import json
 
     from harness.capture.reader import read_pauses
-    from harness.engines import docker as docker_engine
+    from harness.engines import dockerrun as docker_engine
 
     lab, proxy = proxied
     monkeypatch.setattr(docker_engine, "ENGINE_PATIENCE_S", 3.0)

@@ -14,7 +14,7 @@ from typing import Optional
 import pytest
 
 from harness.engines.process import ProcessRun
-from harness.guard import Action, GuardLoop
+from harness.guard import Action, GuardHooks, GuardLoop
 from harness.guard.config import GuardConfig, SimSensorConfig
 from harness.guard.samples import Sample
 from harness.guard.sensors import FileSensor, SimSensor, SysfsSensor
@@ -138,7 +138,7 @@ def test_max_pause_stop_thaws_then_asks_the_runner_to_stop(ticker: ProcessRun, t
         GuardConfig(poll_s=0.05, min_pause_s=0.0, max_pause_s=0.3, on_max_pause="stop"),
         pauses_path=tmp_path / "pauses.jsonl",
         samples_path=tmp_path / "guard.jsonl",
-        on_stop=asked.append,
+        hooks=GuardHooks(on_stop=asked.append),
     ).start()
     assert eventually(lambda: bool(asked), timeout_s=5.0)
     assert asked == ["not cooled to resume_at_c within max_pause_s 0.3 s; stopping the run"]
@@ -306,7 +306,7 @@ def test_records_that_cannot_be_written_never_stop_a_pause(ticker: ProcessRun, t
         samples_path=tmp_path / "gone" / "guard.jsonl",
         clock=clock,
         wall_us=clock.wall_us,
-        on_note=notes.append,
+        hooks=GuardHooks(on_note=notes.append),
     )
     write_temp(temp, "90")
     assert guard.poll().action is Action.PAUSE
@@ -411,7 +411,7 @@ def test_a_max_pause_stop_whose_thaw_failed_is_thawed_and_closed_by_stop(tmp_pat
         samples_path=tmp_path / "guard.jsonl",
         clock=clock,
         wall_us=clock.wall_us,
-        on_stop=asked.append,
+        hooks=GuardHooks(on_stop=asked.append),
     )
     write_temp(temp, "95")
     guard.poll()

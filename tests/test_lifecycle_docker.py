@@ -210,7 +210,7 @@ def test_burst_of_100000_lines_and_a_1mb_line_arrive_intact(docker_lab: Lab) -> 
 
 
 def test_a_broken_log_stream_reconnects_without_loss_or_duplicates(docker_lab: Lab, monkeypatch: Any) -> None:
-    from harness.engines import docker as docker_engine
+    from harness.engines import dockerrun as docker_engine
 
     original = docker_engine.DockerRun._open_logs
     opened = []

@@ -107,7 +107,7 @@ REMOVED = "its container was removed while it ran"
     ],
 )
 def test_a_removal_is_read_from_the_engines_answers_whichever_came_first(exit_code, state_after, removed) -> None:
-    from harness.engines.docker import ended_by_removal
+    from harness.engines.dockerrun import ended_by_removal
 
     assert ended_by_removal(exit_code, state_after) is removed
 

@@ -219,7 +219,7 @@ def test_a_position_moved_a_burst_at_a_time_is_the_one_moved_a_line_at_a_time(
 
 @pytest.mark.docker
 def test_a_paused_then_stopped_container_gives_every_line_once(busybox_image: str) -> None:
-    from harness.engines.docker import DockerRun
+    from harness.engines.dockerrun import DockerRun
     from support.lab import docker_client
 
     client = docker_client()

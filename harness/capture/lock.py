@@ -20,6 +20,7 @@ from typing import Callable, Mapping, Optional
 from harness.errors import HarnessError
 from harness.fs.filelock import (
     EXCLUSIVE,
+    LockWords,
     clear_owner,
     is_held,
     lock_or_wait,
@@ -81,11 +82,13 @@ class CaptureLock:
             lock_or_wait(
                 fd,
                 EXCLUSIVE,
+                LockWords(
+                    holder=lambda: holder(self.capture_dir),
+                    busy=lambda who: f"run {run} is in use ({who}); without --no-wait this run would wait for it",
+                    waiting=lambda who: f"waiting for run {run} to end ({who})",
+                    cancelled_message=f"interrupted while waiting for run {run}; nothing was started",
+                ),
                 wait=wait,
-                holder=lambda: holder(self.capture_dir),
-                busy=lambda who: f"run {run} is in use ({who}); without --no-wait this run would wait for it",
-                waiting=lambda who: f"waiting for run {run} to end ({who})",
-                cancelled_message=f"interrupted while waiting for run {run}; nothing was started",
                 on_wait=on_wait,
                 cancelled=cancelled,
                 poll_s=poll_s,

@@ -35,7 +35,8 @@ from harness.stats.adaptive import DEFAULT_ALPHA, DEFAULT_INTERIMS, DEFAULT_PER_
 from harness.summary.decisions import DEFAULT_METRIC, METRICS
 
 if TYPE_CHECKING:
-    from harness.run.adaptive import DecideOutcome, DecidePlan
+    from harness.run.adaptive import DecideOutcome
+    from harness.run.adaptive_plan import DecidePlan
     from harness.run.context import RunContext
     from harness.run.lifecycle import SweepResult
     from harness.run.plan import Planned
@@ -120,7 +121,8 @@ def decide_command(
 ) -> None:
     from harness.errors import HarnessError
     from harness.experiments.store import ExperimentStore
-    from harness.run.adaptive import DecideRequest, decide, plan_decide
+    from harness.run.adaptive import DecideRequest, decide
+    from harness.run.adaptive_plan import plan_decide
     from harness.run.context import RunContext, RunOptions
     from harness.run.lifecycle import stop_on_signals
     from harness.stats.adaptive import Design, check_design

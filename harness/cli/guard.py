@@ -112,7 +112,7 @@ def guard_command(
     import threading
 
     from harness.cli.progress import describe_guard
-    from harness.guard.attach import attach_target, check_request, guard_target, how_it_ended
+    from harness.guard.attach import GuardTargetHooks, attach_target, check_request, guard_target, how_it_ended
 
     record = check_request(container, pid, record)
     config = _guard_config(settings)
@@ -128,9 +128,11 @@ def guard_command(
             record,
             grace_s=grace_s,
             stopped=stopped,
-            on_guarding=lambda message: console.print(message, markup=False),
-            on_warning=warn,
-            on_reading=_printer(console, what),
+            hooks=GuardTargetHooks(
+                on_guarding=lambda message: console.print(message, markup=False),
+                on_warning=warn,
+                on_reading=_printer(console, what),
+            ),
         )
     finally:
         for sig, handler in previous.items():

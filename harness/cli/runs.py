@@ -150,7 +150,7 @@ def plan_from_cli(
     """Plan the runs of `name` over `seeds` (a sweep file's own seeds when it is one); warnings are printed."""
     from harness.errors import HarnessError
     from harness.experiments.store import ExperimentStore
-    from harness.run.plan import plan_runs
+    from harness.run.plan import PlanScope, plan_runs
 
     store = ExperimentStore(experiments_dir)
     sweep: Optional[str] = None
@@ -159,9 +159,8 @@ def plan_from_cli(
         sweep, name, seeds = name, sweep_file.sweep, list(seeds) or sweep_file.seeds
     if len(set(seeds)) != len(seeds):
         raise HarnessError(f"--seeds: each seed once, got {list(seeds)}")
-    plans = plan_runs(
-        store, name, seeds, overrides, capture_dir, dict(os.environ), sim=sim, variant=variant, sweep=sweep
-    )
+    scope = PlanScope(variant=variant, sweep=sweep)
+    plans = plan_runs(store, name, seeds, overrides, capture_dir, dict(os.environ), sim=sim, scope=scope)
     if sim is not None:
         note(sim.describe())
     for message in dict.fromkeys(m for plan in plans for m in plan.warnings):  # once, not once per seed

@@ -86,11 +86,11 @@ def listed_engine_names(environ: Optional[Mapping[str, str]] = None) -> tuple[st
 def engine_named(name: str) -> Engine:
     """The engine called `name`, with its default client."""
     if name == "process":
-        from harness.engines.process import ProcessEngine
+        from harness.engines.process import ProcessEngine  # on demand: importing the package's protocols stays light
 
         return ProcessEngine()
     if name == "docker":
-        from harness.engines.docker import DockerEngine
+        from harness.engines.docker import DockerEngine  # on demand: importing the package's protocols stays light
 
         return DockerEngine()
     raise HarnessError(f"unknown engine {name!r} (engines: {', '.join(ENGINE_NAMES)})")

@@ -42,6 +42,7 @@ from harness.capture.bounded import Unreadable, loads_json, read_json_file
 from harness.engines.base import Problem
 from harness.fs.files import RefusedPath, write_json_atomic
 from harness.fs.paths import state_dir
+from harness.lab.milesargv import flag_values
 from harness.lab.milesnames import FILTER_FLAG, WRITE_UP_MILES, ZERO_STD_FILTER_PATHS
 
 if TYPE_CHECKING:
@@ -160,8 +161,6 @@ class PathFlag:
 
 def path_flags(trainer_argv: Sequence[str]) -> list[PathFlag]:
     """Every `*-path` flag whose (last) value is a dotted Python path, in argv order."""
-    from harness.lab.milesargv import flag_values
-
     found = []
     for flag, values in flag_values(list(trainer_argv)).items():
         if not flag.endswith("-path") or not values:

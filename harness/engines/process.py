@@ -35,8 +35,8 @@ from harness.engines.logstream import LogPosition, stamp_now
 from harness.engines.shim import LiveProcess, process_identity
 from harness.engines.spec import LaunchSpec
 from harness.errors import ExitCode, HarnessError
-from harness.failpoints import ENV as FAILPOINT_ENV
-from harness.failpoints import failpoint
+from harness.fs.failpoints import ENV as FAILPOINT_ENV
+from harness.fs.failpoints import failpoint
 from harness.fs.files import open_append, write_json_atomic
 from harness.fs.paths import state_dir
 

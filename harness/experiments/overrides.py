@@ -10,6 +10,7 @@ import yaml
 
 from harness.errors import HarnessError
 from harness.experiments.flags import HARNESS_ENV, split_or_none
+from harness.experiments.schema import ENV_MAPS, env_map_at
 from harness.experiments.yamlfile import MAX_DEPTH, BoundedLoader, RawMapping, key_text, one_line
 from harness.secrets import REDACTED, is_secret_flag, redact_userinfo, secret_flags
 
@@ -36,8 +37,6 @@ class Override:
 
     def hides_secrets(self, is_secret: Callable[[str], bool]) -> bool:
         """True when the value sets a secret's value (or a whole mapping that may hold one)."""
-        from harness.experiments.schema import ENV_MAPS, env_map_at
-
         args = ("miles", "args")
         env = env_map_at(self.path)
         if env is not None:

@@ -15,10 +15,12 @@ import json
 import os
 import stat
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 from harness.errors import ExitCode, HarnessError
+from harness.fs.files import open_for_update, prepare_directory
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
@@ -30,8 +32,6 @@ SHARED = fcntl.LOCK_SH
 def open_lock_file(path: Path, root: Optional[Path] = None) -> int:
     """An fd on the lock file (created 0666 less the umask, like every file the harness writes): a regular file,
     never a link (a shared lock directory must not let anyone point a lock at another file), inside `root`."""
-    from harness.fs.files import open_for_update, prepare_directory
-
     prepare_directory(path.parent, root)
     return open_for_update(path, root=root)
 
@@ -45,15 +45,23 @@ def try_lock(fd: int, mode: int) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class LockWords:
+    """What a waiter says about one lock: who holds it (read when needed), and its busy, waiting and cancelled
+    lines (`busy` and `waiting` take the holder)."""
+
+    holder: Callable[[], str]
+    busy: Callable[[str], str]
+    waiting: Callable[[str], str]
+    cancelled_message: str
+
+
 def lock_or_wait(
     fd: int,
     mode: int,
+    words: LockWords,
     *,
     wait: bool,
-    holder: Callable[[], str],
-    busy: Callable[[str], str],
-    waiting: Callable[[str], str],
-    cancelled_message: str,
     on_wait: Callable[[str], None],
     cancelled: Callable[[], bool],
     poll_s: float,
@@ -62,12 +70,12 @@ def lock_or_wait(
     told = False
     while not try_lock(fd, mode):
         if not wait:
-            raise HarnessError(busy(holder()), ExitCode.BUSY)
+            raise HarnessError(words.busy(words.holder()), ExitCode.BUSY)
         if not told:
-            on_wait(waiting(holder()))
+            on_wait(words.waiting(words.holder()))
             told = True
         if cancelled():
-            raise HarnessError(cancelled_message, ExitCode.INTERRUPTED)
+            raise HarnessError(words.cancelled_message, ExitCode.INTERRUPTED)
         time.sleep(poll_s)
 
 
@@ -94,29 +102,51 @@ MAX_OWNER_BYTES = 64 << 10  # who holds a lock: a line of JSON
 
 def read_owner(path: Path) -> JSONObject:
     """Who holds a lock, as the holder wrote it ({} when unknown); read bounded, never blocking on a FIFO."""
-    from harness.capture.bounded import Unreadable, read_bounded
-
     try:
-        owner = json.loads(read_bounded(path, MAX_OWNER_BYTES) or b"{}")
-    except (OSError, Unreadable, ValueError):
+        fd = _open_lock_to_read(path)
+    except OSError:
         return {}
+    if fd is None:
+        return {}
+    try:
+        data = os.read(fd, MAX_OWNER_BYTES + 1)
+        owner = json.loads(data or b"{}") if len(data) <= MAX_OWNER_BYTES else {}
+    except (OSError, ValueError):
+        return {}
+    finally:
+        os.close(fd)
     return owner if isinstance(owner, dict) else {}
+
+
+def _open_lock_to_read(path: Path) -> Optional[int]:
+    """A read-only fd on the lock file at `path`, or None where there is none: absent, a link (never a lock file the
+    harness made), or no regular file (never opened blocking: a FIFO would block its open)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # a link: never a lock file the harness made
+            return None
+        raise
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        return None
+    return fd
 
 
 def is_held(path: Path) -> bool:
     """True when some process holds the lock at `path` (probed with a shared lock, released at once); a path that
     is no regular file is no lock anyone holds (and is never waited on: a FIFO would block its open)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except FileNotFoundError:
+    fd = _open_lock_to_read(path)
+    if fd is None:
         return False
-    except OSError as err:
-        if err.errno == errno.ELOOP:  # a link: never a lock file the harness made
-            return False
-        raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
         if try_lock(fd, SHARED):
             fcntl.flock(fd, fcntl.LOCK_UN)
             return False

@@ -9,7 +9,7 @@
 docs/guard.md has the rules, the defaults and their reasons.
 """
 
-from harness.guard.loop import GuardLoop, GuardReading, Pausable
+from harness.guard.loop import GuardHooks, GuardLoop, GuardReading, Pausable
 from harness.guard.policy import Action, Decision, GuardState, decide
 from harness.guard.samples import Sample, Sensor, SensorUnavailable
 from harness.guard.sensors import SensorChoice, open_sensor
@@ -18,6 +18,7 @@ from harness.guard.session import GuardSession
 __all__ = [
     "Action",
     "Decision",
+    "GuardHooks",
     "GuardLoop",
     "GuardReading",
     "GuardSession",

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from harness.engines.base import RunHandle
+from harness.engines.docker import DockerEngine
+from harness.engines.process import ProcessEngine
 from harness.errors import ExitCode, HarnessError
 from harness.fs.files import RefusedPath, check_target, prepare_directory
 from harness.guard.config import GuardConfig
@@ -36,17 +39,22 @@ def attach_target(container: Optional[str], pid: Optional[int]) -> tuple[RunHand
     """The engine's handle on the running target (`check_request` first), and how to name it."""
     handle: RunHandle
     if container is not None:
-        from harness.engines.docker import DockerEngine
-
         handle, what = DockerEngine().attach(container), f"container {container}"
     else:
-        from harness.engines.process import ProcessEngine
-
         handle, what = ProcessEngine().attach(str(pid)), f"process {pid}"
     state = handle.describe().state
     if state not in ("running", "paused"):
         raise HarnessError(f"{what} is not running (it is {state})", ExitCode.NOT_FOUND)
     return handle, what
+
+
+@dataclass(frozen=True)
+class GuardTargetHooks:
+    """What `guard_target` tells its caller: what is guarded (once), each warning, and each reading."""
+
+    on_guarding: Callable[[str], None]
+    on_warning: Callable[[str], None]
+    on_reading: Callable[[GuardReading], None]
 
 
 def guard_target(
@@ -57,17 +65,15 @@ def guard_target(
     *,
     grace_s: float,
     stopped: threading.Event,
-    on_guarding: Callable[[str], None],
-    on_warning: Callable[[str], None],
-    on_reading: Callable[[GuardReading], None],
+    hooks: GuardTargetHooks,
 ) -> GuardEnd:
-    """Open the sensor, say what is guarded (`on_guarding`), guard until the target exits or `stopped` is set."""
+    """Open the sensor, say what is guarded (`hooks.on_guarding`), guard until the target exits or `stopped` is set."""
     session = GuardSession.open(config)
     try:
         if not session.guarded:
             raise HarnessError(session.warnings[0] if session.warnings else "--sensor none: nothing would guard it")
         for message in session.warnings:
-            on_warning(message)
+            hooks.on_warning(message)
         try:
             prepare_directory(record)
             for name in ("pauses.jsonl", "guard.jsonl"):  # refused now, not as a note at the first write
@@ -76,7 +82,7 @@ def guard_target(
             raise HarnessError(f"--record: {err}") from None
         except OSError as err:
             raise HarnessError(f"--record {record}: {err.strerror or err}") from None
-        on_guarding(
+        hooks.on_guarding(
             f"guarding {what} with the {session.facts().get('picked')} sensor: pause at {config.pause_at_c:g} C, "
             f"resume at {config.resume_at_c:g} C, a reading every {config.poll_s:g} s; recording into {record}. "
             "Ctrl-C ends (the target is thawed first)."
@@ -86,8 +92,8 @@ def guard_target(
             session,
             record,
             stopped=stopped,
-            on_reading=on_reading,
-            on_note=lambda message: on_warning(f"heat guard: {message}"),
+            on_reading=hooks.on_reading,
+            on_note=lambda message: hooks.on_warning(f"heat guard: {message}"),
             grace_s=grace_s,
         )
     finally:

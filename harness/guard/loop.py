@@ -52,7 +52,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Optional, Protocol, TypedDict, Union
+from typing import Callable, Optional, Protocol, Union
 
 from harness.capture import append_jsonl
 from harness.engines import EXITED, GONE
@@ -69,6 +69,15 @@ from harness.guard.policy import (
     max_pause_deadline,
     pause_failed,
 )
+from harness.guard.reader import READ_WAIT_MIN_S, BoundedReader
+from harness.guard.records import (
+    FailedPauseRecord,
+    PauseRecord,
+    SampleRecord,
+    WatchRecord,
+    sample_record,
+    watch_record,
+)
 from harness.guard.samples import (
     Clock,
     PauseAware,
@@ -83,113 +92,6 @@ from harness.guard.samples import (
 from harness.times import format_time_us
 
 ENDED_WAIT_S = 1.0  # after a failed pause or thaw: how long to wait for the engine to say the run ended
-READ_WAIT_MIN_S = 0.2  # the shortest wait for a reading: a busy machine's slow read is not a missing one
-STOP_CHECK_S = 0.05  # how often a wait for a reading looks whether the guard is stopping
-
-
-class PauseRecord(TypedDict):
-    """One line of pauses.jsonl: a window, `end` None while it is open."""
-
-    start: str
-    end: Optional[str]
-    reason: Optional[str]
-    peak_c: Optional[float]
-
-
-class FailedPauseRecord(PauseRecord):
-    """The closing line of a window whose freeze the engine refused: closed at its start, with the engine's words
-    and what the guard did then."""
-
-    failed: str
-    on_pause_failure: str
-
-
-class SampleRecord(TypedDict):
-    """One sample line of guard.jsonl: `temp_c` the hottest watched temperature, `gpu_c` the GPU's, `zones` each
-    other watched temperature by name (null: unread at this poll); `paused` as the poll decided."""
-
-    t: str
-    temp_c: Optional[float]
-    reasons: Optional[int]
-    power_w: Optional[float]
-    paused: bool
-    gpu_c: Optional[float]
-    zones: dict[str, Optional[float]]
-
-
-class WatchedRecord(TypedDict):
-    """One watched temperature in a watch line: its name and label, and the limit it is judged against."""
-
-    name: str
-    label: str
-    pause_at_c: float
-    resume_at_c: float
-    basis: str
-    trip_c: Optional[float]
-    trip_type: Optional[str]
-
-
-class WatchLimits(TypedDict):
-    """What a watch line says: the sensor, the GPU's thresholds, and each zone's."""
-
-    sensor: str
-    pause_at_c: float
-    resume_at_c: float
-    zones: list[WatchedRecord]
-
-
-class WatchRecord(TypedDict):
-    """A watch line of guard.jsonl (it has no `temp_c`: readers of samples pass over it)."""
-
-    t: str
-    watch: WatchLimits
-
-
-class BoundedReader:
-    """Reads a sensor in a thread of its own and waits a bounded time; one read at a time, never two."""
-
-    def __init__(self, sensor: Sensor) -> None:
-        self.sensor = sensor
-        self._pending: Optional[threading.Thread] = None
-
-    @property
-    def hung(self) -> bool:
-        """True while a read that was given up on has still not returned."""
-        return self._pending is not None and self._pending.is_alive()
-
-    def read(self, timeout_s: float, stopping: threading.Event) -> tuple[Optional[Sample], Optional[str]]:
-        """The sample (None: no reading), and a problem worth a note (or None)."""
-        if self.hung:
-            return None, self._slow(timeout_s)
-        box: list[Union[Sample, None, Exception]] = []
-
-        def take() -> None:
-            try:
-                box.append(self.sensor.read())
-            except Exception as err:  # noqa: BLE001 - a sensor must not raise; if it does, it is a missing reading
-                box.append(err)
-
-        self._pending = threading.Thread(target=take, name=f"sensor-{self.sensor.name}", daemon=True)
-        self._pending.start()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self._pending.join(max(0.0, min(STOP_CHECK_S, deadline - time.monotonic())))
-            if box or time.monotonic() >= deadline or stopping.is_set():
-                break
-        if not box:
-            return None, (None if stopping.is_set() else self._slow(timeout_s))
-        self._pending = None
-        found = box[0]
-        if isinstance(found, Exception):
-            return None, f"sensor {self.sensor.name} raised {type(found).__name__}: {found}"
-        problem = getattr(self.sensor, "problem", None)  # a file sensor's "not a regular file"
-        return found, (f"sensor {self.sensor.name}: {problem}" if found is None and problem else None)
-
-    def _slow(self, timeout_s: float) -> str:
-        return (
-            f"sensor {self.sensor.name}: no answer within {timeout_s:g} s; a blocked read counts as a missing "
-            "reading (and no other read starts until it returns)"
-        )
 
 
 class Pausable(Protocol):
@@ -220,12 +122,25 @@ class GuardReading:
     temps: tuple[tuple[str, float], ...] = ()  # (label, C) of each temperature read at the last poll
 
 
+@dataclass(frozen=True)
+class GuardHooks:
+    """What the loop calls from its thread, none of which may block: `on_note` gets each problem once, `on_stop`
+    the reason of a max-pause stop, `on_reading` the reading after every poll (live progress), and `append`
+    writes a record (default: the capture's append_jsonl; a run on a Ray node also streams it to the driver)."""
+
+    on_note: Optional[Callable[[str], None]] = None
+    on_stop: Optional[Callable[[str], None]] = None
+    on_reading: Optional[Callable[[GuardReading], None]] = None
+    append: Optional[Callable[[Path, object], None]] = None
+
+
+NO_HOOKS = GuardHooks()
+
+
 class GuardLoop:
     """Guards one handle with one sensor; `start()` runs it in a thread, `stop()` ends it and thaws the run.
 
-    Callbacks run in the guard's thread and must not block: `on_note` gets
-    each problem once, `on_stop` the reason of a max-pause stop, `on_reading`
-    the reading after every poll (live progress).
+    Its `hooks` run in the guard's thread and must not block (GuardHooks).
     """
 
     def __init__(
@@ -238,10 +153,7 @@ class GuardLoop:
         samples_path: Path,
         clock: Clock = time.monotonic,
         wall_us: WallClock = wall_clock_us,
-        on_note: Optional[Callable[[str], None]] = None,
-        on_stop: Optional[Callable[[str], None]] = None,
-        on_reading: Optional[Callable[[GuardReading], None]] = None,
-        append: Optional[Callable[[Path, object], None]] = None,
+        hooks: GuardHooks = NO_HOOKS,
     ) -> None:
         self.handle = handle
         self.sensor = sensor
@@ -251,11 +163,10 @@ class GuardLoop:
         self.notes: list[str] = []
         self._clock = clock
         self._wall_us = wall_us
-        self._on_note = on_note
-        self._on_stop = on_stop
-        self._on_reading = on_reading
-        # The capture's writer (default: append_jsonl): a run on a Ray node also streams it to the driver.
-        self._append_record = append if append is not None else append_jsonl
+        self._on_note = hooks.on_note
+        self._on_stop = hooks.on_stop
+        self._on_reading = hooks.on_reading
+        self._append_record = hooks.append if hooks.append is not None else append_jsonl
         self._reader = BoundedReader(sensor)
         self._noted: set[str] = set()
         self._notes_lock = (
@@ -627,15 +538,8 @@ class GuardLoop:
         self._last_recorded = now
         zones = sample.zones if sample is not None else ()
         self._watch(zones)
-        record: SampleRecord = {
-            "t": format_time_us(sample.time_us if sample is not None else self._wall_us()),
-            "temp_c": sample.hottest_c if sample is not None else None,
-            "reasons": sample.reasons if sample is not None else None,
-            "power_w": sample.power_w if sample is not None else None,
-            "paused": state.paused,
-            "gpu_c": sample.temp_c if sample is not None else None,
-            "zones": {zone.name: zone.temp_c for zone in zones},
-        }
+        now_us = sample.time_us if sample is not None else self._wall_us()
+        record = sample_record(sample, paused=state.paused, t=format_time_us(now_us))
         self._append(self.samples_path, record)
 
     def _watch(self, zones: tuple[ZoneTemp, ...]) -> None:
@@ -644,26 +548,7 @@ class GuardLoop:
         if self._watched is not None and names <= self._watched:
             return
         self._watched = names | (self._watched or frozenset())
-        record: WatchRecord = {
-            "t": format_time_us(self._wall_us()),
-            "watch": {
-                "sensor": self.sensor.name,
-                "pause_at_c": self.config.pause_at_c,
-                "resume_at_c": self.config.resume_at_c,
-                "zones": [
-                    {
-                        "name": zone.name,
-                        "label": zone.label,
-                        "pause_at_c": zone.limit.pause_at_c,
-                        "resume_at_c": zone.limit.resume_at_c,
-                        "basis": zone.limit.basis,
-                        "trip_c": zone.limit.trip_c,
-                        "trip_type": zone.limit.trip_type,
-                    }
-                    for zone in zones
-                ],
-            },
-        }
+        record = watch_record(format_time_us(self._wall_us()), self.sensor.name, self.config, zones)
         self._append(self.samples_path, record)
 
     def _publish(self, temp_c: Optional[float], decision: Decision, temps: tuple[tuple[str, float], ...]) -> None:

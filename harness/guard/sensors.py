@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Optional
 from harness.capture.bounded import Unreadable, read_bounded
 from harness.errors import HarnessError
 from harness.guard.config import GuardConfig, SimSensorConfig, SimZoneConfig
+from harness.guard.nvml import NvmlSensor
 from harness.guard.samples import (
     PLAUSIBLE_C,
     Clock,
@@ -546,8 +547,6 @@ def open_sensor(
 
 def _open_named(name: str, thermal_root: Path, wall_us: WallClock, config: GuardConfig) -> Sensor:
     if name == "nvml":
-        from harness.guard.nvml import NvmlSensor
-
         return NvmlSensor.open(wall_us)
     return SysfsSensor(thermal_root, wall_us, config)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from harness.fs.files import prepare_directory
 from harness.guard.config import GuardConfig
-from harness.guard.loop import GuardLoop, GuardReading, Pausable
+from harness.guard.loop import GuardHooks, GuardLoop, GuardReading, Pausable
 from harness.guard.samples import Clock, PauseAware, WallClock, wall_clock_us
 from harness.guard.sensors import SensorChoice, open_sensor
 from harness.guard.start import CoolingReading, StartFacts, wait_until_cool
@@ -117,10 +117,7 @@ class GuardSession:
             self.config,
             pauses_path=pauses_path,
             samples_path=samples_path,
-            on_note=on_note,
-            on_stop=on_stop,
-            on_reading=on_reading,
-            append=append,
+            hooks=GuardHooks(on_note=on_note, on_stop=on_stop, on_reading=on_reading, append=append),
         )
         return loop.start()
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Literal, Optional
 
 from harness.guard.config import GuardConfig
-from harness.guard.loop import READ_WAIT_MIN_S, BoundedReader
 from harness.guard.policy import Reading, readings
+from harness.guard.reader import READ_WAIT_MIN_S, BoundedReader
 from harness.guard.samples import Clock, PauseAware, Sample, Sensor, implausible, without_implausible_zones
 
 if TYPE_CHECKING:

@@ -30,16 +30,41 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
+from harness.board.decisions import write_decision_text
+from harness.capture import this_host, utc_now
+from harness.capture.reader import read_capture
 from harness.errors import ExitCode, HarnessError
-from harness.failpoints import failpoint
-from harness.stats.adaptive import AdaptiveComparison, Design, InterimOutcome, check_design, replay
-from harness.stats.record import Header, Interim, Record, Retry, Swap, check_record_name, record_path
-from harness.summary.decisions import METRICS, decision_summary
+from harness.experiments.schema import redacted_experiment
+from harness.fs.failpoints import failpoint
+from harness.fs.files import describe_os_error
+from harness.mileslog import keys
+from harness.run.decide import refuse_before_starting
+from harness.run.lifecycle import decide_on_capture
+from harness.run.plan import plan_runs
+from harness.stats.adaptive import AdaptiveComparison, Design, InterimOutcome, _adastop, check_design, replay
+from harness.stats.record import (
+    Header,
+    Interim,
+    Record,
+    RecordError,
+    RecordLock,
+    Retry,
+    Swap,
+    append_entry,
+    check_record_name,
+    cut_torn_tail,
+    read_record,
+    record_path,
+)
+from harness.summary.conditions import NOT_IN_CONDITION, config_hash, without_seed_flags
+from harness.summary.decisions import METRICS, decision_summary, metric_value
+from harness.summary.seeds import complete_steps
+from harness.summary.summarize import summarize_run
+from harness.times import now_rfc3339
 
 if TYPE_CHECKING:
     from harness.experiments.store import ExperimentStore
     from harness.run.context import RunContext
-    from harness.run.decide import Decision
     from harness.run.lifecycle import SweepResult
     from harness.run.plan import Planned
     from harness.run.simswap import SimTarget
@@ -132,9 +157,6 @@ def _shown(value: object) -> str:
 
 def plan_condition(plan: Planned) -> str:
     """A hash of what a planned run measures, without its seed (the summary's condition, from the plan)."""
-    from harness.experiments.schema import redacted_experiment
-    from harness.summary.conditions import NOT_IN_CONDITION, config_hash, without_seed_flags
-
     experiment = {k: v for k, v in redacted_experiment(plan.experiment).items() if k not in NOT_IN_CONDITION}
     container = experiment.get("container")
     if isinstance(container, dict):
@@ -164,8 +186,6 @@ class _Slot:
 
 def plan_seed(request: DecideRequest, experiment: str, seed: int) -> Planned:
     """One seed of one experiment, planned as `sweep` plans it."""
-    from harness.run.plan import plan_runs
-
     (plan,) = plan_runs(
         request.store,
         experiment,
@@ -180,9 +200,6 @@ def plan_seed(request: DecideRequest, experiment: str, seed: int) -> Planned:
 
 def design_header(request: DecideRequest, firsts: Mapping[str, Planned]) -> Header:
     """The design line this call would write: the request, and what the experiments' first seeds say."""
-    from harness.stats.adaptive import _adastop
-    from harness.times import now_rfc3339
-
     design = request.design
     steps = {plan.experiment.steps for plan in firsts.values()}
     return Header(
@@ -207,8 +224,6 @@ def design_header(request: DecideRequest, firsts: Mapping[str, Planned]) -> Head
 def check_request(request: DecideRequest, firsts: Mapping[str, Planned]) -> None:
     """One line for what makes the comparison impossible before any run: the design, the metric, unequal step
     counts, a metric these experiments cannot have."""
-    from harness.mileslog import keys
-
     check_design(request.design)
     if request.metric not in METRICS:
         raise HarnessError(f"--metric {request.metric}: not one of {', '.join(METRICS)}")
@@ -232,9 +247,6 @@ def check_request(request: DecideRequest, firsts: Mapping[str, Planned]) -> None
 
 def decide(request: DecideRequest, ctx: RunContext, runner: Runner) -> DecideOutcome:
     """Run interims until every comparison is decided (or K interims), appending each to the record."""
-    from harness.capture import this_host, utc_now
-    from harness.stats.record import RecordLock, read_record
-
     design = request.design
     check_design(request.design)
     firsts = {name: plan_seed(request, name, 1) for name in design.experiments}
@@ -249,8 +261,6 @@ def decide(request: DecideRequest, ctx: RunContext, runner: Runner) -> DecideOut
 def _decide_locked(
     request: DecideRequest, ctx: RunContext, runner: Runner, asked: Header, record: Record
 ) -> DecideOutcome:
-    from harness.stats.record import append_entry, cut_torn_tail, read_record
-
     notes: list[str] = []
     root = request.capture_root
     refuse_another_design(request, record, asked)
@@ -305,8 +315,6 @@ def refuse_another_design(request: DecideRequest, record: Record, asked: Header)
 def replay_record(design: Design, record: Record) -> AdaptiveComparison:
     """The comparator rebuilt from the record's interims; RecordError when a recorded decision is not what the
     recorded values give (the record was made by another comparator, or changed)."""
-    from harness.stats.record import RecordError
-
     try:
         comparison = replay(design, [interim.values for interim in record.interims])
     except ValueError as err:
@@ -329,7 +337,7 @@ def _shown_path(path: Path) -> str:
     return f"{path.parent.name}/{path.name}"
 
 
-def _tried(record: Record) -> dict[str, list[int]]:
+def tried_seeds(record: Record) -> dict[str, list[int]]:
     """Every seed number each experiment has used or given up, in the record."""
     tried: dict[str, list[int]] = {}
     for interim in record.interims:
@@ -350,11 +358,8 @@ def run_interim(
 ) -> tuple[list[_Slot], list[Retry], list[Swap], int]:
     """Run (or reuse) the next n seeds of each open experiment until each has a value: (the slots in order, the
     retries, the replacements, the runs started)."""
-    from harness.run.decide import refuse_before_starting
-    from harness.run.lifecycle import decide_on_capture
-
     n = request.design.per_interim
-    tried = _tried(record)
+    tried = tried_seeds(record)
     slots: list[_Slot] = []
     for name in comparison.open_experiments():
         seeds = next_seeds(tried.get(name, []), n)
@@ -444,11 +449,6 @@ def _failure(result: SweepResult) -> str:
 
 def _value(request: DecideRequest, header: Header, plan: Planned) -> tuple[Optional[float], str, Optional[int]]:
     """The seed's value by the summary's rules, or None and why (its steps, its kind of run); the attempt read."""
-    from harness.capture.reader import read_capture
-    from harness.summary.decisions import metric_value
-    from harness.summary.seeds import complete_steps
-    from harness.summary.summarize import summarize_run
-
     run = plan.spec.run
     summary: RunSummary = summarize_run(read_capture(request.capture_root / run)).summary
     if summary.simulated is not None and summary.simulated != header.simulated:
@@ -481,8 +481,6 @@ def _interim_entry(
     replaced: list[Swap],
     notes: list[str],
 ) -> Interim:
-    from harness.times import now_rfc3339
-
     names = comparison.design.comparison_names
     by: dict[str, list[_Slot]] = {}
     for slot in slots:
@@ -511,114 +509,7 @@ def _interim_entry(
 
 def _board(request: DecideRequest, record: Record, ctx: RunContext) -> None:
     """The decision as text on TensorBoard (the lesser record: a failure there is a warning, never the end)."""
-    from harness.board.decisions import write_decision_text
-    from harness.fs.files import describe_os_error
-
     try:
         write_decision_text(request.capture_root, record)
     except OSError as err:
         ctx.reporter.warning(f"tensorboard: {describe_os_error(err, 'the decision')}: the record is written")
-
-
-# --------------------------------------------------------------------------- the plan (--dry-run)
-
-
-@dataclass(frozen=True)
-class NextRun:
-    """A seed the next interim would take: its run, and whether it would run, its capture be reused, or be refused."""
-
-    experiment: str
-    seed: int
-    decision: "Decision"
-
-    @property
-    def run(self) -> str:
-        return self.decision.run
-
-    @property
-    def action(self) -> str:
-        """run, skip (a succeeded capture reused) or refuse (`decide` would refuse to start), as a sweep's plan."""
-        return "refuse" if self.decision.refused else self.decision.action
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "experiment": self.experiment,
-            "seed": self.seed,
-            "run": self.run,
-            "action": self.action,
-            "reason": self.decision.reason,
-        }
-
-
-@dataclass(frozen=True)
-class DecidePlan:
-    """What `harness decide` would do (`--dry-run`): the design, the record so far, the next interim's seeds."""
-
-    header: Header
-    record: Path
-    interims_recorded: int
-    decisions: dict[str, str]
-    open: tuple[str, ...]
-    next_runs: tuple[NextRun, ...]
-
-    @property
-    def max_seeds_each(self) -> int:
-        return self.header.per_interim * self.header.interims
-
-    @property
-    def max_runs(self) -> int:
-        """The most runs the whole comparison can take (retries and replacements aside)."""
-        return self.max_seeds_each * len(self.header.experiments)
-
-    def to_dict(self) -> dict[str, object]:
-        """The `--dry-run --json` document."""
-        header = self.header
-        return {
-            "record": str(self.record),
-            "experiments": list(header.experiments),
-            "comparisons": list(header.comparisons),
-            "metric": header.metric,
-            "per_interim": header.per_interim,
-            "interims": header.interims,
-            "alpha": header.alpha,
-            "permutations": header.permutations,
-            "random_state": header.random_state,
-            "simulated": header.simulated,
-            "steps": header.steps,
-            "max_seeds_each": self.max_seeds_each,
-            "max_runs": self.max_runs,
-            "interims_recorded": self.interims_recorded,
-            "decisions": dict(self.decisions),
-            "open": list(self.open),
-            "next": [run.to_dict() for run in self.next_runs],
-        }
-
-
-def plan_decide(request: DecideRequest) -> DecidePlan:
-    """The plan of `decide` without running or writing anything (the same refusals first)."""
-    from harness.run.lifecycle import decide_on_capture
-    from harness.stats.record import read_record
-
-    design = request.design
-    check_design(design)
-    firsts = {name: plan_seed(request, name, 1) for name in design.experiments}
-    check_request(request, firsts)
-    asked = design_header(request, firsts)
-    record = read_record(request.record)
-    refuse_another_design(request, record, asked)
-    comparison = replay_record(design, record)
-    tried = _tried(record)
-    runs: list[NextRun] = []
-    if not comparison.finished:
-        for name in comparison.open_experiments():
-            for seed in next_seeds(tried.get(name, []), design.per_interim):
-                plan = plan_seed(request, name, seed)
-                runs.append(NextRun(name, seed, decide_on_capture(plan, "retry")))
-    return DecidePlan(
-        header=record.header or asked,
-        record=request.record,
-        interims_recorded=len(record.interims),
-        decisions=dict(zip(design.comparison_names, comparison.decisions)),
-        open=comparison.open_experiments() if not comparison.finished else (),
-        next_runs=tuple(runs),
-    )

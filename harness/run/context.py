@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Iterator, Optional, Protocol
 
 from harness.jsontypes import JSONObject
 from harness.run.decide import Mode
+from harness.run.provenance import git_facts, harness_facts, nvml_probe
 
 if TYPE_CHECKING:
     from harness.capture import RunStatus
@@ -219,7 +220,5 @@ class RunContext:
         """The provenance facts, computed once (git, harness version, NVML) when not given."""
         with self._provenance_lock:
             if self.provenance is None:
-                from harness.run.provenance import git_facts, harness_facts, nvml_probe
-
                 self.provenance = {**harness_facts(), **git_facts(Path.cwd()), "nvml": nvml_probe()}
             return self.provenance

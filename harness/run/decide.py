@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable, Literal, Mapping, Optional, Sequence
 
 from harness.capture import RERUN_ON_RETRY, RunState, RunStatus
 from harness.errors import ExitCode, HarnessError
+from harness.sim.config import TIME_SCALE_ENV
 
 if TYPE_CHECKING:
     from harness.engines.base import Problem
@@ -135,8 +136,6 @@ def configuration_changes(
     trainer argv where no `miles` key explains it, and the image. `change`
     words one difference (the key, the old value, the new one).
     """
-    from harness.sim.config import TIME_SCALE_ENV
-
     if not manifest:
         return ["its manifest.json is missing or unreadable"]
     old_experiment = manifest.get("experiment") if isinstance(manifest.get("experiment"), dict) else {}

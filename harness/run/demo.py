@@ -28,9 +28,10 @@ from harness.run.decide import Decision
 from harness.run.lifecycle import SweepResult, run_in_parallel
 from harness.run.plan import Planned, plan_runs
 from harness.run.simswap import SIM_START_BELOW_C, SimTarget
+from harness.summary.seeds import across_seeds_lines
 
 if TYPE_CHECKING:
-    from harness.summary.document import Comparison, SummaryDocument
+    from harness.summary.document import Aggregates, Comparison, SummaryDocument
 
 FILTER_RUN = "e2b-dapo-filter"
 BASELINE_RUN = "plain"
@@ -151,6 +152,30 @@ def _share(part: object, whole: object) -> str:
     return f"{100 * part / whole:.0f}%"
 
 
+def _zero_std_share(plain: Optional["Aggregates"], batch: Optional[int]) -> str:
+    """The plain run's zero-variance groups: their share of every group, and how many per step."""
+    if (
+        plain is None
+        or plain.zero_std_all_right_total is None
+        or plain.zero_std_all_wrong_total is None
+        or not plain.steps
+        or not batch
+    ):
+        return "-"
+    right, wrong = plain.zero_std_all_right_total, plain.zero_std_all_wrong_total
+    return (
+        f"{_share(right + wrong, plain.steps * batch)} of groups "
+        f"({right / plain.steps:.1f} all right, {wrong / plain.steps:.1f} all wrong per step)"
+    )
+
+
+def _step_sums(filtered: Optional["Aggregates"], plain: Optional["Aggregates"]) -> str:
+    """The sums of step times, filter vs plain, in minutes."""
+    if filtered is None or plain is None or filtered.step_time_sum_s is None or plain.step_time_sum_s is None:
+        return "-"
+    return f"{filtered.step_time_sum_s / 60:.0f} vs {plain.step_time_sum_s / 60:.0f} min"
+
+
 def headline(document: "SummaryDocument") -> list[HeadlineRow]:
     """The write-up's headline figures, read from a summary document (pure; "-" where a run is missing)."""
     plain_run = document.runs.get(BASELINE_RUN)
@@ -161,32 +186,12 @@ def headline(document: "SummaryDocument") -> list[HeadlineRow]:
     reward = comparison.reward if comparison is not None else None
     batch = plain_run.rollout_batch_size if plain_run is not None else None
 
-    zero_std = "-"
-    if (
-        plain is not None
-        and plain.zero_std_all_right_total is not None
-        and plain.zero_std_all_wrong_total is not None
-        and plain.steps
-        and batch
-    ):
-        right, wrong = plain.zero_std_all_right_total, plain.zero_std_all_wrong_total
-        zero_std = (
-            f"{_share(right + wrong, plain.steps * batch)} of groups "
-            f"({right / plain.steps:.1f} all right, {wrong / plain.steps:.1f} all wrong per step)"
-        )
     dropped_right = filtered.dropped_all_right_total if filtered is not None else None
     dropped_wrong = filtered.dropped_all_wrong_total if filtered is not None else None
     dropped_total = dropped_right + dropped_wrong if dropped_right is not None and dropped_wrong is not None else None
     steps = filtered.steps if filtered is not None else None
     overlapped = filtered.steps - filtered.clean_steps if filtered is not None else None
-    sums = "-"
-    if (
-        filtered is not None
-        and plain is not None
-        and filtered.step_time_sum_s is not None
-        and plain.step_time_sum_s is not None
-    ):
-        sums = f"{filtered.step_time_sum_s / 60:.0f} vs {plain.step_time_sum_s / 60:.0f} min"
+    zero_std, sums = _zero_std_share(plain, batch), _step_sums(filtered, plain)
 
     def plain_value(name: str) -> object:
         return getattr(plain, name) if plain is not None else None
@@ -259,7 +264,5 @@ def _across_seeds(comparison: Optional["Comparison"]) -> str:
 
 def verdict_lines(document: "SummaryDocument") -> list[str]:
     """What the demo says after the table: each run's verdict, then each comparison across seeds once."""
-    from harness.summary.seeds import across_seeds_lines
-
     lines = [f"{c.run} against {c.baseline}: {c.reward.verdict}" for c in document.comparisons]
     return lines + across_seeds_lines(document.comparisons)

@@ -48,7 +48,7 @@ from harness.capture.writer import CaptureWriter
 from harness.engines import Engine, EngineUnavailable, RunGone, RunHandle
 from harness.engines.spec import LABEL_PREFIX, LaunchSpec
 from harness.errors import HarnessError
-from harness.failpoints import failpoint
+from harness.fs.failpoints import failpoint
 from harness.fs.files import open_append, write_whole
 from harness.jsontypes import JSONObject
 from harness.lab.milesnames import ROLLOUT_SUBMISSION_GRANULARITY_FLAG

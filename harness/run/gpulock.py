@@ -18,6 +18,7 @@ from harness.errors import HarnessError
 from harness.fs.filelock import (
     EXCLUSIVE,
     SHARED,
+    LockWords,
     clear_owner,
     lock_or_wait,
     open_lock_file,
@@ -70,11 +71,13 @@ class GpuLock:
                 lock_or_wait(
                     fd,
                     mode,
+                    LockWords(
+                        holder=lambda: _holder(path),
+                        busy=lambda holder: f"the GPU is busy ({holder}); without --no-wait this run would wait",
+                        waiting=lambda holder: f"waiting for the GPU: {holder}",
+                        cancelled_message="interrupted while waiting for the GPU; nothing was started",
+                    ),
                     wait=wait,
-                    holder=lambda: _holder(path),
-                    busy=lambda holder: f"the GPU is busy ({holder}); without --no-wait this run would wait",
-                    waiting=lambda holder: f"waiting for the GPU: {holder}",
-                    cancelled_message="interrupted while waiting for the GPU; nothing was started",
                     on_wait=on_wait,
                     cancelled=cancelled,
                     poll_s=poll_s,

@@ -19,13 +19,16 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence
 
 from harness.capture import Capture, CaptureLock, RunState, RunStatus, StatusRead, this_host, utc_now
 from harness.capture.lock import holder
+from harness.engines import engine_for, engine_named, listed_engine_names
 from harness.errors import ExitCode, HarnessError
 from harness.experiments.schema import redacted_experiment
+from harness.guard.session import GuardSession
 from harness.run.context import RunContext, StopControl
 from harness.run.decide import Decision, Mode, configuration_changes, decide, exit_code_for_state
 from harness.run.execute import execute
 from harness.run.gpulock import GpuLock
 from harness.run.plan import Planned
+from harness.run.settle import plan_all, settle_for_run
 
 if TYPE_CHECKING:
     from harness.engines import Engine
@@ -52,9 +55,6 @@ def decide_on_capture(plan: Planned, mode: Mode, found: Optional[StatusRead] = N
 
 def leftover_warnings(capture_root: Path, engine_names: Sequence[str]) -> list[str]:
     """Read-only: captures and engine objects `harness recover` would act on (nothing is changed)."""
-    from harness.engines import engine_named, listed_engine_names
-    from harness.run.settle import plan_all
-
     listed = listed_engine_names()
     engines = [engine_named(name) for name in dict.fromkeys(engine_names) if name in listed]
     # Only this capture root's leftovers, as `harness recover --capture-dir` sees them: another root's are
@@ -81,10 +81,6 @@ def run_planned(plan: Planned, ctx: RunContext) -> SweepResult:
     written and an earlier capture is left as it was (`not_started` is for a
     run that failed after its capture was made).
     """
-    from harness.engines import engine_for
-    from harness.guard.session import GuardSession
-    from harness.run.settle import settle_for_run
-
     spec, options, stop, reporter = plan.spec, ctx.options, ctx.stop, ctx.reporter
     engine = ctx.engine or engine_for(spec)
     capture = Capture(Path(spec.capture_dir))

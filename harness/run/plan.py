@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Optional, Sequence, Tuple, Union
 
+from harness.capture.attempts import RunAttempts
 from harness.checkpoints.layout import (
     CONTAINER_ROOT,
     CheckpointSpec,
@@ -41,6 +42,7 @@ from harness.jsontypes import JSONValue
 from harness.lab.milesnames import ROLLOUT_GLOBAL_DATASET_FLAG
 from harness.run.simswap import SimTarget, simulated
 from harness.secrets import is_secret_env, redact_text, shown_json, shown_words
+from harness.sim.config import sizes_problem
 
 # Keys of the resolved experiment that do not change what a run measures (the
 # guard decides when the run is frozen, and its pauses are taken out of the times;
@@ -227,6 +229,16 @@ class Planned:
         return self.sim.time_scale if self.sim is not None else 1.0
 
 
+@dataclass(frozen=True)
+class PlanScope:
+    """Where an experiment's runs stand besides its own file: under a variant's run name (`variant`: `<variant>`,
+    `<variant>-s<k>`, so a configuration changed with `--set` has a capture of its own beside the experiment's),
+    and in the sweep file named `sweep` (its `guard` block over the experiment's)."""
+
+    variant: Optional[str] = None
+    sweep: Optional[str] = None
+
+
 def plan_runs(
     store: ExperimentStore,
     name: str,
@@ -235,15 +247,11 @@ def plan_runs(
     capture_root: Path,
     environ: dict[str, str],
     sim: Optional[SimTarget] = None,
-    variant: Optional[str] = None,
-    sweep: Optional[str] = None,
+    scope: PlanScope = PlanScope(),
 ) -> list[Planned]:
     """Every run of experiment `name` over `seeds` (the file's own seed when none); on the simulator with `sim`;
-    with the `guard` block of the sweep file named `sweep` over the experiment's.
-
-    `variant`: the runs go under that run name (`<variant>`, `<variant>-s<k>`) instead of the experiment's, so a
-    configuration changed with `--set` has a capture of its own beside the experiment's.
-    """
+    under a variant's name or a sweep's guard block as `scope` says."""
+    variant, sweep = scope.variant, scope.sweep
     if variant is not None:
         store.check_variant_name(variant)
     plans = []
@@ -281,8 +289,6 @@ def _checkpoint_warnings(spec: LaunchSpec) -> tuple[str, ...]:
 
 def refuse_sim_sizes(spec: LaunchSpec) -> None:
     """A run on the simulator with sizes no GB10 run could have is refused before anything starts (one line)."""
-    from harness.sim.config import sizes_problem
-
     problem = sizes_problem(spec.trainer_argv)
     if problem is not None:
         raise HarnessError(f"run {spec.run} on the simulator: {problem}")
@@ -296,6 +302,4 @@ def attempt_container_name(spec: LaunchSpec, attempt: int) -> str:
 
 def next_attempt_spec(spec: LaunchSpec) -> LaunchSpec:
     """The spec as the run's next attempt would start it now (its container named for that attempt): `--dry-run`."""
-    from harness.capture.attempts import RunAttempts
-
     return replace(spec, container_name=attempt_container_name(spec, RunAttempts(Path(spec.capture_dir)).next_number()))

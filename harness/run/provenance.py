@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from harness import __version__
+from harness.engines.dockerapi import DockerApi, DockerApiError
 from harness.jsontypes import JSONObject, JSONValue
 
 
@@ -71,8 +72,6 @@ def harness_facts() -> JSONObject:
 
 def version_line() -> str:
     """`harness --version`, on one line: the version, the code's git sha, Python, whether Docker and NVML answer."""
-    from harness.engines.dockerapi import DockerApi, DockerApiError
-
     code = git_facts(Path(__file__).resolve().parent.parent.parent)
     sha = code.get("git_sha")
     git = f" (git {str(sha)[:8]}{'-dirty' if code.get('git_dirty') else ''})" if sha else ""

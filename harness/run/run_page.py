@@ -28,6 +28,7 @@ from harness.run.capture_ops import (
     paused_wall_s,
     state_text,
 )
+from harness.run.decide import manifest_changes
 
 LOG_TAIL_LINES = 10
 LOG_TAIL_BYTES = 64 * 1024  # the end of container.log read for its last lines: a line longer than this is cut
@@ -112,8 +113,6 @@ class RunPage:
 
 def run_page(capture: Capture) -> RunPage:
     """The page of the run whose capture (its current attempt) is `capture`."""
-    from harness.run.decide import manifest_changes
-
     attempts = RunAttempts(run_path_of(capture.directory))
     every = attempts.all()
     current = attempts.current()

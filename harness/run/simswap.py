@@ -30,13 +30,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Optional
 
+from harness.engines.dockerapi import DockerApi, DockerApiError
 from harness.errors import ExitCode, HarnessError
-from harness.sim.image import SIM_LATEST
+from harness.sim.config import TIME_SCALE_ENV
+from harness.sim.image import SIM_DIGEST_LABEL, SIM_LATEST, sim_digest, sim_image_tag
+from harness.sim.timescale import time_scale_problem
 
-if TYPE_CHECKING:  # imported where used: the CLI reads this module's constants at startup
+if TYPE_CHECKING:  # the schema (pydantic) for the checker only: the CLI reads this module's constants at startup
     from pathlib import Path
 
-    from harness.engines.dockerapi import DockerApi
     from harness.experiments.schema import Experiment
     from harness.guard.config import GuardConfig
 
@@ -95,8 +97,6 @@ class SimTarget:
 
 def check_time_scale(time_scale: float) -> float:
     """A run's time scale, in the simulator's range (harness.sim.timescale); 0 is `harness sim`'s alone."""
-    from harness.sim.timescale import time_scale_problem
-
     problem = time_scale_problem(time_scale, zero_allowed=False)
     if problem is not None:
         raise HarnessError(
@@ -110,14 +110,11 @@ def choose_target(
     requested: str,
     time_scale: float,
     python: str,
-    api: Optional["DockerApi"] = None,
+    api: Optional[DockerApi] = None,
     root: Optional["Path"] = None,
 ) -> SimTarget:
     """The engine for simulated runs: `docker`, `process`, or `auto` (Docker where the sim image of this checkout's
     simulator is there); `root`: the checkout whose simulator runs (default: this harness's)."""
-    from harness.engines.dockerapi import DockerApi, DockerApiError
-    from harness.sim.image import sim_digest, sim_image_tag
-
     check_time_scale(time_scale)
     if requested not in SIM_ENGINE_CHOICES:
         raise HarnessError(f"--sim-engine {requested!r}: choose one of {', '.join(SIM_ENGINE_CHOICES)}")
@@ -142,10 +139,8 @@ def choose_target(
     return SimTarget(engine, time_scale, python, reason, image if engine == "docker" else SIM_IMAGE)
 
 
-def find_sim_image(api: "DockerApi", image: str, digest: str) -> SimImageFound:
+def find_sim_image(api: DockerApi, image: str, digest: str) -> SimImageFound:
     """Whether the engine holds `image` labelled with `digest` (this checkout's simulator), else any sim image."""
-    from harness.sim.image import SIM_DIGEST_LABEL
-
     info = api.image_inspect(image)
     if info is not None:
         config = info.get("Config")
@@ -173,9 +168,6 @@ def sim_engine_for(requested: str, found: SimImageFound, host: str) -> tuple[Sim
 
 def simulated(experiment: "Experiment", target: SimTarget) -> "Experiment":
     """`experiment` with the simulator as its trainer (pure; validated again, so the result is a real Experiment)."""
-    from harness.experiments.schema import Experiment
-    from harness.sim.config import TIME_SCALE_ENV
-
     container = experiment.container.model_copy(
         update={
             "gpus": "none",
@@ -194,7 +186,7 @@ def simulated(experiment: "Experiment", target: SimTarget) -> "Experiment":
             "command": command,
         }
     )
-    return Experiment.model_validate(swapped.model_dump(mode="json"))
+    return type(experiment).model_validate(swapped.model_dump(mode="json"))
 
 
 def simulated_guard(guard: "GuardConfig", time_scale: float) -> "GuardConfig":

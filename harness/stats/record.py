@@ -35,7 +35,16 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TypeVar
 
 from harness.capture.reader import DECISIONS_DIR_NAME  # a capture root's directory, never a run
 from harness.errors import HarnessError
-from harness.fs.filelock import EXCLUSIVE, clear_owner, lock_or_wait, open_lock_file, read_owner, unlock, write_owner
+from harness.fs.filelock import (
+    EXCLUSIVE,
+    LockWords,
+    clear_owner,
+    lock_or_wait,
+    open_lock_file,
+    read_owner,
+    unlock,
+    write_owner,
+)
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -424,13 +433,15 @@ class RecordLock:
             lock_or_wait(
                 fd,
                 EXCLUSIVE,
-                wait=wait,
-                holder=self._holder,
-                busy=lambda who: (
-                    f"{shown} is in use by another harness decide ({who}); without --no-wait this one would wait for it"
+                LockWords(
+                    holder=self._holder,
+                    busy=lambda who: (
+                        f"{shown} is in use by another harness decide ({who}); without --no-wait this one would wait for it"
+                    ),
+                    waiting=lambda who: f"waiting for another harness decide on {shown} to end ({who})",
+                    cancelled_message=f"interrupted while waiting for {shown}; nothing was started",
                 ),
-                waiting=lambda who: f"waiting for another harness decide on {shown} to end ({who})",
-                cancelled_message=f"interrupted while waiting for {shown}; nothing was started",
+                wait=wait,
                 on_wait=on_wait,
                 cancelled=cancelled,
                 poll_s=poll_s,

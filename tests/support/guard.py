@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional
 import pytest
 
 from harness.engines.process import ProcessRun
-from harness.guard import GuardLoop
+from harness.guard import GuardHooks, GuardLoop
 from harness.guard.config import GuardConfig
 from support.fakes import FakeClock
 from support.timing import eventually, scaled
@@ -93,7 +93,7 @@ def synchronous(
         samples_path=tmp_path / "guard.jsonl",
         clock=clock,
         wall_us=clock.wall_us,
-        on_note=None if notes is None else notes.append,
+        hooks=GuardHooks(on_note=None if notes is None else notes.append),
     )
 
 
