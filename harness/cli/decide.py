@@ -35,7 +35,7 @@ from harness.stats.adaptive import DEFAULT_ALPHA, DEFAULT_INTERIMS, DEFAULT_PER_
 from harness.summary.decisions import DEFAULT_METRIC, METRICS
 
 if TYPE_CHECKING:
-    from harness.run.adaptive import DecideOutcome, DecidePlan
+    from harness.run.adaptive import DecideOutcome, DecidePlan, DecideRequest
     from harness.run.context import RunContext
     from harness.run.lifecycle import SweepResult
     from harness.run.plan import Planned
@@ -120,9 +120,7 @@ def decide_command(
 ) -> None:
     from harness.errors import HarnessError
     from harness.experiments.store import ExperimentStore
-    from harness.run.adaptive import DecideRequest, decide, plan_decide
-    from harness.run.context import RunContext, RunOptions
-    from harness.run.lifecycle import stop_on_signals
+    from harness.run.adaptive import DecideRequest
     from harness.stats.adaptive import Design, check_design
     from harness.stats.record import check_record_name, default_name
 
@@ -143,25 +141,9 @@ def decide_command(
         environ=dict(os.environ),
     )
     if dry_run:
-        from harness.run.decide import dry_run_refusal
-
-        plan = plan_decide(request)
-        _print_plan(plan, as_json=json_)
-        refusal = dry_run_refusal([(run.decision, ()) for run in plan.next_runs])
-        if refusal is not None:
-            raise refusal
-        return
-    options = RunOptions(mode="retry", wait_for_gpu=not no_wait, parallel=parallel)
+        return _dry_run(request, json_)
     console = stdout()
-    ctx = RunContext(options=options, reporter=_reporter(console, [], verbose))
-    runner = RayRunner(ray, ctx, console) if ray else LocalRunner(ctx, console, verbose)
-    try:
-        with stop_on_signals(ctx.stop, ctx.reporter.note):
-            outcome = decide(request, ctx, runner)
-    finally:
-        close = getattr(runner, "close", None)
-        if close is not None:
-            close()
+    outcome = _decide(request, console, ray=ray, parallel=parallel, no_wait=no_wait, verbose=verbose)
     if json_:
         from harness.summary.document import to_plain
 
@@ -173,6 +155,38 @@ def decide_command(
         typer.echo(json.dumps(document, indent=2, allow_nan=False))
         return
     print_messages(console, [(line, 0) for line in _closing(outcome, request.record)])
+
+
+def _dry_run(request: "DecideRequest", json_: bool) -> None:
+    """Print the plan; refuse, as a run would, where a next run could not start."""
+    from harness.run.adaptive import plan_decide
+    from harness.run.decide import dry_run_refusal
+
+    plan = plan_decide(request)
+    _print_plan(plan, as_json=json_)
+    refusal = dry_run_refusal([(run.decision, ()) for run in plan.next_runs])
+    if refusal is not None:
+        raise refusal
+
+
+def _decide(
+    request: "DecideRequest", console: Any, *, ray: Optional[str], parallel: int, no_wait: bool, verbose: bool
+) -> "DecideOutcome":
+    """Run interims until AdaStop decides, here or on Ray, stopping cleanly on a signal."""
+    from harness.run.adaptive import decide
+    from harness.run.context import RunContext, RunOptions
+    from harness.run.lifecycle import stop_on_signals
+
+    options = RunOptions(mode="retry", wait_for_gpu=not no_wait, parallel=parallel)
+    ctx = RunContext(options=options, reporter=_reporter(console, [], verbose))
+    runner = RayRunner(ray, ctx, console) if ray else LocalRunner(ctx, console, verbose)
+    try:
+        with stop_on_signals(ctx.stop, ctx.reporter.note):
+            return decide(request, ctx, runner)
+    finally:
+        close = getattr(runner, "close", None)
+        if close is not None:
+            close()
 
 
 def _closing(outcome: "DecideOutcome", record: Path) -> list[str]:

@@ -470,17 +470,11 @@ def sweep(
     resume: ResumeOption = False,
     auto_resume: AutoResumeOption = None,
 ) -> Optional[ExitCode]:
-    from harness.errors import HarnessError
     from harness.run.context import RunOptions
     from harness.run.decide import dry_run_refusal, refuse_before_starting
-    from harness.run.lifecycle import decide_on_capture, exit_code_for, run_sweep, stop_on_signals, takes_no_gpu
+    from harness.run.lifecycle import decide_on_capture, takes_no_gpu
 
-    if retry and force:
-        raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
-    if resume and force:
-        raise HarnessError("--resume and --force are exclusive (--resume continues each run, --force starts anew)")
-    if json_ and not dry_run:
-        raise HarnessError("--json prints the plan of --dry-run; a sweep that runs prints its progress")
+    _check_sweep_options(retry=retry, force=force, resume=resume, json_=json_, dry_run=dry_run)
     experiment = chosen_experiment(experiment)
     capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
@@ -513,6 +507,26 @@ def sweep(
         code = run_on_ray(plans, address=ray, options=options, single=False)
         print_across_seeds(stdout(), plans, capture_dir)
         return code
+    return _run_sweep_here(plans, capture_dir, options, verbose)
+
+
+def _check_sweep_options(*, retry: bool, force: bool, resume: bool, json_: bool, dry_run: bool) -> None:
+    """The sweep options that exclude each other, refused in one line before anything is read."""
+    from harness.errors import HarnessError
+
+    if retry and force:
+        raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
+    if resume and force:
+        raise HarnessError("--resume and --force are exclusive (--resume continues each run, --force starts anew)")
+    if json_ and not dry_run:
+        raise HarnessError("--json prints the plan of --dry-run; a sweep that runs prints its progress")
+
+
+def _run_sweep_here(plans: "list[Planned]", capture_dir: Path, options: "RunOptions", verbose: bool) -> ExitCode:
+    """The sweep on this host: its runs, then each run's line and the across-seed numbers."""
+    from harness.run.decide import refuse_before_starting
+    from harness.run.lifecycle import exit_code_for, run_sweep, stop_on_signals
+
     console, ctx = _context(plans, capture_dir, options, say_skips=True, verbose=verbose)
     with stop_on_signals(ctx.stop, ctx.reporter.note):
         results = run_sweep(plans, ctx)
