@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from harness.run.context import RunContext
     from harness.run.lifecycle import SweepResult
     from harness.run.plan import Planned
+    from harness.stats.adaptive import Design
 
 DECIDE_HELP = f"""Compare experiments across seeds, running seeds until the comparison is decided.
 
@@ -118,16 +119,14 @@ def decide_command(
     verbose: VerboseOption = False,
     ray: RayOption = None,
 ) -> None:
-    from harness.errors import HarnessError
     from harness.experiments.store import ExperimentStore
     from harness.run.adaptive import DecideRequest
-    from harness.stats.adaptive import Design, check_design
+    from harness.stats.adaptive import Design
     from harness.stats.record import check_record_name, default_name
 
-    design = Design(tuple(experiments), against_first, per_interim, interims, alpha, permutations)
-    check_design(design)  # before the experiments are read: a bad option is said first
-    if metric not in METRICS:
-        raise HarnessError(f"--metric {metric}: not one of {', '.join(METRICS)}")
+    design = _checked_design(
+        Design(tuple(experiments), against_first, per_interim, interims, alpha, permutations), metric
+    )
     root = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
     request = DecideRequest(
@@ -144,17 +143,33 @@ def decide_command(
         return _dry_run(request, json_)
     console = stdout()
     outcome = _decide(request, console, ray=ray, parallel=parallel, no_wait=no_wait, verbose=verbose)
-    if json_:
-        from harness.summary.document import to_plain
+    _print_outcome(console, outcome, request.record, json_)
 
-        document = {
-            "started": outcome.started,
-            "interims_run": outcome.interims_run,
-            **_plain(to_plain(outcome.summary)),
-        }
-        typer.echo(json.dumps(document, indent=2, allow_nan=False))
+
+def _checked_design(design: "Design", metric: str) -> "Design":
+    """The design and the metric checked before the experiments are read: a bad option is said first."""
+    from harness.errors import HarnessError
+    from harness.stats.adaptive import check_design
+
+    check_design(design)
+    if metric not in METRICS:
+        raise HarnessError(f"--metric {metric}: not one of {', '.join(METRICS)}")
+    return design
+
+
+def _print_outcome(console: Any, outcome: "DecideOutcome", record: Path, json_: bool) -> None:
+    """The outcome as one JSON document, or what this call did and one line per comparison."""
+    if not json_:
+        print_messages(console, [(line, 0) for line in _closing(outcome, record)])
         return
-    print_messages(console, [(line, 0) for line in _closing(outcome, request.record)])
+    from harness.summary.document import to_plain
+
+    document = {
+        "started": outcome.started,
+        "interims_run": outcome.interims_run,
+        **_plain(to_plain(outcome.summary)),
+    }
+    typer.echo(json.dumps(document, indent=2, allow_nan=False))
 
 
 def _dry_run(request: "DecideRequest", json_: bool) -> None:

@@ -253,12 +253,7 @@ def plan_seeds_command(
             return
         value, sd_from = _condition_sd(summary, root, names)
         result = planner.plan_seeds(wanted, value, sd_from, effect_from, adaptive)
-    if json_:
-        import json
-
-        typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
-        return
-    _print_seeds_plan(result)
+    _print_seeds_plan(result, json_)
 
 
 def _seeds_options(
@@ -297,7 +292,7 @@ def _print_comparison_plans(plans: "list[tuple[str, SeedsPlan]]", wanted: float,
         return
     for label, plan in plans:
         print_message(stdout(), f"{label}:")
-        _print_seeds_plan(plan)
+        _print_seeds_plan(plan, json_=False)
 
 
 def _captures_summary(capture_dir: Path, hint: str) -> "Summary":
@@ -387,7 +382,12 @@ def _comparison_sds(summary: "Summary", capture_dir: Path) -> list[tuple[str, fl
     return [(label, sd, whose) for label, sd, whose in found if sd is not None]
 
 
-def _print_seeds_plan(result: "SeedsPlan") -> None:
+def _print_seeds_plan(result: "SeedsPlan", json_: bool) -> None:
+    if json_:
+        import json
+
+        typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+        return
     from rich.table import Table
 
     from harness.planner import EFFECT_DEFAULT
