@@ -11,7 +11,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.board.eventfile import EventFile, missing_writer
 from harness.board.names import TENSORBOARD_DIR_NAME
+from harness.board.records import Text
+from harness.summary.decisions import decision_summary
 
 if TYPE_CHECKING:
     from harness.stats.record import Record
@@ -29,10 +32,6 @@ def write_decision_text(capture_root: Path, record: Record) -> bool:
     """The record's answer after each of its interims, as text events (the old file replaced); False where
     tensorboardX is missing. OSError when the file cannot be written."""
     from dataclasses import replace
-
-    from harness.board.eventfile import EventFile, missing_writer
-    from harness.board.records import Text
-    from harness.summary.decisions import decision_summary
 
     if missing_writer() is not None or record.header is None:
         return False

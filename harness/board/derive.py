@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING, Optional, Protocol, Sequence
 from harness.capture.columns import MetricsColumns
 from harness.capture.reader import RunCapture
 from harness.capture.records import PauseWindow
+from harness.summary.frames import read_frame
+from harness.summary.notes import RunNotes
+from harness.summary.rows import build_rows
+from harness.summary.run_config import resolve_config
 from harness.times import parse_time_us
 
 if TYPE_CHECKING:
@@ -66,10 +70,6 @@ def step_values(
 
     `config`: the run's configuration, resolved once per run by the caller (`run_config`); else here.
     """
-    from harness.summary.frames import read_frame
-    from harness.summary.notes import RunNotes
-    from harness.summary.rows import build_rows
-
     rows = [held.row]
     before = _step(held.previous) if held.previous is not None else None
     if held.previous is not None and before is not None and before < held.step:
@@ -100,9 +100,6 @@ def step_values(
 
 def run_config(run: str, manifest: Optional[JSONObject]) -> "RunConfig":
     """The run's filter, B, O and n from its manifest, as the summary resolves them (once per run)."""
-    from harness.summary.notes import RunNotes
-    from harness.summary.run_config import resolve_config
-
     capture = RunCapture(run, None, manifest, None, _columns([]), [], [], None)
     return resolve_config(capture, RunNotes())
 

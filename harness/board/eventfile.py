@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Optional, Sequence
 
 from harness.board.records import Hparams, Record, Scalar, SessionEnd, Text
+from harness.fs.files import open_append, prepare_directory
 
 FILE_PREFIX = "events.out.tfevents."
 
@@ -77,8 +78,6 @@ class EventFile:
     def _open(self) -> IO[bytes]:
         if self._handle is None:
             from tensorboardX.proto.event_pb2 import Event
-
-            from harness.fs.files import open_append, prepare_directory
 
             prepare_directory(self.directory, self.root)
             EventFile._count += 1

@@ -13,6 +13,12 @@ from typing import TYPE_CHECKING, Optional
 
 from harness.board.names import HARNESS_PREFIX
 from harness.board.records import Hparams, HparamValue
+from harness.capture.columns import MetricsColumns
+from harness.capture.reader import RunCapture
+from harness.lab.milesargv import flag_values
+from harness.summary.conditions import read_conditions
+from harness.summary.notes import RunNotes
+from harness.summary.run_config import resolve_config
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject, JSONValue
@@ -32,13 +38,6 @@ def session_state(state: str) -> str:
 
 def hparams_of(run: str, manifest: JSONObject, wall_time: float) -> Hparams:
     """The run's hyperparameters (see the module doc)."""
-    from harness.capture.columns import MetricsColumns
-    from harness.capture.reader import RunCapture
-    from harness.lab.milesargv import flag_values
-    from harness.summary.conditions import read_conditions
-    from harness.summary.notes import RunNotes
-    from harness.summary.run_config import resolve_config
-
     experiment = manifest.get("experiment")
     experiment = experiment if isinstance(experiment, dict) else {}
     values: dict[str, HparamValue] = {"run": run}

@@ -14,7 +14,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.board.eventfile import EventFile, missing_writer
 from harness.board.names import SUMMARY_RUN, TENSORBOARD_DIR_NAME
+from harness.capture.files import describe_os_error
+from harness.summary.figures import planned_figures, use_agg
 
 if TYPE_CHECKING:
     from harness.summary.document import SummaryDocument
@@ -33,9 +36,6 @@ def write_summary_images(capture_root: Path, document: SummaryDocument) -> int:
     OSError when the event file cannot be written.
     """
     import io
-
-    from harness.board.eventfile import EventFile
-    from harness.summary.figures import planned_figures, use_agg
 
     use_agg()
     images: list[tuple[str, bytes, int, int]] = []
@@ -65,9 +65,6 @@ def refresh_summary_images(capture_root: Path, document: SummaryDocument, *, cha
 
     Never raises for the disk or for tensorboardX missing: a warning instead (the summary is written).
     """
-    from harness.board.eventfile import missing_writer
-    from harness.capture.files import describe_os_error
-
     if missing_writer() is not None:
         return []  # no board here: nothing to say on every summary
     if not changed and any(summary_images_dir(capture_root).glob("events.out.tfevents.*")):

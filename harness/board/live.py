@@ -21,9 +21,12 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence
 
+from harness.board.eventfile import FILE_PREFIX, EventFile
 from harness.board.names import TENSORBOARD_DIR_NAME, board_run_name
 from harness.board.records import Record
 from harness.board.translate import RunBoard
+from harness.capture.files import describe_os_error
+from harness.fs.files import prepare_directory
 
 if TYPE_CHECKING:
     from harness.capture.writer import Event, Forward
@@ -75,9 +78,6 @@ class TensorBoardSink:
     lost = TENSORBOARD_LOST
 
     def __init__(self, directory: Path, root: Optional[Path] = None) -> None:
-        from harness.board.eventfile import EventFile
-        from harness.fs.files import prepare_directory
-
         self.directory = prepare_directory(directory, root)  # inside the capture root, or refused: nothing cleared
         clear_events(directory)
         self.file = EventFile(directory, root)
@@ -91,8 +91,6 @@ class TensorBoardSink:
 
 def clear_events(directory: Path) -> None:
     """Remove the event files directly in `directory` (a run's earlier attempt); nothing else, nothing below."""
-    from harness.board.eventfile import FILE_PREFIX
-
     if not directory.is_dir():
         return
     for path in directory.iterdir():
@@ -263,6 +261,4 @@ class LiveBoard(threading.Thread):
 
 
 def _describe(err: OSError) -> str:
-    from harness.capture.files import describe_os_error
-
     return describe_os_error(err, err.filename if isinstance(err.filename, str) else "the event file")

@@ -36,7 +36,9 @@ from harness.board.names import RUN_PREFIX, board_run_name
 from harness.board.records import Record, Scalar, Text
 from harness.board.translate import RunBoard, wall_seconds
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.capture.reader import current_attempt
+from harness.capture.bounded import MAX_JSON_BYTES, Unreadable, iter_jsonl, loads_json, read_bounded
+from harness.capture.columns import loads_line
+from harness.capture.reader import current_attempt, find_runs
 from harness.checkpoints.layout import iteration_name
 from harness.checkpoints.lineage import read_resume, resume_chain
 from harness.times import parse_time_us
@@ -188,9 +190,6 @@ def _timed_lines(path: Path, rank: int, notes: list[str]) -> Iterator[tuple[int,
     The merge compares (time, rank, line number) only: two files never share a rank, so it keeps each file's
     order and never compares the lines themselves.
     """
-    from harness.capture.bounded import iter_jsonl
-    from harness.capture.columns import loads_line
-
     last = 0
     for number, row in iter_jsonl(path, notes, loads=loads_line):
         time_us = _line_time(path.name, row)
@@ -207,8 +206,6 @@ def _line_time(name: str, row: JSONObject) -> Optional[int]:
 
 
 def _json_object(path: Path, notes: list[str]) -> Optional[JSONObject]:
-    from harness.capture.bounded import MAX_JSON_BYTES, Unreadable, loads_json, read_bounded
-
     try:
         value = loads_json(read_bounded(path, MAX_JSON_BYTES))
     except FileNotFoundError:
@@ -265,8 +262,6 @@ def rebuild_run(run: str, run_dir: Path, sinks: SinkFactory, rebuilt: Rebuilt) -
 
 def rebuild(capture_root: Path, sinks: Optional[SinkFactory] = None) -> Rebuilt:
     """Every run's board under `capture_root`, from its current capture (OSError when the disk refuses)."""
-    from harness.capture.reader import find_runs
-
     capture_root = Path(capture_root)
     make = sinks or tensorboard_sinks(capture_root)
     rebuilt = Rebuilt()

@@ -17,9 +17,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
-from harness.board.live import LiveBoard, Sink, SinkFactory, TensorBoardSink
+from harness.board.eventfile import missing_writer
+from harness.board.live import LiveBoard, Sink, SinkFactory, TensorBoardSink, tensorboard_sinks
 from harness.board.names import TENSORBOARD_DIR_NAME
-from harness.board.replay import lead_in, lineage_parts
+from harness.board.replay import Rebuilt, lead_in, lineage_parts, rebuild_run
+from harness.board.wandb import WandbSink, wandb_missing
+from harness.capture.files import describe_os_error
 from harness.capture.reader import attempt_number
 
 if TYPE_CHECKING:
@@ -37,8 +40,6 @@ class NoBoard:
 def sinks_for(capture_root: Path, export: "ExportConfig", warn: Callable[[str], None]) -> Optional[SinkFactory]:
     """The sinks the experiment's `export` block asks for and this machine can write (None: none); a warning for
     each one asked for that cannot be."""
-    from harness.board.eventfile import missing_writer
-
     tensorboard = export.tensorboard
     if tensorboard:
         why = missing_writer()
@@ -47,8 +48,6 @@ def sinks_for(capture_root: Path, export: "ExportConfig", warn: Callable[[str], 
             tensorboard = False
     wandb = export.wandb == "offline"
     if wandb:
-        from harness.board.wandb import wandb_missing
-
         why = wandb_missing()
         if why is not None:
             warn(f"wandb: {why}: no offline W&B run")
@@ -61,8 +60,6 @@ def sinks_for(capture_root: Path, export: "ExportConfig", warn: Callable[[str], 
         if tensorboard:
             sinks.append(TensorBoardSink(capture_root / TENSORBOARD_DIR_NAME / board_run, capture_root))
         if wandb:
-            from harness.board.wandb import WandbSink
-
             sinks.append(WandbSink(capture_root, board_run))
         return sinks
 
@@ -97,10 +94,6 @@ def board_session(
 
 def _show_current_attempt(run: str, capture_root: Path, written: Optional[int], warn: Callable[[str], None]) -> None:
     """Rebuild the run's events from its current capture when that is not the attempt written live."""
-    from harness.board.live import tensorboard_sinks
-    from harness.board.replay import Rebuilt, rebuild_run
-    from harness.capture.files import describe_os_error
-
     run_path = capture_root / run
     try:
         target = os.readlink(run_path)

@@ -21,6 +21,8 @@ from typing import Optional, Protocol, Sequence
 
 from harness.board.names import GUARD_PREFIX
 from harness.board.records import Hparams, Record, Scalar, SessionEnd, Text
+from harness.fs.files import prepare_directory
+from harness.secrets import is_secret_env
 
 WANDB_DIR_NAME = "wandb"
 PROJECT = "miles-gb10-lab"
@@ -54,8 +56,6 @@ def wandb_missing() -> Optional[str]:
 
 
 def _is_secret(name: str) -> bool:
-    from harness.secrets import is_secret_env
-
     return is_secret_env(name) or name in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE")
 
 
@@ -118,7 +118,6 @@ class WandbSink:
     def _start(self, record: Hparams) -> None:
         if self._run is not None:
             return
-        from harness.fs.files import prepare_directory
 
         # W&B writes its files itself: its directory is checked first (a directory, inside the capture root).
         prepare_directory(self.directory, self.root)

@@ -31,7 +31,7 @@ COMMANDS = {
     "board": "board",
     "sim": "sim",
     "demo": "demo",
-    "plan": "summary",
+    "plan": "plan",
     "guard": "guard",
 }
 

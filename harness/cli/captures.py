@@ -23,7 +23,8 @@ from harness.cli.app import (
 
 if TYPE_CHECKING:
     from harness.capture import RunStatus
-    from harness.run.settle import Plan
+    from harness.run.capture_ops import CaptureRow
+    from harness.run.settle import Plan, Result
 
 # find_runs's reason for a directory that is simply not a run: not worth a warning.
 NOT_A_RUN = "no status.json, so not a run"
@@ -56,7 +57,6 @@ def status(
     from rich.text import Text
 
     from harness.capture import Capture, find_runs
-    from harness.cli.tables import Column, print_table
     from harness.run.capture_ops import capture_rows
 
     capture_dir = capture_root(capture_dir, sim)
@@ -77,6 +77,15 @@ def status(
     if not rows:
         stdout().print(Text(f"no captures in {capture_dir}{sim_root_hint(capture_dir)}"))
         return None
+    _print_captures(rows, capture_dir)
+
+
+def _print_captures(rows: "list[CaptureRow]", capture_dir: Path) -> None:
+    """The captures table; `host` only where Ray placed a run."""
+    from rich.text import Text
+
+    from harness.cli.tables import Column, print_table
+
     # Run, state, steps and duration always; the others go, least useful first, where the width is short.
     columns = [
         Column("run"),
@@ -312,41 +321,37 @@ def recover(
     for plan, result in results:
         for stranger, why in plan.strangers:
             console.print(f"{plan.label}: {stranger.name} left alone: {why}", markup=False)
-        if result.skipped is not None:
-            console.print(f"{plan.label}: left alone: {result.skipped}", markup=False)
-            continue
-        final = result.status
-        assert final is not None
-        kept = f"; the torn one kept as {result.torn_kept_as}" if result.torn_kept_as else ""
-        current = f"; {result.made_current}" if result.made_current else ""
-        if plan.action == "current":
-            console.print(f"{plan.label}: {final.state} ({plan.reason}){current}", markup=False)
-            continue
-        if plan.action == "rebuild":
-            console.print(
-                f"{plan.label}: {final.state}, its status.json rebuilt from its files ({final.notes[-1]}){kept}{current}",
-                markup=False,
-            )
-            continue
-        if plan.action == "close":
-            console.print(
-                f"{plan.label}: closed {result.windows_closed} open pause window"
-                f"{'s' if result.windows_closed != 1 else ''} at {result.closed_at}, {result.closed_when} "
-                "(the run is not frozen; its status is final and unchanged)",
-                markup=False,
-            )
-            continue
-        closed = (
-            f", {result.windows_closed} open pause window{'s' if result.windows_closed != 1 else ''} closed"
-            if result.windows_closed
-            else ""
-        )
-        console.print(
-            f"{plan.label}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
-            f"{result.lines_saved} log line(s) added, {_kind(plan, final)} {result.container}{closed}{kept}{current}",
-            markup=False,
-        )
+        console.print(_recovered(plan, result), markup=False)
     _say_resumable(console, capture_root(capture_dir, sim), ray)
+
+
+def _recovered(plan: "Plan", result: "Result") -> str:
+    """One line for what recover did to a run (a SettlePlan and what carrying it out gave)."""
+    if result.skipped is not None:
+        return f"{plan.label}: left alone: {result.skipped}"
+    final = result.status
+    assert final is not None
+    kept = f"; the torn one kept as {result.torn_kept_as}" if result.torn_kept_as else ""
+    current = f"; {result.made_current}" if result.made_current else ""
+    if plan.action == "current":
+        return f"{plan.label}: {final.state} ({plan.reason}){current}"
+    if plan.action == "rebuild":
+        return f"{plan.label}: {final.state}, its status.json rebuilt from its files ({final.notes[-1]}){kept}{current}"
+    if plan.action == "close":
+        return (
+            f"{plan.label}: closed {result.windows_closed} open pause window"
+            f"{'s' if result.windows_closed != 1 else ''} at {result.closed_at}, {result.closed_when} "
+            "(the run is not frozen; its status is final and unchanged)"
+        )
+    closed = (
+        f", {result.windows_closed} open pause window{'s' if result.windows_closed != 1 else ''} closed"
+        if result.windows_closed
+        else ""
+    )
+    return (
+        f"{plan.label}: {final.state}, {final.steps_complete}/{final.steps_expected} steps saved, "
+        f"{result.lines_saved} log line(s) added, {_kind(plan, final)} {result.container}{closed}{kept}{current}"
+    )
 
 
 def _say_resumable(console: Any, root: Path, ray: Optional[str]) -> None:

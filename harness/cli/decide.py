@@ -35,11 +35,12 @@ from harness.stats.adaptive import DEFAULT_ALPHA, DEFAULT_INTERIMS, DEFAULT_PER_
 from harness.summary.decisions import DEFAULT_METRIC, METRICS
 
 if TYPE_CHECKING:
-    from harness.run.adaptive import DecideOutcome
+    from harness.run.adaptive import DecideOutcome, DecideRequest
     from harness.run.adaptive_plan import DecidePlan
     from harness.run.context import RunContext
     from harness.run.lifecycle import SweepResult
     from harness.run.plan import Planned
+    from harness.stats.adaptive import Design
 
 DECIDE_HELP = f"""Compare experiments across seeds, running seeds until the comparison is decided.
 
@@ -119,19 +120,14 @@ def decide_command(
     verbose: VerboseOption = False,
     ray: RayOption = None,
 ) -> None:
-    from harness.errors import HarnessError
     from harness.experiments.store import ExperimentStore
-    from harness.run.adaptive import DecideRequest, decide
-    from harness.run.adaptive_plan import plan_decide
-    from harness.run.context import RunContext, RunOptions
-    from harness.run.lifecycle import stop_on_signals
-    from harness.stats.adaptive import Design, check_design
+    from harness.run.adaptive import DecideRequest
+    from harness.stats.adaptive import Design
     from harness.stats.record import check_record_name, default_name
 
-    design = Design(tuple(experiments), against_first, per_interim, interims, alpha, permutations)
-    check_design(design)  # before the experiments are read: a bad option is said first
-    if metric not in METRICS:
-        raise HarnessError(f"--metric {metric}: not one of {', '.join(METRICS)}")
+    design = _checked_design(
+        Design(tuple(experiments), against_first, per_interim, interims, alpha, permutations), metric
+    )
     root = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
     request = DecideRequest(
@@ -145,36 +141,68 @@ def decide_command(
         environ=dict(os.environ),
     )
     if dry_run:
-        from harness.run.decide import dry_run_refusal
-
-        plan = plan_decide(request)
-        _print_plan(plan, as_json=json_)
-        refusal = dry_run_refusal([(run.decision, ()) for run in plan.next_runs])
-        if refusal is not None:
-            raise refusal
-        return
-    options = RunOptions(mode="retry", wait_for_gpu=not no_wait, parallel=parallel)
+        return _dry_run(request, json_)
     console = stdout()
+    outcome = _decide(request, console, ray=ray, parallel=parallel, no_wait=no_wait, verbose=verbose)
+    _print_outcome(console, outcome, request.record, json_)
+
+
+def _checked_design(design: "Design", metric: str) -> "Design":
+    """The design and the metric checked before the experiments are read: a bad option is said first."""
+    from harness.errors import HarnessError
+    from harness.stats.adaptive import check_design
+
+    check_design(design)
+    if metric not in METRICS:
+        raise HarnessError(f"--metric {metric}: not one of {', '.join(METRICS)}")
+    return design
+
+
+def _print_outcome(console: Any, outcome: "DecideOutcome", record: Path, json_: bool) -> None:
+    """The outcome as one JSON document, or what this call did and one line per comparison."""
+    if not json_:
+        print_messages(console, [(line, 0) for line in _closing(outcome, record)])
+        return
+    from harness.summary.document import to_plain
+
+    document = {
+        "started": outcome.started,
+        "interims_run": outcome.interims_run,
+        **_plain(to_plain(outcome.summary)),
+    }
+    typer.echo(json.dumps(document, indent=2, allow_nan=False))
+
+
+def _dry_run(request: "DecideRequest", json_: bool) -> None:
+    """Print the plan; refuse, as a run would, where a next run could not start."""
+    from harness.run.adaptive_plan import plan_decide
+    from harness.run.decide import dry_run_refusal
+
+    plan = plan_decide(request)
+    _print_plan(plan, as_json=json_)
+    refusal = dry_run_refusal([(run.decision, ()) for run in plan.next_runs])
+    if refusal is not None:
+        raise refusal
+
+
+def _decide(
+    request: "DecideRequest", console: Any, *, ray: Optional[str], parallel: int, no_wait: bool, verbose: bool
+) -> "DecideOutcome":
+    """Run interims until AdaStop decides, here or on Ray, stopping cleanly on a signal."""
+    from harness.run.adaptive import decide
+    from harness.run.context import RunContext, RunOptions
+    from harness.run.lifecycle import stop_on_signals
+
+    options = RunOptions(mode="retry", wait_for_gpu=not no_wait, parallel=parallel)
     ctx = RunContext(options=options, reporter=_reporter(console, [], verbose))
     runner = RayRunner(ray, ctx, console) if ray else LocalRunner(ctx, console, verbose)
     try:
         with stop_on_signals(ctx.stop, ctx.reporter.note):
-            outcome = decide(request, ctx, runner)
+            return decide(request, ctx, runner)
     finally:
         close = getattr(runner, "close", None)
         if close is not None:
             close()
-    if json_:
-        from harness.summary.document import to_plain
-
-        document = {
-            "started": outcome.started,
-            "interims_run": outcome.interims_run,
-            **_plain(to_plain(outcome.summary)),
-        }
-        typer.echo(json.dumps(document, indent=2, allow_nan=False))
-        return
-    print_messages(console, [(line, 0) for line in _closing(outcome, request.record)])
 
 
 def _closing(outcome: "DecideOutcome", record: Path) -> list[str]:

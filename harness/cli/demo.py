@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from typing_extensions import Annotated
@@ -24,6 +24,10 @@ from harness.cli.runs import check_capture_root, sim_target_from_cli
 from harness.errors import ExitCode
 from harness.run.simswap import DEFAULT_TIME_SCALE, SIM_ENGINE_CHOICES
 from harness.sim.timescale import TIME_SCALE_RANGE
+
+if TYPE_CHECKING:
+    from harness.run.demo import DemoOutcome
+    from harness.run.plan import Planned
 
 # A quick look (`--steps N`) has a capture root of its own: its runs are another configuration of the demo's, and
 # beside them they would be refused (or, with --force, would replace them in the demo's summary).
@@ -85,12 +89,10 @@ def demo(
         ),
     ] = None,
 ) -> Optional[ExitCode]:
-    from harness.cli.progress import RichReporter, reporter_for
     from harness.errors import HarnessError
     from harness.experiments.store import ExperimentStore
-    from harness.run.context import RunContext, RunOptions
-    from harness.run.demo import demo_outcome, plan_demo, run_at_once
-    from harness.run.lifecycle import exit_code_for, leftover_warnings, stop_on_signals
+    from harness.run.demo import plan_demo
+    from harness.run.lifecycle import exit_code_for, leftover_warnings
 
     started = time.monotonic()
     if capture_dir is None:
@@ -105,29 +107,12 @@ def demo(
         warn(message)
     note(f"demo: {len(plans)} runs at once ({', '.join(plan.spec.run for plan in plans)}); captures in {capture_dir}")
     console = stdout()
-    board = reporter_for(
-        console, say_skips=True, specs=[plan.spec for plan in plans], title=f"demo: {len(plans)} runs", reused=True
-    )
-    # retry: a run that did not succeed (Ctrl-C, a failure) is run again; a succeeded one is reused.
-    ctx = RunContext(options=RunOptions(mode="force" if force else "retry"), reporter=board)
-    if isinstance(board, RichReporter):
-        board.start_live()
-    try:
-        with stop_on_signals(ctx.stop, board.note):
-            outcome = demo_outcome(run_at_once(plans, ctx))
-    finally:
-        if isinstance(board, RichReporter):
-            board.stop_live()
+    outcome = _run_demo(console, plans, force)
     ran_s = time.monotonic() - started
     if outcome.refused:  # its old capture would go into the summary as if it were the run asked for
         more = f" (and {len(outcome.refused) - 1} more, above)" if len(outcome.refused) > 1 else ""
         raise HarnessError(outcome.refused[0].not_started() + more)
-    for result in outcome.missing:
-        if result.decision.action == "run" and result.status is not None:
-            report_status(result.status, capture_dir)  # what `harness run --sim` says of it, and where its log is
-        else:
-            why = result.decision.reason if result.decision.action == "skip" else "the demo was stopped first"
-            warn(f"{result.decision.run} not run: {why}")
+    _say_missing(outcome, capture_dir)
     if outcome.publish:
         _publish(console, capture_dir, ran_s, started, reused=outcome.reused, runs=len(outcome.results))
     else:  # a summary without them would compare what is there as if it were the write-up's set
@@ -139,6 +124,38 @@ def demo(
             + (f" and reuses the {succeeded} that succeeded" if succeeded else "")
         )
     return exit_code_for(outcome.states)
+
+
+def _run_demo(console: Any, plans: "list[Planned]", force: bool) -> "DemoOutcome":
+    """Every run at once under one live board, stopping cleanly on a signal."""
+    from harness.cli.progress import RichReporter, reporter_for
+    from harness.run.context import RunContext, RunOptions
+    from harness.run.demo import demo_outcome, run_at_once
+    from harness.run.lifecycle import stop_on_signals
+
+    board = reporter_for(
+        console, say_skips=True, specs=[plan.spec for plan in plans], title=f"demo: {len(plans)} runs", reused=True
+    )
+    # retry: a run that did not succeed (Ctrl-C, a failure) is run again; a succeeded one is reused.
+    ctx = RunContext(options=RunOptions(mode="force" if force else "retry"), reporter=board)
+    if isinstance(board, RichReporter):
+        board.start_live()
+    try:
+        with stop_on_signals(ctx.stop, board.note):
+            return demo_outcome(run_at_once(plans, ctx))
+    finally:
+        if isinstance(board, RichReporter):
+            board.stop_live()
+
+
+def _say_missing(outcome: "DemoOutcome", capture_dir: Path) -> None:
+    """Each run the demo lacks: what `harness run --sim` says of it, or why it was not run."""
+    for result in outcome.missing:
+        if result.decision.action == "run" and result.status is not None:
+            report_status(result.status, capture_dir)  # what `harness run --sim` says of it, and where its log is
+        else:
+            why = result.decision.reason if result.decision.action == "skip" else "the demo was stopped first"
+            warn(f"{result.decision.run} not run: {why}")
 
 
 def _publish(console: Any, capture_dir: Path, ran_s: float, started: float, *, reused: int, runs: int) -> None:

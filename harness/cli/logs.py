@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -33,48 +33,14 @@ def parse_log(
 
 def render_parsed_log(parsed: Any) -> None:
     """A table of the steps, then the failure and the problems, on stdout."""
-    from rich.table import Table
     from rich.text import Text
 
     from harness.cli.messages import message_lines, output_width
-
-    console = stdout()
-    table = Table(
-        title=f"{len(parsed.steps)} steps in {parsed.lines} lines", title_justify="left", box=None, pad_edge=False
-    )
     from harness.mileslog import keys
 
+    console = stdout()
     filter_on, source = parsed.filter_setting()
-    batch = parsed.rollout_batch_size()
-    derived_steps = 0
-    for header in (
-        "step",
-        "complete",
-        "rollout\ns",
-        "dropped\nright",
-        "dropped\nwrong",
-        "0-std\nright",
-        "0-std\nwrong",
-        "reward",
-        "step\ns",
-    ):
-        table.add_column(header, justify="left" if header == "complete" else "right", no_wrap=True)
-    for record in parsed.steps:
-        metrics, derived = record.metrics, record.derived
-        drops = keys.drops_known(filter_on, metrics)  # as the summary: "-" (null) without the filter, never 0
-        reading = keys.reward_reading(metrics, filter_on, batch)
-        derived_steps += reading.source == keys.DERIVED
-        table.add_row(
-            str(record.step),
-            Text("yes") if record.complete else Text("no", style="yellow"),
-            _number(metrics.get(ROLLOUT_TIME), "{:.1f}"),
-            _number(derived["dropped_all_right"] if drops else None, "{}"),
-            _number(derived["dropped_all_wrong"] if drops else None, "{}"),
-            _number(derived["zero_std_all_right"], "{}"),
-            _number(derived["zero_std_all_wrong"], "{}"),
-            _number(reading.value, "{:.3f}") + (" (derived)" if reading.source == keys.DERIVED else ""),
-            _number(keys.step_time(metrics)[0], "{:.1f}"),
-        )
+    table, derived_steps = _steps_table(parsed, filter_on)
     console.print(table)
     if filter_on is None:
         console.print(
@@ -120,6 +86,49 @@ def render_parsed_log(parsed: Any) -> None:
             say(f"  line {problem['line']}: ", problem["reason"])
         if len(parsed.problems) > 10:
             console.print(f"  ... {len(parsed.problems) - 10} more (--json lists them all)")
+
+
+def _steps_table(parsed: Any, filter_on: Optional[bool]) -> tuple[Any, int]:
+    """The steps as a rich table, and how many of them had their reward derived."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from harness.mileslog import keys
+
+    table = Table(
+        title=f"{len(parsed.steps)} steps in {parsed.lines} lines", title_justify="left", box=None, pad_edge=False
+    )
+    batch = parsed.rollout_batch_size()
+    derived_steps = 0
+    for header in (
+        "step",
+        "complete",
+        "rollout\ns",
+        "dropped\nright",
+        "dropped\nwrong",
+        "0-std\nright",
+        "0-std\nwrong",
+        "reward",
+        "step\ns",
+    ):
+        table.add_column(header, justify="left" if header == "complete" else "right", no_wrap=True)
+    for record in parsed.steps:
+        metrics, derived = record.metrics, record.derived
+        drops = keys.drops_known(filter_on, metrics)  # as the summary: "-" (null) without the filter, never 0
+        reading = keys.reward_reading(metrics, filter_on, batch)
+        derived_steps += reading.source == keys.DERIVED
+        table.add_row(
+            str(record.step),
+            Text("yes") if record.complete else Text("no", style="yellow"),
+            _number(metrics.get(ROLLOUT_TIME), "{:.1f}"),
+            _number(derived["dropped_all_right"] if drops else None, "{}"),
+            _number(derived["dropped_all_wrong"] if drops else None, "{}"),
+            _number(derived["zero_std_all_right"], "{}"),
+            _number(derived["zero_std_all_wrong"], "{}"),
+            _number(reading.value, "{:.3f}") + (" (derived)" if reading.source == keys.DERIVED else ""),
+            _number(keys.step_time(metrics)[0], "{:.1f}"),
+        )
+    return table, derived_steps
 
 
 def _number(value: Any, form: str) -> Any:

@@ -49,7 +49,7 @@ from harness.sim.timescale import TIME_SCALE_RANGE
 if TYPE_CHECKING:
     from harness.capture import RunStatus
     from harness.run.context import RunOptions
-    from harness.run.decide import Mode
+    from harness.run.decide import Decision, Mode
     from harness.run.plan import Planned
 
 # The lab's default experiment: the write-up's next step is a second seed of the filter run.
@@ -469,17 +469,11 @@ def sweep(
     resume: ResumeOption = False,
     auto_resume: AutoResumeOption = None,
 ) -> Optional[ExitCode]:
-    from harness.errors import HarnessError
     from harness.run.context import RunOptions
-    from harness.run.decide import dry_run_refusal, refuse_before_starting
-    from harness.run.lifecycle import decide_on_capture, exit_code_for, run_sweep, stop_on_signals, takes_no_gpu
+    from harness.run.decide import refuse_before_starting
+    from harness.run.lifecycle import decide_on_capture
 
-    if retry and force:
-        raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
-    if resume and force:
-        raise HarnessError("--resume and --force are exclusive (--resume continues each run, --force starts anew)")
-    if json_ and not dry_run:
-        raise HarnessError("--json prints the plan of --dry-run; a sweep that runs prints its progress")
+    _check_sweep_options(retry=retry, force=force, resume=resume, json_=json_, dry_run=dry_run)
     experiment = chosen_experiment(experiment)
     capture_dir = check_capture_root(capture_root(capture_dir, sim), sim=sim)
     target = sim_target_from_cli(sim, time_scale, sim_engine)
@@ -489,10 +483,7 @@ def sweep(
     decisions = [decide_on_capture(plan, mode) for plan in plans]
     if dry_run:  # its rows list the plan: the pre-flight is `run --dry-run`'s, one run at a time
         print_sweep_plan(plans, decisions, mode, as_json=json_)
-        refusal = dry_run_refusal([(decision, ()) for decision in decisions])
-        if refusal is not None:
-            raise refusal
-        return None
+        return _refuse_as_a_run_would(decisions)
     refuse_before_starting(decisions)
     options = RunOptions(
         mode=mode,
@@ -504,8 +495,39 @@ def sweep(
         resume=resume,
         auto_resume=auto_resume,
     )
-    if parallel > 1 and not all(takes_no_gpu(plan) for plan in plans):
-        note(f"--parallel {parallel}: these runs take a GPU, so they go one per GPU, as its lock has them")
+    return _run_sweep(plans, capture_dir, options, ray, verbose)
+
+
+def _check_sweep_options(*, retry: bool, force: bool, resume: bool, json_: bool, dry_run: bool) -> None:
+    """The sweep options that exclude each other, refused in one line before anything is read."""
+    from harness.errors import HarnessError
+
+    if retry and force:
+        raise HarnessError("--retry and --force are exclusive (--force reruns everything)")
+    if resume and force:
+        raise HarnessError("--resume and --force are exclusive (--resume continues each run, --force starts anew)")
+    if json_ and not dry_run:
+        raise HarnessError("--json prints the plan of --dry-run; a sweep that runs prints its progress")
+
+
+def _refuse_as_a_run_would(decisions: "list[Decision]") -> None:
+    """A dry run refuses in one line where the run would (a capture it would not start over)."""
+    from harness.run.decide import dry_run_refusal
+
+    refusal = dry_run_refusal([(decision, ()) for decision in decisions])
+    if refusal is not None:
+        raise refusal
+
+
+def _run_sweep(
+    plans: "list[Planned]", capture_dir: Path, options: "RunOptions", ray: Optional[str], verbose: bool
+) -> ExitCode:
+    """The sweep's runs (placed by Ray with --ray), then each run's line and the across-seed numbers."""
+    from harness.run.decide import refuse_before_starting
+    from harness.run.lifecycle import exit_code_for, run_sweep, stop_on_signals, takes_no_gpu
+
+    if options.parallel > 1 and not all(takes_no_gpu(plan) for plan in plans):
+        note(f"--parallel {options.parallel}: these runs take a GPU, so they go one per GPU, as its lock has them")
     if ray:
         from harness.cli.cluster import run_on_ray
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 from harness.lab.milesnames import ROLLOUT_TIME
+from harness.mileslog import keys
 
 CLEARABLE = ("paused_since", "rollout_s", "reward")  # None is news for these: no open window, a step without the key
 
@@ -90,8 +91,6 @@ class Board:
         if kind == "status":
             self._update(run, "state", state=str(payload.get("state")), steps_expected=payload.get("steps_expected"))
         elif kind == "jsonl" and name == "metrics.jsonl" and payload.get("complete"):
-            from harness.mileslog import keys
-
             metrics = payload.get("metrics") if isinstance(payload.get("metrics"), dict) else {}
             with self._lock:
                 line = self._lines[run]

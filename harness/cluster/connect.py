@@ -11,6 +11,9 @@ from typing import Any, Mapping, Optional
 
 from harness.cluster import import_ray
 from harness.errors import ExitCode, HarnessError
+from harness.fs.files import open_append, prepare_directory
+from harness.fs.paths import state_dir
+from harness.secrets import redact_text, redact_userinfo, secrets_in
 
 CONNECT_TIMEOUT_S = 60
 
@@ -60,9 +63,6 @@ class RayOutput:
 
     def divert(self) -> Path:
         """From now on, what Ray writes to standard error goes to the file returned."""
-        from harness.fs.files import open_append, prepare_directory
-        from harness.fs.paths import state_dir
-
         directory = state_dir("HARNESS_RAY_LOG_DIR", "ray")
         prepare_directory(directory)
         self.path = directory / f"driver-{os.getpid()}.log"
@@ -121,8 +121,6 @@ def connect(address: str) -> Any:
 def shown_address(text: str, address: Optional[str] = None) -> str:
     """A Ray address as it may be shown, its URL password as ***; or Ray's words about `address`, with that
     address's password hidden wherever they repeat it (whole, alone or decoded)."""
-    from harness.secrets import redact_text, redact_userinfo, secrets_in
-
     return redact_userinfo(redact_text(text, secrets_in(address)) if address else text)
 
 

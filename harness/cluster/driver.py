@@ -25,13 +25,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from harness.board.session import board_session
 from harness.capture import Capture, CaptureLock, RunState, RunStatus, describe_os_error, this_host, utc_now
 from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.writer import EventSink, Forward
 from harness.checkpoints.lineage import RESUME_NAME
 from harness.cluster.connect import Node, NodeFacts, alive_nodes, nodes_for, run_request, shown_address
+from harness.cluster.node import SweepControl, check_task
 from harness.cluster.rootcheck import root_tokens
+from harness.cluster.runtask import run_task
 from harness.errors import ExitCode, HarnessError
+from harness.mileslog import keys
 from harness.run.context import RunContext, StopControl
 from harness.run.decide import Decision
 from harness.run.execute import LABEL_ATTEMPT, stop_request_reason  # `harness stop`'s reason
@@ -113,8 +117,6 @@ def _check_each_node(
 ) -> None:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from harness.cluster.node import check_task
-
     pending = []
     for plan, request in specs.values():
         able = nodes_for(list(nodes), request)
@@ -175,8 +177,6 @@ class RaySweep:
         return {"pid": os.getpid(), "host": this_host(), "ray": shown_address(self.address)}
 
     def run(self, plans: Sequence[Planned]) -> list[RayRun]:
-        from harness.cluster.node import SweepControl
-
         check_nodes(
             self.ray,
             [plan for plan in plans if self._would_run(plan)],
@@ -238,13 +238,11 @@ class RaySweep:
         self.ctx.reporter.decided(decision)
         if decision.action == "skip":  # said by on_decision, as a local sweep says it; the board shows runs placed
             return self._skipped(run)
-        from harness.mileslog import keys
 
         argv = spec.trainer_argv
         self.board.add(
             spec.run, spec.steps_expected, keys.filter_setting(None, argv)[0], keys.rollout_batch_size(None, argv)
         )
-        from harness.cluster.node import run_task
 
         cluster = plan.experiment.cluster
         task = self.ray.remote(run_task).options(
@@ -396,8 +394,6 @@ class RaySweep:
 
     def _open_board(self, run: RayRun) -> None:
         """The run's board on the driver, fed the events its capture is written with, as a local run's is."""
-        from harness.board.session import board_session
-
         stack = ExitStack()
         root = Path(run.plan.spec.capture_dir).parent
         resume = run.plan.checkpoints.resume if run.plan.checkpoints is not None else None

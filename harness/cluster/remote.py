@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional
 
 from harness.cluster.connect import Node, NodeFacts
+from harness.cluster.node import inventory_task, lever_task
 from harness.engines import Description, EngineUnavailable
+from harness.engines.spec import LABEL_RUN
 from harness.errors import ExitCode, HarnessError
 
 LEVER_TIMEOUT_S = 300
@@ -48,8 +50,6 @@ class NodeInventory:
     def __init__(
         self, ray: Any, node: Node, engine_names: tuple[str, ...], labels: Mapping[str, Optional[str]]
     ) -> None:
-        from harness.cluster.node import inventory_task
-
         self.ray = ray
         self.node = node.facts
         self.ref = ray.remote(inventory_task).options(**_on(ray, self.node)).remote(list(engine_names), dict(labels))
@@ -102,8 +102,6 @@ class RemoteHandle:
         return self.described.id
 
     def _pull(self, action: str, *args: Any) -> Any:
-        from harness.cluster.node import lever_task
-
         ref = self.ray.remote(lever_task).options(**_on(self.ray, self.node)).remote(self.engine, self.id, action, args)
         try:
             outcome, value = self.ray.get(ref, timeout=LEVER_TIMEOUT_S)
@@ -162,8 +160,6 @@ class RemoteHandle:
 
 def node_engines(ray: Any, nodes: list[Node], engine_names: tuple[str, ...]) -> list[RemoteEngine]:
     """Every engine of every node, their listings asked of all nodes at once."""
-    from harness.engines.spec import LABEL_RUN
-
     engines = []
     for node in nodes:
         inventory = NodeInventory(ray, node, engine_names, {LABEL_RUN: None})

@@ -18,7 +18,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from harness.mileslog.pyrepr import PyDict, PyValue, ReprError, parse_dict_repr
+from harness.mileslog.pyrepr import PyDict, PyValue, ReprError, parse_dict_repr, parse_repr
 
 KINDS = ("perf", "rollout", "step", "eval", "multi_turn", "critic-step")
 
@@ -193,8 +193,6 @@ def argument_value(text: str) -> PyValue:
         number = float(text)
         return number if math.isfinite(number) else text
     if text[:1] in ("[", "{", "(") and text[-1:] in ("]", "}", ")"):
-        from harness.mileslog.pyrepr import parse_repr
-
         try:
             value, end = parse_repr(text)
         except ReprError:

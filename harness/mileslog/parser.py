@@ -17,52 +17,32 @@ Lines are split on `\\n` only. A carriage return (tqdm progress bars) splits a
 line into segments that are each read as if they were a line of their own,
 with the same line number and Docker timestamp.
 
-Merging, per rollout id N:
-
-- every `perf N`, `rollout N` and `multi_turn N` line merges its keys into
-  step N; a key already present keeps its first value (a different value is
-  a problem, an identical one is not);
-- a `perf N` line with `perf/rollout_time` or `rollout/...` keys is the
-  rollout side: its Docker time is `t_rollout_end`;
-- a `perf N` line with `perf/step_time`, `perf/train_time` or the older
-  `perf/total_train_time` is the train side: its Docker time is `t_step_end`,
-  and step N is complete and emitted right then;
-- `step M` (and `critic-step M`) lines wait until the next train-side `perf`
-  line and belong to its step. Megatron prints each step line twice: a
-  repeat of M with the same payload is dropped; a repeat with other values
-  adds its new keys (conflicts are problems);
-- `eval N` lines make evaluation records, apart from the training steps,
-  and so does `eval N skipped: REASON` (the record's `skipped`);
-- the noise lines Miles prints (`ft key=value` lines, tqdm bars, "First
-  rollout sample", "Finish rollout") are counted by kind (`noise`) and never
-  parsed: in a line nothing else reads, each kind's marker where it occurs
-  (`lines.count_noise`: a tqdm line of three renders is three); in a line
-  that is read, each segment by `lines.noise_kind` before anything else, so
-  model text in a sample line can never read as a metric, a dump or a failure;
-- a line for a step that has already been emitted is a problem, not a change.
-
-`finish()` emits the steps still open, marked incomplete. Step lines still
-waiting then go to the step of the last `rollout N` line if it is open, else
-to the highest open step.
+Each metric line goes to the step merger (`steps.StepMerger`, whose docstring
+says how lines merge into steps). The noise lines Miles prints (`ft key=value`
+lines, tqdm bars, "First rollout sample", "Finish rollout") are counted by kind
+(`noise`) and never parsed: in a line nothing else reads, each kind's marker
+where it occurs (`lines.count_noise`: a tqdm line of three renders is three);
+in a line that is read, each segment by `lines.noise_kind` before anything
+else, so model text in a sample line can never read as a metric, a dump or a
+failure.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterable, Protocol, TypeGuard
+from typing import BinaryIO, Iterable, Protocol
 
-from harness.mileslog.derive import derive_step_values
-from harness.mileslog.keys import ends_step, filter_path, is_rollout_side
+from harness.capture.bounded import WholeLines
+from harness.errors import ExitCode, HarnessError
+from harness.mileslog.keys import filter_path
 from harness.mileslog.lines import (
     LAUNCH_MARKER,
     NOISE_MARKERS,
     SKIPPED_MARKER,
     TRACEBACK_MARKER,
-    MetricLine,
     argument_marker,
     count_noise,
     count_noise_bytes,
@@ -82,9 +62,9 @@ from harness.mileslog.lines import (
     strip_ansi,
     strip_ansi_bytes,
 )
-from harness.mileslog.pyrepr import PyDict, PyValue
 from harness.mileslog.records import EvalRecord, Failure, Metrics, ParsedLog, Problem, StepRecord
-from harness.times import format_time_us, split_time_prefix
+from harness.mileslog.steps import StepMerger
+from harness.times import split_time_prefix
 
 # A line holding none of these is not read unless an argument dump or a traceback is open;
 # its noise markers (lines.NOISE_MARKERS) are only counted. `feed` tests them on the str;
@@ -119,30 +99,6 @@ def _unread(line: str) -> bool:
 
 
 @dataclass
-class _SubStep:
-    """One optimizer step (`step M`) or critic step, waiting for its rollout."""
-
-    number: int
-    payload: Metrics
-    line: int
-    pending: bool = True
-
-
-@dataclass
-class _OpenStep:
-    step: int
-    metrics: Metrics = field(default_factory=dict)
-    key_lines: dict[str, int] = field(default_factory=dict)
-    t_rollout_end: str | None = None
-    saw_rollout_side: bool = False
-    t_step_end: str | None = None
-    train_steps: list[_SubStep] = field(default_factory=list)
-    critic_steps: list[_SubStep] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
-    lines: list[int] = field(default_factory=list)
-
-
-@dataclass
 class _Traceback:
     in_frames: bool  # False once its exception line has been read
     last_line: int
@@ -161,13 +117,7 @@ class LogParser:
         self._line_no = 0
         self._idle = True  # no argument dump and no traceback open: noise lines can be skipped
         self._finished = False
-        self._open: dict[int, _OpenStep] = {}
-        self._done: set[int] = set()
-        self._records: list[StepRecord] = []
-        self._pending: dict[str, list[_SubStep]] = {"step": [], "critic-step": []}
-        self._seen: dict[str, dict[int, _SubStep]] = {"step": {}, "critic-step": {}}
-        self._last_rollout_id: int | None = None
-        self._evals: dict[int, EvalRecord] = {}
+        self._steps = StepMerger()
         self._args: Metrics | None = None
         self._args_source: str | None = None  # Ray source of the open argument dump
         self._args_last = 0
@@ -175,7 +125,6 @@ class LogParser:
         self._tracebacks: dict[str, _Traceback] = {}
         self._exception: Failure | None = None
         self._job_failed: Failure | None = None
-        self._problems: list[Problem] = []
         self._noise: dict[str, int] = {}
 
     # ---- what has been read so far --------------------------------------------------
@@ -188,11 +137,12 @@ class LogParser:
     @property
     def records(self) -> list[StepRecord]:
         """The step records emitted so far, in the order they were emitted."""
-        return list(self._records)
+        return list(self._steps.records)
 
     @property
     def evals(self) -> list[EvalRecord]:
-        return [self._evals[n] for n in sorted(self._evals)]
+        evals = self._steps.evals
+        return [evals[n] for n in sorted(evals)]
 
     @property
     def args(self) -> Metrics | None:
@@ -233,14 +183,14 @@ class LogParser:
     @property
     def problems(self) -> list[Problem]:
         """What could not be read: {"line": n, "reason": str[, "step": N]}."""
-        return [problem.copy() for problem in self._problems]
+        return [problem.copy() for problem in self._steps.problems]
 
     def result(self) -> ParsedLog:
         """Finish (if not yet) and return everything read, steps in step order."""
         if not self._finished:
             self.finish()
         return ParsedLog(
-            steps=sorted(self._records, key=lambda record: record.step),
+            steps=sorted(self._steps.records, key=lambda record: record.step),
             evals=self.evals,
             args=self.args,
             launch=self.launch,
@@ -309,16 +259,7 @@ class LogParser:
         if self._finished:
             return []
         self._finished = True
-        leftovers = self._pending["step"] + self._pending["critic-step"]
-        if leftovers:
-            target = self._last_rollout_id if self._last_rollout_id in self._open else max(self._open, default=None)
-            if target is None:
-                for sub in leftovers:
-                    self._problem(sub.line, f"step line {sub.number}: no training step to attach it to")
-            else:
-                self._attach_pending(self._open[target])
-        out = [self._emit(self._open[n], complete=False) for n in sorted(self._open)]
-        self._open.clear()
+        out = self._steps.finish()
         self._args_source = None
         self._tracebacks.clear()
         self._idle = True
@@ -431,12 +372,12 @@ class LogParser:
         if head is None and SKIPPED_MARKER in body:
             skipped = read_eval_skipped(body)
             if skipped is not None:
-                self._eval_skipped(skipped[0], skipped[1], stamp, n)
+                self._steps.eval_skipped(skipped[0], skipped[1], stamp, n)
                 return
         if head is not None:
             self._tracebacks.pop(source, None)
             self._exception = None  # metrics after a traceback: the run survived it
-            self._metric(read_metric(segment, head), stamp, n, out)
+            self._steps.metric(read_metric(segment, head), stamp, n, out)
             return
         if self._args_source is not None and source == self._args_source:
             marker = argument_marker(body) if " arguments -" in body else None
@@ -459,7 +400,7 @@ class LogParser:
             if self._launch is None:  # only the first is kept, so only it is split (runs read together repeat it)
                 argv, problem = read_launch(body)
                 if problem:
-                    self._problem(n, problem)
+                    self._steps.problem(n, problem)
                 self._launch = argv
             return
         if self._tracebacks or TRACEBACK_MARKER in body:
@@ -496,175 +437,6 @@ class LogParser:
             return
         del self._tracebacks[source]
 
-    # ---- merging ----------------------------------------------------------------------
-
-    def _metric(self, line: MetricLine, stamp_ns: int | None, n: int, out: list[StepRecord]) -> None:
-        kind, ident = line.kind, line.id
-        step_kind = kind in ("perf", "rollout", "multi_turn")
-        if line.payload is None:
-            reason = f"{kind} {ident}: {line.error}"
-            if step_kind:
-                if ident not in self._done:
-                    self._open_step(ident).lines.append(n)
-                self._problem(n, reason, ident)
-            else:
-                self._problem(n, reason)
-            return
-        if line.trailing:
-            if step_kind and ident not in self._done:
-                self._open_step(ident)  # so that the problem is listed on the step too
-            self._problem(
-                n,
-                f"{kind} {ident}: text after the payload ignored: {line.trailing[:80]!r}",
-                ident if step_kind else None,
-            )
-        payload = line.payload
-        stamp = None if stamp_ns is None else format_time_us(stamp_ns // 1000)
-        if kind == "step" or kind == "critic-step":
-            self._sub_step(kind, ident, payload, n)
-        elif kind == "eval":
-            self._eval(ident, payload, stamp, n)
-        else:
-            self._merge(kind, ident, payload, stamp, n, out)
-
-    def _open_step(self, ident: int) -> _OpenStep:
-        step = self._open.get(ident)
-        if step is None:
-            step = self._open[ident] = _OpenStep(ident)
-        return step
-
-    def _merge(self, kind: str, ident: int, payload: PyDict, stamp: str | None, n: int, out: list[StepRecord]) -> None:
-        label = f"{kind} {ident}"
-        if ident in self._done:
-            self._problem(n, f"{label} came after step {ident} was complete: ignored", ident)
-            return
-        step = self._open_step(ident)
-        step.lines.append(n)
-        if kind == "rollout":
-            self._last_rollout_id = ident
-        self._merge_keys(step.metrics, payload, label, n, ident, step.key_lines, step.problems)
-        if kind != "perf":
-            return
-        if not step.saw_rollout_side and is_rollout_side(payload):
-            step.saw_rollout_side = True
-            step.t_rollout_end = stamp
-        if ends_step(payload):
-            step.t_step_end = stamp
-            self._attach_pending(step)
-            del self._open[ident]
-            self._done.add(ident)
-            out.append(self._emit(step, complete=True))
-
-    def _sub_step(self, kind: str, number: int, payload: PyDict, n: int) -> None:
-        seen = self._seen[kind]
-        previous = seen.get(number)
-        if previous is None:
-            sub = seen[number] = _SubStep(number, _string_keys(payload), n)
-            self._pending[kind].append(sub)
-            return
-        if _same_payload(previous.payload, payload):
-            return  # Megatron's second print of the same step line
-        if previous.pending:
-            self._merge_keys(previous.payload, payload, f"{kind} {number}", n, None, None, None)
-        else:
-            self._problem(n, f"{kind} {number}: a different line after its training step was complete: ignored")
-
-    def _attach_pending(self, step: _OpenStep) -> None:
-        for kind, target in (("step", step.train_steps), ("critic-step", step.critic_steps)):
-            pending = self._pending[kind]
-            for sub in pending:
-                sub.pending = False
-                step.lines.append(sub.line)
-            target.extend(pending)
-            self._pending[kind] = []
-
-    def _eval(self, ident: int, payload: PyDict, stamp: str | None, n: int) -> None:
-        record = self._evals.get(ident)
-        if record is None:
-            self._evals[ident] = EvalRecord(ident, stamp, _string_keys(payload), [n])
-            return
-        record.lines.append(n)
-        self._merge_keys(record.metrics, payload, f"eval {ident}", n, None, None, None)
-
-    def _eval_skipped(self, ident: int, reason: str, stamp_ns: int | None, n: int) -> None:
-        record = self._evals.get(ident)
-        if record is None:
-            stamp = None if stamp_ns is None else format_time_us(stamp_ns // 1000)
-            record = self._evals[ident] = EvalRecord(ident, stamp, {}, [])
-        record.lines.append(n)
-        record.skipped = reason
-
-    def _emit(self, step: _OpenStep, complete: bool) -> StepRecord:
-        metrics = step.metrics
-        for subs in (step.train_steps, step.critic_steps):
-            if subs:
-                last = subs[-1]
-                self._merge_keys(
-                    metrics,
-                    last.payload,
-                    f"step line {last.number}",
-                    last.line,
-                    step.step,
-                    step.key_lines,
-                    step.problems,
-                )
-        record = StepRecord(
-            step=step.step,
-            complete=complete,
-            t_rollout_end=step.t_rollout_end,
-            t_step_end=step.t_step_end if complete else None,
-            metrics=metrics,
-            derived=derive_step_values(metrics),
-            train_steps=[sub.payload for sub in step.train_steps],
-            critic_steps=[sub.payload for sub in step.critic_steps],
-            problems=step.problems,
-            lines=sorted(step.lines),
-        )
-        self._records.append(record)
-        return record
-
-    def _merge_keys(
-        self,
-        into: Metrics,
-        payload: PyDict | Metrics,
-        label: str,
-        n: int,
-        ident: int | None,
-        key_lines: dict[str, int] | None,
-        problems: list[Problem] | None,
-    ) -> None:
-        if into.keys().isdisjoint(payload) and _all_str(payload):  # every key new: nothing to compare
-            into.update(payload)
-            if key_lines is not None:
-                key_lines.update(dict.fromkeys(payload, n))
-            return
-        for key, value in payload.items():
-            if not isinstance(key, str):
-                key = repr(key)
-            if key not in into:
-                into[key] = value
-                if key_lines is not None:
-                    key_lines[key] = n
-            elif not _same(into[key], value):
-                where = f" on line {key_lines[key]}" if key_lines and key in key_lines else ""
-                self._problem(
-                    n,
-                    f"{label}: {key} = {_short(value)} differs from {_short(into[key])} read{where}; kept the first",
-                    ident,
-                    problems,
-                )
-
-    def _problem(self, n: int, reason: str, step: int | None = None, into: list[Problem] | None = None) -> None:
-        """Record a problem; one about an open step is also listed on that step."""
-        problem: Problem = {"line": n, "reason": reason}
-        if step is not None:
-            problem["step"] = step
-            if into is None and step in self._open:
-                into = self._open[step].problems
-        if into is not None:
-            into.append(problem)
-        self._problems.append(problem)
-
 
 def _only_noise(line: bytes) -> bool:
     """True for an undecoded line with no marker but `: {`, read while idle, in which `_process` would find nothing
@@ -700,44 +472,6 @@ def _next_others(buf: bytes, pos: int, end: int, other_at: list[int]) -> int:
     return min(other_at)
 
 
-def _short(value: PyValue, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _all_str(payload: PyDict | Metrics) -> TypeGuard[Metrics]:
-    """True when every key is a str (checked in C: the per-key loops are the parser's hot spots)."""
-    return set(map(type, payload)) <= _STR_ONLY
-
-
-_STR_ONLY = {str}
-
-
-def _string_keys(payload: PyDict | Metrics) -> Metrics:
-    if _all_str(payload):
-        return dict(payload)
-    return {key if isinstance(key, str) else repr(key): value for key, value in payload.items()}
-
-
-def _same(a: PyValue, b: PyValue) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    try:
-        return bool(a == b) and type(a) is type(b)
-    except Exception:  # noqa: BLE001 - a comparison that cannot be made is a difference
-        return False
-
-
-def _same_payload(a: Metrics, b: PyDict) -> bool:
-    other = _string_keys(b)
-    if a.keys() != other.keys():
-        return False
-    # Equal values of the same types: one C-level comparison (Megatron prints every step line twice).
-    if a == other and list(map(type, a.values())) == list(map(type, map(other.__getitem__, a))):
-        return True
-    return all(_same(a[key], other[key]) for key in a)
-
-
 def parse_lines(lines: Iterable[str]) -> ParsedLog:
     """Read an iterable of lines (e.g. an open text file) and return everything found."""
     parser = LogParser()
@@ -758,8 +492,6 @@ def parse_file(source: str | Path | BinaryIO) -> ParsedLog:
     if not isinstance(source, (str, Path)):
         _feed_whole_lines(parser, source)
         return parser.result()
-    from harness.errors import ExitCode, HarnessError
-
     path = Path(source)
     try:
         # Never blocking on a FIFO no one writes to (it reads as empty); `<(zcat log.gz)` is still read.
@@ -782,9 +514,7 @@ def parse_file(source: str | Path | BinaryIO) -> ParsedLog:
 
 
 def _feed_whole_lines(parser: LogParser, stream: BinaryIO) -> None:
-    from harness.capture.bounded import WholeLines
-
     whole = WholeLines(stream)
     parser.feed_stream(whole)
     for number, why in whole.finish():
-        parser._problem(number, why)
+        parser._steps.problem(number, why)

@@ -35,6 +35,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from harness.sim.config import CheckpointFlags
 from harness.sim.model import Answer, Group, Policy, PromptSource
 from harness.sim.params import ModelParams
 
@@ -170,15 +171,22 @@ def _group_from(fields: dict[str, object]) -> Group:
 # ---- saving ------------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class SaveOptions:
+    """What a save writes beside the state: the optimizer or not (--no-save-optim), meta.json's counter and time."""
+
+    save_optim: bool
+    micro_step: int
+    timestamp: float
+
+
 def save(
     root: str,
     rollout_id: int,
     state: TrainState,
     data: Optional[dict[str, object]],
+    options: SaveOptions,
     *,
-    save_optim: bool,
-    micro_step: int,
-    timestamp: float,
     params: ModelParams,
     advance: Advance,
     power_cut: PowerCutHook,
@@ -188,7 +196,7 @@ def save(
     CheckpointUnwritable where the file system refuses a write.
     """
     try:
-        return _save(root, rollout_id, state, data, save_optim, micro_step, timestamp, params, advance, power_cut)
+        return _save(root, rollout_id, state, data, options, params, advance, power_cut)
     except OSError as err:
         raise CheckpointUnwritable(f"{type(err).__name__}: {err}") from None
 
@@ -198,9 +206,7 @@ def _save(
     rollout_id: int,
     state: TrainState,
     data: Optional[dict[str, object]],
-    save_optim: bool,
-    micro_step: int,
-    timestamp: float,
+    options: SaveOptions,
     params: ModelParams,
     advance: Advance,
     power_cut: PowerCutHook,
@@ -213,7 +219,7 @@ def _save(
         directory, "model", {"policy": policy}, params.checkpoint_model_gb, write_s * params.checkpoint_model_gb,
         advance, lambda: power_cut("model-write"),
     )  # fmt: skip
-    if save_optim:
+    if options.save_optim:
         _write_part(
             directory, "optimizer", {"step": state.global_step}, params.checkpoint_optimizer_gb,
             write_s * params.checkpoint_optimizer_gb, advance,
@@ -229,9 +235,9 @@ def _save(
         "rollout_id": rollout_id,
         "next_rollout_id": iteration,
         "global_step": state.global_step,
-        "micro_step": micro_step,
+        "micro_step": options.micro_step,
         "world_size": 1,
-        "timestamp": timestamp,
+        "timestamp": options.timestamp,
     }
     temporary = os.path.join(directory, META_FILE + ".tmp")
     _write_json(temporary, meta)
@@ -291,17 +297,19 @@ class Loaded:
 
 def load(
     load_dir: str,
+    flags: CheckpointFlags,
     *,
-    fault: Optional[str],
-    load_optim: bool,
-    load_rng: bool,
     seed: int,
     lr: float,
     params: ModelParams,
     advance: Advance,
     say: Say,
 ) -> Loaded:
-    """Miles's FSDP load of what the tracker names, with its argument check's and its loader's fallbacks."""
+    """Miles's FSDP load of what the tracker names, with its argument check's and its loader's fallbacks.
+
+    `flags`: --no-load-optim, --no-load-rng and the resume fault asked for (HARNESS_SIM_RESUME_FAULT).
+    """
+    fault, load_optim, load_rng = flags.resume_fault, flags.load_optim, flags.load_rng
     tracker = os.path.join(load_dir, TRACKER_FILE)
     if fault == "silent-no-load":
         return Loaded(None)

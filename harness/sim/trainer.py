@@ -42,6 +42,7 @@ import os
 import random
 import signal
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypedDict
 
 from harness.lab.milesnames import (
@@ -56,16 +57,14 @@ from harness.lab.milesnames import (
 )
 from harness.sim import checkpoint, logfmt
 from harness.sim.checkpoint import CheckpointUnreadable, CheckpointUnwritable, PowerCut, TrainState
-from harness.sim.clock import Clock, StopRequest
-from harness.sim.config import SimConfig
+from harness.sim.clock import Clock, SimulatedClock, StopRequest
+from harness.sim.config import SimConfig, parse_argv
 from harness.sim.logfmt import Actor, LogWriter
 from harness.sim.model import Policy, PromptSource
-from harness.sim.params import ModelParams
+from harness.sim.params import DEFAULT_PARAMS, ModelParams
 from harness.sim.rollout import RolloutResult, rollout_side_metrics, run_rollout, train_side_rollout_metrics
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from harness.sim.logfmt import TextSink
 
 __all__ = [
@@ -272,9 +271,7 @@ class SimRun:
         flags = self.config.checkpoint
         loaded = checkpoint.load(
             load_dir,
-            fault=flags.resume_fault,
-            load_optim=flags.load_optim,
-            load_rng=flags.load_rng,
+            flags,
             seed=self.config.seed,
             lr=self.config.lr,
             params=self.params,
@@ -307,7 +304,7 @@ class SimRun:
         return self.steps
 
     def run_step(self, step: int) -> StepLog:
-        clock, out, rollout_actor, train_actor = self.clock, self.out, self.rollout_actor, self.train_actor
+        clock, out, rollout_actor = self.clock, self.out, self.rollout_actor
         config = self.config
         step_start = clock.now()  # before deciding: a pause while the rollout is computed is in the rollout
         out.log(rollout_actor, "ft_utils.py:61", f"ft event=gather_start rollout_id={step} rank=0")
@@ -318,6 +315,30 @@ class SimRun:
         log = StepLog(step=step, result=result)
         self.steps.append(log)
 
+        at = self._rollout_events(result, step_start)
+        clock.advance(result.seconds - at)
+        out.log(
+            rollout_actor,
+            "ft_utils.py:64",
+            f"ft event=gather_end rollout_id={step} rank=0 groups={len(result.kept)} dropped={result.dropped_total}",
+        )
+        rollout_time = clock.now() - step_start
+        longest = max(answer.tokens for group in result.kept for answer in group.answers)
+        log.rollout_perf = {
+            ROLLOUT_TIME: rollout_time,
+            "perf/tokens_per_gpu_per_sec": result.tokens / rollout_time if rollout_time > 0 else 0.0,
+            "perf/longest_sample_tokens_per_sec": longest / rollout_time if rollout_time > 0 else 0.0,
+            **rollout_side_metrics(result, config.n_samples_per_prompt, config.prints_unfiltered_reward),
+        }
+        out.metric(rollout_actor, "metrics.py:88", "perf", step, log.rollout_perf)
+
+        self._train_side(step, log, result, step_start)
+        self._eval_line(step, log)
+        return log
+
+    def _rollout_events(self, result: RolloutResult, step_start: float) -> float:
+        """The rollout's lines as its events happen (aborts, samples, the progress bar); the time reached."""
+        clock, out, rollout_actor, config = self.clock, self.out, self.rollout_actor, self.config
         at = 0.0
         for when, event in _with_noise(result):
             clock.advance(when - at)
@@ -340,22 +361,11 @@ class SimRun:
                     "sglang_rollout.py:372",
                     f"Collected {result.partial_answers} partial samples into the data buffer",
                 )
-        clock.advance(result.seconds - at)
-        out.log(
-            rollout_actor,
-            "ft_utils.py:64",
-            f"ft event=gather_end rollout_id={step} rank=0 groups={len(result.kept)} dropped={result.dropped_total}",
-        )
-        rollout_time = clock.now() - step_start
-        longest = max(answer.tokens for group in result.kept for answer in group.answers)
-        log.rollout_perf = {
-            ROLLOUT_TIME: rollout_time,
-            "perf/tokens_per_gpu_per_sec": result.tokens / rollout_time if rollout_time > 0 else 0.0,
-            "perf/longest_sample_tokens_per_sec": longest / rollout_time if rollout_time > 0 else 0.0,
-            **rollout_side_metrics(result, config.n_samples_per_prompt, config.prints_unfiltered_reward),
-        }
-        out.metric(rollout_actor, "metrics.py:88", "perf", step, log.rollout_perf)
+        return at
 
+    def _train_side(self, step: int, log: StepLog, result: RolloutResult, step_start: float) -> None:
+        """Training on the rollout: its timers, the `rollout`, `step` and train-side `perf` lines."""
+        clock, out, train_actor = self.clock, self.out, self.train_actor
         plan = plan_training(self.config, self.params, result, self.train_seed)
         self.policy.learn(self.params)
         clock.advance(plan.wait_extra_s)
@@ -396,13 +406,18 @@ class SimRun:
             "perf/wait_time_ratio": train_wait / (train_wait + train_time) if train_wait + train_time > 0 else 0.0,
         }
         out.metric(train_actor, "train_metric_utils.py:120", "perf", step, log.train_perf)
+
+    def _eval_line(self, step: int, log: StepLog) -> None:
+        """`eval N` every --eval-interval rollouts (`eval N skipped` without eval data)."""
+        config, out = self.config, self.out
         if config.eval_interval is not None and (step + 1) % config.eval_interval == 0:
             if config.eval_prompt_data is None:
                 out.log(None, "train.py:88", f"eval {step} skipped: no {EVAL_PROMPT_DATA_FLAG} given")
             else:
                 name = config.eval_prompt_data.split()[0]
-                out.metric(rollout_actor, "metrics.py:120", "eval", step, {f"eval/{name}": log.rollout[RAW_REWARD]})
-        return log
+                out.metric(
+                    self.rollout_actor, "metrics.py:120", "eval", step, {f"eval/{name}": log.rollout[RAW_REWARD]}
+                )
 
     def save_point(self, step: int) -> None:
         """After rollout `step`: a checkpoint when one is due (--save-interval, the last rollout, the sentinel)."""
@@ -426,9 +441,11 @@ class SimRun:
             step,
             TrainState(self.policy, global_step, self.config.lr, self.train_seed),
             checkpoint.data_state(self.source) if flags.rollout_global_dataset else None,
-            save_optim=flags.save_optim,
-            micro_step=global_step * self.config.global_batch_size,  # Miles's --micro-batch-size 1
-            timestamp=self.out.moment().timestamp(),
+            checkpoint.SaveOptions(
+                save_optim=flags.save_optim,
+                micro_step=global_step * self.config.global_batch_size,  # Miles's --micro-batch-size 1
+                timestamp=self.out.moment().timestamp(),
+            ),
             params=self.params,
             advance=self.clock.advance,
             power_cut=power_cut,
@@ -482,12 +499,6 @@ def simulate(
     once `stop_requested` answers a signal, and PowerCut where the program
     would SIGKILL itself (HARNESS_SIM_CRASH_AT in `env`, which is otherwise empty).
     """
-    from datetime import datetime
-
-    from harness.sim.clock import SimulatedClock
-    from harness.sim.config import parse_argv
-    from harness.sim.params import DEFAULT_PARAMS
-
     config = parse_argv(argv, env or {})
     clock = SimulatedClock() if stop_requested is None else SimulatedClock(stop_requested)
     writer = LogWriter(stream if stream is not None else _NullStream(), clock.now, start or datetime(2026, 1, 1))
