@@ -14,7 +14,7 @@ import statistics
 
 import pytest
 
-from harness import seedstats
+from harness.stats import seeds as seedstats
 
 
 def test_spread_is_the_sample_mean_sd_min_and_max():

@@ -1,4 +1,4 @@
-"""`harness summarize`, `report`, `export` and `plan`: thin commands over harness.summary and harness.planner."""
+"""`harness summarize`, `report`, `export` and `plan`: thin commands over harness.summary and harness.stats."""
 
 from __future__ import annotations
 
@@ -23,10 +23,11 @@ from harness.cli.app import (
     warn,
 )
 from harness.lab.milesnames import OVER_SAMPLING_BATCH_SIZE_FLAG, ROLLOUT_BATCH_SIZE_FLAG
-from harness.seedstats import DEFAULT_EFFECT
+from harness.stats.seeds import DEFAULT_EFFECT
 
 if TYPE_CHECKING:
-    from harness.planner import Plan, SeedsPlan
+    from harness.stats.oversampling import Plan
+    from harness.stats.power import SeedsPlan
     from harness.summary.document import SummaryDocument
     from harness.summary.summarize import Summary
 
@@ -359,8 +360,8 @@ def plan_command(
 
     How many seeds a difference in reward needs: harness plan seeds --help.
     """
-    from harness import planner
     from harness.errors import HarnessError
+    from harness.stats import oversampling as planner
 
     if (drop_rate is None) == (not from_run):
         raise HarnessError("give either --drop-rate R or --from-run RUN... (one of them)")
@@ -478,8 +479,8 @@ def plan_seeds_command(
     then the seeds an AdaStop design (harness decide, --per-interim N
     --interims K) is expected to use, by simulation with a fixed random state.
     """
-    from harness import planner
     from harness.errors import HarnessError
+    from harness.stats import power as planner
 
     names = list(conditions or ())
     if names and not from_runs:
@@ -623,7 +624,7 @@ def _comparison_sds(summary: "Summary", capture_dir: Path) -> list[tuple[str, fl
 def _print_seeds_plan(result: "SeedsPlan") -> None:
     from rich.table import Table
 
-    from harness.planner import EFFECT_DEFAULT
+    from harness.stats.power import EFFECT_DEFAULT
 
     console = stdout()
     said = " (the default; --effect D for another)" if result.effect_from == EFFECT_DEFAULT else ""

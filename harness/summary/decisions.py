@@ -24,8 +24,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
-from harness import seedstats
 from harness.lab.milesnames import RAW_REWARD_UNFILTERED
+from harness.stats import seeds as seedstats
 from harness.summary.document import DecisionInterim, DecisionOutcome, DecisionSummary, RunSummary
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def answer_line(
 
 def fixed_design_seeds(first: Sequence[float], second: Sequence[float], alpha: float) -> Optional[int]:
     """The seeds per experiment a fixed design (two-sided t-test, 80% power, `alpha`) needs for the difference of
-    these values, from their pooled SD (harness.seedstats)."""
+    these values, from their pooled SD (harness.stats.seeds)."""
     a, b = seedstats.mean(first), seedstats.mean(second)
     if a is None or b is None:
         return None

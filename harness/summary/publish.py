@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypeVar
 
 from harness.errors import ExitCode, HarnessError
-from harness.seedstats import DEFAULT_EFFECT
+from harness.stats.seeds import DEFAULT_EFFECT
 from harness.summary import SUMMARY_FILE_NAME
 from harness.summary.captures import SUMMARY_DIR_NAME
 from harness.summary.document import SummaryDocument

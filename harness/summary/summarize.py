@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 from harness.capture.reader import RunCapture, Skipped, find_runs
 from harness.checkpoints.stitch import StitchedPart, read_run
 from harness.mileslog import keys
-from harness.seedstats import DEFAULT_EFFECT
+from harness.stats.seeds import DEFAULT_EFFECT
 from harness.summary import SCHEMA_ID
 from harness.summary.aggregates import aggregate, null_non_finite
 from harness.summary.comparisons import CompareBlock, compare_run, seeds_by_experiment
@@ -258,7 +258,7 @@ def _add_decisions(summary: Summary, capture_dir: Path) -> None:
 def _warm_statistics() -> None:
     """Import scipy for the across-seed comparisons now (every worker is already forked); without it, say nothing:
     each comparison across seeds says so itself."""
-    from harness import seedstats
+    from harness.stats import seeds as seedstats
 
     try:
         seedstats.warm()

@@ -21,7 +21,7 @@ from typing import Mapping, Optional, Sequence
 
 from harness.lab.milesnames import RAW_REWARD as FILTERED_KEY
 from harness.lab.milesnames import RAW_REWARD_UNFILTERED as UNFILTERED_KEY
-from harness.seedstats import ALPHA, CONFIDENCE, POWER, SeedComparisonStats
+from harness.stats.seeds import ALPHA, CONFIDENCE, POWER, SeedComparisonStats
 from harness.summary.sanity import number_text
 
 
