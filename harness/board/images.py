@@ -35,11 +35,11 @@ def write_summary_images(capture_root: Path, document: SummaryDocument) -> int:
     import io
 
     from harness.board.eventfile import EventFile
-    from harness.summary.figures import planned_figures, use_agg
+    from harness.summary import figures, svg
 
-    use_agg()
+    svg.use_agg()
     images: list[tuple[str, bytes, int, int]] = []
-    for planned in planned_figures(document, Path()):  # only each figure's name is used: no SVG is written
+    for planned in figures.planned_figures(document, Path()):  # only each figure's name is used: no SVG is written
         figure = planned.draw()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=IMAGE_DPI)

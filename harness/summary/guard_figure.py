@@ -44,6 +44,7 @@ from harness.capture.reader import ATTEMPTS_DIR, LOG_NAME, first_line_us
 from harness.capture.records import PauseTally, tally_pauses
 from harness.guard.samples import THERMAL_REASONS
 from harness.summary import palette
+from harness.summary.svg import SIMULATED, code_stamp, fit_to_width, save_svg, svg_head, use_agg
 from harness.times import format_time_us
 
 if TYPE_CHECKING:
@@ -185,8 +186,6 @@ def guard_text(run: str, trace: GuardTrace) -> tuple[str, str]:
         title = f"{run}: the heat guard never paused the run"
     title += hottest
     if trace.simulated:
-        from harness.summary.figures import SIMULATED
-
         title = f"{SIMULATED}: {title}"
     t0 = trace.t0_us
     since = f" since {format_time_us(t0)[:19].replace('T', ' ')} UTC" if t0 is not None else ""
@@ -233,8 +232,6 @@ def _legacy(log: GuardLog) -> bool:
 def draw_guard(run: str, trace: GuardTrace) -> Figure:
     """The guard's figure of one run (a matplotlib Figure)."""
     from matplotlib.figure import Figure
-
-    from harness.summary.figures import fit_to_width
 
     title, caption = guard_text(run, trace)
     figure = Figure(figsize=(9.0, 5.6))
@@ -363,8 +360,6 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
 
 
 def _code_stamp() -> str:
-    from harness.summary.figures import code_stamp
-
     return code_stamp(Path(__file__))
 
 
@@ -388,8 +383,6 @@ _DESCRIPTION = re.compile(rb"<dc:description>([^<]*)</dc:description>")
 
 
 def _head(path: Path) -> bytes:
-    from harness.summary.figures import svg_head
-
     return svg_head(path)
 
 
@@ -408,8 +401,6 @@ def figure_text(path: Path) -> Optional[tuple[str, str]]:
 def render_guard_figure(directory: Path, run: str, path: Path, *, force: bool = False) -> bool:
     """Draw the guard's figure of the capture in `directory` to `path`, unless it is already there with the same
     inputs (`force`: always). Whether it was drawn."""
-    from harness.summary.figures import save_svg, use_agg
-
     stamp = guard_fingerprint(directory, run)
     match = _IDENTIFIER.search(_head(path))
     if not force and match is not None and match.group(1) == stamp.encode():

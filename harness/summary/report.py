@@ -18,19 +18,17 @@ from urllib.parse import quote
 
 from harness.capture import write_text_atomic
 from harness.summary.document import Aggregates, SummaryDocument
-from harness.summary.figures import (
+from harness.summary.figures import figure_paths, reward_text, rollout_time_text
+from harness.summary.guard_figure import figure_text, guard_figure_path
+from harness.summary.sanity import number_text
+from harness.summary.seed_figures import (
     condition_figure_path,
     condition_text,
     drawable_conditions,
     drawable_seed_comparisons,
-    figure_paths,
-    reward_text,
-    rollout_time_text,
     seed_comparison_figure_path,
     seed_comparison_text,
 )
-from harness.summary.guard_figure import figure_text, guard_figure_path
-from harness.summary.sanity import number_text
 
 REPORT_FILE_NAME = "report.md"
 CLEAN_DEFINITION = (
