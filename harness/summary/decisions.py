@@ -24,9 +24,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
+from harness.capture.reader import DECISIONS_DIR_NAME
+from harness.errors import HarnessError
 from harness.lab.milesnames import RAW_REWARD_UNFILTERED
 from harness.stats import seeds as seedstats
+from harness.stats.record import read_record
 from harness.summary.document import DecisionInterim, DecisionOutcome, DecisionSummary, RunSummary
+from harness.summary.seeds import complete_steps, per_seed_mean, seed_figures
 
 if TYPE_CHECKING:
     from harness.stats.record import Record
@@ -45,8 +49,6 @@ SIMULATED = "SIMULATED"
 
 def metric_value(name: str, run: RunSummary, metric: str) -> tuple[Optional[float], str]:
     """(the seed's value of `metric` over its complete steps, or None; why there is none)."""
-    from harness.summary.seeds import complete_steps, per_seed_mean, seed_figures
-
     steps = complete_steps(run)
     if not steps:
         return None, "no complete step"
@@ -228,10 +230,6 @@ def read_decisions(
 ) -> tuple[list[DecisionSummary], list[str]]:
     """The `decisions` blocks of every record under `<capture root>/decisions/` (by name), and a warning for each
     record that cannot be used (edited, damaged: left out)."""
-    from harness.capture.reader import DECISIONS_DIR_NAME
-    from harness.errors import HarnessError
-    from harness.stats.record import read_record
-
     directory = Path(capture_root) / DECISIONS_DIR_NAME
     if not directory.is_dir() or directory.is_symlink():
         return [], []

@@ -87,8 +87,12 @@ def group_counts(
             phase=1,
             rank=(CHECK_GROUPS, key),
         )
-    found.add("no rollout-side keys in {steps}: dropped groups unknown there", no_rollout_side, phase=1, rank=CHECK_DROPS)
-    found.add("drop keys logged without the filter in {steps}: not shown", drops_without_filter, phase=1, rank=CHECK_DROPS)
+    found.add(
+        "no rollout-side keys in {steps}: dropped groups unknown there", no_rollout_side, phase=1, rank=CHECK_DROPS
+    )
+    found.add(
+        "drop keys logged without the filter in {steps}: not shown", drops_without_filter, phase=1, rank=CHECK_DROPS
+    )
     return columns
 
 

@@ -35,7 +35,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 from harness.capture.bounded import MAX_JSONL_BYTES, Unreadable, read_bounded
 from harness.capture.columns import read_pause_windows
@@ -48,6 +48,7 @@ from harness.summary.svg import SIMULATED, code_stamp, fit_to_width, save_svg, s
 from harness.times import format_time_us
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 PAUSES_LOG = "pauses.jsonl"
@@ -257,6 +258,18 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
             label="paused by the heat guard" if i == 0 else None,
             gid=f"guard-pause-{i}",
         )
+    _temperatures(axes, log, minutes)
+    _thresholds(axes, log)
+    _events(axes, trace, minutes)
+    axes.set_xlabel(f"wall time since the first sample ({unit})")
+    axes.set_ylabel("temperature (C)")
+    if axes.has_data():
+        axes.legend(loc="best", fontsize=7.5)
+    return figure
+
+
+def _temperatures(axes: Axes, log: GuardLog, minutes: Callable[[int], float]) -> None:
+    """The GPU's line and each zone's, with the zone's pause point (dashed) and trip point (dotted)."""
     legacy = _legacy(log)
     gpu = [(minutes(s.t_us), s.gpu_c) for s in log.samples if s.gpu_c is not None]
     if gpu:
@@ -303,6 +316,10 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
                 label=f"{label}: {zone.trip_type or 'trip'} point {zone.trip_c:g} C",
                 gid=f"guard-trip-{name}",
             )
+
+
+def _thresholds(axes: Axes, log: GuardLog) -> None:
+    """The guard's pause and resume thresholds, where the record has them."""
     if log.pause_at_c is not None:
         axes.axhline(
             log.pause_at_c,
@@ -321,6 +338,11 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
             label=f"resume_at_c {log.resume_at_c:g} C",
             gid="guard-resume-at",
         )
+
+
+def _events(axes: Axes, trace: GuardTrace, minutes: Callable[[int], float]) -> None:
+    """The pauses the engine could not make, the run's first line when it came before the first sample, and the
+    thermal slowdown clock events."""
     for i, failure in enumerate(trace.failed):
         axes.axvline(
             minutes(failure.t_us),
@@ -352,11 +374,6 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
             label=f"thermal slowdown clock event ({len(throttled)} samples)",
             gid="guard-throttle",
         )
-    axes.set_xlabel(f"wall time since the first sample ({unit})")
-    axes.set_ylabel("temperature (C)")
-    if axes.has_data():
-        axes.legend(loc="best", fontsize=7.5)
-    return figure
 
 
 def _code_stamp() -> str:

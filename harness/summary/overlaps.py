@@ -166,7 +166,11 @@ def _placed(
 
 
 def _back_in_time(
-    ends: Sequence[Optional[int]], end_us: Sequence[Optional[float]], timed: list[int], has_windows: bool, found: StepsFound
+    ends: Sequence[Optional[int]],
+    end_us: Sequence[Optional[float]],
+    timed: list[int],
+    has_windows: bool,
+    found: StepsFound,
 ) -> set[int]:
     """The steps whose t_rollout_end goes back in time from the step before (both of each pair), noted.
 

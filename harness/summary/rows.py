@@ -67,6 +67,7 @@ _VALUE_KEYS = (
     *keys.STEP_TIME_KEYS,
 )
 
+
 @dataclass
 class Rows:
     """A run's step rows and what the rest of its summary needs from them."""
@@ -203,7 +204,9 @@ def _derive_rewards(
     return {i for positions in why_not.values() for i in positions}
 
 
-def _rewards_out_of_range(reward: list[Optional[float]], reward_key: str, config: RunConfig, found: StepsFound) -> set[int]:
+def _rewards_out_of_range(
+    reward: list[Optional[float]], reward_key: str, config: RunConfig, found: StepsFound
+) -> set[int]:
     """Positions of the rewards the run's reward type cannot give: flagged (one note), set to None in `reward`."""
     low, high, gives = reward_range(config.rm_type)
     bad = [i for i, value in enumerate(reward) if value is not None and not low <= value <= high]

@@ -269,7 +269,9 @@ def planned_seed_figures(document: SummaryDocument, out_dir: Path) -> list[Plann
     for key in drawable_conditions(document):
         stamp = condition_fingerprint(document, key)
         planned.append(
-            svg.planned_figure(condition_figure_path(out_dir, key), stamp, draw_condition, condition_text, document, key)
+            svg.planned_figure(
+                condition_figure_path(out_dir, key), stamp, draw_condition, condition_text, document, key
+            )
         )
     for block in drawable_seed_comparisons(document):
         stamp = seed_comparison_fingerprint(document, block)
