@@ -8,7 +8,7 @@ checks the figures). Run from the repository root:
 
     .venv/bin/python bench/plan_speed.py [--cli] [--repeat N]
 
-`plan` is the core (harness.planner.plan, best of N); `--cli` also times
+`plan` is the core (harness.stats.oversampling.plan, best of N); `--cli` also times
 `harness plan ... --json` end to end in a fresh process.
 """
 
@@ -23,8 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness import planner  # noqa: E402
 from harness.errors import HarnessError  # noqa: E402
+from harness.stats import oversampling as planner  # noqa: E402
 
 CASES = [
     (32, 0.5),

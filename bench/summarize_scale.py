@@ -346,7 +346,7 @@ def _memory(pid: int) -> int:
     return 0
 
 
-SCIPY_PROBE = "import time, numpy; t = time.perf_counter(); from harness.seedstats import warm; warm(); print(time.perf_counter() - t)"
+SCIPY_PROBE = "import time, numpy; t = time.perf_counter(); from harness.stats.seeds import warm; warm(); print(time.perf_counter() - t)"
 
 
 def scipy_import_s() -> float:

@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from harness import seedstats
 from harness.cli import app
+from harness.stats import seeds as seedstats
 from harness.summary.summarize import summarize
 from support.seedcaptures import seeds_for_power, write_three_conditions
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness import planner
 from harness.cli import app
 from harness.errors import HarnessError
+from harness.stats import oversampling as planner
 
 DATA = Path(__file__).resolve().parent / "data" / "captures"
 runner = CliRunner()

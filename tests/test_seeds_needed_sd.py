@@ -13,8 +13,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from harness import seedstats
 from harness.cli import app
+from harness.stats import seeds as seedstats
 from harness.summary.publish import report_from_summary, summarize_to_files
 from harness.summary.summarize import summarize
 from support.seedcaptures import write_three_conditions

@@ -1,4 +1,4 @@
-"""harness.seedstats: the across-seed statistics, against values worked out independently of it.
+"""harness.stats.seeds: the across-seed statistics, against values worked out independently of it.
 
 Welch's p against scipy.stats.ttest_ind (another code path than the module's
 own formula), seeds-needed against the published power tables, the bootstrap
@@ -14,7 +14,7 @@ import statistics
 
 import pytest
 
-from harness import seedstats
+from harness.stats import seeds as seedstats
 
 
 def test_spread_is_the_sample_mean_sd_min_and_max():

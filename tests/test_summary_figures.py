@@ -314,7 +314,7 @@ def test_titles_and_captions_break_where_matplotlib_s_wrap_breaks_them(text, x, 
     import matplotlib
     from matplotlib.figure import Figure
 
-    from harness.summary.figures import fit_to_width
+    from harness.summary.svg import fit_to_width
 
     def svg_text(wrap: bool) -> bytes:
         figure = Figure(figsize=(9.0, 5.6))

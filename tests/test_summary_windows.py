@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.summary import rows
+from harness.summary import notes, overlaps
 from harness.summary.notes import RunNotes
 from harness.summary.sanity import SPAN_SLACK_US, Span
 from harness.summary.windows import Coverage, merge_windows, union_length
@@ -116,8 +116,8 @@ def test_each_rollout_s_pause_overlap_is_the_seconds_a_window_covers_counted_one
         windows=[(T0_US + start * S, T0_US + (start + length) * S) for start, length in windows],
         first_time_us=T0_US,
     )
-    found = rows._Found(list(range(len(rollouts))))
-    result = rows._pause_overlaps(frame, [float(seconds) for seconds, _ in rollouts], found)
+    found = notes.StepsFound(list(range(len(rollouts))))
+    result = overlaps.pause_overlaps(frame, [float(seconds) for seconds, _ in rollouts], found)
 
     paused = {second for start, length in windows for second in range(start, start + length)}
     for k, ((seconds, _), end) in enumerate(zip(rollouts, ends)):
@@ -163,8 +163,8 @@ def test_a_step_s_pause_overlap_is_known_only_where_its_rollout_can_be_placed(st
         windows=[(start, start + length) for start, length in windows],
         first_time_us=T0_US,
     )
-    found = rows._Found(list(range(len(steps))))
-    result = rows._pause_overlaps(frame, [r for r, _ in steps], found)
+    found = notes.StepsFound(list(range(len(steps))))
+    result = overlaps.pause_overlaps(frame, [r for r, _ in steps], found)
     said = RunNotes()
     found.notes.emit(said)
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from harness.board.eventfile import EventFile, missing_writer
 from harness.board.names import SUMMARY_RUN, TENSORBOARD_DIR_NAME
 from harness.capture.files import describe_os_error
-from harness.summary.figures import planned_figures, use_agg
+from harness.summary.figures import planned_figures
+from harness.summary.svg import use_agg
 
 if TYPE_CHECKING:
     from harness.summary.document import SummaryDocument

@@ -1,4 +1,4 @@
-"""`harness plan`: the over-sampling batch size, and how many seeds a difference in reward needs (harness.planner)."""
+"""`harness plan`: the over-sampling batch size, and how many seeds a difference in reward needs (harness.stats)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ from harness.cli.app import (
     stdout,
 )
 from harness.lab.milesnames import OVER_SAMPLING_BATCH_SIZE_FLAG, ROLLOUT_BATCH_SIZE_FLAG
-from harness.seedstats import DEFAULT_EFFECT
+from harness.stats.seeds import DEFAULT_EFFECT
 
 if TYPE_CHECKING:
-    from harness.planner import Measured, Plan, SeedsPlan
+    from harness.stats.oversampling import Measured, Plan
+    from harness.stats.power import SeedsPlan
     from harness.summary.document import SummaryDocument
     from harness.summary.summarize import Summary
 
@@ -101,7 +102,7 @@ def plan_command(
 
     How many seeds a difference in reward needs: harness plan seeds --help.
     """
-    from harness import planner
+    from harness.stats import oversampling as planner
 
     measured, keep_rate, rollout_batch_size = _keep_rate_and_batch(
         runs, drop_rate, from_run, rollout_batch_size, capture_dir, sim
@@ -138,8 +139,8 @@ def _keep_rate_and_batch(
     sim: bool,
 ) -> tuple[Optional["Measured"], float, int]:
     """The keep rate and B to plan with: measured from the runs (--from-run), or given (--drop-rate)."""
-    from harness import planner
     from harness.errors import HarnessError
+    from harness.stats import oversampling as planner
 
     if (drop_rate is None) == (not from_run):
         raise HarnessError("give either --drop-rate R or --from-run RUN... (one of them)")
@@ -233,7 +234,7 @@ def plan_seeds_command(
     then the seeds an AdaStop design (harness decide, --per-interim N
     --interims K) is expected to use, by simulation with a fixed random state.
     """
-    from harness import planner
+    from harness.stats import power as planner
 
     names = list(conditions or ())
     adaptive = _seeds_options(names, from_runs, sd, per_interim, interims)
@@ -390,7 +391,7 @@ def _print_seeds_plan(result: "SeedsPlan", json_: bool) -> None:
         return
     from rich.table import Table
 
-    from harness.planner import EFFECT_DEFAULT
+    from harness.stats.power import EFFECT_DEFAULT
 
     console = stdout()
     said = " (the default; --effect D for another)" if result.effect_from == EFFECT_DEFAULT else ""

@@ -58,6 +58,7 @@ from typing import Mapping, Optional, Sequence
 
 from harness.errors import HarnessError
 from harness.jsontypes import JSONObject
+from harness.stats import expected_table
 
 DEFAULT_PER_INTERIM = 5
 DEFAULT_INTERIMS = 5
@@ -464,14 +465,12 @@ def planned_seeds(
     """`expected_seeds` for the design asked: the default design's from its table (simulated once, by
     scripts/adaptive-table.py, on a grid of effect / SD; interpolated between its points, its last point beyond
     it), any other simulated now."""
-    import harness.stats.expected_table as table
-
     shift = abs(effect) / sd if sd > 0.0 else math.inf
-    if (per_interim, interims, alpha, permutations) != table.DESIGN or not math.isfinite(shift):
+    if (per_interim, interims, alpha, permutations) != expected_table.DESIGN or not math.isfinite(shift):
         return expected_seeds(
             abs(effect), sd, per_interim=per_interim, interims=interims, alpha=alpha, permutations=permutations
         )
-    rows = table.ROWS
+    rows = expected_table.ROWS
     above = next((i for i, row in enumerate(rows) if row[0] >= shift), len(rows) - 1)
     low, high = rows[max(0, above - 1)], rows[above]
     weight = 0.0 if high[0] == low[0] else min(1.0, max(0.0, (shift - low[0]) / (high[0] - low[0])))
@@ -482,11 +481,11 @@ def planned_seeds(
         interims=interims,
         alpha=alpha,
         permutations=permutations,
-        repetitions=table.REPETITIONS,
-        random_state=table.RANDOM_STATE,
+        repetitions=expected_table.REPETITIONS,
+        random_state=expected_table.RANDOM_STATE,
         expected_seeds=seeds,
         standard_error=error,
         power=power,
-        source=f"the table of {table.REPETITIONS} simulated comparisons at each of {len(rows)} effects / SD, "
+        source=f"the table of {expected_table.REPETITIONS} simulated comparisons at each of {len(rows)} effects / SD, "
         f"interpolated{beyond}",
     )

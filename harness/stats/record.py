@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
+from harness.capture.bounded import Unreadable, read_bounded
 from harness.capture.reader import DECISIONS_DIR_NAME  # a capture root's directory, never a run
 from harness.errors import HarnessError
 from harness.fs.filelock import (
@@ -45,6 +46,7 @@ from harness.fs.filelock import (
     unlock,
     write_owner,
 )
+from harness.fs.files import append_line, fsync_dir, prepare_directory
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -207,8 +209,6 @@ def read_record(path: Path) -> Record:
     """The record at `path` (an empty Record when there is none); RecordError when it was edited or is not one.
 
     A torn last line is left out and said in `Record.torn`."""
-    from harness.capture.bounded import Unreadable, read_bounded
-
     try:
         data = read_bounded(path, MAX_RECORD_BYTES)
     except FileNotFoundError:
@@ -369,8 +369,6 @@ def _build(kind: type[_Entry], data: JSONObject, where: str) -> _Entry:
 
 def append_entry(path: Path, entry: Union[Header, Interim], previous_check: str, root: Path) -> str:
     """Append one line (whole, fsynced; the directory made inside `root`); returns its check."""
-    from harness.fs.files import append_line, fsync_dir, prepare_directory
-
     prepare_directory(path.parent, root)
     line, check = encode_line(entry, previous_check)
     new = not path.exists()
@@ -383,8 +381,6 @@ def append_entry(path: Path, entry: Union[Header, Interim], previous_check: str,
 def cut_torn_tail(record: Record, root: Path) -> Optional[str]:
     """Move a torn last line aside (`<name>.jsonl.torn`) and cut the record back to its whole lines; the note
     that says so (None when there was nothing torn)."""
-    from harness.fs.files import append_line
-
     torn = record.torn
     if torn is None:
         return None

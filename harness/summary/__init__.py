@@ -6,7 +6,7 @@ One module per job (docs/summary.md, "How it is built"):
 - `rows`: the step rows, a column at a time (`windows`: pause overlap, numpy);
 - `aggregates`, `comparisons` (`verdict`: the reward sentences, one run's and across seeds);
 - `seeds`: conditions (runs but for their seed), figures pooled over seeds,
-  comparisons across seeds (the statistics: `harness.seedstats`);
+  comparisons across seeds (the statistics: `harness.stats.seeds`);
 - `document` (the typed document) and `serialize` (its JSON);
 - `summarize`: all of it for a capture directory, each run on its own;
 - `figures`, `report`, `export`: drawn from the typed document alone;

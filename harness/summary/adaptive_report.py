@@ -12,22 +12,16 @@ figure of the summary.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
-from harness.summary.document import DecisionSummary, SummaryDocument
-from harness.summary.figures import (
-    PlannedFigure,
-    Rendered,
-    _fingerprint_of,
-    code_stamp,
-    file_part,
-    fit_to_width,
-    save_svg,
-    use_agg,
-)
+import orjson
+
+from harness.summary.document import DecisionSummary, SummaryDocument, to_plain
 from harness.summary.palette import BASELINE, STUDIED
+from harness.summary.svg import PlannedFigure, Rendered, code_stamp, file_part, fit_to_width, render_planned
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -111,10 +105,6 @@ def draw_decision(document: SummaryDocument, block: DecisionSummary) -> Figure:
 
 def decision_fingerprint(block: DecisionSummary) -> str:
     """A hash of everything the figure shows (the block, this module's code, matplotlib's version)."""
-    import orjson
-
-    from harness.summary.document import to_plain
-
     data = orjson.dumps([code_stamp(Path(__file__)), to_plain(block)])
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
@@ -122,22 +112,11 @@ def decision_fingerprint(block: DecisionSummary) -> str:
 def render_decision_figures(document: SummaryDocument, out_dir: Path, *, force: bool = False) -> Rendered:
     """Each adaptive comparison's figure in `out_dir`, drawn only where what it shows changed (as render_figures;
     the summary's commands call both)."""
-    rendered = Rendered()
-    for planned in planned_decision_figures(document, out_dir):
-        if not force and _fingerprint_of(planned.path) == planned.stamp.encode():
-            rendered.unchanged.append(planned.path)
-            continue
-        use_agg()
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        title, caption = planned.text()
-        rendered.drawn.append(save_svg(planned.draw, planned.path, title, caption, planned.stamp))
-    return rendered
+    return render_planned(planned_decision_figures(document, out_dir), Path(out_dir), force=force)
 
 
 def planned_decision_figures(document: SummaryDocument, out_dir: Path) -> list[PlannedFigure]:
     """The figure of each adaptive comparison with an interim recorded."""
-    import functools
-
     return [
         PlannedFigure(
             decision_figure_path(out_dir, block),

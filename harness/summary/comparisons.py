@@ -50,18 +50,9 @@ def compare_run(
         notes.append(f"no capture of the baseline {baseline_name}: no time ratios")
     base_median = base.aggregates.rollout_time_adjusted_median_s if base is not None else None
 
-    table = run.steps
-    groups: dict[int, list[Optional[float]]] = {}
-    for done, batches, adjusted in zip(table.complete, table.batches, table.rollout_time_adjusted_s):
-        if done and batches is not None:
-            groups.setdefault(batches, []).append(adjusted)
+    by_batches = _by_batches(run, base_median)
     if not run.filter:
         notes.append(f"{name} runs without the filter: no batches, so no time ratios by batches")
-    by_batches: dict[str, BatchGroup] = {}
-    for batches in sorted(groups):
-        group_median = median([t for t in groups[batches] if t is not None])
-        ratio = group_median / base_median if group_median is not None and base_median else None
-        by_batches[str(batches)] = BatchGroup(len(groups[batches]), group_median, ratio)
 
     found = {n: runs[n] for n in baseline_names if n in runs}
     missing = [n for n in baseline_names if n not in runs]
@@ -71,18 +62,7 @@ def compare_run(
             notes.append(f"baseline {n} is {r.state}: its mean is over its complete steps")
     values = [v for v in means.values() if v is not None]
     run_mean = run.aggregates.reward_mean
-    base_rewards: dict[int, float] = {}
-    if base is not None:
-        base_rewards = {
-            step: reward
-            for step, done, reward in zip(base.steps.step, base.steps.complete, base.steps.reward)
-            if done and reward is not None
-        }
-    shared = [
-        (reward, base_rewards[step])
-        for step, done, reward in zip(table.step, table.complete, table.reward)
-        if done and reward is not None and step in base_rewards
-    ]
+    shared = _shared_rewards(run, base)
     if seeds_of is None:
         seeds_of = seeds_by_experiment(runs)
     seeds = seeds_of.get(run.experiment, 0) if run.experiment is not None else 0
@@ -121,6 +101,39 @@ def compare_run(
     comparison = Comparison(name, baseline_name, by_batches, reward, base_median, notes)
     _null_non_finite(comparison)
     return comparison
+
+
+def _by_batches(run: RunSummary, base_median: Optional[float]) -> dict[str, BatchGroup]:
+    """The run's complete steps by the batches of prompts they needed: each group's median and its ratio to the
+    baseline's median."""
+    table = run.steps
+    groups: dict[int, list[Optional[float]]] = {}
+    for done, batches, adjusted in zip(table.complete, table.batches, table.rollout_time_adjusted_s):
+        if done and batches is not None:
+            groups.setdefault(batches, []).append(adjusted)
+    by_batches: dict[str, BatchGroup] = {}
+    for batches in sorted(groups):
+        group_median = median([t for t in groups[batches] if t is not None])
+        ratio = group_median / base_median if group_median is not None and base_median else None
+        by_batches[str(batches)] = BatchGroup(len(groups[batches]), group_median, ratio)
+    return by_batches
+
+
+def _shared_rewards(run: RunSummary, base: Optional[RunSummary]) -> list[tuple[float, float]]:
+    """(the run's reward, the baseline's) at each step both completed with a reward."""
+    base_rewards: dict[int, float] = {}
+    if base is not None:
+        base_rewards = {
+            step: reward
+            for step, done, reward in zip(base.steps.step, base.steps.complete, base.steps.reward)
+            if done and reward is not None
+        }
+    table = run.steps
+    return [
+        (reward, base_rewards[step])
+        for step, done, reward in zip(table.step, table.complete, table.reward)
+        if done and reward is not None and step in base_rewards
+    ]
 
 
 def seeds_by_experiment(runs: Mapping[str, RunSummary]) -> dict[Optional[str], int]:

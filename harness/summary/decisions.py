@@ -24,12 +24,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
-from harness import seedstats
+from harness.capture.reader import DECISIONS_DIR_NAME
+from harness.errors import HarnessError
 from harness.lab.milesnames import RAW_REWARD_UNFILTERED
+from harness.stats import seeds as seedstats
+from harness.stats.record import read_record
 from harness.summary.document import DecisionInterim, DecisionOutcome, DecisionSummary, RunSummary
+from harness.summary.seeds import complete_steps, per_seed_mean, seed_figures
 
 if TYPE_CHECKING:
-    from harness.stats.record import Record
+    from harness.stats.record import Header, Record
 
 # --metric: what one seed's value is.
 METRICS: dict[str, str] = {
@@ -45,8 +49,6 @@ SIMULATED = "SIMULATED"
 
 def metric_value(name: str, run: RunSummary, metric: str) -> tuple[Optional[float], str]:
     """(the seed's value of `metric` over its complete steps, or None; why there is none)."""
-    from harness.summary.seeds import complete_steps, per_seed_mean, seed_figures
-
     steps = complete_steps(run)
     if not steps:
         return None, "no complete step"
@@ -70,20 +72,11 @@ def metric_value(name: str, run: RunSummary, metric: str) -> tuple[Optional[floa
     raise ValueError(f"no metric {metric!r}")
 
 
-def answer_line(
-    comparison: str,
-    metric: str,
-    decision: str,
-    decided_at: Optional[int],
-    seeds: int,
-    second_seeds: int,
-    alpha: float,
-    last_interim: int,
-    max_interims: int,
-    fixed_design_seeds: Optional[int],
-) -> str:
+def answer_line(outcome: DecisionOutcome, header: Header, last_interim: int) -> str:
     """`A vs B: reward larger, decided at interim 2 (10 seeds each, 20 runs; a fixed design would have needed 16
     each)`, or `equal (no difference found at alpha 0.05 after 25 seeds each)`, or undecided so far."""
+    comparison, metric, decision = outcome.comparison, header.metric, outcome.decision
+    seeds, second_seeds, fixed_design_seeds = outcome.seeds, outcome.second_seeds, outcome.fixed_design_seeds
     each = f"{seeds} seeds each" if seeds == second_seeds else f"{seeds} and {second_seeds} seeds"
     if decision in ("larger", "smaller"):
         fixed = (
@@ -91,12 +84,12 @@ def answer_line(
             if fixed_design_seeds is not None
             else "; no fixed-design number (the seeds do not vary, or no difference)"
         )
-        line = f"{comparison}: {metric} {decision}, decided at interim {decided_at} ({each}, {seeds + second_seeds} runs{fixed})"
+        line = f"{comparison}: {metric} {decision}, decided at interim {outcome.decided_at} ({each}, {seeds + second_seeds} runs{fixed})"
     elif decision == "equal":
-        line = f"{comparison}: {metric} equal (no difference found at alpha {alpha:g} after {each})"
+        line = f"{comparison}: {metric} equal (no difference found at alpha {header.alpha:g} after {each})"
     else:
         line = (
-            f"{comparison}: {metric} undecided after interim {last_interim} of {max_interims} ({each}); "
+            f"{comparison}: {metric} undecided after interim {last_interim} of {header.interims} ({each}); "
             "harness decide again runs the next interim"
         )
     return line
@@ -104,7 +97,7 @@ def answer_line(
 
 def fixed_design_seeds(first: Sequence[float], second: Sequence[float], alpha: float) -> Optional[int]:
     """The seeds per experiment a fixed design (two-sided t-test, 80% power, `alpha`) needs for the difference of
-    these values, from their pooled SD (harness.seedstats)."""
+    these values, from their pooled SD (harness.stats.seeds)."""
     a, b = seedstats.mean(first), seedstats.mean(second)
     if a is None or b is None:
         return None
@@ -117,6 +110,34 @@ def decision_summary(record: Record, runs: Optional[Mapping[str, RunSummary]] = 
     header = record.header
     if header is None:
         raise ValueError(f"{record.path.name} has no design line")
+    interims, counted = _interims(record, header)
+    outcomes = [_outcome(comparison, record, header, counted) for comparison in header.comparisons]
+    notes = []
+    if record.torn is not None:
+        notes.append(record.torn.describe(record.path))
+    notes += [note for interim in record.interims for note in interim.notes]
+    notes += changed_since(record, runs) if runs is not None else []
+    return DecisionSummary(
+        name=header.name,
+        record=f"{record.path.parent.name}/{record.path.name}",
+        metric=header.metric,
+        experiments=list(header.experiments),
+        per_interim=header.per_interim,
+        max_interims=header.interims,
+        alpha=header.alpha,
+        permutations=header.permutations,
+        random_state=header.random_state,
+        simulated=header.simulated,
+        steps=header.steps,
+        finished=bool(record.interims and record.interims[-1].finished),
+        comparisons=outcomes,
+        interims=interims,
+        notes=notes,
+    )
+
+
+def _interims(record: Record, header: Header) -> tuple[list[DecisionInterim], dict[str, list[list[float]]]]:
+    """Each interim as the block holds it, and each experiment's values counted after each interim."""
     so_far: dict[str, list[float]] = {name: [] for name in header.experiments}
     counted: dict[str, list[list[float]]] = {name: [] for name in header.experiments}  # values after each interim
     interims: list[DecisionInterim] = []
@@ -139,66 +160,38 @@ def decision_summary(record: Record, runs: Optional[Mapping[str, RunSummary]] = 
                 replaced=[f"{s.experiment} seed {s.seed} replaced by seed {s.by}: {s.why}" for s in interim.replaced],
             )
         )
+    return interims, counted
+
+
+def _outcome(
+    comparison: str, record: Record, header: Header, counted: Mapping[str, list[list[float]]]
+) -> DecisionOutcome:
+    """One comparison at the interim it was decided (or the last one recorded), with its answer."""
     last = record.interims[-1] if record.interims else None
-    outcomes = []
-    for comparison in header.comparisons:
-        first, second = comparison.split(" vs ", 1)
-        decision = last.decisions.get(comparison, "continue") if last is not None else "continue"
-        decided_at = last.decided_at.get(comparison) if last is not None else None
-        at = decided_at or len(record.interims)
-        # the values the comparison counted: each side's first (interim x n), as the comparator reads them
-        take = at * header.per_interim
-        a = counted[first][at - 1][:take] if at else []
-        b = counted[second][at - 1][:take] if at else []
-        fixed = fixed_design_seeds(a, b, header.alpha) if len(a) > 1 and len(b) > 1 else None
-        outcomes.append(
-            DecisionOutcome(
-                comparison=comparison,
-                first=first,
-                second=second,
-                decision=decision,
-                decided_at=decided_at,
-                seeds=len(a),
-                second_seeds=len(b),
-                mean=seedstats.mean(a),
-                second_mean=seedstats.mean(b),
-                fixed_design_seeds=fixed,
-                answer=answer_line(
-                    comparison,
-                    header.metric,
-                    decision,
-                    decided_at,
-                    len(a),
-                    len(b),
-                    header.alpha,
-                    len(record.interims),
-                    header.interims,
-                    fixed,
-                ),
-            )
-        )
-    notes = []
-    if record.torn is not None:
-        notes.append(record.torn.describe(record.path))
-    notes += [note for interim in record.interims for note in interim.notes]
-    notes += changed_since(record, runs) if runs is not None else []
-    return DecisionSummary(
-        name=header.name,
-        record=f"{record.path.parent.name}/{record.path.name}",
-        metric=header.metric,
-        experiments=list(header.experiments),
-        per_interim=header.per_interim,
-        max_interims=header.interims,
-        alpha=header.alpha,
-        permutations=header.permutations,
-        random_state=header.random_state,
-        simulated=header.simulated,
-        steps=header.steps,
-        finished=bool(last is not None and last.finished),
-        comparisons=outcomes,
-        interims=interims,
-        notes=notes,
+    first, second = comparison.split(" vs ", 1)
+    decision = last.decisions.get(comparison, "continue") if last is not None else "continue"
+    decided_at = last.decided_at.get(comparison) if last is not None else None
+    at = decided_at or len(record.interims)
+    # the values the comparison counted: each side's first (interim x n), as the comparator reads them
+    take = at * header.per_interim
+    a = counted[first][at - 1][:take] if at else []
+    b = counted[second][at - 1][:take] if at else []
+    fixed = fixed_design_seeds(a, b, header.alpha) if len(a) > 1 and len(b) > 1 else None
+    outcome = DecisionOutcome(
+        comparison=comparison,
+        first=first,
+        second=second,
+        decision=decision,
+        decided_at=decided_at,
+        seeds=len(a),
+        second_seeds=len(b),
+        mean=seedstats.mean(a),
+        second_mean=seedstats.mean(b),
+        fixed_design_seeds=fixed,
+        answer="",
     )
+    outcome.answer = answer_line(outcome, header, len(record.interims))
+    return outcome
 
 
 def changed_since(record: Record, runs: Mapping[str, RunSummary]) -> list[str]:
@@ -228,10 +221,6 @@ def read_decisions(
 ) -> tuple[list[DecisionSummary], list[str]]:
     """The `decisions` blocks of every record under `<capture root>/decisions/` (by name), and a warning for each
     record that cannot be used (edited, damaged: left out)."""
-    from harness.capture.reader import DECISIONS_DIR_NAME
-    from harness.errors import HarnessError
-    from harness.stats.record import read_record
-
     directory = Path(capture_root) / DECISIONS_DIR_NAME
     if not directory.is_dir() or directory.is_symlink():
         return [], []

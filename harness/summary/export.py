@@ -17,6 +17,7 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.capture.files import write_bytes_atomic
 from harness.errors import HarnessError
 from harness.summary.document import FLOAT_ROW_KEYS, ROW_KEYS, SummaryDocument
 
@@ -57,8 +58,6 @@ def tidy_columns(document: SummaryDocument) -> dict[str, list[JSONValue]]:
 
 def export_steps(document: SummaryDocument, path: Path, fmt: str) -> Path:
     """Write the table as `fmt` (parquet or csv) to `path`; returns the path."""
-    from harness.capture.files import write_bytes_atomic
-
     if fmt not in FORMATS:
         raise HarnessError(f"unknown export format {fmt!r}: one of {', '.join(FORMATS)}")
     columns = tidy_columns(document)

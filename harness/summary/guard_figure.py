@@ -35,7 +35,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 from harness.capture.bounded import MAX_JSONL_BYTES, Unreadable, read_bounded
 from harness.capture.columns import read_pause_windows
@@ -44,9 +44,11 @@ from harness.capture.reader import ATTEMPTS_DIR, LOG_NAME, first_line_us
 from harness.capture.records import PauseTally, tally_pauses
 from harness.guard.samples import THERMAL_REASONS
 from harness.summary import palette
+from harness.summary.svg import SIMULATED, code_stamp, fit_to_width, save_svg, svg_head, use_agg
 from harness.times import format_time_us
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 PAUSES_LOG = "pauses.jsonl"
@@ -185,8 +187,6 @@ def guard_text(run: str, trace: GuardTrace) -> tuple[str, str]:
         title = f"{run}: the heat guard never paused the run"
     title += hottest
     if trace.simulated:
-        from harness.summary.figures import SIMULATED
-
         title = f"{SIMULATED}: {title}"
     t0 = trace.t0_us
     since = f" since {format_time_us(t0)[:19].replace('T', ' ')} UTC" if t0 is not None else ""
@@ -234,8 +234,6 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
     """The guard's figure of one run (a matplotlib Figure)."""
     from matplotlib.figure import Figure
 
-    from harness.summary.figures import fit_to_width
-
     title, caption = guard_text(run, trace)
     figure = Figure(figsize=(9.0, 5.6))
     figure.subplots_adjust(left=0.09, right=0.98, top=0.88, bottom=0.22)
@@ -260,6 +258,18 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
             label="paused by the heat guard" if i == 0 else None,
             gid=f"guard-pause-{i}",
         )
+    _temperatures(axes, log, minutes)
+    _thresholds(axes, log)
+    _events(axes, trace, minutes)
+    axes.set_xlabel(f"wall time since the first sample ({unit})")
+    axes.set_ylabel("temperature (C)")
+    if axes.has_data():
+        axes.legend(loc="best", fontsize=7.5)
+    return figure
+
+
+def _temperatures(axes: Axes, log: GuardLog, minutes: Callable[[int], float]) -> None:
+    """The GPU's line and each zone's, with the zone's pause point (dashed) and trip point (dotted)."""
     legacy = _legacy(log)
     gpu = [(minutes(s.t_us), s.gpu_c) for s in log.samples if s.gpu_c is not None]
     if gpu:
@@ -306,6 +316,10 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
                 label=f"{label}: {zone.trip_type or 'trip'} point {zone.trip_c:g} C",
                 gid=f"guard-trip-{name}",
             )
+
+
+def _thresholds(axes: Axes, log: GuardLog) -> None:
+    """The guard's pause and resume thresholds, where the record has them."""
     if log.pause_at_c is not None:
         axes.axhline(
             log.pause_at_c,
@@ -324,6 +338,11 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
             label=f"resume_at_c {log.resume_at_c:g} C",
             gid="guard-resume-at",
         )
+
+
+def _events(axes: Axes, trace: GuardTrace, minutes: Callable[[int], float]) -> None:
+    """The pauses the engine could not make, the run's first line when it came before the first sample, and the
+    thermal slowdown clock events."""
     for i, failure in enumerate(trace.failed):
         axes.axvline(
             minutes(failure.t_us),
@@ -355,16 +374,9 @@ def draw_guard(run: str, trace: GuardTrace) -> Figure:
             label=f"thermal slowdown clock event ({len(throttled)} samples)",
             gid="guard-throttle",
         )
-    axes.set_xlabel(f"wall time since the first sample ({unit})")
-    axes.set_ylabel("temperature (C)")
-    if axes.has_data():
-        axes.legend(loc="best", fontsize=7.5)
-    return figure
 
 
 def _code_stamp() -> str:
-    from harness.summary.figures import code_stamp
-
     return code_stamp(Path(__file__))
 
 
@@ -388,8 +400,6 @@ _DESCRIPTION = re.compile(rb"<dc:description>([^<]*)</dc:description>")
 
 
 def _head(path: Path) -> bytes:
-    from harness.summary.figures import svg_head
-
     return svg_head(path)
 
 
@@ -408,8 +418,6 @@ def figure_text(path: Path) -> Optional[tuple[str, str]]:
 def render_guard_figure(directory: Path, run: str, path: Path, *, force: bool = False) -> bool:
     """Draw the guard's figure of the capture in `directory` to `path`, unless it is already there with the same
     inputs (`force`: always). Whether it was drawn."""
-    from harness.summary.figures import save_svg, use_agg
-
     stamp = guard_fingerprint(directory, run)
     match = _IDENTIFIER.search(_head(path))
     if not force and match is not None and match.group(1) == stamp.encode():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence, Union
 
+METRICS = "metrics.jsonl"  # the file a step's note names
 SHOWN_VALUES = 3  # distinct values a note names before "and N more"
 
 
@@ -116,3 +117,31 @@ class StepNotes:
             ordered = [value for _, value in sorted(zip(positions, values), key=lambda pair: pair[0])]
             text = problem.format(steps=steps_text(steps), values=values_text(ordered))
             notes.flag(text) if problem in self._flags else notes.append(text)
+
+
+# The order of the checks within one step of the step rows (see StepNotes): phase 0 reads the rollout
+# times, phase 1 the rest of the step; notes come out as if the steps were read one by one.
+CHECK_FLAGGED, CHECK_ROLLOUT, CHECK_ROLLOUT_END, CHECK_NON_FINITE = 0, 1, 2, 3
+CHECK_GROUPS, CHECK_DROPS, CHECK_REWARD, CHECK_STEP_TIME, CHECK_INCOMPLETE = 0, 1, 2, 3, 4
+
+
+class StepsFound:
+    """The problems of one run's step rows, by row position (the step ids are looked up here)."""
+
+    def __init__(self, steps: Sequence[int]) -> None:
+        self.steps = steps
+        self.notes = StepNotes()
+
+    def add(
+        self,
+        problem: str,
+        positions: Sequence[int],
+        values: Sequence[object] = (),
+        *,
+        phase: int = 0,
+        rank: Rank = 0,
+        flag: bool = False,
+    ) -> None:
+        self.notes.add(
+            problem, positions, [self.steps[i] for i in positions], values, phase=phase, rank=rank, flag=flag
+        )

@@ -10,11 +10,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypeVar
 
+from harness.capture.files import describe_os_error
 from harness.errors import ExitCode, HarnessError
-from harness.seedstats import DEFAULT_EFFECT
+from harness.fs.files import prepare_directory
+from harness.stats.seeds import DEFAULT_EFFECT
 from harness.summary import SUMMARY_FILE_NAME
+from harness.summary.adaptive_report import render_decision_figures
 from harness.summary.captures import SUMMARY_DIR_NAME
 from harness.summary.document import SummaryDocument
+from harness.summary.figures import render_figures
+from harness.summary.guard_figure import render_guard_figures
+from harness.summary.report import write_report
+from harness.summary.serialize import load_summary, write_summary
+from harness.summary.staleness import captures_now, changes_since
+from harness.summary.summarize import summarize_with_warnings
 
 if TYPE_CHECKING:
     from harness.capture.reader import Skipped
@@ -43,8 +52,6 @@ def default_summary_path(capture_dir: Path) -> Path:
 
 def writing(path: Path, write: Callable[[], T]) -> T:
     """`write()`, an OSError (a full disk, no permission) becoming one line naming the file."""
-    from harness.capture.files import describe_os_error
-
     try:
         return write()
     except OSError as err:
@@ -59,8 +66,6 @@ def summarize_captures_in(
     No such directory is a HarnessError (`hint` ends its line). `effect`: the
     difference the across-seed comparisons count seeds for.
     """
-    from harness.summary.summarize import summarize_with_warnings
-
     capture_dir = Path(capture_dir)
     if not capture_dir.is_dir():
         raise HarnessError(f"no capture directory {capture_dir}{hint}", ExitCode.NOT_FOUND)
@@ -88,22 +93,16 @@ def summarize_to_files(
     No run at all is an error (`hint` ends its line), and no JSON is written:
     an empty summary is never published in place of a forgotten capture root.
     """
-    from harness.summary.serialize import write_summary
-
     summary = summarize_captures_in(capture_dir, encode=True, hint=hint, effect=effect)
     if not summary.document.runs:
         raise HarnessError(no_runs_message(f"under {capture_dir}", summary.document.skipped, hint), ExitCode.NOT_FOUND)
     if out is None:  # the capture root's own summary directory: inside the root, or refused before anything is written
-        from harness.fs.files import prepare_directory
-
         directory = default_summary_path(capture_dir).parent
         writing(directory, lambda: prepare_directory(directory, capture_dir))
     out = Path(out) if out is not None else default_summary_path(capture_dir)
     path = writing(out, lambda: write_summary(summary.document, out, summary.encoded_runs))
     published = Published(summary.document, path, warnings=summary.warnings)
     if figures:
-        from harness.summary.figures import render_figures
-
         rendered = writing(path.parent, lambda: render_figures(summary.document, path.parent))
         published.figures, published.figures_unchanged = rendered.drawn, rendered.unchanged
         _decision_figures(published, path.parent)
@@ -115,8 +114,6 @@ def _decision_figures(published: Published, out_dir: Path) -> None:
     """Each adaptive comparison's figure (harness decide), from the document's `decisions` block."""
     if not published.document.decisions:
         return
-    from harness.summary.adaptive_report import render_decision_figures
-
     rendered = writing(out_dir, lambda: render_decision_figures(published.document, out_dir))
     published.figures += rendered.drawn
     published.figures_unchanged += rendered.unchanged
@@ -124,8 +121,6 @@ def _decision_figures(published: Published, out_dir: Path) -> None:
 
 def _guard_figures(published: Published, capture_dir: Path, out_dir: Path) -> None:
     """The heat guard's figure of each run (from its capture's guard.jsonl and pauses.jsonl), beside the others."""
-    from harness.summary.guard_figure import render_guard_figures
-
     runs = published.document.runs
     attempts = {name: run.attempt for name, run in runs.items()}  # the attempts the tables are of, not the current
     guard = writing(out_dir, lambda: render_guard_figures(capture_dir, list(runs), out_dir, attempts))
@@ -145,10 +140,6 @@ def report_from_summary(summary_path: Path, hint: str = "", capture_dir: Optiona
     beside it either way. A summary without a single run is an error (`hint`
     ends its line).
     """
-    from harness.summary.figures import render_figures
-    from harness.summary.report import write_report
-    from harness.summary.serialize import load_summary
-
     summary_path = Path(summary_path)
     document = load_summary(summary_path)
     if not document.runs:
@@ -174,8 +165,6 @@ def report_from_summary(summary_path: Path, hint: str = "", capture_dir: Optiona
 
 
 def _changes(document: SummaryDocument, capture_dir: Path) -> list[str]:
-    from harness.summary.staleness import captures_now, changes_since
-
     return changes_since(document, captures_now(capture_dir))
 
 

@@ -17,20 +17,20 @@ from typing import Optional, Sequence
 from urllib.parse import quote
 
 from harness.capture import write_text_atomic
-from harness.summary.document import Aggregates, SummaryDocument
-from harness.summary.figures import (
+from harness.summary.adaptive_report import adaptive_section
+from harness.summary.document import Aggregates, Comparison, SeedComparison, SummaryDocument
+from harness.summary.figures import figure_paths, reward_text, rollout_time_text
+from harness.summary.guard_figure import figure_text, guard_figure_path
+from harness.summary.sanity import number_text
+from harness.summary.seed_figures import (
     condition_figure_path,
     condition_text,
     drawable_conditions,
     drawable_seed_comparisons,
-    figure_paths,
-    reward_text,
-    rollout_time_text,
     seed_comparison_figure_path,
     seed_comparison_text,
 )
-from harness.summary.guard_figure import figure_text, guard_figure_path
-from harness.summary.sanity import number_text
+from harness.summary.seeds import baseline_label, unique_blocks
 
 REPORT_FILE_NAME = "report.md"
 CLEAN_DEFINITION = (
@@ -92,6 +92,25 @@ def _reward_from(document: SummaryDocument, run: str) -> str:
 
 def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) -> str:
     """The report as Markdown text; figures are linked by file name (they sit beside it)."""
+    scaled = sorted(n for n, r in document.runs.items() if r.time_scale != 1)
+    unit = "trainer s" if scaled else "s"
+    out = _head(document, scaled)
+    out += _runs_section(document, unit, scaled)
+    out += _groups_sections(document)
+    out += across_seeds_section(document, unit, figure_dir)
+    if document.decisions:
+        out += adaptive_section(document, figure_dir, markdown_text)
+    for comparison in document.comparisons:
+        out += _comparison_section(document, comparison, unit, figure_dir)
+    if not document.comparisons:
+        out += ["No run has a `compare` block, so there are no comparisons or figures.", ""]
+    out += _guard_section(document, figure_dir)
+    out += _notes_section(document)
+    return "\n".join(out)
+
+
+def _head(document: SummaryDocument, scaled: list[str]) -> list[str]:
+    """The title, SIMULATED where it is, what the report is made of, and whose seconds it counts."""
     runs = document.runs
     simulated = document.simulated_runs()
     out: list[str] = ["# miles-gb10-lab: summary" + (" (SIMULATED)" if simulated else ""), ""]
@@ -111,8 +130,6 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
     out.append("")
     out.append(CLEAN_DEFINITION)
     out.append("")
-    scaled = sorted(n for n, r in runs.items() if r.time_scale != 1)
-    unit = "trainer s" if scaled else "s"
     if scaled:
         out.append(
             "Seconds are the trainer's (*trainer s*): for a simulated run, wall seconds = trainer seconds x its "
@@ -123,7 +140,13 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             "Seconds are wall seconds: every run here has time scale 1, so the trainer's seconds are the wall's."
         )
     out.append("")
+    return out
 
+
+def _runs_section(document: SummaryDocument, unit: str, scaled: list[str]) -> list[str]:
+    """The table of runs: each run's configuration and aggregates."""
+    runs = document.runs
+    out: list[str] = []
     out += ["## Runs", ""]
     rows = []
     for name, summary in runs.items():
@@ -179,7 +202,13 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         rows,
     )
     out.append("")
+    return out
 
+
+def _groups_sections(document: SummaryDocument) -> list[str]:
+    """The dropped groups of the filter runs, and the kept groups that taught nothing of the runs without it."""
+    runs = document.runs
+    out: list[str] = []
     filtered = [(n, r.aggregates) for n, r in runs.items() if r.filter]
     if filtered:
         out += ["## Dropped groups per step (filter runs)", ""]
@@ -214,76 +243,78 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
             ],
         )
         out.append("")
+    return out
 
-    out += across_seeds_section(document, unit, figure_dir)
-    if document.decisions:
-        from harness.summary.adaptive_report import adaptive_section
 
-        out += adaptive_section(document, figure_dir, markdown_text)
-
-    for comparison in document.comparisons:
-        run, baseline = markdown_text(comparison.run), markdown_text(comparison.baseline)  # for lines; cells: as is
-        out += [f"## {run} against {baseline}", ""]
-        base_median = comparison.baseline_rollout_time_adjusted_median_s
-        if comparison.by_batches:
-            out.append(
-                f"Rollout time by batches of prompts needed ({baseline}: median {_num(base_median, 1, ' ' + unit)}):"
-            )
-            out.append("")
-            out += _table(
-                ["batches", "steps", f"median ({unit})", f"ratio to {comparison.baseline}"],
-                [
-                    [
-                        str(k),
-                        str(v.steps),
-                        _num(v.rollout_time_adjusted_median_s, 1),
-                        _num(v.ratio, 2, "x"),
-                    ]
-                    for k, v in comparison.by_batches.items()
-                ],
-            )
-            out.append("")
-        reward = comparison.reward
+def _comparison_section(
+    document: SummaryDocument, comparison: Comparison, unit: str, figure_dir: Optional[Path]
+) -> list[str]:
+    """One comparison: rollout time by batches, the rewards, the verdict, the notes and the two figures."""
+    out: list[str] = []
+    run, baseline = markdown_text(comparison.run), markdown_text(comparison.baseline)  # for lines; cells: as is
+    out += [f"## {run} against {baseline}", ""]
+    base_median = comparison.baseline_rollout_time_adjusted_median_s
+    if comparison.by_batches:
+        out.append(
+            f"Rollout time by batches of prompts needed ({baseline}: median {_num(base_median, 1, ' ' + unit)}):"
+        )
+        out.append("")
         out += _table(
-            ["reward", "mean", "first 4 steps", "from"],
+            ["batches", "steps", f"median ({unit})", f"ratio to {comparison.baseline}"],
             [
                 [
-                    comparison.run,
-                    _num(reward.run_mean, 3),
-                    _num(reward.run_mean_first4, 3),
-                    _reward_from(document, comparison.run),
-                ],
-                [
-                    comparison.baseline,
-                    _num(reward.baseline_mean, 3),
-                    _num(reward.baseline_mean_first4, 3),
-                    _reward_from(document, comparison.baseline),
-                ],
-                [
-                    f"baselines ({len([v for v in reward.baselines.values() if v is not None])} runs)",
-                    f"{_num(reward.spread_min, 3)} to {_num(reward.spread_max, 3)}",
-                    DASH,
-                    DASH,
-                ],
+                    str(k),
+                    str(v.steps),
+                    _num(v.rollout_time_adjusted_median_s, 1),
+                    _num(v.ratio, 2, "x"),
+                ]
+                for k, v in comparison.by_batches.items()
             ],
         )
         out.append("")
-        out += [f"**Verdict.** {markdown_text(reward.verdict)}", ""]
-        for note in comparison.notes:
-            out.append(f"- {markdown_text(note)}")
-        if comparison.notes:
-            out.append("")
-        paths = figure_paths(Path("."), comparison.run)
-        for key, text in (("rollout_time", rollout_time_text), ("reward", reward_text)):
-            title, caption = map(markdown_text, text(document, comparison))
-            name = paths[key].name
-            if figure_dir is None or (Path(figure_dir) / name).exists():
-                out += [f"![{title}]({quote(name)})", "", f"*{title}.* {caption}", ""]
-    if not document.comparisons:
-        out += ["No run has a `compare` block, so there are no comparisons or figures.", ""]
-    out += _guard_section(document, figure_dir)
+    reward = comparison.reward
+    out += _table(
+        ["reward", "mean", "first 4 steps", "from"],
+        [
+            [
+                comparison.run,
+                _num(reward.run_mean, 3),
+                _num(reward.run_mean_first4, 3),
+                _reward_from(document, comparison.run),
+            ],
+            [
+                comparison.baseline,
+                _num(reward.baseline_mean, 3),
+                _num(reward.baseline_mean_first4, 3),
+                _reward_from(document, comparison.baseline),
+            ],
+            [
+                f"baselines ({len([v for v in reward.baselines.values() if v is not None])} runs)",
+                f"{_num(reward.spread_min, 3)} to {_num(reward.spread_max, 3)}",
+                DASH,
+                DASH,
+            ],
+        ],
+    )
+    out.append("")
+    out += [f"**Verdict.** {markdown_text(reward.verdict)}", ""]
+    for note in comparison.notes:
+        out.append(f"- {markdown_text(note)}")
+    if comparison.notes:
+        out.append("")
+    paths = figure_paths(Path("."), comparison.run)
+    for key, text in (("rollout_time", rollout_time_text), ("reward", reward_text)):
+        title, caption = map(markdown_text, text(document, comparison))
+        name = paths[key].name
+        if figure_dir is None or (Path(figure_dir) / name).exists():
+            out += [f"![{title}]({quote(name)})", "", f"*{title}.* {caption}", ""]
+    return out
 
-    noted = [(n, r.notes) for n, r in runs.items() if r.notes]
+
+def _notes_section(document: SummaryDocument) -> list[str]:
+    """Every run's notes and every directory skipped."""
+    out: list[str] = []
+    noted = [(n, r.notes) for n, r in document.runs.items() if r.notes]
     if noted or document.skipped:
         out += ["## Notes", ""]
         for name, notes in noted:
@@ -291,7 +322,7 @@ def render_report(document: SummaryDocument, figure_dir: Optional[Path] = None) 
         for skipped in document.skipped:
             out.append(f"- skipped {markdown_text(skipped.directory)}: {markdown_text(skipped.reason)}")
         out.append("")
-    return "\n".join(out)
+    return out
 
 
 def _figure(lines: list[str], figure_dir: Optional[Path], path: Path, title: str, caption: str) -> None:
@@ -316,8 +347,6 @@ def _range(low: Optional[float], high: Optional[float], digits: int) -> str:
 
 def across_seeds_section(document: SummaryDocument, unit: str, figure_dir: Optional[Path]) -> list[str]:
     """The "Across seeds" section: the conditions' pooled figures, the across-seed comparisons and their figures."""
-    from harness.summary.seeds import baseline_label, unique_blocks
-
     conditions = document.conditions
     if not conditions:
         return []
@@ -340,7 +369,38 @@ def across_seeds_section(document: SummaryDocument, unit: str, figure_dir: Optio
         out += [f"**Too few seeds to conclude anything** for {listed}: see each verdict for how many are needed.", ""]
     elif not blocks and all(len(c.seeds) <= 1 for c in conditions.values()):
         out += ["Every condition has one seed, so nothing can be concluded across seeds: run more seeds.", ""]
-    out += _table(
+    out += _conditions_table(document, unit)
+    out.append("")
+    for key, condition in conditions.items():
+        out += [
+            f"- **{markdown_text(key)}**: {markdown_text(note)}"
+            for note in condition.notes
+            if not note.startswith("one seed:")
+        ]
+    if any(not note.startswith("one seed:") for c in conditions.values() for note in c.notes):
+        out.append("")
+    if blocks:
+        out += _seed_comparisons_table(blocks)
+    drawn = {id(block) for block in drawable_seed_comparisons(document)}
+    for block in blocks:
+        heading = f"{block.condition} against {baseline_label(block)}"
+        out += [f"**{markdown_text(heading)}.** {markdown_text(block.verdict)}", ""]
+        out += [f"- {markdown_text(note)}" for note in block.notes]
+        if block.notes:
+            out.append("")
+        if id(block) in drawn:
+            _figure(
+                out, figure_dir, seed_comparison_figure_path(Path("."), block), *seed_comparison_text(document, block)
+            )
+    for key in drawable_conditions(document):
+        _figure(out, figure_dir, condition_figure_path(Path("."), key), *condition_text(document, key))
+    return out
+
+
+def _conditions_table(document: SummaryDocument, unit: str) -> list[str]:
+    """Each condition's figures pooled over its seeds."""
+    conditions = document.conditions
+    return _table(
         [
             "condition",
             "seeds",
@@ -365,69 +425,51 @@ def across_seeds_section(document: SummaryDocument, unit: str, figure_dir: Optio
             for key, condition in conditions.items()
         ],
     )
-    out.append("")
-    for key, condition in conditions.items():
-        out += [
-            f"- **{markdown_text(key)}**: {markdown_text(note)}"
-            for note in condition.notes
-            if not note.startswith("one seed:")
+
+
+def _seed_comparisons_table(blocks: list[SeedComparison]) -> list[str]:
+    """The across-seed comparisons' numbers, with the seeds each effect asked for needs, and what they mean."""
+    out: list[str] = []
+    effects = sorted({block.effect for block in blocks})
+    out += _table(
+        [
+            "comparison",
+            "seeds",
+            "difference",
+            "95% interval",
+            "excludes 0",
+            "Welch p",
+            "P(higher)",
+            "pooled SD",
+            "seeds needed",
         ]
-    if any(not note.startswith("one seed:") for c in conditions.values() for note in c.notes):
-        out.append("")
-    if blocks:
-        effects = sorted({block.effect for block in blocks})
-        out += _table(
+        + [f"seeds for {effect:g}" for effect in effects],
+        [
             [
-                "comparison",
-                "seeds",
-                "difference",
-                "95% interval",
-                "excludes 0",
-                "Welch p",
-                "P(higher)",
-                "pooled SD",
-                "seeds needed",
+                f"{block.condition} against {baseline_label(block)}",
+                f"{block.seeds} and {block.baseline_seeds}",
+                _signed(block.difference),
+                DASH
+                if block.interval_low is None or block.interval_high is None
+                else f"{_signed(block.interval_low)} to {_signed(block.interval_high)}",
+                DASH if block.interval_excludes_zero is None else ("yes" if block.interval_excludes_zero else "no"),
+                _num(block.welch_p, 3),
+                _num(block.p_improvement, 2),
+                _num(block.pooled_sd, 3),
+                _int(block.seeds_needed),
             ]
-            + [f"seeds for {effect:g}" for effect in effects],
-            [
-                [
-                    f"{block.condition} against {baseline_label(block)}",
-                    f"{block.seeds} and {block.baseline_seeds}",
-                    _signed(block.difference),
-                    DASH
-                    if block.interval_low is None or block.interval_high is None
-                    else f"{_signed(block.interval_low)} to {_signed(block.interval_high)}",
-                    DASH if block.interval_excludes_zero is None else ("yes" if block.interval_excludes_zero else "no"),
-                    _num(block.welch_p, 3),
-                    _num(block.p_improvement, 2),
-                    _num(block.pooled_sd, 3),
-                    _int(block.seeds_needed),
-                ]
-                + [_int(block.seeds_needed_for_effect) if block.effect == effect else DASH for effect in effects]
-                for block in blocks
-            ],
-        )
-        out += [
-            "",
-            "Seeds needed: per condition, for 80% power at alpha 0.05 (two-sided), from the pooled SD: the "
-            "standard deviation of the seeds' mean rewards, both conditions' pooled (`harness plan seeds --from-runs "
-            "A B` gives the same); P(higher): the share of seed pairs in which the first condition read higher "
-            "(ties half).",
-            "",
-        ]
-    drawn = {id(block) for block in drawable_seed_comparisons(document)}
-    for block in blocks:
-        heading = f"{block.condition} against {baseline_label(block)}"
-        out += [f"**{markdown_text(heading)}.** {markdown_text(block.verdict)}", ""]
-        out += [f"- {markdown_text(note)}" for note in block.notes]
-        if block.notes:
-            out.append("")
-        if id(block) in drawn:
-            _figure(
-                out, figure_dir, seed_comparison_figure_path(Path("."), block), *seed_comparison_text(document, block)
-            )
-    for key in drawable_conditions(document):
-        _figure(out, figure_dir, condition_figure_path(Path("."), key), *condition_text(document, key))
+            + [_int(block.seeds_needed_for_effect) if block.effect == effect else DASH for effect in effects]
+            for block in blocks
+        ],
+    )
+    out += [
+        "",
+        "Seeds needed: per condition, for 80% power at alpha 0.05 (two-sided), from the pooled SD: the "
+        "standard deviation of the seeds' mean rewards, both conditions' pooled (`harness plan seeds --from-runs "
+        "A B` gives the same); P(higher): the share of seed pairs in which the first condition read higher "
+        "(ties half).",
+        "",
+    ]
     return out
 
 

@@ -16,7 +16,7 @@ each comparison's condition set against its baseline's and against the pool of i
 - **Across-seed comparisons** (`SeedComparison`): the run's condition against
   its baseline's, and against the pool of every baseline's condition (where
   that differs), one value per seed (its mean reward over the steps complete
-  in every seed of both sides), judged by `harness.seedstats`; each pair of
+  in every seed of both sides), judged by `harness.stats.seeds`; each pair of
   conditions is computed once, however many runs' comparisons carry it.
 
 Pure: it reads the finished `RunSummary`s only. One condition or comparison
@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Optional, Sequence
 
-from harness import seedstats
 from harness.lab.milesnames import RAW_REWARD_UNFILTERED
+from harness.stats import seeds as seedstats
 from harness.summary.aggregates import FIRST_STEPS, median
 from harness.summary.conditions import config_differences
 from harness.summary.document import (

@@ -24,7 +24,10 @@ from typing import TYPE_CHECKING, Mapping, Optional
 
 import orjson
 
+from harness.capture.bounded import Unreadable, orjson_reads_as_json, read_bounded
+from harness.capture.files import write_bytes_atomic
 from harness.capture.reader import Skipped
+from harness.errors import ExitCode, HarnessError
 from harness.summary import SCHEMA_ID
 from harness.summary.document import FLOAT_ROW_KEYS, RunSummary, StepTable, SummaryDocument
 
@@ -258,8 +261,6 @@ _NOT_FINITE = "not strict JSON: a step row's {key} is not a finite number (the s
 
 def write_summary(document: SummaryDocument, out: Path, encoded_runs: Optional[Mapping[str, bytes]] = None) -> Path:
     """Write the document atomically (temporary file, then rename); returns the path."""
-    from harness.capture.files import write_bytes_atomic
-
     out = Path(out)
     write_bytes_atomic(out, dumps_summary(document, encoded_runs))
     return out
@@ -271,9 +272,6 @@ def _not_json(word: str) -> None:
 
 def load_summary(path: Path) -> SummaryDocument:
     """Read a summary back, typed; HarnessError (one line) when it is missing, unreadable or not this schema."""
-    from harness.capture.bounded import Unreadable, orjson_reads_as_json, read_bounded
-    from harness.errors import ExitCode, HarnessError
-
     path = Path(path)
     try:
         raw = read_bounded(path, MAX_SUMMARY_BYTES)

@@ -27,14 +27,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
+from harness import __version__
 from harness.capture.reader import RunCapture, Skipped, find_runs
 from harness.checkpoints.stitch import StitchedPart, read_run
 from harness.mileslog import keys
-from harness.seedstats import DEFAULT_EFFECT
+from harness.stats import seeds as seedstats
+from harness.stats.seeds import DEFAULT_EFFECT
 from harness.summary import SCHEMA_ID
 from harness.summary.aggregates import aggregate, null_non_finite
 from harness.summary.comparisons import CompareBlock, compare_run, seeds_by_experiment
 from harness.summary.conditions import RunConditions, condition_notes
+from harness.summary.decisions import read_decisions
 from harness.summary.document import Comparison, RunSummary, StepTable, SummaryDocument, to_plain_object
 from harness.summary.frames import read_frame
 from harness.summary.lineage import run_lineage
@@ -248,8 +251,6 @@ def _summarize_directories(
 
 def _add_decisions(summary: Summary, capture_dir: Path) -> None:
     """The adaptive comparisons' blocks, as their records under the capture root hold them (`harness decide`)."""
-    from harness.summary.decisions import read_decisions
-
     blocks, warnings = read_decisions(capture_dir, summary.document.runs)
     summary.document.decisions = blocks
     summary.warnings.extend(warnings)
@@ -258,8 +259,6 @@ def _add_decisions(summary: Summary, capture_dir: Path) -> None:
 def _warm_statistics() -> None:
     """Import scipy for the across-seed comparisons now (every worker is already forked); without it, say nothing:
     each comparison across seeds says so itself."""
-    from harness import seedstats
-
     try:
         seedstats.warm()
     except ImportError:
@@ -317,8 +316,6 @@ def _document(
     generated_at: Optional[str],
     effect: float = DEFAULT_EFFECT,
 ) -> Summary:
-    from harness import __version__
-
     skipped = list(skipped)
     results: dict[str, RunResult] = {}
     for outcome in outcomes:

@@ -21,7 +21,7 @@ from typing import Mapping, Optional, Sequence
 
 from harness.lab.milesnames import RAW_REWARD as FILTERED_KEY
 from harness.lab.milesnames import RAW_REWARD_UNFILTERED as UNFILTERED_KEY
-from harness.seedstats import ALPHA, CONFIDENCE, POWER, SeedComparisonStats
+from harness.stats.seeds import ALPHA, CONFIDENCE, POWER, SeedComparisonStats
 from harness.summary.sanity import number_text
 
 
@@ -69,74 +69,16 @@ def reward_verdict(facts: RewardFacts) -> str:
         return f"No reward verdict: {run} has no reward in any complete step."
 
     mean = facts.run_mean
-    subject = f"{_f(mean)} with the filter" if facts.filter else f"{_f(mean)} for {run}"
-    if not facts.baseline_found:
-        head = f"{subject}; no capture of the baseline {baseline}"
-    elif facts.baseline_mean is None:
-        head = f"{subject}; the baseline {baseline} has no reward to compare"
-    else:
-        head = f"{subject} against {_f(facts.baseline_mean)} for {baseline}"
-
-    values = {name: value for name, value in facts.baselines.items() if value is not None}
     # a missing named baseline is already said in the head
     missing = [name for name in facts.missing if facts.baseline_found or name != baseline]
-    missing_text = f"no capture of {', '.join(missing)}" if missing else ""
-    if not values:
-        position_kind = "none"
-        position = "no baseline run with a reward to set it against"
-        if missing_text:
-            position += f" ({missing_text})"
-    elif len(values) == 1:
-        ((name, value),) = values.items()
-        position_kind = "above" if mean > value else "below" if mean < value else "equal"
-        word = {"above": "above", "below": "below", "equal": "equal to"}[position_kind]
-        extra = f"; {missing_text}" if missing_text else ""
-        position = f"{word} the only baseline run with a reward ({name}, {_f(value)}{extra})"
-    else:
-        low, high = min(values.values()), max(values.values())
-        found = " found" if missing else ""
-        extra = f"; {missing_text}" if missing_text else ""
-        spread = f"({_f(low)} to {_f(high)}{extra})"
-        if mean > high:
-            position_kind, position = "above", f"above every baseline{found} {spread}"
-        elif mean < low:
-            position_kind, position = "below", f"below every baseline{found} {spread}"
-        else:
-            position_kind, position = "inside", f"inside the spread of the baselines{found} {spread}"
-
+    position_kind, position = _position(facts, mean, missing)
     if facts.steps_compared:
         steps = f"higher in {facts.steps_higher} of {facts.steps_compared} steps"
     else:
         steps = "no step logged in both runs to compare one by one"
-
     biased = facts.filter and facts.reward_key == UNFILTERED_KEY
-    limits: list[str] = []
-    if facts.seeds <= 1:
-        limits.append(f"one seed of {facts.run_steps} steps")
-    if facts.steps_expected is not None and facts.run_steps < facts.steps_expected:
-        ended = f" (the run {facts.state})" if facts.state != "succeeded" else ""
-        limits.append(f"only {facts.run_steps} of {facts.steps_expected} steps finished{ended}")
-    if facts.baseline_found and facts.baseline_mean is not None and 0 < facts.steps_compared < facts.run_steps:
-        limits.append(f"only {facts.steps_compared} of its steps are in {baseline} too")
-    if biased:
-        limits.append("the reward counted before the filter leans high (aborted slow answers are not in it)")
-
-    if position_kind == "above":
-        if biased:
-            conclusion = "this is not evidence of learning"
-        elif limits:
-            conclusion = "this is a lead, not a result"
-        else:
-            conclusion = "the difference is larger than the spread between baseline runs"
-    elif position_kind == "inside":
-        conclusion = "the difference is within the spread between baseline runs: no effect shown"
-    elif position_kind == "below":
-        conclusion = "no gain is shown" + (", even with a reward that leans high" if biased else "")
-    elif position_kind == "equal":
-        conclusion = "no difference is shown"
-    else:
-        conclusion = "there is nothing to judge it against"
-
+    limits = _limits(facts, biased)
+    conclusion = _conclusion(position_kind, biased, bool(limits))
     if position_kind == "none" and (missing or not facts.baseline_found):
         wanted = ([] if facts.baseline_found else [baseline]) + missing
         action = f": capture {', '.join(wanted)}"
@@ -145,10 +87,76 @@ def reward_verdict(facts: RewardFacts) -> str:
     else:
         action = ""
 
-    first = f"{head}; {position}, {steps}"
+    first = f"{_head(facts, mean)}; {position}, {steps}"
     if limits:
         return f"{first}; but {_join(limits)}, so {conclusion}{action}."
     return f"{first}; so {conclusion}{action}."
+
+
+def _head(facts: RewardFacts, mean: float) -> str:
+    """The run's mean, and the baseline's (or why there is none)."""
+    subject = f"{_f(mean)} with the filter" if facts.filter else f"{_f(mean)} for {facts.run}"
+    if not facts.baseline_found:
+        return f"{subject}; no capture of the baseline {facts.baseline}"
+    if facts.baseline_mean is None:
+        return f"{subject}; the baseline {facts.baseline} has no reward to compare"
+    return f"{subject} against {_f(facts.baseline_mean)} for {facts.baseline}"
+
+
+def _position(facts: RewardFacts, mean: float, missing: Sequence[str]) -> tuple[str, str]:
+    """(above, below, equal, inside or none; the words): where the run's mean lies against its baselines' means."""
+    values = {name: value for name, value in facts.baselines.items() if value is not None}
+    missing_text = f"no capture of {', '.join(missing)}" if missing else ""
+    extra = f"; {missing_text}" if missing_text else ""
+    if not values:
+        position = "no baseline run with a reward to set it against"
+        return "none", position + (f" ({missing_text})" if missing_text else "")
+    if len(values) == 1:
+        ((name, value),) = values.items()
+        kind = "above" if mean > value else "below" if mean < value else "equal"
+        word = {"above": "above", "below": "below", "equal": "equal to"}[kind]
+        return kind, f"{word} the only baseline run with a reward ({name}, {_f(value)}{extra})"
+    low, high = min(values.values()), max(values.values())
+    found = " found" if missing else ""
+    spread = f"({_f(low)} to {_f(high)}{extra})"
+    if mean > high:
+        return "above", f"above every baseline{found} {spread}"
+    if mean < low:
+        return "below", f"below every baseline{found} {spread}"
+    return "inside", f"inside the spread of the baselines{found} {spread}"
+
+
+def _limits(facts: RewardFacts, biased: bool) -> list[str]:
+    """What keeps the comparison from being a result: one seed, steps missing, steps not shared, a biased reward."""
+    limits: list[str] = []
+    if facts.seeds <= 1:
+        limits.append(f"one seed of {facts.run_steps} steps")
+    if facts.steps_expected is not None and facts.run_steps < facts.steps_expected:
+        ended = f" (the run {facts.state})" if facts.state != "succeeded" else ""
+        limits.append(f"only {facts.run_steps} of {facts.steps_expected} steps finished{ended}")
+    if facts.baseline_found and facts.baseline_mean is not None and 0 < facts.steps_compared < facts.run_steps:
+        limits.append(f"only {facts.steps_compared} of its steps are in {facts.baseline} too")
+    if biased:
+        limits.append("the reward counted before the filter leans high (aborted slow answers are not in it)")
+    return limits
+
+
+def _conclusion(position_kind: str, biased: bool, limited: bool) -> str:
+    """What the position allows one to conclude, given a biased reward or limits."""
+    if position_kind == "above":
+        if biased:
+            return "this is not evidence of learning"
+        return (
+            "this is a lead, not a result"
+            if limited
+            else "the difference is larger than the spread between baseline runs"
+        )
+    if position_kind == "below":
+        return "no gain is shown" + (", even with a reward that leans high" if biased else "")
+    return {
+        "inside": "the difference is within the spread between baseline runs: no effect shown",
+        "equal": "no difference is shown",
+    }.get(position_kind, "there is nothing to judge it against")
 
 
 # --------------------------------------------------------------------------- across seeds

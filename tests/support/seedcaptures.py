@@ -7,7 +7,7 @@ a test can work out every figure by hand. The set `THREE_CONDITIONS` is
 three conditions of 3 to 5 seeds: the filter (4 seeds), plain (3) and
 plain-48 (5), 6 steps each; the filter is compared with plain and with all
 three baselines. `seeds_for_power` works out the seeds needed independently
-of harness.seedstats (a plain search over scipy.stats' noncentral t).
+of harness.stats.seeds (a plain search over scipy.stats' noncentral t).
 """
 
 from __future__ import annotations

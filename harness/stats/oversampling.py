@@ -35,10 +35,8 @@ The pooled rate (kept / judged over all steps) is still reported as
 group by group, seeded: a cross-check of the algebra above, not a model of
 the GB10 (it knows nothing of times, lengths or learning).
 
-`plan_seeds` is the other plan (`harness plan seeds`): how many seeds per
-condition a difference in mean reward needs, from the spread between seeds,
-by the same function the summary's across-seed comparisons use
-(`harness.seedstats`).
+The other plan, `harness plan seeds` (seeds per condition), is
+`harness.stats.power`.
 """
 
 from __future__ import annotations
@@ -50,11 +48,9 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence, TypedDict
 
 from harness.errors import HarnessError
 from harness.lab.milesnames import OVER_SAMPLING_BATCH_SIZE_FLAG
-from harness.seedstats import SeedsNeeded
 
 if TYPE_CHECKING:
     from harness.jsontypes import JSONObject
-    from harness.stats.adaptive import AdaptivePlan
 
 DEFAULT_TARGET = 0.9
 MAX_OVER_SAMPLING_FACTOR = 64  # search O up to this many times B before giving up
@@ -494,68 +490,3 @@ def simulate(
         kept[keep] += 1
         active &= kept < batch
     return Simulated(over_sampling, trials, seed, float(np.mean(batches == 1)), float(np.mean(batches)))
-
-
-# --------------------------------------------------------------------------- seeds
-
-EFFECT_GIVEN = "given (--effect)"
-EFFECT_DEFAULT = "the default"  # seedstats.DEFAULT_EFFECT, the summary's (docs/summary.md, "Across seeds")
-
-
-@dataclass(frozen=True)
-class SeedsPlan:
-    """How many seeds per condition a difference in mean reward needs (`harness plan seeds`).
-
-    The numbers are `harness.seedstats.seeds_needed` and `power`, the functions
-    behind the summary's across-seed comparisons.
-    """
-
-    effect: float
-    sd: float
-    sd_from: str  # where the standard deviation across seeds came from
-    needed: SeedsNeeded
-    table: Sequence[tuple[int, float]]  # (seeds per condition, power)
-    alpha: float
-    power: float
-    effect_from: str = EFFECT_GIVEN  # EFFECT_GIVEN, or EFFECT_DEFAULT
-    adaptive: Optional[AdaptivePlan] = None  # an AdaStop design's expected seeds (harness.stats.adaptive)
-
-    def to_dict(self) -> JSONObject:
-        """The `--json` document."""
-        return {
-            "effect": self.effect,
-            "effect_from": self.effect_from,
-            "sd": self.sd,
-            "sd_from": self.sd_from,
-            "alpha": self.alpha,
-            "power": self.power,
-            "seeds_needed": self.needed.seeds,
-            "why": self.needed.why,
-            "table": [{"seeds": n, "power": p} for n, p in self.table],
-            "adaptive": dict(self.adaptive.to_dict()) if self.adaptive is not None else None,
-        }
-
-
-def plan_seeds(
-    effect: float,
-    sd: float,
-    sd_from: str,
-    effect_from: str = EFFECT_GIVEN,
-    adaptive: Optional[tuple[int, int]] = None,
-) -> SeedsPlan:
-    """Seeds per condition for 80% power at alpha 0.05 (two-sided) to detect `effect`, and power by seeds; with
-    `adaptive` (n, K), also the seeds an AdaStop design with them is expected to use (by simulation)."""
-    from harness import seedstats
-    from harness.stats.adaptive import planned_seeds
-
-    if not (math.isfinite(effect) and effect > 0.0):
-        raise HarnessError(f"--effect must be a difference above 0, not {effect}")
-    if not (math.isfinite(sd) and sd >= 0.0):
-        raise HarnessError(f"the standard deviation across seeds must be 0 or more, not {sd}")
-    needed = seedstats.seeds_needed(effect, sd)
-    rows: list[int] = list(seedstats.POWER_TABLE_SEEDS)
-    if needed.seeds is not None and needed.seeds not in rows:
-        rows = sorted([*rows, needed.seeds])
-    table = [(n, seedstats.power(n, effect, sd)) for n in rows] if sd > 0.0 else []
-    expected = planned_seeds(effect, sd, *adaptive) if adaptive is not None and sd > 0.0 else None
-    return SeedsPlan(effect, sd, sd_from, needed, table, seedstats.ALPHA, seedstats.POWER, effect_from, expected)
