@@ -680,7 +680,7 @@ def test_recover_reads_past_a_3_gb_nul_tail_without_reading_it(tmp_path: Path) -
 
 def test_recover_never_waits_on_a_fifo_as_container_log(tmp_path: Path) -> None:
     from harness.capture import Capture
-    from harness.run.settle import log_position, started_by_evidence
+    from harness.capture.repair import log_tail, started_by_evidence
 
     capture = Capture(tmp_path / "run")
     capture.directory.mkdir()
@@ -688,7 +688,7 @@ def test_recover_never_waits_on_a_fifo_as_container_log(tmp_path: Path) -> None:
     started = time.monotonic()
     with Releaser([capture.log_path]):
         assert started_by_evidence(capture) is False
-        log_position(capture.log_path)
+        log_tail(capture.log_path)
     assert time.monotonic() - started < 5
 
 

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.capture import Capture, RunStatus, append_jsonl, read_jsonl, write_json_atomic
+from harness.capture.outcome import RunEnd, decide_outcome
 from harness.engines.logstream import LogPosition, join_partials, split_lines, stamp_to_ns
 from harness.errors import HarnessError
 from harness.run.decide import configuration_changes, decide
-from harness.run.execute import decide_outcome
 from harness.run.gpulock import GpuLock
 
 # --- outcome ------------------------------------------------------------------------------
@@ -30,7 +30,7 @@ def outcome(**kw):
         failure=None,
         capture_error=None,
     )
-    return decide_outcome(**{**base, **kw})
+    return decide_outcome(RunEnd(**{**base, **kw}))
 
 
 def test_exit_0_with_every_step_is_the_only_success() -> None:
@@ -373,7 +373,7 @@ def test_an_engine_object_removed_between_the_listing_and_the_look_is_passed_ove
 def test_a_burst_is_written_in_pieces_of_whole_lines_in_order(lines, chars):
     """A long burst is cut into pieces of whole lines of at most `chars` characters (newlines counted), a longer
     line alone; nothing is lost, doubled or reordered."""
-    from harness.run.execute import whole_line_pieces
+    from harness.run.logpump import whole_line_pieces
 
     pieces = list(whole_line_pieces(lines, chars))
     assert [line for piece in pieces for line in piece] == lines

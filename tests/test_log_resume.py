@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.capture.repair import log_tail
 from harness.engines import logstream
 from harness.engines.logstream import RESUME_MAX_LINES, LogPosition, split_bursts, split_lines, stamp_to_ns
-from harness.run.settle import log_position
 from support.properties import examples
 from support.timing import scaled
 
@@ -84,7 +84,7 @@ def test_what_a_position_remembers_is_bounded() -> None:
 def test_recover_resumes_after_a_saved_log_whose_tail_is_out_of_stamp_order(tmp_path: Path) -> None:
     log = tmp_path / "container.log"
     log.write_text("\n".join(WRITTEN) + "\n")
-    position = log_position(log)
+    position = LogPosition.after(log_tail(log))  # where recover reopens the engine's log
     since_ns = position.since() * 1e9
     later = stamped(("800", "out8"))
     reopened = [line for line in WRITTEN + later if stamp_to_ns(line.split()[0]) >= since_ns]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from harness.capture.outcome import RunEnd, decide_outcome
 from harness.cli import app
-from harness.run.execute import decide_outcome
 from harness.summary.report import render_report
 from harness.summary.summarize import summarize
 from support.summaries import summary_rewards
@@ -67,23 +67,27 @@ def test_clean_is_defined_before_the_table_that_first_uses_it():
 
 def test_a_run_that_succeeded_with_every_step_has_usable_steps():
     done = decide_outcome(
-        exit_code=0,
-        steps_complete=12,
-        steps_expected=12,
-        stop_state=None,
-        stop_reason=None,
-        failure=None,
-        capture_error=None,
+        RunEnd(
+            exit_code=0,
+            steps_complete=12,
+            steps_expected=12,
+            stop_state=None,
+            stop_reason=None,
+            failure=None,
+            capture_error=None,
+        )
     )
     assert done.state == "succeeded" and done.steps_usable is True
     short = decide_outcome(
-        exit_code=0,
-        steps_complete=11,
-        steps_expected=12,
-        stop_state=None,
-        stop_reason=None,
-        failure=None,
-        capture_error=None,
+        RunEnd(
+            exit_code=0,
+            steps_complete=11,
+            steps_expected=12,
+            stop_state=None,
+            stop_reason=None,
+            failure=None,
+            capture_error=None,
+        )
     )
     assert short.state == "no_metrics" and short.steps_usable is False
 

@@ -55,6 +55,7 @@ from harness.capture.bounded import (
 from harness.capture.records import CONTRACT_KEYS, PauseWindow, RunStatus, StepRow
 from harness.fs.files import PathLike
 from harness.fs.paths import outside_root
+from harness.times import split_time_prefix
 
 if TYPE_CHECKING:
     from harness.capture.columns import MetricsColumns
@@ -331,10 +332,8 @@ def read_capture(run_dir: PathLike) -> RunCapture:
         "args.json is not a JSON object: ignored",
         notes,
     )
-    from harness.capture.columns import read_metrics_columns, read_pause_windows
-
-    steps = read_metrics_columns(os.path.join(directory, "metrics.jsonl"), notes)
-    pauses = read_pause_windows(os.path.join(directory, "pauses.jsonl"), notes)
+    steps = _metrics_columns(os.path.join(directory, "metrics.jsonl"), notes)
+    pauses = read_pauses(os.path.join(directory, "pauses.jsonl"), notes)
     return RunCapture(run_dir.name, status, manifest, args, steps, pauses, notes, Path(directory), attempt)
 
 
@@ -379,15 +378,19 @@ def _json_for_summary(
         return None
 
 
+def _metrics_columns(path: PathLike, notes: list[str]) -> MetricsColumns:
+    from harness.capture.columns import read_metrics_columns  # lazy: it loads mileslog, kept off `harness --help`
+
+    return read_metrics_columns(path, notes)
+
+
 def _read_metrics(path: Path, notes: list[str]) -> list[StepRow]:
-    from harness.capture.columns import read_metrics_columns
-
-    return read_metrics_columns(path, notes).rows()
+    return _metrics_columns(path, notes).rows()
 
 
-def read_pauses(path: Path, notes: list[str]) -> list[PauseWindow]:
+def read_pauses(path: PathLike, notes: list[str]) -> list[PauseWindow]:
     """Pause windows by start time, the last line per start winning (open, then closed)."""
-    from harness.capture.columns import read_pause_windows
+    from harness.capture.columns import read_pause_windows  # lazy: it loads mileslog, kept off `harness --help`
 
     return read_pause_windows(path, notes)
 
@@ -454,8 +457,6 @@ RUNNING_AGAIN_SLACK_US = 1_000_000
 
 def first_line_us(path: Path, notes: list[str]) -> Optional[int]:
     """The receive time of a container.log's first stamped line (the run's first line); None without one."""
-    from harness.times import split_time_prefix
-
     lines = None
     try:
         lines = iter_lines(path)
@@ -484,8 +485,6 @@ def first_stamps_after(path: Path, times_us: Sequence[int], notes: list[str]) ->
     a line without one is passed over). The file is read once, up to the line
     that answers the last of the times; a time that no line follows is absent.
     """
-    from harness.times import split_time_prefix
-
     pending = sorted(set(times_us))
     found: dict[int, tuple[int, int]] = {}
     if not pending:

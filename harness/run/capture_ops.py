@@ -13,17 +13,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from harness.capture import Capture, RunState, RunStatus, this_host, utc_now, write_json_atomic
+from harness.capture import (
+    Capture,
+    CaptureLock,
+    RunState,
+    RunStatus,
+    find_capture,
+    this_host,
+    utc_now,
+    write_json_atomic,
+)
 from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.bounded import Unreadable, WholeLines, last_jsonl, open_regular
-from harness.capture.lock import in_use
-from harness.capture.reader import read_pauses, run_path_of
+from harness.capture.lock import holder, in_use
+from harness.capture.reader import is_run_name, read_pauses, run_path_of
 from harness.capture.records import PauseWindow, tally_pauses
 from harness.checkpoints.layout import iteration_name
 from harness.checkpoints.lineage import read_resume
+from harness.engines import PAUSED, engine_named, listed_engine_names
 from harness.engines.base import RunHandle
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
+from harness.run.decide import exit_code_for_state, manifest_changes
+from harness.run.settle import carry_out, engine_objects, known_secrets_of, plan_recovery
+from harness.summary.windows import merge_windows, union_length
 from harness.times import US_PER_S, clock_text, format_time_us, parse_time_us
 
 FOLLOW_POLL_S = 0.5
@@ -96,8 +109,6 @@ def lineage_clause(directory: Path) -> str:
 def exit_code_text(status: RunStatus) -> str:
     """The exit code `harness run` gave the run (what the shell saw), and the trainer's where it differs:
     `130 (trainer 143)` for a run Ctrl-C stopped; the trainer's alone for a run without one (`not_started`)."""
-    from harness.run.decide import exit_code_for_state
-
     harness = exit_code_for_state(status.state)
     trainer = status.exit_code
     if harness is None:
@@ -200,8 +211,6 @@ def _pauses(windows: list[PauseWindow], status: RunStatus) -> str:
 
 def paused_wall_s(windows: list[PauseWindow], status: RunStatus) -> float:
     """Wall seconds the pauses that froze the run cover together (an open one ends now, or at the run's end)."""
-    from harness.summary.windows import merge_windows, union_length
-
     until = parse_time_us(status.ended_at or utc_now())
     spans = [(w.start_us, w.end_us or until) for w in windows if w.froze]
     return union_length(*merge_windows((s, e) for s, e in spans if e is not None)) / US_PER_S
@@ -239,9 +248,6 @@ def _guard(capture: Capture, status: RunStatus, windows: list[PauseWindow]) -> s
 
 def frozen_now(capture: Capture, status: RunStatus) -> Optional[bool]:
     """Whether the engine holds the capture's run frozen now; None when it cannot be asked (another host, no engine)."""
-    from harness.engines import PAUSED, engine_named, listed_engine_names
-    from harness.run.settle import engine_objects
-
     if status.harness_host not in (None, this_host()):
         return None
     try:
@@ -287,8 +293,6 @@ def follow_log(
     yield from _capture_lines(capture, follow, position, on_skipped)
     handle = _engine_handle(capture)
     if handle is not None:
-        from harness.run.settle import known_secrets_of
-
         known = known_secrets_of(handle, capture)  # masked as the log pump masks what it stores
         position.stored = known.mask
         for line in handle.logs(position, follow=follow):
@@ -338,9 +342,6 @@ def _capture_done(capture: Capture) -> bool:
 
 def _engine_handle(capture: Capture) -> Optional[RunHandle]:
     """The engine's handle on the trainer of a capture that stops short of it (None when complete or gone)."""
-    from harness.engines import engine_named
-    from harness.run.settle import engine_objects, plan_recovery
-
     found = capture.status_read()
     status = found.status
     if status is None or (status.capture_complete and not harness_gone(capture, status)):
@@ -386,9 +387,6 @@ def request_stop(
 
 
 def _recover_orphan(capture: Capture, note: Callable[[str], None]) -> RunStatus:
-    from harness.engines import engine_named, listed_engine_names
-    from harness.run.settle import carry_out, engine_objects, plan_recovery
-
     found = capture.status_read()
     assert found.status is not None
     names = [found.status.engine] if found.status.engine else list(listed_engine_names())
@@ -428,9 +426,6 @@ class AttemptRow:
 
 def find_run(capture_root: Path, run: str) -> Capture:
     """The capture of `run` for `history` and `restore`: it has attempts, even if its current one is gone."""
-    from harness.capture import find_capture
-    from harness.capture.reader import is_run_name
-
     run_path = Path(capture_root) / run
     if "/" not in run and is_run_name(run):
         attempts = RunAttempts(run_path)
@@ -444,8 +439,6 @@ def attempt_rows(capture: Capture) -> list[AttemptRow]:
     """Every attempt of the run, oldest first: its state, steps, start, duration, and what differs from the
     current attempt's configuration. Attempts in a row that have no status.json (directories a start left
     empty) are one row: `3-5002`."""
-    from harness.run.decide import manifest_changes
-
     attempts = RunAttempts(run_path_of(capture.directory))
     current = attempts.current()
     current_manifest = Capture(current.directory, capture.run).read_manifest() if current is not None else None
@@ -512,16 +505,12 @@ def restore_attempt(capture: Capture, number: int, reason: str) -> Attempt:
     """Make attempt `number` the run's current capture, recording who chose it and why (under the run's lock)."""
     import getpass
 
-    from harness.capture import CaptureLock
-
     run_path = run_path_of(capture.directory)
     attempts = RunAttempts(run_path)
     attempt = attempts.find(number)
     owner = {"run": capture.run, "pid": os.getpid(), "host": this_host(), "restore": True, "since": utc_now()}
     lock = CaptureLock(run_path, owner)
     if not lock.try_acquire():
-        from harness.capture.lock import holder
-
         raise HarnessError(
             f"run {capture.run} is in use ({holder(run_path)}); restore it once that ends", ExitCode.BUSY
         )

@@ -31,292 +31,39 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from harness.capture import (
-    Capture,
-    RunState,
-    RunStatus,
-    describe_os_error,
-    this_host,
-    utc_now,
-)
+from harness.board.session import board_session
 from harness.capture.attempts import Attempt, RunAttempts
 from harness.capture.bounded import MAX_STATUS_BYTES, Unreadable, read_json_file
-from harness.capture.files import NO_SPACE
+from harness.capture.files import describe_os_error
+from harness.capture.layout import Capture, this_host, utc_now
+from harness.capture.outcome import Outcome, RunEnd, decide_outcome
+from harness.capture.records import RunState, RunStatus
 from harness.capture.writer import CaptureWriter
 from harness.engines import Engine, EngineUnavailable, RunGone, RunHandle
-from harness.engines.spec import LABEL_PREFIX, LaunchSpec
+from harness.engines.spec import LaunchSpec
 from harness.errors import HarnessError
 from harness.fs.failpoints import failpoint
-from harness.fs.files import open_append, write_whole
 from harness.jsontypes import JSONObject
+from harness.lab.milesargv import flag_values
 from harness.lab.milesnames import ROLLOUT_SUBMISSION_GRANULARITY_FLAG
+from harness.mileslog import LogParser
 from harness.run.attempt_checkpoints import AttemptCheckpoints
 from harness.run.context import Reporter, RunContext, StopControl
+from harness.run.labels import LABEL_ATTEMPT, LABEL_HARNESS_HOST, LABEL_HARNESS_PID, LABEL_KEEP
+from harness.run.logpump import CaptureWrites, LogPump
 from harness.run.plan import Planned, attempt_container_name, redact_manifest
 from harness.secrets import KnownSecrets, redact_userinfo, shown_json
 
 if TYPE_CHECKING:
     from harness.guard import GuardLoop
     from harness.guard.session import GuardSession
-    from harness.mileslog import LogParser
-    from harness.mileslog.records import Failure, StepRecord
 
-LABEL_HARNESS_PID = f"{LABEL_PREFIX}.harness-pid"
-LABEL_HARNESS_HOST = f"{LABEL_PREFIX}.harness-host"
-LABEL_KEEP = f"{LABEL_PREFIX}.keep"  # `--keep`: recover never removes it
-LABEL_ATTEMPT = f"{LABEL_PREFIX}.attempt"  # which attempt of the run it is (harness.capture.attempts)
+__all__ = ["LABEL_ATTEMPT", "LABEL_HARNESS_HOST", "LABEL_HARNESS_PID", "LABEL_KEEP", "execute", "stop_request_reason"]
 
 POLL_S = 0.5
-LOG_FSYNC_EVERY_S = 1.0
-LOG_WRITE_CHARS = 64 << 10  # a burst is written in pieces of whole lines about this long: a full disk keeps what fit
 PUMP_DRAIN_TIMEOUT_S = 60.0
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How a run ended, as facts."""
-
-    state: RunState
-    error: Optional[str]
-    steps_usable: bool
-    capture_complete: bool = True
-
-
-def decide_outcome(
-    *,
-    exit_code: Optional[int],
-    steps_complete: int,
-    steps_expected: int,
-    stop_state: Optional[str],
-    stop_reason: Optional[str],
-    failure: Optional["Failure"],
-    capture_error: Optional[str],
-    engine_error: Optional[str] = None,
-    outages: Sequence[str] = (),
-    gone: Optional[str] = None,
-) -> Outcome:
-    """The final state from the exit code, the complete steps and why the harness stopped it (pure).
-
-    `capture_error`: the capture stopped being written; `engine_error`: the
-    engine was lost for good; `outages`: the engine went away and came back;
-    `gone`: what ran the trainer vanished from the engine (removed from outside).
-    """
-    all_steps = steps_complete >= steps_expected
-    if gone and stop_state is None:
-        # Final, with nothing left to recover: what it printed after the capture's last line went with it.
-        return Outcome(
-            RunState.FAILED,
-            f"{gone}; the lines it printed after the capture's last one are gone with it "
-            f"({steps_complete} of {steps_expected} steps were saved)",
-            False,
-        )
-    if capture_error:
-        return Outcome(
-            RunState.FAILED,
-            f"{capture_error}: the capture stops there, so the run cannot be trusted",
-            False,
-            capture_complete=False,
-        )
-    if engine_error:
-        return Outcome(
-            RunState.FAILED,
-            f"{engine_error}; the container is left with its labels: once the engine "
-            "answers again, `harness recover` saves the rest",
-            False,
-            capture_complete=False,
-        )
-    lost = f" (while it ran, {outages[0]})" if outages else ""
-    if stop_state is not None:
-        error = (stop_reason or stop_state) + lost
-        if all_steps:
-            error += f"; all {steps_expected} steps had completed, so the steps are usable"
-        return Outcome(RunState(stop_state), error, all_steps)
-    if exit_code == 0:
-        if all_steps:  # every step completed: usable, as for a run stopped after its last step
-            return Outcome(RunState.SUCCEEDED, None, True)
-        return Outcome(
-            RunState.NO_METRICS, f"exited 0 after {steps_complete} of {steps_expected} complete steps" + lost, False
-        )
-    if failure and "reason" in failure:  # named as such: the image's Miles has no filter path
-        reason = f"{failure['reason']} ({failure['line']})"
-    else:
-        reason = failure["line"] if failure else _exit_reason(exit_code)
-    return Outcome(RunState.FAILED, f"exit code {exit_code}: {reason}{lost}", False)
-
-
-def _exit_reason(exit_code: Optional[int]) -> str:
-    if exit_code is None:
-        return "no exit code"
-    if exit_code == 137:
-        return "killed (SIGKILL: out of memory, docker kill, or a hard stop)"
-    if exit_code == 143:
-        return "terminated (SIGTERM)"
-    return "the trainer printed no failure the parser recognises"
-
-
-class CaptureWrites:
-    """The capture's writes after the trainer started: the first failure stops them all, and is said once."""
-
-    def __init__(
-        self, capture: Capture, engine: str, reporter: Reporter, writer: Optional[CaptureWriter] = None
-    ) -> None:
-        self.capture = capture
-        self.writer = writer or CaptureWriter(capture)
-        self.engine = engine
-        self.reporter = reporter
-        self.error: Optional[str] = None
-        self._lock = threading.Lock()
-
-    def failed(self, err: OSError, what: str) -> None:
-        hint = "free space" if err.errno in NO_SPACE else "make the capture directory writable"
-        with self._lock:
-            if self.error is not None:
-                return
-            self.error = f"{describe_os_error(err, what)} ({hint}, then run `harness recover`)"
-        self.reporter.note(
-            f"{self.capture.run}: {self.error}: the capture stops here; the trainer goes on and "
-            f"the {self.engine} engine keeps its log"
-        )
-
-    def attempt(self, what: str, write: Callable[[], None]) -> bool:
-        """Do one write unless writing has stopped; a failure stops writing."""
-        if self.error is not None:
-            return False
-        try:
-            write()
-            return True
-        except OSError as err:
-            self.failed(err, what)
-            return False
-
-
-class LogPump(threading.Thread):
-    """Reads every line once: to container.log whole, to the parser, and each completed step to metrics.jsonl;
-    `known`: the secrets the harness passed, masked in every line before anything reads or writes it."""
-
-    def __init__(
-        self,
-        handle: RunHandle,
-        capture: Capture,
-        parser: LogParser,
-        reporter: Reporter,
-        writes: CaptureWrites,
-        known: Optional[KnownSecrets] = None,
-        watch: Optional[AttemptCheckpoints] = None,
-    ) -> None:
-        super().__init__(name="log-pump", daemon=True)
-        self.watch = watch  # a checkpointed run's: its save lines, a resume's proof (harness.run.attempt_checkpoints)
-        self.handle = handle
-        self.known = known if known else None
-        self.capture = capture
-        self.parser = parser
-        self.reporter = reporter
-        self.writes = writes
-        self.steps_complete = 0
-        self.lines = 0
-        self.error: Optional[str] = None  # anything but a write failure: a lost engine, a bug
-        self.engine_error: Optional[str] = None
-        self.gone: Optional[str] = None  # what ran the trainer vanished from the engine
-
-    def run(self) -> None:
-        fd = None
-        try:
-            fd = open_append(self.capture.log_path, root=self.capture.root)
-            self._pump(fd)
-        except RunGone as err:
-            self.gone = err.message
-        except EngineUnavailable as err:
-            self.engine_error = err.message
-        except OSError as err:
-            self.writes.failed(err, self.capture.log_path.name)
-        except Exception as err:  # a bug: recorded, and the run is not trusted
-            self.error = f"{type(err).__name__}: {err}"
-        finally:
-            if fd is not None:
-                os.close(fd)
-
-    def _pump(self, fd: int) -> None:
-        # A burst (the lines that came in one read) is written to container.log before any of its lines is parsed,
-        # so every record saved has its lines in the log: one write per burst (or per piece of a long one), not
-        # per line. A piece that does not fit on the disk ends the capture at the last whole piece before it.
-        good = os.fstat(fd).st_size
-        last_sync = time.monotonic()
-        writer = self.writes.writer
-        known = self.known
-        watch = self.watch
-        for burst in self.handle.log_bursts(follow=True):
-            for piece in whole_line_pieces(burst, LOG_WRITE_CHARS):
-                if self.writes.error is not None:
-                    return  # writing has stopped: the engine keeps the rest
-                text = "\n".join(piece)
-                if known is not None:
-                    # The pieces hold whole lines and no known secret holds a line break: masking the piece masks
-                    # each line, and no secret can straddle two reads of the stream.
-                    masked = known.mask(text)
-                    if masked is not text:
-                        text, piece = masked, masked.split("\n")
-                data = text.encode("utf-8", "replace") + b"\n"
-                try:
-                    write_whole(fd, data)
-                except OSError as err:
-                    os.ftruncate(fd, good)  # never a torn line: the capture ends on the last whole one
-                    self.writes.failed(err, self.capture.log_path.name)
-                    return
-                good += len(data)
-                writer.log_lines(piece)
-                for line in piece:
-                    self.lines += 1
-                    if watch is not None:
-                        watch.line(line, self.lines)
-                    for record in self.parser.feed(line, self.lines):
-                        if not self._save(record):
-                            return
-                    failpoint("mid-stream", self.lines)
-            if time.monotonic() - last_sync >= LOG_FSYNC_EVERY_S:
-                os.fsync(fd)
-                last_sync = time.monotonic()
-        os.fsync(fd)
-
-    def finish(self) -> None:
-        """Flush the parser: steps still open are written, marked incomplete."""
-        try:
-            for record in self.parser.finish():
-                if not self._save(record):
-                    return
-        except Exception as err:
-            self.error = self.error or f"{type(err).__name__}: {err}"
-
-    def _save(self, record: "StepRecord") -> bool:
-        if self.watch is not None and not self.watch.admit(record.step):
-            return True  # a resume refused (or undecided at the end): none of its steps is the run's
-        row = record.to_json(include_derived=False)
-        if not self.writes.attempt(
-            self.capture.metrics_path.name, lambda: self.writes.writer.jsonl(self.capture.metrics_path, row)
-        ):
-            return False
-        if record.complete:
-            self.steps_complete += 1
-        self.reporter.step(self.capture.run, record, self.steps_complete)
-        return True
-
-
-def whole_line_pieces(lines: list[str], chars: int) -> Iterator[list[str]]:
-    """`lines` in order, in pieces of whole lines of about `chars` characters (a longer line is a piece alone)."""
-    if not lines:
-        return
-    if sum(map(len, lines)) + len(lines) <= chars:  # the usual burst: one piece
-        yield lines
-        return
-    start, size = 0, 0
-    for end, line in enumerate(lines):
-        if size and size + len(line) + 1 > chars:
-            yield lines[start:end]
-            start, size = end, 0
-        size += len(line) + 1
-    if start < len(lines):
-        yield lines[start:]
 
 
 def build_manifest(
@@ -360,8 +107,6 @@ LEGACY_ROLLOUT_ENV = "MILES_USE_LEGACY_ROLLOUT_V1"
 def rollout_submission(spec: LaunchSpec) -> JSONObject:
     """The settings that change how Miles submits a rollout, where the run sets them: the flag's last value and
     the legacy-rollout variable (pure)."""
-    from harness.lab.milesargv import flag_values
-
     facts: JSONObject = {}
     values = flag_values(list(spec.trainer_argv)).get(ROLLOUT_SUBMISSION_GRANULARITY_FLAG)
     if values is not None:
@@ -390,8 +135,6 @@ def execute(
     is also shown on the run's board (harness.board: TensorBoard events,
     written off this thread), which never stops the run.
     """
-    from harness.board.session import board_session
-
     root = Path(plan.spec.capture_dir).parent
     # A Ray node's copy (its capture forwarded) numbers its attempts its own way: the driver's board shows the lineage.
     resume = plan.checkpoints.resume if plan.checkpoints is not None and ctx.forward is None else None
@@ -399,6 +142,31 @@ def execute(
     with board_session(plan.spec.run, root, plan.experiment.export, ctx.reporter.warning, resumes) as board:
         shown = replace(ctx, forward=board.forwarding(ctx.forward))
         return _execute_attempt(plan, shown, engine=engine, guard=guard, clock=clock)
+
+
+@dataclass
+class _Attempt:
+    """One attempt as it is made: its launch spec, its capture and status, their writer, its checkpoints."""
+
+    spec: LaunchSpec
+    attempts: RunAttempts
+    attempt: Attempt
+    capture: Capture
+    status: RunStatus
+    writer: CaptureWriter
+    checkpoints: Optional[AttemptCheckpoints]
+    resumed_steps: Optional[int] = None  # a resume's steps before its checkpoint
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """How the trainer's supervision ended: the facts `_record_end` adds to the pump's and the parser's."""
+
+    exit_code: Optional[int]
+    engine_error: Optional[str] = None
+    outages: Sequence[str] = ()
+    guard_notes: Sequence[str] = ()
+    gone: Optional[str] = None
 
 
 def _execute_attempt(
@@ -409,11 +177,40 @@ def _execute_attempt(
     guard: "GuardSession",
     clock: Callable[[], float],
 ) -> RunStatus:
-    from harness.mileslog import LogParser
+    made = _new_attempt(plan, ctx, engine.name)
+    handle, manifest = _start_trainer(plan, ctx, made, engine, guard)
+    failpoint("after-start")
+    if made.checkpoints is not None:
+        made.checkpoints.started(handle)
+    _say_started(plan, made, ctx.reporter)
+    spec, reporter = made.spec, ctx.reporter
+    loop = guard.start(
+        handle,
+        pauses_path=made.capture.pauses_path,
+        samples_path=made.capture.guard_path,
+        on_note=lambda message: reporter.note(f"{spec.run}: heat guard: {message}"),
+        on_stop=lambda reason: _request_stop(ctx.stop, f"heat guard: {reason}"),
+        on_reading=lambda reading: reporter.guard(spec.run, reading),
+        append=made.writer.jsonl,
+    )
+    writes = CaptureWrites(made.capture, engine.name, reporter, made.writer)
+    known = KnownSecrets(spec.secret_values())
+    pump = LogPump(handle, made.capture, LogParser(), reporter, writes, known, made.checkpoints)
+    if made.resumed_steps is not None:  # the lineage's steps before the checkpoint: what it proves was trained
+        pump.steps_complete = made.status.steps_complete = made.resumed_steps
+    outcome, gone = _supervised(made, ctx, handle, manifest, pump, loop, clock)
+    failpoint("before-remove")
+    if not ctx.options.keep and outcome.capture_complete and gone is None:
+        try:
+            handle.remove()
+        except (EngineUnavailable, HarnessError) as err:
+            reporter.note(f"{spec.run}: the container was not removed ({err.message}); `harness recover` does it")
+    return made.status
 
-    reporter, stop = ctx.reporter, ctx.stop
-    grace_s, keep = ctx.options.grace_s, ctx.options.keep
-    parser = LogParser()
+
+def _new_attempt(plan: Planned, ctx: RunContext, engine: str) -> _Attempt:
+    """A new attempt's directory, its space reserve and its first status (`running`); current at once unless it
+    resumes (a resumed attempt becomes current once its resume is verified)."""
     attempts = RunAttempts(Path(plan.spec.capture_dir))
     failpoint("before-capture")
     attempt = attempts.new()
@@ -436,21 +233,31 @@ def _execute_attempt(
         error=None,
         harness_pid=os.getpid(),
         harness_host=this_host(),
-        engine=engine.name,
+        engine=engine,
         attempt=attempt.number,
     )
     writer = CaptureWriter(capture, ctx.forward)
     writer.status(status)
-    checkpoints = _attempt_checkpoints(plan, capture, attempt, writer, reporter)
-    if plan.checkpoints is None or plan.checkpoints.resume is None:
-        attempts.started(attempt)  # a resumed attempt becomes current once its resume is verified
+    checkpoints = _attempt_checkpoints(plan, capture, attempt, writer, ctx.reporter)
+    resume = plan.checkpoints.resume if plan.checkpoints is not None else None
+    if resume is None:
+        attempts.started(attempt)
+    resumed = resume.choice.next_rollout_id if resume is not None else None
+    return _Attempt(spec, attempts, attempt, capture, status, writer, checkpoints, resumed)
 
+
+def _start_trainer(
+    plan: Planned, ctx: RunContext, made: _Attempt, engine: Engine, guard: "GuardSession"
+) -> tuple[RunHandle, dict[str, object]]:
+    """The manifest written, then the trainer started under the harness's labels; a start that fails is recorded
+    `not_started` and raised."""
+    spec, status, writer, checkpoints = made.spec, made.status, made.writer, made.checkpoints
     labels = {
         LABEL_HARNESS_PID: str(os.getpid()),
         LABEL_HARNESS_HOST: this_host(),
         # A run Ray placed is labelled with the driver's attempt, whose capture recover settles.
-        LABEL_ATTEMPT: spec.labels.get(LABEL_ATTEMPT, str(attempt.number)),
-        **({LABEL_KEEP: "1"} if keep else {}),
+        LABEL_ATTEMPT: spec.labels.get(LABEL_ATTEMPT, str(made.attempt.number)),
+        **({LABEL_KEEP: "1"} if ctx.options.keep else {}),
     }
     try:
         manifest = build_manifest(
@@ -464,55 +271,56 @@ def _execute_attempt(
         )
         if checkpoints is not None:
             manifest["checkpoint"] = checkpoints.before()
-        writer.json(capture.manifest_path, manifest)
+        writer.json(made.capture.manifest_path, manifest)
         failpoint("before-container")
-        handle = engine.start(spec, labels)
+        return engine.start(spec, labels), manifest
     except HarnessError as err:
         _record_not_started(writer, status, err.message, checkpoints)
         raise HarnessError(f"run {spec.run} did not start: {err.message}", err.exit_code) from None
     except OSError as err:
-        message = describe_os_error(err, capture.manifest_path.name)
+        message = describe_os_error(err, made.capture.manifest_path.name)
         _record_not_started(writer, status, message, checkpoints)
         raise HarnessError(f"run {spec.run} did not start: {message}") from None
-    failpoint("after-start")
-    if checkpoints is not None:
-        checkpoints.started(handle)
+
+
+def _say_started(plan: Planned, made: _Attempt, reporter: Reporter) -> None:
+    """What the attempt continues: the attempt it resumes, or nothing (a rerun starts from step 0)."""
+    run, number = made.spec.run, made.attempt.number
     resume = plan.checkpoints.resume if plan.checkpoints is not None else None
     if resume is not None:
         reporter.note(
-            f"{spec.run}: attempt {attempt.number} resumes attempt {resume.from_attempt} from "
+            f"{run}: attempt {number} resumes attempt {resume.from_attempt} from "
             f"{resume.choice.check.name} (rollout {resume.choice.next_rollout_id} onward)"
         )
-    elif attempt.number > 1:  # the trainer starts again from its first step: nothing of an earlier attempt is resumed
-        reporter.note(
-            f"{spec.run}: attempt {attempt.number}, from step 0 (a rerun does not resume attempt {attempt.number - 1})"
-        )
-    reporter.started(spec)
-    loop = guard.start(
-        handle,
-        pauses_path=capture.pauses_path,
-        samples_path=capture.guard_path,
-        on_note=lambda message: reporter.note(f"{spec.run}: heat guard: {message}"),
-        on_stop=lambda reason: _request_stop(stop, f"heat guard: {reason}"),
-        on_reading=lambda reading: reporter.guard(spec.run, reading),
-        append=writer.jsonl,
-    )
+    elif number > 1:  # the trainer starts again from its first step: nothing of an earlier attempt is resumed
+        reporter.note(f"{run}: attempt {number}, from step 0 (a rerun does not resume attempt {number - 1})")
+    reporter.started(made.spec)
+
+
+def _supervised(
+    made: _Attempt,
+    ctx: RunContext,
+    handle: RunHandle,
+    manifest: dict[str, object],
+    pump: LogPump,
+    loop: Optional["GuardLoop"],
+    clock: Callable[[], float],
+) -> tuple[Outcome, Optional[str]]:
+    """Pump the log and supervise the trainer to its end, then record the end whatever happened (a lost engine, a
+    trainer gone, Ctrl-C); the outcome, and what vanished from the engine (None: nothing)."""
+    spec, status, capture, writes, stop = made.spec, made.status, made.capture, pump.writes, ctx.stop
     exit_code: Optional[int] = None
     engine_error: Optional[str] = None
     gone: Optional[str] = None
-    writes = CaptureWrites(capture, engine.name, reporter, writer)
-    pump = LogPump(handle, capture, parser, reporter, writes, KnownSecrets(spec.secret_values()), checkpoints)
-    if resume is not None:  # the lineage's steps before the checkpoint: what it proves was trained (stitched later)
-        pump.steps_complete = status.steps_complete = resume.choice.next_rollout_id
     try:
         status.container = handle.id
         identity = getattr(handle, "identity", lambda: None)()
         status.process = identity.to_dict() if identity is not None else None
-        writes.attempt(capture.status_path.name, lambda: writer.status(status))
+        writes.attempt(capture.status_path.name, lambda: made.writer.status(status))
         manifest["handle"] = shown_json(handle.facts(), KnownSecrets(spec.secret_values()))  # its command, say
-        writes.attempt(capture.manifest_path.name, lambda: writer.json(capture.manifest_path, manifest))
+        writes.attempt(capture.manifest_path.name, lambda: made.writer.json(capture.manifest_path, manifest))
         pump.start()
-        exit_code = _supervise(handle, spec, stop, capture, grace_s, clock, reporter, loop)
+        exit_code = _supervise(handle, spec, stop, capture, ctx.options.grace_s, clock, ctx.reporter, loop)
     except RunGone as err:
         gone = err.message
     except EngineUnavailable as err:
@@ -524,38 +332,32 @@ def _execute_attempt(
             _never_leave_frozen(handle)
             if exit_code is None:  # the harness itself is going down: stop the trainer before recording
                 exit_code = _kill_and_wait(handle)
-        if pump.ident is not None:  # started
-            pump.join(PUMP_DRAIN_TIMEOUT_S if engine_error is None else 5)
-        if pump.is_alive() and engine_error is None:
-            pump.error = pump.error or f"the log stream did not end within {PUMP_DRAIN_TIMEOUT_S:g} s of the exit"
-        if checkpoints is not None:
-            checkpoints.ended(stopped=stop.state is not None)
+        _drain(pump, engine_error)
+        if made.checkpoints is not None:
+            made.checkpoints.ended(stopped=stop.state is not None)
         if writes.error is None and not pump.is_alive():
             pump.finish()
         failpoint("at-exit")
-        outcome = _record_end(
-            capture,
-            status,
-            parser,
-            pump,
-            writes,
+        ended = _Ended(
             exit_code,
-            stop,
             engine_error or pump.engine_error,
             getattr(handle, "outages", ()),
             loop.notes if loop is not None else (),
             gone or pump.gone,
         )
+        outcome = _record_end(status, pump, stop, ended)
         if outcome.state == RunState.SUCCEEDED:
-            attempts.succeeded(attempt)
-        reporter.finished(status)
-    failpoint("before-remove")
-    if not keep and outcome.capture_complete and gone is None and pump.gone is None:
-        try:
-            handle.remove()
-        except (EngineUnavailable, HarnessError) as err:
-            reporter.note(f"{spec.run}: the container was not removed ({err.message}); `harness recover` does it")
-    return status
+            made.attempts.succeeded(made.attempt)
+        ctx.reporter.finished(status)
+    return outcome, gone or pump.gone
+
+
+def _drain(pump: LogPump, engine_error: Optional[str]) -> None:
+    """Wait for the pump to read the trainer's last lines (briefly when the engine is lost)."""
+    if pump.ident is not None:  # started
+        pump.join(PUMP_DRAIN_TIMEOUT_S if engine_error is None else 5)
+    if pump.is_alive() and engine_error is None:
+        pump.error = pump.error or f"the log stream did not end within {PUMP_DRAIN_TIMEOUT_S:g} s of the exit"
 
 
 def _supervise(
@@ -655,32 +457,25 @@ def _attempt_checkpoints(
     return AttemptCheckpoints(plan.checkpoints, capture, attempt, writer, reporter, owner)
 
 
-def _record_end(
-    capture: Capture,
-    status: RunStatus,
-    parser: "LogParser",
-    pump: LogPump,
-    writes: CaptureWrites,
-    exit_code: Optional[int],
-    stop: StopControl,
-    engine_error: Optional[str],
-    outages: Sequence[str],
-    guard_notes: Sequence[str] = (),
-    gone: Optional[str] = None,
-) -> Outcome:
+def _record_end(status: RunStatus, pump: LogPump, stop: StopControl, ended: _Ended) -> Outcome:
+    """The final status from the pump's steps, the parser's failure, the stop and how supervision ended; written,
+    then the stop request and (for a complete capture) the space reserve cleared."""
+    capture, parser, writes = pump.capture, pump.parser, pump.writes
     if parser.args is not None:
         writes.attempt(capture.args_path.name, lambda: writes.writer.json(capture.args_path, parser.args))
     outcome = decide_outcome(
-        exit_code=exit_code,
-        steps_complete=pump.steps_complete,
-        steps_expected=status.steps_expected,
-        stop_state=stop.state,
-        stop_reason=stop.reason,
-        failure=parser.failure,
-        capture_error=writes.error or pump.error,
-        engine_error=engine_error,
-        outages=outages,
-        gone=gone,
+        RunEnd(
+            exit_code=ended.exit_code,
+            steps_complete=pump.steps_complete,
+            steps_expected=status.steps_expected,
+            stop_state=stop.state,
+            stop_reason=stop.reason,
+            failure=parser.failure,
+            capture_error=writes.error or pump.error,
+            engine_error=ended.engine_error,
+            outages=ended.outages,
+            gone=ended.gone,
+        )
     )
     refusal = pump.watch.refusal() if pump.watch is not None else None
     if refusal is not None and outcome.capture_complete:  # the trainer did not resume: nothing it did is the run's
@@ -693,15 +488,15 @@ def _record_end(
             status.notes.append(unfinished)
     status.state, status.error, status.steps_usable = outcome.state, outcome.error, outcome.steps_usable
     status.capture_complete = outcome.capture_complete
-    status.exit_code = exit_code
+    status.exit_code = ended.exit_code
     status.ended_at = utc_now()
     status.steps_complete = pump.steps_complete
     status.stop_reason = stop.reason if stop.state is not None else None
-    status.notes.extend(f"heat guard: {note}" for note in guard_notes)
+    status.notes.extend(f"heat guard: {note}" for note in ended.guard_notes)
     if parser.problems:
         status.notes.append(f"{len(parser.problems)} log line(s) could not be read; see harness parse-log")
-    if outages and outcome.state == RunState.SUCCEEDED:
-        status.notes.extend(outages)
+    if ended.outages and outcome.state == RunState.SUCCEEDED:
+        status.notes.extend(ended.outages)
     writes.writer.status(status)
     try:
         capture.stop_request_path.unlink(missing_ok=True)
