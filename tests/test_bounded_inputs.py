@@ -593,6 +593,7 @@ def test_sigterm_ends_a_command_blocked_in_open_of_a_fifo_before_any_run(tmp_pat
     blocked = tmp_path / "fifo"
     os.mkfifo(blocked)
     stop, said = StopControl(), []
+    before = signal.getsignal(signal.SIGTERM)  # an earlier test's library may have set one: it must come back
     threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
     started = time.monotonic()
     with Releaser([blocked]):
@@ -602,7 +603,7 @@ def test_sigterm_ends_a_command_blocked_in_open_of_a_fifo_before_any_run(tmp_pat
                     pass
     assert time.monotonic() - started < 5
     assert stop.requested and said == ["SIGTERM: no trainer is running: ending now"]
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # put back
+    assert signal.getsignal(signal.SIGTERM) == before  # put back
 
 
 def test_sigterm_while_a_trainer_runs_asks_for_the_graceful_stop(tmp_path: Path) -> None:

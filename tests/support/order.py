@@ -1,7 +1,8 @@
 """The order the test modules start in: the longest first, so that on workers no long module starts last.
 
 A module's time is what its tests took the last time the whole suite ran (pytest's cache, written by the process
-that reports the tests: the controller under pytest-xdist). A module never timed here (a fresh clone) is
+that reports the tests: the controller under pytest-xdist). A module the cache has not timed is taken from
+tests/support/module-seconds.json (a whole suite's times, kept in the repository for a fresh clone), else
 estimated from its tests: seconds for each that starts processes (marked docker, integration, ray or browser), a
 twentieth of one for any other, and a minute more for a module that starts a Ray cluster.
 Under xdist every worker must collect the same order, so the controller reads
@@ -13,6 +14,8 @@ Registered in conftest.py (`pytest_plugins`); the order only decides when a modu
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Optional
 
 import pytest
@@ -23,6 +26,25 @@ SLOW_TEST_S = 3.0  # a guess for a test that starts processes, until the module 
 QUICK_TEST_S = 0.05
 RAY_MODULE_S = 60.0  # a guess for a module that starts a Ray cluster (its nodes start once, in tens of seconds)
 TIMES = pytest.StashKey[dict[str, float]]()
+
+
+# A whole suite's module times as recorded in the repository, for a clone whose cache has none yet (CI's): copy
+# .pytest_cache/v/miles-gb10-lab/module-seconds here after a whole `make test` when modules come or grow.
+RECORDED = Path(__file__).with_name("module-seconds.json")
+
+
+def _seconds(found: object) -> dict[str, float]:
+    if not isinstance(found, dict):
+        return {}
+    return {m: float(s) for m, s in found.items() if isinstance(m, str) and isinstance(s, (int, float))}
+
+
+def recorded_times(path: Path) -> dict[str, float]:
+    """The module times kept in the repository; none when the file is missing or not a JSON object of numbers."""
+    try:
+        return _seconds(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return {}
 
 
 def module_of(nodeid: str) -> str:
@@ -57,9 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     cache = _cache(config)
     found = cache.get(CACHE_KEY, {}) if cache is not None else {}
-    config.stash[TIMES] = (
-        {m: float(s) for m, s in found.items() if isinstance(s, (int, float))} if isinstance(found, dict) else {}
-    )
+    config.stash[TIMES] = {**recorded_times(RECORDED), **_seconds(found)}
     if whole_suite(config):  # a part (make test-fast, -k, a file) would record the part of a module it ran
         config.pluginmanager.register(ModuleClock(config), "module-clock")
 
