@@ -50,7 +50,8 @@ def test_architecture_md_opens_with_the_drawing_and_lists_the_packages_in_its_or
 
 
 def test_every_bench_is_in_the_bench_table() -> None:
-    rows = re.findall(r"^\| `(\w+\.py)` \|", BENCH_README.read_text(), re.M)
+    table = BENCH_README.read_text().split("\n## ", 1)[0]  # the first table: later sections name benches too
+    rows = re.findall(r"^\| `(\w+\.py)` \|", table, re.M)
     benches = sorted(path.name for path in (REPO_ROOT / "bench").glob("*.py"))
 
     assert sorted(rows) == benches
