@@ -52,7 +52,7 @@ def test_a_password_with_a_slash_a_hash_or_no_scheme_is_hidden(url: str, shown: 
 
 
 NOT_A_PASSWORD = [
-    "https://registry.npmjs.org/@types/node",  # an `@` in the path
+    "https://packages.example/@types/node",  # an `@` in the path
     "http://localhost:8080/@scope/pkg?x=a@b#c@d",
     "http://[::1]:8080/x@y",
     "http://[fe80::1%25eth0]/a@b",
