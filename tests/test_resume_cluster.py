@@ -19,15 +19,14 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Iterator
 
 import pytest
-from typer.testing import CliRunner
 
 from harness.capture import CaptureLock
-from harness.cli import app
 from harness.summary.summarize import summarize
 from support import raynodes
+from support.resume_lab import ResumeLab
 from support.timing import scaled, wait_until
 
 pytestmark = pytest.mark.ray
@@ -47,81 +46,15 @@ def resume_ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray
     )
 
 
-class RayResumeLab:
-    """Experiments, the driver's captures and the checkpoint root for one test."""
+class RayResumeLab(ResumeLab):
+    """A resume lab whose runs Ray places on the module's nodes (their trainers on each node's process engine)."""
 
     def __init__(self, root: Path, nodes: raynodes.RayNodes) -> None:
-        self.root = root
+        super().__init__(root, "process")
         self.nodes = nodes
-        self.experiments = root / "experiments"
-        self.captures = root / "capture"
-        self.checkpoints = root / "checkpoints"
-        self.experiments.mkdir()
+        self.ray_address = nodes.address
+        # The nodes' own engines and process directories serve the runs: the driver passes only these.
         self.env = {"HARNESS_LOCK_DIR": str(root / "locks"), "HARNESS_CHECKPOINT_DIR": str(self.checkpoints)}
-
-    def experiment(self, resources: dict[str, float], name: str = "long") -> str:
-        data: dict[str, Any] = {
-            "name": name,
-            "steps": STEPS,
-            "miles": {
-                "args": {
-                    "rollout-global-dataset": True,
-                    "rollout-batch-size": 4,
-                    "n-samples-per-prompt": 4,
-                    "global-batch-size": 16,
-                }
-            },
-            "checkpoint": {"every": 3, "keep": 2},
-            "cluster": {"resources": resources},
-            "container": {"pass_env": ["HARNESS_SIM_CRASH_AT"]},
-        }
-        (self.experiments / f"{name}.yaml").write_text(json.dumps(data))
-        return name
-
-    def args(self, *args: str, time_scale: str = TIME_SCALE) -> list[str]:
-        return [
-            *args,
-            "--sim",
-            "--sim-engine",
-            "process",
-            "--time-scale",
-            time_scale,
-            "--experiments-dir",
-            str(self.experiments),
-            "--capture-dir",
-            str(self.captures),
-            "--ray",
-            self.nodes.address,
-        ]
-
-    def cli(self, *args: str, time_scale: str = TIME_SCALE, env: Optional[dict[str, str]] = None) -> Any:
-        return CliRunner().invoke(app, self.args(*args, time_scale=time_scale), env={**self.env, **(env or {})})
-
-    def spawn(self, *args: str) -> subprocess.Popen:
-        """The driver as a process of its own (one a test can SIGKILL)."""
-        return subprocess.Popen(
-            [sys.executable, "-m", "harness", *self.args(*args)],
-            cwd=REPO,
-            env={**os.environ, **self.env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-
-    def command(self, *args: str) -> Any:
-        """A command that reads captures only (recover, status, history)."""
-        return CliRunner().invoke(app, [*args, "--capture-dir", str(self.captures)], env={**self.env, "COLUMNS": "400"})
-
-    def attempt_dir(self, run: str, number: int) -> Path:
-        return self.captures / ".attempts" / run / str(number)
-
-    def read(self, run: str, number: int, name: str) -> Any:
-        return json.loads((self.attempt_dir(run, number) / name).read_text())
-
-    def rows(self, run: str, number: int, name: str) -> list[dict]:
-        path = self.attempt_dir(run, number) / name
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 @pytest.fixture
@@ -134,13 +67,13 @@ def test_a_run_killed_after_a_checkpoint_resumes_with_ray_on_another_node_verifi
     ray_resume_lab: RayResumeLab, resume_ray_cluster: raynodes.RayNodes
 ) -> None:
     lab = ray_resume_lab
-    lab.experiment({"node-a": 1})
-    driver = lab.spawn("run", "long")
+    lab.experiment(resources={"node-a": 1})
+    driver = lab.spawn("long", time_scale=TIME_SCALE)
     try:
         wait_until(
             lambda: (
-                any(r.get("iteration") == 3 and r["complete"] for r in lab.rows("long", 1, "checkpoints.jsonl"))
-                and len(lab.rows("long", 1, "metrics.jsonl")) >= 4
+                any(r.get("iteration") == 3 and r["complete"] for r in lab.ledger("long", 1))
+                and len(lab.metrics("long", 1)) >= 4
             ),
             scaled(120),
             "checkpoint iter_0000003 verified on the driver and rollout 3 recorded",
@@ -153,7 +86,7 @@ def test_a_run_killed_after_a_checkpoint_resumes_with_ray_on_another_node_verifi
 
     recovered = lab.command("recover", "--ray", resume_ray_cluster.address, "--grace-s", "5")
     assert recovered.exit_code == 0, recovered.output
-    first = lab.read("long", 1, "status.json")
+    first = lab.status("long", 1)
     assert first["state"] in ("failed", "interrupted"), first
     newest = max(
         int(path.name.removeprefix("iter_"))
@@ -166,27 +99,27 @@ def test_a_run_killed_after_a_checkpoint_resumes_with_ray_on_another_node_verifi
         f"--time-scale {TIME_SCALE} --capture-dir {lab.captures} --ray {resume_ray_cluster.address}"
     ], recovered.output
 
-    lab.experiment({"node-b": 1})  # where it runs is not part of the run id: the same run, on the other node
-    resumed = lab.cli("run", "long", "--resume")
+    lab.experiment(resources={"node-b": 1})  # where it runs is not part of the run id: the same run, on the other node
+    resumed = lab.run("long", "--resume", time_scale=TIME_SCALE)
 
     assert resumed.exit_code == 0, resumed.output[-3000:]
     assert "long: succeeded, 12/12 steps complete" in resumed.output
-    manifest = lab.read("long", 2, "manifest.json")
+    manifest = lab.manifest("long", 2)
     assert manifest["ray"]["node_id"] == resume_ray_cluster.nodes["b"].node_id
-    record = lab.read("long", 2, "resume.json")
+    record = lab.resume_record("long", 2)
     assert (record["from_attempt"], record["checkpoint"], record["verified"]) == (1, f"iter_{newest:07d}", True)
     assert record["first_rollout"] == record["next_rollout_id"] == newest
     log = (lab.attempt_dir("long", 2) / "container.log").read_text().splitlines()
     assert f"[FSDP] Loaded model from {lab.checkpoints}/long/" in log[record["load_line"] - 1]
     assert f"iter_{newest:07d}/model" in log[record["load_line"] - 1]
-    assert [row["step"] for row in lab.rows("long", 2, "metrics.jsonl")] == list(range(newest, STEPS))
+    assert [row["step"] for row in lab.metrics("long", 2)] == list(range(newest, STEPS))
     status = json.loads((lab.captures / "long" / "status.json").read_text())
     assert (status["attempt"], status["state"], status["steps_complete"]) == (2, "succeeded", STEPS)
 
     run = summarize(lab.captures).runs["long"]
     assert run.steps.step == list(range(STEPS)) and all(run.steps.complete)
     assert [part.attempt for part in run.lineage.attempts] == [1, 2]
-    ran_past = sorted(row["step"] for row in lab.rows("long", 1, "metrics.jsonl") if row["step"] >= newest)
+    ran_past = sorted(row["step"] for row in lab.metrics("long", 1) if row["step"] >= newest)
     if ran_past:  # rollouts attempt 1 ran past the checkpoint: noted as redone, not counted
         assert any(
             f"of attempt 1 redone after the resume (attempt 2 continued from rollout {newest})" in note
@@ -252,15 +185,15 @@ def test_a_node_that_cannot_see_the_checkpoint_root_is_refused_in_one_line_and_n
     ray_resume_lab: RayResumeLab, resume_ray_cluster: raynodes.RayNodes
 ) -> None:
     lab = ray_resume_lab
-    lab.experiment({"node-a": 1})
-    crashed = lab.cli("run", "long", time_scale=FAST, env={"HARNESS_SIM_CRASH_AT": "after-meta:9"})
+    lab.experiment(resources={"node-a": 1})
+    crashed = lab.run("long", time_scale=FAST, env={"HARNESS_SIM_CRASH_AT": "after-meta:9"})
     assert crashed.exit_code == 1, crashed.output[-2000:]
     directory = next((lab.checkpoints / "long").iterdir())
     tracker = (directory / "latest_checkpointed_iteration.txt").read_text()
-    lab.experiment({})  # any node with a GPU may take it: a, b, or the one that cannot see the root
+    lab.experiment(resources={})  # any node with a GPU may take it: a, b, or the one that cannot see the root
 
     with node_that_cannot_see(lab.checkpoints, resume_ray_cluster):
-        refused = lab.cli("run", "long", "--resume", time_scale=FAST)
+        refused = lab.run("long", "--resume", time_scale=FAST)
 
     assert refused.exit_code == 3, refused.output
     (line,) = [line for line in refused.output.splitlines() if line.startswith("error:")]
@@ -271,9 +204,9 @@ def test_a_node_that_cannot_see_the_checkpoint_root_is_refused_in_one_line_and_n
     assert (directory / "latest_checkpointed_iteration.txt").read_text() == tracker
     assert not [name for name in os.listdir(lab.checkpoints) if name.startswith(".harness-ray-check-")]
 
-    resumed = lab.cli("run", "long", "--resume", time_scale=FAST)  # that node gone: a node that sees it resumes it
+    resumed = lab.run("long", "--resume", time_scale=FAST)  # that node gone: a node that sees it resumes it
     assert resumed.exit_code == 0, resumed.output[-3000:]
-    record = lab.read("long", 2, "resume.json")
+    record = lab.resume_record("long", 2)
     assert (record["checkpoint"], record["verified"]) == ("iter_0000009", True)
 
 
@@ -281,13 +214,13 @@ def test_two_resumes_of_one_run_under_ray_at_once_the_second_is_refused_with_exi
     ray_resume_lab: RayResumeLab, resume_ray_cluster: raynodes.RayNodes
 ) -> None:
     lab = ray_resume_lab
-    lab.experiment({"node-a": 1})
-    crashed = lab.cli("run", "long", time_scale=FAST, env={"HARNESS_SIM_CRASH_AT": "after-meta:6"})
+    lab.experiment(resources={"node-a": 1})
+    crashed = lab.run("long", time_scale=FAST, env={"HARNESS_SIM_CRASH_AT": "after-meta:6"})
     assert crashed.exit_code == 1, crashed.output[-2000:]
 
     with CaptureLock(lab.captures / "long", {"pid": os.getpid(), "host": "elsewhere", "run": "long"}) as held:
         held.acquire(wait=False)  # as the first resume's driver holds it while its attempt runs
-        second = lab.cli("run", "long", "--resume", time_scale=FAST)
+        second = lab.run("long", "--resume", time_scale=FAST)
 
     assert second.exit_code == 4, second.output
     (line,) = [line for line in second.output.splitlines() if line.startswith("error:")]

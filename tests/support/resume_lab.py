@@ -38,6 +38,7 @@ class ResumeLab:
         self.captures = root / "capture"
         self.checkpoints = root / "checkpoints"
         self.experiments.mkdir()
+        self.ray_address: Optional[str] = None  # a lab whose runs Ray places (tests/test_resume_cluster.py)
         self.env = {
             "HARNESS_LOCK_DIR": str(root / "locks"),
             "HARNESS_PROCESS_DIR": str(root / "processes"),
@@ -46,9 +47,17 @@ class ResumeLab:
         }
 
     def experiment(
-        self, name: str = "long", *, steps: int = 12, every: int = 3, keep: int = 2, batch: int = 4, auto: int = 0
+        self,
+        name: str = "long",
+        *,
+        steps: int = 12,
+        every: int = 3,
+        keep: int = 2,
+        batch: int = 4,
+        auto: int = 0,
+        resources: Optional[dict[str, float]] = None,
     ) -> str:
-        data = {
+        data: dict[str, Any] = {
             "name": name,
             "steps": steps,
             "miles": {
@@ -63,6 +72,8 @@ class ResumeLab:
             "checkpoint": {"every": every, "keep": keep},
             "resume": {"auto": auto},
         }
+        if resources is not None:  # where Ray places it: not part of the run id
+            data["cluster"] = {"resources": resources}
         (self.experiments / f"{name}.yaml").write_text(json.dumps(data))
         return name
 
@@ -78,6 +89,7 @@ class ResumeLab:
             str(self.experiments),
             "--capture-dir",
             str(self.captures),
+            *(["--ray", self.ray_address] if self.ray_address else []),
         ]
 
     def run(self, *args: str, time_scale: str = FAST, env: Optional[dict] = None) -> Any:
@@ -116,6 +128,9 @@ class ResumeLab:
     def ledger(self, run: str, number: int) -> list[dict]:
         path = self.attempt_dir(run, number) / "checkpoints.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def manifest(self, run: str, number: int) -> dict:
+        return json.loads((self.attempt_dir(run, number) / "manifest.json").read_text())
 
     def resume_record(self, run: str, number: int) -> dict:
         return json.loads((self.attempt_dir(run, number) / "resume.json").read_text())
