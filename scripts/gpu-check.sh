@@ -158,7 +158,7 @@ import json, sys
 from pathlib import Path
 
 from harness.capture import read_status
-from harness.capture.bounded import read_jsonl
+from harness.fs.bounded import read_jsonl
 from harness.capture.reader import read_pauses
 from harness.times import format_time_us, parse_time_us
 

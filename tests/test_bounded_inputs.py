@@ -460,7 +460,7 @@ STEP_LINES = (
 def test_a_hole_skipped_unread_gives_what_reading_every_nul_gives(tmp_path: Path, size: int) -> None:
     import io
 
-    from harness.capture.bounded import WholeLines
+    from harness.fs.bounded import WholeLines
 
     path = tmp_path / "holed.log"
     with path.open("wb") as handle:
@@ -721,7 +721,7 @@ def _written(path: Path, parts: Sequence[tuple[str, Any]], *, holes: bool) -> Pa
     ids=["hole-mid-line", "hole-at-the-end", "hole-longer-than-a-line", "hole-first"],
 )
 def test_a_jsonl_file_reads_alike_with_its_nuls_as_holes_or_written_out(tmp_path: Path, parts: Any) -> None:
-    from harness.capture.bounded import iter_jsonl, iter_lines
+    from harness.fs.bounded import iter_jsonl, iter_lines
 
     def read(path: Path) -> tuple[list[Any], list[Any], list[str]]:
         notes: list[str] = []
@@ -735,7 +735,7 @@ def test_a_jsonl_file_reads_alike_with_its_nuls_as_holes_or_written_out(tmp_path
 
 def test_a_terabyte_hole_in_metrics_jsonl_is_passed_not_read(tmp_path: Path) -> None:
     """The summary's reader of JSONL (metrics, pauses, guard) skips a power loss's sparse tail as `logs` does."""
-    from harness.capture.bounded import iter_jsonl
+    from harness.fs.bounded import iter_jsonl
 
     path = sparse(tmp_path / "metrics.jsonl", b'{"step": 0}\n{"step": 1', 1 << 40)
     before = int(Path("/proc/self/io").read_text().split("rchar: ")[1].split()[0])

@@ -157,7 +157,7 @@ def test_logs_and_parse_log_skip_a_sparse_terabyte_of_nuls_at_once(tmp_path: Pat
     log.write_bytes(b"2027-01-15T00:00:00.000000000Z first line\n2027-01-15T00:00:01.000000000Z second\x00line\n")
     os.truncate(log, 1 << 40)  # its blocks never written: a hole to the end
 
-    # The one rule for torn lines (harness.capture.bounded.WholeLines): a line holding a NUL byte is torn and skipped.
+    # The one rule for torn lines (harness.fs.bounded.WholeLines): a line holding a NUL byte is torn and skipped.
     shown = runner.invoke(app, ["logs", "plain", "--capture-dir", str(tmp_path)], env={"COLUMNS": "400"})
     assert shown.exit_code == 0, shown.output
     assert shown.stdout.splitlines() == ["first line"]

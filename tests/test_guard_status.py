@@ -13,7 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from harness.capture import Capture, RunState, RunStatus
-from harness.capture.bounded import last_jsonl
+from harness.fs.bounded import last_jsonl
 from harness.capture.reader import read_pauses
 from harness.capture.repair import close_open_windows
 from harness.cli import app

@@ -44,6 +44,19 @@ def test_json_failure_and_problems() -> None:
     assert [(p["line"], p["step"]) for p in bad["problems"]] == [(1, 0), (3, 1)]
 
 
+def test_json_keeps_an_integer_beyond_64_bits_exactly(tmp_path: Path) -> None:
+    # orjson writes the document where it can; it refuses an integer past 64 bits, which the document keeps exact
+    log = tmp_path / "miles.log"
+    log.write_text(
+        "(A pid=1) [t] x.py:1 - perf 0: {'perf/step_time': 2.5, 'rollout/big': 123456789012345678901234567890}\n"
+        "(A pid=1) [t] x.py:1 - perf 1: {'perf/step_time': 2.5}\n"
+    )
+    result = run(str(log), "--json")
+    assert result.exit_code == 0, result.output
+    assert "123456789012345678901234567890" in result.stdout
+    assert json.loads(result.stdout)["steps"][0]["metrics"]["rollout/big"] == 123456789012345678901234567890
+
+
 def test_table_lists_steps_and_the_failure() -> None:
     result = run(str(LOGS / "oom-traceback-at-end.log"))
     assert result.exit_code == 0, result.output

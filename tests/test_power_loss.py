@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.capture import Capture, find_runs, read_capture, read_status
-from harness.capture.bounded import iter_jsonl
+from harness.fs.bounded import iter_jsonl
 from harness.run.capture_ops import capture_rows
 from harness.run.settle import carry_out, plan_all
 from support.cuts import edge_cuts, inner_cuts

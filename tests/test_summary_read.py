@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.capture.bounded import iter_jsonl, loads_json, orjson_reads_as_json
+from harness.fs.bounded import iter_jsonl, loads_json, orjson_reads_as_json
 from harness.capture.columns import loads_line, read_metrics_columns, read_pause_windows
 from harness.capture.reader import read_capture
 from harness.times import parse_time_us
@@ -292,7 +292,7 @@ def test_the_long_digit_check_is_the_regular_expression_s(data, piece):
     mark for a digit must not read as one), whether the text is checked whole or a piece at a time."""
     from unittest import mock
 
-    from harness.capture import bounded
+    from harness.fs import bounded
 
     with mock.patch.object(bounded, "_CHECK_BYTES", piece):
         assert orjson_reads_as_json(data) == (re.search(rb"[0-9]{19}", data) is None)
@@ -313,7 +313,7 @@ def test_a_file_that_grew_after_it_was_measured_is_read_to_its_end_or_refused_pa
     import os
     from types import SimpleNamespace
 
-    from harness.capture import bounded
+    from harness.fs import bounded
 
     path = tmp_path / "status.json"
     data = b'{"state": "running", "pad": "' + b"x" * 200 + b'"}'

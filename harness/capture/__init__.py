@@ -12,7 +12,7 @@
 """
 
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.capture.bounded import read_jsonl
+from harness.fs.bounded import read_jsonl
 from harness.capture.files import (
     append_jsonl,
     append_line,

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
-from harness.capture.bounded import MAX_JSON_BYTES, iter_jsonl
+from harness.fs.bounded import MAX_JSON_BYTES, iter_jsonl
 from harness.capture.files import append_jsonl, cut_torn_tail, fsync_dir
 from harness.capture.reader import (
     ATTEMPTS_DIR,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, TypeGuard, TypeVar, overlo
 
 import orjson
 
-from harness.capture.bounded import (
+from harness.fs.bounded import (
     MAX_LINE_BYTES,
     Unreadable,
     iter_jsonl,

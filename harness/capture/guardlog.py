@@ -6,7 +6,7 @@ watch lines `{"t", "watch": {"sensor", "pause_at_c", "resume_at_c",
 "zones": [...]}}`. Older captures have samples without `gpu_c` and `zones`
 (their `temp_c` was the one temperature watched) and no watch line.
 
-Read as every reader of a capture reads (harness.capture.bounded): bounded,
+Read as every reader of a capture reads (harness.fs.bounded): bounded,
 regular files only, a bad line a note, never an exception; a line torn by a
 power-off (its tail NUL bytes, or cut short) is never parsed, and every
 complete line before it is kept.
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from harness.capture.bounded import iter_jsonl
+from harness.fs.bounded import iter_jsonl
 from harness.times import parse_time_us
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from harness.capture.bounded import (
+from harness.fs.bounded import (
     MAX_JSON_BYTES,
     MAX_JSONL_BYTES,
     MAX_STATUS_BYTES,

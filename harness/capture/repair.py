@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Literal, Optional
 
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.capture.bounded import (
+from harness.fs.bounded import (
     MAX_STATUS_BYTES,
     Unreadable,
     WholeLines,

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
-from harness.capture.bounded import Unreadable, loads_json, read_bounded
+from harness.fs.bounded import Unreadable, loads_json, read_bounded
 from harness.checkpoints.layout import (
     DATA_STATE_DIR,
     DCP_METADATA,

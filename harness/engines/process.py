@@ -28,7 +28,7 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional, Sequence, Union
 
-from harness.capture.bounded import Unreadable, WholeLines, open_regular, read_bounded, read_json_file
+from harness.fs.bounded import Unreadable, WholeLines, open_regular, read_bounded, read_json_file
 from harness.capture.records import ProcessIdentity
 from harness.engines.base import CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem, RunGone
 from harness.engines.logstream import LogPosition, stamp_now
@@ -359,7 +359,7 @@ class SupervisedRun(_ProcessGroup):
             return
         with handle:
             # The shim writes each line whole and stamped: an empty line is a torn one (blanked), and a last line
-            # without its newline was cut short; neither is given (harness.capture.bounded.WholeLines).
+            # without its newline was cut short; neither is given (harness.fs.bounded.WholeLines).
             lines = WholeLines(handle, live=True)
             last_look = False
             while True:

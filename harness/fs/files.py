@@ -33,7 +33,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import secrets
 import stat
 from pathlib import Path
 from typing import Optional, Union
@@ -140,7 +139,7 @@ def write_bytes_atomic(path: PathLike, data: bytes, *, root: Optional[PathLike] 
 def _create_temporary(path: Path) -> tuple[Path, int]:
     """A new file beside `path`, created 0666 so the umask decides its mode."""
     while True:
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
         try:
             return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
         except FileExistsError:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable, Protocol
 
-from harness.capture.bounded import WholeLines
+from harness.fs.bounded import WholeLines
 from harness.errors import ExitCode, HarnessError
 from harness.mileslog.keys import filter_path
 from harness.mileslog.lines import (
@@ -484,7 +484,7 @@ def parse_file(source: str | Path | BinaryIO) -> ParsedLog:
     """Read a plain log or a `container.log` (Docker timestamp prefixes) from a path or binary stream.
 
     Only its whole lines are read, never a torn one (NUL bytes a power loss
-    left, or a last line cut short: harness.capture.bounded.WholeLines, the
+    left, or a last line cut short: harness.fs.bounded.WholeLines, the
     one rule for torn tails); each line left out is a problem naming it.
     A path that cannot be opened or read raises `HarnessError` (BAD_INPUT).
     """

@@ -24,7 +24,7 @@ from harness.capture import (
     write_json_atomic,
 )
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.capture.bounded import Unreadable, WholeLines, last_jsonl, open_regular
+from harness.fs.bounded import Unreadable, WholeLines, last_jsonl, open_regular
 from harness.capture.lock import holder, in_use
 from harness.capture.reader import is_run_name, read_pauses, run_path_of
 from harness.capture.records import PauseWindow, tally_pauses
@@ -286,7 +286,7 @@ def follow_log(
     Where the capture stops short (its harness died, the disk filled up, the
     engine went away) and the engine still has the trainer, the rest comes
     from the engine, after the capture's last line. A torn line of the
-    capture (harness.capture.bounded.WholeLines) is never shown: `on_skipped`
+    capture (harness.fs.bounded.WholeLines) is never shown: `on_skipped`
     is told of each, once the capture's lines are read.
     """
     position = LogPosition()

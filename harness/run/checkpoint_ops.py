@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional
 
 from harness.capture import Capture, RunAttempts, RunState, RunStatus
-from harness.capture.bounded import iter_jsonl
+from harness.fs.bounded import iter_jsonl
 from harness.capture.reader import find_runs
 from harness.checkpoints.choose import NoCheckpoint, ResumeChoice, choose_checkpoint
 from harness.checkpoints.keeper import LEDGER_NAME

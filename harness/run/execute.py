@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from harness.board.session import board_session
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.capture.bounded import MAX_STATUS_BYTES, Unreadable, read_json_file
+from harness.fs.bounded import MAX_STATUS_BYTES, Unreadable, read_json_file
 from harness.capture.files import describe_os_error
 from harness.capture.layout import Capture, this_host, utc_now
 from harness.capture.outcome import Outcome, RunEnd, decide_outcome

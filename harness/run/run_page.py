@@ -16,7 +16,7 @@ from typing import Optional
 
 from harness.capture import Capture, RunStatus
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.capture.bounded import Unreadable, open_regular
+from harness.fs.bounded import Unreadable, open_regular
 from harness.capture.guardlog import read_guard_log
 from harness.capture.reader import read_pauses, run_path_of
 from harness.capture.records import tally_pauses

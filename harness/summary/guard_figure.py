@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
-from harness.capture.bounded import MAX_JSONL_BYTES, Unreadable, read_bounded
+from harness.fs.bounded import MAX_JSONL_BYTES, Unreadable, read_bounded
 from harness.capture.columns import read_pause_windows
 from harness.capture.guardlog import GUARD_LOG, GuardLog, read_guard_log
 from harness.capture.reader import ATTEMPTS_DIR, LOG_NAME, first_line_us

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Mapping, Optional
 
 import orjson
 
-from harness.capture.bounded import Unreadable, orjson_reads_as_json, read_bounded
+from harness.fs.bounded import Unreadable, orjson_reads_as_json, read_bounded
 from harness.capture.files import write_bytes_atomic
 from harness.capture.reader import Skipped
 from harness.errors import ExitCode, HarnessError

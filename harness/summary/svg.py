@@ -21,7 +21,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypeVar
 
-from harness.capture.bounded import Unreadable, open_regular
+from harness.fs.bounded import Unreadable, open_regular
 from harness.capture.files import write_text_atomic
 from harness.fs.files import check_target
 from harness.summary.document import SummaryDocument
