@@ -68,6 +68,10 @@ NOISE = [
     "2026-02-30T00:00:00Z   lr .............................................. 9",
     "  seed\t.......... 5",
     "Running entrypoint for job raysubmit_1: python3 train.py --num-rollout 3",
+    # A later launch line or dump is a line like any other (only the first is read): its noise and markers count.
+    "Running entrypoint for job raysubmit_2: python3 train.py --x 'ft k=v' %| First rollout sample",
+    "Running entrypoint for job raysubmit_3: python3 train.py Job 'r' failed Traceback (most recent call last):",
+    "(A pid=1) ------------------------ arguments ------------------------ ft k=v %|",
     "Traceback (most recent call last):",
     '  File "train.py", line 1, in <module>',
     "torch.OutOfMemoryError: CUDA out of memory.",

@@ -381,9 +381,13 @@ class WholeLines:
             self.passed_nuls += chunk.count(NUL, 0, newline)
             self._end_passed()
             given, chunk = b"\n", chunk[newline + 1 :]
-        data = self.held + chunk if self.held else chunk
-        end = data.rfind(b"\n") + 1
-        whole, rest = data[:end], data[end:]
+        end = chunk.rfind(b"\n") + 1
+        if end:
+            # One copy of the chunk, not two (held + chunk, then its lines): a log's chunks are megabytes
+            whole = chunk if end == len(chunk) and not self.held else b"".join((self.held, memoryview(chunk)[:end]))
+            rest = chunk[end:]
+        else:
+            whole, rest = b"", self.held + chunk
         if NUL in whole:
             whole = self._blank_torn(whole)
         self.lines += whole.count(b"\n")

@@ -70,8 +70,14 @@ from harness.times import split_time_prefix
 # its noise markers (lines.NOISE_MARKERS) are only counted. `feed` tests them on the str;
 # `_scan` finds them in the bytes (the first one as a `{` preceded by `: `: finding one byte
 # is several times faster than three) and counts the noise of the lines between in bulk.
-MARKERS = (": {", " arguments -", LAUNCH_MARKER, TRACEBACK_MARKER, "' failed", SKIPPED_MARKER)
-_OTHER_MARKERS = tuple(marker.encode() for marker in MARKERS[1:])
+# These are read wherever they occur: a dict (a metric line), a traceback, a job's failure,
+# a skipped eval.
+MARKERS = (": {", TRACEBACK_MARKER, "' failed", SKIPPED_MARKER)
+# These are read once: the first argument dump and the first launch line. Once read, a later
+# one is a line like any other and is no longer looked for: each marker sought costs a pass
+# over the whole log, and a single run's log holds each once, near its start.
+DUMP_MARKER = " arguments -"
+ONCE_MARKERS = (DUMP_MARKER, LAUNCH_MARKER)
 
 # An argument dump or a traceback that goes this many lines without a line of
 # its own is taken as cut off and closed.
@@ -83,19 +89,7 @@ FINISHED_TRACEBACK_LINES = 50
 
 CHUNK_BYTES = 1 << 23
 _NOISE_BYTES = tuple(marker.encode() for marker in NOISE_MARKERS)
-_READ_BYTES = _OTHER_MARKERS + _NOISE_BYTES
-
-
-def _unread(line: str) -> bool:
-    """True for a line that holds none of MARKERS: nothing in it is read (its noise is counted)."""
-    return (
-        ": {" not in line
-        and " arguments -" not in line
-        and LAUNCH_MARKER not in line
-        and TRACEBACK_MARKER not in line
-        and "' failed" not in line
-        and SKIPPED_MARKER not in line
-    )
+_READ_BYTES = tuple(marker.encode() for marker in MARKERS[1:] + ONCE_MARKERS) + _NOISE_BYTES
 
 
 @dataclass
@@ -126,6 +120,8 @@ class LogParser:
         self._exception: Failure | None = None
         self._job_failed: Failure | None = None
         self._noise: dict[str, int] = {}
+        self._markers = MARKERS + ONCE_MARKERS  # what a line must hold to be read, while idle
+        self._other_bytes = tuple(marker.encode() for marker in self._markers[1:])  # all but `: {`, for `_scan`
 
     # ---- what has been read so far --------------------------------------------------
 
@@ -211,11 +207,11 @@ class LogParser:
         if (
             self._idle
             and ": {" not in line
-            and " arguments -" not in line
-            and LAUNCH_MARKER not in line
             and TRACEBACK_MARKER not in line
             and "' failed" not in line
             and SKIPPED_MARKER not in line
+            and (self._args is not None or DUMP_MARKER not in line)
+            and (self._launch is not None or LAUNCH_MARKER not in line)
             and "First rollout sample" not in line
             and "Finish rollout" not in line
             and "%|" not in line
@@ -275,7 +271,8 @@ class LogParser:
         self._add_noise(count_noise_bytes(buf, begin, end), 1)
         # The next `: {` (a dict) and the next of the other markers, each searched for once per buffer (`end`: none;
         # below pos: look again).
-        other_at = [-1] * len(_OTHER_MARKERS)
+        others = self._other_bytes  # as they are now: a marker no longer sought that is found here is read as any line
+        other_at = [-1] * len(others)
         other = dict_at = -1
         heads_only = find(b"\x1b", begin, end) < 0  # no ANSI code that removed could join a head
         pos = begin
@@ -283,7 +280,7 @@ class LogParser:
         while pos < end:
             if self._idle:
                 if other < pos:
-                    other = _next_others(buf, pos, end, other_at)
+                    other = _next_others(buf, pos, end, others, other_at)
                 if dict_at < pos:
                     dict_at = _next_dict(buf, pos, end, heads_only)
                 best = dict_at if dict_at < other else other
@@ -324,18 +321,14 @@ class LogParser:
 
     def _process(self, line: str, n: int, may_be_noise: bool = True) -> list[StepRecord]:
         """Read one line; `may_be_noise` False says that no noise marker is in it (no segment is a noise line)."""
-        if self._idle and _unread(line):
+        if self._idle and ": {" not in line and not any(map(line.__contains__, self._markers[1:])):
             self._count_noise(line)  # a noise line: counted, never read (ANSI codes or not, as `_scan` counts it)
             return []
         if (
             self._idle
             and "\x1b" not in line
             and find_metric(line) is None
-            and " arguments -" not in line
-            and LAUNCH_MARKER not in line
-            and TRACEBACK_MARKER not in line
-            and "' failed" not in line
-            and SKIPPED_MARKER not in line
+            and not any(map(line.__contains__, self._markers[1:]))
         ):
             self._count_noise(line)  # a noise line, or a dict that is not a metric (memory dumps): nothing to read
             return []
@@ -390,18 +383,20 @@ class LogParser:
                     self._args[argument[0]] = argument[1]
                 self._args_last = n
                 return
-        elif " arguments -" in body and argument_marker(body) == "start":
-            if self._args is None:  # the first dump only: a later one is another run's or a copy
-                self._args_source = source
-                self._args_last = n
-                self._args = {}
+        elif self._args is None and DUMP_MARKER in body and argument_marker(body) == "start":
+            # the first dump only: a later one is another run's or a copy
+            self._args_source = source
+            self._args_last = n
+            self._args = {}
+            self._seek_once_markers()
             return
-        if LAUNCH_MARKER in body:
-            if self._launch is None:  # only the first is kept, so only it is split (runs read together repeat it)
-                argv, problem = read_launch(body)
-                if problem:
-                    self._steps.problem(n, problem)
-                self._launch = argv
+        if self._launch is None and LAUNCH_MARKER in body:
+            # only the first is kept, so only it is split (runs read together repeat it)
+            argv, problem = read_launch(body)
+            if problem:
+                self._steps.problem(n, problem)
+            self._launch = argv
+            self._seek_once_markers()
             return
         if self._tracebacks or TRACEBACK_MARKER in body:
             self._traceback_line(source, body, n)
@@ -409,6 +404,12 @@ class LogParser:
             failed = job_failed(body)
             if failed is not None:
                 self._job_failed = {"kind": "job_failed", "line": body.strip(), "line_number": n}
+
+    def _seek_once_markers(self) -> None:
+        """Look only for the once-read markers (ONCE_MARKERS) whose line has not been read yet."""
+        wanted = (self._args is None, self._launch is None)
+        self._markers = MARKERS + tuple(marker for marker, want in zip(ONCE_MARKERS, wanted) if want)
+        self._other_bytes = tuple(marker.encode() for marker in self._markers[1:])
 
     def _traceback_line(self, source: str, body: str, n: int) -> None:
         if TRACEBACK_MARKER in body:
@@ -462,12 +463,12 @@ def _next_dict(buf: bytes, pos: int, end: int, heads_only: bool) -> int:
     return end if at < 0 else at
 
 
-def _next_others(buf: bytes, pos: int, end: int, other_at: list[int]) -> int:
+def _next_others(buf: bytes, pos: int, end: int, others: tuple[bytes, ...], other_at: list[int]) -> int:
     """Where the next of the other markers is at or after pos (`end`: none); `other_at` keeps where each one is
     next, so a buffer is searched once per marker."""
     for i, at in enumerate(other_at):
         if at < pos:
-            at = buf.find(_OTHER_MARKERS[i], pos, end)
+            at = buf.find(others[i], pos, end)
             other_at[i] = end if at < 0 else at
     return min(other_at)
 
