@@ -13,12 +13,12 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from harness.capture import Capture, RunState, RunStatus
-from harness.fs.bounded import last_jsonl
 from harness.capture.reader import read_pauses
 from harness.capture.repair import close_open_windows
 from harness.cli import app
 from harness.cli.progress import PlainReporter, RichReporter, describe_guard
 from harness.engines.spec import LaunchSpec
+from harness.fs.bounded import last_jsonl
 from harness.guard import GuardReading
 from harness.times import parse_time_us
 

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.fs.bounded import iter_jsonl, loads_json, orjson_reads_as_json
 from harness.capture.columns import loads_line, read_metrics_columns, read_pause_windows
 from harness.capture.reader import read_capture
+from harness.fs.bounded import iter_jsonl, loads_json, orjson_reads_as_json
 from harness.times import parse_time_us
 
 

@@ -36,11 +36,11 @@ from harness.board.names import RUN_PREFIX, board_run_name
 from harness.board.records import Record, Scalar, Text
 from harness.board.translate import RunBoard, wall_seconds
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.fs.bounded import MAX_JSON_BYTES, Unreadable, iter_jsonl, loads_json, read_bounded
 from harness.capture.columns import loads_line
 from harness.capture.reader import current_attempt, find_runs
 from harness.checkpoints.layout import iteration_name
 from harness.checkpoints.lineage import read_resume, resume_chain
+from harness.fs.bounded import MAX_JSON_BYTES, Unreadable, iter_jsonl, loads_json, read_bounded
 from harness.times import parse_time_us
 
 if TYPE_CHECKING:

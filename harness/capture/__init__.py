@@ -12,7 +12,6 @@
 """
 
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.fs.bounded import read_jsonl
 from harness.capture.files import (
     append_jsonl,
     append_line,
@@ -40,6 +39,7 @@ from harness.capture.records import (
     RunStatus,
     StepRow,
 )
+from harness.fs.bounded import read_jsonl
 
 __all__ = [
     "RERUN_ON_RETRY",

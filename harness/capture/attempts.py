@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
-from harness.fs.bounded import MAX_JSON_BYTES, iter_jsonl
 from harness.capture.files import append_jsonl, cut_torn_tail, fsync_dir
 from harness.capture.reader import (
     ATTEMPTS_DIR,
@@ -47,6 +46,7 @@ from harness.capture.reader import (
 )
 from harness.capture.records import RunState
 from harness.errors import ExitCode, HarnessError
+from harness.fs.bounded import MAX_JSON_BYTES, iter_jsonl
 from harness.fs.paths import file_kind, outside_root
 from harness.times import now_rfc3339
 

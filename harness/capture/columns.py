@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, TypeGuard, TypeVar, overlo
 
 import orjson
 
+from harness.capture.records import PauseWindow, StepRow
 from harness.fs.bounded import (
     MAX_LINE_BYTES,
     Unreadable,
@@ -38,7 +39,6 @@ from harness.fs.bounded import (
     orjson_reads_as_json,
     read_bounded,
 )
-from harness.capture.records import PauseWindow, StepRow
 from harness.fs.files import PathLike
 from harness.mileslog.keys import finite_number
 from harness.times import parse_times_us

@@ -13,11 +13,11 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from harness.fs.bounded import Unreadable, read_json_file
 from harness.capture.files import NO_SPACE, prepare_directory, write_json_atomic
 from harness.capture.reader import StatusRead, find_runs, is_run_name, read_status, run_path_of, run_path_problem
 from harness.capture.records import RunStatus
 from harness.errors import ExitCode, HarnessError, did_you_mean
+from harness.fs.bounded import Unreadable, read_json_file
 from harness.fs.files import open_for_update
 from harness.times import now_rfc3339
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
+from harness.capture.records import CONTRACT_KEYS, PauseWindow, RunStatus, StepRow
 from harness.fs.bounded import (
     MAX_JSON_BYTES,
     MAX_JSONL_BYTES,
@@ -52,7 +53,6 @@ from harness.fs.bounded import (
     loads_json,
     read_bounded,
 )
-from harness.capture.records import CONTRACT_KEYS, PauseWindow, RunStatus, StepRow
 from harness.fs.files import PathLike
 from harness.fs.paths import outside_root
 from harness.times import split_time_prefix

@@ -29,15 +29,6 @@ from pathlib import Path
 from typing import Callable, Iterable, Literal, Optional
 
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.fs.bounded import (
-    MAX_STATUS_BYTES,
-    Unreadable,
-    WholeLines,
-    iter_jsonl,
-    loads_json,
-    open_regular,
-    read_bounded,
-)
 from harness.capture.files import append_jsonl, cut_torn_tail, write_json_atomic
 from harness.capture.layout import Capture, utc_now
 from harness.capture.outcome import RunEnd, decide_outcome
@@ -55,6 +46,15 @@ from harness.capture.reader import (
 )
 from harness.capture.records import STATES, RunState, RunStatus
 from harness.errors import HarnessError
+from harness.fs.bounded import (
+    MAX_STATUS_BYTES,
+    Unreadable,
+    WholeLines,
+    iter_jsonl,
+    loads_json,
+    open_regular,
+    read_bounded,
+)
 from harness.fs.files import open_append, write_whole
 from harness.fs.paths import not_regular
 from harness.jsontypes import JSONObject, JSONValue

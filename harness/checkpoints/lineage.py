@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.fs.bounded import Unreadable, iter_lines, loads_json, read_bounded
 from harness.capture.reader import LOG_NAME, read_status
 from harness.capture.records import RunState
 from harness.checkpoints.watch import ResumeTarget, ResumeWatch
+from harness.fs.bounded import Unreadable, iter_lines, loads_json, read_bounded
 from harness.fs.files import write_json_atomic
 
 if TYPE_CHECKING:

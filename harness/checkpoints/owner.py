@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, NoReturn, Optional
 
-from harness.fs.bounded import Unreadable, loads_json, read_bounded
 from harness.checkpoints.layout import LOCK_NAME, MARKER_NAME
 from harness.errors import ExitCode, HarnessError
+from harness.fs.bounded import Unreadable, loads_json, read_bounded
 from harness.fs.filelock import (
     EXCLUSIVE,
     clear_owner,

@@ -20,7 +20,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
-from harness.fs.bounded import Unreadable, loads_json, read_bounded
 from harness.checkpoints.layout import (
     DATA_STATE_DIR,
     DCP_METADATA,
@@ -32,6 +31,7 @@ from harness.checkpoints.layout import (
     iteration_name,
     iteration_of,
 )
+from harness.fs.bounded import Unreadable, loads_json, read_bounded
 from harness.fs.paths import file_kind, outside_root
 from harness.lab.milesnames import ROLLOUT_GLOBAL_DATASET_FLAG
 

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from harness.fs.bounded import Unreadable, loads_json, read_json_file
 from harness.engines.base import Problem
+from harness.fs.bounded import Unreadable, loads_json, read_json_file
 from harness.fs.files import RefusedPath, write_json_atomic
 from harness.fs.paths import state_dir
 from harness.lab.milesargv import flag_values

@@ -28,13 +28,13 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional, Sequence, Union
 
-from harness.fs.bounded import Unreadable, WholeLines, open_regular, read_bounded, read_json_file
 from harness.capture.records import ProcessIdentity
 from harness.engines.base import CREATED, EXITED, GONE, PAUSED, RUNNING, Description, NotStarted, Problem, RunGone
 from harness.engines.logstream import LogPosition, stamp_now
 from harness.engines.shim import LiveProcess, process_identity
 from harness.engines.spec import LaunchSpec
 from harness.errors import ExitCode, HarnessError
+from harness.fs.bounded import Unreadable, WholeLines, open_regular, read_bounded, read_json_file
 from harness.fs.failpoints import ENV as FAILPOINT_ENV
 from harness.fs.failpoints import failpoint
 from harness.fs.files import open_append, write_json_atomic

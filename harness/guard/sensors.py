@@ -32,8 +32,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from harness.fs.bounded import Unreadable, read_bounded
 from harness.errors import HarnessError
+from harness.fs.bounded import Unreadable, read_bounded
 from harness.guard.config import GuardConfig, SimSensorConfig, SimZoneConfig
 from harness.guard.nvml import NvmlSensor
 from harness.guard.samples import (

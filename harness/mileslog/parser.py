@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable, Protocol
 
-from harness.fs.bounded import WholeLines
 from harness.errors import ExitCode, HarnessError
+from harness.fs.bounded import WholeLines
 from harness.mileslog.keys import filter_path
 from harness.mileslog.lines import (
     LAUNCH_MARKER,
@@ -120,7 +120,7 @@ class LogParser:
         self._exception: Failure | None = None
         self._job_failed: Failure | None = None
         self._noise: dict[str, int] = {}
-        self._markers = MARKERS + ONCE_MARKERS  # what a line must hold to be read, while idle
+        self._markers: tuple[str, ...] = MARKERS + ONCE_MARKERS  # what a line must hold to be read, while idle
         self._other_bytes = tuple(marker.encode() for marker in self._markers[1:])  # all but `: {`, for `_scan`
 
     # ---- what has been read so far --------------------------------------------------

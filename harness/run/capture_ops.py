@@ -24,7 +24,6 @@ from harness.capture import (
     write_json_atomic,
 )
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.fs.bounded import Unreadable, WholeLines, last_jsonl, open_regular
 from harness.capture.lock import holder, in_use
 from harness.capture.reader import is_run_name, read_pauses, run_path_of
 from harness.capture.records import PauseWindow, tally_pauses
@@ -34,6 +33,7 @@ from harness.engines import PAUSED, engine_named, listed_engine_names
 from harness.engines.base import RunHandle
 from harness.engines.logstream import LogPosition
 from harness.errors import ExitCode, HarnessError
+from harness.fs.bounded import Unreadable, WholeLines, last_jsonl, open_regular
 from harness.run.decide import exit_code_for_state, manifest_changes
 from harness.run.settle import carry_out, engine_objects, known_secrets_of, plan_recovery
 from harness.summary.windows import merge_windows, union_length

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional
 
 from harness.capture import Capture, RunAttempts, RunState, RunStatus
-from harness.fs.bounded import iter_jsonl
 from harness.capture.reader import find_runs
 from harness.checkpoints.choose import NoCheckpoint, ResumeChoice, choose_checkpoint
 from harness.checkpoints.keeper import LEDGER_NAME
 from harness.checkpoints.layout import SENTINEL_NAME
 from harness.checkpoints.lineage import lineage_head
 from harness.errors import ExitCode, HarnessError
+from harness.fs.bounded import iter_jsonl
 from harness.fs.files import write_text_atomic
 from harness.run.capture_ops import live_capture, request_stop
 

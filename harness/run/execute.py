@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from harness.board.session import board_session
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.fs.bounded import MAX_STATUS_BYTES, Unreadable, read_json_file
 from harness.capture.files import describe_os_error
 from harness.capture.layout import Capture, this_host, utc_now
 from harness.capture.outcome import Outcome, RunEnd, decide_outcome
@@ -44,6 +43,7 @@ from harness.capture.writer import CaptureWriter
 from harness.engines import Engine, EngineUnavailable, RunGone, RunHandle
 from harness.engines.spec import LaunchSpec
 from harness.errors import HarnessError
+from harness.fs.bounded import MAX_STATUS_BYTES, Unreadable, read_json_file
 from harness.fs.failpoints import failpoint
 from harness.jsontypes import JSONObject
 from harness.lab.milesargv import flag_values

@@ -16,10 +16,10 @@ from typing import Optional
 
 from harness.capture import Capture, RunStatus
 from harness.capture.attempts import Attempt, RunAttempts
-from harness.fs.bounded import Unreadable, open_regular
 from harness.capture.guardlog import read_guard_log
 from harness.capture.reader import read_pauses, run_path_of
 from harness.capture.records import tally_pauses
+from harness.fs.bounded import Unreadable, open_regular
 from harness.run.capture_ops import (
     AttemptRow,
     attempt_rows,

@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
-from harness.fs.bounded import Unreadable, read_bounded
 from harness.capture.reader import DECISIONS_DIR_NAME  # a capture root's directory, never a run
 from harness.errors import HarnessError
+from harness.fs.bounded import Unreadable, read_bounded
 from harness.fs.filelock import (
     EXCLUSIVE,
     LockWords,

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
-from harness.fs.bounded import MAX_JSONL_BYTES, Unreadable, read_bounded
 from harness.capture.columns import read_pause_windows
 from harness.capture.guardlog import GUARD_LOG, GuardLog, read_guard_log
 from harness.capture.reader import ATTEMPTS_DIR, LOG_NAME, first_line_us
 from harness.capture.records import PauseTally, tally_pauses
+from harness.fs.bounded import MAX_JSONL_BYTES, Unreadable, read_bounded
 from harness.guard.samples import THERMAL_REASONS
 from harness.summary import palette
 from harness.summary.svg import SIMULATED, code_stamp, fit_to_width, save_svg, svg_head, use_agg

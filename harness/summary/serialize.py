@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Mapping, Optional
 
 import orjson
 
-from harness.fs.bounded import Unreadable, orjson_reads_as_json, read_bounded
 from harness.capture.files import write_bytes_atomic
 from harness.capture.reader import Skipped
 from harness.errors import ExitCode, HarnessError
+from harness.fs.bounded import Unreadable, orjson_reads_as_json, read_bounded
 from harness.summary import SCHEMA_ID
 from harness.summary.document import FLOAT_ROW_KEYS, RunSummary, StepTable, SummaryDocument
 

@@ -21,8 +21,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypeVar
 
-from harness.fs.bounded import Unreadable, open_regular
 from harness.capture.files import write_text_atomic
+from harness.fs.bounded import Unreadable, open_regular
 from harness.fs.files import check_target
 from harness.summary.document import SummaryDocument
 
