@@ -2,7 +2,8 @@
 
 Two logs, each a `container.log` (Docker timestamp on every line):
 
-- **one long run**: mostly noise (SGLang access and decode lines, Ray,
+- **one long run**: the start of a Ray job (the launch line, Miles's
+  argument dump), then mostly noise (SGLang access and decode lines, Ray,
   vLLM and SGLang lines whose words hold "ft " (left, soft, draft: no `ft`
   lines), tqdm bars, timers, memory dumps), and around each step's metric
   lines the noise Miles prints at a rollout's gather: `ft event=...` lines
@@ -196,15 +197,19 @@ def rollout_noise(n: int, rng: random.Random) -> tuple[list[str], list[str]]:
 
 def build_log(path: Path, lines: int, noise_per_step: int, seed: int = 7) -> int:
     """Write a container.log of about `lines` lines; returns the exact count."""
+    from harness.lab.milesargv import read_base_args
+
     rng = random.Random(seed)
     written = 0
     step = 0
     with path.open("w", encoding="utf-8", newline="\n") as out:
+        start = job_start(rng, "raysubmit_0000000000000001", read_base_args())
         while written < lines:
             block = [noise_line(rng) for _ in range(noise_per_step)]
             before, after = rollout_noise(step, rng)
             block[noise_per_step // 2 : noise_per_step // 2] = [*before, rollout_perf(step, rng), *after]
             block.extend(train_lines(step, rng))
+            block[:0], start = start, []  # the run's start, before its first step
             for text in block:
                 seconds = written // 1000
                 out.write(
@@ -288,6 +293,25 @@ def argument_dump(rng: random.Random, words: list[str]) -> list[str]:
     return lines
 
 
+def job_start(rng: random.Random, job: str, words: list[str]) -> list[str]:
+    """How a run's log begins: the Ray job preamble, the launch line with the trainer's argv, Miles's argument dump."""
+    return [
+        "Local node IP: 127.0.0.1",
+        "Started a local Ray instance. View the dashboard at 127.0.0.1:8265",
+        "Job submission server address: http://127.0.0.1:8265",
+        "-------------------------------------------------------",
+        f"Job '{job}' submitted successfully",
+        "-------------------------------------------------------",
+        "Next steps",
+        "  Query the logs of the job:",
+        f"    ray job logs {job}",
+        "Tailing logs until the job exits (disable with --no-wait):",
+        "2026-10-02 09:00:01,101\tINFO job_manager.py:530 -- Runtime env is setting up.",
+        f"Running entrypoint for job {job}: python3 train.py {shlex.join(words)}",
+        *argument_dump(rng, words),
+    ]
+
+
 def whole_run(rng: random.Random, run: int) -> list[str]:
     """The lines of one whole run, from the Ray job preamble to its end (no Docker prefix yet)."""
     from harness.lab.milesargv import read_base_args
@@ -318,21 +342,7 @@ def whole_run(rng: random.Random, run: int) -> list[str]:
         hms = f"{9 + second // 3600 % 12:02d}:{second // 60 % 60:02d}:{second % 60:02d}"
         return f"[2026-10-02 {hms}.{rng.randint(0, 999):03d} {proc}]" if new_stamps else f"[2026-10-02 {hms}]"
 
-    out = [
-        "Local node IP: 127.0.0.1",
-        "Started a local Ray instance. View the dashboard at 127.0.0.1:8265",
-        "Job submission server address: http://127.0.0.1:8265",
-        "-------------------------------------------------------",
-        f"Job '{job}' submitted successfully",
-        "-------------------------------------------------------",
-        "Next steps",
-        f"  Query the logs of the job:\n    ray job logs {job}".split("\n")[0],
-        f"    ray job logs {job}",
-        "Tailing logs until the job exits (disable with --no-wait):",
-        "2026-10-02 09:00:01,101\tINFO job_manager.py:530 -- Runtime env is setting up.",
-        f"Running entrypoint for job {job}: python3 train.py {shlex.join(words)}",
-    ]
-    out += argument_dump(rng, words)
+    out = job_start(rng, job, words)
     for i in range(150):  # start-up: SGLang server, weights, Megatron or FSDP init
         out.append(
             noise_line(rng).replace(RM, rm_prefix).replace(TA, ta_prefix)

@@ -453,14 +453,24 @@ def _only_noise(line: bytes) -> bool:
 
 
 def _next_dict(buf: bytes, pos: int, end: int, heads_only: bool) -> int:
-    """Where the next `: {` is at or after pos, at its `{` (`end`: none): one byte, found faster than three. With
-    `heads_only` (text without ANSI codes), only one that may end a metric head: a dict no head leads to (memory
-    dumps) is passed over without its line being looked for."""
+    """Where the next `: {` is at or after pos, at its `{` (`end`: none): one byte, found faster than three. Only one
+    that may end a metric head, in a line without ANSI codes (all of them with `heads_only`: the buffer has none): a
+    dict no head leads to (memory dumps) is passed over without its line being read. A line with ANSI codes is read,
+    as `feed` reads it: removing them may join a head, a marker or a noise marker."""
     find = buf.find
     at = find(b"{", pos, end)
-    while at >= 0 and (buf[at - 2 : at] != b": " or heads_only and not may_end_metric_head(buf, at)):
+    while at >= 0 and (buf[at - 2 : at] != b": " or not _may_hold_head(buf, at, end, heads_only)):
         at = find(b"{", at + 1, end)
     return end if at < 0 else at
+
+
+def _may_hold_head(buf: bytes, brace: int, end: int, heads_only: bool) -> bool:
+    """False when the line of the `: {` at `brace` has no ANSI code and that `{` ends no metric head."""
+    if not heads_only:
+        line_end = buf.find(b"\n", brace, end)
+        if buf.find(b"\x1b", buf.rfind(b"\n", 0, brace) + 1, end if line_end < 0 else line_end) >= 0:
+            return True
+    return may_end_metric_head(buf, brace)
 
 
 def _next_others(buf: bytes, pos: int, end: int, others: tuple[bytes, ...], other_at: list[int]) -> int:
