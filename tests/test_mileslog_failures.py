@@ -38,6 +38,26 @@ def test_the_same_traceback_at_the_end_is_the_failure() -> None:
     }
 
 
+def test_another_process_s_metrics_after_a_fatal_traceback_do_not_make_it_survived() -> None:
+    # Docker merges stdout and stderr as they arrive: an actor's metric line written before the driver's traceback
+    # may come after it. Only a metric of the process that printed the traceback says that it survived.
+    parsed = parse_lines(
+        [
+            "Traceback (most recent call last):",
+            '  File "/root/miles/train.py", line 105, in <module>',
+            "OSError: [Errno 28] No space left on device",
+            "(RolloutManager pid=2411) [2026-10-02 09:00:00.000 rollout_manager] metrics.py:88 - perf 9: "
+            "{'perf/rollout_time': 50.0}",
+            "Job 'raysubmit_1' failed",
+        ]
+    )
+    assert parsed.failure == {
+        "kind": "exception",
+        "line": "OSError: [Errno 28] No space left on device",
+        "line_number": 3,
+    }
+
+
 def test_ray_job_failed_without_a_traceback() -> None:
     parsed = parse_file(LOGS / "ray-job-failed.log")
     assert parsed.failure == {"kind": "job_failed", "line": "Job 'raysubmit_QwErTy123' failed", "line_number": 4}

@@ -118,6 +118,7 @@ class LogParser:
         self._launch: list[str] | None = None
         self._tracebacks: dict[str, _Traceback] = {}
         self._exception: Failure | None = None
+        self._exception_source = ""  # the Ray source that printed it
         self._job_failed: Failure | None = None
         self._noise: dict[str, int] = {}
         self._markers: tuple[str, ...] = MARKERS + ONCE_MARKERS  # what a line must hold to be read, while idle
@@ -369,7 +370,10 @@ class LogParser:
                 return
         if head is not None:
             self._tracebacks.pop(source, None)
-            self._exception = None  # metrics after a traceback: the run survived it
+            if source == self._exception_source:
+                # Metrics after a traceback from the process that printed it: it survived. Another's may have been
+                # written before it (Docker merges stdout and stderr as they arrive), and prove nothing.
+                self._exception = None
             self._steps.metric(read_metric(segment, head), stamp, n, out)
             return
         if self._args_source is not None and source == self._args_source:
@@ -430,7 +434,7 @@ class LogParser:
             tb.in_frames = False
             found: Failure = {"kind": "oom" if is_oom(stripped) else "exception", "line": stripped, "line_number": n}
             if self._exception is None or found["kind"] == "oom" or self._exception["kind"] != "oom":
-                self._exception = found
+                self._exception, self._exception_source = found, source
             return
         if not tb.in_frames and stripped.startswith(
             ("During handling of the above exception", "The above exception was the direct cause")
