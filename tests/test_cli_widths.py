@@ -62,7 +62,7 @@ def commands(roots: dict[str, Path]) -> list[tuple[list[str], int]]:
         (["show", "e2b-dapo-filter"], 0),
         (["run", "e2b-dapo-filter", "--dry-run"], 3),  # no Docker here: the run would not start
         (["run", "--help"], 0),
-        (["sweep", "--seeds", "1", "2", "3", "--dry-run"], 0),
+        (["sweep", "--seeds", "1", "2", "3", "--dry-run"], 3),  # as `run --dry-run` of each of its runs
         (["sweep", "--help"], 0),
         (["status", "--capture-dir", lab], 0),
         (["status", "--capture-dir", sim], 0),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -123,10 +124,33 @@ def test_a_sweep_dry_run_with_rows_that_would_be_refused_exits_as_the_sweep_woul
 
 
 def test_a_sweep_dry_run_whose_rows_would_all_start_or_are_there_already_exits_0(tmp_path: Path) -> None:
-    shown = sweep("plain", "--seeds", "1", "2", "--experiments-dir", str(EXPERIMENTS), "--capture-dir", str(tmp_path))
+    experiments = tmp_path / "experiments"
+    experiments.mkdir()
+    (experiments / "local.yaml").write_text(PROCESS_RUN.format(python=json.dumps(sys.executable)))
+    shutil.copytree(LAB / "plain", tmp_path / "c" / "plain")  # there already: started again by nothing
+    where = ["--experiments-dir", str(experiments), "--capture-dir", str(tmp_path / "c")]
+
+    shown = sweep("local", "--seeds", "1", "2", *where)
 
     assert shown.exit_code == 0, shown.output
-    assert "error" not in shown.stderr
+    assert "error" not in shown.stderr and "pre-flight" not in shown.stderr
+
+
+def test_a_sweep_dry_run_whose_runs_would_not_pass_the_pre_flight_exits_as_run_would(tmp_path: Path) -> None:
+    # Was: exit 0 where `run --dry-run` of each of its runs exits 3 (Docker does not answer), so a script that
+    # used the sweep's dry run as a preflight started a sweep that could not run.
+    where = ["--experiments-dir", str(EXPERIMENTS), "--capture-dir", str(tmp_path)]
+
+    shown = sweep("e2b-dapo-filter", "--seeds", "1", "2", "3", *where)
+    one = dry_run("e2b-dapo-filter", *where)
+
+    assert shown.exit_code == one.exit_code == 3, shown.output
+    assert "dry run: nothing started" in shown.stdout  # the plan is shown all the same
+    said = [line for line in messages(shown.stderr) if line.startswith("warning: pre-flight: ")]
+    assert said and len(said) == len(set(said)), shown.stderr  # each problem once, not once a run
+    assert said == [line for line in messages(one.stderr) if line.startswith("warning: pre-flight: ")]
+    assert messages(shown.stderr)[-1].startswith("error: run e2b-dapo-filter would not start: "), shown.stderr
+    assert not list(tmp_path.iterdir())  # nothing written
 
 
 def test_a_dry_run_ends_by_one_rule_for_a_run_and_for_each_row_of_a_sweep() -> None:

@@ -50,9 +50,11 @@ def sweep_plan(*args: str, env: dict[str, str] | None = None, tmp_path: Path) ->
     done = CliRunner().invoke(
         app,
         ["sweep", *args, "--dry-run", "--json", "--capture-dir", str(tmp_path)],
-        env={"HARNESS_EXPERIMENT": "", **(env or {})},
+        env={"HARNESS_EXPERIMENT": "", "DOCKER_HOST": "unix:///nonexistent.sock", **(env or {})},
     )
-    assert done.exit_code == 0, done.output
+    # No Docker answers here: the plan is shown, and the sweep would not start, as `run --dry-run` says of each run
+    assert done.exit_code == 3, done.output
+    assert "pre-flight problems, above" in done.stderr.splitlines()[-1], done.stderr
     return [run["run"] for run in json.loads(done.stdout)["runs"]], done.stderr
 
 
@@ -95,7 +97,13 @@ def test_sweep_as_typed_through_the_installed_command(tmp_path):
     harness = Path(sys.executable).with_name("harness")
     if not harness.exists():
         pytest.skip(f"no harness command beside {sys.executable}: `make setup` installs it")
-    env = {**os.environ, "HARNESS_EXPERIMENT": "", "HARNESS_CAPTURE_DIR": str(tmp_path), "COLUMNS": "300"}
+    env = {
+        **os.environ,
+        "HARNESS_EXPERIMENT": "",
+        "HARNESS_CAPTURE_DIR": str(tmp_path),
+        "COLUMNS": "300",
+        "DOCKER_HOST": "unix:///nonexistent.sock",
+    }
     done = subprocess.run(
         [str(harness), "sweep", "--seeds", "1", "2", "3", "--dry-run"],
         cwd=REPO_ROOT,
@@ -105,7 +113,7 @@ def test_sweep_as_typed_through_the_installed_command(tmp_path):
         env=env,
     )
 
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # no Docker answers: the plan is shown, the sweep would not start
     assert "unknown experiment" not in done.stderr
     for run in ("e2b-dapo-filter", "e2b-dapo-filter-s2", "e2b-dapo-filter-s3"):
         assert run in done.stdout

@@ -48,6 +48,7 @@ from harness.sim.timescale import TIME_SCALE_RANGE
 
 if TYPE_CHECKING:
     from harness.capture import RunStatus
+    from harness.engines.base import Problem
     from harness.run.context import RunOptions
     from harness.run.decide import Decision, Mode
     from harness.run.plan import Planned
@@ -292,6 +293,10 @@ that succeeded with another configuration is refused, naming what changed
 own). The smoke run's captures go under capture/smoke.
 """
 
+SWEEP_DRY_RUN_HELP = (
+    "List each run, its run id and capture, and whether it would be skipped; check what `run --dry-run` checks; "
+    "start nothing. Exits as the sweep would refuse."
+)
 SWEEP_HELP = f"""Run an experiment over seeds; succeeded runs are skipped unless --force.
 
 \b
@@ -431,9 +436,7 @@ def sweep(
     ] = None,
     dry_run: Annotated[
         bool,
-        typer.Option(
-            "--dry-run", help="List each run, its run id and capture, and whether it would be skipped; start nothing."
-        ),
+        typer.Option("--dry-run", help=SWEEP_DRY_RUN_HELP),
     ] = False,
     json_: JsonOption = False,
     retry: Annotated[
@@ -481,9 +484,9 @@ def sweep(
     plans = plan_from_cli(experiment, experiments_dir, capture_dir, list(seeds or ()), overrides, target, variant=name)
     mode: Mode = "force" if force else "retry" if retry or resume else "cached"
     decisions = [decide_on_capture(plan, mode) for plan in plans]
-    if dry_run:  # its rows list the plan: the pre-flight is `run --dry-run`'s, one run at a time
+    if dry_run:
         print_sweep_plan(plans, decisions, mode, as_json=json_)
-        return _refuse_as_a_run_would(decisions)
+        return _refuse_as_the_sweep_would(plans, decisions)
     refuse_before_starting(decisions)
     options = RunOptions(
         mode=mode,
@@ -510,11 +513,25 @@ def _check_sweep_options(*, retry: bool, force: bool, resume: bool, json_: bool,
         raise HarnessError("--json prints the plan of --dry-run; a sweep that runs prints its progress")
 
 
-def _refuse_as_a_run_would(decisions: "list[Decision]") -> None:
-    """A dry run refuses in one line where the run would (a capture it would not start over)."""
+def _refuse_as_the_sweep_would(plans: "list[Planned]", decisions: "list[Decision]") -> None:
+    """A dry run refuses in one line where the sweep would: a capture it would not start over, else a run it would
+    start whose pre-flight (`run --dry-run`'s) finds problems. Each problem is said once, not once a run."""
     from harness.run.decide import dry_run_refusal
+    from harness.run.plan import next_attempt_spec
 
-    refusal = dry_run_refusal([(decision, ()) for decision in decisions])
+    rows: "list[tuple[Decision, Sequence[Problem]]]" = [(decision, ()) for decision in decisions]
+    if not any(decision.refused for decision in decisions):  # else the sweep refuses before any pre-flight
+        said: set[str] = set()
+        for index, (plan, decision) in enumerate(zip(plans, decisions)):
+            if decision.action != "run":
+                continue
+            problems, _ = preflight_report(next_attempt_spec(plan.spec))
+            for problem in problems:
+                if problem.message not in said:
+                    said.add(problem.message)
+                    warn(f"pre-flight: {problem.message}")
+            rows[index] = (decision, problems)
+    refusal = dry_run_refusal(rows)
     if refusal is not None:
         raise refusal
 
