@@ -172,3 +172,17 @@ def test_a_dry_run_ends_by_one_rule_for_a_run_and_for_each_row_of_a_sweep() -> N
     first = dry_run_refusal([(start, [no_engine]), (refused, ())])  # a refusal comes first, as the sweep refuses
     assert first is not None and first.exit_code == ExitCode.BAD_INPUT
     assert first.message == "run c would not start: its capture succeeded with another configuration"
+
+
+def test_a_decide_dry_run_whose_next_runs_would_not_pass_the_pre_flight_exits_as_run_would(tmp_path: Path) -> None:
+    # Was: exit 0 where `run --dry-run` of its first seed exits 3 (Docker does not answer).
+    where = ["--experiments-dir", str(EXPERIMENTS), "--capture-dir", str(tmp_path)]
+
+    shown = CliRunner().invoke(app, ["decide", "plain", "e2b-dapo-filter", "--dry-run", *where], env=NO_DOCKER)
+    one = dry_run("plain", *where)
+
+    assert shown.exit_code == one.exit_code == 3, shown.output
+    said = [line for line in messages(shown.stderr) if line.startswith("warning: pre-flight: ")]
+    assert said and len(said) == len(set(said)), shown.stderr  # each problem once, not once a run
+    assert messages(shown.stderr)[-1].startswith("error: run plain would not start: "), shown.stderr
+    assert not list(tmp_path.iterdir())  # no record, no capture

@@ -106,7 +106,8 @@ def decide_command(
         bool,
         typer.Option(
             "--dry-run",
-            help="Print the plan (at most n x K seeds each, how many runs, the next interim's); run nothing.",
+            help="Print the plan (at most n x K seeds each, how many runs, the next interim's) and check what `run "
+            "--dry-run` checks of the next interim's runs; run nothing. Exits as decide would refuse.",
         ),
     ] = False,
     json_: JsonOption = False,
@@ -174,13 +175,15 @@ def _print_outcome(console: Any, outcome: "DecideOutcome", record: Path, json_: 
 
 
 def _dry_run(request: "DecideRequest", json_: bool) -> None:
-    """Print the plan; refuse, as a run would, where a next run could not start."""
+    """Print the plan; refuse, as a run would, where a next run could not start (its capture, or what `run
+    --dry-run`'s pre-flight finds)."""
+    from harness.cli.render import dry_run_rows
     from harness.run.adaptive_plan import plan_decide
     from harness.run.decide import dry_run_refusal
 
     plan = plan_decide(request)
     _print_plan(plan, as_json=json_)
-    refusal = dry_run_refusal([(run.decision, ()) for run in plan.next_runs])
+    refusal = dry_run_refusal(dry_run_rows([(run.decision, run.spec) for run in plan.next_runs]))
     if refusal is not None:
         raise refusal
 

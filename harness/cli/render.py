@@ -30,6 +30,25 @@ def preflight_report(spec: "LaunchSpec") -> tuple[list["Problem"], Optional["JSO
     return list(engine.preflight(spec)), engine.image_facts(spec)
 
 
+def dry_run_rows(runs: Sequence[tuple["Decision", "LaunchSpec"]]) -> list[tuple["Decision", Sequence["Problem"]]]:
+    """Each run with the problems `run --dry-run`'s pre-flight finds, for the runs that would start (none is checked
+    where one would be refused: the command refuses before any pre-flight); each problem is warned once."""
+    from harness.run.plan import next_attempt_spec
+
+    if any(decision.refused for decision, _ in runs):
+        return [(decision, ()) for decision, _ in runs]
+    said: set[str] = set()
+    rows: list[tuple[Decision, Sequence[Problem]]] = []
+    for decision, spec in runs:
+        problems = preflight_report(next_attempt_spec(spec))[0] if decision.action == "run" else []
+        for problem in problems:
+            if problem.message not in said:
+                said.add(problem.message)
+                warn(f"pre-flight: {problem.message}")
+        rows.append((decision, problems))
+    return rows
+
+
 def print_sweep(console: Any, results: Sequence["SweepResult"]) -> None:
     """The sweep's final table: each run, what was done with it, its state and why."""
     from rich.text import Text

@@ -35,6 +35,7 @@ from harness.cli.app import (
     warn,
 )
 from harness.cli.render import (
+    dry_run_rows,
     preflight_report,
     print_across_seeds,
     print_spec,
@@ -48,7 +49,6 @@ from harness.sim.timescale import TIME_SCALE_RANGE
 
 if TYPE_CHECKING:
     from harness.capture import RunStatus
-    from harness.engines.base import Problem
     from harness.run.context import RunOptions
     from harness.run.decide import Decision, Mode
     from harness.run.plan import Planned
@@ -515,23 +515,10 @@ def _check_sweep_options(*, retry: bool, force: bool, resume: bool, json_: bool,
 
 def _refuse_as_the_sweep_would(plans: "list[Planned]", decisions: "list[Decision]") -> None:
     """A dry run refuses in one line where the sweep would: a capture it would not start over, else a run it would
-    start whose pre-flight (`run --dry-run`'s) finds problems. Each problem is said once, not once a run."""
+    start whose pre-flight (`run --dry-run`'s) finds problems."""
     from harness.run.decide import dry_run_refusal
-    from harness.run.plan import next_attempt_spec
 
-    rows: "list[tuple[Decision, Sequence[Problem]]]" = [(decision, ()) for decision in decisions]
-    if not any(decision.refused for decision in decisions):  # else the sweep refuses before any pre-flight
-        said: set[str] = set()
-        for index, (plan, decision) in enumerate(zip(plans, decisions)):
-            if decision.action != "run":
-                continue
-            problems, _ = preflight_report(next_attempt_spec(plan.spec))
-            for problem in problems:
-                if problem.message not in said:
-                    said.add(problem.message)
-                    warn(f"pre-flight: {problem.message}")
-            rows[index] = (decision, problems)
-    refusal = dry_run_refusal(rows)
+    refusal = dry_run_refusal(dry_run_rows([(decision, plan.spec) for plan, decision in zip(plans, decisions)]))
     if refusal is not None:
         raise refusal
 

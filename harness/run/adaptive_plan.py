@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.engines.spec import LaunchSpec
 from harness.run.adaptive import (
     DecideRequest,
     check_request,
@@ -28,7 +29,8 @@ class NextRun:
 
     experiment: str
     seed: int
-    decision: "Decision"
+    decision: Decision
+    spec: LaunchSpec  # what its pre-flight checks
 
     @property
     def run(self) -> str:
@@ -109,7 +111,7 @@ def plan_decide(request: DecideRequest) -> DecidePlan:
         for name in comparison.open_experiments():
             for seed in next_seeds(tried.get(name, []), design.per_interim):
                 plan = plan_seed(request, name, seed)
-                runs.append(NextRun(name, seed, decide_on_capture(plan, "retry")))
+                runs.append(NextRun(name, seed, decide_on_capture(plan, "retry"), plan.spec))
     return DecidePlan(
         header=record.header or asked,
         record=request.record,
