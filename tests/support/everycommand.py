@@ -8,7 +8,9 @@ parameters needs a recipe in `RECIPES`; `invocations` names it otherwise.
 
 `python tests/support/everycommand.py PLAN RESULTS` (in a process of its own) calls each invocation of PLAN
 in-process, each under a timeout of its own (SIGALRM: a blocking open of a FIFO is interrupted too), and writes a
-JSON line per invocation to RESULTS as it goes: its exit code, whether it hung, its output's tail.
+JSON line per invocation to RESULTS as it goes: its exit code, whether it hung, its output's tail. A server (`board`)
+has served once its port answers, and is stopped SERVED_FOR_S later; the process `harness guard --pid` guards lives
+GUARDED_S.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -26,7 +30,9 @@ Path_ = tuple[str, ...]
 # Tokens a recipe uses, filled in by `invocations`: the capture root, the experiments directory, a run of the root.
 ROOT, EXPERIMENTS, RUN, SLEEPER = "{root}", "{experiments}", "{run}", "{sleeper}"
 SIM = ["--sim", "--sim-engine", "process", "--time-scale", "0.002", "--set", "steps=1"]
-SERVER_PATHS = {("board",)}  # serve until stopped: a timeout after its address line is how it should end
+SERVER_PATHS = {("board",)}  # serve until stopped: stopped once it has served is how it should end
+SERVED_FOR_S = 2.5  # how long a server serves once its port answers: past the board's first refresh (every 2 s)
+GUARDED_S = 0.5  # how long the process a `guard --pid` call guards lives: the guard's start and a few polls of 0.1 s
 # The seconds one call may take, where it runs trainers (the demo runs ten on the simulator, then summarizes) or
 # summarizes the root's hundred-odd runs and draws their figures (a guard figure a run: about 40 s on 2 busy cores).
 SLOW_PATHS = {("demo",): 300.0, ("run",): 60.0, ("sweep",): 120.0, ("summarize",): 300.0, ("report",): 300.0}
@@ -141,8 +147,6 @@ RECIPES: dict[Path_, Callable[[Path_, list[str], list[str]], list[list[str]]]] =
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -175,11 +179,27 @@ def filled(argv: list[str], root: Path, experiments: Path) -> list[str]:
 
 
 class Hung(BaseException):
-    """An invocation ran past its timeout (a BaseException: the command's own error edge does not catch it)."""
+    """An invocation ran past its timeout, or a server was stopped (a BaseException: the command's own error edge
+    does not catch it)."""
 
 
 def _alarm(signum: int, frame: object) -> None:
     raise Hung()
+
+
+def _stop_once_served(port: int, served: threading.Event, done: threading.Event) -> None:
+    """Set `served` once something answers on `port`, then SIGALRM the main thread SERVED_FOR_S later (unless the
+    call is `done` first): the server is stopped as its timeout would stop it."""
+    while not done.is_set():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        except OSError:
+            done.wait(0.1)
+            continue
+        served.set()
+        if not done.wait(SERVED_FOR_S):
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
+        return
 
 
 def drive(plan: dict[str, Any], results: Path) -> None:
@@ -193,13 +213,21 @@ def drive(plan: dict[str, Any], results: Path) -> None:
     with results.open("a") as out:
         for argv in plan["invocations"]:
             sleeper: Optional[subprocess.Popen] = None
+            stop_sleeper: Optional[threading.Timer] = None
             if SLEEPER in argv:
-                sleeper = subprocess.Popen(["sleep", "1"])
+                sleeper = subprocess.Popen(["sleep", "60"])
+                stop_sleeper = threading.Timer(GUARDED_S, sleeper.kill)
                 argv = [word.replace(SLEEPER, str(sleeper.pid)) for word in argv]
+            served, done = threading.Event(), threading.Event()
+            if server:
+                port = int(argv[argv.index("--port") + 1])
+                threading.Thread(target=_stop_once_served, args=(port, served, done), daemon=True).start()
             started = time.monotonic()
             hung, code, output, error = False, None, "", None
             runner = CliRunner()
             signal.setitimer(signal.ITIMER_REAL, float(plan["timeout_s"]))
+            if stop_sleeper is not None:
+                stop_sleeper.start()
             try:
                 result = runner.invoke(app, argv, env=plan.get("env"), catch_exceptions=True)
                 code, output = result.exit_code, result.output
@@ -209,14 +237,17 @@ def drive(plan: dict[str, Any], results: Path) -> None:
                 hung = True
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
+                done.set()
+                if stop_sleeper is not None:
+                    stop_sleeper.cancel()
                 if sleeper is not None:
                     sleeper.kill()
                     sleeper.wait()
             record = {
                 "argv": argv,
                 "exit_code": code,
-                "hung": hung and not server,
-                "served": hung and server,
+                "hung": hung and not served.is_set(),
+                "served": served.is_set(),
                 "exception": error,
                 "seconds": round(time.monotonic() - started, 2),
                 "output": output[-3000:],
