@@ -9,8 +9,8 @@ parameters needs a recipe in `RECIPES`; `invocations` names it otherwise.
 `python tests/support/everycommand.py PLAN RESULTS` (in a process of its own) calls each invocation of PLAN
 in-process, each under a timeout of its own (SIGALRM: a blocking open of a FIFO is interrupted too), and writes a
 JSON line per invocation to RESULTS as it goes: its exit code, whether it hung, its output's tail. A server (`board`)
-has served once its port answers, and is stopped SERVED_FOR_S later; the process `harness guard --pid` guards lives
-GUARDED_S.
+has served once its port answers, and is stopped SERVED_FOR_S later; the process a `harness guard --pid` call guards
+ends GUARDED_S after the guard's first line in its record.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -32,7 +33,8 @@ ROOT, EXPERIMENTS, RUN, SLEEPER = "{root}", "{experiments}", "{run}", "{sleeper}
 SIM = ["--sim", "--sim-engine", "process", "--time-scale", "0.002", "--set", "steps=1"]
 SERVER_PATHS = {("board",)}  # serve until stopped: stopped once it has served is how it should end
 SERVED_FOR_S = 2.5  # how long a server serves once its port answers: past the board's first refresh (every 2 s)
-GUARDED_S = 0.5  # how long the process a `guard --pid` call guards lives: the guard's start and a few polls of 0.1 s
+GUARDED_S = 0.3  # how long the process a `guard --pid` call guards lives once the guard has started: 3 polls of 0.1 s
+GUARD_START_S = 10.0  # the longest it waits for the guard's first line (a record the guard refuses: the call ends)
 # The seconds one call may take, where it runs trainers (the demo runs ten on the simulator, then summarizes) or
 # summarizes the root's hundred-odd runs and draws their figures (a guard figure a run: about 40 s on 2 busy cores).
 SLOW_PATHS = {("demo",): 300.0, ("run",): 60.0, ("sweep",): 120.0, ("summarize",): 300.0, ("report",): 300.0}
@@ -202,6 +204,27 @@ def _stop_once_served(port: int, served: threading.Event, done: threading.Event)
         return
 
 
+def _regular_size(path: Path) -> Optional[int]:
+    try:
+        found = os.lstat(path)  # never opened: a FIFO in its place must not hang the watch
+    except OSError:
+        return None
+    return found.st_size if stat.S_ISREG(found.st_mode) else None
+
+
+def _end_once_guarded(log: Path, before: Optional[int], sleeper: subprocess.Popen, done: threading.Event) -> None:
+    """Kill `sleeper` GUARDED_S after the guard's first line in `log` (its size no longer `before`), or GUARD_START_S
+    after the call began, unless it is `done` first: the guard is guarding before its target ends, however slow its
+    start."""
+    from support.timing import scaled  # here: the driver runs as a script, tests/ on its path only from __main__
+
+    deadline = time.monotonic() + scaled(GUARD_START_S)
+    while not done.is_set() and time.monotonic() < deadline and _regular_size(log) == before:
+        done.wait(0.02)
+    if not done.wait(GUARDED_S):
+        sleeper.kill()
+
+
 def drive(plan: dict[str, Any], results: Path) -> None:
     """Call each invocation of `plan` in this process, each under `timeout_s`; a JSON line per call to `results`."""
     from typer.testing import CliRunner
@@ -213,12 +236,13 @@ def drive(plan: dict[str, Any], results: Path) -> None:
     with results.open("a") as out:
         for argv in plan["invocations"]:
             sleeper: Optional[subprocess.Popen] = None
-            stop_sleeper: Optional[threading.Timer] = None
+            served, done = threading.Event(), threading.Event()
             if SLEEPER in argv:
                 sleeper = subprocess.Popen(["sleep", "60"])
-                stop_sleeper = threading.Timer(GUARDED_S, sleeper.kill)
                 argv = [word.replace(SLEEPER, str(sleeper.pid)) for word in argv]
-            served, done = threading.Event(), threading.Event()
+                log = Path(argv[argv.index("--record") + 1]) / "guard.jsonl"
+                watch = (log, _regular_size(log), sleeper, done)
+                threading.Thread(target=_end_once_guarded, args=watch, daemon=True).start()
             if server:
                 port = int(argv[argv.index("--port") + 1])
                 threading.Thread(target=_stop_once_served, args=(port, served, done), daemon=True).start()
@@ -226,8 +250,6 @@ def drive(plan: dict[str, Any], results: Path) -> None:
             hung, code, output, error = False, None, "", None
             runner = CliRunner()
             signal.setitimer(signal.ITIMER_REAL, float(plan["timeout_s"]))
-            if stop_sleeper is not None:
-                stop_sleeper.start()
             try:
                 result = runner.invoke(app, argv, env=plan.get("env"), catch_exceptions=True)
                 code, output = result.exit_code, result.output
@@ -238,8 +260,6 @@ def drive(plan: dict[str, Any], results: Path) -> None:
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 done.set()
-                if stop_sleeper is not None:
-                    stop_sleeper.cancel()
                 if sleeper is not None:
                     sleeper.kill()
                     sleeper.wait()
