@@ -100,6 +100,8 @@ FIXTURE_MARKERS = {
     "resume_ray_cluster": {"ray"},
     "process_resume_lab": {"integration"},
     "broken_root_template": {"integration"},
+    "broken_root": {"integration"},
+    "summarized_root": {"integration"},
 }
 
 

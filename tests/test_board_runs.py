@@ -43,7 +43,7 @@ def sim_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run_on_the_simulator(root: Path, reporter: Any, *overrides: str, experiment: str = "e2b-dapo-filter") -> Any:
-    target = SimTarget("process", 0.01, sys.executable, "a test")
+    target = SimTarget("process", 0.002, sys.executable, "a test")
     store = ExperimentStore(EXPERIMENTS)
     (plan,) = plan_runs(store, experiment, [], ["steps=5", *overrides], root, dict(os.environ), sim=target)
     return run_planned(plan, RunContext(reporter=reporter)).status

@@ -8,6 +8,10 @@ status that lacks fields); attempt directories whose names are not numbers, 10- 
 each record (current.jsonl, started.jsonl) broken each way, a current attempt deleted by hand, a hundred empty
 attempts. Each command is called in a process of its own, each call under a timeout of its own. Exit 70 is the
 harness's own bug: a broken file is one line about its run, never that.
+
+The root is built once for the module and each command is called over a copy of its own. `summarize` is called
+once (`summarized_root`), and `report` and `demo` over copies of the root it summarized, so the figures of the
+broken runs are drawn once. The commands that run trainers (`run`, `sweep`): tests/test_broken_roots_runs.py.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from support.brokencalls import RUNNING, call_over_a_broken_root
+from support.brokencalls import AFTER_SUMMARY, RUNNING, SUMMARIZE, call_over_a_broken_root, no_exit_70_no_hang
 from support.everycommand import command_paths, invocations
 
 pytestmark = pytest.mark.integration
@@ -32,6 +36,13 @@ def test_every_command_of_the_app_is_called() -> None:
 
 @pytest.mark.parametrize("path", [p for p in command_paths() if p not in RUNNING], ids=lambda path: "-".join(path))
 def test_no_command_exits_70_or_hangs_over_a_root_of_broken_files(
-    path: tuple[str, ...], broken_root_template: Path, tmp_path: Path
+    path: tuple[str, ...], request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    call_over_a_broken_root(path, broken_root_template, tmp_path)
+    if path == SUMMARIZE:  # called once for the module: its calls are checked here
+        no_exit_70_no_hang(request.getfixturevalue("summarized_root"))
+        return
+    if path in AFTER_SUMMARY:
+        source = request.getfixturevalue("summarized_root").root
+    else:
+        source = request.getfixturevalue("broken_root")
+    no_exit_70_no_hang(call_over_a_broken_root(path, source, tmp_path))

@@ -13,7 +13,7 @@ from typing import Iterator
 import pytest
 
 from harness.checkpoints.layout import iteration_name
-from support.resume_lab import ResumeLab
+from support.resume_lab import COOL_GB10, ResumeLab
 from support.smalldisk import PAGE, SmallDisk, small_disk_at
 from support.timing import scaled, wait_until
 
@@ -30,7 +30,7 @@ def test_a_disk_that_fills_during_a_save_leaves_the_previous_checkpoint_as_the_r
     resume_lab: ResumeLab, checkpoint_disk: SmallDisk
 ) -> None:
     lab = resume_lab
-    lab.experiment(every=3, keep=1)
+    lab.experiment(every=3, keep=1, guard=COOL_GB10)
     harness = lab.spawn("long", time_scale=TIME_SCALE)
 
     def second_kept_first_gone() -> bool:

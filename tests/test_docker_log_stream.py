@@ -217,6 +217,40 @@ def test_an_error_answer_is_refused_with_the_engine_s_message(tmp_path: Path) ->
     assert refused.value.status == 404 and refused.value.message == "No such container: abc"
 
 
+class Pieces:
+    """A socket whose every read gives the next of prepared pieces, as the engine wrote them, then b"" (closed)."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+
+    def recv(self, size: int) -> bytes:
+        piece = self.pieces.pop(0) if self.pieces else b""
+        assert len(piece) <= size
+        return piece
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_burst_the_engine_writes_32_kib_at_a_time_is_read_without_waits_and_a_trickle_is_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Docker follows a log in writes of about 32 KiB, half a read: waiting after each held a burst of 100,000 lines
+    # to 0.75 MB/s (20 s where the engine sent it in 1).
+    waits: list[float] = []
+    monkeypatch.setattr(dockerlogs.time, "sleep", waits.append)
+    line = b"2026-01-01T00:00:00.1Z " + b"x" * 96 + b"\n"  # a frame of 128 bytes: 256 in each write
+    burst = list(cut(frame(1, line) * 256 * 40, (32 << 10,)))
+    trickle = [frame(2, b"2026-01-01T00:00:01.0Z live %d\n" % n) for n in range(3)]
+
+    lines = list(split_lines(dockerlogs.LogBody(Pieces(burst + trickle), {}, b"", follow=True)))
+
+    assert len(burst) == 40 and lines == [line.decode().rstrip("\n")] * 256 * 40 + [
+        f"2026-01-01T00:00:01.0Z live {n}" for n in range(3)
+    ]
+    assert waits == [dockerlogs.FOLLOW_BATCH_S] * 3  # after each read of the trickle, none within the burst
+
+
 SCRIPT = r"""
 for i in $(seq 1 300); do echo "out $i"; echo "err $i" >&2; done
 head -c 40000 /dev/zero | tr '\0' y; echo

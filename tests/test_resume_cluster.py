@@ -26,7 +26,7 @@ import pytest
 from harness.capture import CaptureLock
 from harness.summary.summarize import summarize
 from support import raynodes
-from support.resume_lab import ResumeLab
+from support.resume_lab import COOL_GB10, ResumeLab
 from support.timing import scaled, wait_until
 
 pytestmark = pytest.mark.ray
@@ -67,7 +67,7 @@ def test_a_run_killed_after_a_checkpoint_resumes_with_ray_on_another_node_verifi
     ray_resume_lab: RayResumeLab, resume_ray_cluster: raynodes.RayNodes
 ) -> None:
     lab = ray_resume_lab
-    lab.experiment(resources={"node-a": 1})
+    lab.experiment(resources={"node-a": 1}, guard=COOL_GB10)
     driver = lab.spawn("long", time_scale=TIME_SCALE)
     try:
         wait_until(
@@ -99,7 +99,8 @@ def test_a_run_killed_after_a_checkpoint_resumes_with_ray_on_another_node_verifi
         f"--time-scale {TIME_SCALE} --capture-dir {lab.captures} --ray {resume_ray_cluster.address}"
     ], recovered.output
 
-    lab.experiment(resources={"node-b": 1})  # where it runs is not part of the run id: the same run, on the other node
+    # where it runs is not part of the run id: the same run, on the other node
+    lab.experiment(resources={"node-b": 1}, guard=COOL_GB10)
     resumed = lab.run("long", "--resume", time_scale=TIME_SCALE)
 
     assert resumed.exit_code == 0, resumed.output[-3000:]

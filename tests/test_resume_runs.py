@@ -12,7 +12,7 @@ import pytest
 
 from harness.checkpoints.layout import iteration_name
 from harness.summary.summarize import summarize
-from support.resume_lab import FAST, ResumeLab, same_but_the_clock
+from support.resume_lab import COOL_GB10, FAST, ResumeLab, same_but_the_clock
 from support.timing import scaled, wait_until
 
 ROLLOUT_SIDE_PERF = re.compile(r"metrics\.py:\d+ - perf 7: ")
@@ -36,7 +36,7 @@ def crashed_first_attempt(lab: ResumeLab, crash: str = "model-write:9", time_sca
 
 def test_a_run_killed_during_step_7_resumes_exactly_as_if_it_never_stopped(resume_lab: ResumeLab) -> None:
     lab = resume_lab
-    lab.experiment(batch=8)
+    lab.experiment(batch=8, guard={})  # the simulator's own GB10: each attempt waits for its CPU side to cool first
     ok(lab.run("long", "--name", "whole"))  # the uninterrupted run: same seed, same flags
 
     harness = lab.spawn("long", time_scale="0.05")
@@ -226,7 +226,7 @@ def test_auto_resume_continues_after_a_killed_trainer(resume_lab: ResumeLab) -> 
 
 def test_stop_with_a_checkpoint_then_resume(resume_lab: ResumeLab) -> None:
     lab = resume_lab
-    lab.experiment(every=100)  # no save of its own before the last rollout
+    lab.experiment(every=100, guard=COOL_GB10)  # no save of its own before the last rollout
     harness = lab.spawn("long", time_scale="0.02")
     wait_until(lambda: len(lab.metrics("long", 1)) >= 2, scaled(120), "two steps")
 
@@ -248,7 +248,7 @@ def test_stop_with_a_checkpoint_then_resume(resume_lab: ResumeLab) -> None:
 @pytest.mark.integration
 def test_two_harnesses_resuming_one_run_at_once(process_resume_lab: ResumeLab) -> None:
     lab = process_resume_lab
-    crashed_first_attempt(lab, time_scale="0.02")
+    crashed_first_attempt(lab, time_scale="0.02", guard=COOL_GB10)
 
     first = lab.spawn("long", "--resume", time_scale="0.02")
     wait_until(lambda: (lab.attempt_dir("long", 2) / "status.json").exists(), scaled(60), "the first resume")

@@ -2,7 +2,8 @@
 attempts, for the tests that run every command over it (tests/test_broken_roots.py).
 
 `build(root, template)` copies a good attempt (`template`: a directory holding status.json, manifest.json, ...)
-into runs of `root` and breaks one thing in each:
+into runs of `root` and breaks one thing in each; `copy(root, target)` copies a built root as it is, a quarter of the
+time a build takes, for a test of its own over it:
 
 - `cur-<file>-<kind>`: one attempt, the current one, whose `<file>` is broken as `<kind>`;
 - `old-<file>-<kind>`: attempt 1 broken so, attempt 2 good and current (the broken one is an older attempt);
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Callable
 
@@ -177,3 +179,9 @@ def build(root: Path, template: Path, *, empty_attempts: int = EMPTY_ATTEMPTS) -
     nul(legacy / "status.json")
     made["runs"].append(legacy.name)
     return made
+
+
+def copy(root: Path, target: Path) -> None:
+    """`root` as built, at `target`: FIFOs as FIFOs (never opened), links as links, the huge files as sparse.
+    cp(1): shutil.copytree opens each file it copies, and refuses a FIFO."""
+    subprocess.run(["cp", "-a", "--sparse=always", str(root), str(target)], check=True, capture_output=True)

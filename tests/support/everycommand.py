@@ -8,7 +8,9 @@ parameters needs a recipe in `RECIPES`; `invocations` names it otherwise.
 
 `python tests/support/everycommand.py PLAN RESULTS` (in a process of its own) calls each invocation of PLAN
 in-process, each under a timeout of its own (SIGALRM: a blocking open of a FIFO is interrupted too), and writes a
-JSON line per invocation to RESULTS as it goes: its exit code, whether it hung, its output's tail.
+JSON line per invocation to RESULTS as it goes: its exit code, whether it hung, its output's tail. A server (`board`)
+has served once its port answers, and is stopped SERVED_FOR_S later; the process a `harness guard --pid` call guards
+ends GUARDED_S after the guard's first line in its record.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -26,7 +31,10 @@ Path_ = tuple[str, ...]
 # Tokens a recipe uses, filled in by `invocations`: the capture root, the experiments directory, a run of the root.
 ROOT, EXPERIMENTS, RUN, SLEEPER = "{root}", "{experiments}", "{run}", "{sleeper}"
 SIM = ["--sim", "--sim-engine", "process", "--time-scale", "0.002", "--set", "steps=1"]
-SERVER_PATHS = {("board",)}  # serve until stopped: a timeout after its address line is how it should end
+SERVER_PATHS = {("board",)}  # serve until stopped: stopped once it has served is how it should end
+SERVED_FOR_S = 2.5  # how long a server serves once its port answers: past the board's first refresh (every 2 s)
+GUARDED_S = 0.3  # how long the process a `guard --pid` call guards lives once the guard has started: 3 polls of 0.1 s
+GUARD_START_S = 10.0  # the longest it waits for the guard's first line (a record the guard refuses: the call ends)
 # The seconds one call may take, where it runs trainers (the demo runs ten on the simulator, then summarizes) or
 # summarizes the root's hundred-odd runs and draws their figures (a guard figure a run: about 40 s on 2 busy cores).
 SLOW_PATHS = {("demo",): 300.0, ("run",): 60.0, ("sweep",): 120.0, ("summarize",): 300.0, ("report",): 300.0}
@@ -141,8 +149,6 @@ RECIPES: dict[Path_, Callable[[Path_, list[str], list[str]], list[list[str]]]] =
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -175,11 +181,48 @@ def filled(argv: list[str], root: Path, experiments: Path) -> list[str]:
 
 
 class Hung(BaseException):
-    """An invocation ran past its timeout (a BaseException: the command's own error edge does not catch it)."""
+    """An invocation ran past its timeout, or a server was stopped (a BaseException: the command's own error edge
+    does not catch it)."""
 
 
 def _alarm(signum: int, frame: object) -> None:
     raise Hung()
+
+
+def _stop_once_served(port: int, served: threading.Event, done: threading.Event) -> None:
+    """Set `served` once something answers on `port`, then SIGALRM the main thread SERVED_FOR_S later (unless the
+    call is `done` first): the server is stopped as its timeout would stop it."""
+    while not done.is_set():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        except OSError:
+            done.wait(0.1)
+            continue
+        served.set()
+        if not done.wait(SERVED_FOR_S):
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
+        return
+
+
+def _regular_size(path: Path) -> Optional[int]:
+    try:
+        found = os.lstat(path)  # never opened: a FIFO in its place must not hang the watch
+    except OSError:
+        return None
+    return found.st_size if stat.S_ISREG(found.st_mode) else None
+
+
+def _end_once_guarded(log: Path, before: Optional[int], sleeper: subprocess.Popen, done: threading.Event) -> None:
+    """Kill `sleeper` GUARDED_S after the guard's first line in `log` (its size no longer `before`), or GUARD_START_S
+    after the call began, unless it is `done` first: the guard is guarding before its target ends, however slow its
+    start."""
+    from support.timing import scaled  # here: the driver runs as a script, tests/ on its path only from __main__
+
+    deadline = time.monotonic() + scaled(GUARD_START_S)
+    while not done.is_set() and time.monotonic() < deadline and _regular_size(log) == before:
+        done.wait(0.02)
+    if not done.wait(GUARDED_S):
+        sleeper.kill()
 
 
 def drive(plan: dict[str, Any], results: Path) -> None:
@@ -193,9 +236,16 @@ def drive(plan: dict[str, Any], results: Path) -> None:
     with results.open("a") as out:
         for argv in plan["invocations"]:
             sleeper: Optional[subprocess.Popen] = None
+            served, done = threading.Event(), threading.Event()
             if SLEEPER in argv:
-                sleeper = subprocess.Popen(["sleep", "1"])
+                sleeper = subprocess.Popen(["sleep", "60"])
                 argv = [word.replace(SLEEPER, str(sleeper.pid)) for word in argv]
+                log = Path(argv[argv.index("--record") + 1]) / "guard.jsonl"
+                watch = (log, _regular_size(log), sleeper, done)
+                threading.Thread(target=_end_once_guarded, args=watch, daemon=True).start()
+            if server:
+                port = int(argv[argv.index("--port") + 1])
+                threading.Thread(target=_stop_once_served, args=(port, served, done), daemon=True).start()
             started = time.monotonic()
             hung, code, output, error = False, None, "", None
             runner = CliRunner()
@@ -209,14 +259,15 @@ def drive(plan: dict[str, Any], results: Path) -> None:
                 hung = True
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
+                done.set()
                 if sleeper is not None:
                     sleeper.kill()
                     sleeper.wait()
             record = {
                 "argv": argv,
                 "exit_code": code,
-                "hung": hung and not server,
-                "served": hung and server,
+                "hung": hung and not served.is_set(),
+                "served": served.is_set(),
                 "exception": error,
                 "seconds": round(time.monotonic() - started, 2),
                 "output": output[-3000:],

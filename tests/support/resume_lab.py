@@ -26,6 +26,13 @@ FAST = "0.002"  # wall seconds per simulated second: a 12-step run of the small 
 # The simulator's switches, passed to the trainer from the harness's environment (`pass_env`): their values are not
 # part of the run id, so an attempt with a fault and the resume after it are one run.
 SIM_SWITCHES = ["HARNESS_SIM_RESUME_FAULT", "HARNESS_SIM_CRASH_AT"]
+# The simulated GB10 of the lab's runs (the experiment's guard block): its CPU side starts at 50 C, below the 55 C
+# every simulated run waits for (harness.run.simswap.SIM_START_BELOW_C), so no attempt first waits seconds to cool.
+GB10: dict[str, Any] = {"sim": {"cpu": {"start_c": 50}}}
+# One that never gets hot enough to pause: it heats toward 80 C (the pause is at 85 C) and its CPU side toward 90 C
+# (paused at 95 C). The heat guard still runs and records. For the runs of a second or more a step whose test says
+# nothing of pauses, which take a third of such a run's time; the exact resume keeps them and checks them.
+COOL_GB10: dict[str, Any] = {"sim": {"hot_c": 80, "cpu": {"start_c": 50, "hot_c": 90}}}
 
 
 class ResumeLab:
@@ -56,6 +63,7 @@ class ResumeLab:
         batch: int = 4,
         auto: int = 0,
         resources: Optional[dict[str, float]] = None,
+        guard: Optional[dict[str, Any]] = None,
     ) -> str:
         data: dict[str, Any] = {
             "name": name,
@@ -71,6 +79,7 @@ class ResumeLab:
             "container": {"pass_env": SIM_SWITCHES},
             "checkpoint": {"every": every, "keep": keep},
             "resume": {"auto": auto},
+            "guard": GB10 if guard is None else guard,
         }
         if resources is not None:  # where Ray places it: not part of the run id
             data["cluster"] = {"resources": resources}
