@@ -85,7 +85,7 @@ setup: $(BIN)/harness ## create .venv and install the harness with its test and 
 TEST_WORKERS ?= 2
 SUITE_WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
 ON_WORKERS = --dist loadfile --no-loadscope-reorder
-test: setup ## the whole suite, as CI runs it (Docker tests where an engine answers): 9 to 10 min on 2 idle cores, 16 beside a second suite
+test: setup ## the whole suite, as CI runs it (Docker tests where an engine answers): 9 to 10 min on 2 cores, 13 to 17 beside a second suite
 	@SECONDS=0; env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(SUITE_WORKERS) $(ON_WORKERS); code=$$?; \
 		echo "make test: $$([ $$code = 0 ] && echo done || echo failed) in $$SECONDS s"; exit $$code
 
